@@ -1,0 +1,308 @@
+//! Connecting to a REST catalog: authenticate, `GET /v1/config`, then the
+//! catalog routes under the prefix the server handed back.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use reqwest::{Method, StatusCode};
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
+use topicberg_core::Secret;
+
+use super::oauth::{exchange_client_credentials, AccessToken};
+use crate::{CatalogError, CatalogErrorKind};
+
+/// How the client authenticates to the catalog.
+#[derive(Debug, Clone)]
+pub enum CatalogAuth {
+    /// No authentication (a local reference catalog).
+    None,
+    /// A static bearer token (e.g. a Databricks personal access token).
+    Token(Secret),
+    /// OAuth2 client credentials, exchanged for a token at `token_uri`
+    /// (default: `<uri>/v1/oauth/tokens`).
+    ClientCredentials {
+        /// The OAuth2 client id.
+        client_id: String,
+        /// The OAuth2 client secret; never printed.
+        client_secret: Secret,
+        /// The token endpoint; `None` means `<uri>/v1/oauth/tokens`.
+        token_uri: Option<String>,
+        /// The scope to ask for (Polaris: `PRINCIPAL_ROLE:ALL`).
+        scope: Option<String>,
+    },
+}
+
+/// Where the catalog is and how to talk to it.
+#[derive(Debug, Clone)]
+pub struct RestCatalogConfig {
+    /// Base URI, without the `/v1` suffix (Polaris: `http://host:8181/api/catalog`).
+    pub uri: String,
+    /// The warehouse to ask `GET /v1/config` for (Polaris catalog name,
+    /// Unity catalog name, SeaweedFS table bucket).
+    pub warehouse: Option<String>,
+    /// How to authenticate.
+    pub auth: CatalogAuth,
+    /// Deadline for each HTTP request.
+    pub request_timeout: Duration,
+}
+
+/// An Iceberg namespace, one string per level.
+pub type Namespace = Vec<String>;
+
+/// A connected REST catalog.
+#[derive(Debug)]
+pub struct RestCatalog {
+    http: reqwest::Client,
+    uri: String,
+    prefix: Option<String>,
+    token: Option<AccessToken>,
+    properties: HashMap<String, String>,
+}
+
+#[derive(Deserialize)]
+struct ConfigResponse {
+    #[serde(default)]
+    defaults: HashMap<String, String>,
+    #[serde(default)]
+    overrides: HashMap<String, String>,
+}
+
+#[derive(Deserialize)]
+struct ListNamespacesResponse {
+    namespaces: Vec<Namespace>,
+    #[serde(default, rename = "next-page-token")]
+    next_page_token: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct ErrorModel {
+    error: ErrorBody,
+}
+
+#[derive(Deserialize)]
+struct ErrorBody {
+    message: String,
+    #[serde(default, rename = "type")]
+    kind: Option<String>,
+}
+
+impl RestCatalog {
+    /// Authenticates and reads the catalog's configuration for the warehouse.
+    pub async fn connect(config: &RestCatalogConfig) -> Result<Self, CatalogError> {
+        let uri = config.uri.trim_end_matches('/').to_string();
+        let http = reqwest::Client::builder()
+            .timeout(config.request_timeout)
+            .build()
+            .map_err(|e| CatalogError::new(CatalogErrorKind::Protocol, "building the HTTP client", e.to_string()))?;
+        let token = match &config.auth {
+            CatalogAuth::None => None,
+            CatalogAuth::Token(token) => Some(AccessToken {
+                token: token.clone(),
+                expires_at: None,
+            }),
+            CatalogAuth::ClientCredentials {
+                client_id,
+                client_secret,
+                token_uri,
+                scope,
+            } => {
+                let token_uri = token_uri.clone().unwrap_or_else(|| format!("{uri}/v1/oauth/tokens"));
+                Some(exchange_client_credentials(&http, &token_uri, client_id, client_secret, scope.as_deref()).await?)
+            }
+        };
+        let mut catalog = Self {
+            http,
+            uri,
+            prefix: None,
+            token,
+            properties: HashMap::new(),
+        };
+        let query: Vec<(&str, &str)> = config.warehouse.iter().map(|w| ("warehouse", w.as_str())).collect();
+        let response: ConfigResponse = catalog.request_json(Method::GET, "v1/config", &query, "reading the catalog configuration").await?;
+        let mut properties = response.defaults;
+        properties.extend(response.overrides);
+        catalog.prefix = properties.get("prefix").filter(|p| !p.is_empty()).cloned();
+        catalog.properties = properties;
+        Ok(catalog)
+    }
+
+    /// The properties `GET /v1/config` returned (defaults, then overrides).
+    pub fn properties(&self) -> &HashMap<String, String> {
+        &self.properties
+    }
+
+    /// Lists every namespace (all pages); `parent` limits to its children.
+    pub async fn list_namespaces(&self, parent: Option<&Namespace>) -> Result<Vec<Namespace>, CatalogError> {
+        let path = self.route("namespaces");
+        let parent = parent.map(|p| p.join("\u{1f}"));
+        let mut all = Vec::new();
+        let mut page_token: Option<String> = None;
+        loop {
+            let mut query: Vec<(&str, &str)> = Vec::new();
+            if let Some(p) = &parent {
+                query.push(("parent", p));
+            }
+            if let Some(t) = &page_token {
+                query.push(("pageToken", t));
+            }
+            let page: ListNamespacesResponse = self.request_json(Method::GET, &path, &query, "listing namespaces").await?;
+            all.extend(page.namespaces);
+            match page.next_page_token {
+                Some(t) if !t.is_empty() => page_token = Some(t),
+                _ => return Ok(all),
+            }
+        }
+    }
+
+    /// Creates a namespace; an existing one is a [`CatalogErrorKind::Conflict`].
+    pub async fn create_namespace(&self, namespace: &Namespace) -> Result<(), CatalogError> {
+        let body = serde_json::json!({ "namespace": namespace, "properties": {} });
+        let what = format!("creating namespace {}", namespace.join("."));
+        self.send(Method::POST, &self.route("namespaces"), &[], Some(&body), &what).await?;
+        Ok(())
+    }
+
+    /// Drops an empty namespace.
+    pub async fn drop_namespace(&self, namespace: &Namespace) -> Result<(), CatalogError> {
+        let path = self.route(&format!("namespaces/{}", namespace_path(namespace)));
+        let what = format!("dropping namespace {}", namespace.join("."));
+        self.send(Method::DELETE, &path, &[], None, &what).await?;
+        Ok(())
+    }
+
+    fn route(&self, rest: &str) -> String {
+        match &self.prefix {
+            Some(prefix) => format!("v1/{prefix}/{rest}"),
+            None => format!("v1/{rest}"),
+        }
+    }
+
+    async fn request_json<T: DeserializeOwned>(
+        &self,
+        method: Method,
+        path: &str,
+        query: &[(&str, &str)],
+        what: &str,
+    ) -> Result<T, CatalogError> {
+        let (step, body) = self.send(method, path, query, None, what).await?;
+        serde_json::from_slice(&body).map_err(|e| {
+            CatalogError::new(CatalogErrorKind::Protocol, step, format!("unexpected response body: {e}"))
+        })
+    }
+
+    /// Sends one request; returns the step description and the body of a
+    /// 2xx answer, or the catalog's error.
+    async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        query: &[(&str, &str)],
+        json: Option<&serde_json::Value>,
+        what: &str,
+    ) -> Result<(String, bytes::Bytes), CatalogError> {
+        let url = format!("{}/{}", self.uri, path);
+        let step = format!("{what} ({method} {url})");
+        let mut request = self.http.request(method, &url).query(query);
+        if let Some(token) = &self.token {
+            request = request.bearer_auth(token.token.expose());
+        }
+        if let Some(json) = json {
+            request = request.json(json);
+        }
+        let response = request
+            .send()
+            .await
+            .map_err(|e| CatalogError::new(CatalogErrorKind::Unreachable, &step, describe_transport(&e)))?;
+        let status = response.status();
+        let body = response
+            .bytes()
+            .await
+            .map_err(|e| CatalogError::new(CatalogErrorKind::Unreachable, &step, describe_transport(&e)))?;
+        if !status.is_success() {
+            return Err(status_error(status, &body, step));
+        }
+        Ok((step, body))
+    }
+}
+
+/// Encodes one namespace for a URL path: levels joined by the unit
+/// separator (0x1F), everything but unreserved characters percent-encoded.
+fn namespace_path(namespace: &[String]) -> String {
+    let joined = namespace.join("\u{1f}");
+    let mut out = String::with_capacity(joined.len());
+    for byte in joined.bytes() {
+        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~') {
+            out.push(byte as char);
+        } else {
+            out.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    out
+}
+
+fn status_error(status: StatusCode, body: &[u8], step: String) -> CatalogError {
+    let said = serde_json::from_slice::<ErrorModel>(body)
+        .map(|m| match m.error.kind {
+            Some(kind) => format!("{kind}: {}", m.error.message),
+            None => m.error.message,
+        })
+        .unwrap_or_else(|_| String::from_utf8_lossy(body).chars().take(300).collect());
+    let (kind, hint) = match status.as_u16() {
+        401 => (CatalogErrorKind::Unauthorized, " (the credential or token was refused)"),
+        403 => (CatalogErrorKind::Forbidden, " (the principal lacks a privilege on this catalog)"),
+        404 => (CatalogErrorKind::NotFound, " (check the catalog URI and warehouse name)"),
+        409 => (CatalogErrorKind::Conflict, ""),
+        s if s >= 500 => (CatalogErrorKind::Server, ""),
+        _ => (CatalogErrorKind::Protocol, ""),
+    };
+    CatalogError::new(kind, step, format!("HTTP {status}: {said}{hint}"))
+}
+
+/// A transport error in words: reqwest's Display hides the cause chain.
+pub(crate) fn describe_transport(err: &reqwest::Error) -> String {
+    let mut text = err.to_string();
+    let mut source = std::error::Error::source(err);
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn namespace_levels_are_joined_by_unit_separator_and_encoded() {
+        assert_eq!(namespace_path(&["a".into(), "b c".into()]), "a%1Fb%20c");
+        assert_eq!(namespace_path(&["orders_topics".into()]), "orders_topics");
+    }
+
+    #[test]
+    fn catalog_error_body_is_quoted_with_a_hint() {
+        let body = br#"{"error":{"message":"Namespace does not exist: x","type":"NoSuchNamespaceException","code":404}}"#;
+        let err = status_error(StatusCode::NOT_FOUND, body, "listing".into());
+        assert_eq!(err.kind, CatalogErrorKind::NotFound);
+        assert!(err.to_string().contains("NoSuchNamespaceException: Namespace does not exist: x"));
+        assert!(!err.retryable());
+        let err = status_error(StatusCode::SERVICE_UNAVAILABLE, b"busy", "listing".into());
+        assert!(err.retryable());
+    }
+
+    #[tokio::test]
+    async fn unreachable_catalog_is_retryable_and_names_the_url() {
+        let config = RestCatalogConfig {
+            uri: "http://127.0.0.1:9/".into(),
+            warehouse: None,
+            auth: CatalogAuth::None,
+            request_timeout: Duration::from_secs(2),
+        };
+        let err = RestCatalog::connect(&config).await.unwrap_err();
+        assert_eq!(err.kind, CatalogErrorKind::Unreachable);
+        assert!(err.retryable());
+        assert!(err.to_string().contains("http://127.0.0.1:9/v1/config"), "{err}");
+    }
+}

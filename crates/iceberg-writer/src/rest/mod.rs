@@ -1,0 +1,7 @@
+//! An Iceberg REST catalog client of our own (REST catalog OpenAPI spec).
+
+mod client;
+mod oauth;
+
+pub use client::{CatalogAuth, Namespace, RestCatalog, RestCatalogConfig};
+pub use oauth::{exchange_client_credentials, AccessToken};

@@ -1,0 +1,44 @@
+use std::fmt;
+
+/// What kind of failure a [`KafkaError`] is; decides whether a retry can help.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KafkaErrorKind {
+    /// No broker answered within the deadline (wrong address, broker down,
+    /// listener not advertised to us).
+    Unreachable,
+    /// The broker answered but refused our credentials.
+    Authentication,
+    /// Our settings are invalid (rejected by the client before any I/O).
+    Config,
+    /// Any other error reported by the broker or client.
+    Broker,
+}
+
+/// An error from the Kafka side, with the context a user needs to fix it.
+#[derive(Debug, thiserror::Error)]
+#[error("{context}: {detail}")]
+pub struct KafkaError {
+    /// What kind of failure this is.
+    pub kind: KafkaErrorKind,
+    /// What we were doing, e.g. `failed to ping kafka brokers`.
+    pub context: String,
+    /// The cause, as precise as the client could tell.
+    pub detail: String,
+}
+
+impl KafkaError {
+    pub(crate) fn new(kind: KafkaErrorKind, context: impl Into<String>, detail: impl fmt::Display) -> Self {
+        Self {
+            kind,
+            context: context.into(),
+            detail: detail.to_string(),
+        }
+    }
+
+    /// Whether running the same operation again can succeed without a
+    /// change of configuration (a broker that was down may come back; wrong
+    /// credentials will not fix themselves).
+    pub fn retryable(&self) -> bool {
+        matches!(self.kind, KafkaErrorKind::Unreachable | KafkaErrorKind::Broker)
+    }
+}

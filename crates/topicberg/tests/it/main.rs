@@ -1,0 +1,11 @@
+//! Integration tests against the test bed (`scripts/testbed up`): a real
+//! Kafka broker, SeaweedFS (S3 + Iceberg REST catalog), Apache Iceberg's
+//! reference REST catalog, and independent readers.
+//!
+//! Every test names its topics and namespaces at random, so runs never
+//! collide, and reads the addresses from `scripts/testbed env`.
+
+mod catalog_smoke;
+mod kafka_smoke;
+mod readers_smoke;
+mod testbed;
