@@ -33,7 +33,11 @@ pub struct CatalogError {
 }
 
 impl CatalogError {
-    pub(crate) fn new(kind: CatalogErrorKind, step: impl Into<String>, detail: impl Into<String>) -> Self {
+    pub(crate) fn new(
+        kind: CatalogErrorKind,
+        step: impl Into<String>,
+        detail: impl Into<String>,
+    ) -> Self {
         Self {
             kind,
             step: step.into(),
@@ -43,6 +47,9 @@ impl CatalogError {
 
     /// Whether the same request may succeed if sent again unchanged.
     pub fn retryable(&self) -> bool {
-        matches!(self.kind, CatalogErrorKind::Unreachable | CatalogErrorKind::Server)
+        matches!(
+            self.kind,
+            CatalogErrorKind::Unreachable | CatalogErrorKind::Server
+        )
     }
 }

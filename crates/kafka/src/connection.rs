@@ -160,7 +160,8 @@ mod tests {
 
     #[test]
     fn connection_debug_does_not_show_the_password() {
-        let scram = KafkaConnection::sasl_plaintext("h:9093", SaslMechanism::Plain, "u", "topsecret");
+        let scram =
+            KafkaConnection::sasl_plaintext("h:9093", SaslMechanism::Plain, "u", "topsecret");
         assert!(!format!("{scram:?}").contains("topsecret"));
     }
 }

@@ -27,7 +27,11 @@ pub struct KafkaError {
 }
 
 impl KafkaError {
-    pub(crate) fn new(kind: KafkaErrorKind, context: impl Into<String>, detail: impl fmt::Display) -> Self {
+    pub(crate) fn new(
+        kind: KafkaErrorKind,
+        context: impl Into<String>,
+        detail: impl fmt::Display,
+    ) -> Self {
         Self {
             kind,
             context: context.into(),
@@ -39,6 +43,9 @@ impl KafkaError {
     /// change of configuration (a broker that was down may come back; wrong
     /// credentials will not fix themselves).
     pub fn retryable(&self) -> bool {
-        matches!(self.kind, KafkaErrorKind::Unreachable | KafkaErrorKind::Broker)
+        matches!(
+            self.kind,
+            KafkaErrorKind::Unreachable | KafkaErrorKind::Broker
+        )
     }
 }

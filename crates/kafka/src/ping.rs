@@ -1,10 +1,11 @@
 //! A real round trip to the cluster: a metadata request with a deadline.
 
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use rdkafka::client::{Client, ClientContext};
+use rdkafka::client::ClientContext;
 use rdkafka::error::KafkaError as RdKafkaError;
+use rdkafka::producer::{BaseProducer, Producer};
 use rdkafka::types::RDKafkaErrorCode;
 
 use crate::{KafkaConnection, KafkaError, KafkaErrorKind};
@@ -51,37 +52,63 @@ impl ClientContext for ErrorRecordingContext {
     }
 }
 
+impl rdkafka::producer::ProducerContext for ErrorRecordingContext {
+    type DeliveryOpaque = ();
+    fn delivery(
+        &self,
+        _result: &rdkafka::message::DeliveryResult<'_>,
+        _opaque: Self::DeliveryOpaque,
+    ) {
+    }
+}
+
 /// Sends a metadata request and waits at most `timeout` for the answer.
 ///
 /// The error reads `failed to ping kafka brokers: <cause>` and is
 /// [`KafkaErrorKind::Authentication`] when the broker refused the
-/// credentials, [`KafkaErrorKind::Unreachable`] when no broker answered.
+/// credentials (reported as soon as it happens, without waiting for the
+/// deadline), [`KafkaErrorKind::Unreachable`] when no broker answered.
 pub fn ping(connection: &KafkaConnection, timeout: Duration) -> Result<BrokerMetadata, KafkaError> {
     const CONTEXT: &str = "failed to ping kafka brokers";
-    let context = ErrorRecordingContext::default();
-    let native = connection
+    // A producer handle serves librdkafka's background events (where
+    // authentication failures arrive) whenever it is polled.
+    let producer: BaseProducer<ErrorRecordingContext> = connection
         .client_config()
-        .create_native_config()
+        .create_with_context(ErrorRecordingContext::default())
         .map_err(|e| KafkaError::new(KafkaErrorKind::Config, CONTEXT, e))?;
-    let client = Client::new(
-        &connection.client_config(),
-        native,
-        rdkafka::types::RDKafkaType::RD_KAFKA_PRODUCER,
-        context,
-    )
-    .map_err(|e| KafkaError::new(KafkaErrorKind::Config, CONTEXT, e))?;
-    match client.fetch_metadata(None, timeout) {
-        Ok(metadata) => {
-            let brokers = metadata
-                .brokers()
-                .iter()
-                .map(|b| (b.id(), format!("{}:{}", b.host(), b.port())))
-                .collect();
-            let mut topics: Vec<String> = metadata.topics().iter().map(|t| t.name().to_string()).collect();
-            topics.sort();
-            Ok(BrokerMetadata { brokers, topics })
+    let deadline = Instant::now() + timeout;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let attempt = left.min(Duration::from_millis(500));
+        match producer.client().fetch_metadata(None, attempt) {
+            Ok(metadata) => {
+                let brokers = metadata
+                    .brokers()
+                    .iter()
+                    .map(|b| (b.id(), format!("{}:{}", b.host(), b.port())))
+                    .collect();
+                let mut topics: Vec<String> = metadata
+                    .topics()
+                    .iter()
+                    .map(|t| t.name().to_string())
+                    .collect();
+                topics.sort();
+                return Ok(BrokerMetadata { brokers, topics });
+            }
+            Err(err) => {
+                producer.poll(Duration::ZERO);
+                let background = producer.context().last_error();
+                let auth_failed = matches!(background, Some((RDKafkaErrorCode::Authentication, _)));
+                if auth_failed || Instant::now() >= deadline {
+                    return Err(classify(
+                        &connection.bootstrap_servers,
+                        timeout,
+                        err,
+                        background,
+                    ));
+                }
+            }
         }
-        Err(err) => Err(classify(&connection.bootstrap_servers, timeout, err, client.context().last_error())),
     }
 }
 
@@ -122,7 +149,10 @@ mod tests {
             RdKafkaError::Global(RDKafkaErrorCode::Authentication),
             "SASL authentication error: Authentication failed",
         );
-        ctx.error(RdKafkaError::Global(RDKafkaErrorCode::AllBrokersDown), "1/1 brokers are down");
+        ctx.error(
+            RdKafkaError::Global(RDKafkaErrorCode::AllBrokersDown),
+            "1/1 brokers are down",
+        );
         let err = classify(
             "h:9093",
             Duration::from_secs(1),
@@ -131,7 +161,9 @@ mod tests {
         );
         assert_eq!(err.kind, KafkaErrorKind::Authentication);
         assert!(!err.retryable());
-        assert!(err.to_string().starts_with("failed to ping kafka brokers: authentication failed"));
+        assert!(err
+            .to_string()
+            .starts_with("failed to ping kafka brokers: authentication failed"));
     }
 
     #[test]

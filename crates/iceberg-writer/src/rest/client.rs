@@ -94,7 +94,13 @@ impl RestCatalog {
         let http = reqwest::Client::builder()
             .timeout(config.request_timeout)
             .build()
-            .map_err(|e| CatalogError::new(CatalogErrorKind::Protocol, "building the HTTP client", e.to_string()))?;
+            .map_err(|e| {
+                CatalogError::new(
+                    CatalogErrorKind::Protocol,
+                    "building the HTTP client",
+                    e.to_string(),
+                )
+            })?;
         let token = match &config.auth {
             CatalogAuth::None => None,
             CatalogAuth::Token(token) => Some(AccessToken {
@@ -107,8 +113,19 @@ impl RestCatalog {
                 token_uri,
                 scope,
             } => {
-                let token_uri = token_uri.clone().unwrap_or_else(|| format!("{uri}/v1/oauth/tokens"));
-                Some(exchange_client_credentials(&http, &token_uri, client_id, client_secret, scope.as_deref()).await?)
+                let token_uri = token_uri
+                    .clone()
+                    .unwrap_or_else(|| format!("{uri}/v1/oauth/tokens"));
+                Some(
+                    exchange_client_credentials(
+                        &http,
+                        &token_uri,
+                        client_id,
+                        client_secret,
+                        scope.as_deref(),
+                    )
+                    .await?,
+                )
             }
         };
         let mut catalog = Self {
@@ -118,8 +135,19 @@ impl RestCatalog {
             token,
             properties: HashMap::new(),
         };
-        let query: Vec<(&str, &str)> = config.warehouse.iter().map(|w| ("warehouse", w.as_str())).collect();
-        let response: ConfigResponse = catalog.request_json(Method::GET, "v1/config", &query, "reading the catalog configuration").await?;
+        let query: Vec<(&str, &str)> = config
+            .warehouse
+            .iter()
+            .map(|w| ("warehouse", w.as_str()))
+            .collect();
+        let response: ConfigResponse = catalog
+            .request_json(
+                Method::GET,
+                "v1/config",
+                &query,
+                "reading the catalog configuration",
+            )
+            .await?;
         let mut properties = response.defaults;
         properties.extend(response.overrides);
         catalog.prefix = properties.get("prefix").filter(|p| !p.is_empty()).cloned();
@@ -133,7 +161,10 @@ impl RestCatalog {
     }
 
     /// Lists every namespace (all pages); `parent` limits to its children.
-    pub async fn list_namespaces(&self, parent: Option<&Namespace>) -> Result<Vec<Namespace>, CatalogError> {
+    pub async fn list_namespaces(
+        &self,
+        parent: Option<&Namespace>,
+    ) -> Result<Vec<Namespace>, CatalogError> {
         let path = self.route("namespaces");
         let parent = parent.map(|p| p.join("\u{1f}"));
         let mut all = Vec::new();
@@ -146,7 +177,9 @@ impl RestCatalog {
             if let Some(t) = &page_token {
                 query.push(("pageToken", t));
             }
-            let page: ListNamespacesResponse = self.request_json(Method::GET, &path, &query, "listing namespaces").await?;
+            let page: ListNamespacesResponse = self
+                .request_json(Method::GET, &path, &query, "listing namespaces")
+                .await?;
             all.extend(page.namespaces);
             match page.next_page_token {
                 Some(t) if !t.is_empty() => page_token = Some(t),
@@ -159,7 +192,14 @@ impl RestCatalog {
     pub async fn create_namespace(&self, namespace: &Namespace) -> Result<(), CatalogError> {
         let body = serde_json::json!({ "namespace": namespace, "properties": {} });
         let what = format!("creating namespace {}", namespace.join("."));
-        self.send(Method::POST, &self.route("namespaces"), &[], Some(&body), &what).await?;
+        self.send(
+            Method::POST,
+            &self.route("namespaces"),
+            &[],
+            Some(&body),
+            &what,
+        )
+        .await?;
         Ok(())
     }
 
@@ -187,7 +227,11 @@ impl RestCatalog {
     ) -> Result<T, CatalogError> {
         let (step, body) = self.send(method, path, query, None, what).await?;
         serde_json::from_slice(&body).map_err(|e| {
-            CatalogError::new(CatalogErrorKind::Protocol, step, format!("unexpected response body: {e}"))
+            CatalogError::new(
+                CatalogErrorKind::Protocol,
+                step,
+                format!("unexpected response body: {e}"),
+            )
         })
     }
 
@@ -210,15 +254,13 @@ impl RestCatalog {
         if let Some(json) = json {
             request = request.json(json);
         }
-        let response = request
-            .send()
-            .await
-            .map_err(|e| CatalogError::new(CatalogErrorKind::Unreachable, &step, describe_transport(&e)))?;
+        let response = request.send().await.map_err(|e| {
+            CatalogError::new(CatalogErrorKind::Unreachable, &step, describe_transport(&e))
+        })?;
         let status = response.status();
-        let body = response
-            .bytes()
-            .await
-            .map_err(|e| CatalogError::new(CatalogErrorKind::Unreachable, &step, describe_transport(&e)))?;
+        let body = response.bytes().await.map_err(|e| {
+            CatalogError::new(CatalogErrorKind::Unreachable, &step, describe_transport(&e))
+        })?;
         if !status.is_success() {
             return Err(status_error(status, &body, step));
         }
@@ -249,9 +291,18 @@ fn status_error(status: StatusCode, body: &[u8], step: String) -> CatalogError {
         })
         .unwrap_or_else(|_| String::from_utf8_lossy(body).chars().take(300).collect());
     let (kind, hint) = match status.as_u16() {
-        401 => (CatalogErrorKind::Unauthorized, " (the credential or token was refused)"),
-        403 => (CatalogErrorKind::Forbidden, " (the principal lacks a privilege on this catalog)"),
-        404 => (CatalogErrorKind::NotFound, " (check the catalog URI and warehouse name)"),
+        401 => (
+            CatalogErrorKind::Unauthorized,
+            " (the credential or token was refused)",
+        ),
+        403 => (
+            CatalogErrorKind::Forbidden,
+            " (the principal lacks a privilege on this catalog)",
+        ),
+        404 => (
+            CatalogErrorKind::NotFound,
+            " (check the catalog URI and warehouse name)",
+        ),
         409 => (CatalogErrorKind::Conflict, ""),
         s if s >= 500 => (CatalogErrorKind::Server, ""),
         _ => (CatalogErrorKind::Protocol, ""),
@@ -286,7 +337,9 @@ mod tests {
         let body = br#"{"error":{"message":"Namespace does not exist: x","type":"NoSuchNamespaceException","code":404}}"#;
         let err = status_error(StatusCode::NOT_FOUND, body, "listing".into());
         assert_eq!(err.kind, CatalogErrorKind::NotFound);
-        assert!(err.to_string().contains("NoSuchNamespaceException: Namespace does not exist: x"));
+        assert!(err
+            .to_string()
+            .contains("NoSuchNamespaceException: Namespace does not exist: x"));
         assert!(!err.retryable());
         let err = status_error(StatusCode::SERVICE_UNAVAILABLE, b"busy", "listing".into());
         assert!(err.retryable());
@@ -303,6 +356,9 @@ mod tests {
         let err = RestCatalog::connect(&config).await.unwrap_err();
         assert_eq!(err.kind, CatalogErrorKind::Unreachable);
         assert!(err.retryable());
-        assert!(err.to_string().contains("http://127.0.0.1:9/v1/config"), "{err}");
+        assert!(
+            err.to_string().contains("http://127.0.0.1:9/v1/config"),
+            "{err}"
+        );
     }
 }

@@ -49,12 +49,13 @@ pub async fn exchange_client_credentials(
         form.push(("scope", scope));
     }
     let started = Instant::now();
-    let response = http
-        .post(token_uri)
-        .form(&form)
-        .send()
-        .await
-        .map_err(|e| CatalogError::new(CatalogErrorKind::Unreachable, &step, super::client::describe_transport(&e)))?;
+    let response = http.post(token_uri).form(&form).send().await.map_err(|e| {
+        CatalogError::new(
+            CatalogErrorKind::Unreachable,
+            &step,
+            super::client::describe_transport(&e),
+        )
+    })?;
     let status = response.status();
     let body = response
         .bytes()
@@ -81,10 +82,18 @@ pub async fn exchange_client_credentials(
             CatalogErrorKind::NotFound => " (check the token endpoint URI)",
             _ => "",
         };
-        return Err(CatalogError::new(kind, step, format!("HTTP {status}: {said}{hint}")));
+        return Err(CatalogError::new(
+            kind,
+            step,
+            format!("HTTP {status}: {said}{hint}"),
+        ));
     }
     let parsed: TokenResponse = serde_json::from_slice(&body).map_err(|e| {
-        CatalogError::new(CatalogErrorKind::Protocol, &step, format!("unexpected token response: {e}"))
+        CatalogError::new(
+            CatalogErrorKind::Protocol,
+            &step,
+            format!("unexpected token response: {e}"),
+        )
     })?;
     Ok(AccessToken {
         token: Secret::new(parsed.access_token),

@@ -29,9 +29,12 @@ fn config(catalog: &str, secret_override: Option<&str>) -> RestCatalogConfig {
 
 async fn connect(catalog: &str) -> RestCatalog {
     let config = config(catalog, None);
-    RestCatalog::connect(&config)
-        .await
-        .unwrap_or_else(|e| panic!("{catalog} catalog at {} is not available ({e}); run scripts/testbed up", config.uri))
+    RestCatalog::connect(&config).await.unwrap_or_else(|e| {
+        panic!(
+            "{catalog} catalog at {} is not available ({e}); run scripts/testbed up",
+            config.uri
+        )
+    })
 }
 
 #[tokio::test]
@@ -39,23 +42,49 @@ async fn catalogs_exchange_client_credentials_and_list_created_namespace() {
     for catalog in CATALOGS {
         let client = connect(catalog).await;
         let namespace = vec![unique_name("it_ns")];
-        client.create_namespace(&namespace).await.unwrap_or_else(|e| panic!("{catalog}: {e}"));
-        let listed = client.list_namespaces(None).await.unwrap_or_else(|e| panic!("{catalog}: {e}"));
-        assert!(listed.contains(&namespace), "{catalog}: {namespace:?} missing from {listed:?}");
+        client
+            .create_namespace(&namespace)
+            .await
+            .unwrap_or_else(|e| panic!("{catalog}: {e}"));
+        let listed = client
+            .list_namespaces(None)
+            .await
+            .unwrap_or_else(|e| panic!("{catalog}: {e}"));
+        assert!(
+            listed.contains(&namespace),
+            "{catalog}: {namespace:?} missing from {listed:?}"
+        );
 
-        let again = client.create_namespace(&namespace).await.expect_err("creating it twice must fail");
+        let again = client
+            .create_namespace(&namespace)
+            .await
+            .expect_err("creating it twice must fail");
         assert_eq!(again.kind, CatalogErrorKind::Conflict, "{catalog}: {again}");
 
-        client.drop_namespace(&namespace).await.unwrap_or_else(|e| panic!("{catalog}: {e}"));
-        let listed = client.list_namespaces(None).await.unwrap_or_else(|e| panic!("{catalog}: {e}"));
-        assert!(!listed.contains(&namespace), "{catalog}: {namespace:?} still listed after drop");
+        client
+            .drop_namespace(&namespace)
+            .await
+            .unwrap_or_else(|e| panic!("{catalog}: {e}"));
+        let listed = client
+            .list_namespaces(None)
+            .await
+            .unwrap_or_else(|e| panic!("{catalog}: {e}"));
+        assert!(
+            !listed.contains(&namespace),
+            "{catalog}: {namespace:?} still listed after drop"
+        );
     }
 }
 
 #[tokio::test]
 async fn seaweed_catalog_refuses_a_wrong_client_secret() {
     let config = config("SEAWEED", Some("wrong-secret"));
-    let err = RestCatalog::connect(&config).await.expect_err("a wrong secret must not get a token");
+    let err = RestCatalog::connect(&config)
+        .await
+        .expect_err("a wrong secret must not get a token");
     assert_eq!(err.kind, CatalogErrorKind::Unauthorized, "{err}");
-    assert!(!err.to_string().contains("wrong-secret"), "the secret leaked into: {err}");
+    assert!(
+        !err.to_string().contains("wrong-secret"),
+        "the secret leaked into: {err}"
+    );
 }

@@ -22,10 +22,21 @@ fn plaintext() -> KafkaConnection {
 
 fn sasl(mechanism: SaslMechanism) -> KafkaConnection {
     let (user, password) = match mechanism {
-        SaslMechanism::Plain => (get("TESTBED_KAFKA_PLAIN_USER"), get("TESTBED_KAFKA_PLAIN_PASSWORD")),
-        _ => (get("TESTBED_KAFKA_SCRAM_USER"), get("TESTBED_KAFKA_SCRAM_PASSWORD")),
+        SaslMechanism::Plain => (
+            get("TESTBED_KAFKA_PLAIN_USER"),
+            get("TESTBED_KAFKA_PLAIN_PASSWORD"),
+        ),
+        _ => (
+            get("TESTBED_KAFKA_SCRAM_USER"),
+            get("TESTBED_KAFKA_SCRAM_PASSWORD"),
+        ),
     };
-    KafkaConnection::sasl_plaintext(get("TESTBED_KAFKA_SASL_BOOTSTRAP"), mechanism, user, password)
+    KafkaConnection::sasl_plaintext(
+        get("TESTBED_KAFKA_SASL_BOOTSTRAP"),
+        mechanism,
+        user,
+        password,
+    )
 }
 
 /// Fails fast, naming Kafka, when the broker is not there.
@@ -39,14 +50,21 @@ fn require_kafka(connection: &KafkaConnection) {
 }
 
 fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap()
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
 }
 
 fn create_topic(connection: &KafkaConnection, topic: &str) {
-    let admin: AdminClient<DefaultClientContext> = connection.client_config().create().expect("admin client");
+    let admin: AdminClient<DefaultClientContext> =
+        connection.client_config().create().expect("admin client");
     let options = AdminOptions::new().operation_timeout(Some(Duration::from_secs(20)));
     let results = runtime()
-        .block_on(admin.create_topics(&[NewTopic::new(topic, PARTITIONS, TopicReplication::Fixed(1))], &options))
+        .block_on(admin.create_topics(
+            &[NewTopic::new(topic, PARTITIONS, TopicReplication::Fixed(1))],
+            &options,
+        ))
         .expect("create_topics request");
     for result in results {
         result.unwrap_or_else(|(t, e)| panic!("creating topic {t}: {e}"));
@@ -54,7 +72,8 @@ fn create_topic(connection: &KafkaConnection, topic: &str) {
 }
 
 fn delete_topic(connection: &KafkaConnection, topic: &str) {
-    let admin: AdminClient<DefaultClientContext> = connection.client_config().create().expect("admin client");
+    let admin: AdminClient<DefaultClientContext> =
+        connection.client_config().create().expect("admin client");
     let options = AdminOptions::new().operation_timeout(Some(Duration::from_secs(20)));
     let _ = runtime().block_on(admin.delete_topics(&[topic], &options));
 }
@@ -71,14 +90,24 @@ fn round_trip(connection: &KafkaConnection) {
     let mut sent = BTreeSet::new();
     for i in 0..MESSAGES {
         let key = format!("k{i}");
-        let value = format!("{{\"id\":{i},\"listener\":\"{}\"}}", connection.bootstrap_servers);
+        let value = format!(
+            "{{\"id\":{i},\"listener\":\"{}\"}}",
+            connection.bootstrap_servers
+        );
         let partition = (i as i32) % PARTITIONS;
         producer
-            .send(BaseRecord::to(&topic).key(&key).payload(&value).partition(partition))
+            .send(
+                BaseRecord::to(&topic)
+                    .key(&key)
+                    .payload(&value)
+                    .partition(partition),
+            )
             .unwrap_or_else(|(e, _)| panic!("enqueueing message {i} to {topic}: {e}"));
         sent.insert((partition, key, value));
     }
-    producer.flush(Duration::from_secs(30)).expect("every message acknowledged by the broker");
+    producer
+        .flush(Duration::from_secs(30))
+        .expect("every message acknowledged by the broker");
 
     let consumer: BaseConsumer = connection
         .client_config()
@@ -102,8 +131,14 @@ fn round_trip(connection: &KafkaConnection) {
     }
     drop(consumer);
     delete_topic(connection, &topic);
-    assert_eq!(count, MESSAGES, "messages consumed from {topic} (duplicates or missing)");
-    assert_eq!(received, sent, "what was consumed from {topic} differs from what was produced");
+    assert_eq!(
+        count, MESSAGES,
+        "messages consumed from {topic} (duplicates or missing)"
+    );
+    assert_eq!(
+        received, sent,
+        "what was consumed from {topic} differs from what was produced"
+    );
 }
 
 #[test]
@@ -126,7 +161,11 @@ fn kafka_wrong_scram_password_is_an_authentication_error() {
     require_kafka(&plaintext());
     let mut connection = sasl(SaslMechanism::ScramSha512);
     connection.sasl.as_mut().unwrap().password = "not-the-password".into();
-    let err = ping(&connection, Duration::from_secs(15)).expect_err("a wrong password must not authenticate");
+    let err = ping(&connection, Duration::from_secs(15))
+        .expect_err("a wrong password must not authenticate");
     assert_eq!(err.kind, KafkaErrorKind::Authentication, "{err}");
-    assert!(!err.to_string().contains("not-the-password"), "the password leaked into: {err}");
+    assert!(
+        !err.to_string().contains("not-the-password"),
+        "the password leaked into: {err}"
+    );
 }

@@ -28,10 +28,20 @@ fn readers_agree(catalog: &str, format_version: &str) {
     let make = format!("{readers}/make_sample_table.py");
     let written = run(
         &python,
-        &[&make, "--catalog", catalog, "--format-version", format_version, &table],
+        &[
+            &make,
+            "--catalog",
+            catalog,
+            "--format-version",
+            format_version,
+            &table,
+        ],
     );
     let rows = written.lines().count();
-    assert!(rows >= 3, "the sample table should hold several rows, got:\n{written}");
+    assert!(
+        rows >= 3,
+        "the sample table should hold several rows, got:\n{written}"
+    );
 
     let read = format!("{readers}/read");
     for engine in ["duckdb", "pyiceberg", "spark"] {

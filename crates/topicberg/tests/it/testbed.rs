@@ -8,7 +8,10 @@ use std::sync::OnceLock;
 
 /// The repository root (two levels above this crate).
 pub fn repo_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().expect("repo root")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .expect("repo root")
 }
 
 fn exports() -> &'static HashMap<String, String> {
