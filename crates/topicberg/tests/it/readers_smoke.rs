@@ -1,14 +1,11 @@
 //! The independent readers (DuckDB, PyIceberg, Spark) read a table that
 //! PyIceberg wrote, and all print exactly the rows that were written.
 
-use std::process::Command;
-
-use crate::testbed::{get, repo_root, unique_name};
+use crate::testbed::{command, get, unique_name};
 
 fn run(program: &str, args: &[&str]) -> String {
-    let out = Command::new(program)
+    let out = command(program)
         .args(args)
-        .current_dir(repo_root())
         .output()
         .unwrap_or_else(|e| panic!("running {program}: {e}"));
     assert!(

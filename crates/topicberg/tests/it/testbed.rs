@@ -45,6 +45,17 @@ pub fn get(name: &str) -> String {
         .unwrap_or_else(|| panic!("{name} is not set and `scripts/testbed env` does not print it"))
 }
 
+/// A command run from the repository root with every `TESTBED_*` setting
+/// in its environment (for the reader scripts).
+pub fn command(program: &str) -> Command {
+    let mut cmd = Command::new(program);
+    cmd.current_dir(repo_root());
+    for name in exports().keys() {
+        cmd.env(name, get(name));
+    }
+    cmd
+}
+
 /// A fresh name for a topic, namespace or table: `<what>_<random hex>`.
 pub fn unique_name(what: &str) -> String {
     format!("{what}_{}", uuid::Uuid::new_v4().simple())
