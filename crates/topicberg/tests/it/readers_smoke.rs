@@ -23,10 +23,23 @@ fn readers_agree(catalog: &str, format_version: &str) {
     let readers = get("TESTBED_READERS");
     let table = format!("{}.sample", unique_name("it_readers"));
     let make = format!("{readers}/make_sample_table.py");
-    run(&python, &[&make, "--catalog", catalog, "--format-version", format_version, &table]);
+    run(
+        &python,
+        &[
+            &make,
+            "--catalog",
+            catalog,
+            "--format-version",
+            format_version,
+            &table,
+        ],
+    );
     let written = run(&python, &[&make, "--print-expected"]);
     let rows = written.lines().count();
-    assert!(rows >= 3, "the sample table should hold several rows, got:\n{written}");
+    assert!(
+        rows >= 3,
+        "the sample table should hold several rows, got:\n{written}"
+    );
 
     let read = format!("{readers}/read");
     for engine in ["duckdb", "pyiceberg", "spark"] {
