@@ -52,6 +52,11 @@ Catalog arguments
   --catalog seaweed|fixture   pick defaults from the TESTBED_<CATALOG>_* and
                               TESTBED_S3_* environment variables (eval
                               "$(scripts/testbed env)"); default: seaweed
+  --catalog sql --sql-path DIR [--sql-name NAME]
+                              topicberg's embedded catalog: DIR/catalog.db (the
+                              SQLite layout of PyIceberg's SqlCatalog) and the
+                              table files in DIR; NAME is the catalog_name
+                              column (default: default). No REST or S3 options.
   --uri --warehouse --credential --oauth2-server-uri --token --scope
   --s3-endpoint --s3-region --s3-access-key --s3-secret-key   explicit overrides
   table                       namespace.table (the last dot separates the table
@@ -123,6 +128,9 @@ class CatalogConfig:
     s3_region: str
     s3_access_key: str
     s3_secret_key: str
+    # --catalog sql: the embedded catalog's folder and catalog name.
+    sql_path: Optional[str] = None
+    sql_name: str = "default"
 
     @property
     def client_id(self) -> Optional[str]:
@@ -147,7 +155,7 @@ class TableName:
         return ".".join(self.namespace + (self.name,))
 
 
-CATALOGS = ("seaweed", "fixture")
+CATALOGS = ("seaweed", "fixture", "sql")
 
 
 def _env(name: str) -> Optional[str]:
@@ -169,6 +177,10 @@ def add_catalog_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--s3-region")
     g.add_argument("--s3-access-key")
     g.add_argument("--s3-secret-key")
+    g.add_argument("--sql-path", help="--catalog sql: the embedded catalog's folder "
+                                      "(holds catalog.db)")
+    g.add_argument("--sql-name", default="default",
+                   help="--catalog sql: the catalog name (default: default)")
 
 
 def add_table_arg(p: argparse.ArgumentParser) -> None:
@@ -176,6 +188,14 @@ def add_table_arg(p: argparse.ArgumentParser) -> None:
 
 
 def resolve_catalog(args: argparse.Namespace) -> CatalogConfig:
+    if args.catalog == "sql":
+        if not args.sql_path:
+            raise ReaderError("--catalog sql needs --sql-path DIR", EXIT_USAGE)
+        return CatalogConfig(
+            catalog="sql", uri="", warehouse="", credential=None, oauth2_server_uri=None,
+            token=None, scope=None, s3_endpoint="", s3_region="", s3_access_key="",
+            s3_secret_key="", sql_path=os.path.abspath(args.sql_path),
+            sql_name=args.sql_name)
     prefix = "TESTBED_" + args.catalog.upper() + "_"
 
     def pick(explicit: Optional[str], env_name: Optional[str], what: str,
@@ -236,6 +256,11 @@ def parse_reader_args(engine: str, argv: Optional[Sequence[str]] = None):
 # ---------------------------------------------------------------------------
 
 def check_catalog_reachable(cfg: CatalogConfig, timeout: float = 5.0) -> None:
+    if cfg.catalog == "sql":
+        if not os.path.isfile(sql_catalog_file(cfg)):
+            raise ReaderError(f"no embedded catalog: {sql_catalog_file(cfg)} does not exist",
+                              EXIT_UNREACHABLE)
+        return
     url = cfg.uri + "/v1/config?" + urllib.parse.urlencode({"warehouse": cfg.warehouse})
     try:
         urllib.request.urlopen(url, timeout=timeout).close()
@@ -244,6 +269,33 @@ def check_catalog_reachable(cfg: CatalogConfig, timeout: float = 5.0) -> None:
     except (urllib.error.URLError, OSError) as e:
         reason = getattr(e, "reason", e)
         raise ReaderError(f"catalog {cfg.uri} is not reachable: {reason}", EXIT_UNREACHABLE)
+
+
+def sql_catalog_file(cfg: CatalogConfig) -> str:
+    """The SQLite file of the embedded catalog (--catalog sql)."""
+    return os.path.join(cfg.sql_path or "", "catalog.db")
+
+
+def sql_metadata_location(cfg: CatalogConfig, table: TableName) -> str:
+    """The current metadata file of `table` in the embedded catalog, read from
+    its SQLite file (iceberg_tables.metadata_location) without PyIceberg."""
+    import sqlite3
+
+    path = sql_catalog_file(cfg)
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        row = con.execute(
+            "SELECT metadata_location FROM iceberg_tables WHERE catalog_name = ? "
+            "AND table_namespace = ? AND table_name = ?",
+            (cfg.sql_name, ".".join(table.namespace), table.name)).fetchone()
+    except sqlite3.Error as e:
+        raise ReaderError(f"{path} is not an embedded catalog: {e}", EXIT_FAILURE)
+    finally:
+        con.close()
+    if not row or not row[0]:
+        raise ReaderError(f"table {table.dotted} does not exist in {path} "
+                          f"(catalog {cfg.sql_name})", EXIT_NO_TABLE)
+    return row[0]
 
 
 # ---------------------------------------------------------------------------

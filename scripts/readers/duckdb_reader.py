@@ -93,6 +93,8 @@ def connect(cfg: common.CatalogConfig) -> duckdb.DuckDBPyConnection:
     for ext in EXTENSIONS:
         con.execute(f"LOAD {sql_str(extension_path(ext))}")
     con.execute("SET TimeZone = 'UTC'")
+    if cfg.catalog == "sql":
+        return con  # local files: no S3 secret, no REST catalog to attach
 
     ep = urllib.parse.urlsplit(cfg.s3_endpoint if "://" in cfg.s3_endpoint
                                else "http://" + cfg.s3_endpoint)
@@ -132,7 +134,12 @@ def connect(cfg: common.CatalogConfig) -> duckdb.DuckDBPyConnection:
 
 def read(cfg: common.CatalogConfig, table: common.TableName):
     con = connect(cfg)
-    qname = f"cat.{ident('.'.join(table.namespace))}.{ident(table.name)}"
+    if cfg.catalog == "sql":
+        # The embedded catalog: scan the current metadata file the SQLite
+        # catalog points at (DuckDB reads file:// locations as they are).
+        qname = f"iceberg_scan({sql_str(common.sql_metadata_location(cfg, table))})"
+    else:
+        qname = f"cat.{ident('.'.join(table.namespace))}.{ident(table.name)}"
     try:
         rel = con.sql(f"SELECT * FROM {qname}")
         columns = [(n, duck_type(t)) for n, t in zip(rel.columns, rel.types)]

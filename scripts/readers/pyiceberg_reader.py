@@ -50,6 +50,11 @@ def load_catalog(cfg: common.CatalogConfig):
     from pyiceberg.catalog.rest import RestCatalog
     from pyiceberg.exceptions import OAuthError, RESTError
 
+    if cfg.catalog == "sql":
+        from pyiceberg.catalog.sql import SqlCatalog
+
+        return SqlCatalog(cfg.sql_name, uri=f"sqlite:///{common.sql_catalog_file(cfg)}",
+                          warehouse=f"file://{cfg.sql_path}")
     try:
         return RestCatalog(f"tb_{cfg.catalog}", **catalog_properties(cfg))
     except (requests.exceptions.ConnectionError, requests.exceptions.Timeout) as e:
@@ -111,7 +116,8 @@ def read(cfg: common.CatalogConfig, table: common.TableName):
     try:
         tbl = cat.load_table(table.namespace + (table.name,))
     except (NoSuchTableError, NoSuchNamespaceError) as e:
-        raise ReaderError(f"table {table.dotted} does not exist in {cfg.uri}: {e}",
+        where = cfg.sql_path if cfg.catalog == "sql" else cfg.uri
+        raise ReaderError(f"table {table.dotted} does not exist in {where}: {e}",
                           EXIT_NO_TABLE)
     schema = tbl.schema()
     columns = [(f.name, ice_type(f.field_type)) for f in schema.fields]

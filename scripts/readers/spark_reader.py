@@ -92,8 +92,9 @@ def session(cfg: common.CatalogConfig):
          .config("spark.sql.shuffle.partitions", "2")
          .config("spark.sql.extensions",
                  "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"))
-    for k, v in catalog_conf(cfg).items():
-        b = b.config(k, v)
+    if cfg.catalog != "sql":  # the embedded catalog's tables are read by path
+        for k, v in catalog_conf(cfg).items():
+            b = b.config(k, v)
     return b.getOrCreate()
 
 
@@ -174,7 +175,12 @@ def read(cfg: common.CatalogConfig, table: common.TableName):
     try:
         name = ".".join(quote(x) for x in (CATALOG,) + table.namespace + (table.name,))
         try:
-            df = spark.table(name)
+            if cfg.catalog == "sql":
+                # The embedded catalog: Iceberg loads a table from the current
+                # metadata file the SQLite catalog points at.
+                df = spark.read.format("iceberg").load(common.sql_metadata_location(cfg, table))
+            else:
+                df = spark.table(name)
         except AnalysisException as e:
             cls = getattr(e, "getErrorClass", lambda: None)()
             if cls in ("TABLE_OR_VIEW_NOT_FOUND", "SCHEMA_NOT_FOUND") or "not found" in str(e):

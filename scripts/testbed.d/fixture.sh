@@ -64,12 +64,16 @@ fixture_start() {
   fi
   mkdir -p "$FIXTURE_DIR"
   # CATALOG_X__Y_Z is catalog property x-y.z (see LoopbackRestCatalog.java).
+  # CATALOG_CLIENTS=1: one JDBC connection. With SQLite, a second pooled connection can
+  # read an old snapshot under concurrent requests ("Table does not exist" right after a
+  # create, SQLITE_BUSY_SNAPSHOT on writes); one connection serializes catalog calls.
   tb_start_bg fixture env \
     CATALOG_CATALOG__IMPL=org.apache.iceberg.jdbc.JdbcCatalog \
     CATALOG_URI="jdbc:sqlite:$FIXTURE_DB?journal_mode=WAL&busy_timeout=10000" \
     CATALOG_JDBC_USER=user \
     CATALOG_JDBC_PASSWORD=password \
     CATALOG_JDBC_SCHEMA__VERSION=V1 \
+    CATALOG_CLIENTS=1 \
     CATALOG_WAREHOUSE="s3://$TB_FIXTURE_BUCKET/" \
     CATALOG_IO__IMPL=org.apache.iceberg.aws.s3.S3FileIO \
     CATALOG_S3_ENDPOINT="http://$TB_HOST:$TB_S3_PORT" \

@@ -53,3 +53,122 @@ impl CatalogError {
         )
     }
 }
+
+/// What kind of failure an [`IcebergError`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IcebergErrorKind {
+    /// A catalog request failed; the inner kind says how (a commit that met
+    /// a concurrent change is [`CatalogErrorKind::Conflict`]).
+    Catalog(CatalogErrorKind),
+    /// A commit was sent, the catalog did not confirm it (HTTP 500/502/503/504
+    /// or a lost connection) and reloading the table to look for it failed
+    /// too. Sending it again could commit the data twice: reconcile first by
+    /// reading the `topicberg.*` properties of the table's snapshots.
+    CommitStateUnknown,
+    /// Reading or writing an object in storage failed.
+    Storage,
+    /// The data does not fit the table (schema mismatch) or could not be
+    /// encoded; the same data will fail again.
+    Data,
+    /// The configuration cannot work (bad endpoint, unsupported location).
+    Config,
+}
+
+/// An error on topicberg's Iceberg write path: the catalog, storage, the
+/// data, or the commit.
+///
+/// Like [`CatalogError`], the message names the step and the object (a URL
+/// or file location, never a secret).
+#[derive(Debug, thiserror::Error)]
+#[error("{step}: {detail}")]
+pub struct IcebergError {
+    /// What kind of failure this is.
+    pub kind: IcebergErrorKind,
+    /// The step that failed, e.g. `writing data file s3://b/t/data/x.parquet`.
+    pub step: String,
+    /// What went wrong.
+    pub detail: String,
+    transient: bool,
+}
+
+impl IcebergError {
+    pub(crate) fn new(
+        kind: IcebergErrorKind,
+        step: impl Into<String>,
+        detail: impl Into<String>,
+    ) -> Self {
+        let transient = match kind {
+            IcebergErrorKind::Catalog(k) => {
+                matches!(k, CatalogErrorKind::Unreachable | CatalogErrorKind::Server)
+            }
+            IcebergErrorKind::Storage => true,
+            _ => false,
+        };
+        Self {
+            kind,
+            step: step.into(),
+            detail: detail.into(),
+            transient,
+        }
+    }
+
+    pub(crate) fn with_retryable(mut self, retryable: bool) -> Self {
+        self.transient = retryable;
+        self
+    }
+
+    pub(crate) fn with_detail_suffix(mut self, suffix: &str) -> Self {
+        self.detail.push_str(suffix);
+        self
+    }
+
+    /// Whether the same operation may succeed if run again unchanged:
+    /// an unreachable or failing catalog, a transient storage failure, or a
+    /// commit conflict (a fresh load and a new attempt can land it). Never
+    /// for [`IcebergErrorKind::CommitStateUnknown`].
+    pub fn retryable(&self) -> bool {
+        match self.kind {
+            IcebergErrorKind::Catalog(CatalogErrorKind::Conflict) => true,
+            _ => self.transient,
+        }
+    }
+}
+
+impl From<CatalogError> for IcebergError {
+    fn from(e: CatalogError) -> Self {
+        Self::new(IcebergErrorKind::Catalog(e.kind), e.step, e.detail)
+    }
+}
+
+/// An `iceberg` crate error as an [`IcebergError`]: a storage failure
+/// anywhere in its source chain makes it [`IcebergErrorKind::Storage`]
+/// (retryable as the storage said), anything else is `otherwise`.
+pub(crate) fn from_iceberg(
+    step: impl Into<String>,
+    err: &iceberg::Error,
+    otherwise: IcebergErrorKind,
+) -> IcebergError {
+    let mut parts: Vec<String> = vec![err.message().to_string()];
+    let mut storage: Option<bool> = None;
+    let mut cause = std::error::Error::source(err);
+    while let Some(c) = cause {
+        if let Some(fault) = c.downcast_ref::<crate::storage::StorageFault>() {
+            storage.get_or_insert(fault.retryable);
+        }
+        let text = match c.downcast_ref::<iceberg::Error>() {
+            Some(inner) => inner.message().to_string(),
+            None => c.to_string().lines().next().unwrap_or_default().to_string(),
+        };
+        if !text.is_empty() && !parts.iter().any(|p| p.contains(&text)) {
+            parts.push(text);
+        }
+        cause = c.source();
+    }
+    let detail = parts.join(": ");
+    match storage {
+        Some(retryable) => {
+            IcebergError::new(IcebergErrorKind::Storage, step, detail).with_retryable(retryable)
+        }
+        None => IcebergError::new(otherwise, step, detail),
+    }
+}

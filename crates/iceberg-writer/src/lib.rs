@@ -2,12 +2,51 @@
 //!
 //! - [`rest`]: our own Iceberg REST catalog client (the `iceberg` crate's
 //!   client cannot commit delete files or refresh OAuth2 tokens; see
-//!   REFERENCE.md), starting with authentication, `GET /v1/config` and
-//!   namespace listing.
+//!   REFERENCE.md): authentication, `GET /v1/config`, namespaces, and table
+//!   load / create / drop / commit.
+//! - [`storage`]: S3 or local files behind the `iceberg` crate's `FileIO`.
+//! - [`schema`]: the column list -> Iceberg schema and Arrow schema.
+//! - [`IcebergTarget`]: the write path for append mode: ensure a table,
+//!   write Parquet data files ([`DataFileWriter`]), commit an append snapshot
+//!   (manifest, manifest list, summary with the caller's properties), with
+//!   conflict retries and a check for commits whose answer was lost.
 //!
-//! Data files, delete files, manifests and the snapshot commit build on it.
+//! ```no_run
+//! # async fn demo(catalog: topicberg_iceberg::rest::RestCatalogConfig,
+//! #               storage: topicberg_iceberg::StorageConfig,
+//! #               batch: arrow_array::RecordBatch) -> Result<(), topicberg_iceberg::IcebergError> {
+//! use std::collections::BTreeMap;
+//! use topicberg_iceberg::{Column, ColumnType, FormatVersion, IcebergTarget};
+//!
+//! let target = IcebergTarget::connect(&catalog, storage).await?;
+//! let columns = [Column::optional("id", 1, ColumnType::Long)];
+//! let ns = vec!["kafka".to_string()];
+//! let mut table = target.ensure_table(&ns, "orders", &columns, FormatVersion::V2).await?;
+//! // build `batch` in table.arrow_schema()
+//! let files = target.write_data_files(&table, [batch]).await?;
+//! let offsets = BTreeMap::from([("topicberg.offsets".to_string(), r#"{"orders":{"0":42}}"#.to_string())]);
+//! let committed = target.commit_append(&mut table, files, offsets).await?;
+//! println!("snapshot {}", committed.snapshot_id);
+//! # Ok(()) }
+//! ```
 
+mod append;
+mod data_files;
 mod error;
+#[cfg(test)]
+mod local_tests;
 pub mod rest;
+pub mod schema;
+pub mod sql;
+pub mod storage;
+mod target;
 
-pub use error::{CatalogError, CatalogErrorKind};
+pub use append::COMMIT_ID_PROPERTY;
+pub use data_files::{DataFileWriter, WriteOptions};
+pub use error::{CatalogError, CatalogErrorKind, IcebergError, IcebergErrorKind};
+pub use iceberg::spec::{DataFile, FormatVersion};
+pub use schema::{Column, ColumnType};
+pub use storage::{ObjectStorage, S3Config, StorageConfig};
+pub use target::{
+    CommittedSnapshot, IcebergTarget, SnapshotInfo, TableHandle, DEFAULT_COMMIT_ATTEMPTS,
+};

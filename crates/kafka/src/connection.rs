@@ -2,6 +2,7 @@
 //! where they become librdkafka settings.
 
 use rdkafka::ClientConfig;
+use topicberg_core::config::SourceConfig;
 use topicberg_core::Secret;
 
 /// How the client talks to the brokers (Kafka's `security.protocol`).
@@ -140,6 +141,44 @@ impl KafkaConnection {
     }
 }
 
+impl KafkaConnection {
+    /// The connection a job file's `[source]` describes (already validated:
+    /// a SASL protocol comes with mechanism, username and password).
+    pub fn from_source(source: &SourceConfig) -> Self {
+        use topicberg_core::config::{SaslMechanism as M, SecurityProtocol as P};
+        let security_protocol = match source.security_protocol {
+            P::Plaintext => SecurityProtocol::Plaintext,
+            P::Ssl => SecurityProtocol::Ssl,
+            P::SaslPlaintext => SecurityProtocol::SaslPlaintext,
+            P::SaslSsl => SecurityProtocol::SaslSsl,
+        };
+        let sasl = match (
+            source.sasl_mechanism,
+            &source.sasl_username,
+            &source.sasl_password,
+        ) {
+            (Some(mechanism), Some(username), Some(password)) if security_protocol.uses_sasl() => {
+                Some(SaslCredentials {
+                    mechanism: match mechanism {
+                        M::Plain => SaslMechanism::Plain,
+                        M::ScramSha256 => SaslMechanism::ScramSha256,
+                        M::ScramSha512 => SaslMechanism::ScramSha512,
+                    },
+                    username: username.clone(),
+                    password: password.clone(),
+                })
+            }
+            _ => None,
+        };
+        Self {
+            bootstrap_servers: source.brokers().join(","),
+            security_protocol,
+            sasl,
+            ssl_ca_pem: source.ssl_ca_pem.clone(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -163,5 +202,39 @@ mod tests {
         let scram =
             KafkaConnection::sasl_plaintext("h:9093", SaslMechanism::Plain, "u", "topsecret");
         assert!(!format!("{scram:?}").contains("topsecret"));
+    }
+
+    #[test]
+    fn from_source_maps_a_job_files_source() {
+        let text = r#"
+name = "job"
+[source]
+bootstrap_servers = "h1:9093, h2:9093"
+topic_pattern = "^orders$"
+security_protocol = "SASL_SSL"
+sasl_mechanism = "SCRAM-SHA-256"
+sasl_username = "u"
+sasl_password = "${PW}"
+ssl_ca_pem = "-----BEGIN CERTIFICATE-----"
+"#;
+        let job = topicberg_core::JobConfig::from_toml_str(text, |v| {
+            (v == "PW").then(|| "pw-from-env".to_string())
+        })
+        .unwrap();
+        let c = KafkaConnection::from_source(&job.source).client_config();
+        assert_eq!(c.get("bootstrap.servers"), Some("h1:9093,h2:9093"));
+        assert_eq!(c.get("security.protocol"), Some("SASL_SSL"));
+        assert_eq!(c.get("sasl.mechanism"), Some("SCRAM-SHA-256"));
+        assert_eq!(c.get("sasl.username"), Some("u"));
+        assert_eq!(c.get("sasl.password"), Some("pw-from-env"));
+        assert_eq!(c.get("ssl.ca.pem"), Some("-----BEGIN CERTIFICATE-----"));
+
+        let plain = SourceConfig {
+            bootstrap_servers: "h:9092".into(),
+            ..SourceConfig::default()
+        };
+        let c = KafkaConnection::from_source(&plain).client_config();
+        assert_eq!(c.get("security.protocol"), Some("PLAINTEXT"));
+        assert_eq!(c.get("sasl.mechanism"), None);
     }
 }

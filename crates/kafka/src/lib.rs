@@ -9,9 +9,15 @@
 //! these.
 
 pub mod connection;
+pub mod drain;
 mod error;
+pub mod offsets;
 pub mod ping;
+pub mod topics;
 
 pub use connection::{KafkaConnection, SaslMechanism, SecurityProtocol};
+pub use drain::{drain, DrainError, DrainSettings, DrainedPartition, PartitionRange};
 pub use error::{KafkaError, KafkaErrorKind};
+pub use offsets::{commit_group_offsets, read_partition_states, PartitionState, TopicPartition};
 pub use ping::{ping, BrokerMetadata};
+pub use topics::{select_topics, SelectedTopic, TopicSelection};

@@ -7,6 +7,7 @@ use std::time::Duration;
 use reqwest::{Method, StatusCode};
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
+use topicberg_core::config::{CatalogKind, DestinationConfig, CATALOG_REQUEST_TIMEOUT_SECS};
 use topicberg_core::Secret;
 
 use super::oauth::{exchange_client_credentials, AccessToken};
@@ -45,6 +46,33 @@ pub struct RestCatalogConfig {
     pub auth: CatalogAuth,
     /// Deadline for each HTTP request.
     pub request_timeout: Duration,
+}
+
+impl RestCatalogConfig {
+    /// The REST catalog a job file's `[destination]` describes. `None` when
+    /// it is not `catalog = "rest"`, or lacks what validation requires (a
+    /// `uri`, a `credential` with a `:`).
+    pub fn from_destination(destination: &DestinationConfig) -> Option<Self> {
+        if destination.catalog != CatalogKind::Rest {
+            return None;
+        }
+        let auth = match (&destination.credential, &destination.token) {
+            (Some(credential), _) => CatalogAuth::ClientCredentials {
+                client_id: credential.client_id()?.to_string(),
+                client_secret: credential.client_secret()?,
+                token_uri: destination.oauth2_server_uri(),
+                scope: destination.scope.clone(),
+            },
+            (None, Some(token)) => CatalogAuth::Token(token.clone()),
+            (None, None) => CatalogAuth::None,
+        };
+        Some(Self {
+            uri: destination.uri.clone()?,
+            warehouse: destination.warehouse.clone(),
+            auth,
+            request_timeout: Duration::from_secs(CATALOG_REQUEST_TIMEOUT_SECS),
+        })
+    }
 }
 
 /// An Iceberg namespace, one string per level.
@@ -211,14 +239,14 @@ impl RestCatalog {
         Ok(())
     }
 
-    fn route(&self, rest: &str) -> String {
+    pub(super) fn route(&self, rest: &str) -> String {
         match &self.prefix {
             Some(prefix) => format!("v1/{prefix}/{rest}"),
             None => format!("v1/{rest}"),
         }
     }
 
-    async fn request_json<T: DeserializeOwned>(
+    pub(super) async fn request_json<T: DeserializeOwned>(
         &self,
         method: Method,
         path: &str,
@@ -237,7 +265,7 @@ impl RestCatalog {
 
     /// Sends one request; returns the step description and the body of a
     /// 2xx answer, or the catalog's error.
-    async fn send(
+    pub(super) async fn send(
         &self,
         method: Method,
         path: &str,
@@ -270,7 +298,7 @@ impl RestCatalog {
 
 /// Encodes one namespace for a URL path: levels joined by the unit
 /// separator (0x1F), everything but unreserved characters percent-encoded.
-fn namespace_path(namespace: &[String]) -> String {
+pub(super) fn namespace_path(namespace: &[String]) -> String {
     let joined = namespace.join("\u{1f}");
     let mut out = String::with_capacity(joined.len());
     for byte in joined.bytes() {
@@ -360,5 +388,55 @@ mod tests {
             err.to_string().contains("http://127.0.0.1:9/v1/config"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn from_destination_maps_a_job_files_destination() {
+        let text = r#"
+name = "job"
+[source]
+bootstrap_servers = "h:9092"
+topic_pattern = "^orders$"
+[destination]
+catalog = "rest"
+uri = "http://127.0.0.1:8181"
+warehouse = "lakehouse"
+credential = "topicberg:${SECRET}"
+scope = "PRINCIPAL_ROLE:ALL"
+"#;
+        let job = topicberg_core::JobConfig::from_toml_str(text, |v| {
+            (v == "SECRET").then(|| "s3cr3t".to_string())
+        })
+        .unwrap();
+        let config = RestCatalogConfig::from_destination(&job.destination).unwrap();
+        assert_eq!(config.uri, "http://127.0.0.1:8181");
+        assert_eq!(config.warehouse.as_deref(), Some("lakehouse"));
+        match &config.auth {
+            CatalogAuth::ClientCredentials {
+                client_id,
+                client_secret,
+                token_uri,
+                scope,
+            } => {
+                assert_eq!(client_id, "topicberg");
+                assert_eq!(client_secret.expose(), "s3cr3t");
+                assert_eq!(
+                    token_uri.as_deref(),
+                    Some("http://127.0.0.1:8181/v1/oauth/tokens")
+                );
+                assert_eq!(scope.as_deref(), Some("PRINCIPAL_ROLE:ALL"));
+            }
+            other => panic!("expected client credentials, got {other:?}"),
+        }
+        assert!(!format!("{config:?}").contains("s3cr3t"));
+
+        let mut token = job.destination.clone();
+        token.credential = None;
+        token.token = Some(Secret::new("t"));
+        let config = RestCatalogConfig::from_destination(&token).unwrap();
+        assert!(matches!(config.auth, CatalogAuth::Token(ref t) if t.expose() == "t"));
+
+        let embedded = DestinationConfig::default();
+        assert!(RestCatalogConfig::from_destination(&embedded).is_none());
     }
 }

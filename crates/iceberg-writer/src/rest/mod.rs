@@ -2,6 +2,8 @@
 
 mod client;
 mod oauth;
+mod tables;
 
 pub use client::{CatalogAuth, Namespace, RestCatalog, RestCatalogConfig};
 pub use oauth::{exchange_client_credentials, AccessToken};
+pub use tables::LoadedTable;

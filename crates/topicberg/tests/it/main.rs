@@ -6,6 +6,11 @@
 //! collide, and reads the addresses from `scripts/testbed env`.
 
 mod catalog_smoke;
+mod iceberg_append;
+mod iceberg_commit_faults;
 mod kafka_smoke;
 mod readers_smoke;
+mod sql_catalog;
+mod support;
+mod sync_append;
 mod testbed;

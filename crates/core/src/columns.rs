@@ -1,0 +1,450 @@
+//! The column model of a topic's table: payload columns from the JSON
+//! values, then the metadata columns every row carries.
+
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+use std::str::FromStr;
+
+use arrow_schema::{DataType, Field, Schema, TimeUnit};
+
+/// The Parquet field metadata key that carries an Iceberg field id.
+pub const PARQUET_FIELD_ID_KEY: &str = "PARQUET:field_id";
+
+/// The time zone of every `timestamptz` column in Arrow.
+pub const UTC: &str = "UTC";
+
+/// The type of a column, as inferred from JSON and as stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ColumnType {
+    /// 64-bit integer (Iceberg `long`).
+    Long,
+    /// 32-bit integer (Iceberg `int`); only `_kafka_partition` and columns
+    /// of tables made elsewhere: inference never produces it.
+    Int,
+    /// 64-bit float (Iceberg `double`).
+    Double,
+    /// Iceberg `boolean`.
+    Boolean,
+    /// UTF-8 text (Iceberg `string`).
+    String,
+    /// Microseconds since the epoch, UTC (Iceberg `timestamptz`).
+    TimestampTz,
+    /// Any JSON value stored as its JSON text in a string column: nested
+    /// objects and arrays, and fields whose scalar types disagree.
+    Json,
+}
+
+impl ColumnType {
+    /// Every type, for exhaustive tests and listings.
+    pub const ALL: [ColumnType; 7] = [
+        ColumnType::Long,
+        ColumnType::Int,
+        ColumnType::Double,
+        ColumnType::Boolean,
+        ColumnType::String,
+        ColumnType::TimestampTz,
+        ColumnType::Json,
+    ];
+
+    /// The name used in messages and reports: `long`, `int`, `double`,
+    /// `boolean`, `string`, `timestamptz` or `json`. [`FromStr`] reads it back.
+    pub fn name(self) -> &'static str {
+        match self {
+            ColumnType::Long => "long",
+            ColumnType::Int => "int",
+            ColumnType::Double => "double",
+            ColumnType::Boolean => "boolean",
+            ColumnType::String => "string",
+            ColumnType::TimestampTz => "timestamptz",
+            ColumnType::Json => "json",
+        }
+    }
+
+    /// The Iceberg primitive type that stores it (`json` is a `string`).
+    pub fn iceberg_type(self) -> &'static str {
+        match self {
+            ColumnType::Json => "string",
+            other => other.name(),
+        }
+    }
+
+    /// The Arrow type of its column.
+    pub fn arrow_type(self) -> DataType {
+        match self {
+            ColumnType::Long => DataType::Int64,
+            ColumnType::Int => DataType::Int32,
+            ColumnType::Double => DataType::Float64,
+            ColumnType::Boolean => DataType::Boolean,
+            ColumnType::String | ColumnType::Json => DataType::Utf8,
+            ColumnType::TimestampTz => DataType::Timestamp(TimeUnit::Microsecond, Some(UTC.into())),
+        }
+    }
+}
+
+impl fmt::Display for ColumnType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The text is not one of the names [`ColumnType::name`] returns.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "unknown column type {0:?} (expected long, int, double, boolean, string, timestamptz or json)"
+)]
+pub struct UnknownColumnType(pub String);
+
+impl FromStr for ColumnType {
+    type Err = UnknownColumnType;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        ColumnType::ALL
+            .into_iter()
+            .find(|t| t.name() == s)
+            .ok_or_else(|| UnknownColumnType(s.to_owned()))
+    }
+}
+
+/// One column of a table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Column {
+    /// The Iceberg field id (positive, unique in the table).
+    pub field_id: i32,
+    /// The column name, exactly as the field is named in the messages.
+    pub name: String,
+    /// Its type.
+    pub ty: ColumnType,
+}
+
+impl Column {
+    /// A column.
+    pub fn new(field_id: i32, name: impl Into<String>, ty: ColumnType) -> Self {
+        Self {
+            field_id,
+            name: name.into(),
+            ty,
+        }
+    }
+}
+
+/// `_kafka_key`: the message key, standard base64 with padding; null key: null.
+pub const KAFKA_KEY: &str = "_kafka_key";
+/// `_kafka_partition`: the partition the message was read from.
+pub const KAFKA_PARTITION: &str = "_kafka_partition";
+/// `_kafka_offset`: the message's offset in its partition.
+pub const KAFKA_OFFSET: &str = "_kafka_offset";
+/// `_kafka_timestamp`: the message timestamp.
+pub const KAFKA_TIMESTAMP: &str = "_kafka_timestamp";
+/// `_olake_id`: see [`crate::append_olake_id`] and [`crate::upsert_olake_id`].
+pub const OLAKE_ID: &str = "_olake_id";
+/// `_op_type`: `c` in append mode.
+pub const OP_TYPE: &str = "_op_type";
+/// `_olake_timestamp`: when the row was written (one value per batch).
+pub const OLAKE_TIMESTAMP: &str = "_olake_timestamp";
+/// `_cdc_timestamp`: the message timestamp.
+pub const CDC_TIMESTAMP: &str = "_cdc_timestamp";
+
+/// The metadata columns, in the order a new table lists them after the
+/// payload, with their types. Their names and types match the product
+/// pages users come from and never change.
+pub const METADATA_COLUMNS: [(&str, ColumnType); 8] = [
+    (KAFKA_KEY, ColumnType::String),
+    (KAFKA_PARTITION, ColumnType::Int),
+    (KAFKA_OFFSET, ColumnType::Long),
+    (KAFKA_TIMESTAMP, ColumnType::TimestampTz),
+    (OLAKE_ID, ColumnType::String),
+    (OP_TYPE, ColumnType::String),
+    (OLAKE_TIMESTAMP, ColumnType::TimestampTz),
+    (CDC_TIMESTAMP, ColumnType::TimestampTz),
+];
+
+/// The type of the metadata column `name`, or `None` for a payload name.
+pub fn metadata_column_type(name: &str) -> Option<ColumnType> {
+    METADATA_COLUMNS
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, t)| *t)
+}
+
+/// A column list that cannot describe a table.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ColumnsError {
+    /// Two columns share a name.
+    #[error("column {0:?} appears twice")]
+    DuplicateName(String),
+    /// Two columns share a field id.
+    #[error("field id {0} is used by two columns")]
+    DuplicateFieldId(i32),
+    /// A field id is zero or negative.
+    #[error("column {name:?} has field id {field_id}; field ids must be positive")]
+    InvalidFieldId { name: String, field_id: i32 },
+    /// A metadata column name with the wrong type.
+    #[error("metadata column {name:?} must be {expected}, not {found}")]
+    MetadataType {
+        name: String,
+        expected: ColumnType,
+        found: ColumnType,
+    },
+    /// A new payload column uses a metadata column's name.
+    #[error("{0:?} is a metadata column name and cannot be a payload column")]
+    ReservedName(String),
+}
+
+/// The ordered columns of a table.
+///
+/// A new table lists the payload columns first (in first-seen order), then
+/// [`METADATA_COLUMNS`]. A table that evolved lists columns in whatever
+/// order its Iceberg schema has; the decoder finds metadata columns by name
+/// and fills any that are present.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableColumns {
+    columns: Vec<Column>,
+}
+
+impl TableColumns {
+    /// Checks and wraps a column list: names and field ids unique, field ids
+    /// positive, metadata column names with their metadata types.
+    pub fn new(columns: Vec<Column>) -> Result<Self, ColumnsError> {
+        let mut names = HashSet::with_capacity(columns.len());
+        let mut ids = HashSet::with_capacity(columns.len());
+        for c in &columns {
+            if c.field_id <= 0 {
+                return Err(ColumnsError::InvalidFieldId {
+                    name: c.name.clone(),
+                    field_id: c.field_id,
+                });
+            }
+            if !names.insert(c.name.as_str()) {
+                return Err(ColumnsError::DuplicateName(c.name.clone()));
+            }
+            if !ids.insert(c.field_id) {
+                return Err(ColumnsError::DuplicateFieldId(c.field_id));
+            }
+            if let Some(expected) = metadata_column_type(&c.name) {
+                if expected != c.ty {
+                    return Err(ColumnsError::MetadataType {
+                        name: c.name.clone(),
+                        expected,
+                        found: c.ty,
+                    });
+                }
+            }
+        }
+        Ok(Self { columns })
+    }
+
+    /// The columns of a new table: `payload` with field ids 1, 2, ... in
+    /// order, then the metadata columns with the next ids.
+    pub fn for_new_table(payload: &[(String, ColumnType)]) -> Result<Self, ColumnsError> {
+        Self::new(Vec::new())?.with_added(payload, true)
+    }
+
+    /// These columns plus `added` payload columns at the end, with field ids
+    /// after the highest in use; with `metadata`, then any metadata columns
+    /// still missing. For a table whose ids the catalog assigns, build the
+    /// list with [`TableColumns::new`] instead.
+    pub fn with_added(
+        &self,
+        added: &[(String, ColumnType)],
+        metadata: bool,
+    ) -> Result<Self, ColumnsError> {
+        let mut columns = self.columns.clone();
+        let mut next_id = self.max_field_id() + 1;
+        for (name, ty) in added {
+            if metadata_column_type(name).is_some() {
+                return Err(ColumnsError::ReservedName(name.clone()));
+            }
+            columns.push(Column::new(next_id, name.clone(), *ty));
+            next_id += 1;
+        }
+        if metadata {
+            for (name, ty) in METADATA_COLUMNS {
+                if !columns.iter().any(|c| c.name == name) {
+                    columns.push(Column::new(next_id, name, ty));
+                    next_id += 1;
+                }
+            }
+        }
+        Self::new(columns)
+    }
+
+    /// All columns, in table order.
+    pub fn columns(&self) -> &[Column] {
+        &self.columns
+    }
+
+    /// The column called `name`.
+    pub fn get(&self, name: &str) -> Option<&Column> {
+        self.columns.iter().find(|c| c.name == name)
+    }
+
+    /// The payload columns (every column that is not a metadata column).
+    pub fn payload(&self) -> impl Iterator<Item = &Column> {
+        self.columns
+            .iter()
+            .filter(|c| metadata_column_type(&c.name).is_none())
+    }
+
+    /// The number of columns.
+    pub fn len(&self) -> usize {
+        self.columns.len()
+    }
+
+    /// Whether there are no columns.
+    pub fn is_empty(&self) -> bool {
+        self.columns.is_empty()
+    }
+
+    /// The highest field id, 0 when empty.
+    pub fn max_field_id(&self) -> i32 {
+        self.columns.iter().map(|c| c.field_id).max().unwrap_or(0)
+    }
+
+    /// The Arrow schema of the batches the decoder produces: every field
+    /// nullable, with its field id in the `PARQUET:field_id` metadata.
+    pub fn arrow_schema(&self) -> Schema {
+        Schema::new(
+            self.columns
+                .iter()
+                .map(|c| {
+                    Field::new(&c.name, c.ty.arrow_type(), true).with_metadata(HashMap::from([(
+                        PARQUET_FIELD_ID_KEY.to_owned(),
+                        c.field_id.to_string(),
+                    )]))
+                })
+                .collect::<Vec<_>>(),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn orders_payload() -> Vec<(String, ColumnType)> {
+        [
+            ("id", ColumnType::Long),
+            ("amount", ColumnType::Double),
+            ("created_at", ColumnType::TimestampTz),
+        ]
+        .into_iter()
+        .map(|(n, t)| (n.to_owned(), t))
+        .collect()
+    }
+
+    #[test]
+    fn new_table_lists_payload_then_metadata_with_ids_in_order() {
+        let t = TableColumns::for_new_table(&orders_payload()).unwrap();
+        let names: Vec<_> = t.columns().iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "id",
+                "amount",
+                "created_at",
+                "_kafka_key",
+                "_kafka_partition",
+                "_kafka_offset",
+                "_kafka_timestamp",
+                "_olake_id",
+                "_op_type",
+                "_olake_timestamp",
+                "_cdc_timestamp"
+            ]
+        );
+        let ids: Vec<_> = t.columns().iter().map(|c| c.field_id).collect();
+        assert_eq!(ids, (1..=11).collect::<Vec<_>>());
+        assert_eq!(t.payload().count(), 3);
+        assert_eq!(t.get("_kafka_partition").unwrap().ty, ColumnType::Int);
+    }
+
+    #[test]
+    fn arrow_schema_types_nullability_and_field_ids() {
+        let t = TableColumns::for_new_table(&orders_payload()).unwrap();
+        let s = t.arrow_schema();
+        let utc = DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()));
+        let expected = [
+            ("id", DataType::Int64),
+            ("amount", DataType::Float64),
+            ("created_at", utc.clone()),
+            ("_kafka_key", DataType::Utf8),
+            ("_kafka_partition", DataType::Int32),
+            ("_kafka_offset", DataType::Int64),
+            ("_kafka_timestamp", utc.clone()),
+            ("_olake_id", DataType::Utf8),
+            ("_op_type", DataType::Utf8),
+            ("_olake_timestamp", utc.clone()),
+            ("_cdc_timestamp", utc),
+        ];
+        assert_eq!(s.fields().len(), expected.len());
+        for (i, (f, (name, ty))) in s.fields().iter().zip(expected).enumerate() {
+            assert_eq!(f.name(), name);
+            assert_eq!(f.data_type(), &ty);
+            assert!(f.is_nullable());
+            assert_eq!(
+                f.metadata().get("PARQUET:field_id"),
+                Some(&(i + 1).to_string())
+            );
+        }
+        assert_eq!(ColumnType::Json.arrow_type(), DataType::Utf8);
+        assert_eq!(ColumnType::Boolean.arrow_type(), DataType::Boolean);
+    }
+
+    #[test]
+    fn type_names_round_trip() {
+        for t in ColumnType::ALL {
+            assert_eq!(t.name().parse::<ColumnType>(), Ok(t));
+            assert_eq!(t.to_string(), t.name());
+        }
+        assert_eq!(ColumnType::Json.iceberg_type(), "string");
+        assert_eq!(ColumnType::TimestampTz.iceberg_type(), "timestamptz");
+        assert!("bigint".parse::<ColumnType>().is_err());
+    }
+
+    #[test]
+    fn invalid_column_lists_are_rejected() {
+        let dup = vec![
+            Column::new(1, "a", ColumnType::Long),
+            Column::new(2, "a", ColumnType::Long),
+        ];
+        assert_eq!(
+            TableColumns::new(dup),
+            Err(ColumnsError::DuplicateName("a".into()))
+        );
+        let dup_id = vec![
+            Column::new(1, "a", ColumnType::Long),
+            Column::new(1, "b", ColumnType::Long),
+        ];
+        assert_eq!(
+            TableColumns::new(dup_id),
+            Err(ColumnsError::DuplicateFieldId(1))
+        );
+        assert!(matches!(
+            TableColumns::new(vec![Column::new(0, "a", ColumnType::Long)]),
+            Err(ColumnsError::InvalidFieldId { .. })
+        ));
+        let wrong_meta = vec![Column::new(1, "_kafka_offset", ColumnType::String)];
+        assert_eq!(
+            TableColumns::new(wrong_meta).unwrap_err().to_string(),
+            "metadata column \"_kafka_offset\" must be long, not string"
+        );
+        assert_eq!(
+            TableColumns::for_new_table(&[("_op_type".into(), ColumnType::String)]),
+            Err(ColumnsError::ReservedName("_op_type".into()))
+        );
+    }
+
+    #[test]
+    fn evolving_adds_columns_after_the_highest_id() {
+        let t = TableColumns::for_new_table(&orders_payload()).unwrap();
+        let t2 = t
+            .with_added(&[("coupon".into(), ColumnType::String)], true)
+            .unwrap();
+        assert_eq!(t2.len(), 12);
+        assert_eq!(
+            t2.columns()[11],
+            Column::new(12, "coupon", ColumnType::String)
+        );
+        assert_eq!(t2.max_field_id(), 12);
+    }
+}

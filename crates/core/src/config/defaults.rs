@@ -1,0 +1,76 @@
+//! Every default of the job file, in one place. The serde attributes, the
+//! `Default` impls and the accessors that fill in an unset value all call
+//! these, and README.md's table quotes them.
+
+use std::path::PathBuf;
+
+use super::{CatalogKind, FormatVersion, OnInvalid, SecurityProtocol, StreamMode};
+
+/// `source.consumer_group`: one group per job.
+pub fn consumer_group(job_name: &str) -> String {
+    format!("topicberg_{job_name}")
+}
+
+/// `source.security_protocol`.
+pub fn security_protocol() -> SecurityProtocol {
+    SecurityProtocol::Plaintext
+}
+
+/// `source.max_threads`: partitions read in parallel.
+pub fn max_threads() -> usize {
+    4
+}
+
+/// `destination.catalog`: the embedded SQLite catalog.
+pub fn catalog() -> CatalogKind {
+    CatalogKind::Sql
+}
+
+/// `destination.oauth2_server_uri`: the catalog's own token endpoint.
+pub fn oauth2_server_uri(uri: &str) -> String {
+    format!("{}/v1/oauth/tokens", uri.trim_end_matches('/'))
+}
+
+/// `destination.s3_path_style`: path-style addressing for a custom endpoint
+/// (MinIO, SeaweedFS, ...), virtual-host style for AWS S3.
+pub fn s3_path_style(has_endpoint: bool) -> bool {
+    has_endpoint
+}
+
+/// `destination.path`: the embedded catalog's folder.
+pub fn sql_path() -> PathBuf {
+    PathBuf::from("./warehouse")
+}
+
+/// `destination.namespace`: `<name>_topics`, from the sanitised job name.
+pub fn namespace(job_name: &str) -> String {
+    format!("{}_topics", super::sanitize_identifier(job_name))
+}
+
+/// `destination.format_version`, unless the target engines need v3.
+pub fn format_version() -> FormatVersion {
+    FormatVersion::V2
+}
+
+/// `[[streams]] mode`, and the mode of a matching topic without an entry.
+pub fn stream_mode() -> StreamMode {
+    StreamMode::Append
+}
+
+/// `[[streams]] on_invalid`.
+pub fn on_invalid() -> OnInvalid {
+    OnInvalid::Fail
+}
+
+/// `sync.target_file_size_mb`.
+pub fn target_file_size_mb() -> u64 {
+    128
+}
+
+/// `sync.batch_rows`.
+pub fn batch_rows() -> usize {
+    65_536
+}
+
+/// Deadline of each request to a REST catalog.
+pub const CATALOG_REQUEST_TIMEOUT_SECS: u64 = 30;

@@ -1,0 +1,282 @@
+//! The job file: one TOML file that says which topics go to which tables.
+//!
+//! [`JobConfig::load`] reads a file, replaces `${VAR}` in string values from
+//! the environment, parses it (an unknown key is an error naming the key,
+//! its table and its line) and validates it, reporting every problem at
+//! once with a hint on how to fix it. The result holds typed values only:
+//! the Kafka and Iceberg crates turn [`SourceConfig`] and
+//! [`DestinationConfig`] into their connection settings without parsing
+//! anything again. Every field is documented in README.md ("The job file").
+//!
+//! Secrets (`sasl_password`, `s3_secret_key`, `token`, the whole
+//! `credential`) are [`Secret`](crate::Secret)s: `Debug` of a config and
+//! every error message leave them out.
+
+#![warn(missing_docs)]
+
+mod defaults;
+mod destination;
+mod error;
+mod interpolate;
+mod parse;
+mod source;
+mod streams;
+#[cfg(test)]
+mod tests;
+mod validate;
+
+use std::path::{Path, PathBuf};
+
+use regex::Regex;
+use serde::{Deserialize, Deserializer};
+
+pub use defaults::CATALOG_REQUEST_TIMEOUT_SECS;
+pub use destination::{CatalogKind, Credential, DestinationConfig, FormatVersion};
+pub use error::{ConfigError, ConfigProblem};
+pub use source::{SaslMechanism, SecurityProtocol, SourceConfig};
+pub use streams::{
+    is_identifier, sanitize_identifier, DeleteFormat, OnInvalid, StreamConfig, StreamMode,
+    StreamSettings, KAFKA_KEY_COLUMN, METADATA_COLUMNS,
+};
+
+/// A query engine that will read the tables (`target_engines`); the upsert
+/// work picks the delete format all of them read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum TargetEngine {
+    /// Apache Spark.
+    Spark,
+    /// Trino.
+    Trino,
+    /// DuckDB.
+    Duckdb,
+    /// Databricks (Unity Catalog); implies format v3 with deletion vectors.
+    Databricks,
+    /// Snowflake.
+    Snowflake,
+    /// Amazon Athena.
+    Athena,
+    /// PyIceberg.
+    Pyiceberg,
+    /// Apache Flink.
+    Flink,
+    /// ClickHouse.
+    Clickhouse,
+}
+
+impl TargetEngine {
+    /// Every engine, in the order the job file documentation lists them.
+    pub const ALL: [TargetEngine; 9] = [
+        Self::Spark,
+        Self::Trino,
+        Self::Duckdb,
+        Self::Databricks,
+        Self::Snowflake,
+        Self::Athena,
+        Self::Pyiceberg,
+        Self::Flink,
+        Self::Clickhouse,
+    ];
+
+    /// The name the job file uses (lower case).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Spark => "spark",
+            Self::Trino => "trino",
+            Self::Duckdb => "duckdb",
+            Self::Databricks => "databricks",
+            Self::Snowflake => "snowflake",
+            Self::Athena => "athena",
+            Self::Pyiceberg => "pyiceberg",
+            Self::Flink => "flink",
+            Self::Clickhouse => "clickhouse",
+        }
+    }
+
+    /// The engine named `name`, ignoring case.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL
+            .into_iter()
+            .find(|e| e.as_str().eq_ignore_ascii_case(name.trim()))
+    }
+}
+
+/// `[sync]`: tuning knobs of one sync; the defaults suit most jobs.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SyncConfig {
+    /// Parquet data files roll over to a new file at about this size, in MiB.
+    #[serde(default = "defaults::target_file_size_mb")]
+    pub target_file_size_mb: u64,
+    /// Messages decoded into one Arrow record batch; bounds memory per
+    /// partition reader.
+    #[serde(default = "defaults::batch_rows")]
+    pub batch_rows: usize,
+}
+
+impl Default for SyncConfig {
+    fn default() -> Self {
+        Self {
+            target_file_size_mb: defaults::target_file_size_mb(),
+            batch_rows: defaults::batch_rows(),
+        }
+    }
+}
+
+/// A whole job file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobConfig {
+    /// The job's name; the namespace defaults to `<name>_topics` and the
+    /// consumer group to `topicberg_<name>`.
+    pub name: String,
+    /// The engines that will read the tables (spark, trino, duckdb,
+    /// databricks, snowflake, athena, pyiceberg, flink, clickhouse); they
+    /// decide the delete format of upsert tables. Unset: none named.
+    #[serde(default)]
+    pub target_engines: Vec<String>,
+    /// `[source]`: the Kafka cluster and the topics.
+    pub source: SourceConfig,
+    /// `[destination]`: the Iceberg catalog. Unset: the embedded catalog.
+    #[serde(default)]
+    pub destination: DestinationConfig,
+    /// `[[streams]]`: per-topic settings.
+    #[serde(default)]
+    pub streams: Vec<StreamConfig>,
+    /// `[sync]`: tuning knobs.
+    #[serde(default)]
+    pub sync: SyncConfig,
+    /// `source.topic_pattern`, compiled once when the file is read.
+    #[serde(skip)]
+    topic_regex: Option<Regex>,
+}
+
+impl JobConfig {
+    /// Reads, interpolates, parses and validates the job file at `path`,
+    /// taking `${VAR}` from the process environment. Relative paths inside
+    /// (`ssl_ca_pem`, `destination.path`) are relative to the file's folder.
+    pub fn load(path: impl AsRef<Path>) -> Result<Self, ConfigError> {
+        let path = path.as_ref();
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            file: file.clone(),
+            source,
+        })?;
+        let base = path
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| PathBuf::from("."));
+        let env = |name: &str| std::env::var(name).ok();
+        parse::load_text(&text, &file, &env, Some(&base))
+    }
+
+    /// Like [`JobConfig::load`] for text in memory, with `env` standing in
+    /// for the environment; relative paths stay relative to the current
+    /// folder. Errors name the file `<inline>`.
+    pub fn from_toml_str(
+        text: &str,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<Self, ConfigError> {
+        parse::load_text(text, "<inline>", &env, None)
+    }
+
+    /// Every problem of this configuration, each saying how to fix it;
+    /// `Ok` when there is none. [`JobConfig::load`] already ran it.
+    pub fn validate(&self) -> Result<(), Vec<ConfigProblem>> {
+        let problems = validate::problems(self);
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(problems)
+        }
+    }
+
+    /// The consumer group: `source.consumer_group` or `topicberg_<name>`.
+    pub fn consumer_group(&self) -> String {
+        self.source
+            .consumer_group
+            .clone()
+            .unwrap_or_else(|| defaults::consumer_group(&self.name))
+    }
+
+    /// The Iceberg namespace: `destination.namespace` or `<name>_topics`.
+    pub fn namespace(&self) -> String {
+        self.destination
+            .namespace
+            .clone()
+            .unwrap_or_else(|| defaults::namespace(&self.name))
+    }
+
+    /// Whether the job syncs `topic`: it matches `topic_pattern`, or, with
+    /// no pattern, it has a `[[streams]]` entry.
+    pub fn selects(&self, topic: &str) -> bool {
+        match (&self.topic_regex, &self.source.topic_pattern) {
+            (Some(regex), _) => regex.is_match(topic),
+            (None, Some(pattern)) => Regex::new(pattern).is_ok_and(|r| r.is_match(topic)),
+            (None, None) => self.streams.iter().any(|s| s.topic == topic),
+        }
+    }
+
+    /// The settings `topic` is synced with: its `[[streams]]` entry, or
+    /// append mode with the defaults.
+    pub fn stream_for(&self, topic: &str) -> StreamSettings {
+        self.streams
+            .iter()
+            .find(|s| s.topic == topic)
+            .map(StreamSettings::from)
+            .unwrap_or_else(|| StreamSettings::defaults_for(topic))
+    }
+
+    /// The table `topic` is written to (the `table` override, or the topic
+    /// name sanitised to lower-case letters, digits and underscores).
+    pub fn table_name(&self, topic: &str) -> String {
+        self.stream_for(topic).table
+    }
+
+    /// The known engines of `target_engines`, without duplicates.
+    pub fn engines(&self) -> Vec<TargetEngine> {
+        let mut engines: Vec<TargetEngine> = self
+            .target_engines
+            .iter()
+            .filter_map(|name| TargetEngine::from_name(name))
+            .collect();
+        engines.sort();
+        engines.dedup();
+        engines
+    }
+
+    /// Topics among `topics` that would write to the same table (e.g.
+    /// `orders.v1` and `orders-v1`), one problem per clash; call it with
+    /// the selected topics once they are known.
+    pub fn table_conflicts<S: AsRef<str>>(&self, topics: &[S]) -> Vec<ConfigProblem> {
+        let mut seen: std::collections::BTreeMap<String, &str> = Default::default();
+        let mut problems = Vec::new();
+        for topic in topics.iter().map(AsRef::as_ref) {
+            let table = self.table_name(topic);
+            match seen.get(&table) {
+                Some(first) if *first != topic => problems.push(ConfigProblem::new(
+                    "streams",
+                    format!(
+                        "topics \"{first}\" and \"{topic}\" would both write table \"{table}\"; \
+                         add a [[streams]] entry with a distinct `table = \"...\"` for one of them"
+                    ),
+                )),
+                Some(_) => {}
+                None => {
+                    seen.insert(table, topic);
+                }
+            }
+        }
+        problems
+    }
+}
+
+/// Deserialises an optional string, treating `""` (for instance from an
+/// empty environment variable) as unset.
+fn empty_as_none<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: From<String>,
+{
+    let text: Option<String> = Option::deserialize(deserializer)?;
+    Ok(text.filter(|t| !t.is_empty()).map(T::from))
+}

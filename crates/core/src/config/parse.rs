@@ -1,0 +1,204 @@
+//! From text to a [`JobConfig`]: parse with spans, interpolate `${VAR}` in
+//! string values, deserialise, resolve files, validate.
+
+use std::path::{Component, Path, PathBuf};
+
+use regex::Regex;
+use serde::Deserialize;
+use toml::de::{DeTable, DeValue, Deserializer};
+
+use super::interpolate::{interpolate, InterpolationError};
+use super::{defaults, validate, CatalogKind, ConfigError, ConfigProblem, JobConfig};
+
+type Env<'a> = &'a dyn Fn(&str) -> Option<String>;
+
+/// The whole pipeline; `base` is the job file's folder (`None`: relative
+/// paths stay relative to the current folder).
+pub(super) fn load_text(
+    text: &str,
+    file: &str,
+    env: Env<'_>,
+    base: Option<&Path>,
+) -> Result<JobConfig, ConfigError> {
+    let mut root = DeTable::parse(text).map_err(|e| parse_error(file, text, &e))?;
+
+    let mut found = Vec::new();
+    interpolate_table(root.get_mut(), "", text, env, &mut found);
+    if !found.is_empty() {
+        found.sort_by_key(|(at, _)| *at);
+        return Err(ConfigError::Invalid {
+            file: file.to_string(),
+            problems: found.into_iter().map(|(_, p)| p).collect(),
+        });
+    }
+
+    let mut config = JobConfig::deserialize(Deserializer::from(root))
+        .map_err(|e| parse_error(file, text, &e))?;
+
+    let mut problems = resolve(&mut config, base);
+    problems.extend(validate::problems(&config));
+    if problems.is_empty() {
+        Ok(config)
+    } else {
+        Err(ConfigError::Invalid {
+            file: file.to_string(),
+            problems,
+        })
+    }
+}
+
+/// A TOML or shape error with its line and column, and the table it is in.
+/// Rendered from the message and span only: toml's own rendering quotes the
+/// source line, which may hold a secret.
+fn parse_error(file: &str, text: &str, err: &toml::de::Error) -> ConfigError {
+    let (line, column) = match err.span() {
+        Some(span) => {
+            let (l, c) = line_column(text, span.start);
+            (Some(l), Some(c))
+        }
+        None => (None, None),
+    };
+    let mut message = err.message().trim_end().to_string();
+    // Without the input attached, toml's Display ends with "in `a.b`", the
+    // table holding the offending key.
+    if let Some(keys) = err.to_string().lines().find_map(|l| l.strip_prefix("in `")) {
+        let keys = keys.trim_end_matches('`');
+        message.push_str(&format!(" (in [{keys}])"));
+    }
+    ConfigError::Parse {
+        file: file.to_string(),
+        line,
+        column,
+        message,
+    }
+}
+
+/// 1-based line and column (in characters) of a byte offset.
+fn line_column(text: &str, offset: usize) -> (usize, usize) {
+    let offset = offset.min(text.len());
+    let before = text.get(..offset).unwrap_or(text);
+    let line = before.matches('\n').count() + 1;
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    let column = before[line_start..].chars().count() + 1;
+    (line, column)
+}
+
+fn interpolate_table(
+    table: &mut DeTable<'_>,
+    prefix: &str,
+    text: &str,
+    env: Env<'_>,
+    found: &mut Vec<(usize, ConfigProblem)>,
+) {
+    for (key, value) in table.iter_mut() {
+        let path = if prefix.is_empty() {
+            key.get_ref().to_string()
+        } else {
+            format!("{prefix}.{}", key.get_ref())
+        };
+        let start = value.span().start;
+        interpolate_value(value.get_mut(), &path, start, text, env, found);
+    }
+}
+
+fn interpolate_value(
+    value: &mut DeValue<'_>,
+    path: &str,
+    start: usize,
+    text: &str,
+    env: Env<'_>,
+    found: &mut Vec<(usize, ConfigProblem)>,
+) {
+    match value {
+        DeValue::String(s) => match interpolate(s, env) {
+            Ok(None) => {}
+            Ok(Some(expanded)) => *s = expanded.into(),
+            Err(errors) => {
+                let (line, _) = line_column(text, start);
+                for error in errors {
+                    let message = match error {
+                        InterpolationError::Missing(var) => format!(
+                            "environment variable {var} is not set (line {line}); \
+                             export {var}, or write $${{ for a literal ${{"
+                        ),
+                        InterpolationError::Malformed(what) => format!(
+                            "malformed {what} (line {line}); write ${{NAME}} with letters, \
+                             digits and underscores, or $${{ for a literal ${{"
+                        ),
+                    };
+                    found.push((start, ConfigProblem::new(path, message)));
+                }
+            }
+        },
+        DeValue::Array(items) => {
+            for (i, item) in items.iter_mut().enumerate() {
+                let start = item.span().start;
+                let path = format!("{path}[{i}]");
+                interpolate_value(item.get_mut(), &path, start, text, env, found);
+            }
+        }
+        DeValue::Table(table) => interpolate_table(table, path, text, env, found),
+        DeValue::Integer(_) | DeValue::Float(_) | DeValue::Boolean(_) | DeValue::Datetime(_) => {}
+    }
+}
+
+/// Fills in what depends on the job or the file's folder: the consumer
+/// group, the CA file's text, the embedded catalog's folder, the compiled
+/// topic pattern. Returns the files it could not read.
+fn resolve(config: &mut JobConfig, base: Option<&Path>) -> Vec<ConfigProblem> {
+    let mut problems = Vec::new();
+    if config.source.consumer_group.is_none() {
+        config.source.consumer_group = Some(defaults::consumer_group(&config.name));
+    }
+    if let Some(value) = &config.source.ssl_ca_pem {
+        if !value.contains("-----BEGIN") {
+            let path = relative_to(base, Path::new(value));
+            match std::fs::read_to_string(&path) {
+                Ok(pem) if pem.contains("-----BEGIN") => config.source.ssl_ca_pem = Some(pem),
+                Ok(_) => problems.push(ConfigProblem::new(
+                    "source.ssl_ca_pem",
+                    format!(
+                        "{} holds no PEM certificate (no -----BEGIN line); \
+                         give the CA certificate's PEM text or the path of its .pem file",
+                        path.display()
+                    ),
+                )),
+                Err(e) => problems.push(ConfigProblem::new(
+                    "source.ssl_ca_pem",
+                    format!(
+                        "is neither PEM text nor a readable file: {}: {e}; \
+                         give the PEM text or fix the path (relative to the job file's folder)",
+                        path.display()
+                    ),
+                )),
+            }
+        }
+    }
+    if config.destination.catalog == CatalogKind::Sql {
+        let path = config.destination.sql_path();
+        config.destination.path = Some(relative_to(base, &path));
+    }
+    config.topic_regex = config
+        .source
+        .topic_pattern
+        .as_deref()
+        .and_then(|p| Regex::new(p).ok());
+    problems
+}
+
+/// `path` joined to `base` when relative, without `.` components.
+fn relative_to(base: Option<&Path>, path: &Path) -> PathBuf {
+    let joined = match base {
+        Some(base) if path.is_relative() => base.join(path),
+        _ => path.to_path_buf(),
+    };
+    let clean: PathBuf = joined
+        .components()
+        .filter(|c| !matches!(c, Component::CurDir))
+        .collect();
+    if clean.as_os_str().is_empty() {
+        PathBuf::from(".")
+    } else {
+        clean
+    }
+}

@@ -1,0 +1,219 @@
+//! `[[streams]]`: per-topic settings, and what a topic without an entry gets.
+
+use serde::Deserialize;
+
+use super::{defaults, empty_as_none};
+
+/// How messages become rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StreamMode {
+    /// Every message is a new row.
+    Append,
+    /// One row per dedup key: the latest message wins.
+    Upsert,
+}
+
+impl StreamMode {
+    /// The name the job file uses.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Append => "append",
+            Self::Upsert => "upsert",
+        }
+    }
+}
+
+impl Default for StreamMode {
+    fn default() -> Self {
+        defaults::stream_mode()
+    }
+}
+
+/// How an upsert retires the old row of a key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DeleteFormat {
+    /// Position delete files (format v2).
+    Position,
+    /// Deletion vectors (format v3).
+    Dv,
+    /// Equality delete files on the dedup key.
+    Equality,
+}
+
+impl DeleteFormat {
+    /// The name the job file uses.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Position => "position",
+            Self::Dv => "dv",
+            Self::Equality => "equality",
+        }
+    }
+}
+
+/// What to do with a message that cannot become a row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OnInvalid {
+    /// Stop the sync for that table; nothing of it is committed.
+    Fail,
+    /// Write the record to the table `<table>__dlq` in the same commit.
+    Dlq,
+    /// Count and log it, and go on.
+    Skip,
+}
+
+impl OnInvalid {
+    /// The name the job file uses.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Fail => "fail",
+            Self::Dlq => "dlq",
+            Self::Skip => "skip",
+        }
+    }
+}
+
+impl Default for OnInvalid {
+    fn default() -> Self {
+        defaults::on_invalid()
+    }
+}
+
+/// The metadata column holding the base64 of the message key; the only
+/// metadata column that can be (part of) a dedup key.
+pub const KAFKA_KEY_COLUMN: &str = "_kafka_key";
+
+/// The metadata columns every table carries (issue 3); payload fields may
+/// not use these names in `columns`, and only [`KAFKA_KEY_COLUMN`] may be a
+/// dedup key.
+pub const METADATA_COLUMNS: [&str; 8] = [
+    "_kafka_key",
+    "_kafka_partition",
+    "_kafka_offset",
+    "_kafka_timestamp",
+    "_olake_id",
+    "_op_type",
+    "_olake_timestamp",
+    "_cdc_timestamp",
+];
+
+/// One `[[streams]]` entry, as written.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StreamConfig {
+    /// The exact topic name this entry configures.
+    pub topic: String,
+    /// `append` (every message a row) or `upsert` (one row per key).
+    #[serde(default)]
+    pub mode: StreamMode,
+    /// Upsert: the key. Payload field names, or `_kafka_key`; several make a
+    /// composite key, and `_kafka_key` may be combined with payload fields.
+    #[serde(default)]
+    pub dedup_keys: Vec<String>,
+    /// Upsert: `position`, `dv` or `equality`. Unset: resolved from
+    /// `target_engines`.
+    #[serde(default)]
+    pub delete_format: Option<DeleteFormat>,
+    /// A message that cannot become a row: `fail`, `dlq` or `skip`.
+    #[serde(default)]
+    pub on_invalid: OnInvalid,
+    /// The payload fields that become columns. Unset: all of them. The
+    /// metadata columns are always there.
+    #[serde(default)]
+    pub columns: Option<Vec<String>>,
+    /// The table name. Unset: the topic name in lower case with every
+    /// character other than letters, digits and `_` replaced by `_`.
+    #[serde(default, deserialize_with = "empty_as_none")]
+    pub table: Option<String>,
+    /// Go on (logging the lost offset range) when retention deleted
+    /// messages before they were read, instead of failing.
+    #[serde(default)]
+    pub allow_data_loss: bool,
+}
+
+/// The settings a topic is synced with: its `[[streams]]` entry with the
+/// defaults filled in, or the defaults alone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StreamSettings {
+    /// The topic.
+    pub topic: String,
+    /// The table name (the override, or the sanitised topic name).
+    pub table: String,
+    /// Append or upsert.
+    pub mode: StreamMode,
+    /// Upsert: the dedup key columns; empty in append mode.
+    pub dedup_keys: Vec<String>,
+    /// Upsert: the explicit delete format, if any.
+    pub delete_format: Option<DeleteFormat>,
+    /// What to do with a message that cannot become a row.
+    pub on_invalid: OnInvalid,
+    /// The payload fields kept as columns; `None` keeps all.
+    pub columns: Option<Vec<String>>,
+    /// Whether a retention gap is logged instead of failing the sync.
+    pub allow_data_loss: bool,
+    /// Whether the settings come from a `[[streams]]` entry.
+    pub configured: bool,
+}
+
+impl StreamSettings {
+    /// The defaults for a topic without a `[[streams]]` entry.
+    pub fn defaults_for(topic: &str) -> Self {
+        Self {
+            topic: topic.to_string(),
+            table: sanitize_identifier(topic),
+            mode: defaults::stream_mode(),
+            dedup_keys: Vec::new(),
+            delete_format: None,
+            on_invalid: defaults::on_invalid(),
+            columns: None,
+            allow_data_loss: false,
+            configured: false,
+        }
+    }
+}
+
+impl From<&StreamConfig> for StreamSettings {
+    fn from(entry: &StreamConfig) -> Self {
+        Self {
+            topic: entry.topic.clone(),
+            table: entry
+                .table
+                .clone()
+                .unwrap_or_else(|| sanitize_identifier(&entry.topic)),
+            mode: entry.mode,
+            dedup_keys: entry.dedup_keys.clone(),
+            delete_format: entry.delete_format,
+            on_invalid: entry.on_invalid,
+            columns: entry.columns.clone(),
+            allow_data_loss: entry.allow_data_loss,
+            configured: true,
+        }
+    }
+}
+
+/// A name as a table or namespace identifier every engine accepts unquoted:
+/// lower case, every character other than ASCII letters, digits and `_`
+/// replaced by `_` (`Orders.v1` -> `orders_v1`).
+pub fn sanitize_identifier(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+/// Whether `name` is already a sanitised identifier (non-empty, only
+/// lower-case ASCII letters, digits and `_`).
+pub fn is_identifier(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+}

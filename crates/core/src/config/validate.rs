@@ -1,0 +1,479 @@
+//! Every check of a parsed job file. Each problem names its field and says
+//! how to fix it; all are reported at once.
+
+use std::collections::{BTreeSet, HashMap};
+
+use regex::Regex;
+
+use super::{
+    is_identifier, CatalogKind, ConfigProblem, DeleteFormat, JobConfig, StreamMode, TargetEngine,
+    KAFKA_KEY_COLUMN, METADATA_COLUMNS,
+};
+
+pub(super) fn problems(config: &JobConfig) -> Vec<ConfigProblem> {
+    let mut out = Vec::new();
+    job(config, &mut out);
+    source(config, &mut out);
+    destination(config, &mut out);
+    streams(config, &mut out);
+    sync(config, &mut out);
+    out
+}
+
+fn push(out: &mut Vec<ConfigProblem>, field: impl Into<String>, message: impl Into<String>) {
+    out.push(ConfigProblem::new(field, message));
+}
+
+fn job(config: &JobConfig, out: &mut Vec<ConfigProblem>) {
+    if config.name.trim().is_empty() {
+        push(
+            out,
+            "name",
+            "is empty; name the job, e.g. name = \"kafka_to_iceberg\" (it names the namespace \
+             and the consumer group)",
+        );
+    }
+    let known: Vec<&str> = TargetEngine::ALL.iter().map(|e| e.as_str()).collect();
+    for (i, engine) in config.target_engines.iter().enumerate() {
+        if TargetEngine::from_name(engine).is_none() {
+            push(
+                out,
+                format!("target_engines[{i}]"),
+                format!(
+                    "unknown engine \"{engine}\"; use any of {}",
+                    known.join(", ")
+                ),
+            );
+        }
+    }
+}
+
+fn source(config: &JobConfig, out: &mut Vec<ConfigProblem>) {
+    let s = &config.source;
+    if s.brokers().is_empty() {
+        push(
+            out,
+            "source.bootstrap_servers",
+            "is empty; list the brokers as comma-separated host:port, e.g. \
+             bootstrap_servers = \"127.0.0.1:9092\"",
+        );
+    }
+    for broker in s.brokers() {
+        let port_ok = broker.rsplit_once(':').is_some_and(|(host, port)| {
+            !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0)
+        });
+        if !port_ok {
+            push(
+                out,
+                "source.bootstrap_servers",
+                format!("\"{broker}\" is not host:port; write it as e.g. \"{broker}:9092\" with the broker's port"),
+            );
+        }
+    }
+    if s.consumer_group
+        .as_deref()
+        .is_some_and(|g| g.trim().is_empty())
+    {
+        push(
+            out,
+            "source.consumer_group",
+            "is blank; remove it to use topicberg_<name>, or name a group",
+        );
+    }
+    match &s.topic_pattern {
+        Some(pattern) => {
+            if let Err(e) = Regex::new(pattern) {
+                push(
+                    out,
+                    "source.topic_pattern",
+                    format!(
+                        "\"{pattern}\" is not a valid regex: {}; fix the pattern, e.g. \"^(customers|orders)$\"",
+                        regex_error(&e)
+                    ),
+                );
+            }
+        }
+        None if config.streams.is_empty() => push(
+            out,
+            "source.topic_pattern",
+            "is unset and there is no [[streams]] entry, so no topic would be synced; set \
+             topic_pattern = \"^(customers|orders)$\" or add [[streams]] entries",
+        ),
+        None => {}
+    }
+    let protocol = s.security_protocol.as_str();
+    if s.security_protocol.uses_sasl() {
+        if s.sasl_mechanism.is_none() {
+            push(
+                out,
+                "source.sasl_mechanism",
+                format!("is required with security_protocol = \"{protocol}\"; set it to \"PLAIN\", \"SCRAM-SHA-256\" or \"SCRAM-SHA-512\""),
+            );
+        }
+        if s.sasl_username.is_none() {
+            push(
+                out,
+                "source.sasl_username",
+                format!(
+                    "is required with security_protocol = \"{protocol}\"; set the SASL user name"
+                ),
+            );
+        }
+        if s.sasl_password.is_none() {
+            push(
+                out,
+                "source.sasl_password",
+                format!("is required with security_protocol = \"{protocol}\"; set sasl_password = \"${{KAFKA_PASSWORD}}\" and export KAFKA_PASSWORD"),
+            );
+        }
+    } else {
+        let set: Vec<&str> = [
+            ("sasl_mechanism", s.sasl_mechanism.is_some()),
+            ("sasl_username", s.sasl_username.is_some()),
+            ("sasl_password", s.sasl_password.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(name, is_set)| is_set.then_some(name))
+        .collect();
+        if !set.is_empty() {
+            push(
+                out,
+                "source.security_protocol",
+                format!("is \"{protocol}\", which does not use {}; set security_protocol = \"SASL_PLAINTEXT\" or \"SASL_SSL\", or remove them", set.join(", ")),
+            );
+        }
+    }
+    if s.ssl_ca_pem.is_some() && !s.security_protocol.uses_tls() {
+        push(
+            out,
+            "source.ssl_ca_pem",
+            format!("is set but security_protocol = \"{protocol}\" does not use TLS; set security_protocol = \"SSL\" or \"SASL_SSL\", or remove ssl_ca_pem"),
+        );
+    }
+    if s.max_threads == 0 {
+        push(
+            out,
+            "source.max_threads",
+            "is 0; set at least 1 (partitions read in parallel)",
+        );
+    }
+}
+
+fn destination(config: &JobConfig, out: &mut Vec<ConfigProblem>) {
+    let d = &config.destination;
+    match d.catalog {
+        CatalogKind::Rest => {
+            match &d.uri {
+                None => push(
+                    out,
+                    "destination.uri",
+                    "is required with catalog = \"rest\"; set the catalog's base URI, e.g. \
+                     uri = \"http://127.0.0.1:8181\" (Polaris: \"http://host:8181/api/catalog\")",
+                ),
+                Some(uri) if !(uri.starts_with("http://") || uri.starts_with("https://")) => push(
+                    out,
+                    "destination.uri",
+                    format!(
+                        "\"{uri}\" is not an http:// or https:// URI; write e.g. \"https://{uri}\""
+                    ),
+                ),
+                Some(_) => {}
+            }
+            if d.warehouse.is_none() {
+                push(
+                    out,
+                    "destination.warehouse",
+                    "is required with catalog = \"rest\"; set the warehouse (Polaris or Unity \
+                     catalog name, SeaweedFS table bucket), e.g. warehouse = \"lakehouse\"",
+                );
+            }
+            if let Some(credential) = &d.credential {
+                match (credential.client_id(), credential.client_secret()) {
+                    (Some(id), Some(secret)) if !id.is_empty() && !secret.expose().is_empty() => {}
+                    (Some(_), Some(_)) => push(
+                        out,
+                        "destination.credential",
+                        "has an empty client id or secret; write \"client_id:client_secret\"",
+                    ),
+                    _ => push(
+                        out,
+                        "destination.credential",
+                        "has no ':'; write OAuth2 client credentials as \"client_id:client_secret\", \
+                         or use token = \"...\" for a bearer token",
+                    ),
+                }
+                if d.token.is_some() {
+                    push(
+                        out,
+                        "destination.token",
+                        "is set together with credential; keep one: credential for OAuth2 client \
+                         credentials, token for a static bearer token",
+                    );
+                }
+            } else {
+                for (field, is_set) in [
+                    ("oauth2_server_uri", d.oauth2_server_uri.is_some()),
+                    ("scope", d.scope.is_some()),
+                ] {
+                    if is_set {
+                        push(
+                            out,
+                            format!("destination.{field}"),
+                            "is only used with credential (OAuth2 client credentials); set \
+                             credential = \"client_id:client_secret\" or remove it",
+                        );
+                    }
+                }
+            }
+            if d.s3_access_key.is_some() != d.s3_secret_key.is_some() {
+                push(
+                    out,
+                    "destination.s3_access_key",
+                    "s3_access_key and s3_secret_key go together; set both, or neither to use \
+                     the credentials the catalog or the environment provides",
+                );
+            }
+            if d.path.is_some() {
+                push(
+                    out,
+                    "destination.path",
+                    "is only used with catalog = \"sql\"; remove it (a REST catalog decides \
+                     where table files go)",
+                );
+            }
+        }
+        CatalogKind::Sql => {
+            let rest_only: Vec<&str> = [
+                ("uri", d.uri.is_some()),
+                ("warehouse", d.warehouse.is_some()),
+                ("credential", d.credential.is_some()),
+                ("token", d.token.is_some()),
+                ("oauth2_server_uri", d.oauth2_server_uri.is_some()),
+                ("scope", d.scope.is_some()),
+                ("s3_endpoint", d.s3_endpoint.is_some()),
+                ("s3_region", d.s3_region.is_some()),
+                ("s3_access_key", d.s3_access_key.is_some()),
+                ("s3_secret_key", d.s3_secret_key.is_some()),
+                ("s3_path_style", d.s3_path_style.is_some()),
+            ]
+            .into_iter()
+            .filter_map(|(name, is_set)| is_set.then_some(name))
+            .collect();
+            if !rest_only.is_empty() {
+                push(
+                    out,
+                    "destination.catalog",
+                    format!(
+                        "is \"sql\" (the embedded catalog, the default) but {} only apply to \
+                         catalog = \"rest\"; add catalog = \"rest\", or remove them",
+                        rest_only.join(", ")
+                    ),
+                );
+            }
+        }
+    }
+    if let Some(namespace) = &d.namespace {
+        if !is_identifier(namespace) {
+            push(
+                out,
+                "destination.namespace",
+                format!("\"{namespace}\" must be lower-case letters, digits and underscores (so every engine reads it unquoted); e.g. \"{}\"", super::sanitize_identifier(namespace)),
+            );
+        }
+    }
+    if let Some(v) = d.format_version {
+        if v != 2 && v != 3 {
+            push(
+                out,
+                "destination.format_version",
+                format!("is {v}; Iceberg format version must be 2 or 3"),
+            );
+        }
+    }
+}
+
+fn streams(config: &JobConfig, out: &mut Vec<ConfigProblem>) {
+    let pattern = config
+        .source
+        .topic_pattern
+        .as_deref()
+        .and_then(|p| Regex::new(p).ok());
+    let mut topics: HashMap<&str, usize> = HashMap::new();
+    let mut tables: HashMap<String, usize> = HashMap::new();
+    let explicit_version = config.destination.format_version;
+    for (i, s) in config.streams.iter().enumerate() {
+        let at = |field: &str| format!("streams[{i}].{field}");
+        let topic = s.topic.as_str();
+        if topic.is_empty() {
+            push(
+                out,
+                at("topic"),
+                "is empty; name the topic this entry configures",
+            );
+        }
+        if let Some(first) = topics.insert(topic, i) {
+            push(
+                out,
+                at("topic"),
+                format!("\"{topic}\" already has an entry (streams[{first}]); merge the two entries into one"),
+            );
+        }
+        if let Some(regex) = &pattern {
+            if !topic.is_empty() && !regex.is_match(topic) {
+                push(
+                    out,
+                    at("topic"),
+                    format!("\"{topic}\" does not match topic_pattern, so this entry would never be used; widen the pattern or remove the entry"),
+                );
+            }
+        }
+        let table = s
+            .table
+            .clone()
+            .unwrap_or_else(|| super::sanitize_identifier(topic));
+        if let Some(t) = &s.table {
+            if !is_identifier(t) {
+                push(
+                    out,
+                    at("table"),
+                    format!(
+                        "\"{t}\" must be lower-case letters, digits and underscores; e.g. \"{}\"",
+                        super::sanitize_identifier(t)
+                    ),
+                );
+            }
+        }
+        if let Some(first) = tables.insert(table.clone(), i) {
+            if config.streams[first].topic != s.topic {
+                push(
+                    out,
+                    at("table"),
+                    format!("table \"{table}\" is also written by streams[{first}] (topic \"{}\"); set a distinct table = \"...\"", config.streams[first].topic),
+                );
+            }
+        }
+        match s.mode {
+            StreamMode::Upsert => {
+                if s.dedup_keys.is_empty() {
+                    push(
+                        out,
+                        at("dedup_keys"),
+                        format!("upsert stream \"{topic}\" needs dedup_keys: the payload field(s) that identify a row, e.g. dedup_keys = [\"id\"], or [\"_kafka_key\"] to key on the message key"),
+                    );
+                }
+                dedup_keys(s, &at, out);
+                match (s.delete_format, explicit_version) {
+                    (Some(DeleteFormat::Dv), Some(2)) => push(
+                        out,
+                        at("delete_format"),
+                        "\"dv\" (deletion vectors) needs format_version = 3; set destination.format_version = 3 or use \"position\"",
+                    ),
+                    (Some(DeleteFormat::Position), Some(3)) => push(
+                        out,
+                        at("delete_format"),
+                        "\"position\" delete files cannot be added to format v3 tables; use \"dv\" or set destination.format_version = 2",
+                    ),
+                    _ => {}
+                }
+            }
+            StreamMode::Append => {
+                for (field, is_set) in [
+                    ("dedup_keys", !s.dedup_keys.is_empty()),
+                    ("delete_format", s.delete_format.is_some()),
+                ] {
+                    if is_set {
+                        push(
+                            out,
+                            at(field),
+                            format!("only applies to upsert streams; set mode = \"upsert\" on \"{topic}\" or remove {field}"),
+                        );
+                    }
+                }
+            }
+        }
+        if let Some(columns) = &s.columns {
+            let mut seen = BTreeSet::new();
+            for c in columns {
+                if c.is_empty() {
+                    push(out, at("columns"), "holds an empty name; remove it");
+                } else if METADATA_COLUMNS.contains(&c.as_str()) {
+                    push(
+                        out,
+                        at("columns"),
+                        format!(
+                            "\"{c}\" is a metadata column, always present; remove it from columns"
+                        ),
+                    );
+                } else if !seen.insert(c.as_str()) {
+                    push(
+                        out,
+                        at("columns"),
+                        format!("\"{c}\" is listed twice; remove one"),
+                    );
+                }
+            }
+            if columns.is_empty() {
+                push(out, at("columns"), "is empty, so no payload field would be kept; list the fields, or remove columns to keep all");
+            }
+        }
+    }
+}
+
+/// Upsert keys: payload fields and/or `_kafka_key` (a composite key may mix
+/// them); no other metadata column, no blanks, no repeats, and kept by
+/// `columns` when that is set.
+fn dedup_keys(s: &super::StreamConfig, at: &dyn Fn(&str) -> String, out: &mut Vec<ConfigProblem>) {
+    let mut seen = BTreeSet::new();
+    for key in &s.dedup_keys {
+        if key.is_empty() {
+            push(out, at("dedup_keys"), "holds an empty name; remove it");
+        } else if key != KAFKA_KEY_COLUMN && METADATA_COLUMNS.contains(&key.as_str()) {
+            push(
+                out,
+                at("dedup_keys"),
+                format!("\"{key}\" is a metadata column; only \"{KAFKA_KEY_COLUMN}\" and payload fields can be dedup keys"),
+            );
+        } else if !seen.insert(key.as_str()) {
+            push(
+                out,
+                at("dedup_keys"),
+                format!("\"{key}\" is listed twice; remove one"),
+            );
+        } else if let Some(columns) = &s.columns {
+            if key != KAFKA_KEY_COLUMN && !columns.contains(key) {
+                push(
+                    out,
+                    at("dedup_keys"),
+                    format!("\"{key}\" is not among columns; add it to columns so the key is in the table"),
+                );
+            }
+        }
+    }
+}
+
+/// The regex crate's error on one line: its syntax errors span several
+/// lines (pattern, caret, "error: ..."); keep the last.
+fn regex_error(e: &regex::Error) -> String {
+    let text = e.to_string();
+    let last = text.lines().map(str::trim).rfind(|l| !l.is_empty());
+    last.map_or(text.clone(), |l| {
+        l.trim_start_matches("error: ").to_string()
+    })
+}
+
+fn sync(config: &JobConfig, out: &mut Vec<ConfigProblem>) {
+    if config.sync.target_file_size_mb == 0 {
+        push(
+            out,
+            "sync.target_file_size_mb",
+            "is 0; set the data file size in MiB, e.g. 128",
+        );
+    }
+    if config.sync.batch_rows == 0 {
+        push(
+            out,
+            "sync.batch_rows",
+            "is 0; set the rows per batch, e.g. 65536",
+        );
+    }
+}

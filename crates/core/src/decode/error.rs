@@ -1,0 +1,136 @@
+//! Why a record did not become a row.
+
+use std::fmt;
+
+use crate::columns::ColumnType;
+
+/// A field of a message that the table has no column for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownField {
+    /// The field name, as in the message.
+    pub name: String,
+    /// Its type inferred from the values seen ([`crate::infer`] rules);
+    /// `None` while it has only been null.
+    pub ty: Option<ColumnType>,
+    /// Partition of the first record it was seen in.
+    pub partition: i32,
+    /// Offset of the first record it was seen in.
+    pub offset: i64,
+}
+
+impl UnknownField {
+    /// The type a new column for it should have (`string` if only null).
+    pub fn column_type(&self) -> ColumnType {
+        self.ty.unwrap_or(ColumnType::String)
+    }
+}
+
+/// A record that was not appended; the batch is exactly as before the call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DecodeError {
+    /// The record's topic.
+    pub topic: String,
+    /// The record's partition.
+    pub partition: i32,
+    /// The record's offset.
+    pub offset: i64,
+    /// The field at fault, when one is.
+    pub field: Option<String>,
+    /// What went wrong.
+    pub kind: DecodeErrorKind,
+}
+
+/// What went wrong with a record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DecodeErrorKind {
+    /// The value is null (a Kafka tombstone). In append mode there is no row
+    /// to write; upsert mode will turn it into a delete. The caller decides.
+    Tombstone,
+    /// The value is not JSON (the reason names line and column).
+    NotJson { reason: String },
+    /// The value is JSON but not an object: `array`, `string`, `number`,
+    /// `boolean` or `null`.
+    NotAnObject { found: &'static str },
+    /// The field's value does not fit its column type.
+    TypeMismatch { expected: ColumnType, found: String },
+    /// An integer too large for its `long` or `int` column.
+    OutOfRange { expected: ColumnType, found: String },
+    /// The message has fields the table has no column for (with
+    /// [`crate::UnknownFieldPolicy::Reject`]). Add the columns, rebuild the
+    /// decoder and append the record again: nothing is lost.
+    UnknownFields(Vec<UnknownField>),
+    /// Upsert mode: a dedup key field is null or missing.
+    NullKey,
+    /// A string column of this batch would pass 2 GiB: finish the batch and
+    /// append the record again.
+    BatchFull,
+}
+
+impl DecodeError {
+    /// The expected column type, for a type mismatch or out-of-range value.
+    pub fn expected(&self) -> Option<ColumnType> {
+        match &self.kind {
+            DecodeErrorKind::TypeMismatch { expected, .. }
+            | DecodeErrorKind::OutOfRange { expected, .. } => Some(*expected),
+            _ => None,
+        }
+    }
+
+    /// What was found instead, e.g. `string "abc"`, `array`.
+    pub fn found(&self) -> Option<&str> {
+        match &self.kind {
+            DecodeErrorKind::TypeMismatch { found, .. }
+            | DecodeErrorKind::OutOfRange { found, .. } => Some(found),
+            DecodeErrorKind::NotAnObject { found } => Some(found),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}[{}]@{}: ", self.topic, self.partition, self.offset)?;
+        if let Some(field) = &self.field {
+            if !matches!(self.kind, DecodeErrorKind::UnknownFields(_)) {
+                write!(f, "field {field:?}: ")?;
+            }
+        }
+        match &self.kind {
+            DecodeErrorKind::Tombstone => f.write_str("null value (tombstone)"),
+            DecodeErrorKind::NotJson { reason } => write!(f, "value is not JSON: {reason}"),
+            DecodeErrorKind::NotAnObject { found } => {
+                write!(f, "value is not a JSON object, found {found}")
+            }
+            DecodeErrorKind::TypeMismatch { expected, found } => {
+                write!(f, "expected {expected}, found {found}")
+            }
+            DecodeErrorKind::OutOfRange { expected, found } => {
+                write!(f, "expected {expected}, found {found}, which is out of range")
+            }
+            DecodeErrorKind::UnknownFields(fields) => {
+                let plural = fields.len() > 1;
+                f.write_str(if plural { "fields " } else { "field " })?;
+                for (i, u) in fields.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(", ")?;
+                    }
+                    match u.ty {
+                        Some(ty) => write!(f, "{:?} ({ty})", u.name)?,
+                        None => write!(f, "{:?} (null)", u.name)?,
+                    }
+                }
+                f.write_str(if plural {
+                    " are not columns of the table"
+                } else {
+                    " is not a column of the table"
+                })
+            }
+            DecodeErrorKind::NullKey => f.write_str("dedup key value is null"),
+            DecodeErrorKind::BatchFull => f.write_str(
+                "string data would pass 2 GiB in one batch; finish the batch and append the record again",
+            ),
+        }
+    }
+}
+
+impl std::error::Error for DecodeError {}

@@ -1,0 +1,469 @@
+//! The hot path: Kafka JSON values straight into Arrow columns.
+//!
+//! [`BatchDecoder::append`] parses each value once with serde_json, driving
+//! our own serde visitors: the object's keys are looked up in a prebuilt
+//! name -> column index (with a positional hint, so a topic whose messages
+//! keep one field order pays one string comparison per field), and each
+//! value is appended directly into its column's buffer. There is no
+//! intermediate `serde_json::Value`, strings are copied once (from the
+//! message, or from serde_json's reused scratch when they had escapes), and
+//! nested values are captured as raw JSON text. Per row, the only heap work
+//! is the column buffers growing (and serde_json's scratch buffer, for a
+//! message with escaped strings).
+//!
+//! Rules, decided once here:
+//!
+//! - **Failed record**: the batch is left exactly as before the call (every
+//!   column is truncated back), and the error names topic, partition, offset
+//!   and field: `orders[2]@1234: field "amount": expected double, found
+//!   string "abc"`.
+//! - **Types**: `long` takes a JSON integer in i64 range; `int` an integer in
+//!   i32 range; `double` an integer or a number; `boolean` true/false;
+//!   `timestamptz` a string [`crate::parse_timestamp_micros`] accepts;
+//!   `string` a string (a number is an error, not text); `json` any value,
+//!   as its JSON text. `null` or a missing field is null, in every column.
+//! - **Duplicate keys** in one object: the last value wins (as in
+//!   JavaScript, Python, PostgreSQL `jsonb` and `serde_json::Value`).
+//! - **Tombstones** (null value): [`DecodeErrorKind::Tombstone`], nothing
+//!   appended; the caller decides (append mode skips and counts them, upsert
+//!   mode deletes).
+//! - **Unknown fields** (not in the table): with
+//!   [`UnknownFieldPolicy::Reject`] the record fails with
+//!   [`DecodeErrorKind::UnknownFields`], listing every such field with its
+//!   inferred type, so the caller can add the columns and append the same
+//!   record to a new decoder; with [`UnknownFieldPolicy::Collect`] the row is
+//!   appended without them and [`BatchDecoder::unknown_fields`] lists each
+//!   name once (first partition/offset, merged type).
+//! - **Fields named like a metadata column** (`_kafka_offset`, ...) are
+//!   skipped: the metadata column holds the Kafka value.
+
+mod buffer;
+mod error;
+mod seed;
+#[cfg(test)]
+mod tests;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use arrow_array::{RecordBatch, RecordBatchOptions};
+use arrow_schema::SchemaRef;
+use serde::de::{Deserializer as _, IgnoredAny};
+
+pub use error::{DecodeError, DecodeErrorKind, UnknownField};
+
+use crate::columns::{self, metadata_column_type, TableColumns};
+use crate::infer::non_object_kind;
+use crate::olake_id::{encode_append, encode_key_value, hash_hex};
+use crate::record::SourceRecord;
+use buffer::ColumnBuffer;
+use seed::{Failure, FieldIndex, Row, Slot};
+
+/// How `_olake_id` is computed (see [`crate::append_olake_id`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IdMode {
+    /// From topic, partition and offset.
+    Append,
+    /// From these columns' values in this row, in this order.
+    Upsert { key_columns: Vec<String> },
+}
+
+/// What to do with a message field the table has no column for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum UnknownFieldPolicy {
+    /// Fail the record with [`DecodeErrorKind::UnknownFields`].
+    #[default]
+    Reject,
+    /// Append the row without the field; list it in
+    /// [`BatchDecoder::unknown_fields`].
+    Collect,
+}
+
+/// How a [`BatchDecoder`] fills the metadata columns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DecoderOptions {
+    /// How `_olake_id` is computed.
+    pub id_mode: IdMode,
+    /// `_olake_timestamp` of every row (microseconds since the epoch): when
+    /// the batch is written. [`BatchDecoder::set_olake_timestamp`] changes it.
+    pub olake_timestamp_micros: i64,
+    /// What to do with fields the table has no column for.
+    pub unknown_fields: UnknownFieldPolicy,
+}
+
+impl DecoderOptions {
+    /// Append mode, rejecting unknown fields.
+    pub fn append(olake_timestamp_micros: i64) -> Self {
+        Self {
+            id_mode: IdMode::Append,
+            olake_timestamp_micros,
+            unknown_fields: UnknownFieldPolicy::Reject,
+        }
+    }
+}
+
+/// Options that do not fit the table.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DecoderConfigError {
+    /// An upsert key names no column of the table.
+    #[error("dedup key column {0:?} is not a column of the table")]
+    UnknownKeyColumn(String),
+    /// Upsert mode without key columns.
+    #[error("upsert mode needs at least one dedup key column")]
+    EmptyKey,
+}
+
+/// Where each metadata column sits (absent ones are not filled).
+#[derive(Default)]
+struct MetadataColumns {
+    key: Option<usize>,
+    partition: Option<usize>,
+    offset: Option<usize>,
+    timestamp: Option<usize>,
+    id: Option<usize>,
+    op_type: Option<usize>,
+    olake_timestamp: Option<usize>,
+    cdc_timestamp: Option<usize>,
+}
+
+/// Decodes records of one table into Arrow record batches.
+pub struct BatchDecoder {
+    schema: SchemaRef,
+    buffers: Vec<ColumnBuffer>,
+    fields: FieldIndex,
+    payload: Vec<usize>,
+    metadata: MetadataColumns,
+    /// `None` in append mode, else the key columns.
+    key_columns: Option<Vec<usize>>,
+    olake_timestamp_micros: i64,
+    policy: UnknownFieldPolicy,
+    unknown: Vec<UnknownField>,
+    scratch: Vec<u8>,
+    rows: usize,
+}
+
+impl std::fmt::Debug for BatchDecoder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BatchDecoder")
+            .field("columns", &self.buffers.len())
+            .field("rows", &self.rows)
+            .field("approx_bytes", &self.approx_bytes())
+            .finish_non_exhaustive()
+    }
+}
+
+impl BatchDecoder {
+    /// A decoder producing batches with `columns`' Arrow schema.
+    pub fn new(
+        columns: &TableColumns,
+        options: DecoderOptions,
+    ) -> Result<Self, DecoderConfigError> {
+        let cols = columns.columns();
+        let mut by_name = HashMap::with_capacity(cols.len());
+        let mut metadata = MetadataColumns::default();
+        let mut payload = Vec::new();
+        for (i, c) in cols.iter().enumerate() {
+            if metadata_column_type(&c.name).is_some() {
+                by_name.insert(c.name.clone().into_boxed_str(), Slot::Reserved);
+                let slot = match c.name.as_str() {
+                    columns::KAFKA_KEY => &mut metadata.key,
+                    columns::KAFKA_PARTITION => &mut metadata.partition,
+                    columns::KAFKA_OFFSET => &mut metadata.offset,
+                    columns::KAFKA_TIMESTAMP => &mut metadata.timestamp,
+                    columns::OLAKE_ID => &mut metadata.id,
+                    columns::OP_TYPE => &mut metadata.op_type,
+                    columns::OLAKE_TIMESTAMP => &mut metadata.olake_timestamp,
+                    _ => &mut metadata.cdc_timestamp,
+                };
+                *slot = Some(i);
+            } else {
+                by_name.insert(c.name.clone().into_boxed_str(), Slot::Column(i));
+                payload.push(i);
+            }
+        }
+        // Names a message could use for a metadata column the table lacks
+        // are still not payload.
+        for (name, _) in columns::METADATA_COLUMNS {
+            by_name.entry(name.into()).or_insert(Slot::Reserved);
+        }
+        let key_columns = match options.id_mode {
+            IdMode::Append => None,
+            IdMode::Upsert { key_columns } if key_columns.is_empty() => {
+                return Err(DecoderConfigError::EmptyKey)
+            }
+            IdMode::Upsert { key_columns } => Some(
+                key_columns
+                    .into_iter()
+                    .map(|k| {
+                        cols.iter()
+                            .position(|c| c.name == k)
+                            .ok_or(DecoderConfigError::UnknownKeyColumn(k))
+                    })
+                    .collect::<Result<_, _>>()?,
+            ),
+        };
+        Ok(Self {
+            schema: Arc::new(columns.arrow_schema()),
+            buffers: cols.iter().map(|c| ColumnBuffer::new(c.ty)).collect(),
+            fields: FieldIndex {
+                by_name,
+                names: cols
+                    .iter()
+                    .map(|c| c.name.clone().into_boxed_str())
+                    .collect(),
+                hint: Vec::new(),
+                seen: vec![0; cols.len()],
+                stamp: 0,
+            },
+            payload,
+            metadata,
+            key_columns,
+            olake_timestamp_micros: options.olake_timestamp_micros,
+            policy: options.unknown_fields,
+            unknown: Vec::new(),
+            scratch: Vec::with_capacity(64),
+            rows: 0,
+        })
+    }
+
+    /// The schema of the batches [`BatchDecoder::finish`] returns.
+    pub fn schema(&self) -> SchemaRef {
+        self.schema.clone()
+    }
+
+    /// Sets `_olake_timestamp` for the rows appended from now on.
+    pub fn set_olake_timestamp(&mut self, micros: i64) {
+        self.olake_timestamp_micros = micros;
+    }
+
+    /// Decodes one record into a new row. On error nothing was appended.
+    pub fn append(&mut self, record: &SourceRecord<'_>) -> Result<(), DecodeError> {
+        let Some(value) = record.value else {
+            return Err(error(record, None, DecodeErrorKind::Tombstone));
+        };
+        let row = self.rows;
+        if self.policy == UnknownFieldPolicy::Reject {
+            self.unknown.clear();
+        }
+        let unknown_mark = self.unknown.len();
+        self.fields.stamp += 1;
+        let stamp = self.fields.stamp;
+
+        // JSON is UTF-8: checking the whole value once lets serde_json skip
+        // its check of every string.
+        let text = match std::str::from_utf8(value) {
+            Ok(text) => text,
+            Err(e) => {
+                let reason = format!("invalid UTF-8 at byte {}", e.valid_up_to());
+                return Err(error(record, None, DecodeErrorKind::NotJson { reason }));
+            }
+        };
+        let mut failure = None;
+        let mut de = serde_json::Deserializer::from_str(text);
+        let parsed = de
+            .deserialize_map(Row {
+                buffers: &mut self.buffers,
+                fields: &mut self.fields,
+                unknown: &mut self.unknown,
+                failure: &mut failure,
+                partition: record.partition,
+                offset: record.offset,
+            })
+            .and_then(|()| de.end());
+        if let Err(e) = parsed {
+            self.rollback(row, unknown_mark);
+            return Err(self.parse_error(record, value, e, failure));
+        }
+        if self.policy == UnknownFieldPolicy::Reject && !self.unknown.is_empty() {
+            let unknown = std::mem::take(&mut self.unknown);
+            self.rollback(row, 0);
+            let field = Some(unknown[0].name.clone());
+            return Err(error(
+                record,
+                field,
+                DecodeErrorKind::UnknownFields(unknown),
+            ));
+        }
+        for &column in &self.payload {
+            if self.fields.seen[column] != stamp {
+                self.buffers[column].push_null();
+            }
+        }
+        if let Err(e) = self.append_metadata(record, row) {
+            self.rollback(row, unknown_mark);
+            return Err(e);
+        }
+        self.rows += 1;
+        Ok(())
+    }
+
+    fn append_metadata(
+        &mut self,
+        record: &SourceRecord<'_>,
+        row: usize,
+    ) -> Result<(), DecodeError> {
+        let m = &self.metadata;
+        let b = &mut self.buffers;
+        let micros = record.timestamp_ms.and_then(|ms| ms.checked_mul(1000));
+        let full = |column: usize| {
+            error(
+                record,
+                Some(self.fields.names[column].to_string()),
+                DecodeErrorKind::BatchFull,
+            )
+        };
+        if let Some(c) = m.key {
+            match record.key {
+                Some(key) => b[c].push_base64(key).map_err(|_| full(c))?,
+                None => b[c].push_null(),
+            }
+        }
+        if let Some(c) = m.partition {
+            b[c].push_i32(record.partition);
+        }
+        if let Some(c) = m.offset {
+            b[c].push_i64(record.offset);
+        }
+        for c in [m.timestamp, m.cdc_timestamp].into_iter().flatten() {
+            match micros {
+                Some(micros) => b[c].push_i64(micros),
+                None => b[c].push_null(),
+            }
+        }
+        if let Some(c) = m.op_type {
+            b[c].push_str("c").map_err(|_| full(c))?;
+        }
+        if let Some(c) = m.olake_timestamp {
+            b[c].push_i64(self.olake_timestamp_micros);
+        }
+        // Last: in upsert mode the id hashes other columns of this row.
+        if let Some(c) = m.id {
+            match &self.key_columns {
+                None => encode_append(
+                    &mut self.scratch,
+                    record.topic,
+                    record.partition,
+                    record.offset,
+                ),
+                Some(keys) => {
+                    self.scratch.clear();
+                    self.scratch.push(b'K');
+                    for &k in keys {
+                        let value = b[k].key_value(row);
+                        if value == crate::KeyValue::Null {
+                            let field = Some(self.fields.names[k].to_string());
+                            return Err(error(record, field, DecodeErrorKind::NullKey));
+                        }
+                        encode_key_value(&mut self.scratch, &value);
+                    }
+                }
+            }
+            let hex = hash_hex(&self.scratch);
+            let hex = std::str::from_utf8(&hex).expect("hex digits are ASCII");
+            b[c].push_str(hex).map_err(|_| full(c))?;
+        }
+        Ok(())
+    }
+
+    /// Undoes a failed record: every column back to `rows` rows.
+    fn rollback(&mut self, rows: usize, unknown_mark: usize) {
+        for buffer in &mut self.buffers {
+            buffer.truncate(rows);
+        }
+        self.unknown.truncate(unknown_mark);
+    }
+
+    fn parse_error(
+        &self,
+        record: &SourceRecord<'_>,
+        value: &[u8],
+        parse: serde_json::Error,
+        failure: Option<Failure>,
+    ) -> DecodeError {
+        let name = |column: usize| Some(self.fields.names[column].to_string());
+        let ty = |column: usize| self.buffers[column].ty;
+        let (field, kind) = match failure {
+            Some(Failure::Mismatch { column, found }) => (
+                name(column),
+                DecodeErrorKind::TypeMismatch {
+                    expected: ty(column),
+                    found,
+                },
+            ),
+            Some(Failure::OutOfRange { column, found }) => (
+                name(column),
+                DecodeErrorKind::OutOfRange {
+                    expected: ty(column),
+                    found,
+                },
+            ),
+            Some(Failure::BatchFull { column }) => (name(column), DecodeErrorKind::BatchFull),
+            // Not ours: the value is not JSON, or not an object.
+            None => match serde_json::from_slice::<IgnoredAny>(value) {
+                Err(e) => (
+                    None,
+                    DecodeErrorKind::NotJson {
+                        reason: e.to_string(),
+                    },
+                ),
+                Ok(_) => match non_object_kind(value) {
+                    Some(found) => (None, DecodeErrorKind::NotAnObject { found }),
+                    None => (
+                        None,
+                        DecodeErrorKind::NotJson {
+                            reason: parse.to_string(),
+                        },
+                    ),
+                },
+            },
+        };
+        error(record, field, kind)
+    }
+
+    /// Rows appended since the last [`BatchDecoder::finish`].
+    pub fn len(&self) -> usize {
+        self.rows
+    }
+
+    /// Whether no row was appended since the last [`BatchDecoder::finish`].
+    pub fn is_empty(&self) -> bool {
+        self.rows == 0
+    }
+
+    /// Roughly the bytes the pending rows hold in memory, for rolling
+    /// batches and files at a target size.
+    pub fn approx_bytes(&self) -> usize {
+        self.buffers.iter().map(ColumnBuffer::approx_bytes).sum()
+    }
+
+    /// With [`UnknownFieldPolicy::Collect`]: each field seen that the table
+    /// has no column for, once, in first-seen order.
+    pub fn unknown_fields(&self) -> &[UnknownField] {
+        &self.unknown
+    }
+
+    /// Takes the collected unknown fields, leaving the list empty.
+    pub fn take_unknown_fields(&mut self) -> Vec<UnknownField> {
+        std::mem::take(&mut self.unknown)
+    }
+
+    /// The pending rows as a record batch; the decoder starts a new, empty
+    /// batch (same schema, same options).
+    pub fn finish(&mut self) -> RecordBatch {
+        let arrays = self.buffers.iter_mut().map(ColumnBuffer::finish).collect();
+        let rows = std::mem::take(&mut self.rows);
+        let options = RecordBatchOptions::new().with_row_count(Some(rows));
+        RecordBatch::try_new_with_options(self.schema.clone(), arrays, &options)
+            .expect("every column has one value per row and the schema's type")
+    }
+}
+
+fn error(record: &SourceRecord<'_>, field: Option<String>, kind: DecodeErrorKind) -> DecodeError {
+    DecodeError {
+        topic: record.topic.to_owned(),
+        partition: record.partition,
+        offset: record.offset,
+        field,
+        kind,
+    }
+}

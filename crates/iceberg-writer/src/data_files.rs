@@ -1,0 +1,277 @@
+//! Arrow record batches -> Parquet data files in the table's data folder.
+//!
+//! Built on the `iceberg` crate's writers: `ParquetWriter` (Parquet with the
+//! Iceberg field ids, and the per-column sizes, value/null/NaN counts and
+//! lower/upper bounds a manifest entry needs), wrapped in its rolling writer
+//! (a new file once the current one passes the target size). Files are named
+//! `<table location>/data/<uuid>-<n>.parquet` (or under the table's
+//! `write.data.path`). Row groups are flushed to storage as they fill, and
+//! storage uploads large files in parts, so a file is never held whole in
+//! memory.
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::TimestampMicrosecondType;
+use arrow_array::{ArrayRef, RecordBatch};
+use arrow_schema::{DataType, SchemaRef as ArrowSchemaRef, TimeUnit};
+use iceberg::io::FileIO;
+use iceberg::spec::{DataFile, DataFileFormat, PartitionKey, Struct, TableMetadata};
+use iceberg::writer::base_writer::data_file_writer::{
+    DataFileWriter as InnerWriter, DataFileWriterBuilder,
+};
+use iceberg::writer::file_writer::location_generator::{
+    DefaultFileNameGenerator, DefaultLocationGenerator,
+};
+use iceberg::writer::file_writer::rolling_writer::RollingFileWriterBuilder;
+use iceberg::writer::file_writer::ParquetWriterBuilder;
+use iceberg::writer::{IcebergWriter, IcebergWriterBuilder};
+use parquet::basic::{Compression, ZstdLevel};
+use parquet::file::properties::WriterProperties;
+
+use crate::error::{from_iceberg, IcebergError, IcebergErrorKind};
+use crate::schema::{arrow_schema, UTC};
+
+/// How data files are written.
+#[derive(Debug, Clone)]
+pub struct WriteOptions {
+    /// Start a new file once the current one passes this size (bytes).
+    pub target_file_size: usize,
+    /// Flush a Parquet row group once its encoded size passes this (bytes);
+    /// bounds the memory one open file holds.
+    pub row_group_size: usize,
+    /// The zstd compression level (1..=22).
+    pub zstd_level: i32,
+}
+
+impl Default for WriteOptions {
+    fn default() -> Self {
+        Self {
+            target_file_size: 128 * 1024 * 1024,
+            row_group_size: 32 * 1024 * 1024,
+            zstd_level: 3,
+        }
+    }
+}
+
+type Inner = InnerWriter<ParquetWriterBuilder, DefaultLocationGenerator, DefaultFileNameGenerator>;
+
+/// Writes record batches into data files of one table; [`finish`] returns
+/// the files to commit.
+///
+/// [`finish`]: DataFileWriter::finish
+pub struct DataFileWriter {
+    inner: Inner,
+    arrow_schema: ArrowSchemaRef,
+    table: String,
+    rows: u64,
+}
+
+impl std::fmt::Debug for DataFileWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DataFileWriter")
+            .field("table", &self.table)
+            .field("rows", &self.rows)
+            .finish_non_exhaustive()
+    }
+}
+
+impl DataFileWriter {
+    pub(crate) async fn new(
+        file_io: FileIO,
+        metadata: &TableMetadata,
+        options: &WriteOptions,
+    ) -> Result<Self, IcebergError> {
+        let table = metadata.location().to_string();
+        let step = format!("opening a data file writer for {table}");
+        let spec = metadata.default_partition_spec();
+        if !spec.is_unpartitioned() {
+            return Err(IcebergError::new(
+                IcebergErrorKind::Config,
+                step,
+                "the table is partitioned; topicberg writes unpartitioned tables only",
+            ));
+        }
+        let schema = metadata.current_schema().clone();
+        let arrow_schema = arrow_schema(&schema)?;
+        let level = ZstdLevel::try_new(options.zstd_level).map_err(|e| {
+            IcebergError::new(IcebergErrorKind::Config, &step, format!("zstd level: {e}"))
+        })?;
+        let props = WriterProperties::builder()
+            .set_compression(Compression::ZSTD(level))
+            .set_max_row_group_bytes(Some(options.row_group_size.max(1)))
+            .build();
+        let locations = DefaultLocationGenerator::new(metadata)
+            .map_err(|e| from_iceberg(&step, &e, IcebergErrorKind::Config))?;
+        let names = DefaultFileNameGenerator::new(
+            uuid::Uuid::new_v4().to_string(),
+            None,
+            DataFileFormat::Parquet,
+        );
+        let rolling = RollingFileWriterBuilder::new(
+            ParquetWriterBuilder::new(props, schema.clone()),
+            options.target_file_size,
+            file_io,
+            locations,
+            names,
+        );
+        let key = PartitionKey::new(spec.as_ref().clone(), schema, Struct::empty());
+        let inner = DataFileWriterBuilder::new(rolling)
+            .build(Some(key))
+            .await
+            .map_err(|e| from_iceberg(&step, &e, IcebergErrorKind::Config))?;
+        Ok(Self {
+            inner,
+            arrow_schema,
+            table,
+            rows: 0,
+        })
+    }
+
+    /// The Arrow schema batches must have (the table's, with field ids).
+    pub fn arrow_schema(&self) -> &ArrowSchemaRef {
+        &self.arrow_schema
+    }
+
+    /// Rows written so far.
+    pub fn rows(&self) -> u64 {
+        self.rows
+    }
+
+    /// Writes one batch. Its columns must match the table's columns by
+    /// position and type; field metadata may differ, and a UTC timestamp
+    /// column may name its zone `UTC` or `+00:00`.
+    pub async fn write(&mut self, batch: &RecordBatch) -> Result<(), IcebergError> {
+        if batch.num_rows() == 0 {
+            return Ok(());
+        }
+        let batch = conform(batch, &self.arrow_schema).map_err(|detail| {
+            IcebergError::new(
+                IcebergErrorKind::Data,
+                format!("writing a batch to {}", self.table),
+                detail,
+            )
+        })?;
+        let rows = batch.num_rows() as u64;
+        self.inner.write(batch).await.map_err(|e| {
+            from_iceberg(
+                format!("writing data files of {}", self.table),
+                &e,
+                IcebergErrorKind::Data,
+            )
+        })?;
+        self.rows += rows;
+        Ok(())
+    }
+
+    /// Closes the last file and returns every file written (none if no row
+    /// was written).
+    pub async fn finish(mut self) -> Result<Vec<DataFile>, IcebergError> {
+        self.inner.close().await.map_err(|e| {
+            from_iceberg(
+                format!("closing data files of {}", self.table),
+                &e,
+                IcebergErrorKind::Data,
+            )
+        })
+    }
+}
+
+/// The batch re-labelled with the table's Arrow schema, or why it cannot be.
+fn conform(batch: &RecordBatch, schema: &ArrowSchemaRef) -> Result<RecordBatch, String> {
+    if batch.num_columns() != schema.fields().len() {
+        return Err(format!(
+            "the batch has {} columns, the table {}",
+            batch.num_columns(),
+            schema.fields().len()
+        ));
+    }
+    let mut columns: Vec<ArrayRef> = Vec::with_capacity(batch.num_columns());
+    for (i, (column, field)) in batch.columns().iter().zip(schema.fields()).enumerate() {
+        let got = column.data_type();
+        let column = match (got, field.data_type()) {
+            (a, b) if a == b => column.clone(),
+            (
+                DataType::Timestamp(TimeUnit::Microsecond, Some(tz)),
+                DataType::Timestamp(TimeUnit::Microsecond, Some(_)),
+            ) if tz.as_ref() == "UTC" || tz.as_ref() == "+00:00" => std::sync::Arc::new(
+                column
+                    .as_primitive::<TimestampMicrosecondType>()
+                    .clone()
+                    .with_timezone(UTC),
+            ),
+            (a, b) => {
+                return Err(format!(
+                    "column {i} ({}) is {a} in the batch, {b} in the table",
+                    field.name()
+                ))
+            }
+        };
+        if !field.is_nullable() && column.null_count() > 0 {
+            return Err(format!(
+                "column {i} ({}) is required but the batch has {} nulls in it",
+                field.name(),
+                column.null_count()
+            ));
+        }
+        columns.push(column);
+    }
+    RecordBatch::try_new(schema.clone(), columns).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow_array::{Int64Array, StringArray, TimestampMicrosecondArray};
+    use arrow_schema::{Field, Schema};
+
+    use super::*;
+    use crate::schema::{iceberg_schema, Column, ColumnType};
+
+    fn table_schema() -> ArrowSchemaRef {
+        let columns = vec![
+            Column::optional("id", 1, ColumnType::Long),
+            Column::optional("at", 2, ColumnType::Timestamptz),
+        ];
+        arrow_schema(&iceberg_schema(&columns).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn conform_accepts_plain_fields_and_utc_alias() {
+        let plain = Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Int64, true),
+            Field::new(
+                "at",
+                DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
+                true,
+            ),
+        ]));
+        let batch = RecordBatch::try_new(
+            plain,
+            vec![
+                Arc::new(Int64Array::from(vec![1, 2])),
+                Arc::new(TimestampMicrosecondArray::from(vec![5, 6]).with_timezone("UTC")),
+            ],
+        )
+        .unwrap();
+        let out = conform(&batch, &table_schema()).unwrap();
+        assert_eq!(out.schema(), table_schema());
+    }
+
+    #[test]
+    fn conform_names_a_mismatched_column() {
+        let wrong = Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Utf8, true),
+            Field::new("at", DataType::Int64, true),
+        ]));
+        let batch = RecordBatch::try_new(
+            wrong,
+            vec![
+                Arc::new(StringArray::from(vec!["x"])),
+                Arc::new(Int64Array::from(vec![1])),
+            ],
+        )
+        .unwrap();
+        let err = conform(&batch, &table_schema()).unwrap_err();
+        assert!(err.contains("column 0 (id)"), "{err}");
+    }
+}

@@ -1,0 +1,282 @@
+//! The table columns topicberg writes, as Iceberg and Arrow schemas.
+//!
+//! The caller describes a table as a list of [`Column`]s; [`iceberg_schema`]
+//! turns it into the Iceberg schema sent to the catalog, and [`arrow_schema`]
+//! into the Arrow schema the decoder builds its arrays in: each Arrow field
+//! carries its Iceberg field id under `PARQUET:field_id`, which the Parquet
+//! writer copies into the file so that engines match columns by id.
+//!
+//! A catalog may renumber field ids when it creates a table (Java catalogs
+//! assign fresh ids in field order), so writes always use the schema of the
+//! loaded table ([`crate::TableHandle::arrow_schema`]), never the requested one.
+
+use std::sync::Arc;
+
+use arrow_schema::{DataType, SchemaRef as ArrowSchemaRef, TimeUnit};
+use iceberg::spec::{NestedField, PrimitiveType, Schema, Type};
+/// The Arrow field metadata key that holds an Iceberg field id.
+pub use parquet::arrow::PARQUET_FIELD_ID_META_KEY;
+
+use crate::error::{IcebergError, IcebergErrorKind};
+
+/// The time zone Iceberg `timestamptz` columns carry in Arrow.
+pub const UTC: &str = "+00:00";
+
+/// The Iceberg types topicberg writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ColumnType {
+    /// 32-bit signed integer (`int`).
+    Int,
+    /// 64-bit signed integer (`long`).
+    Long,
+    /// 64-bit IEEE 754 float (`double`).
+    Double,
+    /// `boolean`.
+    Boolean,
+    /// UTF-8 text (`string`).
+    String,
+    /// Microseconds since the epoch, UTC (`timestamptz`).
+    Timestamptz,
+}
+
+impl ColumnType {
+    /// The Iceberg primitive type.
+    pub fn iceberg(self) -> PrimitiveType {
+        match self {
+            ColumnType::Int => PrimitiveType::Int,
+            ColumnType::Long => PrimitiveType::Long,
+            ColumnType::Double => PrimitiveType::Double,
+            ColumnType::Boolean => PrimitiveType::Boolean,
+            ColumnType::String => PrimitiveType::String,
+            ColumnType::Timestamptz => PrimitiveType::Timestamptz,
+        }
+    }
+
+    /// The Arrow type arrays of this column are built in.
+    pub fn arrow(self) -> DataType {
+        match self {
+            ColumnType::Int => DataType::Int32,
+            ColumnType::Long => DataType::Int64,
+            ColumnType::Double => DataType::Float64,
+            ColumnType::Boolean => DataType::Boolean,
+            ColumnType::String => DataType::Utf8,
+            ColumnType::Timestamptz => DataType::Timestamp(TimeUnit::Microsecond, Some(UTC.into())),
+        }
+    }
+
+    fn from_iceberg(t: &PrimitiveType) -> Option<Self> {
+        Some(match t {
+            PrimitiveType::Int => ColumnType::Int,
+            PrimitiveType::Long => ColumnType::Long,
+            PrimitiveType::Double => ColumnType::Double,
+            PrimitiveType::Boolean => ColumnType::Boolean,
+            PrimitiveType::String => ColumnType::String,
+            PrimitiveType::Timestamptz => ColumnType::Timestamptz,
+            _ => return None,
+        })
+    }
+}
+
+/// One top-level column of a table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Column {
+    /// The column name.
+    pub name: String,
+    /// The Iceberg field id (unique, > 0).
+    pub field_id: i32,
+    /// The column type.
+    pub column_type: ColumnType,
+    /// Whether the column may not hold nulls (topicberg writes `false`).
+    pub required: bool,
+}
+
+impl Column {
+    /// An optional (nullable) column.
+    pub fn optional(name: impl Into<String>, field_id: i32, column_type: ColumnType) -> Self {
+        Self {
+            name: name.into(),
+            field_id,
+            column_type,
+            required: false,
+        }
+    }
+}
+
+/// The Iceberg schema (schema id 0) of a column list.
+pub fn iceberg_schema(columns: &[Column]) -> Result<Schema, IcebergError> {
+    let fields = columns.iter().map(|c| {
+        Arc::new(NestedField::new(
+            c.field_id,
+            &c.name,
+            Type::Primitive(c.column_type.iceberg()),
+            c.required,
+        ))
+    });
+    Schema::builder()
+        .with_schema_id(0)
+        .with_fields(fields)
+        .build()
+        .map_err(|e| {
+            IcebergError::new(
+                IcebergErrorKind::Config,
+                "building the Iceberg schema",
+                e.to_string(),
+            )
+        })
+}
+
+/// The columns of an Iceberg schema, if every top-level field has a type
+/// topicberg writes.
+pub fn columns_of(schema: &Schema) -> Result<Vec<Column>, IcebergError> {
+    schema
+        .as_struct()
+        .fields()
+        .iter()
+        .map(|f| {
+            let column_type = match f.field_type.as_ref() {
+                Type::Primitive(p) => ColumnType::from_iceberg(p),
+                _ => None,
+            }
+            .ok_or_else(|| {
+                IcebergError::new(
+                    IcebergErrorKind::Data,
+                    "reading the table schema",
+                    format!(
+                        "column {} has type {}, which topicberg does not write",
+                        f.name, f.field_type
+                    ),
+                )
+            })?;
+            Ok(Column {
+                name: f.name.clone(),
+                field_id: f.id,
+                column_type,
+                required: f.required,
+            })
+        })
+        .collect()
+}
+
+/// The Arrow schema of an Iceberg schema, each field with its field id in
+/// `PARQUET:field_id` metadata: the `iceberg` crate's own conversion (the one
+/// its Parquet writer uses), which for topicberg's types gives
+/// [`ColumnType::arrow`]. Works for any Iceberg schema, so tables created by
+/// other engines load too.
+pub fn arrow_schema(schema: &Schema) -> Result<ArrowSchemaRef, IcebergError> {
+    iceberg::arrow::schema_to_arrow_schema(schema)
+        .map(Arc::new)
+        .map_err(|e| {
+            IcebergError::new(
+                IcebergErrorKind::Data,
+                "converting the table schema to Arrow",
+                e.message().to_string(),
+            )
+        })
+}
+
+/// Differences between the columns a caller asked for and a table's schema,
+/// compared by position, name, type and nullability (not field id: catalogs
+/// may renumber); empty when they agree.
+pub fn schema_differences(wanted: &[Column], table: &Schema) -> Vec<String> {
+    let have = match columns_of(table) {
+        Ok(have) => have,
+        Err(e) => return vec![e.detail],
+    };
+    let mut out = Vec::new();
+    for i in 0..wanted.len().max(have.len()) {
+        match (wanted.get(i), have.get(i)) {
+            (Some(w), Some(h)) => {
+                if w.name != h.name || w.column_type != h.column_type || w.required != h.required {
+                    out.push(format!(
+                        "column {i}: wanted {} {:?}{}, table has {} {:?}{}",
+                        w.name,
+                        w.column_type,
+                        if w.required { " required" } else { "" },
+                        h.name,
+                        h.column_type,
+                        if h.required { " required" } else { "" },
+                    ));
+                }
+            }
+            (Some(w), None) => {
+                out.push(format!("column {i}: {} is missing from the table", w.name))
+            }
+            (None, Some(h)) => out.push(format!(
+                "column {i}: the table has an extra column {}",
+                h.name
+            )),
+            (None, None) => {}
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use arrow_schema::{Field, Schema as ArrowSchema};
+
+    use super::*;
+
+    fn columns() -> Vec<Column> {
+        vec![
+            Column::optional("id", 1, ColumnType::Long),
+            Column::optional("n", 2, ColumnType::Int),
+            Column::optional("amount", 3, ColumnType::Double),
+            Column::optional("name", 4, ColumnType::String),
+            Column::optional("at", 5, ColumnType::Timestamptz),
+            Column::optional("flag", 6, ColumnType::Boolean),
+        ]
+    }
+
+    #[test]
+    fn iceberg_schema_keeps_ids_and_types_and_serializes_as_spec_json() {
+        let schema = iceberg_schema(&columns()).unwrap();
+        let json = serde_json::to_value(&schema).unwrap();
+        assert_eq!(json["type"], "struct");
+        assert_eq!(json["fields"][4]["type"], "timestamptz");
+        assert_eq!(json["fields"][4]["id"], 5);
+        assert_eq!(json["fields"][0]["required"], false);
+        assert_eq!(columns_of(&schema).unwrap(), columns());
+    }
+
+    #[test]
+    fn arrow_schema_carries_field_ids_and_utc_micros() {
+        let schema = iceberg_schema(&columns()).unwrap();
+        let arrow = arrow_schema(&schema).unwrap();
+        let at = arrow.field_with_name("at").unwrap();
+        assert_eq!(
+            at.data_type(),
+            &DataType::Timestamp(TimeUnit::Microsecond, Some("+00:00".into()))
+        );
+        assert!(at.is_nullable());
+        assert_eq!(at.metadata()[PARQUET_FIELD_ID_META_KEY], "5");
+        // Each field is ColumnType::arrow() with the field id, nullable unless required.
+        let ours: Vec<Field> = columns()
+            .iter()
+            .map(|c| {
+                Field::new(&c.name, c.column_type.arrow(), !c.required).with_metadata(
+                    HashMap::from([(
+                        PARQUET_FIELD_ID_META_KEY.to_string(),
+                        c.field_id.to_string(),
+                    )]),
+                )
+            })
+            .collect();
+        assert_eq!(arrow.as_ref(), &ArrowSchema::new(ours));
+    }
+
+    #[test]
+    fn differences_name_the_column() {
+        let schema = iceberg_schema(&columns()).unwrap();
+        assert!(schema_differences(&columns(), &schema).is_empty());
+        let mut wanted = columns();
+        wanted[1].column_type = ColumnType::Long;
+        wanted.push(Column::optional("extra", 7, ColumnType::String));
+        let diff = schema_differences(&wanted, &schema);
+        assert_eq!(diff.len(), 2, "{diff:?}");
+        assert!(diff[0].contains("column 1"), "{diff:?}");
+        assert!(diff[1].contains("extra"), "{diff:?}");
+    }
+}

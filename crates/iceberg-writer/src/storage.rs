@@ -1,0 +1,500 @@
+//! Where data and metadata files go: S3 (any S3-compatible store) or a
+//! local folder, behind the `iceberg` crate's [`FileIO`].
+//!
+//! We implement the crate's [`Storage`] trait over the `object_store` crate
+//! rather than using `iceberg-storage-opendal`:
+//! - the credentials stay in our typed [`S3Config`] (a [`Secret`]); OpenDAL's
+//!   factory takes them as plain `FileIO` properties, which `FileIO`'s
+//!   `Debug` prints;
+//! - writes stream through `object_store`'s `BufWriter`: one `PUT` for a small
+//!   object, a multipart upload in fixed-size parts (>= 5 MiB, as S3 demands)
+//!   for a large one, with bounded parts in flight;
+//! - `object_store` 0.12 rides on the `reqwest` 0.12 already in the build
+//!   (TLS through rustls with the system's root certificates), where OpenDAL
+//!   0.57 would add `reqwest` 0.13 and the aws-lc C library.
+//!
+//! Locations: `s3://bucket/key` (also `s3a://`, `s3n://`) go to S3,
+//! `file:///abs/path` and `/abs/path` to the local file system.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::ops::Range;
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use futures::stream::BoxStream;
+use futures::StreamExt;
+use iceberg::io::{
+    FileIO, FileIOBuilder, FileMetadata, FileRead, FileWrite, InputFile, OutputFile, Storage,
+    StorageConfig as IcebergStorageConfig, StorageFactory,
+};
+use object_store::aws::AmazonS3Builder;
+use object_store::buffered::BufWriter;
+use object_store::local::LocalFileSystem;
+use object_store::path::Path;
+use object_store::{ObjectStore, PutPayload};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use tokio::io::AsyncWriteExt;
+use topicberg_core::Secret;
+
+/// Bytes buffered per object before switching to a multipart upload; also
+/// the part size.
+const PART_SIZE: usize = 8 * 1024 * 1024;
+/// Parts of one object uploading at once.
+const PARTS_IN_FLIGHT: usize = 4;
+
+/// How to reach an S3-compatible object store.
+#[derive(Debug, Clone)]
+pub struct S3Config {
+    /// Endpoint URL, e.g. `http://127.0.0.1:8333`; `None` means AWS S3 in
+    /// `region`. `http://` endpoints are allowed, `https://` use TLS.
+    pub endpoint: Option<String>,
+    /// The region to sign requests for (`us-east-1` for most local stores).
+    pub region: String,
+    /// The access key id.
+    pub access_key_id: String,
+    /// The secret access key; never printed.
+    pub secret_access_key: Secret,
+    /// Path-style requests (`endpoint/bucket/key`) instead of virtual-hosted
+    /// style (`bucket.endpoint/key`); local stores (MinIO, SeaweedFS) want
+    /// `true`.
+    pub path_style: bool,
+}
+
+/// Which object stores a [`ObjectStorage`] can reach. Local paths
+/// (`file://`, `/...`) always work.
+#[derive(Debug, Clone)]
+pub enum StorageConfig {
+    /// S3 locations go to this store.
+    S3(S3Config),
+    /// Local folders only (the embedded catalog).
+    Local,
+}
+
+/// The storage behind topicberg's [`FileIO`]: S3 or the local file system,
+/// chosen per location.
+#[derive(Clone)]
+pub struct ObjectStorage {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    s3: Option<S3Config>,
+    buckets: Mutex<HashMap<String, Arc<dyn ObjectStore>>>,
+    local: Arc<dyn ObjectStore>,
+}
+
+impl fmt::Debug for ObjectStorage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ObjectStorage")
+            .field("s3", &self.inner.s3)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A storage failure, kept in the `iceberg::Error` source chain so that the
+/// write path can tell storage from encoding failures and transient from
+/// permanent ones.
+#[derive(Debug)]
+pub(crate) struct StorageFault {
+    pub(crate) message: String,
+    pub(crate) retryable: bool,
+}
+
+impl fmt::Display for StorageFault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for StorageFault {}
+
+fn fault(op: &str, location: &str, e: object_store::Error) -> iceberg::Error {
+    use object_store::Error as E;
+    let retryable = !matches!(
+        e,
+        E::NotFound { .. }
+            | E::InvalidPath { .. }
+            | E::NotSupported { .. }
+            | E::AlreadyExists { .. }
+            | E::Precondition { .. }
+            | E::NotModified { .. }
+            | E::NotImplemented
+            | E::PermissionDenied { .. }
+            | E::Unauthenticated { .. }
+            | E::UnknownConfigurationKey { .. }
+    );
+    let message = format!("{op} {location}: {e}");
+    iceberg::Error::new(iceberg::ErrorKind::Unexpected, message.clone())
+        .with_retryable(retryable)
+        .with_source(StorageFault { message, retryable })
+}
+
+fn bad_location(location: &str, why: &str) -> iceberg::Error {
+    let message = format!("location {location}: {why}");
+    iceberg::Error::new(iceberg::ErrorKind::DataInvalid, message.clone()).with_source(
+        StorageFault {
+            message,
+            retryable: false,
+        },
+    )
+}
+
+impl ObjectStorage {
+    /// Storage for the given configuration; connects lazily, per bucket.
+    pub fn new(config: StorageConfig) -> Self {
+        let s3 = match config {
+            StorageConfig::S3(s3) => Some(s3),
+            StorageConfig::Local => None,
+        };
+        Self {
+            inner: Arc::new(Inner {
+                s3,
+                buckets: Mutex::new(HashMap::new()),
+                local: Arc::new(LocalFileSystem::new()),
+            }),
+        }
+    }
+
+    /// An `iceberg` [`FileIO`] over this storage, for the crate's Parquet,
+    /// manifest and manifest-list writers.
+    pub fn file_io(&self) -> FileIO {
+        FileIOBuilder::new(Arc::new(ObjectStorageFactory {
+            storage: self.clone(),
+        }))
+        .build()
+    }
+
+    /// The store and key of a location.
+    fn resolve(&self, location: &str) -> iceberg::Result<(Arc<dyn ObjectStore>, Path)> {
+        if location.starts_with('/') {
+            let path = Path::from_absolute_path(location)
+                .map_err(|e| bad_location(location, &e.to_string()))?;
+            return Ok((self.inner.local.clone(), path));
+        }
+        let url = url::Url::parse(location).map_err(|e| bad_location(location, &e.to_string()))?;
+        let path =
+            Path::from_url_path(url.path()).map_err(|e| bad_location(location, &e.to_string()))?;
+        match url.scheme() {
+            "file" => Ok((self.inner.local.clone(), path)),
+            "s3" | "s3a" | "s3n" => {
+                let bucket = url
+                    .host_str()
+                    .filter(|b| !b.is_empty())
+                    .ok_or_else(|| bad_location(location, "no bucket"))?;
+                Ok((self.bucket(bucket, location)?, path))
+            }
+            other => Err(bad_location(
+                location,
+                &format!("scheme {other}:// is not supported (s3://, file://)"),
+            )),
+        }
+    }
+
+    fn bucket(&self, bucket: &str, location: &str) -> iceberg::Result<Arc<dyn ObjectStore>> {
+        let mut buckets = self
+            .inner
+            .buckets
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(store) = buckets.get(bucket) {
+            return Ok(store.clone());
+        }
+        let s3 = self.inner.s3.as_ref().ok_or_else(|| {
+            bad_location(location, "an S3 location, but no S3 storage is configured")
+        })?;
+        let mut builder = AmazonS3Builder::new()
+            .with_bucket_name(bucket)
+            .with_region(&s3.region)
+            .with_access_key_id(&s3.access_key_id)
+            .with_secret_access_key(s3.secret_access_key.expose())
+            .with_virtual_hosted_style_request(!s3.path_style);
+        if let Some(endpoint) = &s3.endpoint {
+            let endpoint = endpoint.trim_end_matches('/');
+            builder = builder.with_allow_http(endpoint.starts_with("http://"));
+            builder = builder.with_endpoint(if s3.path_style {
+                endpoint.to_string()
+            } else {
+                virtual_host_endpoint(endpoint, bucket)
+            });
+        }
+        let store: Arc<dyn ObjectStore> = Arc::new(builder.build().map_err(|e| {
+            let message = format!("configuring S3 for bucket {bucket}: {e}");
+            iceberg::Error::new(iceberg::ErrorKind::DataInvalid, message.clone()).with_source(
+                StorageFault {
+                    message,
+                    retryable: false,
+                },
+            )
+        })?);
+        buckets.insert(bucket.to_string(), store.clone());
+        Ok(store)
+    }
+}
+
+/// `https://host:port` -> `https://bucket.host:port` (object_store wants the
+/// bucket in a virtual-hosted endpoint).
+fn virtual_host_endpoint(endpoint: &str, bucket: &str) -> String {
+    match endpoint.split_once("://") {
+        Some((scheme, rest)) => format!("{scheme}://{bucket}.{rest}"),
+        None => format!("{bucket}.{endpoint}"),
+    }
+}
+
+/// Hands the one [`ObjectStorage`] to `FileIO`.
+#[derive(Debug)]
+struct ObjectStorageFactory {
+    storage: ObjectStorage,
+}
+
+// `typetag` wants every Storage and StorageFactory to (de)serialize. Ours
+// carry credentials, which are never serialized: the serialized form is a
+// marker, and deserializing it fails.
+impl Serialize for ObjectStorage {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_unit_struct("ObjectStorage")
+    }
+}
+
+impl<'de> Deserialize<'de> for ObjectStorage {
+    fn deserialize<D: Deserializer<'de>>(_: D) -> Result<Self, D::Error> {
+        Err(serde::de::Error::custom(
+            "topicberg's ObjectStorage holds credentials and cannot be deserialized",
+        ))
+    }
+}
+
+impl Serialize for ObjectStorageFactory {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_unit_struct("ObjectStorageFactory")
+    }
+}
+
+impl<'de> Deserialize<'de> for ObjectStorageFactory {
+    fn deserialize<D: Deserializer<'de>>(_: D) -> Result<Self, D::Error> {
+        Err(serde::de::Error::custom(
+            "topicberg's ObjectStorageFactory holds credentials and cannot be deserialized",
+        ))
+    }
+}
+
+#[typetag::serde(name = "TopicbergObjectStorageFactory")]
+impl StorageFactory for ObjectStorageFactory {
+    fn build(&self, _config: &IcebergStorageConfig) -> iceberg::Result<Arc<dyn Storage>> {
+        Ok(Arc::new(self.storage.clone()))
+    }
+}
+
+#[typetag::serde(name = "TopicbergObjectStorage")]
+#[async_trait]
+impl Storage for ObjectStorage {
+    async fn exists(&self, path: &str) -> iceberg::Result<bool> {
+        let (store, key) = self.resolve(path)?;
+        match store.head(&key).await {
+            Ok(_) => Ok(true),
+            Err(object_store::Error::NotFound { .. }) => Ok(false),
+            Err(e) => Err(fault("checking", path, e)),
+        }
+    }
+
+    async fn metadata(&self, path: &str) -> iceberg::Result<FileMetadata> {
+        let (store, key) = self.resolve(path)?;
+        let meta = store
+            .head(&key)
+            .await
+            .map_err(|e| fault("reading the size of", path, e))?;
+        Ok(FileMetadata { size: meta.size })
+    }
+
+    async fn read(&self, path: &str) -> iceberg::Result<Bytes> {
+        let (store, key) = self.resolve(path)?;
+        let got = store
+            .get(&key)
+            .await
+            .map_err(|e| fault("reading", path, e))?;
+        got.bytes().await.map_err(|e| fault("reading", path, e))
+    }
+
+    async fn reader(&self, path: &str) -> iceberg::Result<Box<dyn FileRead>> {
+        let (store, key) = self.resolve(path)?;
+        Ok(Box::new(ObjectReader {
+            store,
+            key,
+            location: path.to_string(),
+        }))
+    }
+
+    async fn write(&self, path: &str, bs: Bytes) -> iceberg::Result<()> {
+        let (store, key) = self.resolve(path)?;
+        store
+            .put(&key, PutPayload::from(bs))
+            .await
+            .map_err(|e| fault("writing", path, e))?;
+        Ok(())
+    }
+
+    async fn writer(&self, path: &str) -> iceberg::Result<Box<dyn FileWrite>> {
+        let (store, key) = self.resolve(path)?;
+        Ok(Box::new(ObjectWriter {
+            writer: Some(
+                BufWriter::with_capacity(store, key, PART_SIZE)
+                    .with_max_concurrency(PARTS_IN_FLIGHT),
+            ),
+            location: path.to_string(),
+        }))
+    }
+
+    async fn delete(&self, path: &str) -> iceberg::Result<()> {
+        let (store, key) = self.resolve(path)?;
+        match store.delete(&key).await {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(e) => Err(fault("deleting", path, e)),
+        }
+    }
+
+    async fn delete_prefix(&self, path: &str) -> iceberg::Result<()> {
+        let (store, prefix) = self.resolve(path)?;
+        let mut listing = store.list(Some(&prefix));
+        while let Some(meta) = listing.next().await {
+            let meta = meta.map_err(|e| fault("listing", path, e))?;
+            match store.delete(&meta.location).await {
+                Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
+                Err(e) => return Err(fault("deleting", meta.location.as_ref(), e)),
+            }
+        }
+        Ok(())
+    }
+
+    async fn delete_stream(&self, mut paths: BoxStream<'static, String>) -> iceberg::Result<()> {
+        while let Some(path) = paths.next().await {
+            self.delete(&path).await?;
+        }
+        Ok(())
+    }
+
+    fn new_input(&self, path: &str) -> iceberg::Result<InputFile> {
+        Ok(InputFile::new(Arc::new(self.clone()), path.to_string()))
+    }
+
+    fn new_output(&self, path: &str) -> iceberg::Result<OutputFile> {
+        Ok(OutputFile::new(Arc::new(self.clone()), path.to_string()))
+    }
+}
+
+struct ObjectReader {
+    store: Arc<dyn ObjectStore>,
+    key: Path,
+    location: String,
+}
+
+#[async_trait]
+impl FileRead for ObjectReader {
+    async fn read(&self, range: Range<u64>) -> iceberg::Result<Bytes> {
+        self.store
+            .get_range(&self.key, range)
+            .await
+            .map_err(|e| fault("reading", &self.location, e))
+    }
+}
+
+/// Streams an object: buffered up to [`PART_SIZE`], then a multipart upload.
+struct ObjectWriter {
+    writer: Option<BufWriter>,
+    location: String,
+}
+
+impl ObjectWriter {
+    fn open(&mut self) -> iceberg::Result<&mut BufWriter> {
+        let location = &self.location;
+        self.writer.as_mut().ok_or_else(|| {
+            iceberg::Error::new(
+                iceberg::ErrorKind::Unexpected,
+                format!("writing {location}: the object is already closed"),
+            )
+        })
+    }
+}
+
+#[async_trait]
+impl FileWrite for ObjectWriter {
+    async fn write(&mut self, bs: Bytes) -> iceberg::Result<()> {
+        let location = self.location.clone();
+        self.open()?
+            .put(bs)
+            .await
+            .map_err(|e| fault("writing", &location, e))
+    }
+
+    async fn close(&mut self) -> iceberg::Result<()> {
+        let location = self.location.clone();
+        self.open()?;
+        let mut writer = self.writer.take().expect("checked above");
+        writer.shutdown().await.map_err(|e| {
+            let message = format!("writing {location}: {e}");
+            iceberg::Error::new(iceberg::ErrorKind::Unexpected, message.clone()).with_source(
+                StorageFault {
+                    message,
+                    retryable: true,
+                },
+            )
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn virtual_host_endpoint_puts_the_bucket_first() {
+        assert_eq!(
+            virtual_host_endpoint("https://s3.example.com:9000", "b"),
+            "https://b.s3.example.com:9000"
+        );
+    }
+
+    #[test]
+    fn debug_never_prints_the_secret() {
+        let storage = ObjectStorage::new(StorageConfig::S3(S3Config {
+            endpoint: Some("http://127.0.0.1:1".into()),
+            region: "us-east-1".into(),
+            access_key_id: "AKIA".into(),
+            secret_access_key: Secret::new("very-secret-key"),
+            path_style: true,
+        }));
+        let text = format!("{storage:?} {:?}", storage.file_io());
+        assert!(!text.contains("very-secret-key"), "{text}");
+    }
+
+    #[test]
+    fn s3_location_without_s3_config_is_refused() {
+        let storage = ObjectStorage::new(StorageConfig::Local);
+        let err = storage.resolve("s3://bucket/key").unwrap_err();
+        assert!(err.to_string().contains("no S3 storage"), "{err}");
+        assert!(storage.resolve("gs://bucket/key").is_err());
+    }
+
+    #[tokio::test]
+    async fn local_files_round_trip_through_file_io() {
+        let dir = std::env::temp_dir().join(format!("tb-storage-{}", uuid::Uuid::new_v4()));
+        let io = ObjectStorage::new(StorageConfig::Local).file_io();
+        let location = format!("file://{}/a/b.bin", dir.display());
+        let out = io.new_output(&location).unwrap();
+        let mut writer = out.writer().await.unwrap();
+        let big = Bytes::from(vec![7u8; PART_SIZE + 10]);
+        writer.write(Bytes::from_static(b"head")).await.unwrap();
+        writer.write(big.clone()).await.unwrap();
+        writer.close().await.unwrap();
+        assert!(writer.close().await.is_err(), "a second close must fail");
+        let input = io.new_input(&location).unwrap();
+        assert_eq!(input.metadata().await.unwrap().size, 4 + big.len() as u64);
+        let reader = input.reader().await.unwrap();
+        assert_eq!(&reader.read(0..4).await.unwrap()[..], b"head");
+        io.delete_prefix(format!("{}", dir.display()))
+            .await
+            .unwrap();
+        assert!(!io.exists(&location).await.unwrap());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -1,0 +1,436 @@
+//! The library API the sync command uses: connect to a catalog and a store,
+//! make sure a table exists, write data files, commit an append.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use arrow_array::RecordBatch;
+use arrow_schema::SchemaRef as ArrowSchemaRef;
+use iceberg::io::FileIO;
+use iceberg::spec::{DataFile, FormatVersion, SchemaRef, TableMetadata};
+
+use crate::append::{PendingAppend, COMMIT_ID_PROPERTY};
+use crate::data_files::{DataFileWriter, WriteOptions};
+use crate::error::{IcebergError, IcebergErrorKind};
+use crate::rest::{LoadedTable, Namespace, RestCatalog, RestCatalogConfig};
+use crate::schema::{arrow_schema, iceberg_schema, schema_differences, Column};
+use crate::storage::{ObjectStorage, StorageConfig};
+use crate::CatalogErrorKind;
+
+/// Attempts [`IcebergTarget::commit_append`] makes before giving up on
+/// concurrent writers.
+pub const DEFAULT_COMMIT_ATTEMPTS: u32 = 5;
+
+/// A catalog plus the storage its tables live in.
+#[derive(Debug)]
+pub struct IcebergTarget {
+    catalog: RestCatalog,
+    storage: ObjectStorage,
+    file_io: FileIO,
+    options: WriteOptions,
+}
+
+/// A loaded table: its identity, metadata and schemas. Refreshed by each
+/// commit made through it.
+#[derive(Debug, Clone)]
+pub struct TableHandle {
+    namespace: Namespace,
+    name: String,
+    table: LoadedTable,
+    arrow_schema: ArrowSchemaRef,
+}
+
+impl TableHandle {
+    fn new(namespace: Namespace, name: String, table: LoadedTable) -> Result<Self, IcebergError> {
+        let arrow_schema = arrow_schema(table.metadata.current_schema())?;
+        Ok(Self {
+            namespace,
+            name,
+            table,
+            arrow_schema,
+        })
+    }
+
+    /// The namespace.
+    pub fn namespace(&self) -> &Namespace {
+        &self.namespace
+    }
+
+    /// The table name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The table's current Iceberg schema (field ids as the catalog assigned
+    /// them).
+    pub fn schema(&self) -> &SchemaRef {
+        self.table.metadata.current_schema()
+    }
+
+    /// The Arrow schema batches must be built in (field ids in
+    /// `PARQUET:field_id` metadata).
+    pub fn arrow_schema(&self) -> &ArrowSchemaRef {
+        &self.arrow_schema
+    }
+
+    /// The table metadata as last loaded or committed.
+    pub fn metadata(&self) -> &TableMetadata {
+        &self.table.metadata
+    }
+
+    /// Where the catalog keeps the current metadata file.
+    pub fn metadata_location(&self) -> Option<&str> {
+        self.table.metadata_location.as_deref()
+    }
+
+    /// The summaries of the `main` branch's snapshots, newest first (from the
+    /// loaded metadata: [`IcebergTarget::refresh`] first for the latest).
+    pub fn snapshot_summaries(&self) -> Vec<SnapshotInfo> {
+        let metadata = &self.table.metadata;
+        let mut out = Vec::new();
+        let mut next = metadata.current_snapshot_id();
+        while let Some(id) = next {
+            let Some(snapshot) = metadata.snapshot_by_id(id) else {
+                break;
+            };
+            out.push(SnapshotInfo {
+                snapshot_id: id,
+                parent_snapshot_id: snapshot.parent_snapshot_id(),
+                sequence_number: snapshot.sequence_number(),
+                timestamp_ms: snapshot.timestamp_ms(),
+                operation: snapshot.summary().operation.as_str().to_string(),
+                summary: snapshot
+                    .summary()
+                    .additional_properties
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect(),
+            });
+            next = snapshot.parent_snapshot_id();
+        }
+        out
+    }
+
+    /// The summary of the current snapshot of `main` (`None` for an empty
+    /// table), e.g. to read `topicberg.offsets` back.
+    pub fn current_summary(&self) -> Option<BTreeMap<String, String>> {
+        let current = self.table.metadata.current_snapshot()?;
+        Some(
+            current
+                .summary()
+                .additional_properties
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+        )
+    }
+
+    fn find_commit(&self, commit_id: &str) -> Option<SnapshotInfo> {
+        self.snapshot_summaries()
+            .into_iter()
+            .find(|s| s.summary.get(COMMIT_ID_PROPERTY).map(String::as_str) == Some(commit_id))
+    }
+}
+
+/// One snapshot of a table's `main` branch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SnapshotInfo {
+    /// The snapshot id.
+    pub snapshot_id: i64,
+    /// The parent's id (`None` for the first snapshot).
+    pub parent_snapshot_id: Option<i64>,
+    /// The sequence number.
+    pub sequence_number: i64,
+    /// When it was committed (ms since the epoch).
+    pub timestamp_ms: i64,
+    /// `append`, `overwrite`, `delete` or `replace`.
+    pub operation: String,
+    /// The summary properties besides `operation`.
+    pub summary: BTreeMap<String, String>,
+}
+
+/// The snapshot an append committed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommittedSnapshot {
+    /// The new snapshot's id.
+    pub snapshot_id: i64,
+    /// Its parent (the `main` snapshot it was built on).
+    pub parent_snapshot_id: Option<i64>,
+    /// Its sequence number.
+    pub sequence_number: i64,
+    /// Its summary properties besides `operation` (the caller's extras,
+    /// the metrics, `topicberg.commit-id`).
+    pub summary: BTreeMap<String, String>,
+    /// The commit attempts it took (1 unless a conflict or an unconfirmed
+    /// commit was retried).
+    pub attempts: u32,
+}
+
+impl IcebergTarget {
+    /// Connects to the catalog (token exchange, `GET /v1/config`); storage
+    /// connects on first use.
+    pub async fn connect(
+        catalog: &RestCatalogConfig,
+        storage: StorageConfig,
+    ) -> Result<Self, IcebergError> {
+        let catalog = RestCatalog::connect(catalog).await?;
+        let storage = ObjectStorage::new(storage);
+        let file_io = storage.file_io();
+        Ok(Self {
+            catalog,
+            storage,
+            file_io,
+            options: WriteOptions::default(),
+        })
+    }
+
+    /// Replaces the data file options (target size, row group size, zstd).
+    pub fn with_write_options(mut self, options: WriteOptions) -> Self {
+        self.options = options;
+        self
+    }
+
+    /// The REST catalog client.
+    pub fn catalog(&self) -> &RestCatalog {
+        &self.catalog
+    }
+
+    /// The storage, e.g. to read back a file.
+    pub fn storage(&self) -> &ObjectStorage {
+        &self.storage
+    }
+
+    /// The `iceberg` `FileIO` over [`Self::storage`].
+    pub fn file_io(&self) -> &FileIO {
+        &self.file_io
+    }
+
+    /// Loads a table.
+    pub async fn load_table(
+        &self,
+        namespace: &Namespace,
+        table: &str,
+    ) -> Result<TableHandle, IcebergError> {
+        let loaded = self.catalog.load_table(namespace, table).await?;
+        TableHandle::new(namespace.clone(), table.to_string(), loaded)
+    }
+
+    /// Reloads the handle's table from the catalog.
+    pub async fn refresh(&self, handle: &mut TableHandle) -> Result<(), IcebergError> {
+        *handle = self.load_table(&handle.namespace, &handle.name).await?;
+        Ok(())
+    }
+
+    /// Loads the table, or creates it (and its namespace) with `columns` and
+    /// `format_version` (2 or 3). An existing table whose columns differ
+    /// (by position, name, type, nullability) is an error of kind
+    /// [`IcebergErrorKind::Data`].
+    pub async fn ensure_table(
+        &self,
+        namespace: &Namespace,
+        table: &str,
+        columns: &[Column],
+        format_version: FormatVersion,
+    ) -> Result<TableHandle, IcebergError> {
+        let qualified = format!("{}.{table}", namespace.join("."));
+        if format_version == FormatVersion::V1 {
+            return Err(IcebergError::new(
+                IcebergErrorKind::Config,
+                format!("creating table {qualified}"),
+                "format version 1 is not supported (use 2 or 3)",
+            ));
+        }
+        let loaded = match self.catalog.load_table(namespace, table).await {
+            Ok(loaded) => loaded,
+            Err(e) if e.kind == CatalogErrorKind::NotFound => {
+                self.catalog.ensure_namespace(namespace).await?;
+                let schema = iceberg_schema(columns)?;
+                let properties = [(
+                    "format-version".to_string(),
+                    (format_version as u8).to_string(),
+                )]
+                .into();
+                match self
+                    .catalog
+                    .create_table(namespace, table, &schema, &properties)
+                    .await
+                {
+                    Ok(created) => created,
+                    // Someone else created it meanwhile.
+                    Err(e) if e.kind == CatalogErrorKind::Conflict => {
+                        self.catalog.load_table(namespace, table).await?
+                    }
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let differences = schema_differences(columns, loaded.metadata.current_schema());
+        if !differences.is_empty() {
+            return Err(IcebergError::new(
+                IcebergErrorKind::Data,
+                format!("checking the columns of table {qualified}"),
+                format!(
+                    "the table exists with other columns: {}",
+                    differences.join("; ")
+                ),
+            ));
+        }
+        TableHandle::new(namespace.clone(), table.to_string(), loaded)
+    }
+
+    /// Drops a table (`purge`: ask the catalog to delete its files too).
+    pub async fn drop_table(
+        &self,
+        namespace: &Namespace,
+        table: &str,
+        purge: bool,
+    ) -> Result<(), IcebergError> {
+        Ok(self.catalog.drop_table(namespace, table, purge).await?)
+    }
+
+    /// A streaming writer of data files for the table: push batches, then
+    /// `finish()` for the files to commit.
+    pub async fn data_file_writer(
+        &self,
+        handle: &TableHandle,
+    ) -> Result<DataFileWriter, IcebergError> {
+        DataFileWriter::new(self.file_io.clone(), handle.metadata(), &self.options).await
+    }
+
+    /// Writes the batches into data files (not yet part of the table).
+    pub async fn write_data_files(
+        &self,
+        handle: &TableHandle,
+        batches: impl IntoIterator<Item = RecordBatch>,
+    ) -> Result<Vec<DataFile>, IcebergError> {
+        let mut writer = self.data_file_writer(handle).await?;
+        for batch in batches {
+            writer.write(&batch).await?;
+        }
+        writer.finish().await
+    }
+
+    /// Commits the data files as one `append` snapshot on `main`, with
+    /// `summary_extra` (e.g. `topicberg.offsets`) in its summary, retrying
+    /// up to [`DEFAULT_COMMIT_ATTEMPTS`] times; see
+    /// [`Self::commit_append_with_retry`].
+    pub async fn commit_append(
+        &self,
+        handle: &mut TableHandle,
+        data_files: Vec<DataFile>,
+        summary_extra: BTreeMap<String, String>,
+    ) -> Result<CommittedSnapshot, IcebergError> {
+        self.commit_append_with_retry(handle, data_files, summary_extra, DEFAULT_COMMIT_ATTEMPTS)
+            .await
+    }
+
+    /// Commits an append, making at most `max_attempts` commit requests:
+    /// - HTTP 409 (another writer moved `main`): reload the table and rebuild
+    ///   the snapshot on the new parent (same data files and manifest).
+    /// - HTTP 500/502/503/504 or a lost connection: the commit may have
+    ///   landed. Reload and look for our `topicberg.commit-id` on `main`:
+    ///   found means done; absent means try again; a reload that fails too
+    ///   is [`IcebergErrorKind::CommitStateUnknown`].
+    ///
+    /// On success the handle holds the table as committed. When attempts run
+    /// out on conflicts the error is `Catalog(Conflict)`, retryable.
+    pub async fn commit_append_with_retry(
+        &self,
+        handle: &mut TableHandle,
+        data_files: Vec<DataFile>,
+        summary_extra: BTreeMap<String, String>,
+        max_attempts: u32,
+    ) -> Result<CommittedSnapshot, IcebergError> {
+        let mut pending = PendingAppend::new(handle.metadata(), data_files, summary_extra);
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let built = pending
+                .build(&self.file_io, handle.metadata(), attempt)
+                .await?;
+            let sent = self
+                .catalog
+                .commit_table(
+                    &handle.namespace,
+                    &handle.name,
+                    &built.requirements,
+                    &built.updates,
+                )
+                .await;
+            let err = match sent {
+                Ok(committed) => {
+                    *handle =
+                        TableHandle::new(handle.namespace.clone(), handle.name.clone(), committed)?;
+                    let snapshot = &built.snapshot;
+                    return Ok(CommittedSnapshot {
+                        snapshot_id: snapshot.snapshot_id(),
+                        parent_snapshot_id: snapshot.parent_snapshot_id(),
+                        sequence_number: snapshot.sequence_number(),
+                        summary: snapshot
+                            .summary()
+                            .additional_properties
+                            .iter()
+                            .map(|(k, v)| (k.clone(), v.clone()))
+                            .collect(),
+                        attempts: attempt,
+                    });
+                }
+                Err(e) => e,
+            };
+            let unknown = matches!(
+                err.kind,
+                CatalogErrorKind::Server | CatalogErrorKind::Unreachable
+            );
+            if !unknown && err.kind != CatalogErrorKind::Conflict {
+                return Err(err.into());
+            }
+            // Conflict or unknown outcome: look at the table as it is now.
+            let reloaded = match self.reload_patiently(handle).await {
+                Ok(reloaded) => reloaded,
+                Err(reload) if unknown => {
+                    return Err(IcebergError::new(
+                        IcebergErrorKind::CommitStateUnknown,
+                        err.step,
+                        format!(
+                            "{}; reloading the table to check whether it landed failed: {reload}",
+                            err.detail
+                        ),
+                    ))
+                }
+                Err(reload) => return Err(reload),
+            };
+            *handle = reloaded;
+            if let Some(found) = handle.find_commit(&pending.commit_id) {
+                return Ok(CommittedSnapshot {
+                    snapshot_id: found.snapshot_id,
+                    parent_snapshot_id: found.parent_snapshot_id,
+                    sequence_number: found.sequence_number,
+                    summary: found.summary,
+                    attempts: attempt,
+                });
+            }
+            if attempt >= max_attempts {
+                return Err(IcebergError::from(err)
+                    .with_detail_suffix(&format!(" (gave up after {attempt} commit attempts)")));
+            }
+        }
+    }
+
+    /// Reloads the table, retrying transient failures a few times.
+    async fn reload_patiently(&self, handle: &TableHandle) -> Result<TableHandle, IcebergError> {
+        let mut delay = Duration::from_millis(500);
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            match self.load_table(&handle.namespace, &handle.name).await {
+                Ok(reloaded) => return Ok(reloaded),
+                Err(e) if e.retryable() && tries < 4 => {
+                    tokio::time::sleep(delay).await;
+                    delay *= 2;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}

@@ -1,0 +1,240 @@
+//! The bounded drain: read each assigned partition from its start offset up
+//! to the high watermark seen when the sync began, and stop. Messages
+//! produced meanwhile wait for the next sync.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::KafkaError as RdKafkaError;
+use rdkafka::message::Message;
+use rdkafka::{Offset, TopicPartitionList};
+use topicberg_core::SourceRecord;
+
+use crate::{KafkaConnection, KafkaError, KafkaErrorKind};
+
+/// What to read from one partition: offsets `start..end` (end exclusive).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionRange {
+    /// The topic.
+    pub topic: String,
+    /// The partition id.
+    pub partition: i32,
+    /// The first offset to read.
+    pub start: i64,
+    /// The high watermark at the start of the sync (exclusive).
+    pub end: i64,
+}
+
+/// How one partition's drain ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DrainedPartition {
+    /// The topic.
+    pub topic: String,
+    /// The partition id.
+    pub partition: i32,
+    /// The offset the next sync starts from.
+    pub next_offset: i64,
+    /// Messages handed to the sink.
+    pub records: u64,
+    /// Key plus value bytes handed to the sink.
+    pub bytes: u64,
+}
+
+/// Tuning for the drain.
+#[derive(Debug, Clone)]
+pub struct DrainSettings {
+    /// The consumer group (used for the client id only: the drain assigns
+    /// partitions itself and never joins the group).
+    pub group: String,
+    /// Give up when no partition makes progress for this long.
+    pub stall_timeout: Duration,
+}
+
+/// A failure of the drain: from Kafka, or from the sink that took records.
+#[derive(Debug, thiserror::Error)]
+pub enum DrainError<E: std::error::Error + 'static> {
+    /// Kafka failed.
+    #[error(transparent)]
+    Kafka(#[from] KafkaError),
+    /// The sink refused a record.
+    #[error(transparent)]
+    Sink(E),
+}
+
+struct Progress {
+    end: i64,
+    next: i64,
+    records: u64,
+    bytes: u64,
+    done: bool,
+}
+
+/// Reads every range to its end, handing each message to `sink` in offset
+/// order within its partition. Returns one [`DrainedPartition`] per range.
+///
+/// All ranges must belong to one topic: librdkafka's end-of-partition event
+/// names the partition but not the topic. Run one drain per topic (or per
+/// group of a topic's partitions), in parallel threads.
+pub fn drain<E, F>(
+    connection: &KafkaConnection,
+    ranges: &[PartitionRange],
+    settings: &DrainSettings,
+    mut sink: F,
+) -> Result<Vec<DrainedPartition>, DrainError<E>>
+where
+    E: std::error::Error + 'static,
+    F: FnMut(&SourceRecord<'_>) -> Result<(), E>,
+{
+    let Some(topic) = ranges.first().map(|r| r.topic.as_str()) else {
+        return Ok(Vec::new());
+    };
+    if let Some(other) = ranges.iter().find(|r| r.topic != topic) {
+        return Err(KafkaError::new(
+            KafkaErrorKind::Config,
+            "planning the drain",
+            format!("one drain reads one topic, got {topic} and {}", other.topic),
+        )
+        .into());
+    }
+    let mut progress: HashMap<(String, i32), Progress> = HashMap::new();
+    let mut tpl = TopicPartitionList::new();
+    for r in ranges {
+        let done = r.start >= r.end;
+        progress.insert(
+            (r.topic.clone(), r.partition),
+            Progress {
+                end: r.end,
+                next: r.start,
+                records: 0,
+                bytes: 0,
+                done,
+            },
+        );
+        if !done {
+            tpl.add_partition_offset(&r.topic, r.partition, Offset::Offset(r.start))
+                .map_err(|e| {
+                    KafkaError::new(KafkaErrorKind::Config, "building the assignment", e)
+                })?;
+        }
+    }
+    let mut remaining = progress.values().filter(|p| !p.done).count();
+    if remaining > 0 {
+        let consumer: BaseConsumer = connection
+            .client_config()
+            .set("group.id", &settings.group)
+            .set("enable.auto.commit", "false")
+            .set("enable.auto.offset.store", "false")
+            .set("enable.partition.eof", "true")
+            .set("auto.offset.reset", "error")
+            .set("fetch.wait.max.ms", "100")
+            .set("queued.min.messages", "200000")
+            .create()
+            .map_err(|e| KafkaError::new(KafkaErrorKind::Config, "creating the consumer", e))?;
+        consumer
+            .assign(&tpl)
+            .map_err(|e| KafkaError::new(KafkaErrorKind::Broker, "assigning partitions", e))?;
+        let mut last_progress = Instant::now();
+        while remaining > 0 {
+            match consumer.poll(Duration::from_millis(200)) {
+                None => {
+                    if last_progress.elapsed() > settings.stall_timeout {
+                        return Err(stalled(&progress, settings.stall_timeout).into());
+                    }
+                }
+                Some(Ok(message)) => {
+                    last_progress = Instant::now();
+                    let key = (message.topic().to_string(), message.partition());
+                    let Some(p) = progress.get_mut(&key) else {
+                        continue;
+                    };
+                    if p.done {
+                        continue;
+                    }
+                    let offset = message.offset();
+                    if offset >= p.end {
+                        // Produced after the sync began: the next sync reads it.
+                        p.next = p.end;
+                        p.done = true;
+                        remaining -= 1;
+                        pause(&consumer, &key);
+                        continue;
+                    }
+                    let record = SourceRecord {
+                        topic: message.topic(),
+                        partition: message.partition(),
+                        offset,
+                        timestamp_ms: message.timestamp().to_millis(),
+                        key: message.key(),
+                        value: message.payload(),
+                    };
+                    sink(&record).map_err(DrainError::Sink)?;
+                    p.records += 1;
+                    p.bytes += (record.key.map_or(0, <[u8]>::len)
+                        + record.value.map_or(0, <[u8]>::len))
+                        as u64;
+                    p.next = offset + 1;
+                    if p.next >= p.end {
+                        p.done = true;
+                        remaining -= 1;
+                        pause(&consumer, &key);
+                    }
+                }
+                Some(Err(RdKafkaError::PartitionEOF(partition))) => {
+                    last_progress = Instant::now();
+                    // The end of the log below the watermark: what is left
+                    // are control records (transaction markers) or an open
+                    // transaction's messages, which a read_committed consumer
+                    // does not see yet. Stop here; the next sync resumes
+                    // after the last message we saw.
+                    let key = (topic.to_string(), partition);
+                    if let Some(p) = progress.get_mut(&key).filter(|p| !p.done) {
+                        p.done = true;
+                        remaining -= 1;
+                        pause(&consumer, &key);
+                    }
+                }
+                Some(Err(e)) => {
+                    return Err(
+                        KafkaError::new(KafkaErrorKind::Broker, "fetching messages", e).into(),
+                    );
+                }
+            }
+        }
+    }
+    let mut out: Vec<DrainedPartition> = progress
+        .into_iter()
+        .map(|((topic, partition), p)| DrainedPartition {
+            topic,
+            partition,
+            next_offset: p.next,
+            records: p.records,
+            bytes: p.bytes,
+        })
+        .collect();
+    out.sort_by(|a, b| (&a.topic, a.partition).cmp(&(&b.topic, b.partition)));
+    Ok(out)
+}
+
+fn pause(consumer: &BaseConsumer, key: &(String, i32)) {
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition(&key.0, key.1);
+    let _ = consumer.pause(&tpl);
+}
+
+fn stalled(progress: &HashMap<(String, i32), Progress>, timeout: Duration) -> KafkaError {
+    let mut waiting: Vec<String> = progress
+        .iter()
+        .filter(|(_, p)| !p.done)
+        .map(|((t, part), p)| format!("{t}[{part}] at offset {} of {}", p.next, p.end))
+        .collect();
+    waiting.sort();
+    KafkaError::new(
+        KafkaErrorKind::Unreachable,
+        "draining partitions",
+        format!(
+            "no progress for {timeout:?}; still waiting on {}",
+            waiting.join(", ")
+        ),
+    )
+}

@@ -1,0 +1,175 @@
+//! `topicberg check`: every step a sync needs, tried for real, each failure
+//! named with its likely fix.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use arrow_array::{Int64Array, RecordBatch};
+use topicberg_core::JobConfig;
+use topicberg_iceberg::{CatalogErrorKind, Column, ColumnType, IcebergErrorKind};
+use topicberg_kafka::{ping, select_topics, KafkaConnection, KafkaErrorKind};
+
+use crate::target::{connect_target, format_version, namespace_of};
+
+/// Deadline for the broker ping.
+pub const PING_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// One step's outcome.
+#[derive(Debug, Clone)]
+pub struct CheckStep {
+    /// What was tried.
+    pub step: &'static str,
+    /// What happened (or the error with its fix).
+    pub outcome: Result<String, String>,
+}
+
+/// Runs the checks in order, stopping at the first failure of a step the
+/// later ones depend on.
+pub async fn run_check(config: &JobConfig) -> Vec<CheckStep> {
+    let mut steps = Vec::new();
+    let connection = KafkaConnection::from_source(&config.source);
+    let ping_result = tokio::task::spawn_blocking({
+        let connection = connection.clone();
+        move || ping(&connection, PING_TIMEOUT)
+    })
+    .await
+    .expect("ping thread");
+    match ping_result {
+        Ok(meta) => steps.push(CheckStep {
+            step: "kafka",
+            outcome: Ok(format!(
+                "{} broker(s) answered at {}",
+                meta.brokers.len(),
+                config.source.bootstrap_servers
+            )),
+        }),
+        Err(e) => {
+            let hint = match e.kind {
+                KafkaErrorKind::Authentication => " (check sasl_mechanism, sasl_username and sasl_password)",
+                KafkaErrorKind::Unreachable => {
+                    " (check bootstrap_servers and that the brokers advertise an address this machine can reach)"
+                }
+                _ => "",
+            };
+            steps.push(CheckStep {
+                step: "kafka",
+                outcome: Err(format!("{e}{hint}")),
+            });
+            return steps;
+        }
+    }
+    match crate::topic_pattern(config)
+        .map_err(|e| e.to_string())
+        .and_then(|pattern| {
+            select_topics(&connection, &pattern, PING_TIMEOUT).map_err(|e| e.to_string())
+        }) {
+        Ok(selection) => steps.push(CheckStep {
+            step: "topics",
+            outcome: Ok(format!(
+                "{} topic(s) match: {}",
+                selection.selected.len(),
+                selection
+                    .selected
+                    .iter()
+                    .map(|t| t.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )),
+        }),
+        Err(e) => steps.push(CheckStep {
+            step: "topics",
+            outcome: Err(e),
+        }),
+    }
+
+    let target = match connect_target(config).await {
+        Ok(t) => {
+            steps.push(CheckStep {
+                step: "catalog",
+                outcome: Ok("credential exchanged, catalog configuration read".into()),
+            });
+            t
+        }
+        Err(e) => {
+            let text = e.to_string();
+            let hint = if text.contains("401")
+                || text.contains("Unauthorized")
+                || text.contains("invalid_client")
+            {
+                " (wrong client id or secret)"
+            } else if text.contains("403") {
+                " (the principal lacks a privilege on the catalog)"
+            } else if text.contains("404") {
+                " (check uri and warehouse)"
+            } else {
+                ""
+            };
+            steps.push(CheckStep {
+                step: "catalog",
+                outcome: Err(format!("{text}{hint}")),
+            });
+            return steps;
+        }
+    };
+
+    let namespace = namespace_of(config);
+    let table = format!("topicberg_check_{}", uuid::Uuid::new_v4().simple());
+    let columns = [Column::optional("probe", 1, ColumnType::Long)];
+    let handle = match target
+        .ensure_table(&namespace, &table, &columns, format_version(config))
+        .await
+    {
+        Ok(h) => {
+            steps.push(CheckStep {
+                step: "create table",
+                outcome: Ok(format!("created {}.{table}", namespace.join("."))),
+            });
+            h
+        }
+        Err(e) => {
+            let hint = match e.kind {
+                IcebergErrorKind::Catalog(CatalogErrorKind::Forbidden) => {
+                    " (grant the principal the right to create namespaces and tables, e.g. CATALOG_MANAGE_CONTENT on Polaris)"
+                }
+                IcebergErrorKind::Catalog(CatalogErrorKind::NotFound) => " (check the warehouse name)",
+                _ => "",
+            };
+            steps.push(CheckStep {
+                step: "create table",
+                outcome: Err(format!("{e}{hint}")),
+            });
+            return steps;
+        }
+    };
+    let batch = RecordBatch::try_new(
+        Arc::clone(handle.arrow_schema()),
+        vec![Arc::new(Int64Array::from(vec![1_i64]))],
+    )
+    .expect("one-column batch");
+    match target.write_data_files(&handle, [batch]).await {
+        Ok(files) => steps.push(CheckStep {
+            step: "write file",
+            outcome: Ok(format!(
+                "wrote {}",
+                files.first().map(|f| f.file_path().to_string()).unwrap_or_default()
+            )),
+        }),
+        Err(e) => steps.push(CheckStep {
+            step: "write file",
+            outcome: Err(format!(
+                "{e} (check s3_endpoint, s3_region, the S3 keys and that the bucket exists and is writable)"
+            )),
+        }),
+    }
+    match target.drop_table(&namespace, &table, true).await {
+        Ok(()) => steps.push(CheckStep {
+            step: "drop table",
+            outcome: Ok(format!("dropped {}.{table}", namespace.join("."))),
+        }),
+        Err(e) => steps.push(CheckStep {
+            step: "drop table",
+            outcome: Err(e.to_string()),
+        }),
+    }
+    steps
+}

@@ -1,0 +1,117 @@
+//! `topicberg discover`: which topics the job selects, and the columns a
+//! sample of each topic's messages implies.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::Serialize;
+use topicberg_core::{JobConfig, SchemaInference};
+use topicberg_kafka::{
+    drain, read_partition_states, select_topics, DrainSettings, KafkaConnection, PartitionRange,
+};
+
+use crate::sync::{KAFKA_TIMEOUT, SAMPLE_PER_PARTITION};
+use crate::target::SetupError;
+
+/// One selected topic and what its messages look like.
+#[derive(Debug, Clone, Serialize)]
+pub struct DiscoveredTopic {
+    /// The topic.
+    pub topic: String,
+    /// Its partition count.
+    pub partitions: usize,
+    /// Messages sampled (up to 10,000 per partition, oldest first).
+    pub sampled_messages: usize,
+    /// Inferred payload columns, in first-seen order: (name, Iceberg type).
+    pub columns: Vec<(String, String)>,
+    /// The table the topic syncs into.
+    pub table: String,
+    /// A ready-to-paste `[[streams]]` block.
+    pub streams_block: String,
+}
+
+/// Samples every selected topic and infers its columns.
+pub fn discover(config: &JobConfig) -> Result<Vec<DiscoveredTopic>, SetupError> {
+    let connection = KafkaConnection::from_source(&config.source);
+    let pattern = crate::topic_pattern(config)?;
+    let selection = select_topics(&connection, &pattern, KAFKA_TIMEOUT)?;
+    crate::log_skipped(config, &selection.skipped);
+    let group = config.consumer_group();
+    let states = read_partition_states(&connection, &group, &selection.selected, KAFKA_TIMEOUT)?;
+    let settings = DrainSettings {
+        group,
+        stall_timeout: Duration::from_secs(60),
+    };
+    let mut out = Vec::new();
+    for topic in &selection.selected {
+        let ranges: Vec<PartitionRange> = states
+            .iter()
+            .filter(|s| s.topic == topic.name)
+            .map(|s| PartitionRange {
+                topic: s.topic.clone(),
+                partition: s.partition,
+                start: s.low,
+                end: s.high.min(s.low + SAMPLE_PER_PARTITION),
+            })
+            .collect();
+        let inference =
+            infer_columns(&connection, &settings, &ranges).map_err(SetupError::Unsupported)?;
+        let columns: Vec<(String, String)> = inference
+            .columns()
+            .into_iter()
+            .map(|(name, ty)| (name, ty.iceberg_type().to_string()))
+            .collect();
+        let stream = config.stream_for(&topic.name);
+        let streams_block = format!(
+            "[[streams]]\ntopic = {:?}\nmode = {:?}\n# columns: {}\n",
+            topic.name,
+            stream.mode.as_str(),
+            columns
+                .iter()
+                .map(|(n, t)| format!("{n} {t}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        out.push(DiscoveredTopic {
+            topic: topic.name.clone(),
+            partitions: topic.partitions.len(),
+            sampled_messages: inference.messages(),
+            columns,
+            table: format!("{}.{}", config.namespace(), stream.table),
+            streams_block,
+        });
+    }
+    Ok(out)
+}
+
+/// Infers payload columns from every message value in `ranges`.
+pub fn infer_columns(
+    connection: &KafkaConnection,
+    settings: &DrainSettings,
+    ranges: &[PartitionRange],
+) -> Result<SchemaInference, String> {
+    let mut inference = SchemaInference::new();
+    let mut by_topic: BTreeMap<&str, Vec<PartitionRange>> = BTreeMap::new();
+    for r in ranges.iter().filter(|r| r.start < r.end) {
+        by_topic.entry(&r.topic).or_default().push(r.clone());
+    }
+    for topic_ranges in by_topic.into_values() {
+        drain(connection, &topic_ranges, settings, |record| {
+            if let Some(value) = record.value {
+                inference.add(value).map_err(|e| {
+                    SampleError(format!(
+                        "{}[{}]@{}: {e}",
+                        record.topic, record.partition, record.offset
+                    ))
+                })?;
+            }
+            Ok::<(), SampleError>(())
+        })
+        .map_err(|e| format!("sampling messages: {e}"))?;
+    }
+    Ok(inference)
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct SampleError(String);

@@ -1,0 +1,401 @@
+//! One bounded sync: plan every selected partition from the table's offsets,
+//! drain up to the high watermarks seen at the start, write data files,
+//! commit one snapshot per table (with the offsets in its summary), and only
+//! then commit the consumer-group offsets.
+
+mod pipeline;
+pub mod plan;
+pub mod report;
+
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use topicberg_core::config::StreamMode;
+use topicberg_core::{JobConfig, TableColumns};
+use topicberg_iceberg::{IcebergErrorKind, IcebergTarget, TableHandle};
+use topicberg_kafka::{
+    commit_group_offsets, read_partition_states, select_topics, DrainSettings, KafkaConnection,
+    PartitionRange, PartitionState,
+};
+
+use crate::columns::{iceberg_columns, table_columns};
+use crate::target::{connect_target, namespace_of, SetupError};
+use pipeline::{drain_and_write, Progress, TableInput, PROGRESS_INTERVAL};
+use plan::{plan_partitions, PartitionPlan, TableOffsets, OFFSETS_PROPERTY};
+use report::{SyncReport, TableReport, TableStatus};
+
+/// Messages read per partition to infer a new table's columns.
+pub const SAMPLE_PER_PARTITION: i64 = 10_000;
+/// Deadline for metadata requests to Kafka.
+pub const KAFKA_TIMEOUT: Duration = Duration::from_secs(30);
+
+struct TableState {
+    topic: String,
+    table: String,
+    handle: Option<TableHandle>,
+    offsets: TableOffsets,
+    plans: Vec<PartitionPlan>,
+    committed: Vec<PartitionState>,
+    report: TableReport,
+    started: Instant,
+}
+
+impl TableState {
+    fn fail(&mut self, error: impl Into<String>) {
+        self.report.status = TableStatus::Failed;
+        self.report.error = Some(error.into());
+    }
+
+    fn failed(&self) -> bool {
+        self.report.status == TableStatus::Failed
+    }
+}
+
+/// Runs one sync of the job. Errors that stop the whole sync (Kafka or the
+/// catalog unreachable) are `Err`; a table that fails is reported in the
+/// `SyncReport` while the others go on.
+pub async fn run_sync(config: &JobConfig) -> Result<SyncReport, SetupError> {
+    let started = Instant::now();
+    let olake_timestamp_micros = now_micros();
+    let group = config.consumer_group();
+    let connection = KafkaConnection::from_source(&config.source);
+    let selection = select_topics(&connection, &crate::topic_pattern(config)?, KAFKA_TIMEOUT)?;
+    crate::log_skipped(config, &selection.skipped);
+    let states = read_partition_states(&connection, &group, &selection.selected, KAFKA_TIMEOUT)?;
+    let target = connect_target(config).await?;
+    let namespace = namespace_of(config);
+    let format_version = crate::target::format_version(config);
+    let drain_settings = DrainSettings {
+        group: group.clone(),
+        stall_timeout: Duration::from_secs(120),
+    };
+
+    // Plan each table.
+    let mut tables: Vec<TableState> = Vec::new();
+    for topic in &selection.selected {
+        let settings = config.stream_for(&topic.name);
+        let topic_states: Vec<PartitionState> = states
+            .iter()
+            .filter(|s| s.topic == topic.name)
+            .cloned()
+            .collect();
+        let mut state = TableState {
+            topic: topic.name.clone(),
+            table: format!("{}.{}", namespace.join("."), settings.table),
+            handle: None,
+            offsets: TableOffsets::default(),
+            plans: Vec::new(),
+            committed: topic_states.clone(),
+            report: TableReport {
+                topic: topic.name.clone(),
+                table: format!("{}.{}", namespace.join("."), settings.table),
+                status: TableStatus::Unchanged,
+                records: 0,
+                bytes: 0,
+                data_files: 0,
+                data_file_bytes: 0,
+                snapshot_id: None,
+                expired_messages: 0,
+                duration_ms: 0,
+                error: None,
+            },
+            started: Instant::now(),
+        };
+        if settings.mode == StreamMode::Upsert {
+            state.fail("upsert mode is not implemented yet (issue 4); use mode = \"append\" for this stream");
+            tables.push(state);
+            continue;
+        }
+        match target.load_table(&namespace, &settings.table).await {
+            Ok(handle) => {
+                match TableOffsets::from_summary(handle.current_summary().as_ref()) {
+                    Ok(o) => state.offsets = o,
+                    Err(e) => state.fail(e),
+                }
+                state.handle = Some(handle);
+            }
+            Err(e)
+                if e.kind
+                    == IcebergErrorKind::Catalog(topicberg_iceberg::CatalogErrorKind::NotFound) => {
+            }
+            Err(e) => state.fail(e.to_string()),
+        }
+        if !state.failed() {
+            match plan_partitions(&group, &state.table, &topic_states, &state.offsets) {
+                Ok(plans) => {
+                    state.report.expired_messages = plans.iter().map(|p| p.expired).sum();
+                    for p in plans.iter().filter(|p| p.expired > 0) {
+                        tracing::warn!(
+                            topic = %p.range.topic, partition = p.range.partition, expired = p.expired,
+                            "messages expired (retention) before this sync could read them; they are lost"
+                        );
+                    }
+                    state.plans = plans;
+                }
+                Err(e) => state.fail(e.to_string()),
+            }
+        }
+        tables.push(state);
+    }
+
+    // Create the tables that do not exist yet, from a sample of what is to be read.
+    for state in tables
+        .iter_mut()
+        .filter(|s| !s.failed() && s.handle.is_none())
+    {
+        let ranges: Vec<PartitionRange> = state
+            .plans
+            .iter()
+            .map(|p| p.range.clone())
+            .filter(|r| r.start < r.end)
+            .collect();
+        if ranges.is_empty() {
+            continue;
+        }
+        let settings = config.stream_for(&state.topic);
+        match create_table(
+            &connection,
+            &drain_settings,
+            &target,
+            &namespace,
+            &settings.table,
+            &ranges,
+            format_version,
+        )
+        .await
+        {
+            Ok(handle) => state.handle = Some(handle),
+            Err(e) => state.fail(e),
+        }
+    }
+
+    // Drain and write.
+    let mut inputs = Vec::new();
+    let mut input_of: Vec<Option<usize>> = Vec::new();
+    for state in &mut tables {
+        let ranges: Vec<PartitionRange> = state
+            .plans
+            .iter()
+            .map(|p| p.range.clone())
+            .filter(|r| r.start < r.end)
+            .collect();
+        let ready = !state.failed() && !ranges.is_empty();
+        let Some(handle) = state.handle.as_ref().filter(|_| ready) else {
+            input_of.push(None);
+            continue;
+        };
+        match table_columns(handle) {
+            Ok(columns) => {
+                input_of.push(Some(inputs.len()));
+                inputs.push(TableInput {
+                    columns,
+                    handle: handle.clone(),
+                    ranges,
+                });
+            }
+            Err(e) => {
+                state.fail(e);
+                input_of.push(None);
+            }
+        }
+    }
+    let progress = Arc::new(Progress::default());
+    let ticker = spawn_progress_line(Arc::clone(&progress));
+    let outputs = drain_and_write(
+        &connection,
+        &drain_settings,
+        &target,
+        &inputs,
+        config.source.max_threads.max(1),
+        config.sync.batch_rows,
+        olake_timestamp_micros,
+        progress,
+    )
+    .await;
+    ticker.abort();
+
+    // Commit one snapshot per table, then the group's offsets.
+    fault_point("before_iceberg_commit");
+    let mut first_commit_done = false;
+    let mut group_offsets = BTreeMap::new();
+    let mut outputs: Vec<Option<pipeline::TableOutput>> = outputs.into_iter().map(Some).collect();
+    for (state, input) in tables.iter_mut().zip(&input_of) {
+        let output = input.and_then(|i| outputs[i].take());
+        if let Some(output) = output {
+            if let Some(e) = output.error {
+                state.fail(e);
+            } else {
+                commit_table(
+                    &target,
+                    state,
+                    output,
+                    &mut inputs[input.expect("input")].handle,
+                )
+                .await;
+                if state.report.status == TableStatus::Committed && !first_commit_done {
+                    first_commit_done = true;
+                    fault_point("after_first_table_commit");
+                }
+            }
+        }
+        if !state.failed() {
+            for plan in &state.plans {
+                let key = (plan.range.topic.clone(), plan.range.partition);
+                let next = state
+                    .offsets
+                    .get(&plan.range.topic, plan.range.partition)
+                    .unwrap_or(plan.range.start);
+                let committed = state
+                    .committed
+                    .iter()
+                    .find(|s| s.partition == plan.range.partition)
+                    .and_then(|s| s.committed);
+                if committed != Some(next) {
+                    group_offsets.insert(key, next);
+                }
+            }
+        }
+        state.report.duration_ms = state.started.elapsed().as_millis() as u64;
+    }
+    fault_point("before_group_commit");
+    let group_offsets_committed = match commit_group_offsets(&connection, &group, &group_offsets) {
+        Ok(()) => true,
+        Err(e) => {
+            tracing::error!(error = %e, "committing consumer-group offsets failed; the next sync repairs them from the tables");
+            false
+        }
+    };
+    let mut reports: Vec<TableReport> = tables.into_iter().map(|s| s.report).collect();
+    reports.sort_by(|a, b| a.table.cmp(&b.table));
+    Ok(SyncReport {
+        job: config.name.clone(),
+        consumer_group: group,
+        duration_ms: started.elapsed().as_millis() as u64,
+        group_offsets_committed,
+        tables: reports,
+    })
+}
+
+async fn commit_table(
+    target: &IcebergTarget,
+    state: &mut TableState,
+    output: pipeline::TableOutput,
+    handle: &mut TableHandle,
+) {
+    let records: u64 = output.drained.iter().map(|d| d.records).sum();
+    state.report.records = records;
+    state.report.bytes = output.drained.iter().map(|d| d.bytes).sum();
+    let mut offsets = state.offsets.clone();
+    for d in &output.drained {
+        offsets.set(&d.topic, d.partition, d.next_offset);
+    }
+    if records == 0 || output.data_files.is_empty() {
+        // Nothing to add (e.g. only transaction markers were left); the
+        // table keeps its offsets and the group is repaired to them.
+        return;
+    }
+    state.report.data_files = output.data_files.len();
+    state.report.data_file_bytes = output
+        .data_files
+        .iter()
+        .map(|f| f.file_size_in_bytes())
+        .sum();
+    let extra = BTreeMap::from([(OFFSETS_PROPERTY.to_string(), offsets.to_summary_value())]);
+    match target.commit_append(handle, output.data_files, extra).await {
+        Ok(snapshot) => {
+            state.report.status = TableStatus::Committed;
+            state.report.snapshot_id = Some(snapshot.snapshot_id);
+            state.offsets = offsets;
+            tracing::info!(
+                table = %state.table, snapshot_id = snapshot.snapshot_id, records,
+                data_files = state.report.data_files, attempts = snapshot.attempts, "committed snapshot"
+            );
+        }
+        Err(e) => state.fail(format!("committing the snapshot: {e}")),
+    }
+}
+
+async fn create_table(
+    connection: &KafkaConnection,
+    settings: &DrainSettings,
+    target: &IcebergTarget,
+    namespace: &Vec<String>,
+    table: &str,
+    ranges: &[PartitionRange],
+    format_version: topicberg_iceberg::FormatVersion,
+) -> Result<TableHandle, String> {
+    let sample: Vec<PartitionRange> = ranges
+        .iter()
+        .map(|r| PartitionRange {
+            end: r.end.min(r.start + SAMPLE_PER_PARTITION),
+            ..r.clone()
+        })
+        .collect();
+    let inference = crate::discover::infer_columns(connection, settings, &sample)?;
+    let payload = inference.columns();
+    let columns = TableColumns::for_new_table(&payload)
+        .map_err(|e| format!("building the table's columns: {e}"))?;
+    target
+        .ensure_table(namespace, table, &iceberg_columns(&columns), format_version)
+        .await
+        .map_err(|e| format!("creating the table: {e}"))
+}
+
+fn spawn_progress_line(progress: Arc<Progress>) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let started = Instant::now();
+        let mut interval = tokio::time::interval(PROGRESS_INTERVAL);
+        interval.tick().await;
+        loop {
+            interval.tick().await;
+            let records = progress.records.load(Ordering::Relaxed);
+            let bytes = progress.bytes.load(Ordering::Relaxed);
+            let secs = started.elapsed().as_secs_f64().max(0.001);
+            tracing::info!(
+                records,
+                bytes,
+                rate = (records as f64 / secs) as u64,
+                "sync in progress"
+            );
+        }
+    })
+}
+
+/// Microseconds since the epoch, now.
+pub fn now_micros() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_micros() as i64)
+        .unwrap_or(0)
+}
+
+/// Crash-test hook: `TOPICBERG_FAULT=<point>` makes the process kill itself
+/// with SIGKILL when it reaches `<point>`, so tests can prove that a crash
+/// anywhere loses and duplicates nothing. Points: `after_records:<n>` (in
+/// the middle of fetching), `before_iceberg_commit` (data files written),
+/// `after_first_table_commit`, `before_group_commit` (every snapshot
+/// committed). Inert when the variable is unset.
+pub(crate) fn fault_point(point: &str) {
+    if std::env::var("TOPICBERG_FAULT").is_ok_and(|f| f == point) {
+        kill_self();
+    }
+}
+
+/// The `after_records:<n>` threshold, if set.
+pub(crate) fn fault_after_records() -> Option<u64> {
+    std::env::var("TOPICBERG_FAULT")
+        .ok()?
+        .strip_prefix("after_records:")?
+        .parse()
+        .ok()
+}
+
+pub(crate) fn kill_self() {
+    eprintln!("TOPICBERG_FAULT: killing this process with SIGKILL");
+    // SAFETY: kill(2) on our own pid has no memory-safety preconditions.
+    unsafe {
+        libc::kill(libc::getpid(), libc::SIGKILL);
+    }
+}

@@ -1,0 +1,109 @@
+//! What a sync did, per table: printed at the end and written as JSON with
+//! `--report-json`.
+
+use serde::Serialize;
+
+/// How a table's part of the sync ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TableStatus {
+    /// New data committed in one snapshot.
+    Committed,
+    /// Nothing new to read: no snapshot.
+    Unchanged,
+    /// Failed: nothing committed for this table, its offsets did not move.
+    Failed,
+}
+
+/// One table's figures.
+#[derive(Debug, Clone, Serialize)]
+pub struct TableReport {
+    /// The source topic.
+    pub topic: String,
+    /// `namespace.table`.
+    pub table: String,
+    /// How it ended.
+    pub status: TableStatus,
+    /// Messages read and written as rows.
+    pub records: u64,
+    /// Key and value bytes read.
+    pub bytes: u64,
+    /// Data files added.
+    pub data_files: usize,
+    /// Bytes of data files added.
+    pub data_file_bytes: u64,
+    /// The committed snapshot, if any.
+    pub snapshot_id: Option<i64>,
+    /// Messages lost to retention before this sync could read them.
+    pub expired_messages: i64,
+    /// Wall time for this table, from plan to commit.
+    pub duration_ms: u64,
+    /// Why it failed.
+    pub error: Option<String>,
+}
+
+/// The whole sync.
+#[derive(Debug, Clone, Serialize)]
+pub struct SyncReport {
+    /// The job name.
+    pub job: String,
+    /// The consumer group.
+    pub consumer_group: String,
+    /// Wall time of the sync.
+    pub duration_ms: u64,
+    /// Whether the consumer-group offsets were committed after the snapshots.
+    pub group_offsets_committed: bool,
+    /// Per table, sorted by table name.
+    pub tables: Vec<TableReport>,
+}
+
+impl SyncReport {
+    /// True when every table committed or had nothing new.
+    pub fn succeeded(&self) -> bool {
+        self.group_offsets_committed && self.tables.iter().all(|t| t.status != TableStatus::Failed)
+    }
+
+    /// The human summary: one line per table.
+    pub fn to_text(&self) -> String {
+        let mut out = String::new();
+        for t in &self.tables {
+            let snapshot = t.snapshot_id.map_or("-".to_string(), |s| s.to_string());
+            out.push_str(&format!(
+                "{:<40} {:<10} records={} bytes={} data_files={} snapshot={} duration={:.2}s",
+                t.table,
+                format!("{:?}", t.status).to_lowercase(),
+                t.records,
+                t.bytes,
+                t.data_files,
+                snapshot,
+                t.duration_ms as f64 / 1000.0
+            ));
+            if t.expired_messages > 0 {
+                out.push_str(&format!(
+                    " EXPIRED={} (lost to retention)",
+                    t.expired_messages
+                ));
+            }
+            if let Some(e) = &t.error {
+                out.push_str(&format!("\n    error: {e}"));
+            }
+            out.push('\n');
+        }
+        out.push_str(&format!(
+            "sync {} in {:.2}s; consumer group {} offsets {}\n",
+            if self.succeeded() {
+                "succeeded"
+            } else {
+                "FAILED"
+            },
+            self.duration_ms as f64 / 1000.0,
+            self.consumer_group,
+            if self.group_offsets_committed {
+                "committed"
+            } else {
+                "NOT committed"
+            }
+        ));
+        out
+    }
+}

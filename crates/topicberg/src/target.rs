@@ -1,0 +1,73 @@
+//! The destination, built from the job file: catalog client and storage.
+
+use topicberg_core::config::{CatalogKind, FormatVersion as ConfigFormatVersion};
+use topicberg_core::JobConfig;
+use topicberg_iceberg::rest::RestCatalogConfig;
+use topicberg_iceberg::{FormatVersion, IcebergError, IcebergTarget, S3Config, StorageConfig};
+use topicberg_kafka::KafkaError;
+
+/// An error that stops a command before any table is touched.
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    /// Kafka is unreachable or refused us.
+    #[error(transparent)]
+    Kafka(#[from] KafkaError),
+    /// The catalog or the storage is unreachable or refused us.
+    #[error(transparent)]
+    Iceberg(#[from] IcebergError),
+    /// The job file asks for something this build cannot do.
+    #[error("{0}")]
+    Unsupported(String),
+}
+
+/// The Iceberg namespace of the job's tables.
+pub fn namespace_of(config: &JobConfig) -> Vec<String> {
+    vec![config.namespace()]
+}
+
+/// The format version new tables get.
+pub fn format_version(config: &JobConfig) -> FormatVersion {
+    match config.destination.format_version() {
+        ConfigFormatVersion::V3 => FormatVersion::V3,
+        _ => FormatVersion::V2,
+    }
+}
+
+/// The storage the job writes to.
+pub fn storage_config(config: &JobConfig) -> StorageConfig {
+    let d = &config.destination;
+    match (&d.s3_access_key, &d.s3_secret_key) {
+        (Some(key), Some(secret)) => StorageConfig::S3(S3Config {
+            endpoint: d.s3_endpoint.clone(),
+            region: d
+                .s3_region
+                .clone()
+                .unwrap_or_else(|| "us-east-1".to_string()),
+            access_key_id: key.clone(),
+            secret_access_key: secret.clone(),
+            path_style: d.s3_path_style(),
+        }),
+        _ => StorageConfig::Local,
+    }
+}
+
+/// Connects to the job's catalog (token exchange, `GET /v1/config`).
+pub async fn connect_target(config: &JobConfig) -> Result<IcebergTarget, SetupError> {
+    match config.destination.catalog {
+        CatalogKind::Rest => {
+            let catalog = RestCatalogConfig::from_destination(&config.destination).ok_or_else(|| {
+                SetupError::Unsupported("destination: a rest catalog needs uri and warehouse".into())
+            })?;
+            let write_options = topicberg_iceberg::WriteOptions {
+                target_file_size: (config.sync.target_file_size_mb * 1024 * 1024) as usize,
+                ..Default::default()
+            };
+            Ok(IcebergTarget::connect(&catalog, storage_config(config))
+                .await?
+                .with_write_options(write_options))
+        }
+        CatalogKind::Sql => Err(SetupError::Unsupported(
+            "destination.catalog = \"sql\" (the embedded catalog) is not wired into sync yet; use catalog = \"rest\"".into(),
+        )),
+    }
+}
