@@ -4,6 +4,9 @@
 //!   client cannot commit delete files or refresh OAuth2 tokens; see
 //!   REFERENCE.md): authentication, `GET /v1/config`, namespaces, and table
 //!   load / create / drop / commit.
+//! - [`sql`]: the embedded catalog (`catalog = "sql"`): a SQLite file in
+//!   PyIceberg's `SqlCatalog` / Iceberg JDBC layout plus a local warehouse
+//!   folder, with the same table operations as [`rest::RestCatalog`].
 //! - [`storage`]: S3 or local files behind the `iceberg` crate's `FileIO`.
 //! - [`schema`]: the column list -> Iceberg schema and Arrow schema.
 //! - [`IcebergTarget`]: the write path for append mode: ensure a table,

@@ -37,7 +37,14 @@ pub enum ColumnType {
     String,
     /// Microseconds since the epoch, UTC (`timestamptz`).
     Timestamptz,
+    /// JSON text (nested objects, arrays, mixed types): an Iceberg `string`
+    /// whose field doc is [`JSON_COLUMN_DOC`], so a reloaded table still
+    /// knows the column takes any JSON value.
+    Json,
 }
+
+/// The field doc that marks a `string` column as holding JSON text.
+pub const JSON_COLUMN_DOC: &str = "JSON text (topicberg)";
 
 impl ColumnType {
     /// The Iceberg primitive type.
@@ -47,7 +54,7 @@ impl ColumnType {
             ColumnType::Long => PrimitiveType::Long,
             ColumnType::Double => PrimitiveType::Double,
             ColumnType::Boolean => PrimitiveType::Boolean,
-            ColumnType::String => PrimitiveType::String,
+            ColumnType::String | ColumnType::Json => PrimitiveType::String,
             ColumnType::Timestamptz => PrimitiveType::Timestamptz,
         }
     }
@@ -59,7 +66,7 @@ impl ColumnType {
             ColumnType::Long => DataType::Int64,
             ColumnType::Double => DataType::Float64,
             ColumnType::Boolean => DataType::Boolean,
-            ColumnType::String => DataType::Utf8,
+            ColumnType::String | ColumnType::Json => DataType::Utf8,
             ColumnType::Timestamptz => DataType::Timestamp(TimeUnit::Microsecond, Some(UTC.into())),
         }
     }
@@ -105,12 +112,17 @@ impl Column {
 /// The Iceberg schema (schema id 0) of a column list.
 pub fn iceberg_schema(columns: &[Column]) -> Result<Schema, IcebergError> {
     let fields = columns.iter().map(|c| {
-        Arc::new(NestedField::new(
+        let field = NestedField::new(
             c.field_id,
             &c.name,
             Type::Primitive(c.column_type.iceberg()),
             c.required,
-        ))
+        );
+        Arc::new(if c.column_type == ColumnType::Json {
+            field.with_doc(JSON_COLUMN_DOC)
+        } else {
+            field
+        })
     });
     Schema::builder()
         .with_schema_id(0)
@@ -147,6 +159,12 @@ pub fn columns_of(schema: &Schema) -> Result<Vec<Column>, IcebergError> {
                     ),
                 )
             })?;
+            let column_type =
+                if column_type == ColumnType::String && f.doc.as_deref() == Some(JSON_COLUMN_DOC) {
+                    ColumnType::Json
+                } else {
+                    column_type
+                };
             Ok(Column {
                 name: f.name.clone(),
                 field_id: f.id,
@@ -209,6 +227,23 @@ pub fn schema_differences(wanted: &[Column], table: &Schema) -> Vec<String> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod json_doc_tests {
+    use super::*;
+
+    #[test]
+    fn json_columns_survive_a_round_trip_through_the_iceberg_schema() {
+        let columns = vec![
+            Column::optional("payload", 1, ColumnType::Json),
+            Column::optional("name", 2, ColumnType::String),
+        ];
+        let schema = iceberg_schema(&columns).unwrap();
+        let json = serde_json::to_string(&schema).unwrap();
+        let reloaded: Schema = serde_json::from_str(&json).unwrap();
+        assert_eq!(columns_of(&reloaded).unwrap(), columns);
+    }
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 use topicberg_core::{Column, ColumnType, TableColumns};
 use topicberg_iceberg::{Column as IcebergColumn, ColumnType as IcebergType, TableHandle};
 
-/// The Iceberg columns for a new table. JSON columns are Iceberg strings.
+/// The Iceberg columns for a new table.
 pub fn iceberg_columns(columns: &TableColumns) -> Vec<IcebergColumn> {
     columns
         .columns()
@@ -15,7 +15,8 @@ pub fn iceberg_columns(columns: &TableColumns) -> Vec<IcebergColumn> {
                 ColumnType::Int => IcebergType::Int,
                 ColumnType::Double => IcebergType::Double,
                 ColumnType::Boolean => IcebergType::Boolean,
-                ColumnType::String | ColumnType::Json => IcebergType::String,
+                ColumnType::String => IcebergType::String,
+                ColumnType::Json => IcebergType::Json,
                 ColumnType::TimestampTz => IcebergType::Timestamptz,
             };
             IcebergColumn::optional(c.name.clone(), c.field_id, ty)
@@ -36,6 +37,7 @@ pub fn table_columns(handle: &TableHandle) -> Result<TableColumns, String> {
                 IcebergType::Double => ColumnType::Double,
                 IcebergType::Boolean => ColumnType::Boolean,
                 IcebergType::String => ColumnType::String,
+                IcebergType::Json => ColumnType::Json,
                 IcebergType::Timestamptz => ColumnType::TimestampTz,
             };
             Column::new(c.field_id, c.name, ty)

@@ -120,6 +120,18 @@ pub fn plan_partitions(
                         ),
                     })
                 }
+                (Some(t), _) if t > s.high => {
+                    return Err(PlanError {
+                        topic: s.topic.clone(),
+                        partition: s.partition,
+                        reason: format!(
+                            "table {table} holds messages up to offset {t} but the partition ends at offset {}; \
+                             the topic was deleted and recreated (or truncated). Sync it into a new table \
+                             (set `table` on its [[streams]] entry) or drop the table",
+                            s.high
+                        ),
+                    })
+                }
                 (Some(t), _) => t,
                 (None, _) => s.low,
             };
@@ -191,6 +203,12 @@ mod tests {
             err.to_string().contains("no record of this partition"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn table_beyond_the_partition_end_means_a_recreated_topic() {
+        let err = plan_partitions("g", "t", &[state(None, 0, 40)], &offsets(Some(48))).unwrap_err();
+        assert!(err.to_string().contains("deleted and recreated"), "{err}");
     }
 
     #[test]

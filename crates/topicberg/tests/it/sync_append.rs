@@ -274,3 +274,31 @@ fn check_with_unreachable_broker_fails_fast_with_the_cause() {
     );
     assert!(elapsed.as_secs() < 30, "check took {elapsed:?}");
 }
+
+/// Nested objects and arrays land as JSON text, and still do on a later
+/// sync into the existing table (the column keeps its JSON marker).
+#[test]
+fn sync_nested_json_fields_land_as_json_text_across_syncs() {
+    let topic = unique_name("nested");
+    create_topic(&topic, 1);
+    let message = |i: i64| {
+        (
+            i.to_string(),
+            format!(
+                r#"{{"id":{i},"address":{{"city":"Pune","zip":"4110{i}"}},"tags":["a",{i}],"ok":true}}"#
+            ),
+        )
+    };
+    produce(&topic, &[message(1), message(2)]);
+    let job = Job::new(Catalog::Seaweed, &[&topic], "", "");
+    job.sync();
+    produce(&topic, &[message(3)]);
+    let report = job.sync();
+    assert_eq!(table_report(&report, &job.table(&topic))["records"], 1);
+    let rows = read_rows("duckdb", Catalog::Seaweed, &job.table(&topic));
+    assert_eq!(rows.len(), 3);
+    let third = rows.iter().find(|r| r["id"] == 3).unwrap();
+    assert_eq!(third["address"], r#"{"city":"Pune","zip":"41103"}"#);
+    assert_eq!(third["tags"], r#"["a",3]"#);
+    assert_eq!(third["ok"], true);
+}
