@@ -39,7 +39,7 @@ fn order(i: u64) -> (String, String) {
         1 + (i * 5) % 8,
         PRODUCTS[(i % 8) as usize],
         STATUSES[(i % 3) as usize],
-        if i % 5 == 0 { T1 } else { T0 },
+        if i.is_multiple_of(5) { T1 } else { T0 },
     );
     (i.to_string(), value)
 }
