@@ -34,6 +34,7 @@
 //! ```
 
 mod append;
+mod catalog;
 mod data_files;
 mod error;
 #[cfg(test)]
@@ -45,6 +46,7 @@ pub mod storage;
 mod target;
 
 pub use append::COMMIT_ID_PROPERTY;
+pub use catalog::Catalog;
 pub use data_files::{DataFileWriter, WriteOptions};
 pub use error::{CatalogError, CatalogErrorKind, IcebergError, IcebergErrorKind};
 pub use iceberg::spec::{DataFile, FormatVersion};

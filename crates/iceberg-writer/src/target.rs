@@ -10,6 +10,7 @@ use iceberg::io::FileIO;
 use iceberg::spec::{DataFile, FormatVersion, SchemaRef, TableMetadata};
 
 use crate::append::{PendingAppend, COMMIT_ID_PROPERTY};
+use crate::catalog::Catalog;
 use crate::data_files::{DataFileWriter, WriteOptions};
 use crate::error::{IcebergError, IcebergErrorKind};
 use crate::rest::{LoadedTable, Namespace, RestCatalog, RestCatalogConfig};
@@ -24,7 +25,7 @@ pub const DEFAULT_COMMIT_ATTEMPTS: u32 = 5;
 /// A catalog plus the storage its tables live in.
 #[derive(Debug)]
 pub struct IcebergTarget {
-    catalog: RestCatalog,
+    catalog: Catalog,
     storage: ObjectStorage,
     file_io: FileIO,
     options: WriteOptions,
@@ -173,15 +174,29 @@ impl IcebergTarget {
         catalog: &RestCatalogConfig,
         storage: StorageConfig,
     ) -> Result<Self, IcebergError> {
-        let catalog = RestCatalog::connect(catalog).await?;
+        let catalog = Catalog::Rest(RestCatalog::connect(catalog).await?);
+        Ok(Self::with_catalog(catalog, storage))
+    }
+
+    /// Opens the embedded catalog in `folder` (a SQLite file `catalog.db`
+    /// and the tables' files beside it), creating it when missing.
+    pub fn open_embedded(
+        folder: &std::path::Path,
+        catalog_name: &str,
+    ) -> Result<Self, IcebergError> {
+        let catalog = Catalog::Sql(crate::sql::SqlCatalog::open(folder, catalog_name)?);
+        Ok(Self::with_catalog(catalog, StorageConfig::Local))
+    }
+
+    fn with_catalog(catalog: Catalog, storage: StorageConfig) -> Self {
         let storage = ObjectStorage::new(storage);
         let file_io = storage.file_io();
-        Ok(Self {
+        Self {
             catalog,
             storage,
             file_io,
             options: WriteOptions::default(),
-        })
+        }
     }
 
     /// Replaces the data file options (target size, row group size, zstd).
@@ -190,8 +205,8 @@ impl IcebergTarget {
         self
     }
 
-    /// The REST catalog client.
-    pub fn catalog(&self) -> &RestCatalog {
+    /// The catalog client.
+    pub fn catalog(&self) -> &Catalog {
         &self.catalog
     }
 

@@ -51,23 +51,27 @@ pub fn storage_config(config: &JobConfig) -> StorageConfig {
     }
 }
 
-/// Connects to the job's catalog (token exchange, `GET /v1/config`).
+/// Connects to the job's catalog (REST: token exchange, `GET /v1/config`;
+/// embedded: opens or creates the SQLite catalog in `destination.path`).
 pub async fn connect_target(config: &JobConfig) -> Result<IcebergTarget, SetupError> {
-    match config.destination.catalog {
+    let write_options = topicberg_iceberg::WriteOptions {
+        target_file_size: (config.sync.target_file_size_mb * 1024 * 1024) as usize,
+        ..Default::default()
+    };
+    let target = match config.destination.catalog {
         CatalogKind::Rest => {
-            let catalog = RestCatalogConfig::from_destination(&config.destination).ok_or_else(|| {
-                SetupError::Unsupported("destination: a rest catalog needs uri and warehouse".into())
-            })?;
-            let write_options = topicberg_iceberg::WriteOptions {
-                target_file_size: (config.sync.target_file_size_mb * 1024 * 1024) as usize,
-                ..Default::default()
-            };
-            Ok(IcebergTarget::connect(&catalog, storage_config(config))
-                .await?
-                .with_write_options(write_options))
+            let catalog =
+                RestCatalogConfig::from_destination(&config.destination).ok_or_else(|| {
+                    SetupError::Unsupported(
+                        "destination: a rest catalog needs uri and warehouse".into(),
+                    )
+                })?;
+            IcebergTarget::connect(&catalog, storage_config(config)).await?
         }
-        CatalogKind::Sql => Err(SetupError::Unsupported(
-            "destination.catalog = \"sql\" (the embedded catalog) is not wired into sync yet; use catalog = \"rest\"".into(),
-        )),
-    }
+        CatalogKind::Sql => IcebergTarget::open_embedded(
+            &config.destination.sql_path(),
+            topicberg_iceberg::sql::DEFAULT_CATALOG_NAME,
+        )?,
+    };
+    Ok(target.with_write_options(write_options))
 }

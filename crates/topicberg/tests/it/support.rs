@@ -161,6 +161,46 @@ s3_secret_key = "${{TESTBED_S3_SECRET_KEY}}"
         Job { name, path }
     }
 
+    /// A job writing into the embedded catalog (a fresh local folder).
+    pub fn embedded(topics: &[&str]) -> Job {
+        let job = Job::new(Catalog::Seaweed, topics, "", "");
+        let text = std::fs::read_to_string(&job.path).unwrap();
+        let source = text.split("[destination]").next().unwrap().to_string();
+        let warehouse = job.path.with_file_name("warehouse");
+        std::fs::write(
+            &job.path,
+            format!(
+                "{source}[destination]\ncatalog = \"sql\"\npath = \"{}\"\n",
+                warehouse.display()
+            ),
+        )
+        .unwrap();
+        job
+    }
+
+    /// Reads a table of an embedded-catalog job with an independent reader.
+    pub fn read_embedded(&self, engine: &str, table: &str) -> String {
+        let read = format!("{}/read", get("TESTBED_READERS"));
+        let warehouse = self.path.with_file_name("warehouse");
+        let out = command(&read)
+            .args([
+                engine,
+                "--catalog",
+                "sql",
+                "--sql-path",
+                warehouse.to_str().unwrap(),
+                table,
+            ])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{engine} could not read {table}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+
     /// `<namespace>.<table>` for a topic.
     pub fn table(&self, topic: &str) -> String {
         format!("{}_topics.{}", self.name, topic.to_lowercase())

@@ -302,3 +302,27 @@ fn sync_nested_json_fields_land_as_json_text_across_syncs() {
     assert_eq!(third["tags"], r#"["a",3]"#);
     assert_eq!(third["ok"], true);
 }
+
+/// The embedded default catalog: a SQLite file and a local folder that
+/// PyIceberg's SqlCatalog, DuckDB and Spark read as they are.
+#[test]
+fn sync_append_into_embedded_catalog_is_read_by_every_reader() {
+    let orders = unique_name("orders");
+    create_topic(&orders, 2);
+    produce(&orders, &sample_messages("orders", "first"));
+    let job = Job::embedded(&[&orders]);
+    let report = job.sync();
+    assert_eq!(table_report(&report, &job.table(&orders))["records"], 40);
+    produce(&orders, &sample_messages("orders", "second"));
+    let report = job.sync();
+    assert_eq!(table_report(&report, &job.table(&orders))["records"], 8);
+    let pyiceberg = job.read_embedded("pyiceberg", &job.table(&orders));
+    assert_eq!(pyiceberg.lines().count(), 48);
+    for engine in ["duckdb", "spark"] {
+        assert_eq!(
+            job.read_embedded(engine, &job.table(&orders)),
+            pyiceberg,
+            "{engine} differs from PyIceberg"
+        );
+    }
+}
