@@ -1,0 +1,36 @@
+#!/usr/bin/env python3
+"""Prints canonical reader lines (scripts/readers) as the demo's tables.
+
+  show_rows.py customers < lines   one row per message: id, name, city, tier, offset, key
+  show_rows.py orders < lines      orders by status: count and amount
+"""
+import json
+import sys
+from collections import defaultdict
+
+
+def customers(rows):
+    rows = sorted(rows, key=lambda r: (r["id"], r["_kafka_offset"]))
+    print(f"{'id':>3}  {'name':<12} {'city':<10} {'tier':<7} {'_kafka_offset':>13}  _kafka_key  _op_type")
+    for r in rows:
+        print(f"{r['id']:>3}  {r['name']:<12} {r['city']:<10} {r['tier']:<7} {r['_kafka_offset']:>13}"
+              f"  {r['_kafka_key']:<10}  {r['_op_type']}")
+
+
+def orders(rows):
+    count, total = defaultdict(int), defaultdict(float)
+    for r in rows:
+        count[r["status"]] += 1
+        total[r["status"]] += r["amount"]
+    for status in sorted(count):
+        print(f"{status:<10} {count[status]:>3} orders  {total[status]:>10.2f}")
+    print(f"{'all':<10} {sum(count.values()):>3} orders  {sum(total.values()):>10.2f}")
+
+
+def main():
+    rows = [json.loads(line) for line in sys.stdin]
+    {"customers": customers, "orders": orders}[sys.argv[1]](rows)
+
+
+if __name__ == "__main__":
+    main()
