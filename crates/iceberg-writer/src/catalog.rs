@@ -15,7 +15,7 @@ use crate::CatalogError;
 #[derive(Debug)]
 pub enum Catalog {
     /// An Iceberg REST catalog (Polaris, Unity, SeaweedFS, the reference server).
-    Rest(RestCatalog),
+    Rest(Box<RestCatalog>),
     /// The embedded catalog: a SQLite file and a local warehouse folder.
     Sql(SqlCatalog),
 }

@@ -28,7 +28,7 @@ pub struct IcebergTarget {
     catalog: Catalog,
     storage: ObjectStorage,
     file_io: FileIO,
-    options: WriteOptions,
+    pub(crate) options: WriteOptions,
 }
 
 /// A loaded table: its identity, metadata and schemas. Refreshed by each
@@ -42,7 +42,7 @@ pub struct TableHandle {
 }
 
 impl TableHandle {
-    fn new(namespace: Namespace, name: String, table: LoadedTable) -> Result<Self, IcebergError> {
+    pub(crate) fn new(namespace: Namespace, name: String, table: LoadedTable) -> Result<Self, IcebergError> {
         let arrow_schema = arrow_schema(table.metadata.current_schema())?;
         Ok(Self {
             namespace,
@@ -126,7 +126,7 @@ impl TableHandle {
         )
     }
 
-    fn find_commit(&self, commit_id: &str) -> Option<SnapshotInfo> {
+    pub(crate) fn find_commit(&self, commit_id: &str) -> Option<SnapshotInfo> {
         self.snapshot_summaries()
             .into_iter()
             .find(|s| s.summary.get(COMMIT_ID_PROPERTY).map(String::as_str) == Some(commit_id))
@@ -174,7 +174,7 @@ impl IcebergTarget {
         catalog: &RestCatalogConfig,
         storage: StorageConfig,
     ) -> Result<Self, IcebergError> {
-        let catalog = Catalog::Rest(RestCatalog::connect(catalog).await?);
+        let catalog = Catalog::Rest(Box::new(RestCatalog::connect(catalog).await?));
         Ok(Self::with_catalog(catalog, storage))
     }
 
@@ -433,7 +433,7 @@ impl IcebergTarget {
     }
 
     /// Reloads the table, retrying transient failures a few times.
-    async fn reload_patiently(&self, handle: &TableHandle) -> Result<TableHandle, IcebergError> {
+    pub(crate) async fn reload_patiently(&self, handle: &TableHandle) -> Result<TableHandle, IcebergError> {
         let mut delay = Duration::from_millis(500);
         let mut tries = 0;
         loop {

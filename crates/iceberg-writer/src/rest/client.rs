@@ -2,7 +2,7 @@
 //! catalog routes under the prefix the server handed back.
 
 use std::collections::HashMap;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use reqwest::{Method, StatusCode};
 use serde::de::DeserializeOwned;
@@ -84,9 +84,14 @@ pub struct RestCatalog {
     http: reqwest::Client,
     uri: String,
     prefix: Option<String>,
-    token: Option<AccessToken>,
+    auth: CatalogAuth,
+    token: std::sync::Mutex<Option<AccessToken>>,
     properties: HashMap<String, String>,
 }
+
+/// A token is exchanged anew when it has less than this left, so a long
+/// sync never sends one that expires in flight.
+const TOKEN_REFRESH_MARGIN: Duration = Duration::from_secs(60);
 
 #[derive(Deserialize)]
 struct ConfigResponse {
@@ -129,40 +134,34 @@ impl RestCatalog {
                     e.to_string(),
                 )
             })?;
-        let token = match &config.auth {
-            CatalogAuth::None => None,
-            CatalogAuth::Token(token) => Some(AccessToken {
-                token: token.clone(),
-                expires_at: None,
-            }),
+        let auth = match &config.auth {
             CatalogAuth::ClientCredentials {
                 client_id,
                 client_secret,
                 token_uri,
                 scope,
-            } => {
-                let token_uri = token_uri
-                    .clone()
-                    .unwrap_or_else(|| format!("{uri}/v1/oauth/tokens"));
-                Some(
-                    exchange_client_credentials(
-                        &http,
-                        &token_uri,
-                        client_id,
-                        client_secret,
-                        scope.as_deref(),
-                    )
-                    .await?,
-                )
-            }
+            } => CatalogAuth::ClientCredentials {
+                client_id: client_id.clone(),
+                client_secret: client_secret.clone(),
+                token_uri: Some(
+                    token_uri
+                        .clone()
+                        .unwrap_or_else(|| format!("{uri}/v1/oauth/tokens")),
+                ),
+                scope: scope.clone(),
+            },
+            other => other.clone(),
         };
         let mut catalog = Self {
             http,
             uri,
             prefix: None,
-            token,
+            auth,
+            token: std::sync::Mutex::new(None),
             properties: HashMap::new(),
         };
+        // The first token exchange, so a wrong credential fails here.
+        catalog.bearer(false).await?;
         let query: Vec<(&str, &str)> = config
             .warehouse
             .iter()
@@ -265,6 +264,42 @@ impl RestCatalog {
 
     /// Sends one request; returns the step description and the body of a
     /// 2xx answer, or the catalog's error.
+    /// The bearer token to send: the static token, or the OAuth2 token,
+    /// exchanged anew when missing, close to expiry, or `refresh` is set
+    /// (the catalog answered 401).
+    async fn bearer(&self, refresh: bool) -> Result<Option<Secret>, CatalogError> {
+        let CatalogAuth::ClientCredentials {
+            client_id,
+            client_secret,
+            token_uri,
+            scope,
+        } = &self.auth
+        else {
+            return Ok(match &self.auth {
+                CatalogAuth::Token(t) => Some(t.clone()),
+                _ => None,
+            });
+        };
+        if !refresh {
+            let cached = self.token.lock().expect("token lock").clone();
+            if let Some(token) = cached.filter(|t| !expiring_at(t, Instant::now())) {
+                return Ok(Some(token.token));
+            }
+        }
+        let token_uri = token_uri.as_deref().expect("set in connect");
+        let fresh = exchange_client_credentials(
+            &self.http,
+            token_uri,
+            client_id,
+            client_secret,
+            scope.as_deref(),
+        )
+        .await?;
+        let secret = fresh.token.clone();
+        *self.token.lock().expect("token lock") = Some(fresh);
+        Ok(Some(secret))
+    }
+
     pub(super) async fn send(
         &self,
         method: Method,
@@ -275,24 +310,47 @@ impl RestCatalog {
     ) -> Result<(String, bytes::Bytes), CatalogError> {
         let url = format!("{}/{}", self.uri, path);
         let step = format!("{what} ({method} {url})");
-        let mut request = self.http.request(method, &url).query(query);
-        if let Some(token) = &self.token {
-            request = request.bearer_auth(token.token.expose());
+        let can_refresh = matches!(self.auth, CatalogAuth::ClientCredentials { .. });
+        let mut refreshed = false;
+        loop {
+            let mut request = self.http.request(method.clone(), &url).query(query);
+            if let Some(token) = self.bearer(refreshed).await? {
+                request = request.bearer_auth(token.expose());
+            }
+            if let Some(json) = json {
+                request = request.json(json);
+            }
+            let response = request.send().await.map_err(|e| {
+                CatalogError::new(CatalogErrorKind::Unreachable, &step, describe_transport(&e))
+            })?;
+            let status = response.status();
+            let body = response.bytes().await.map_err(|e| {
+                CatalogError::new(CatalogErrorKind::Unreachable, &step, describe_transport(&e))
+            })?;
+            // A 401 was refused before the catalog acted on the request, so
+            // sending it again with a fresh token is safe.
+            if status == StatusCode::UNAUTHORIZED && can_refresh && !refreshed {
+                refreshed = true;
+                continue;
+            }
+            if !status.is_success() {
+                return Err(status_error(status, &body, step));
+            }
+            return Ok((step, body));
         }
-        if let Some(json) = json {
-            request = request.json(json);
+    }
+}
+
+/// Whether a token is within [`TOKEN_REFRESH_MARGIN`] of its expiry (or
+/// half its lifetime, for tokens that live less than two margins).
+pub(super) fn expiring_at(token: &AccessToken, now: Instant) -> bool {
+    match token.expires_at {
+        None => false,
+        Some(at) => {
+            let left = at.saturating_duration_since(now);
+            let margin = TOKEN_REFRESH_MARGIN.min(token.lifetime / 2);
+            left <= margin
         }
-        let response = request.send().await.map_err(|e| {
-            CatalogError::new(CatalogErrorKind::Unreachable, &step, describe_transport(&e))
-        })?;
-        let status = response.status();
-        let body = response.bytes().await.map_err(|e| {
-            CatalogError::new(CatalogErrorKind::Unreachable, &step, describe_transport(&e))
-        })?;
-        if !status.is_success() {
-            return Err(status_error(status, &body, step));
-        }
-        Ok((step, body))
     }
 }
 

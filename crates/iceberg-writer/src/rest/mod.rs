@@ -7,3 +7,6 @@ mod tables;
 pub use client::{CatalogAuth, Namespace, RestCatalog, RestCatalogConfig};
 pub use oauth::{exchange_client_credentials, AccessToken};
 pub use tables::LoadedTable;
+
+#[cfg(test)]
+mod refresh_tests;

@@ -16,6 +16,8 @@ pub struct AccessToken {
     pub token: Secret,
     /// When the token expires, if the endpoint said (`expires_in`).
     pub expires_at: Option<Instant>,
+    /// How long the token was issued for (`expires_in`; zero if unknown).
+    pub lifetime: Duration,
 }
 
 #[derive(Deserialize)]
@@ -98,5 +100,6 @@ pub async fn exchange_client_credentials(
     Ok(AccessToken {
         token: Secret::new(parsed.access_token),
         expires_at: parsed.expires_in.map(|s| started + Duration::from_secs(s)),
+        lifetime: Duration::from_secs(parsed.expires_in.unwrap_or(0)),
     })
 }
