@@ -89,6 +89,10 @@ pub struct RestCatalog {
     properties: HashMap<String, String>,
 }
 
+/// How long an idle connection to the catalog is kept for reuse: well
+/// below the idle timeouts servers use (Jetty 30 s, nginx 75 s).
+const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// A token is exchanged anew when it has less than this left, so a long
 /// sync never sends one that expires in flight.
 const TOKEN_REFRESH_MARGIN: Duration = Duration::from_secs(60);
@@ -126,6 +130,10 @@ impl RestCatalog {
         let uri = config.uri.trim_end_matches('/').to_string();
         let http = reqwest::Client::builder()
             .timeout(config.request_timeout)
+            // Servers close idle keep-alive connections (Jetty after 30 s);
+            // a request sent on one they just closed fails with "connection
+            // closed before message completed". Drop ours first.
+            .pool_idle_timeout(POOL_IDLE_TIMEOUT)
             .build()
             .map_err(|e| {
                 CatalogError::new(
