@@ -26,7 +26,7 @@ pub use decode::{
     UnknownField, UnknownFieldPolicy,
 };
 pub use infer::{merge_types, InferError, SchemaInference};
-pub use olake_id::{append_olake_id, upsert_olake_id, KeyValue};
+pub use olake_id::{append_olake_id, kafka_key_olake_id, upsert_olake_id, KeyValue};
 pub use record::SourceRecord;
 pub use secret::Secret;
 pub use timestamp::parse_timestamp_micros;

@@ -133,8 +133,30 @@ pub(crate) fn hash_hex(bytes: &[u8]) -> [u8; 32] {
     out
 }
 
+/// `_olake_id` of a row whose single dedup key is `_kafka_key`, from the
+/// raw key bytes (hashed as their standard base64 text, the column value):
+/// what a tombstone on such a stream deletes.
+pub fn kafka_key_olake_id(key: &[u8]) -> String {
+    use base64::Engine as _;
+    let text = base64::engine::general_purpose::STANDARD.encode(key);
+    upsert_olake_id(&[KeyValue::String(&text)])
+}
+
 fn hex_string(hash: u128) -> String {
     format!("{hash:032x}")
+}
+
+#[cfg(test)]
+mod kafka_key_tests {
+    use super::*;
+
+    #[test]
+    fn kafka_key_id_hashes_the_base64_text() {
+        assert_eq!(
+            kafka_key_olake_id(b"3"),
+            upsert_olake_id(&[KeyValue::String("Mw==")])
+        );
+    }
 }
 
 #[cfg(test)]

@@ -16,6 +16,7 @@
 
 mod defaults;
 mod destination;
+mod engines;
 mod error;
 mod interpolate;
 mod parse;
@@ -32,6 +33,7 @@ use serde::{Deserialize, Deserializer};
 
 pub use defaults::CATALOG_REQUEST_TIMEOUT_SECS;
 pub use destination::{CatalogKind, Credential, DestinationConfig, FormatVersion};
+pub use engines::{resolve_delete_format, EngineSupport, ResolvedUpsert};
 pub use error::{ConfigError, ConfigProblem};
 pub use source::{SaslMechanism, SecurityProtocol, SourceConfig};
 pub use streams::{
@@ -39,8 +41,9 @@ pub use streams::{
     StreamSettings, KAFKA_KEY_COLUMN, METADATA_COLUMNS,
 };
 
-/// A query engine that will read the tables (`target_engines`); the upsert
-/// work picks the delete format all of them read.
+/// A query engine that will read the tables (`target_engines`); upsert
+/// tables get the delete format all of them read (see
+/// [`TargetEngine::support`] and [`resolve_delete_format`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum TargetEngine {
     /// Apache Spark.
@@ -230,6 +233,37 @@ impl JobConfig {
     /// name sanitised to lower-case letters, digits and underscores).
     pub fn table_name(&self, topic: &str) -> String {
         self.stream_for(topic).table
+    }
+
+    /// How upsert stream `topic` retires old rows: the delete format and
+    /// table format version resolved from `target_engines`, the stream's
+    /// `delete_format` and `destination.format_version` (see
+    /// [`resolve_delete_format`]). `Ok(None)` for an append stream. The
+    /// error names the topic, the engines and how to fix the job file;
+    /// [`JobConfig::validate`] reports the same problems.
+    pub fn upsert_plan(&self, topic: &str) -> Result<Option<ResolvedUpsert>, String> {
+        let stream = self.stream_for(topic);
+        if stream.mode != StreamMode::Upsert {
+            return Ok(None);
+        }
+        resolve_delete_format(
+            &self.engines(),
+            stream.delete_format,
+            self.destination.format_version,
+        )
+        .map(Some)
+        .map_err(|e| format!("upsert stream \"{topic}\": {e}"))
+    }
+
+    /// The format version of `topic`'s table when topicberg creates it: for
+    /// an upsert stream the version its delete format needs (v3 for
+    /// deletion vectors, e.g. with `databricks` among `target_engines`),
+    /// otherwise `destination.format_version` (default v2).
+    pub fn table_format_version(&self, topic: &str) -> FormatVersion {
+        match self.upsert_plan(topic) {
+            Ok(Some(plan)) => plan.format(),
+            _ => self.destination.format_version(),
+        }
     }
 
     /// The known engines of `target_engines`, without duplicates.

@@ -30,15 +30,18 @@ impl Default for StreamMode {
     }
 }
 
-/// How an upsert retires the old row of a key.
+/// How an upsert retires the old row of a key. Which one a table gets is
+/// decided by [`resolve_delete_format`](super::resolve_delete_format) from
+/// `target_engines` (see the matrix in `engines.rs`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum DeleteFormat {
-    /// Position delete files (format v2).
+    /// Position delete files; format v2 only (the Iceberg spec forbids
+    /// adding them to v3 tables).
     Position,
-    /// Deletion vectors (format v3).
+    /// Deletion vectors; format v3 only.
     Dv,
-    /// Equality delete files on the dedup key.
+    /// Equality delete files on the dedup key; format v2 or v3.
     Equality,
 }
 
@@ -49,6 +52,15 @@ impl DeleteFormat {
             Self::Position => "position",
             Self::Dv => "dv",
             Self::Equality => "equality",
+        }
+    }
+
+    /// The format in words, for messages.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Position => "position deletes",
+            Self::Dv => "deletion vectors",
+            Self::Equality => "equality deletes",
         }
     }
 }

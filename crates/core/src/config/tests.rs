@@ -701,3 +701,113 @@ fn the_example_job_files_are_valid() {
     assert_eq!(embedded.destination.path, Some(PathBuf::from("warehouse")));
     assert_eq!(embedded.stream_for("orders").mode, StreamMode::Append);
 }
+
+/// MINIMAL with `target_engines` and an upsert stream for "customers".
+fn upsert_job(engines: &str, stream_extra: &str, rest: &str) -> String {
+    format!(
+        "target_engines = {engines}\n{MINIMAL}[[streams]]\ntopic = \"customers\"\nmode = \"upsert\"\n\
+         dedup_keys = [\"id\"]\n{stream_extra}{rest}"
+    )
+}
+
+#[test]
+fn target_engines_resolve_the_delete_format_of_upsert_streams() {
+    let c = load(&upsert_job(r#"["spark", "duckdb", "trino"]"#, "", "")).unwrap();
+    let plan = c.upsert_plan("customers").unwrap().unwrap();
+    assert_eq!(
+        (plan.delete_format, plan.format_version),
+        (DeleteFormat::Position, 2)
+    );
+    assert_eq!(c.table_format_version("customers"), FormatVersion::V2);
+    // Append streams (and topics without an entry) have no plan.
+    assert_eq!(c.upsert_plan("orders").unwrap(), None);
+
+    let c = load(&upsert_job(r#"["databricks", "duckdb", "spark"]"#, "", "")).unwrap();
+    let plan = c.upsert_plan("customers").unwrap().unwrap();
+    assert_eq!(
+        (plan.delete_format, plan.format_version),
+        (DeleteFormat::Dv, 3)
+    );
+    assert_eq!(c.table_format_version("customers"), FormatVersion::V3);
+    // Append tables keep destination.format_version.
+    assert_eq!(c.table_format_version("orders"), FormatVersion::V2);
+
+    let c = load(&upsert_job("[]", "", "")).unwrap();
+    let plan = c.upsert_plan("customers").unwrap().unwrap();
+    assert_eq!(
+        (plan.delete_format, plan.format_version),
+        (DeleteFormat::Position, 2)
+    );
+}
+
+#[test]
+fn engines_without_a_common_delete_format_fail_validation() {
+    one_problem(
+        &upsert_job(r#"["databricks", "athena"]"#, "", ""),
+        "target_engines",
+        "databricks lacks position deletes (v2) and equality deletes",
+    );
+    let found = problems(&upsert_job(r#"["databricks", "athena"]"#, "", ""));
+    assert!(
+        found[0].contains("athena lacks deletion vectors"),
+        "{found:#?}"
+    );
+    assert!(
+        found[0].contains("remove databricks or athena"),
+        "{found:#?}"
+    );
+    // Reported once however many upsert streams there are.
+    one_problem(
+        &upsert_job(
+            r#"["databricks", "athena"]"#,
+            "",
+            "[[streams]]\ntopic = \"orders\"\nmode = \"upsert\"\ndedup_keys = [\"id\"]\n",
+        ),
+        "target_engines",
+        "no delete format",
+    );
+    // Append streams do not care.
+    load(&format!(
+        "target_engines = [\"databricks\", \"athena\"]\n{MINIMAL}"
+    ))
+    .unwrap();
+    // Databricks with format v2 has nothing to read.
+    one_problem(
+        &upsert_job(
+            r#"["databricks", "spark"]"#,
+            "",
+            "[destination]\nformat_version = 2\n",
+        ),
+        "target_engines",
+        "destination.format_version",
+    );
+}
+
+#[test]
+fn an_explicit_delete_format_a_target_engine_cannot_read_fails_validation() {
+    one_problem(
+        &upsert_job(
+            r#"["databricks", "spark"]"#,
+            "delete_format = \"equality\"\n",
+            "",
+        ),
+        "streams[0].delete_format",
+        "cannot be read by databricks",
+    );
+    one_problem(
+        &upsert_job(r#"["trino", "athena"]"#, "delete_format = \"dv\"\n", ""),
+        "streams[0].delete_format",
+        "set delete_format = \"position\"",
+    );
+    let c = load(&upsert_job(
+        r#"["spark", "flink"]"#,
+        "delete_format = \"equality\"\n",
+        "",
+    ))
+    .unwrap();
+    let plan = c.upsert_plan("customers").unwrap().unwrap();
+    assert_eq!(
+        (plan.delete_format, plan.format_version),
+        (DeleteFormat::Equality, 2)
+    );
+}

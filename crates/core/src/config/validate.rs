@@ -6,8 +6,8 @@ use std::collections::{BTreeSet, HashMap};
 use regex::Regex;
 
 use super::{
-    is_identifier, CatalogKind, ConfigProblem, DeleteFormat, JobConfig, StreamMode, TargetEngine,
-    KAFKA_KEY_COLUMN, METADATA_COLUMNS,
+    is_identifier, resolve_delete_format, CatalogKind, ConfigProblem, JobConfig, StreamMode,
+    TargetEngine, KAFKA_KEY_COLUMN, METADATA_COLUMNS,
 };
 
 pub(super) fn problems(config: &JobConfig) -> Vec<ConfigProblem> {
@@ -300,7 +300,13 @@ fn streams(config: &JobConfig, out: &mut Vec<ConfigProblem>) {
         .and_then(|p| Regex::new(p).ok());
     let mut topics: HashMap<&str, usize> = HashMap::new();
     let mut tables: HashMap<String, usize> = HashMap::new();
-    let explicit_version = config.destination.format_version;
+    // An out-of-range format_version is reported by destination() already.
+    let explicit_version = config
+        .destination
+        .format_version
+        .filter(|v| *v == 2 || *v == 3);
+    let engines = config.engines();
+    let mut engines_reported = false;
     for (i, s) in config.streams.iter().enumerate() {
         let at = |field: &str| format!("streams[{i}].{field}");
         let topic = s.topic.as_str();
@@ -362,18 +368,23 @@ fn streams(config: &JobConfig, out: &mut Vec<ConfigProblem>) {
                     );
                 }
                 dedup_keys(s, &at, out);
-                match (s.delete_format, explicit_version) {
-                    (Some(DeleteFormat::Dv), Some(2)) => push(
-                        out,
-                        at("delete_format"),
-                        "\"dv\" (deletion vectors) needs format_version = 3; set destination.format_version = 3 or use \"position\"",
-                    ),
-                    (Some(DeleteFormat::Position), Some(3)) => push(
-                        out,
-                        at("delete_format"),
-                        "\"position\" delete files cannot be added to format v3 tables; use \"dv\" or set destination.format_version = 2",
-                    ),
-                    _ => {}
+                // The delete format and format version, from target_engines
+                // (engines.rs): an explicit delete_format is checked per
+                // stream; without one the answer depends on target_engines
+                // and format_version only, so it is reported once.
+                if let Err(message) =
+                    resolve_delete_format(&engines, s.delete_format, explicit_version)
+                {
+                    if s.delete_format.is_some() {
+                        push(out, at("delete_format"), message);
+                    } else if !engines_reported {
+                        engines_reported = true;
+                        push(
+                            out,
+                            "target_engines",
+                            format!("{message} (upsert stream \"{topic}\")"),
+                        );
+                    }
                 }
             }
             StreamMode::Append => {

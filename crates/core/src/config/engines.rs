@@ -1,0 +1,643 @@
+//! Which delete formats and table format versions each target engine reads,
+//! and the choice of an upsert table's delete format from `target_engines`.
+//!
+//! # The matrix
+//!
+//! "Reads" means: a plain `SELECT` applies the deletes, so a retired row
+//! stays retired. An engine that ignores a delete file silently returns the
+//! old row next to the new one, which is worse than an error; so a format
+//! counts as read only where the engine's documentation or code says so.
+//!
+//! | engine     | position deletes (v2) | deletion vectors (v3) | equality deletes | format versions |
+//! |------------|-----------------------|-----------------------|------------------|-----------------|
+//! | spark      | yes                   | yes (Iceberg >= 1.8)  | yes              | 2, 3            |
+//! | trino      | yes                   | yes (Trino >= 480)    | yes              | 2, 3 (>= 480)   |
+//! | duckdb     | yes                   | yes (1.5.x)           | yes              | 2, 3            |
+//! | databricks | no                    | yes (DBR >= 17.3)     | no               | 2, 3            |
+//! | snowflake  | yes                   | yes (v3 GA 2026-05)   | no               | 2, 3            |
+//! | athena     | yes                   | no                    | yes              | 2               |
+//! | pyiceberg  | yes                   | yes (0.12)            | no               | 2, 3 (reads)    |
+//! | flink      | yes                   | yes (Iceberg >= 1.8)  | yes              | 2, 3            |
+//! | clickhouse | yes                   | yes (after 2026-09)   | yes (>= 25.8)    | 2, 3            |
+//!
+//! Sources (checked 2026-11):
+//! - Spark, Flink: the Iceberg Java library applies all three; deletion
+//!   vectors from 1.8 on (`data/.../BaseDeleteLoader.java`, `readDV`, used by
+//!   Spark's readers and Flink's `DeleteFilter`); REFERENCE.md section 3.
+//! - Trino: deletion vectors in trinodb/trino#27788 (merged January 2026,
+//!   Trino 480; an earlier attempt, #24882, was reverted by #25550 before
+//!   release); position and equality deletes long before.
+//! - DuckDB: duckdb-iceberg reads position deletes, equality deletes
+//!   (duckdb/duckdb-iceberg#158, fixed by #201) and v3 deletion vectors
+//!   (#728, 1.5.x). DuckDB 1.5.5 reads a deletion vector only from a complete
+//!   Puffin file, magic and footer included (duckdb/duckdb-iceberg#1248).
+//! - Databricks: Unity Catalog documents Iceberg v2 position and equality
+//!   deletes as unsupported for managed and foreign Iceberg tables (quoted in
+//!   datazip-inc/olake-docs#518); v3 tables with deletion vectors need
+//!   Databricks Runtime 17.3+ (docs.databricks.com/iceberg/iceberg-v3).
+//! - Snowflake: position deletes GA 2025-10-17 (release note "Positional
+//!   deletes for externally managed Apache Iceberg tables"); v3 with
+//!   deletion vectors GA 2026-05-07 (release note "Support for Apache
+//!   Iceberg version 3"); a table with equality deletes fails the query
+//!   (datazip-inc/olake-docs#513, #490).
+//! - Athena: "Athena only creates and operates on Iceberg v2 tables"
+//!   (docs.aws.amazon.com/athena/latest/ug/querying-iceberg.html); the AWS
+//!   Iceberg v3 support table lists Amazon Athena as "No"
+//!   (prescriptive-guidance/apache-iceberg-on-aws/table-spec-v3); it writes
+//!   and reads position deletes and reads equality deletes (REFERENCE.md 3).
+//! - PyIceberg 0.12.0, read in its installed source: `_read_deletes` in
+//!   `pyiceberg/io/pyarrow.py` reads Parquet position deletes and Puffin
+//!   deletion vectors (it parses the whole Puffin file and keys each blob by
+//!   its `referenced-data-file` property, so a deletion vector must be a
+//!   complete Puffin file with that property); equality deletes raise
+//!   "PyIceberg does not yet support equality deletes" (`table/__init__.py`,
+//!   apache/iceberg-python#1210 still open). It reads v3 metadata but writes
+//!   at most v2 (`SUPPORTED_TABLE_FORMAT_VERSION = 2`).
+//! - ClickHouse: position deletes since ClickHouse/ClickHouse#83094
+//!   (August 2025), equality deletes from 25.8 (its Iceberg engine docs),
+//!   deletion vectors since ClickHouse/ClickHouse#110781 (merged
+//!   2026-09-09); older releases ignore deletion vectors.
+//!
+//! # Choosing the format
+//!
+//! The Iceberg spec (format/spec.md, "Delete Formats"): deletion vectors
+//! exist only in v3; "position delete files must not be added to v3 tables,
+//! but existing position delete files are valid" (deprecated in v3, and the
+//! Java library throws when one is added); equality delete files may be
+//! added to v2 and v3 tables. So `position` means format v2 and `dv` means
+//! format v3, and a contradicting `destination.format_version` is an error.
+//!
+//! For reads, deletion vectors are cheapest (one bitmap per data file), then
+//! position delete files, then equality deletes (a join on the key at every
+//! read). [`resolve_delete_format`] tries, in order:
+//! 1. position deletes on v2: the format the most engines (and versions of
+//!    them) read, so the default;
+//! 2. deletion vectors on v3: chosen when an engine reads nothing else
+//!    (Databricks), or when `destination.format_version = 3` was asked;
+//! 3. equality deletes, only when no engine set reads either of the above.
+//!
+//! The first that every listed engine reads wins. With no `target_engines`
+//! that is position deletes on v2 (deletion vectors on v3 when
+//! `destination.format_version = 3`). No common format is an error naming
+//! each engine and what it lacks; an explicit `delete_format` that a listed
+//! engine cannot read is an error naming that engine.
+
+use super::{DeleteFormat, FormatVersion, TargetEngine};
+
+/// What one engine reads; see the matrix in the module documentation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EngineSupport {
+    /// Applies v2 position delete files (Parquet `file_path` / `pos`).
+    pub position_deletes: bool,
+    /// Applies v3 deletion vectors (Puffin `deletion-vector-v1` blobs).
+    pub deletion_vectors: bool,
+    /// Applies equality delete files.
+    pub equality_deletes: bool,
+    /// Reads format v2 tables.
+    pub v2: bool,
+    /// Reads format v3 tables.
+    pub v3: bool,
+    /// The engine versions the claims above need, for the documentation.
+    pub needs: &'static str,
+}
+
+impl TargetEngine {
+    /// What this engine reads (the matrix of the module documentation).
+    pub fn support(self) -> EngineSupport {
+        let all = EngineSupport {
+            position_deletes: true,
+            deletion_vectors: true,
+            equality_deletes: true,
+            v2: true,
+            v3: true,
+            needs: "",
+        };
+        match self {
+            Self::Spark => EngineSupport {
+                needs: "Iceberg Spark runtime 1.8+ for deletion vectors",
+                ..all
+            },
+            Self::Trino => EngineSupport {
+                needs: "Trino 480+ for format v3 and deletion vectors",
+                ..all
+            },
+            Self::Duckdb => EngineSupport {
+                needs: "DuckDB 1.5.x with the iceberg extension for deletion vectors",
+                ..all
+            },
+            Self::Databricks => EngineSupport {
+                position_deletes: false,
+                equality_deletes: false,
+                needs: "Databricks Runtime 17.3+ for format v3",
+                ..all
+            },
+            Self::Snowflake => EngineSupport {
+                equality_deletes: false,
+                needs: "format v3 support, generally available since 2026-05-07",
+                ..all
+            },
+            Self::Athena => EngineSupport {
+                deletion_vectors: false,
+                v3: false,
+                needs: "Athena engine version 3",
+                ..all
+            },
+            Self::Pyiceberg => EngineSupport {
+                equality_deletes: false,
+                needs: "PyIceberg 0.12+",
+                ..all
+            },
+            Self::Flink => EngineSupport {
+                needs: "Iceberg Flink runtime 1.8+ for deletion vectors",
+                ..all
+            },
+            Self::Clickhouse => EngineSupport {
+                needs: "ClickHouse 25.8+ for equality deletes; a release after 2026-09-09 \
+                        (ClickHouse#110781) for deletion vectors",
+                ..all
+            },
+        }
+    }
+
+    /// Whether this engine reads tables of format version `version`.
+    pub fn reads_format_version(self, version: u8) -> bool {
+        let s = self.support();
+        match version {
+            2 => s.v2,
+            3 => s.v3,
+            _ => false,
+        }
+    }
+
+    /// Whether this engine applies `format` deletes in a table of format
+    /// version `version` (which must be one that can hold them).
+    pub fn reads_deletes(self, format: DeleteFormat, version: u8) -> bool {
+        let s = self.support();
+        let format_ok = match format {
+            DeleteFormat::Position => s.position_deletes && version == 2,
+            DeleteFormat::Dv => s.deletion_vectors && version == 3,
+            DeleteFormat::Equality => s.equality_deletes,
+        };
+        format_ok && self.reads_format_version(version)
+    }
+
+    /// What this engine reads, in words, for error messages, e.g.
+    /// "reads only deletion vectors (v3)".
+    pub fn reads_summary(self) -> String {
+        let s = self.support();
+        let formats: Vec<&str> = [
+            (s.position_deletes && s.v2, "position deletes (v2)"),
+            (s.deletion_vectors && s.v3, "deletion vectors (v3)"),
+            (s.equality_deletes, "equality deletes"),
+        ]
+        .into_iter()
+        .filter_map(|(reads, name)| reads.then_some(name))
+        .collect();
+        let only = if formats.len() == 1 { "only " } else { "" };
+        let versions = match (s.v2, s.v3) {
+            (true, false) => ", and no format v3 table",
+            (false, true) => ", and no format v2 table",
+            _ => "",
+        };
+        format!("reads {only}{}{versions}", join_and(&formats))
+    }
+}
+
+/// How an upsert table retires old rows, as resolved from the job file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResolvedUpsert {
+    /// The delete format.
+    pub delete_format: DeleteFormat,
+    /// The table's format version (2 or 3) that this delete format needs.
+    pub format_version: u8,
+    /// Why this format was chosen, for the log and the report.
+    pub reason: String,
+}
+
+impl ResolvedUpsert {
+    /// [`ResolvedUpsert::format_version`] as a [`FormatVersion`].
+    pub fn format(&self) -> FormatVersion {
+        if self.format_version == 3 {
+            FormatVersion::V3
+        } else {
+            FormatVersion::V2
+        }
+    }
+}
+
+/// Picks the delete format and table format version of an upsert table:
+/// the cheapest-to-read format that every engine of `engines` reads (see the
+/// module documentation for the order and the sources), or checks the
+/// explicit `delete_format` against them. `explicit_format_version` is
+/// `destination.format_version` when set. Errors say which engine lacks
+/// what and how to fix the job file.
+pub fn resolve_delete_format(
+    engines: &[TargetEngine],
+    explicit: Option<DeleteFormat>,
+    explicit_format_version: Option<u8>,
+) -> Result<ResolvedUpsert, String> {
+    if let Some(v) = explicit_format_version {
+        if v != 2 && v != 3 {
+            return Err(format!(
+                "destination.format_version is {v}; upsert tables need 2 (position or equality \
+                 deletes) or 3 (deletion vectors or equality deletes)"
+            ));
+        }
+    }
+    let mut engines = engines.to_vec();
+    engines.sort();
+    engines.dedup();
+    match explicit {
+        Some(format) => check_explicit(&engines, format, explicit_format_version),
+        None => choose(&engines, explicit_format_version),
+    }
+}
+
+/// An explicit `delete_format`: the version it needs, and every listed
+/// engine must read it.
+fn check_explicit(
+    engines: &[TargetEngine],
+    format: DeleteFormat,
+    explicit_version: Option<u8>,
+) -> Result<ResolvedUpsert, String> {
+    let all_read = |f: DeleteFormat, v: u8| engines.iter().all(|e| e.reads_deletes(f, v));
+    let version = match (format, explicit_version) {
+        (DeleteFormat::Dv, Some(2)) => {
+            let or_position = if all_read(DeleteFormat::Position, 2) {
+                ", or use delete_format = \"position\""
+            } else {
+                ""
+            };
+            return Err(format!(
+                "delete_format \"dv\" (deletion vectors) needs format_version = 3; set \
+                 destination.format_version = 3{or_position}"
+            ));
+        }
+        (DeleteFormat::Position, Some(3)) => {
+            let or_dv = if all_read(DeleteFormat::Dv, 3) {
+                "use delete_format = \"dv\", or "
+            } else {
+                ""
+            };
+            return Err(format!(
+                "delete_format \"position\": position delete files cannot be added to format v3 \
+                 tables (the Iceberg spec deprecates them in v3 and forbids new ones); \
+                 {or_dv}set destination.format_version = 2"
+            ));
+        }
+        (DeleteFormat::Dv, _) => 3,
+        (DeleteFormat::Position, _) => 2,
+        (DeleteFormat::Equality, v) => v.unwrap_or(2),
+    };
+    let unable: Vec<TargetEngine> = engines
+        .iter()
+        .copied()
+        .filter(|e| !e.reads_deletes(format, version))
+        .collect();
+    if unable.is_empty() {
+        let reason = if engines.is_empty() {
+            format!(
+                "delete_format = \"{}\" as set: {} on format v{version}",
+                format.as_str(),
+                format.label()
+            )
+        } else {
+            format!(
+                "delete_format = \"{}\" as set: {} on format v{version}, read by {}",
+                format.as_str(),
+                format.label(),
+                names(engines)
+            )
+        };
+        return Ok(ResolvedUpsert {
+            delete_format: format,
+            format_version: version,
+            reason,
+        });
+    }
+    let who: Vec<String> = unable
+        .iter()
+        .map(|e| format!("{} ({})", e.as_str(), e.reads_summary()))
+        .collect();
+    let alternative = match choose(engines, explicit_version) {
+        Ok(r) => format!(
+            ", or set delete_format = \"{}\" (or remove delete_format to let target_engines \
+             decide)",
+            r.delete_format.as_str()
+        ),
+        Err(_) => String::new(),
+    };
+    Err(format!(
+        "delete_format \"{}\" ({} on format v{version}) cannot be read by {}; remove {} from \
+         target_engines{alternative}",
+        format.as_str(),
+        format.label(),
+        who.join(", "),
+        names(&unable),
+    ))
+}
+
+/// No explicit `delete_format`: the first candidate every engine reads.
+fn choose(
+    engines: &[TargetEngine],
+    explicit_version: Option<u8>,
+) -> Result<ResolvedUpsert, String> {
+    use DeleteFormat::{Dv, Equality, Position};
+    let candidates: &[(DeleteFormat, u8)] = match explicit_version {
+        Some(3) => &[(Dv, 3), (Equality, 3)],
+        Some(_) => &[(Position, 2), (Equality, 2)],
+        None => &[(Position, 2), (Dv, 3), (Equality, 2)],
+    };
+    for &(format, version) in candidates {
+        if engines.iter().all(|e| e.reads_deletes(format, version)) {
+            return Ok(ResolvedUpsert {
+                delete_format: format,
+                format_version: version,
+                reason: reason(engines, format, version, explicit_version),
+            });
+        }
+    }
+    let lacking: Vec<String> = engines
+        .iter()
+        .filter_map(|e| {
+            let missing: Vec<String> = candidates
+                .iter()
+                .filter(|(f, v)| !e.reads_deletes(*f, *v))
+                .map(|(f, v)| format!("{} (v{v})", f.label()))
+                .collect();
+            (!missing.is_empty()).then(|| {
+                format!(
+                    "{} lacks {} (it {})",
+                    e.as_str(),
+                    join_and(&missing),
+                    e.reads_summary()
+                )
+            })
+        })
+        .collect();
+    let culprits: Vec<TargetEngine> = engines
+        .iter()
+        .copied()
+        .filter(|e| candidates.iter().any(|(f, v)| !e.reads_deletes(*f, *v)))
+        .collect();
+    let (scope, hint) = match explicit_version {
+        Some(v) => (
+            format!(" on format v{v} (destination.format_version = {v})"),
+            match choose(engines, None) {
+                Ok(r) if r.format_version != v => format!(
+                    ", or remove destination.format_version to get {} on format v{}",
+                    r.delete_format.label(),
+                    r.format_version
+                ),
+                _ => String::new(),
+            },
+        ),
+        None => (String::new(), String::new()),
+    };
+    Err(format!(
+        "no delete format{scope} is read by every engine of target_engines: {}; remove {} from \
+         target_engines so the rest share a format{hint}",
+        lacking.join("; "),
+        or_list(&culprits),
+    ))
+}
+
+fn reason(
+    engines: &[TargetEngine],
+    format: DeleteFormat,
+    version: u8,
+    explicit_version: Option<u8>,
+) -> String {
+    let what = format!("{} on format v{version}", format.label());
+    if engines.is_empty() {
+        return match explicit_version {
+            Some(_) => {
+                format!("{what}: no target_engines listed, destination.format_version = {version}")
+            }
+            None => {
+                format!("{what}: no target_engines listed; the delete format most engines read")
+            }
+        };
+    }
+    let readers = names(engines);
+    match format {
+        DeleteFormat::Position => format!(
+            "{what}: read by every target engine ({readers}), and the most widely read format"
+        ),
+        DeleteFormat::Dv => {
+            let only_dv: Vec<TargetEngine> = engines
+                .iter()
+                .copied()
+                .filter(|e| !e.reads_deletes(DeleteFormat::Position, 2))
+                .collect();
+            if explicit_version == Some(3) || only_dv.is_empty() {
+                format!("{what}: destination.format_version = 3, read by {readers}")
+            } else {
+                format!(
+                    "{what}: {} reads no other delete format; read by {readers}",
+                    names(&only_dv)
+                )
+            }
+        }
+        DeleteFormat::Equality => format!(
+            "{what}: the only delete format every target engine reads ({readers}); reads are \
+             slower than with position deletes or deletion vectors"
+        ),
+    }
+}
+
+fn names(engines: &[TargetEngine]) -> String {
+    engines
+        .iter()
+        .map(|e| e.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn or_list(engines: &[TargetEngine]) -> String {
+    let names: Vec<&str> = engines.iter().map(|e| e.as_str()).collect();
+    match names.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
+        _ => names.join(""),
+    }
+}
+
+fn join_and<S: AsRef<str>>(items: &[S]) -> String {
+    let items: Vec<&str> = items.iter().map(AsRef::as_ref).collect();
+    match items.split_last() {
+        None => "no delete format".to_string(),
+        Some((last, [])) => last.to_string(),
+        Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use DeleteFormat::{Dv, Equality, Position};
+    use TargetEngine::*;
+
+    fn engines(names: &[&str]) -> Vec<TargetEngine> {
+        names
+            .iter()
+            .map(|n| TargetEngine::from_name(n).unwrap())
+            .collect()
+    }
+
+    fn auto(names: &[&str]) -> Result<ResolvedUpsert, String> {
+        resolve_delete_format(&engines(names), None, None)
+    }
+
+    #[test]
+    fn the_seeds_first_run_gets_position_deletes_on_v2() {
+        let r = auto(&["spark", "duckdb", "trino"]).unwrap();
+        assert_eq!((r.delete_format, r.format_version), (Position, 2));
+        assert_eq!(r.format(), FormatVersion::V2);
+        assert!(r.reason.contains("spark, trino, duckdb"), "{}", r.reason);
+    }
+
+    #[test]
+    fn databricks_implies_deletion_vectors_on_v3() {
+        let r = auto(&["databricks", "duckdb", "spark"]).unwrap();
+        assert_eq!((r.delete_format, r.format_version), (Dv, 3));
+        assert_eq!(r.format(), FormatVersion::V3);
+        assert!(
+            r.reason.contains("databricks reads no other delete format"),
+            "{}",
+            r.reason
+        );
+        let alone = auto(&["databricks"]).unwrap();
+        assert_eq!((alone.delete_format, alone.format_version), (Dv, 3));
+    }
+
+    #[test]
+    fn no_engines_means_position_deletes_on_v2() {
+        let r = auto(&[]).unwrap();
+        assert_eq!((r.delete_format, r.format_version), (Position, 2));
+        assert!(r.reason.contains("no target_engines"), "{}", r.reason);
+        let v3 = resolve_delete_format(&[], None, Some(3)).unwrap();
+        assert_eq!((v3.delete_format, v3.format_version), (Dv, 3));
+    }
+
+    #[test]
+    fn format_version_3_asks_for_deletion_vectors_when_all_read_them() {
+        let r = resolve_delete_format(&engines(&["spark", "trino"]), None, Some(3)).unwrap();
+        assert_eq!((r.delete_format, r.format_version), (Dv, 3));
+        let v2 = resolve_delete_format(&engines(&["spark", "trino"]), None, Some(2)).unwrap();
+        assert_eq!((v2.delete_format, v2.format_version), (Position, 2));
+    }
+
+    #[test]
+    fn databricks_and_athena_share_no_format() {
+        let e = auto(&["databricks", "athena"]).unwrap_err();
+        assert!(e.contains("no delete format"), "{e}");
+        assert!(
+            e.contains("databricks lacks position deletes (v2) and equality deletes"),
+            "{e}"
+        );
+        assert!(e.contains("athena lacks deletion vectors (v3)"), "{e}");
+        assert!(e.contains("remove databricks or athena"), "{e}");
+        // An engine that reads everything is not blamed.
+        let e = auto(&["spark", "databricks", "athena"]).unwrap_err();
+        assert!(!e.contains("spark lacks"), "{e}");
+    }
+
+    #[test]
+    fn databricks_cannot_live_on_format_v2() {
+        let e = resolve_delete_format(&[Databricks, Spark], None, Some(2)).unwrap_err();
+        assert!(e.contains("on format v2"), "{e}");
+        assert!(e.contains("databricks lacks"), "{e}");
+        assert!(
+            e.contains("remove destination.format_version to get deletion vectors on format v3"),
+            "{e}"
+        );
+        // Athena reads no v3 table, so format_version = 3 leaves it nothing.
+        let e = resolve_delete_format(&[Athena], None, Some(3)).unwrap_err();
+        assert!(e.contains("athena lacks deletion vectors (v3) and equality deletes (v3)"));
+    }
+
+    #[test]
+    fn an_explicit_format_an_engine_cannot_read_is_an_error() {
+        let e = resolve_delete_format(&[Databricks, Spark], Some(Equality), None).unwrap_err();
+        assert!(e.contains("delete_format \"equality\""), "{e}");
+        assert!(e.contains("cannot be read by databricks"), "{e}");
+        assert!(!e.contains("spark ("), "{e}");
+        assert!(e.contains("set delete_format = \"dv\""), "{e}");
+
+        let e = resolve_delete_format(&[Trino, Athena], Some(Dv), None).unwrap_err();
+        assert!(e.contains("cannot be read by athena"), "{e}");
+        assert!(e.contains("set delete_format = \"position\""), "{e}");
+
+        let e = resolve_delete_format(&[Snowflake, Pyiceberg], Some(Equality), None).unwrap_err();
+        assert!(e.contains("snowflake"), "{e}");
+        assert!(e.contains("pyiceberg"), "{e}");
+        assert!(e.contains("remove snowflake, pyiceberg"), "{e}");
+    }
+
+    #[test]
+    fn an_explicit_format_all_engines_read_is_kept() {
+        let r = resolve_delete_format(&[Spark, Flink, Trino], Some(Equality), None).unwrap();
+        assert_eq!((r.delete_format, r.format_version), (Equality, 2));
+        assert!(r.reason.contains("as set"), "{}", r.reason);
+        let r = resolve_delete_format(&[Spark, Duckdb], Some(Dv), None).unwrap();
+        assert_eq!((r.delete_format, r.format_version), (Dv, 3));
+        let r = resolve_delete_format(&[Spark], Some(Equality), Some(3)).unwrap();
+        assert_eq!((r.delete_format, r.format_version), (Equality, 3));
+        let r = resolve_delete_format(&[], Some(Position), Some(2)).unwrap();
+        assert_eq!((r.delete_format, r.format_version), (Position, 2));
+    }
+
+    #[test]
+    fn an_explicit_version_that_contradicts_the_format_is_an_error() {
+        let e = resolve_delete_format(&[], Some(Dv), Some(2)).unwrap_err();
+        assert!(e.contains("needs format_version = 3"), "{e}");
+        let e = resolve_delete_format(&[], Some(Position), Some(3)).unwrap_err();
+        assert!(e.contains("cannot be added to format v3 tables"), "{e}");
+        let e = resolve_delete_format(&[], None, Some(4)).unwrap_err();
+        assert!(e.contains("format_version is 4"), "{e}");
+    }
+
+    #[test]
+    fn equality_deletes_only_when_nothing_else_is_shared() {
+        // No real engine set needs it today; the order still puts it last.
+        for set in TargetEngine::ALL.iter().map(|e| vec![*e]) {
+            let r = resolve_delete_format(&set, None, None).unwrap();
+            assert_ne!(r.delete_format, Equality, "{set:?}");
+        }
+    }
+
+    #[test]
+    fn duplicates_and_order_do_not_matter() {
+        let a = auto(&["trino", "spark", "trino", "duckdb"]).unwrap();
+        let b = auto(&["duckdb", "spark", "trino"]).unwrap();
+        assert_eq!(a, b);
+    }
+
+    #[test]
+    fn the_matrix() {
+        for e in TargetEngine::ALL {
+            let s = e.support();
+            // Deletion vectors only exist in v3 tables, position delete
+            // files only in v2 ones.
+            assert_eq!(e.reads_deletes(Dv, 3), s.deletion_vectors && s.v3);
+            assert!(!e.reads_deletes(Dv, 2) && !e.reads_deletes(Position, 3));
+            assert!(e.reads_format_version(2));
+            assert!(!e.reads_summary().is_empty());
+        }
+        assert!(!Athena.reads_format_version(3));
+        assert!(!Databricks.reads_deletes(Position, 2));
+        assert!(!Databricks.reads_deletes(Equality, 3));
+        assert!(!Snowflake.reads_deletes(Equality, 2));
+        assert!(!Pyiceberg.reads_deletes(Equality, 2));
+        assert!(Pyiceberg.reads_deletes(Dv, 3));
+        assert!(Clickhouse.reads_deletes(Equality, 2));
+        assert_eq!(
+            Athena.reads_summary(),
+            "reads position deletes (v2) and equality deletes, and no format v3 table"
+        );
+        assert_eq!(
+            Databricks.reads_summary(),
+            "reads only deletion vectors (v3)"
+        );
+    }
+}
