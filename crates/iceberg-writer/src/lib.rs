@@ -13,6 +13,10 @@
 //!   write Parquet data files ([`DataFileWriter`]), commit an append snapshot
 //!   (manifest, manifest list, summary with the caller's properties), with
 //!   conflict retries and a check for commits whose answer was lost.
+//! - The delete side of upsert: [`position_deletes`] (v2 Parquet position
+//!   delete files), [`deletion_vectors`] (v3 Puffin `deletion-vector-v1`
+//!   blobs), and [`row_delta`]: data and delete files in one snapshot
+//!   ([`IcebergTarget::commit_row_delta`]), replacing a data file's DV.
 //!
 //! ```no_run
 //! # async fn demo(catalog: topicberg_iceberg::rest::RestCatalogConfig,
@@ -36,10 +40,18 @@
 mod append;
 mod catalog;
 mod data_files;
+#[cfg(test)]
+mod delete_local_tests;
+mod delete_summary;
+mod delete_target;
+pub mod deletion_vectors;
 mod error;
+pub mod key_index;
 #[cfg(test)]
 mod local_tests;
+pub mod position_deletes;
 pub mod rest;
+pub mod row_delta;
 pub mod schema;
 pub mod sql;
 pub mod storage;
@@ -48,8 +60,11 @@ mod target;
 pub use append::COMMIT_ID_PROPERTY;
 pub use catalog::Catalog;
 pub use data_files::{DataFileWriter, WriteOptions};
+pub use deletion_vectors::{decode_deletion_vector, encode_deletion_vector, read_deletion_vector};
 pub use error::{CatalogError, CatalogErrorKind, IcebergError, IcebergErrorKind};
 pub use iceberg::spec::{DataFile, FormatVersion};
+pub use roaring::RoaringTreemap;
+pub use row_delta::{is_stale_deletes, RowDelta};
 pub use schema::{Column, ColumnType};
 pub use storage::{ObjectStorage, S3Config, StorageConfig};
 pub use target::{

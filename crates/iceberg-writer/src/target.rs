@@ -42,7 +42,11 @@ pub struct TableHandle {
 }
 
 impl TableHandle {
-    pub(crate) fn new(namespace: Namespace, name: String, table: LoadedTable) -> Result<Self, IcebergError> {
+    pub(crate) fn new(
+        namespace: Namespace,
+        name: String,
+        table: LoadedTable,
+    ) -> Result<Self, IcebergError> {
         let arrow_schema = arrow_schema(table.metadata.current_schema())?;
         Ok(Self {
             namespace,
@@ -433,7 +437,10 @@ impl IcebergTarget {
     }
 
     /// Reloads the table, retrying transient failures a few times.
-    pub(crate) async fn reload_patiently(&self, handle: &TableHandle) -> Result<TableHandle, IcebergError> {
+    pub(crate) async fn reload_patiently(
+        &self,
+        handle: &TableHandle,
+    ) -> Result<TableHandle, IcebergError> {
         let mut delay = Duration::from_millis(500);
         let mut tries = 0;
         loop {

@@ -74,3 +74,8 @@ pub fn batch_rows() -> usize {
 
 /// Deadline of each request to a REST catalog.
 pub const CATALOG_REQUEST_TIMEOUT_SECS: u64 = 30;
+
+/// `[sync] state_dir`: the key index and other rebuildable state.
+pub fn state_dir() -> PathBuf {
+    PathBuf::from(".topicberg-state")
+}

@@ -114,6 +114,10 @@ pub struct SyncConfig {
     /// partition reader.
     #[serde(default = "defaults::batch_rows")]
     pub batch_rows: usize,
+    /// Local folder for state that can be rebuilt from the tables (the
+    /// upsert key index). Relative to the job file's folder.
+    #[serde(default = "defaults::state_dir")]
+    pub state_dir: PathBuf,
 }
 
 impl Default for SyncConfig {
@@ -121,6 +125,7 @@ impl Default for SyncConfig {
         Self {
             target_file_size_mb: defaults::target_file_size_mb(),
             batch_rows: defaults::batch_rows(),
+            state_dir: defaults::state_dir(),
         }
     }
 }

@@ -178,6 +178,7 @@ fn resolve(config: &mut JobConfig, base: Option<&Path>) -> Vec<ConfigProblem> {
         let path = config.destination.sql_path();
         config.destination.path = Some(relative_to(base, &path));
     }
+    config.sync.state_dir = relative_to(base, &config.sync.state_dir);
     config.topic_regex = config
         .source
         .topic_pattern

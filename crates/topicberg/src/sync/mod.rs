@@ -6,13 +6,14 @@
 mod pipeline;
 pub mod plan;
 pub mod report;
+pub mod upsert;
+mod upsert_commit;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use topicberg_core::config::StreamMode;
 use topicberg_core::{JobConfig, TableColumns};
 use topicberg_iceberg::{IcebergErrorKind, IcebergTarget, TableHandle};
 use topicberg_kafka::{
@@ -22,9 +23,10 @@ use topicberg_kafka::{
 
 use crate::columns::{iceberg_columns, table_columns};
 use crate::target::{connect_target, namespace_of, SetupError};
-use pipeline::{drain_and_write, Progress, TableInput, PROGRESS_INTERVAL};
+use pipeline::{drain_and_write, Progress, TableInput, UpsertInput, PROGRESS_INTERVAL};
 use plan::{plan_partitions, PartitionPlan, TableOffsets, OFFSETS_PROPERTY};
-use report::{SyncReport, TableReport, TableStatus};
+use report::{CommitReport, SyncReport, TableReport, TableStatus};
+use topicberg_core::config::ResolvedUpsert;
 
 /// Messages read per partition to infer a new table's columns.
 pub const SAMPLE_PER_PARTITION: i64 = 10_000;
@@ -33,6 +35,8 @@ pub const KAFKA_TIMEOUT: Duration = Duration::from_secs(30);
 
 struct TableState {
     topic: String,
+    /// Upsert mode: the resolved delete format and the dedup key columns.
+    upsert: Option<(ResolvedUpsert, Vec<String>)>,
     table: String,
     handle: Option<TableHandle>,
     offsets: TableOffsets,
@@ -83,6 +87,7 @@ pub async fn run_sync(config: &JobConfig) -> Result<SyncReport, SetupError> {
             .collect();
         let mut state = TableState {
             topic: topic.name.clone(),
+            upsert: None,
             table: format!("{}.{}", namespace.join("."), settings.table),
             handle: None,
             offsets: TableOffsets::default(),
@@ -99,14 +104,25 @@ pub async fn run_sync(config: &JobConfig) -> Result<SyncReport, SetupError> {
                 snapshot_id: None,
                 expired_messages: 0,
                 duration_ms: 0,
+                commit: None,
                 error: None,
             },
             started: Instant::now(),
         };
-        if settings.mode == StreamMode::Upsert {
-            state.fail("upsert mode is not implemented yet (issue 4); use mode = \"append\" for this stream");
-            tables.push(state);
-            continue;
+        match config.upsert_plan(&topic.name) {
+            Ok(Some(plan)) => {
+                tracing::info!(
+                    topic = %topic.name, delete_format = plan.delete_format.as_str(),
+                    format_version = plan.format_version, reason = %plan.reason, "upsert stream"
+                );
+                state.upsert = Some((plan, settings.dedup_keys.clone()));
+            }
+            Ok(None) => {}
+            Err(e) => {
+                state.fail(e);
+                tables.push(state);
+                continue;
+            }
         }
         match target.load_table(&namespace, &settings.table).await {
             Ok(handle) => {
@@ -155,6 +171,11 @@ pub async fn run_sync(config: &JobConfig) -> Result<SyncReport, SetupError> {
             continue;
         }
         let settings = config.stream_for(&state.topic);
+        // Upsert streams get the version their delete format needs.
+        let format_version = match config.table_format_version(&state.topic) {
+            topicberg_core::config::FormatVersion::V3 => topicberg_iceberg::FormatVersion::V3,
+            _ => format_version,
+        };
         match create_table(
             &connection,
             &drain_settings,
@@ -190,6 +211,10 @@ pub async fn run_sync(config: &JobConfig) -> Result<SyncReport, SetupError> {
             Ok(columns) => {
                 input_of.push(Some(inputs.len()));
                 inputs.push(TableInput {
+                    upsert: state.upsert.as_ref().map(|(_, keys)| UpsertInput {
+                        key_columns: keys.clone(),
+                        kafka_key_only: keys.len() == 1 && keys[0] == "_kafka_key",
+                    }),
                     columns,
                     handle: handle.clone(),
                     ranges,
@@ -227,13 +252,8 @@ pub async fn run_sync(config: &JobConfig) -> Result<SyncReport, SetupError> {
             if let Some(e) = output.error {
                 state.fail(e);
             } else {
-                commit_table(
-                    &target,
-                    state,
-                    output,
-                    &mut inputs[input.expect("input")].handle,
-                )
-                .await;
+                let handle = &mut inputs[input.expect("input")].handle;
+                commit_table(&target, config, state, output, handle).await;
                 if state.report.status == TableStatus::Committed && !first_commit_done {
                     first_commit_done = true;
                     fault_point("after_first_table_commit");
@@ -280,8 +300,9 @@ pub async fn run_sync(config: &JobConfig) -> Result<SyncReport, SetupError> {
 
 async fn commit_table(
     target: &IcebergTarget,
+    config: &JobConfig,
     state: &mut TableState,
-    output: pipeline::TableOutput,
+    mut output: pipeline::TableOutput,
     handle: &mut TableHandle,
 ) {
     let records: u64 = output.drained.iter().map(|d| d.records).sum();
@@ -290,6 +311,44 @@ async fn commit_table(
     let mut offsets = state.offsets.clone();
     for d in &output.drained {
         offsets.set(&d.topic, d.partition, d.next_offset);
+    }
+    if let Some(buffer) = output.upsert.take() {
+        if buffer.keys() == 0 {
+            return;
+        }
+        let (plan, _) = state.upsert.as_ref().expect("upsert table");
+        let extra = BTreeMap::from([(OFFSETS_PROPERTY.to_string(), offsets.to_summary_value())]);
+        match upsert_commit::commit_upsert(
+            target,
+            handle,
+            buffer,
+            plan.delete_format,
+            &config.sync.state_dir,
+            extra,
+        )
+        .await
+        {
+            Ok(done) => {
+                state.report.status = TableStatus::Committed;
+                state.report.snapshot_id = Some(done.snapshot.snapshot_id);
+                state.report.commit = Some(CommitReport::from_summary(
+                    done.snapshot.snapshot_id,
+                    &done.snapshot.summary,
+                ));
+                state.report.data_files = state
+                    .report
+                    .commit
+                    .as_ref()
+                    .map_or(0, |c| c.added_data_files as usize);
+                state.offsets = offsets;
+                tracing::info!(
+                    table = %state.table, snapshot_id = done.snapshot.snapshot_id, records, rows = done.rows,
+                    deletes = done.deletes, attempts = done.snapshot.attempts, "committed upsert snapshot"
+                );
+            }
+            Err(e) => state.fail(e),
+        }
+        return;
     }
     if records == 0 || output.data_files.is_empty() {
         // Nothing to add (e.g. only transaction markers were left); the
@@ -307,6 +366,10 @@ async fn commit_table(
         Ok(snapshot) => {
             state.report.status = TableStatus::Committed;
             state.report.snapshot_id = Some(snapshot.snapshot_id);
+            state.report.commit = Some(CommitReport::from_summary(
+                snapshot.snapshot_id,
+                &snapshot.summary,
+            ));
             state.offsets = offsets;
             tracing::info!(
                 table = %state.table, snapshot_id = snapshot.snapshot_id, records,

@@ -16,14 +16,30 @@ use std::time::Duration;
 use arrow_array::RecordBatch;
 use iceberg::spec::DataFile;
 use tokio::sync::mpsc;
-use topicberg_core::{BatchDecoder, DecodeError, DecoderOptions, TableColumns};
+use topicberg_core::{
+    kafka_key_olake_id, BatchDecoder, DecodeError, DecodeErrorKind, DecoderOptions, IdMode,
+    TableColumns,
+};
+
+use super::upsert::{parse_key_hash, KeyHash, UpsertBuffer, Version};
 use topicberg_iceberg::{DataFileWriter, IcebergTarget, TableHandle};
 use topicberg_kafka::{
     drain, DrainError, DrainSettings, DrainedPartition, KafkaConnection, PartitionRange,
 };
 
+/// Upsert settings of a table.
+#[derive(Clone)]
+pub struct UpsertInput {
+    /// The dedup key columns.
+    pub key_columns: Vec<String>,
+    /// `_kafka_key` is the single dedup key: tombstones delete.
+    pub kafka_key_only: bool,
+}
+
 /// One table's share of the drain.
 pub struct TableInput {
+    /// Upsert settings; `None` for append mode.
+    pub upsert: Option<UpsertInput>,
     /// The table's columns, with the loaded table's field ids.
     pub columns: TableColumns,
     /// The loaded table.
@@ -34,8 +50,10 @@ pub struct TableInput {
 
 /// One table's outcome.
 pub struct TableOutput {
-    /// Data files written (not yet committed).
+    /// Data files written (not yet committed); append mode.
     pub data_files: Vec<DataFile>,
+    /// The sync's messages held for deduplication; upsert mode.
+    pub upsert: Option<UpsertBuffer>,
     /// Where each drained partition ended.
     pub drained: Vec<DrainedPartition>,
     /// The first failure; nothing of this table may be committed.
@@ -49,6 +67,11 @@ pub struct Progress {
     pub records: AtomicU64,
     /// Key and value bytes read so far.
     pub bytes: AtomicU64,
+}
+
+enum Item {
+    Batch(usize, RecordBatch),
+    Tombstone(usize, KeyHash, Version),
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -70,6 +93,7 @@ struct Shared {
     connection: KafkaConnection,
     settings: DrainSettings,
     columns: Vec<TableColumns>,
+    upsert: Vec<Option<UpsertInput>>,
     failed: Vec<AtomicBool>,
     queue: Mutex<VecDeque<Chunk>>,
     batch_rows: usize,
@@ -111,13 +135,14 @@ pub async fn drain_and_write(
         connection: connection.clone(),
         settings: settings.clone(),
         columns: tables.iter().map(|t| t.columns.clone()).collect(),
+        upsert: tables.iter().map(|t| t.upsert.clone()).collect(),
         failed: tables.iter().map(|_| AtomicBool::new(false)).collect(),
         queue: Mutex::new(queue),
         batch_rows: batch_rows.max(1),
         olake_timestamp_micros,
         progress,
     });
-    let (tx, mut rx) = mpsc::channel::<(usize, RecordBatch)>(workers.max(1) * 2);
+    let (tx, mut rx) = mpsc::channel::<Item>(workers.max(1) * 2);
     let results: Arc<Mutex<Vec<ChunkResult>>> = Arc::default();
     let mut handles = Vec::new();
     for _ in 0..workers {
@@ -128,11 +153,32 @@ pub async fn drain_and_write(
     }
     drop(tx);
 
-    // Writers, created on a table's first batch.
+    // Writers, created on a table's first batch; upsert tables hold their
+    // batches until every message of the sync is known.
     let mut writers: Vec<Option<DataFileWriter>> = tables.iter().map(|_| None).collect();
+    let mut buffers: Vec<Option<UpsertBuffer>> = tables
+        .iter()
+        .map(|t| t.upsert.as_ref().map(|_| UpsertBuffer::default()))
+        .collect();
     let mut errors: Vec<Option<String>> = tables.iter().map(|_| None).collect();
-    while let Some((index, batch)) = rx.recv().await {
+    while let Some(item) = rx.recv().await {
+        let (index, batch) = match item {
+            Item::Tombstone(index, key, version) => {
+                if let Some(buffer) = buffers[index].as_mut() {
+                    buffer.add_tombstone(key, version);
+                }
+                continue;
+            }
+            Item::Batch(index, batch) => (index, batch),
+        };
         if errors[index].is_some() {
+            continue;
+        }
+        if let Some(buffer) = buffers[index].as_mut() {
+            if let Err(e) = buffer.add_batch(batch) {
+                errors[index] = Some(e);
+                shared.failed[index].store(true, Ordering::Relaxed);
+            }
             continue;
         }
         if writers[index].is_none() {
@@ -178,6 +224,7 @@ pub async fn drain_and_write(
     for (index, writer) in writers.into_iter().enumerate() {
         let mut output = TableOutput {
             data_files: Vec::new(),
+            upsert: buffers[index].take(),
             drained: std::mem::take(&mut drained[index]),
             error: errors[index].take(),
         };
@@ -194,11 +241,7 @@ pub async fn drain_and_write(
     outputs
 }
 
-fn worker(
-    shared: &Shared,
-    tx: &mpsc::Sender<(usize, RecordBatch)>,
-    results: &Mutex<Vec<ChunkResult>>,
-) {
+fn worker(shared: &Shared, tx: &mpsc::Sender<Item>, results: &Mutex<Vec<ChunkResult>>) {
     loop {
         let Some(chunk) = shared.queue.lock().expect("queue").pop_front() else {
             return;
@@ -214,15 +257,20 @@ fn worker(
 
 fn drain_chunk(
     shared: &Shared,
-    tx: &mpsc::Sender<(usize, RecordBatch)>,
+    tx: &mpsc::Sender<Item>,
     chunk: &Chunk,
 ) -> Result<Vec<DrainedPartition>, String> {
     let index = chunk.table;
-    let mut decoder = BatchDecoder::new(
-        &shared.columns[index],
-        DecoderOptions::append(shared.olake_timestamp_micros),
-    )
-    .map_err(|e| e.to_string())?;
+    let upsert = shared.upsert[index].as_ref();
+    let mut options = DecoderOptions::append(shared.olake_timestamp_micros);
+    if let Some(u) = upsert {
+        options.id_mode = IdMode::Upsert {
+            key_columns: u.key_columns.clone(),
+        };
+    }
+    let mut decoder =
+        BatchDecoder::new(&shared.columns[index], options).map_err(|e| e.to_string())?;
+    let tombstones_delete = upsert.is_some_and(|u| u.kafka_key_only);
     let failed = &shared.failed[index];
     let progress = &shared.progress;
     let kill_after = super::fault_after_records();
@@ -234,7 +282,24 @@ fn drain_chunk(
             if failed.load(Ordering::Relaxed) {
                 return Err(SinkError::Aborted);
             }
-            decoder.append(record)?;
+            match decoder.append(record) {
+                Ok(()) => {}
+                Err(e) if tombstones_delete && e.kind == DecodeErrorKind::Tombstone => {
+                    let Some(key) = record.key else {
+                        return Err(SinkError::Decode(e));
+                    };
+                    let hash = parse_key_hash(&kafka_key_olake_id(key)).expect("32 hex digits");
+                    let version = Version {
+                        timestamp: record.timestamp_ms.map_or(i64::MIN, |ms| ms * 1000),
+                        partition: record.partition,
+                        offset: record.offset,
+                    };
+                    tx.blocking_send(Item::Tombstone(index, hash, version))
+                        .map_err(|_| SinkError::WriterGone)?;
+                    return Ok(());
+                }
+                Err(e) => return Err(SinkError::Decode(e)),
+            }
             let seen = progress.records.fetch_add(1, Ordering::Relaxed) + 1;
             if kill_after.is_some_and(|n| seen >= n) {
                 super::kill_self();
@@ -244,7 +309,7 @@ fn drain_chunk(
                 Ordering::Relaxed,
             );
             if decoder.len() >= shared.batch_rows {
-                tx.blocking_send((index, decoder.finish()))
+                tx.blocking_send(Item::Batch(index, decoder.finish()))
                     .map_err(|_| SinkError::WriterGone)?;
             }
             Ok(())
@@ -253,7 +318,7 @@ fn drain_chunk(
     match drained {
         Ok(parts) => {
             if !decoder.is_empty() {
-                tx.blocking_send((index, decoder.finish()))
+                tx.blocking_send(Item::Batch(index, decoder.finish()))
                     .map_err(|_| "the file writer stopped".to_string())?;
             }
             Ok(parts)

@@ -38,8 +38,71 @@ pub struct TableReport {
     pub expired_messages: i64,
     /// Wall time for this table, from plan to commit.
     pub duration_ms: u64,
+    /// The commit report of the snapshot, if one was committed.
+    pub commit: Option<CommitReport>,
     /// Why it failed.
     pub error: Option<String>,
+}
+
+/// What a snapshot added, from its summary, under the names users of the
+/// product pages know from their commit reports.
+#[derive(Debug, Clone, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CommitReport {
+    /// The snapshot id.
+    pub snapshot_id: i64,
+    /// Data files added.
+    pub added_data_files: u64,
+    /// Rows added.
+    pub added_records: u64,
+    /// Position delete files added (v2 upsert).
+    pub added_positional_delete_files: u64,
+    /// Positions deleted by them (and by deletion vectors).
+    pub added_positional_deletes: u64,
+    /// Deletion vectors added (v3 upsert).
+    #[serde(rename = "addedDVs")]
+    pub added_dvs: u64,
+    /// Equality delete files added.
+    pub added_equality_delete_files: u64,
+    /// Rows deleted by them.
+    pub added_equality_deletes: u64,
+}
+
+impl CommitReport {
+    /// Reads the standard summary properties.
+    pub fn from_summary(
+        snapshot_id: i64,
+        summary: &std::collections::BTreeMap<String, String>,
+    ) -> Self {
+        let get = |k: &str| summary.get(k).and_then(|v| v.parse().ok()).unwrap_or(0);
+        let dvs = get("added-dvs");
+        Self {
+            snapshot_id,
+            added_data_files: get("added-data-files"),
+            added_records: get("added-records"),
+            // A deletion vector is a position delete entry too; the report
+            // counts files of the Parquet kind only, as the seeds' does.
+            added_positional_delete_files: get("added-position-delete-files").saturating_sub(dvs),
+            added_positional_deletes: get("added-position-deletes"),
+            added_dvs: dvs,
+            added_equality_delete_files: get("added-equality-delete-files"),
+            added_equality_deletes: get("added-equality-deletes"),
+        }
+    }
+
+    /// `addedDataFiles=1, addedRecords=8, ...` as the log line shows it.
+    pub fn to_text(&self) -> String {
+        format!(
+            "addedDataFiles={}, addedRecords={}, addedPositionalDeleteFiles={}, addedPositionalDeletes={}, addedDVs={}, addedEqualityDeleteFiles={}, addedEqualityDeletes={}",
+            self.added_data_files,
+            self.added_records,
+            self.added_positional_delete_files,
+            self.added_positional_deletes,
+            self.added_dvs,
+            self.added_equality_delete_files,
+            self.added_equality_deletes
+        )
+    }
 }
 
 /// The whole sync.
@@ -83,6 +146,9 @@ impl SyncReport {
                     " EXPIRED={} (lost to retention)",
                     t.expired_messages
                 ));
+            }
+            if let Some(c) = &t.commit {
+                out.push_str(&format!("\n    commit report: {}", c.to_text()));
             }
             if let Some(e) = &t.error {
                 out.push_str(&format!("\n    error: {e}"));

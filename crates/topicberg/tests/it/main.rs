@@ -8,9 +8,11 @@
 mod catalog_smoke;
 mod iceberg_append;
 mod iceberg_commit_faults;
+mod iceberg_deletes;
 mod kafka_smoke;
 mod readers_smoke;
 mod sql_catalog;
 mod support;
 mod sync_append;
+mod sync_upsert;
 mod testbed;

@@ -1,0 +1,169 @@
+//! The delete side of upsert on [`IcebergTarget`]: write position delete
+//! files or deletion vectors, list a table's current deletion vectors, and
+//! commit data and delete files together as one row-delta snapshot.
+
+use std::collections::HashMap;
+
+use iceberg::spec::DataFile;
+use roaring::RoaringTreemap;
+
+use crate::deletion_vectors::{read_deletion_vector, write_deletion_vectors};
+use crate::error::{IcebergError, IcebergErrorKind};
+use crate::position_deletes::write_position_delete_file;
+use crate::row_delta::{list_deletion_vectors, PendingRowDelta, RowDelta};
+use crate::target::{CommittedSnapshot, IcebergTarget, TableHandle, DEFAULT_COMMIT_ATTEMPTS};
+use crate::CatalogErrorKind;
+
+impl IcebergTarget {
+    /// Writes one position delete file (format v2 tables) for `deletes`
+    /// (data file path -> row positions) and returns its entry for
+    /// [`RowDelta::delete_files`]; `None` when there is nothing to delete.
+    pub async fn write_position_deletes(
+        &self,
+        handle: &TableHandle,
+        deletes: &[(String, Vec<u64>)],
+    ) -> Result<Option<DataFile>, IcebergError> {
+        write_position_delete_file(
+            self.file_io(),
+            handle.metadata(),
+            deletes,
+            self.options.zstd_level,
+        )
+        .await
+    }
+
+    /// Writes one Puffin file with a deletion vector per data file (format
+    /// v3 tables) and returns one entry per vector for
+    /// [`RowDelta::delete_files`]. A vector for a data file that already
+    /// has one must already hold the old positions too (see
+    /// [`Self::current_deletion_vectors`], [`read_deletion_vector`]).
+    pub async fn write_deletion_vectors(
+        &self,
+        handle: &TableHandle,
+        vectors: &[(String, RoaringTreemap)],
+    ) -> Result<Vec<DataFile>, IcebergError> {
+        write_deletion_vectors(self.file_io(), handle.metadata(), vectors).await
+    }
+
+    /// The current deletion vectors of the handle's `main` snapshot: data
+    /// file path -> its DV entry (pass an entry in
+    /// [`RowDelta::replaced_dvs`] when replacing it).
+    pub async fn current_deletion_vectors(
+        &self,
+        handle: &TableHandle,
+    ) -> Result<HashMap<String, DataFile>, IcebergError> {
+        list_deletion_vectors(self.file_io(), handle.metadata()).await
+    }
+
+    /// The positions a DV entry deletes.
+    pub async fn read_deletion_vector(
+        &self,
+        dv: &DataFile,
+    ) -> Result<RoaringTreemap, IcebergError> {
+        read_deletion_vector(self.file_io(), dv).await
+    }
+
+    /// Commits a row delta with up to [`DEFAULT_COMMIT_ATTEMPTS`] attempts;
+    /// see [`Self::commit_row_delta_with_retry`].
+    pub async fn commit_row_delta(
+        &self,
+        handle: &mut TableHandle,
+        delta: RowDelta,
+    ) -> Result<CommittedSnapshot, IcebergError> {
+        self.commit_row_delta_with_retry(handle, delta, DEFAULT_COMMIT_ATTEMPTS)
+            .await
+    }
+
+    /// Commits data files and delete files as one snapshot on `main`
+    /// (`append`, `overwrite` or `delete`), making at most `max_attempts`
+    /// commit requests, with the retry rules of
+    /// [`Self::commit_append_with_retry`]:
+    /// - HTTP 409: reload and rebuild on the new parent (the new manifests
+    ///   are reused). If a DV in [`RowDelta::replaced_dvs`] is no longer
+    ///   current there, or another writer added a DV for a data file this
+    ///   delta adds one for, fail with `Catalog(Conflict)` for which
+    ///   [`crate::is_stale_deletes`] is true: merge again and retry.
+    /// - 5xx / lost connection: reload and look for our commit id.
+    pub async fn commit_row_delta_with_retry(
+        &self,
+        handle: &mut TableHandle,
+        delta: RowDelta,
+        max_attempts: u32,
+    ) -> Result<CommittedSnapshot, IcebergError> {
+        let mut pending = PendingRowDelta::new(handle.metadata(), delta);
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let built = pending
+                .build(self.file_io(), handle.metadata(), attempt)
+                .await?;
+            let sent = self
+                .catalog()
+                .commit_table(
+                    handle.namespace(),
+                    handle.name(),
+                    &built.requirements,
+                    &built.updates,
+                )
+                .await;
+            let err = match sent {
+                Ok(committed) => {
+                    *handle = TableHandle::new(
+                        handle.namespace().clone(),
+                        handle.name().to_string(),
+                        committed,
+                    )?;
+                    let snapshot = &built.snapshot;
+                    return Ok(CommittedSnapshot {
+                        snapshot_id: snapshot.snapshot_id(),
+                        parent_snapshot_id: snapshot.parent_snapshot_id(),
+                        sequence_number: snapshot.sequence_number(),
+                        summary: snapshot
+                            .summary()
+                            .additional_properties
+                            .iter()
+                            .map(|(k, v)| (k.clone(), v.clone()))
+                            .collect(),
+                        attempts: attempt,
+                    });
+                }
+                Err(e) => e,
+            };
+            let unknown = matches!(
+                err.kind,
+                CatalogErrorKind::Server | CatalogErrorKind::Unreachable
+            );
+            if !unknown && err.kind != CatalogErrorKind::Conflict {
+                return Err(err.into());
+            }
+            let reloaded = match self.reload_patiently(handle).await {
+                Ok(reloaded) => reloaded,
+                Err(reload) if unknown => {
+                    return Err(IcebergError::new(
+                        IcebergErrorKind::CommitStateUnknown,
+                        err.step,
+                        format!(
+                            "{}; reloading the table to check whether it landed failed: {reload}",
+                            err.detail
+                        ),
+                    ))
+                }
+                Err(reload) => return Err(reload),
+            };
+            *handle = reloaded;
+            if let Some(found) = handle.find_commit(&pending.commit_id) {
+                return Ok(CommittedSnapshot {
+                    snapshot_id: found.snapshot_id,
+                    parent_snapshot_id: found.parent_snapshot_id,
+                    sequence_number: found.sequence_number,
+                    summary: found.summary,
+                    attempts: attempt,
+                });
+            }
+            if attempt >= max_attempts {
+                return Err(IcebergError::from(err)
+                    .with_detail_suffix(&format!(" (gave up after {attempt} commit attempts)")));
+            }
+        }
+    }
+}

@@ -1,0 +1,339 @@
+//! Filling the index from the table: a full rebuild from the current
+//! snapshot, or an update from the snapshots committed since the one the
+//! index reflects.
+
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+
+use iceberg::io::FileIO;
+use iceberg::spec::{DataContentType, DataFileFormat, ManifestStatus, SnapshotRef, TableMetadata};
+use redb::Database;
+use roaring::RoaringTreemap;
+
+use super::scan::{
+    read_deletion_vector, read_keys, read_position_deletes, snapshot_files, FileEntry,
+};
+use super::store::{self, flush, store_err, Op, FLUSH_OPS, KEYS};
+use crate::error::IcebergError;
+
+/// Counts of a rebuild or update.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct BuildStats {
+    /// Data files whose key column was read.
+    pub data_files_read: u64,
+    /// Rows read from them.
+    pub rows_read: u64,
+    /// Rows skipped because a delete file or deletion vector deletes them.
+    pub deleted_rows_skipped: u64,
+    /// Rows with a null or malformed `_olake_id` (not indexed).
+    pub unkeyed_rows: u64,
+    /// Keys found on more than one live row (kept: the later one, by data
+    /// sequence number, then file, then position). Should stay 0 in an
+    /// upsert table.
+    pub duplicate_keys: u64,
+    /// Keys removed because a delete retired their row.
+    pub keys_removed: u64,
+}
+
+/// Buffers index changes and writes them in bounded transactions.
+struct Writer<'a> {
+    db: &'a Database,
+    ops: Vec<Op>,
+    step: String,
+    stats: BuildStats,
+    /// Count `Put`s that replace a present key as duplicates (rebuild).
+    count_duplicates: bool,
+}
+
+impl<'a> Writer<'a> {
+    fn new(db: &'a Database, step: String, count_duplicates: bool) -> Self {
+        Self {
+            db,
+            ops: Vec::with_capacity(FLUSH_OPS),
+            step,
+            stats: BuildStats::default(),
+            count_duplicates,
+        }
+    }
+
+    fn push(&mut self, op: Op) -> Result<(), IcebergError> {
+        self.ops.push(op);
+        if self.ops.len() >= FLUSH_OPS {
+            self.flush(None)?;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self, meta: Option<(&str, Option<Option<i64>>)>) -> Result<(), IcebergError> {
+        let done = flush(self.db, &self.ops, meta, &self.step)?;
+        if self.count_duplicates {
+            self.stats.duplicate_keys += done.replaced;
+        }
+        self.stats.keys_removed += done.removed;
+        self.ops.clear();
+        Ok(())
+    }
+
+    /// Ids for data file paths, in one transaction.
+    fn file_ids(&self, paths: &[&str]) -> Result<Vec<u32>, IcebergError> {
+        let tx = self
+            .db
+            .begin_write()
+            .map_err(|e| store_err(&self.step, e))?;
+        let ids = paths
+            .iter()
+            .map(|p| store::file_id(&tx, p))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| store_err(&self.step, e))?;
+        tx.commit().map_err(|e| store_err(&self.step, e))?;
+        Ok(ids)
+    }
+
+    /// Reads a data file's keys and records each row not in `deleted`.
+    async fn index_file(
+        &mut self,
+        file_io: &FileIO,
+        path: &str,
+        id: u32,
+        key_field: i32,
+        deleted: Option<&RoaringTreemap>,
+    ) -> Result<(), IcebergError> {
+        self.stats.data_files_read += 1;
+        read_keys(file_io, path, key_field, |pos, key| {
+            self.stats.rows_read += 1;
+            if deleted.is_some_and(|d| d.contains(pos)) {
+                self.stats.deleted_rows_skipped += 1;
+                return Ok(());
+            }
+            match key {
+                Some(key) => self.push(Op::Put(key, id, pos)),
+                None => {
+                    self.stats.unkeyed_rows += 1;
+                    Ok(())
+                }
+            }
+        })
+        .await
+    }
+}
+
+/// Adds the deletes of the delete files in `entries` to `out`, keeping
+/// only those `applies(data file path, delete sequence number)` accepts.
+async fn collect_deletes(
+    file_io: &FileIO,
+    entries: &[&FileEntry],
+    applies: impl Fn(&str, i64) -> bool,
+    out: &mut HashMap<String, RoaringTreemap>,
+) -> Result<(), IcebergError> {
+    for entry in entries {
+        if entry.content != DataContentType::PositionDeletes {
+            continue;
+        }
+        if entry.format == DataFileFormat::Puffin {
+            let Some(target) = entry.referenced_data_file.as_deref() else {
+                continue;
+            };
+            if applies(target, entry.seq) {
+                let bitmap = read_deletion_vector(file_io, entry).await?;
+                *out.entry(target.to_string()).or_default() |= bitmap;
+            }
+        } else {
+            let seq = entry.seq;
+            read_position_deletes(file_io, &entry.path, |p| applies(p, seq), out).await?;
+        }
+    }
+    Ok(())
+}
+
+/// Fills an empty index (`db`) from the table's current snapshot and
+/// records it.
+pub(crate) async fn rebuild(
+    db: &Database,
+    db_path: &Path,
+    metadata: &TableMetadata,
+    file_io: &FileIO,
+    key_field: i32,
+) -> Result<BuildStats, IcebergError> {
+    let uuid = metadata.uuid().to_string();
+    let step = format!("rebuilding key index {}", db_path.display());
+    let mut writer = Writer::new(db, step, true);
+    let Some(snapshot) = metadata.current_snapshot() else {
+        writer.flush(Some((&uuid, Some(None))))?;
+        return Ok(writer.stats);
+    };
+    let entries = snapshot_files(file_io, metadata, snapshot, None).await?;
+    let mut data: Vec<&FileEntry> = entries
+        .iter()
+        .filter(|e| e.content == DataContentType::Data)
+        .collect();
+    // Later rows win: data sequence number, then path, then position.
+    data.sort_by(|a, b| (a.seq, &a.path).cmp(&(b.seq, &b.path)));
+    let seqs: HashMap<&str, i64> = data.iter().map(|e| (e.path.as_str(), e.seq)).collect();
+    let delete_files: Vec<&FileEntry> = entries
+        .iter()
+        .filter(|e| e.content != DataContentType::Data)
+        .collect();
+    let mut deletes = HashMap::new();
+    // A position delete or DV applies to data files with a sequence number
+    // <= its own.
+    let applies = |path: &str, seq: i64| seqs.get(path).is_some_and(|s| *s <= seq);
+    collect_deletes(file_io, &delete_files, applies, &mut deletes).await?;
+
+    let paths: Vec<&str> = data.iter().map(|e| e.path.as_str()).collect();
+    let ids = writer.file_ids(&paths)?;
+    for (entry, id) in data.iter().zip(&ids) {
+        let deleted = deletes.get(&entry.path);
+        writer
+            .index_file(file_io, &entry.path, *id, key_field, deleted)
+            .await?;
+    }
+    writer.flush(None)?;
+    // Equality deletes on the key column retire older rows of their keys.
+    let file_seq: HashMap<u32, i64> = ids
+        .iter()
+        .copied()
+        .zip(data.iter().map(|e| e.seq))
+        .collect();
+    for eq in delete_files
+        .iter()
+        .filter(|e| e.content == DataContentType::EqualityDeletes)
+    {
+        if eq.equality_ids.as_deref() != Some(&[key_field]) {
+            return Err(IcebergError::new(
+                crate::IcebergErrorKind::Data,
+                format!("rebuilding the key index from {}", eq.path),
+                "an equality delete file on columns other than _olake_id",
+            ));
+        }
+        let mut keys = Vec::new();
+        read_keys(file_io, &eq.path, key_field, |_, key| {
+            keys.extend(key);
+            Ok(())
+        })
+        .await?;
+        for key in keys {
+            let found = {
+                let tx = db.begin_read().map_err(|e| store_err(&writer.step, e))?;
+                let table = tx
+                    .open_table(KEYS)
+                    .map_err(|e| store_err(&writer.step, e))?;
+                let found = table.get(&key).map_err(|e| store_err(&writer.step, e))?;
+                found.map(|v| v.value())
+            };
+            if let Some((file, pos)) = found {
+                if file_seq.get(&file).is_some_and(|s| *s < eq.seq) {
+                    writer.push(Op::RemoveIfAt(key, file, pos))?;
+                }
+            }
+        }
+        writer.flush(None)?;
+    }
+    writer.flush(Some((&uuid, Some(Some(snapshot.snapshot_id())))))?;
+    Ok(writer.stats)
+}
+
+/// Main's snapshots after `recorded` up to the current one, oldest first;
+/// `None` when `recorded` is not an ancestor of the current snapshot.
+pub(crate) fn snapshots_since(
+    metadata: &TableMetadata,
+    recorded: Option<i64>,
+) -> Option<Vec<SnapshotRef>> {
+    let mut chain = Vec::new();
+    let mut next = metadata.current_snapshot_id();
+    while let Some(id) = next {
+        if Some(id) == recorded {
+            chain.reverse();
+            return Some(chain);
+        }
+        let snapshot = metadata.snapshot_by_id(id)?;
+        next = snapshot.parent_snapshot_id();
+        chain.push(snapshot.clone());
+    }
+    // Reached the first snapshot: fine only if the index reflects an empty
+    // table.
+    recorded.is_none().then(|| {
+        chain.reverse();
+        chain
+    })
+}
+
+/// Brings the index from the snapshot it reflects to the table's current
+/// one by replaying `chain`. `Ok(Err(reason))`: a snapshot cannot be
+/// replayed (it removes data files or adds equality deletes): rebuild.
+pub(crate) async fn update(
+    db: &Database,
+    db_path: &Path,
+    metadata: &TableMetadata,
+    file_io: &FileIO,
+    key_field: i32,
+    chain: &[SnapshotRef],
+) -> Result<Result<BuildStats, String>, IcebergError> {
+    let uuid = metadata.uuid().to_string();
+    let step = format!("updating key index {}", db_path.display());
+    let mut writer = Writer::new(db, step, false);
+    // Unfinished until the last flush: a crash in between means rebuild.
+    writer.flush(Some((&uuid, None)))?;
+    for snapshot in chain {
+        let id = snapshot.snapshot_id();
+        let entries = snapshot_files(file_io, metadata, snapshot, Some(id)).await?;
+        for entry in &entries {
+            if entry.status == ManifestStatus::Deleted && entry.content == DataContentType::Data {
+                return Ok(Err(format!(
+                    "snapshot {id} removes data file {} (a compaction or overwrite)",
+                    entry.path
+                )));
+            }
+            if entry.content == DataContentType::EqualityDeletes {
+                return Ok(Err(format!("snapshot {id} adds equality deletes")));
+            }
+        }
+        let added: Vec<&FileEntry> = entries
+            .iter()
+            .filter(|e| e.status == ManifestStatus::Added)
+            .collect();
+        let mut deletes = HashMap::new();
+        collect_deletes(file_io, &added, |_, _| true, &mut deletes).await?;
+        let new_data: Vec<&FileEntry> = added
+            .iter()
+            .copied()
+            .filter(|e| e.content == DataContentType::Data)
+            .collect();
+        let paths: Vec<&str> = new_data.iter().map(|e| e.path.as_str()).collect();
+        let ids = writer.file_ids(&paths)?;
+        for (entry, id) in new_data.iter().zip(ids) {
+            let deleted = deletes.get(&entry.path);
+            writer
+                .index_file(file_io, &entry.path, id, key_field, deleted)
+                .await?;
+        }
+        writer.flush(None)?;
+        // Deletes of older rows: forget a key whose row they retire (unless
+        // the key already points at a newer row).
+        let new_paths: HashSet<&str> = paths.iter().copied().collect();
+        for (path, positions) in &deletes {
+            if new_paths.contains(path.as_str()) {
+                continue;
+            }
+            let Some(file) =
+                store::known_file_id(db, path).map_err(|e| store_err(&writer.step, e))?
+            else {
+                continue;
+            };
+            let mut ops = Vec::new();
+            read_keys(file_io, path, key_field, |pos, key| {
+                if let Some(key) = key.filter(|_| positions.contains(pos)) {
+                    ops.push(Op::RemoveIfAt(key, file, pos));
+                }
+                Ok(())
+            })
+            .await?;
+            for op in ops {
+                writer.push(op)?;
+            }
+        }
+        writer.flush(None)?;
+    }
+    let current = metadata.current_snapshot_id();
+    writer.flush(Some((&uuid, Some(current))))?;
+    Ok(Ok(writer.stats))
+}

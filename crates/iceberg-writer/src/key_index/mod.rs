@@ -1,0 +1,377 @@
+//! The persistent key index of an upsert table: `_olake_id` -> the data
+//! file and row position of the key's current row, which a position delete
+//! or a deletion vector needs.
+//!
+//! One [redb] file per table, `<state_dir>/<table uuid>/keys.redb` (see
+//! [`store`] for its tables). Keys are the 16 bytes of the `_olake_id` hex;
+//! a location is a data file id (into a table of paths) and a row position,
+//! so an entry costs about 28 bytes plus B-tree overhead on disk. Nothing is
+//! held in memory per key: redb's page cache is capped (32 MiB), rebuilds
+//! and updates write in transactions of at most 200,000 changes, and data
+//! files are read one column, one batch (8,192 rows) at a time. A rebuild
+//! keeps the table's deletes in memory as Roaring bitmaps per data file.
+//!
+//! Measured (`large_index_memory`, 2,000,000 keys in 10 files, debug build
+//! with redb optimised): rebuild 31-47 s on a shared 2-core machine, peak
+//! RSS +38 MiB over the process's baseline (+6.5 MiB for 200,000 keys);
+//! 140 MB on disk after the rebuild's compaction (70 B/key: 28 B of data in
+//! half-full B-tree leaves); a later transaction rewriting most leaves (an
+//! update of 200,000 random keys) grows the file to 280 MB, the freed
+//! pages being reused by the transactions after it; 100,000 lookups in
+//! about 1 s.
+//!
+//! The redb calls are blocking local-disk I/O, made on the calling task.
+//!
+//! [`KeyIndex::open`] checks the index against the table:
+//! - it reflects the current snapshot: [`IndexState::Fresh`];
+//! - it reflects an ancestor of the current snapshot on `main` (e.g. the
+//!   process died between an Iceberg commit and [`KeyIndex::apply`], or
+//!   another writer appended): the snapshots since are replayed (their added
+//!   data files' `_olake_id`, their added deletes remove keys whose row they
+//!   retire): [`IndexState::UpdatedFrom`];
+//! - otherwise (missing, unreadable, another table's, unfinished, a snapshot
+//!   not on `main`'s history, or a snapshot since that removes data files or
+//!   adds equality deletes): rebuilt from the current snapshot, into a new
+//!   file renamed over the old one: [`IndexState::Rebuilt`].
+//!
+//! The sync looks keys up with [`KeyIndex::lookup`] and, only once its
+//! Iceberg commit succeeded, records it with [`KeyIndex::apply`].
+
+mod build;
+mod scan;
+mod store;
+#[cfg(test)]
+mod tests;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use iceberg::io::FileIO;
+use redb::Database;
+
+pub use build::BuildStats;
+pub use scan::parse_key;
+
+use crate::error::{IcebergError, IcebergErrorKind};
+use crate::target::TableHandle;
+use store::{store_err, StoreError, FILES, KEYS};
+
+const FILE_NAME: &str = "keys.redb";
+const REBUILD_FILE_NAME: &str = "keys.redb.rebuild";
+
+/// Where a key's current row is.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct RowLocation {
+    /// The data file's path, as in the manifest.
+    pub data_file: String,
+    /// The row's position in it (0-based).
+    pub pos: u64,
+}
+
+/// Why an index was rebuilt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RebuildReason {
+    /// No index file (first run, or the state folder was lost).
+    Missing,
+    /// The file could not be read (corrupt, or another layout).
+    Unreadable(String),
+    /// The file belongs to another table (this uuid).
+    OtherTable(String),
+    /// A rebuild or update did not finish.
+    Unfinished,
+    /// The index reflects a snapshot that is not the current one nor one of
+    /// its ancestors on `main` (another writer replaced history, expired
+    /// snapshots, a rollback).
+    UnknownSnapshot(i64),
+    /// A snapshot since the recorded one cannot be replayed.
+    NotReplayable(String),
+}
+
+impl std::fmt::Display for RebuildReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Missing => write!(f, "no index yet"),
+            Self::Unreadable(e) => write!(f, "the index could not be read: {e}"),
+            Self::OtherTable(uuid) => write!(f, "the index belongs to table {uuid}"),
+            Self::Unfinished => write!(f, "a previous rebuild or update did not finish"),
+            Self::UnknownSnapshot(id) => write!(
+                f,
+                "the index reflects snapshot {id}, not an ancestor of the current one"
+            ),
+            Self::NotReplayable(why) => write!(f, "{why}"),
+        }
+    }
+}
+
+/// What [`KeyIndex::open`] had to do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IndexState {
+    /// The index already reflected the current snapshot.
+    Fresh,
+    /// Replayed this many snapshots committed since the recorded one.
+    UpdatedFrom(usize),
+    /// Rebuilt from the table.
+    Rebuilt(RebuildReason),
+}
+
+/// What [`KeyIndex::apply`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Applied {
+    /// Recorded: the index reflects the new snapshot.
+    Recorded,
+    /// The commit's parent is not the snapshot the index reflects (another
+    /// writer committed in between): nothing written; the next
+    /// [`KeyIndex::open`] replays the snapshots in order.
+    Stale,
+}
+
+/// The key index of one table, open.
+pub struct KeyIndex {
+    db: Database,
+    path: PathBuf,
+    table_uuid: String,
+    snapshot_id: Option<i64>,
+    state: IndexState,
+    stats: BuildStats,
+}
+
+impl std::fmt::Debug for KeyIndex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KeyIndex")
+            .field("path", &self.path)
+            .field("snapshot_id", &self.snapshot_id)
+            .field("state", &self.state)
+            .finish_non_exhaustive()
+    }
+}
+
+impl KeyIndex {
+    /// Opens the table's index under `state_dir`, bringing it to the
+    /// table's current snapshot (see the module doc). Fails if the table has
+    /// no `_olake_id` column, on a storage error, or if another process has
+    /// the index open.
+    pub async fn open(
+        state_dir: &Path,
+        table: &TableHandle,
+        file_io: &FileIO,
+    ) -> Result<KeyIndex, IcebergError> {
+        let metadata = table.metadata();
+        let uuid = metadata.uuid().to_string();
+        let key_field = table
+            .schema()
+            .field_by_name(scan::KEY_COLUMN)
+            .map(|f| f.id)
+            .ok_or_else(|| {
+                IcebergError::new(
+                    IcebergErrorKind::Data,
+                    format!("opening the key index of table {}", table.name()),
+                    format!("the table has no {} column", scan::KEY_COLUMN),
+                )
+            })?;
+        let dir = state_dir.join(&uuid);
+        let path = dir.join(FILE_NAME);
+        let step = format!("opening key index {}", path.display());
+        std::fs::create_dir_all(&dir).map_err(|e| store_err(&step, e))?;
+        let current = metadata.current_snapshot_id();
+
+        let reason = if !path.exists() {
+            RebuildReason::Missing
+        } else {
+            match store::open_db(&path) {
+                Err(redb::DatabaseError::DatabaseAlreadyOpen) => {
+                    return Err(store_err(&step, "the index is open in another process"))
+                }
+                Err(e) => RebuildReason::Unreadable(e.to_string()),
+                Ok(db) => match store::read_meta(&db) {
+                    Err(e) => RebuildReason::Unreadable(e.to_string()),
+                    Ok(meta) if !store::layout_ok(&meta) => {
+                        RebuildReason::Unreadable("an unknown layout".to_string())
+                    }
+                    Ok(meta) if meta.table_uuid.as_deref() != Some(uuid.as_str()) => {
+                        RebuildReason::OtherTable(meta.table_uuid.unwrap_or_default())
+                    }
+                    Ok(meta) => match meta.snapshot {
+                        None => RebuildReason::Unfinished,
+                        Some(recorded) if recorded == current => {
+                            return Ok(Self::new(db, path, uuid, current, IndexState::Fresh));
+                        }
+                        Some(recorded) => match build::snapshots_since(metadata, recorded) {
+                            None => RebuildReason::UnknownSnapshot(recorded.unwrap_or(-1)),
+                            Some(chain) => {
+                                match build::update(
+                                    &db, &path, metadata, file_io, key_field, &chain,
+                                )
+                                .await?
+                                {
+                                    Ok(stats) => {
+                                        let state = IndexState::UpdatedFrom(chain.len());
+                                        let mut index = Self::new(db, path, uuid, current, state);
+                                        index.stats = stats;
+                                        return Ok(index);
+                                    }
+                                    Err(why) => RebuildReason::NotReplayable(why),
+                                }
+                            }
+                        },
+                    },
+                },
+            }
+        };
+
+        // Rebuild into a new file, then rename it over the old one: a crash
+        // midway leaves the old index (or none), never a half-filled one.
+        let tmp = dir.join(REBUILD_FILE_NAME);
+        let step = format!("rebuilding key index {}", path.display());
+        match std::fs::remove_file(&tmp) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(store_err(&step, e)),
+            _ => {}
+        }
+        let stats = {
+            let mut db = store::open_db(&tmp).map_err(|e| store_err(&step, e))?;
+            store::init(&db, &tmp)?;
+            let stats = build::rebuild(&db, &tmp, metadata, file_io, key_field).await?;
+            // Give back the pages the bulk load's transactions freed.
+            db.compact().map_err(|e| store_err(&step, e))?;
+            stats
+        };
+        std::fs::rename(&tmp, &path).map_err(|e| store_err(&step, e))?;
+        let db = store::open_db(&path).map_err(|e| store_err(&step, e))?;
+        let mut index = Self::new(db, path, uuid, current, IndexState::Rebuilt(reason));
+        index.stats = stats;
+        Ok(index)
+    }
+
+    fn new(
+        db: Database,
+        path: PathBuf,
+        table_uuid: String,
+        snapshot_id: Option<i64>,
+        state: IndexState,
+    ) -> Self {
+        Self {
+            db,
+            path,
+            table_uuid,
+            snapshot_id,
+            state,
+            stats: BuildStats::default(),
+        }
+    }
+
+    /// What opening had to do (for the log).
+    pub fn state(&self) -> &IndexState {
+        &self.state
+    }
+
+    /// The counts of the rebuild or update opening did (zero when fresh),
+    /// including keys found on more than one live row.
+    pub fn build_stats(&self) -> &BuildStats {
+        &self.stats
+    }
+
+    /// The snapshot the index reflects (`None`: a table without snapshots).
+    pub fn snapshot_id(&self) -> Option<i64> {
+        self.snapshot_id
+    }
+
+    /// The index file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The number of keys (live rows) indexed.
+    pub fn len(&self) -> Result<u64, IcebergError> {
+        store::key_count(&self.db)
+            .map_err(|e| store_err(format!("counting keys in {}", self.path.display()), e))
+    }
+
+    /// Whether no key is indexed.
+    pub fn is_empty(&self) -> Result<bool, IcebergError> {
+        Ok(self.len()? == 0)
+    }
+
+    /// The current row of each key (`None`: not in the table), in order,
+    /// from one read transaction.
+    pub fn lookup(
+        &self,
+        keys: impl IntoIterator<Item = [u8; 16]>,
+    ) -> Result<Vec<Option<RowLocation>>, IcebergError> {
+        let step = format!("looking up keys in {}", self.path.display());
+        let err = |e: StoreError| store_err(&step, e);
+        let tx = self.db.begin_read().map_err(|e| err(e.into()))?;
+        let table = tx.open_table(KEYS).map_err(|e| err(e.into()))?;
+        let files = tx.open_table(FILES).map_err(|e| err(e.into()))?;
+        let mut paths: HashMap<u32, String> = HashMap::new();
+        let mut out = Vec::new();
+        for key in keys {
+            let Some((file, pos)) = table
+                .get(&key)
+                .map_err(|e| err(e.into()))?
+                .map(|v| v.value())
+            else {
+                out.push(None);
+                continue;
+            };
+            let data_file = match paths.get(&file) {
+                Some(p) => p.clone(),
+                None => {
+                    let path = files
+                        .get(file)
+                        .map_err(|e| err(e.into()))?
+                        .map(|v| v.value().to_string())
+                        .ok_or_else(|| store_err(&step, format!("no path for file id {file}")))?;
+                    paths.insert(file, path.clone());
+                    path
+                }
+            };
+            out.push(Some(RowLocation { data_file, pos }));
+        }
+        Ok(out)
+    }
+
+    /// Records a committed snapshot: `deletes` (tombstoned keys) are
+    /// removed, then `upserts` (key, data file path, row position) set, and
+    /// the snapshot id recorded, in one durable transaction. Call it only
+    /// after the Iceberg commit succeeded, with the committed snapshot's id
+    /// and parent: a parent other than [`Self::snapshot_id`] writes nothing
+    /// and returns [`Applied::Stale`].
+    pub fn apply<P: AsRef<str>>(
+        &mut self,
+        snapshot_id: i64,
+        parent_snapshot_id: Option<i64>,
+        upserts: &[([u8; 16], P, u64)],
+        deletes: &[[u8; 16]],
+    ) -> Result<Applied, IcebergError> {
+        if parent_snapshot_id != self.snapshot_id {
+            return Ok(Applied::Stale);
+        }
+        let step = format!(
+            "recording snapshot {snapshot_id} in key index {}",
+            self.path.display()
+        );
+        let tx = self.db.begin_write().map_err(|e| store_err(&step, e))?;
+        (|| -> Result<(), StoreError> {
+            let mut ids: HashMap<&str, u32> = HashMap::new();
+            for (_, path, _) in upserts {
+                let path = path.as_ref();
+                if !ids.contains_key(path) {
+                    ids.insert(path, store::file_id(&tx, path)?);
+                }
+            }
+            {
+                let mut keys = tx.open_table(KEYS)?;
+                for key in deletes {
+                    keys.remove(key)?;
+                }
+                for (key, path, pos) in upserts {
+                    keys.insert(key, (ids[path.as_ref()], *pos))?;
+                }
+            }
+            store::write_meta(&tx, &self.table_uuid, Some(Some(snapshot_id)))
+        })()
+        .map_err(|e| store_err(&step, e))?;
+        tx.commit().map_err(|e| store_err(&step, e))?;
+        self.snapshot_id = Some(snapshot_id);
+        Ok(Applied::Recorded)
+    }
+}

@@ -1,0 +1,349 @@
+//! Reading what the key index needs from the table: the files of a
+//! snapshot (from its manifests), the `_olake_id` column of a data file
+//! (Parquet projection, streamed a batch at a time), position delete files
+//! and deletion vectors.
+
+use std::collections::HashMap;
+
+use arrow_array::cast::AsArray;
+use arrow_array::{Array, RecordBatch};
+use arrow_schema::DataType;
+use futures::TryStreamExt;
+use iceberg::arrow::ArrowFileReader;
+use iceberg::io::FileIO;
+use iceberg::spec::{
+    DataContentType, DataFileFormat, ManifestList, ManifestStatus, Snapshot, TableMetadata,
+};
+use parquet::arrow::{ParquetRecordBatchStreamBuilder, ProjectionMask};
+use roaring::RoaringTreemap;
+
+use crate::error::{from_iceberg, IcebergError, IcebergErrorKind};
+
+/// The column holding each row's key.
+pub(crate) const KEY_COLUMN: &str = "_olake_id";
+/// Reserved field ids of a position delete file's columns.
+const FILE_PATH_FIELD_ID: i32 = 2147483546;
+const POS_FIELD_ID: i32 = 2147483545;
+/// Rows per decoded batch: bounds the memory of one read.
+const BATCH_ROWS: usize = 8192;
+/// The magic number at the start of a deletion vector blob.
+const DV_MAGIC: [u8; 4] = [0xD1, 0xD3, 0x39, 0x64];
+
+/// A file of a snapshot, as its manifest entry describes it.
+#[derive(Debug, Clone)]
+pub(crate) struct FileEntry {
+    pub path: String,
+    pub content: DataContentType,
+    pub format: DataFileFormat,
+    /// The data sequence number.
+    pub seq: i64,
+    pub status: ManifestStatus,
+    pub referenced_data_file: Option<String>,
+    pub content_offset: Option<i64>,
+    pub content_size: Option<i64>,
+    pub equality_ids: Option<Vec<i32>>,
+}
+
+fn data_err(step: impl Into<String>, detail: impl std::fmt::Display) -> IcebergError {
+    IcebergError::new(IcebergErrorKind::Data, step, detail.to_string())
+}
+
+fn parquet_err(step: impl Into<String>, e: parquet::errors::ParquetError) -> IcebergError {
+    IcebergError::new(IcebergErrorKind::Storage, step, e.to_string())
+}
+
+/// The entries of the snapshot's manifests. `only_added_by`: read only the
+/// manifests that snapshot wrote, and only the entries it added or removed.
+pub(crate) async fn snapshot_files(
+    file_io: &FileIO,
+    metadata: &TableMetadata,
+    snapshot: &Snapshot,
+    only_added_by: Option<i64>,
+) -> Result<Vec<FileEntry>, IcebergError> {
+    let list_path = snapshot.manifest_list();
+    let step = format!("reading manifest list {list_path}");
+    let bytes = file_io
+        .new_input(list_path)
+        .map_err(|e| from_iceberg(&step, &e, IcebergErrorKind::Data))?
+        .read()
+        .await
+        .map_err(|e| from_iceberg(&step, &e, IcebergErrorKind::Data))?;
+    let list = ManifestList::parse_with_version(&bytes, metadata.format_version())
+        .map_err(|e| from_iceberg(&step, &e, IcebergErrorKind::Data))?;
+    let mut out = Vec::new();
+    for manifest_file in list.entries() {
+        if only_added_by.is_some_and(|id| manifest_file.added_snapshot_id != id) {
+            continue;
+        }
+        let step = format!("reading manifest {}", manifest_file.manifest_path);
+        let manifest = manifest_file
+            .load_manifest(file_io)
+            .await
+            .map_err(|e| from_iceberg(&step, &e, IcebergErrorKind::Data))?;
+        for entry in manifest.entries() {
+            match only_added_by {
+                Some(id) if entry.snapshot_id() != Some(id) => continue,
+                Some(_) if entry.status() == ManifestStatus::Existing => continue,
+                None if !entry.is_alive() => continue,
+                _ => {}
+            }
+            let file = entry.data_file();
+            out.push(FileEntry {
+                path: file.file_path().to_string(),
+                content: file.content_type(),
+                format: file.file_format(),
+                seq: entry
+                    .sequence_number()
+                    .unwrap_or(snapshot.sequence_number()),
+                status: entry.status(),
+                referenced_data_file: file.referenced_data_file(),
+                content_offset: file.content_offset(),
+                content_size: file.content_size_in_bytes(),
+                equality_ids: file.equality_ids(),
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// Streams a Parquet file's batches with only the leaf columns `pick`
+/// chooses (given each leaf's field id and name).
+async fn stream_columns(
+    file_io: &FileIO,
+    path: &str,
+    pick: impl Fn(Option<i32>, &str) -> bool,
+    mut each: impl FnMut(&RecordBatch) -> Result<(), IcebergError>,
+) -> Result<(), IcebergError> {
+    let step = format!("reading {path}");
+    let input = file_io
+        .new_input(path)
+        .map_err(|e| from_iceberg(&step, &e, IcebergErrorKind::Data))?;
+    let meta = input
+        .metadata()
+        .await
+        .map_err(|e| from_iceberg(&step, &e, IcebergErrorKind::Storage))?;
+    let reader = input
+        .reader()
+        .await
+        .map_err(|e| from_iceberg(&step, &e, IcebergErrorKind::Storage))?;
+    let builder = ParquetRecordBatchStreamBuilder::new(ArrowFileReader::new(meta, reader))
+        .await
+        .map_err(|e| parquet_err(&step, e))?;
+    let leaves: Vec<usize> = builder
+        .parquet_schema()
+        .columns()
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| {
+            let info = c.self_type().get_basic_info();
+            pick(info.has_id().then(|| info.id()), c.name())
+        })
+        .map(|(i, _)| i)
+        .collect();
+    if leaves.is_empty() {
+        return Err(data_err(step, "none of the columns to read is in the file"));
+    }
+    let mask = ProjectionMask::leaves(builder.parquet_schema(), leaves);
+    let mut stream = builder
+        .with_projection(mask)
+        .with_batch_size(BATCH_ROWS)
+        .build()
+        .map_err(|e| parquet_err(&step, e))?;
+    while let Some(batch) = stream.try_next().await.map_err(|e| parquet_err(&step, e))? {
+        each(&batch)?;
+    }
+    Ok(())
+}
+
+/// Parses 32 hex digits into the 16 bytes of a key.
+pub fn parse_key(hex: &str) -> Option<[u8; 16]> {
+    let digits = hex.as_bytes();
+    if digits.len() != 32 {
+        return None;
+    }
+    let nibble = |c: u8| match c {
+        b'0'..=b'9' => Some(c - b'0'),
+        b'a'..=b'f' => Some(c - b'a' + 10),
+        b'A'..=b'F' => Some(c - b'A' + 10),
+        _ => None,
+    };
+    let mut out = [0u8; 16];
+    for (i, byte) in out.iter_mut().enumerate() {
+        *byte = (nibble(digits[2 * i])? << 4) | nibble(digits[2 * i + 1])?;
+    }
+    Some(out)
+}
+
+fn strings(step: &str, column: &dyn Array) -> Result<Vec<Option<String>>, IcebergError> {
+    let values: Vec<Option<String>> = match column.data_type() {
+        DataType::Utf8 => column
+            .as_string::<i32>()
+            .iter()
+            .map(|v| v.map(str::to_string))
+            .collect(),
+        DataType::LargeUtf8 => column
+            .as_string::<i64>()
+            .iter()
+            .map(|v| v.map(str::to_string))
+            .collect(),
+        DataType::Utf8View => column
+            .as_string_view()
+            .iter()
+            .map(|v| v.map(str::to_string))
+            .collect(),
+        other => return Err(data_err(step, format!("expected strings, found {other}"))),
+    };
+    Ok(values)
+}
+
+/// Streams the keys of a data file's rows in position order: `each(pos,
+/// key)` with `None` for a null or malformed `_olake_id`.
+pub(crate) async fn read_keys(
+    file_io: &FileIO,
+    path: &str,
+    key_field_id: i32,
+    mut each: impl FnMut(u64, Option<[u8; 16]>) -> Result<(), IcebergError>,
+) -> Result<(), IcebergError> {
+    let step = format!("reading the {KEY_COLUMN} column of {path}");
+    let mut pos = 0u64;
+    stream_columns(
+        file_io,
+        path,
+        |id, name| match id {
+            Some(id) => id == key_field_id,
+            None => name == KEY_COLUMN,
+        },
+        |batch| {
+            let column = batch.column(0);
+            match column.data_type() {
+                DataType::Utf8 => {
+                    for v in column.as_string::<i32>().iter() {
+                        each(pos, v.and_then(parse_key))?;
+                        pos += 1;
+                    }
+                }
+                _ => {
+                    for v in strings(&step, column.as_ref())? {
+                        each(pos, v.as_deref().and_then(parse_key))?;
+                        pos += 1;
+                    }
+                }
+            }
+            Ok(())
+        },
+    )
+    .await
+}
+
+/// Reads a position delete file into `out` (data file path -> deleted
+/// positions), keeping only the rows `keep(path)` accepts.
+pub(crate) async fn read_position_deletes(
+    file_io: &FileIO,
+    path: &str,
+    keep: impl Fn(&str) -> bool,
+    out: &mut HashMap<String, RoaringTreemap>,
+) -> Result<(), IcebergError> {
+    let step = format!("reading position delete file {path}");
+    stream_columns(
+        file_io,
+        path,
+        |id, name| match id {
+            Some(id) => id == FILE_PATH_FIELD_ID || id == POS_FIELD_ID,
+            None => name == "file_path" || name == "pos",
+        },
+        |batch| {
+            let schema = batch.schema();
+            let (Ok(fp), Ok(ps)) = (schema.index_of("file_path"), schema.index_of("pos")) else {
+                return Err(data_err(&step, "no file_path and pos columns"));
+            };
+            let paths = strings(&step, batch.column(fp).as_ref())?;
+            let positions = batch
+                .column(ps)
+                .as_primitive_opt::<arrow_array::types::Int64Type>()
+                .ok_or_else(|| data_err(&step, "pos is not a long column"))?;
+            for (p, pos) in paths.into_iter().zip(positions.iter()) {
+                if let (Some(p), Some(pos)) = (p, pos) {
+                    if pos >= 0 && keep(&p) {
+                        out.entry(p).or_default().insert(pos as u64);
+                    }
+                }
+            }
+            Ok(())
+        },
+    )
+    .await
+}
+
+/// Reads and decodes one deletion vector blob of a Puffin file.
+pub(crate) async fn read_deletion_vector(
+    file_io: &FileIO,
+    entry: &FileEntry,
+) -> Result<RoaringTreemap, IcebergError> {
+    let step = format!("reading deletion vector in {}", entry.path);
+    let (Some(offset), Some(size)) = (entry.content_offset, entry.content_size) else {
+        return Err(data_err(step, "no content_offset / content_size_in_bytes"));
+    };
+    let reader = file_io
+        .new_input(&entry.path)
+        .map_err(|e| from_iceberg(&step, &e, IcebergErrorKind::Data))?
+        .reader()
+        .await
+        .map_err(|e| from_iceberg(&step, &e, IcebergErrorKind::Storage))?;
+    let bytes = reader
+        .read(offset as u64..(offset + size) as u64)
+        .await
+        .map_err(|e| from_iceberg(&step, &e, IcebergErrorKind::Storage))?;
+    decode_deletion_vector(&bytes).map_err(|detail| data_err(step, detail))
+}
+
+/// Decodes a `deletion-vector-v1` blob: length (u32 BE) | magic | portable
+/// 64-bit Roaring bitmap | CRC-32 (BE) of magic and bitmap.
+pub(crate) fn decode_deletion_vector(blob: &[u8]) -> Result<RoaringTreemap, String> {
+    if blob.len() < 12 {
+        return Err(format!("blob of {} bytes is too short", blob.len()));
+    }
+    let length = u32::from_be_bytes(blob[0..4].try_into().expect("4 bytes")) as usize;
+    if length + 8 != blob.len() || length < 4 {
+        return Err(format!(
+            "length field {length} does not fit a blob of {} bytes",
+            blob.len()
+        ));
+    }
+    let body = &blob[4..4 + length];
+    if body[0..4] != DV_MAGIC {
+        return Err("bad magic number".to_string());
+    }
+    let crc = u32::from_be_bytes(blob[4 + length..].try_into().expect("4 bytes"));
+    if crc32fast::hash(body) != crc {
+        return Err("CRC-32 mismatch".to_string());
+    }
+    RoaringTreemap::deserialize_from(&body[4..]).map_err(|e| format!("bad bitmap: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_parse_from_hex() {
+        let key = parse_key("000102030405060708090a0b0c0d0e0f").unwrap();
+        assert_eq!(key, core::array::from_fn(|i| i as u8));
+        assert_eq!(parse_key("00"), None);
+        assert_eq!(parse_key("zz0102030405060708090a0b0c0d0e0f"), None);
+    }
+
+    #[test]
+    fn deletion_vectors_decode_and_check_their_crc() {
+        let mut bitmap = RoaringTreemap::new();
+        bitmap.extend([1u64, 5, 1 << 33]);
+        let mut body = DV_MAGIC.to_vec();
+        bitmap.serialize_into(&mut body).unwrap();
+        let mut blob = (body.len() as u32).to_be_bytes().to_vec();
+        blob.extend_from_slice(&body);
+        blob.extend_from_slice(&crc32fast::hash(&body).to_be_bytes());
+        assert_eq!(decode_deletion_vector(&blob).unwrap(), bitmap);
+        let last = blob.len() - 1;
+        blob[last] ^= 1;
+        assert!(decode_deletion_vector(&blob).unwrap_err().contains("CRC"));
+    }
+}

@@ -1,0 +1,620 @@
+//! The row-delta snapshot (Java's `RowDelta`): data files and delete files
+//! committed together.
+//!
+//! - a new data manifest for the data files, a new delete manifest
+//!   (`content = deletes`) for the delete files (position delete files on
+//!   v2, deletion vectors on v3), both inheriting the snapshot's sequence
+//!   number (and, for data, the v3 first row id) from the manifest list;
+//! - the parent's manifests carried forward, except that a delete manifest
+//!   holding a deletion vector this commit replaces is rewritten: the
+//!   replaced entry as DELETED, the others as EXISTING (at most one DV per
+//!   data file per snapshot);
+//! - the summary metrics the Java library writes (`added-dvs`,
+//!   `removed-dvs`, `added-position-deletes`, running totals, ...), the
+//!   caller's properties and `topicberg.commit-id`;
+//! - requirements: the table uuid and `main`'s snapshot id.
+//!
+//! The new manifests are written once and reused on a retry; the rewritten
+//! manifests and the manifest list are rebuilt on each new parent, and the
+//! replaced DVs are checked to still be current on it.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use iceberg::io::FileIO;
+use iceberg::spec::{
+    DataContentType, DataFile, DataFileFormat, FormatVersion, ManifestContentType, ManifestFile,
+    ManifestList, ManifestListWriter, ManifestWriter, ManifestWriterBuilder, Operation, Snapshot,
+    SnapshotReference, SnapshotRetention, TableMetadata, MAIN_BRANCH, UNASSIGNED_SEQUENCE_NUMBER,
+};
+use iceberg::{TableRequirement, TableUpdate};
+
+use crate::append::BuiltSnapshot;
+use crate::delete_summary::summary;
+use crate::deletion_vectors::is_deletion_vector;
+use crate::error::{from_iceberg, CatalogErrorKind, IcebergError, IcebergErrorKind};
+
+/// What a row delta commits.
+#[derive(Debug, Clone, Default)]
+pub struct RowDelta {
+    /// New data files.
+    pub data_files: Vec<DataFile>,
+    /// New delete files: position delete files (v2 tables) or deletion
+    /// vectors (v3 tables). A DV for a data file that already has one must
+    /// hold the union of both and name the old one in `replaced_dvs`.
+    pub delete_files: Vec<DataFile>,
+    /// The current DV entries the new DVs replace, as listed by
+    /// [`list_deletion_vectors`] (matched by Puffin path and offset).
+    pub replaced_dvs: Vec<DataFile>,
+    /// Extra summary properties, e.g. `topicberg.offsets`.
+    pub summary_extra: BTreeMap<String, String>,
+}
+
+/// The step text of the error a row delta fails with when its deletes no
+/// longer apply to the table as another writer left it: a DV it replaces is
+/// no longer current, another DV appeared for a data file it adds a DV
+/// for, or a commit since the table was loaded removed data files (e.g. a
+/// compaction). Reload and recompute the deletes. The error's kind is
+/// `Catalog(Conflict)`; [`is_stale_deletes`] tells it apart.
+pub const STALE_DELETES_STEP: &str = "checking that a row delta's deletes still apply";
+
+/// Whether `err` says that the row delta's deletes no longer apply (see
+/// [`STALE_DELETES_STEP`]): reload the table, recompute (merge again with
+/// the current vectors), commit again.
+pub fn is_stale_deletes(err: &IcebergError) -> bool {
+    err.kind == IcebergErrorKind::Catalog(CatalogErrorKind::Conflict)
+        && err.step.starts_with(STALE_DELETES_STEP)
+}
+
+fn stale(metadata: &TableMetadata, detail: String) -> IcebergError {
+    IcebergError::new(
+        IcebergErrorKind::Catalog(CatalogErrorKind::Conflict),
+        format!("{STALE_DELETES_STEP} ({})", metadata.location()),
+        detail,
+    )
+}
+
+/// Fails when a snapshot committed on `main` after `base` (the snapshot
+/// the deletes were computed on) removed data files, or `base` is no
+/// longer an ancestor: positions may point at rows that moved.
+fn check_no_data_removed_since(
+    metadata: &TableMetadata,
+    base: Option<i64>,
+) -> Result<(), IcebergError> {
+    let mut next = metadata.current_snapshot_id();
+    while next != base {
+        let Some(id) = next else {
+            return Err(stale(
+                metadata,
+                format!("snapshot {base:?} the deletes were computed on is no longer on main"),
+            ));
+        };
+        let Some(snapshot) = metadata.snapshot_by_id(id) else {
+            return Err(stale(
+                metadata,
+                format!("snapshot {id} of main is missing from the metadata"),
+            ));
+        };
+        let summary = snapshot.summary();
+        let removed = summary
+            .additional_properties
+            .get("deleted-data-files")
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0);
+        if removed > 0 || summary.operation == Operation::Replace {
+            return Err(stale(
+                metadata,
+                format!(
+                    "snapshot {id} ({}) removed or rewrote data files after the deletes \
+                     were computed",
+                    summary.operation.as_str()
+                ),
+            ));
+        }
+        next = snapshot.parent_snapshot_id();
+    }
+    Ok(())
+}
+
+/// A positive snapshot id no snapshot of the table has.
+fn new_snapshot_id(metadata: &TableMetadata) -> i64 {
+    loop {
+        let (a, b) = uuid::Uuid::new_v4().as_u64_pair();
+        let id = ((a ^ b) & (i64::MAX as u64)) as i64;
+        if id != 0 && !metadata.snapshots().any(|s| s.snapshot_id() == id) {
+            return id;
+        }
+    }
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// A live manifest entry with what rewriting it needs.
+#[derive(Debug, Clone)]
+struct LiveEntry {
+    file: DataFile,
+    snapshot_id: i64,
+    sequence_number: i64,
+    file_sequence_number: i64,
+}
+
+/// A DV's identity: its Puffin file and blob offset.
+fn dv_key(file: &DataFile) -> (String, i64) {
+    (
+        file.file_path().to_string(),
+        file.content_offset().unwrap_or(-1),
+    )
+}
+
+async fn read_manifest_list(
+    file_io: &FileIO,
+    metadata: &TableMetadata,
+) -> Result<Vec<ManifestFile>, IcebergError> {
+    let Some(parent) = metadata.current_snapshot() else {
+        return Ok(Vec::new());
+    };
+    let step = format!("reading manifest list {}", parent.manifest_list());
+    let bytes = file_io
+        .new_input(parent.manifest_list())
+        .map_err(|e| from_iceberg(&step, &e, IcebergErrorKind::Storage))?
+        .read()
+        .await
+        .map_err(|e| from_iceberg(&step, &e, IcebergErrorKind::Storage))?;
+    Ok(
+        ManifestList::parse_with_version(&bytes, metadata.format_version())
+            .map_err(|e| from_iceberg(&step, &e, IcebergErrorKind::Data))?
+            .entries()
+            .to_vec(),
+    )
+}
+
+/// The live entries of a manifest (sequence numbers inherited).
+async fn live_entries(
+    file_io: &FileIO,
+    manifest: &ManifestFile,
+) -> Result<Vec<LiveEntry>, IcebergError> {
+    let step = format!("reading manifest {}", manifest.manifest_path);
+    let loaded = manifest
+        .load_manifest(file_io)
+        .await
+        .map_err(|e| from_iceberg(&step, &e, IcebergErrorKind::Storage))?;
+    let mut out = Vec::new();
+    for entry in loaded.entries().iter().filter(|e| e.is_alive()) {
+        let sequence_number = entry.sequence_number().ok_or_else(|| {
+            IcebergError::new(
+                IcebergErrorKind::Data,
+                &step,
+                format!("{} has no sequence number", entry.file_path()),
+            )
+        })?;
+        out.push(LiveEntry {
+            file: entry.data_file().clone(),
+            snapshot_id: entry.snapshot_id().unwrap_or(manifest.added_snapshot_id),
+            sequence_number,
+            file_sequence_number: entry.file_sequence_number.unwrap_or(sequence_number),
+        });
+    }
+    Ok(out)
+}
+
+/// The current deletion vectors of the table's `main` snapshot: data file
+/// path -> its DV entry.
+pub async fn list_deletion_vectors(
+    file_io: &FileIO,
+    metadata: &TableMetadata,
+) -> Result<HashMap<String, DataFile>, IcebergError> {
+    let mut out = HashMap::new();
+    for manifest in read_manifest_list(file_io, metadata).await? {
+        if manifest.content != ManifestContentType::Deletes {
+            continue;
+        }
+        for entry in live_entries(file_io, &manifest).await? {
+            if let (true, Some(data_file)) = (
+                is_deletion_vector(&entry.file),
+                entry.file.referenced_data_file(),
+            ) {
+                out.insert(data_file, entry.file);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// A row delta being committed.
+pub(crate) struct PendingRowDelta {
+    pub(crate) snapshot_id: i64,
+    pub(crate) commit_id: String,
+    delta: RowDelta,
+    /// The `main` snapshot the deletes were computed on.
+    base: Option<i64>,
+    data_manifest: Option<ManifestFile>,
+    delete_manifest: Option<ManifestFile>,
+}
+
+impl PendingRowDelta {
+    pub(crate) fn new(metadata: &TableMetadata, delta: RowDelta) -> Self {
+        Self {
+            snapshot_id: new_snapshot_id(metadata),
+            commit_id: uuid::Uuid::new_v4().to_string(),
+            delta,
+            base: metadata.current_snapshot_id(),
+            data_manifest: None,
+            delete_manifest: None,
+        }
+    }
+
+    fn validate(&self, metadata: &TableMetadata, step: &str) -> Result<(), IcebergError> {
+        let err = |detail: String| IcebergError::new(IcebergErrorKind::Data, step, detail);
+        let format = metadata.format_version();
+        if format == FormatVersion::V1 {
+            return Err(IcebergError::new(
+                IcebergErrorKind::Config,
+                step,
+                "format version 1 tables are not supported (use 2 or 3)",
+            ));
+        }
+        if let Some(bad) = self
+            .delta
+            .data_files
+            .iter()
+            .find(|f| f.content_type() != DataContentType::Data)
+        {
+            return Err(err(format!("{} is not a data file", bad.file_path())));
+        }
+        let mut dv_targets = HashSet::new();
+        for file in &self.delta.delete_files {
+            match (file.content_type(), file.file_format(), format) {
+                (DataContentType::Data, _, _) => {
+                    return Err(err(format!("{} is not a delete file", file.file_path())))
+                }
+                (DataContentType::PositionDeletes, DataFileFormat::Puffin, FormatVersion::V3) => {
+                    let target = file.referenced_data_file().ok_or_else(|| {
+                        err(format!(
+                            "deletion vector in {} has no referenced data file",
+                            file.file_path()
+                        ))
+                    })?;
+                    if !dv_targets.insert(target.clone()) {
+                        return Err(err(format!(
+                            "two deletion vectors for {target}; at most one per data file"
+                        )));
+                    }
+                }
+                (DataContentType::PositionDeletes, DataFileFormat::Puffin, _) => {
+                    return Err(err(
+                        "deletion vectors need a format version 3 table".to_string()
+                    ))
+                }
+                (DataContentType::PositionDeletes, _, FormatVersion::V3) => {
+                    return Err(err(format!(
+                        "{}: v3 tables take deletion vectors, not position delete files",
+                        file.file_path()
+                    )))
+                }
+                _ => {}
+            }
+        }
+        if let Some(bad) = self
+            .delta
+            .replaced_dvs
+            .iter()
+            .find(|f| !is_deletion_vector(f))
+        {
+            return Err(err(format!(
+                "replaced entry {} is not a deletion vector",
+                bad.file_path()
+            )));
+        }
+        Ok(())
+    }
+
+    /// Writes what is missing and builds the snapshot on `metadata`'s
+    /// current `main` snapshot. `attempt` numbers the files written per
+    /// attempt.
+    pub(crate) async fn build(
+        &mut self,
+        file_io: &FileIO,
+        metadata: &TableMetadata,
+        attempt: u32,
+    ) -> Result<BuiltSnapshot, IcebergError> {
+        let step = format!(
+            "building the row delta snapshot for {}",
+            metadata.location()
+        );
+        self.validate(metadata, &step)?;
+        if !self.delta.delete_files.is_empty() {
+            check_no_data_removed_since(metadata, self.base)?;
+        }
+        let format = metadata.format_version();
+        if metadata
+            .snapshots()
+            .any(|s| s.snapshot_id() == self.snapshot_id)
+        {
+            self.snapshot_id = new_snapshot_id(metadata);
+            self.data_manifest = None;
+            self.delete_manifest = None;
+        }
+        if self.data_manifest.is_none() && !self.delta.data_files.is_empty() {
+            let files = self.delta.data_files.clone();
+            self.data_manifest = Some(self.write_new(file_io, metadata, files, "m0").await?);
+        }
+        if self.delete_manifest.is_none() && !self.delta.delete_files.is_empty() {
+            let files = self.delta.delete_files.clone();
+            self.delete_manifest = Some(self.write_new(file_io, metadata, files, "m1").await?);
+        }
+
+        let parent_manifests = read_manifest_list(file_io, metadata).await?;
+        let (carried, removed) = self
+            .carry_forward(file_io, metadata, parent_manifests, attempt)
+            .await?;
+        let mut manifests: Vec<ManifestFile> = Vec::new();
+        manifests.extend(self.data_manifest.clone());
+        manifests.extend(self.delete_manifest.clone());
+        manifests.extend(carried);
+
+        let parent = metadata.current_snapshot();
+        let sequence_number = metadata.next_sequence_number();
+        let parent_id = parent.map(|p| p.snapshot_id());
+        let list_location = format!(
+            "{}/metadata/snap-{}-{}-{}.avro",
+            metadata.location(),
+            self.snapshot_id,
+            attempt,
+            self.commit_id
+        );
+        let list_err = |e: iceberg::Error| {
+            from_iceberg(
+                format!("writing manifest list {list_location}"),
+                &e,
+                IcebergErrorKind::Data,
+            )
+        };
+        let writer = file_io
+            .new_output(&list_location)
+            .map_err(list_err)?
+            .writer()
+            .await
+            .map_err(list_err)?;
+        let first_row_id = metadata.next_row_id();
+        let mut list = match format {
+            FormatVersion::V3 => ManifestListWriter::v3(
+                writer,
+                self.snapshot_id,
+                parent_id,
+                sequence_number,
+                Some(first_row_id),
+            ),
+            _ => ManifestListWriter::v2(writer, self.snapshot_id, parent_id, sequence_number),
+        };
+        list.add_manifests(manifests.into_iter())
+            .map_err(list_err)?;
+        let next_row_id = list.next_row_id();
+        list.close().await.map_err(list_err)?;
+
+        let summary = summary(
+            parent.map(|p| p.summary()),
+            &self.delta.data_files,
+            &self.delta.delete_files,
+            &removed,
+            &self.delta.summary_extra,
+            &self.commit_id,
+        );
+        let timestamp_ms = now_ms().max(metadata.last_updated_ms());
+        let builder = Snapshot::builder()
+            .with_snapshot_id(self.snapshot_id)
+            .with_parent_snapshot_id(parent_id)
+            .with_sequence_number(sequence_number)
+            .with_timestamp_ms(timestamp_ms)
+            .with_manifest_list(list_location)
+            .with_summary(summary)
+            .with_schema_id(metadata.current_schema_id());
+        let snapshot = match (format, next_row_id) {
+            (FormatVersion::V3, Some(next)) => builder
+                .with_row_range(first_row_id, next - first_row_id)
+                .build(),
+            _ => builder.build(),
+        };
+        let updates = vec![
+            TableUpdate::AddSnapshot {
+                snapshot: snapshot.clone(),
+            },
+            TableUpdate::SetSnapshotRef {
+                ref_name: MAIN_BRANCH.to_string(),
+                reference: SnapshotReference::new(
+                    self.snapshot_id,
+                    SnapshotRetention::branch(None, None, None),
+                ),
+            },
+        ];
+        let requirements = vec![
+            TableRequirement::UuidMatch {
+                uuid: metadata.uuid(),
+            },
+            TableRequirement::RefSnapshotIdMatch {
+                r#ref: MAIN_BRANCH.to_string(),
+                snapshot_id: parent_id,
+            },
+        ];
+        Ok(BuiltSnapshot {
+            snapshot,
+            updates,
+            requirements,
+        })
+    }
+
+    /// The parent's manifests to list, with every delete manifest that
+    /// holds a replaced DV rewritten, and the DV entries removed. Checks
+    /// that the replaced DVs are current and that no other current DV
+    /// exists for a data file this commit adds a DV for.
+    async fn carry_forward(
+        &self,
+        file_io: &FileIO,
+        metadata: &TableMetadata,
+        parent_manifests: Vec<ManifestFile>,
+        attempt: u32,
+    ) -> Result<(Vec<ManifestFile>, Vec<DataFile>), IcebergError> {
+        let new_dv_targets: HashSet<String> = self
+            .delta
+            .delete_files
+            .iter()
+            .filter(|f| is_deletion_vector(f))
+            .filter_map(|f| f.referenced_data_file())
+            .collect();
+        let mut replaced: HashMap<(String, i64), bool> = self
+            .delta
+            .replaced_dvs
+            .iter()
+            .map(|f| (dv_key(f), false))
+            .collect();
+        let stale = |detail: String| stale(metadata, detail);
+        let mut out = Vec::new();
+        let mut removed = Vec::new();
+        let mut rewritten = 0;
+        for manifest in parent_manifests {
+            // A manifest left with only DELETED entries (e.g. one rewritten
+            // when all its DVs were replaced) has recorded its removals in
+            // an earlier snapshot: leave it out, as the Java library does.
+            if manifest.added_files_count == Some(0) && manifest.existing_files_count == Some(0) {
+                continue;
+            }
+            let must_scan = manifest.content == ManifestContentType::Deletes
+                && (!new_dv_targets.is_empty() || !replaced.is_empty());
+            if !must_scan {
+                out.push(manifest);
+                continue;
+            }
+            let entries = live_entries(file_io, &manifest).await?;
+            let mut touched = false;
+            for entry in &entries {
+                if !is_deletion_vector(&entry.file) {
+                    continue;
+                }
+                if let Some(found) = replaced.get_mut(&dv_key(&entry.file)) {
+                    *found = true;
+                    touched = true;
+                } else if let Some(target) = entry
+                    .file
+                    .referenced_data_file()
+                    .filter(|t| new_dv_targets.contains(t))
+                {
+                    return Err(stale(format!(
+                        "{target} has a current deletion vector in {} that this commit does \
+                         not replace; merge with it and commit again",
+                        entry.file.file_path()
+                    )));
+                }
+            }
+            if !touched {
+                out.push(manifest);
+                continue;
+            }
+            rewritten += 1;
+            let location = format!(
+                "{}/metadata/{}-r{attempt}-{rewritten}.avro",
+                metadata.location(),
+                self.commit_id
+            );
+            let err = |e: iceberg::Error| {
+                from_iceberg(
+                    format!(
+                        "rewriting manifest {} as {location}",
+                        manifest.manifest_path
+                    ),
+                    &e,
+                    IcebergErrorKind::Data,
+                )
+            };
+            let mut writer = manifest_writer(file_io, metadata, &location, self.snapshot_id, true)
+                .map_err(err)?;
+            for entry in entries {
+                if is_deletion_vector(&entry.file) && replaced.contains_key(&dv_key(&entry.file)) {
+                    writer
+                        .add_delete_file(
+                            entry.file.clone(),
+                            entry.sequence_number,
+                            Some(entry.file_sequence_number),
+                        )
+                        .map_err(err)?;
+                    removed.push(entry.file);
+                } else {
+                    writer
+                        .add_existing_file(
+                            entry.file,
+                            entry.snapshot_id,
+                            entry.sequence_number,
+                            Some(entry.file_sequence_number),
+                        )
+                        .map_err(err)?;
+                }
+            }
+            out.push(writer.write_manifest_file().await.map_err(err)?);
+        }
+        if let Some(((path, offset), _)) = replaced.iter().find(|(_, found)| !**found) {
+            return Err(stale(format!(
+                "the deletion vector at offset {offset} of {path} is no longer current \
+                 (another commit replaced or removed it); merge with the current vector \
+                 and commit again"
+            )));
+        }
+        Ok((out, removed))
+    }
+
+    /// Writes a new manifest of `files` (all entries ADDED, sequence numbers
+    /// inherited).
+    async fn write_new(
+        &self,
+        file_io: &FileIO,
+        metadata: &TableMetadata,
+        files: Vec<DataFile>,
+        suffix: &str,
+    ) -> Result<ManifestFile, IcebergError> {
+        let deletes = files
+            .first()
+            .is_some_and(|f| f.content_type() != DataContentType::Data);
+        let location = format!(
+            "{}/metadata/{}-{suffix}.avro",
+            metadata.location(),
+            self.commit_id
+        );
+        let err = |e: iceberg::Error| {
+            from_iceberg(
+                format!("writing manifest {location}"),
+                &e,
+                IcebergErrorKind::Data,
+            )
+        };
+        let mut writer = manifest_writer(file_io, metadata, &location, self.snapshot_id, deletes)
+            .map_err(err)?;
+        for file in files {
+            writer
+                .add_file(file, UNASSIGNED_SEQUENCE_NUMBER)
+                .map_err(err)?;
+        }
+        writer.write_manifest_file().await.map_err(err)
+    }
+}
+
+fn manifest_writer(
+    file_io: &FileIO,
+    metadata: &TableMetadata,
+    location: &str,
+    snapshot_id: i64,
+    deletes: bool,
+) -> Result<ManifestWriter, iceberg::Error> {
+    let builder = ManifestWriterBuilder::new(
+        file_io.new_output(location)?,
+        Some(snapshot_id),
+        metadata.current_schema().clone(),
+        metadata.default_partition_spec().as_ref().clone(),
+    );
+    Ok(match (metadata.format_version(), deletes) {
+        (FormatVersion::V3, false) => builder.build_v3_data(),
+        (FormatVersion::V3, true) => builder.build_v3_deletes(),
+        (_, false) => builder.build_v2_data(),
+        (_, true) => builder.build_v2_deletes(),
+    })
+}

@@ -1,0 +1,165 @@
+//! Committing an upsert table's sync: the winning rows become data files,
+//! the rows they replace (and the keys tombstones delete) become position
+//! deletes (v2) or deletion vectors (v3), all in one snapshot, and the key
+//! index records the new locations only after the commit landed.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::Path;
+
+use roaring::RoaringTreemap;
+use topicberg_core::config::DeleteFormat;
+use topicberg_iceberg::key_index::{IndexState, KeyIndex, RowLocation};
+use topicberg_iceberg::row_delta::RowDelta;
+use topicberg_iceberg::{CommittedSnapshot, IcebergTarget, TableHandle};
+
+use super::upsert::{KeyHash, UpsertBuffer};
+
+/// What an upsert commit did.
+pub struct UpsertCommit {
+    /// The snapshot.
+    pub snapshot: CommittedSnapshot,
+    /// Rows written (one per key that ended on a message).
+    pub rows: u64,
+    /// Old rows retired (replaced or tombstoned).
+    pub deletes: u64,
+}
+
+/// Writes, deletes, commits and records one upsert table's sync.
+pub async fn commit_upsert(
+    target: &IcebergTarget,
+    handle: &mut TableHandle,
+    buffer: UpsertBuffer,
+    delete_format: DeleteFormat,
+    state_dir: &Path,
+    summary_extra: BTreeMap<String, String>,
+) -> Result<UpsertCommit, String> {
+    let table = format!("{}.{}", handle.namespace().join("."), handle.name());
+    let mut index = KeyIndex::open(state_dir, handle, target.file_io())
+        .await
+        .map_err(|e| format!("opening the key index: {e}"))?;
+    match index.state() {
+        IndexState::Fresh => {}
+        state => tracing::info!(table = %table, state = ?state, "key index brought up to date"),
+    }
+    let written = buffer.written_keys();
+    let deleted = buffer.deleted_keys();
+    let old_written = index
+        .lookup(written.iter().copied())
+        .map_err(|e| e.to_string())?;
+    let old_deleted = index
+        .lookup(deleted.iter().copied())
+        .map_err(|e| e.to_string())?;
+    let existing: HashSet<KeyHash> = written
+        .iter()
+        .zip(&old_written)
+        .filter(|(_, old)| old.is_some())
+        .map(|(k, _)| *k)
+        .collect();
+
+    // The winning rows, `u` for keys the table already has.
+    let batches = buffer.winning_batches(|k| if existing.contains(k) { "u" } else { "c" })?;
+    let mut writer = target
+        .data_file_writer(handle)
+        .await
+        .map_err(|e| e.to_string())?;
+    for batch in &batches {
+        writer.write(batch).await.map_err(|e| e.to_string())?;
+    }
+    let data_files = writer.finish().await.map_err(|e| e.to_string())?;
+    // Rows were written in `written` order, file after file.
+    let mut upserts: Vec<(KeyHash, String, u64)> = Vec::with_capacity(written.len());
+    let mut keys = written.iter();
+    for file in &data_files {
+        for pos in 0..file.record_count() {
+            let key = keys
+                .next()
+                .ok_or("more rows in the data files than keys written")?;
+            upserts.push((*key, file.file_path().to_string(), pos));
+        }
+    }
+    if keys.next().is_some() {
+        return Err("fewer rows in the data files than keys written".into());
+    }
+
+    // What to retire: the old row of every written key, and of every
+    // tombstoned key the table has.
+    let mut retire: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    for RowLocation { data_file, pos } in old_written.into_iter().chain(old_deleted).flatten() {
+        retire.entry(data_file).or_default().push(pos);
+    }
+    let deletes: u64 = retire.values().map(|p| p.len() as u64).sum();
+    let (delete_files, replaced_dvs) =
+        match delete_format {
+            _ if retire.is_empty() => (Vec::new(), Vec::new()),
+            DeleteFormat::Position => {
+                let grouped: Vec<(String, Vec<u64>)> = retire
+                    .into_iter()
+                    .map(|(f, mut p)| {
+                        p.sort_unstable();
+                        (f, p)
+                    })
+                    .collect();
+                let file = target
+                    .write_position_deletes(handle, &grouped)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                (file.into_iter().collect(), Vec::new())
+            }
+            DeleteFormat::Dv => {
+                let current: HashMap<String, iceberg::spec::DataFile> = target
+                    .current_deletion_vectors(handle)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let mut vectors = Vec::new();
+                let mut replaced = Vec::new();
+                for (data_file, positions) in retire {
+                    let mut bitmap: RoaringTreemap = positions.into_iter().collect();
+                    if let Some(old) = current.get(&data_file) {
+                        bitmap |= target
+                            .read_deletion_vector(old)
+                            .await
+                            .map_err(|e| e.to_string())?;
+                        replaced.push(old.clone());
+                    }
+                    vectors.push((data_file, bitmap));
+                }
+                let files = target
+                    .write_deletion_vectors(handle, &vectors)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                (files, replaced)
+            }
+            DeleteFormat::Equality => return Err(
+                "equality deletes are not written yet; use delete_format = \"position\" or \"dv\""
+                    .into(),
+            ),
+        };
+    let rows = upserts.len() as u64;
+    let snapshot = target
+        .commit_row_delta(
+            handle,
+            RowDelta {
+                data_files,
+                delete_files,
+                replaced_dvs,
+                summary_extra,
+            },
+        )
+        .await
+        .map_err(|e| format!("committing the snapshot: {e}"))?;
+    super::fault_point("before_key_index_update");
+    if let Err(e) = index.apply(
+        snapshot.snapshot_id,
+        snapshot.parent_snapshot_id,
+        &upserts,
+        &deleted,
+    ) {
+        // The table is right; the index catches up from the table next time.
+        tracing::warn!(table = %table, error = %e, "recording the commit in the key index failed; the next sync replays it");
+    }
+    Ok(UpsertCommit {
+        snapshot,
+        rows,
+        deletes,
+    })
+}
