@@ -6,20 +6,22 @@
 //! The new manifest's entries inherit their sequence numbers (and, on v3,
 //! their first row ids) from the manifest list, so after a conflict only the
 //! manifest list and the snapshot are rebuilt on the new parent; the
-//! manifest and the data files are reused.
+//! manifest and the data files are reused. The manifest list, snapshot and
+//! commit are built by `snapshot_commit`, shared with the row delta.
 
 use std::collections::{BTreeMap, HashMap};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use iceberg::io::FileIO;
 use iceberg::spec::{
-    DataContentType, DataFile, FormatVersion, ManifestFile, ManifestList, ManifestListWriter,
-    ManifestWriterBuilder, Operation, Snapshot, SnapshotReference, SnapshotRetention, Summary,
-    TableMetadata, MAIN_BRANCH, UNASSIGNED_SEQUENCE_NUMBER,
+    DataContentType, DataFile, FormatVersion, ManifestFile, ManifestList, Operation, Summary,
+    TableMetadata,
 };
-use iceberg::{TableRequirement, TableUpdate};
 
 use crate::error::{from_iceberg, IcebergError, IcebergErrorKind};
+use crate::snapshot_commit::{
+    build_snapshot, new_snapshot_id, renew_snapshot_id_if_taken, write_new_manifest, BuiltSnapshot,
+    PendingCommit,
+};
 
 /// The snapshot summary property that identifies a topicberg commit, so
 /// that a commit whose answer was lost can be recognised after a reload.
@@ -36,13 +38,6 @@ pub(crate) struct PendingAppend {
     manifest: Option<ManifestFile>,
 }
 
-/// A snapshot ready to commit.
-pub(crate) struct BuiltSnapshot {
-    pub(crate) snapshot: Snapshot,
-    pub(crate) updates: Vec<TableUpdate>,
-    pub(crate) requirements: Vec<TableRequirement>,
-}
-
 impl PendingAppend {
     pub(crate) fn new(
         metadata: &TableMetadata,
@@ -57,10 +52,17 @@ impl PendingAppend {
             manifest: None,
         }
     }
+}
 
-    /// Writes the manifest list and builds the snapshot on `metadata`'s
-    /// current `main` snapshot. `attempt` numbers the manifest list file.
-    pub(crate) async fn build(
+impl PendingCommit for PendingAppend {
+    fn commit_id(&self) -> &str {
+        &self.commit_id
+    }
+
+    /// Writes the manifest (once per snapshot id) and the manifest list and
+    /// builds the snapshot on `metadata`'s current `main` snapshot.
+    /// `attempt` numbers the manifest list file.
+    async fn build(
         &mut self,
         file_io: &FileIO,
         metadata: &TableMetadata,
@@ -86,17 +88,23 @@ impl PendingAppend {
                 format!("{} is not a data file", bad.file_path()),
             ));
         }
-        if metadata
-            .snapshots()
-            .any(|s| s.snapshot_id() == self.snapshot_id)
-        {
-            // Another writer took our id since we picked it: pick again and
-            // write the manifest again for the new id.
-            self.snapshot_id = new_snapshot_id(metadata);
+        if renew_snapshot_id_if_taken(metadata, &mut self.snapshot_id) {
+            // Another writer took our id since we picked it: write the
+            // manifest again for the new id.
             self.manifest = None;
         }
         if self.manifest.is_none() && !self.data_files.is_empty() {
-            self.manifest = Some(self.write_manifest(file_io, metadata).await?);
+            self.manifest = Some(
+                write_new_manifest(
+                    file_io,
+                    metadata,
+                    self.snapshot_id,
+                    &self.commit_id,
+                    self.data_files.clone(),
+                    "m0",
+                )
+                .await?,
+            );
         }
 
         let parent = metadata.current_snapshot();
@@ -132,146 +140,23 @@ impl PendingAppend {
             manifests.insert(0, manifest.clone());
         }
 
-        let sequence_number = metadata.next_sequence_number();
-        let parent_id = parent.map(|p| p.snapshot_id());
-        let list_location = format!(
-            "{}/metadata/snap-{}-{}-{}.avro",
-            metadata.location(),
-            self.snapshot_id,
-            attempt,
-            self.commit_id
-        );
-        let list_err = |e: iceberg::Error| {
-            from_iceberg(
-                format!("writing manifest list {list_location}"),
-                &e,
-                IcebergErrorKind::Data,
-            )
-        };
-        let writer = file_io
-            .new_output(&list_location)
-            .map_err(list_err)?
-            .writer()
-            .await
-            .map_err(list_err)?;
-        let first_row_id = metadata.next_row_id();
-        let mut list = match format {
-            FormatVersion::V3 => ManifestListWriter::v3(
-                writer,
-                self.snapshot_id,
-                parent_id,
-                sequence_number,
-                Some(first_row_id),
-            ),
-            _ => ManifestListWriter::v2(writer, self.snapshot_id, parent_id, sequence_number),
-        };
-        list.add_manifests(manifests.into_iter())
-            .map_err(list_err)?;
-        let next_row_id = list.next_row_id();
-        list.close().await.map_err(list_err)?;
-
         let summary = summary(
             parent.map(|p| p.summary()),
             &self.data_files,
             &self.summary_extra,
             &self.commit_id,
         );
-        let timestamp_ms = now_ms().max(metadata.last_updated_ms());
-        let builder = Snapshot::builder()
-            .with_snapshot_id(self.snapshot_id)
-            .with_parent_snapshot_id(parent_id)
-            .with_sequence_number(sequence_number)
-            .with_timestamp_ms(timestamp_ms)
-            .with_manifest_list(list_location)
-            .with_summary(summary)
-            .with_schema_id(metadata.current_schema_id());
-        let snapshot = match (format, next_row_id) {
-            (FormatVersion::V3, Some(next)) => builder
-                .with_row_range(first_row_id, next - first_row_id)
-                .build(),
-            _ => builder.build(),
-        };
-        let updates = vec![
-            TableUpdate::AddSnapshot {
-                snapshot: snapshot.clone(),
-            },
-            TableUpdate::SetSnapshotRef {
-                ref_name: MAIN_BRANCH.to_string(),
-                reference: SnapshotReference::new(
-                    self.snapshot_id,
-                    SnapshotRetention::branch(None, None, None),
-                ),
-            },
-        ];
-        let requirements = vec![
-            TableRequirement::UuidMatch {
-                uuid: metadata.uuid(),
-            },
-            TableRequirement::RefSnapshotIdMatch {
-                r#ref: MAIN_BRANCH.to_string(),
-                snapshot_id: parent_id,
-            },
-        ];
-        Ok(BuiltSnapshot {
-            snapshot,
-            updates,
-            requirements,
-        })
+        build_snapshot(
+            file_io,
+            metadata,
+            self.snapshot_id,
+            &self.commit_id,
+            attempt,
+            manifests,
+            summary,
+        )
+        .await
     }
-
-    async fn write_manifest(
-        &self,
-        file_io: &FileIO,
-        metadata: &TableMetadata,
-    ) -> Result<ManifestFile, IcebergError> {
-        let location = format!(
-            "{}/metadata/{}-m0.avro",
-            metadata.location(),
-            self.commit_id
-        );
-        let err = |e: iceberg::Error| {
-            from_iceberg(
-                format!("writing manifest {location}"),
-                &e,
-                IcebergErrorKind::Data,
-            )
-        };
-        let builder = ManifestWriterBuilder::new(
-            file_io.new_output(&location).map_err(err)?,
-            Some(self.snapshot_id),
-            metadata.current_schema().clone(),
-            metadata.default_partition_spec().as_ref().clone(),
-        );
-        let mut writer = match metadata.format_version() {
-            FormatVersion::V3 => builder.build_v3_data(),
-            _ => builder.build_v2_data(),
-        };
-        for file in &self.data_files {
-            // Unassigned: the entry inherits the manifest's sequence number.
-            writer
-                .add_file(file.clone(), UNASSIGNED_SEQUENCE_NUMBER)
-                .map_err(err)?;
-        }
-        writer.write_manifest_file().await.map_err(err)
-    }
-}
-
-/// A positive snapshot id no snapshot of the table has.
-fn new_snapshot_id(metadata: &TableMetadata) -> i64 {
-    loop {
-        let (a, b) = uuid::Uuid::new_v4().as_u64_pair();
-        let id = ((a ^ b) & (i64::MAX as u64)) as i64;
-        if id != 0 && !metadata.snapshots().any(|s| s.snapshot_id() == id) {
-            return id;
-        }
-    }
-}
-
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
 }
 
 /// The running totals and the `added-*` metric each one follows.

@@ -8,11 +8,10 @@ use iceberg::spec::DataFile;
 use roaring::RoaringTreemap;
 
 use crate::deletion_vectors::{read_deletion_vector, write_deletion_vectors};
-use crate::error::{IcebergError, IcebergErrorKind};
+use crate::error::IcebergError;
 use crate::position_deletes::write_position_delete_file;
 use crate::row_delta::{list_deletion_vectors, PendingRowDelta, RowDelta};
 use crate::target::{CommittedSnapshot, IcebergTarget, TableHandle, DEFAULT_COMMIT_ATTEMPTS};
-use crate::CatalogErrorKind;
 
 impl IcebergTarget {
     /// Writes one position delete file (format v2 tables) for `deletes`
@@ -90,80 +89,7 @@ impl IcebergTarget {
         delta: RowDelta,
         max_attempts: u32,
     ) -> Result<CommittedSnapshot, IcebergError> {
-        let mut pending = PendingRowDelta::new(handle.metadata(), delta);
-        let mut attempt = 0;
-        loop {
-            attempt += 1;
-            let built = pending
-                .build(self.file_io(), handle.metadata(), attempt)
-                .await?;
-            let sent = self
-                .catalog()
-                .commit_table(
-                    handle.namespace(),
-                    handle.name(),
-                    &built.requirements,
-                    &built.updates,
-                )
-                .await;
-            let err = match sent {
-                Ok(committed) => {
-                    *handle = TableHandle::new(
-                        handle.namespace().clone(),
-                        handle.name().to_string(),
-                        committed,
-                    )?;
-                    let snapshot = &built.snapshot;
-                    return Ok(CommittedSnapshot {
-                        snapshot_id: snapshot.snapshot_id(),
-                        parent_snapshot_id: snapshot.parent_snapshot_id(),
-                        sequence_number: snapshot.sequence_number(),
-                        summary: snapshot
-                            .summary()
-                            .additional_properties
-                            .iter()
-                            .map(|(k, v)| (k.clone(), v.clone()))
-                            .collect(),
-                        attempts: attempt,
-                    });
-                }
-                Err(e) => e,
-            };
-            let unknown = matches!(
-                err.kind,
-                CatalogErrorKind::Server | CatalogErrorKind::Unreachable
-            );
-            if !unknown && err.kind != CatalogErrorKind::Conflict {
-                return Err(err.into());
-            }
-            let reloaded = match self.reload_patiently(handle).await {
-                Ok(reloaded) => reloaded,
-                Err(reload) if unknown => {
-                    return Err(IcebergError::new(
-                        IcebergErrorKind::CommitStateUnknown,
-                        err.step,
-                        format!(
-                            "{}; reloading the table to check whether it landed failed: {reload}",
-                            err.detail
-                        ),
-                    ))
-                }
-                Err(reload) => return Err(reload),
-            };
-            *handle = reloaded;
-            if let Some(found) = handle.find_commit(&pending.commit_id) {
-                return Ok(CommittedSnapshot {
-                    snapshot_id: found.snapshot_id,
-                    parent_snapshot_id: found.parent_snapshot_id,
-                    sequence_number: found.sequence_number,
-                    summary: found.summary,
-                    attempts: attempt,
-                });
-            }
-            if attempt >= max_attempts {
-                return Err(IcebergError::from(err)
-                    .with_detail_suffix(&format!(" (gave up after {attempt} commit attempts)")));
-            }
-        }
+        let pending = PendingRowDelta::new(handle.metadata(), delta);
+        self.commit_with_retry(handle, pending, max_attempts).await
     }
 }

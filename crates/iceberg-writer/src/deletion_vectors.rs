@@ -363,6 +363,21 @@ mod tests {
     }
 
     #[test]
+    fn decodes_a_hand_built_blob_and_checks_the_stored_crc() {
+        let mut bitmap = RoaringTreemap::new();
+        bitmap.extend([1u64, 5, 1 << 33]);
+        let mut body = DV_MAGIC.to_vec();
+        bitmap.serialize_into(&mut body).unwrap();
+        let mut blob = (body.len() as u32).to_be_bytes().to_vec();
+        blob.extend_from_slice(&body);
+        blob.extend_from_slice(&crc32fast::hash(&body).to_be_bytes());
+        assert_eq!(decode_deletion_vector(&blob).unwrap(), bitmap);
+        let last = blob.len() - 1;
+        blob[last] ^= 1;
+        assert!(decode_deletion_vector(&blob).unwrap_err().contains("CRC"));
+    }
+
+    #[test]
     fn entry_fields() {
         let e = dv_entry(
             "s3://b/t/data/x.puffin",

@@ -53,6 +53,7 @@ pub mod position_deletes;
 pub mod rest;
 pub mod row_delta;
 pub mod schema;
+mod snapshot_commit;
 pub mod sql;
 pub mod storage;
 mod target;

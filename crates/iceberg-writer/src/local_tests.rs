@@ -17,6 +17,7 @@ use parquet::file::reader::{FileReader, SerializedFileReader};
 use crate::append::PendingAppend;
 use crate::data_files::{DataFileWriter, WriteOptions};
 use crate::schema::{iceberg_schema, Column, ColumnType};
+use crate::snapshot_commit::PendingCommit;
 use crate::storage::{ObjectStorage, StorageConfig};
 
 struct Fixture {

@@ -16,22 +16,25 @@
 //!
 //! The new manifests are written once and reused on a retry; the rewritten
 //! manifests and the manifest list are rebuilt on each new parent, and the
-//! replaced DVs are checked to still be current on it.
+//! replaced DVs are checked to still be current on it. The new manifests,
+//! the manifest list, snapshot and commit are built by
+//! `snapshot_commit`, shared with the append.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use iceberg::io::FileIO;
 use iceberg::spec::{
     DataContentType, DataFile, DataFileFormat, FormatVersion, ManifestContentType, ManifestFile,
-    ManifestList, ManifestListWriter, ManifestWriter, ManifestWriterBuilder, Operation, Snapshot,
-    SnapshotReference, SnapshotRetention, TableMetadata, MAIN_BRANCH, UNASSIGNED_SEQUENCE_NUMBER,
+    ManifestList, Operation, TableMetadata,
 };
-use iceberg::{TableRequirement, TableUpdate};
 
-use crate::append::BuiltSnapshot;
 use crate::delete_summary::summary;
 use crate::deletion_vectors::is_deletion_vector;
 use crate::error::{from_iceberg, CatalogErrorKind, IcebergError, IcebergErrorKind};
+use crate::snapshot_commit::{
+    build_snapshot, manifest_writer, new_snapshot_id, renew_snapshot_id_if_taken,
+    write_new_manifest, BuiltSnapshot, PendingCommit,
+};
 
 /// What a row delta commits.
 #[derive(Debug, Clone, Default)]
@@ -113,24 +116,6 @@ fn check_no_data_removed_since(
         next = snapshot.parent_snapshot_id();
     }
     Ok(())
-}
-
-/// A positive snapshot id no snapshot of the table has.
-fn new_snapshot_id(metadata: &TableMetadata) -> i64 {
-    loop {
-        let (a, b) = uuid::Uuid::new_v4().as_u64_pair();
-        let id = ((a ^ b) & (i64::MAX as u64)) as i64;
-        if id != 0 && !metadata.snapshots().any(|s| s.snapshot_id() == id) {
-            return id;
-        }
-    }
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
 }
 
 /// A live manifest entry with what rewriting it needs.
@@ -312,140 +297,6 @@ impl PendingRowDelta {
         Ok(())
     }
 
-    /// Writes what is missing and builds the snapshot on `metadata`'s
-    /// current `main` snapshot. `attempt` numbers the files written per
-    /// attempt.
-    pub(crate) async fn build(
-        &mut self,
-        file_io: &FileIO,
-        metadata: &TableMetadata,
-        attempt: u32,
-    ) -> Result<BuiltSnapshot, IcebergError> {
-        let step = format!(
-            "building the row delta snapshot for {}",
-            metadata.location()
-        );
-        self.validate(metadata, &step)?;
-        if !self.delta.delete_files.is_empty() {
-            check_no_data_removed_since(metadata, self.base)?;
-        }
-        let format = metadata.format_version();
-        if metadata
-            .snapshots()
-            .any(|s| s.snapshot_id() == self.snapshot_id)
-        {
-            self.snapshot_id = new_snapshot_id(metadata);
-            self.data_manifest = None;
-            self.delete_manifest = None;
-        }
-        if self.data_manifest.is_none() && !self.delta.data_files.is_empty() {
-            let files = self.delta.data_files.clone();
-            self.data_manifest = Some(self.write_new(file_io, metadata, files, "m0").await?);
-        }
-        if self.delete_manifest.is_none() && !self.delta.delete_files.is_empty() {
-            let files = self.delta.delete_files.clone();
-            self.delete_manifest = Some(self.write_new(file_io, metadata, files, "m1").await?);
-        }
-
-        let parent_manifests = read_manifest_list(file_io, metadata).await?;
-        let (carried, removed) = self
-            .carry_forward(file_io, metadata, parent_manifests, attempt)
-            .await?;
-        let mut manifests: Vec<ManifestFile> = Vec::new();
-        manifests.extend(self.data_manifest.clone());
-        manifests.extend(self.delete_manifest.clone());
-        manifests.extend(carried);
-
-        let parent = metadata.current_snapshot();
-        let sequence_number = metadata.next_sequence_number();
-        let parent_id = parent.map(|p| p.snapshot_id());
-        let list_location = format!(
-            "{}/metadata/snap-{}-{}-{}.avro",
-            metadata.location(),
-            self.snapshot_id,
-            attempt,
-            self.commit_id
-        );
-        let list_err = |e: iceberg::Error| {
-            from_iceberg(
-                format!("writing manifest list {list_location}"),
-                &e,
-                IcebergErrorKind::Data,
-            )
-        };
-        let writer = file_io
-            .new_output(&list_location)
-            .map_err(list_err)?
-            .writer()
-            .await
-            .map_err(list_err)?;
-        let first_row_id = metadata.next_row_id();
-        let mut list = match format {
-            FormatVersion::V3 => ManifestListWriter::v3(
-                writer,
-                self.snapshot_id,
-                parent_id,
-                sequence_number,
-                Some(first_row_id),
-            ),
-            _ => ManifestListWriter::v2(writer, self.snapshot_id, parent_id, sequence_number),
-        };
-        list.add_manifests(manifests.into_iter())
-            .map_err(list_err)?;
-        let next_row_id = list.next_row_id();
-        list.close().await.map_err(list_err)?;
-
-        let summary = summary(
-            parent.map(|p| p.summary()),
-            &self.delta.data_files,
-            &self.delta.delete_files,
-            &removed,
-            &self.delta.summary_extra,
-            &self.commit_id,
-        );
-        let timestamp_ms = now_ms().max(metadata.last_updated_ms());
-        let builder = Snapshot::builder()
-            .with_snapshot_id(self.snapshot_id)
-            .with_parent_snapshot_id(parent_id)
-            .with_sequence_number(sequence_number)
-            .with_timestamp_ms(timestamp_ms)
-            .with_manifest_list(list_location)
-            .with_summary(summary)
-            .with_schema_id(metadata.current_schema_id());
-        let snapshot = match (format, next_row_id) {
-            (FormatVersion::V3, Some(next)) => builder
-                .with_row_range(first_row_id, next - first_row_id)
-                .build(),
-            _ => builder.build(),
-        };
-        let updates = vec![
-            TableUpdate::AddSnapshot {
-                snapshot: snapshot.clone(),
-            },
-            TableUpdate::SetSnapshotRef {
-                ref_name: MAIN_BRANCH.to_string(),
-                reference: SnapshotReference::new(
-                    self.snapshot_id,
-                    SnapshotRetention::branch(None, None, None),
-                ),
-            },
-        ];
-        let requirements = vec![
-            TableRequirement::UuidMatch {
-                uuid: metadata.uuid(),
-            },
-            TableRequirement::RefSnapshotIdMatch {
-                r#ref: MAIN_BRANCH.to_string(),
-                snapshot_id: parent_id,
-            },
-        ];
-        Ok(BuiltSnapshot {
-            snapshot,
-            updates,
-            requirements,
-        })
-    }
-
     /// The parent's manifests to list, with every delete manifest that
     /// holds a replaced DV rewritten, and the DV entries removed. Checks
     /// that the replaced DVs are current and that no other current DV
@@ -562,59 +413,73 @@ impl PendingRowDelta {
         }
         Ok((out, removed))
     }
-
-    /// Writes a new manifest of `files` (all entries ADDED, sequence numbers
-    /// inherited).
-    async fn write_new(
-        &self,
-        file_io: &FileIO,
-        metadata: &TableMetadata,
-        files: Vec<DataFile>,
-        suffix: &str,
-    ) -> Result<ManifestFile, IcebergError> {
-        let deletes = files
-            .first()
-            .is_some_and(|f| f.content_type() != DataContentType::Data);
-        let location = format!(
-            "{}/metadata/{}-{suffix}.avro",
-            metadata.location(),
-            self.commit_id
-        );
-        let err = |e: iceberg::Error| {
-            from_iceberg(
-                format!("writing manifest {location}"),
-                &e,
-                IcebergErrorKind::Data,
-            )
-        };
-        let mut writer = manifest_writer(file_io, metadata, &location, self.snapshot_id, deletes)
-            .map_err(err)?;
-        for file in files {
-            writer
-                .add_file(file, UNASSIGNED_SEQUENCE_NUMBER)
-                .map_err(err)?;
-        }
-        writer.write_manifest_file().await.map_err(err)
-    }
 }
 
-fn manifest_writer(
-    file_io: &FileIO,
-    metadata: &TableMetadata,
-    location: &str,
-    snapshot_id: i64,
-    deletes: bool,
-) -> Result<ManifestWriter, iceberg::Error> {
-    let builder = ManifestWriterBuilder::new(
-        file_io.new_output(location)?,
-        Some(snapshot_id),
-        metadata.current_schema().clone(),
-        metadata.default_partition_spec().as_ref().clone(),
-    );
-    Ok(match (metadata.format_version(), deletes) {
-        (FormatVersion::V3, false) => builder.build_v3_data(),
-        (FormatVersion::V3, true) => builder.build_v3_deletes(),
-        (_, false) => builder.build_v2_data(),
-        (_, true) => builder.build_v2_deletes(),
-    })
+impl PendingCommit for PendingRowDelta {
+    fn commit_id(&self) -> &str {
+        &self.commit_id
+    }
+
+    /// Writes what is missing and builds the snapshot on `metadata`'s
+    /// current `main` snapshot, failing with a stale-deletes conflict
+    /// ([`is_stale_deletes`]) when the deletes no longer apply to it.
+    /// `attempt` numbers the files written per attempt.
+    async fn build(
+        &mut self,
+        file_io: &FileIO,
+        metadata: &TableMetadata,
+        attempt: u32,
+    ) -> Result<BuiltSnapshot, IcebergError> {
+        let step = format!(
+            "building the row delta snapshot for {}",
+            metadata.location()
+        );
+        self.validate(metadata, &step)?;
+        if !self.delta.delete_files.is_empty() {
+            check_no_data_removed_since(metadata, self.base)?;
+        }
+        if renew_snapshot_id_if_taken(metadata, &mut self.snapshot_id) {
+            self.data_manifest = None;
+            self.delete_manifest = None;
+        }
+        let (id, commit_id) = (self.snapshot_id, self.commit_id.as_str());
+        if self.data_manifest.is_none() && !self.delta.data_files.is_empty() {
+            let files = self.delta.data_files.clone();
+            self.data_manifest =
+                Some(write_new_manifest(file_io, metadata, id, commit_id, files, "m0").await?);
+        }
+        if self.delete_manifest.is_none() && !self.delta.delete_files.is_empty() {
+            let files = self.delta.delete_files.clone();
+            self.delete_manifest =
+                Some(write_new_manifest(file_io, metadata, id, commit_id, files, "m1").await?);
+        }
+
+        let parent_manifests = read_manifest_list(file_io, metadata).await?;
+        let (carried, removed) = self
+            .carry_forward(file_io, metadata, parent_manifests, attempt)
+            .await?;
+        let mut manifests: Vec<ManifestFile> = Vec::new();
+        manifests.extend(self.data_manifest.clone());
+        manifests.extend(self.delete_manifest.clone());
+        manifests.extend(carried);
+
+        let summary = summary(
+            metadata.current_snapshot().map(|p| p.summary()),
+            &self.delta.data_files,
+            &self.delta.delete_files,
+            &removed,
+            &self.delta.summary_extra,
+            &self.commit_id,
+        );
+        build_snapshot(
+            file_io,
+            metadata,
+            self.snapshot_id,
+            &self.commit_id,
+            attempt,
+            manifests,
+            summary,
+        )
+        .await
+    }
 }

@@ -15,6 +15,7 @@ use crate::data_files::{DataFileWriter, WriteOptions};
 use crate::error::{IcebergError, IcebergErrorKind};
 use crate::rest::{LoadedTable, Namespace, RestCatalog, RestCatalogConfig};
 use crate::schema::{arrow_schema, iceberg_schema, schema_differences, Column};
+use crate::snapshot_commit::PendingCommit;
 use crate::storage::{ObjectStorage, StorageConfig};
 use crate::CatalogErrorKind;
 
@@ -361,7 +362,20 @@ impl IcebergTarget {
         summary_extra: BTreeMap<String, String>,
         max_attempts: u32,
     ) -> Result<CommittedSnapshot, IcebergError> {
-        let mut pending = PendingAppend::new(handle.metadata(), data_files, summary_extra);
+        let pending = PendingAppend::new(handle.metadata(), data_files, summary_extra);
+        self.commit_with_retry(handle, pending, max_attempts).await
+    }
+
+    /// The commit loop of [`Self::commit_append_with_retry`] and
+    /// [`Self::commit_row_delta_with_retry`], with the retry rules
+    /// documented on the former. What must still hold on a reloaded table
+    /// is checked by `pending.build`.
+    pub(crate) async fn commit_with_retry(
+        &self,
+        handle: &mut TableHandle,
+        mut pending: impl PendingCommit,
+        max_attempts: u32,
+    ) -> Result<CommittedSnapshot, IcebergError> {
         let mut attempt = 0;
         loop {
             attempt += 1;
@@ -420,7 +434,7 @@ impl IcebergTarget {
                 Err(reload) => return Err(reload),
             };
             *handle = reloaded;
-            if let Some(found) = handle.find_commit(&pending.commit_id) {
+            if let Some(found) = handle.find_commit(pending.commit_id()) {
                 return Ok(CommittedSnapshot {
                     snapshot_id: found.snapshot_id,
                     parent_snapshot_id: found.parent_snapshot_id,

@@ -17,6 +17,7 @@ use iceberg::spec::{
 use parquet::arrow::{ParquetRecordBatchStreamBuilder, ProjectionMask};
 use roaring::RoaringTreemap;
 
+use crate::deletion_vectors::decode_deletion_vector;
 use crate::error::{from_iceberg, IcebergError, IcebergErrorKind};
 
 /// The column holding each row's key.
@@ -26,8 +27,6 @@ const FILE_PATH_FIELD_ID: i32 = 2147483546;
 const POS_FIELD_ID: i32 = 2147483545;
 /// Rows per decoded batch: bounds the memory of one read.
 const BATCH_ROWS: usize = 8192;
-/// The magic number at the start of a deletion vector blob.
-const DV_MAGIC: [u8; 4] = [0xD1, 0xD3, 0x39, 0x64];
 
 /// A file of a snapshot, as its manifest entry describes it.
 #[derive(Debug, Clone)]
@@ -274,7 +273,8 @@ pub(crate) async fn read_position_deletes(
     .await
 }
 
-/// Reads and decodes one deletion vector blob of a Puffin file.
+/// Reads one deletion vector blob of a Puffin file and decodes it with
+/// [`decode_deletion_vector`].
 pub(crate) async fn read_deletion_vector(
     file_io: &FileIO,
     entry: &FileEntry,
@@ -296,30 +296,6 @@ pub(crate) async fn read_deletion_vector(
     decode_deletion_vector(&bytes).map_err(|detail| data_err(step, detail))
 }
 
-/// Decodes a `deletion-vector-v1` blob: length (u32 BE) | magic | portable
-/// 64-bit Roaring bitmap | CRC-32 (BE) of magic and bitmap.
-pub(crate) fn decode_deletion_vector(blob: &[u8]) -> Result<RoaringTreemap, String> {
-    if blob.len() < 12 {
-        return Err(format!("blob of {} bytes is too short", blob.len()));
-    }
-    let length = u32::from_be_bytes(blob[0..4].try_into().expect("4 bytes")) as usize;
-    if length + 8 != blob.len() || length < 4 {
-        return Err(format!(
-            "length field {length} does not fit a blob of {} bytes",
-            blob.len()
-        ));
-    }
-    let body = &blob[4..4 + length];
-    if body[0..4] != DV_MAGIC {
-        return Err("bad magic number".to_string());
-    }
-    let crc = u32::from_be_bytes(blob[4 + length..].try_into().expect("4 bytes"));
-    if crc32fast::hash(body) != crc {
-        return Err("CRC-32 mismatch".to_string());
-    }
-    RoaringTreemap::deserialize_from(&body[4..]).map_err(|e| format!("bad bitmap: {e}"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -330,20 +306,5 @@ mod tests {
         assert_eq!(key, core::array::from_fn(|i| i as u8));
         assert_eq!(parse_key("00"), None);
         assert_eq!(parse_key("zz0102030405060708090a0b0c0d0e0f"), None);
-    }
-
-    #[test]
-    fn deletion_vectors_decode_and_check_their_crc() {
-        let mut bitmap = RoaringTreemap::new();
-        bitmap.extend([1u64, 5, 1 << 33]);
-        let mut body = DV_MAGIC.to_vec();
-        bitmap.serialize_into(&mut body).unwrap();
-        let mut blob = (body.len() as u32).to_be_bytes().to_vec();
-        blob.extend_from_slice(&body);
-        blob.extend_from_slice(&crc32fast::hash(&body).to_be_bytes());
-        assert_eq!(decode_deletion_vector(&blob).unwrap(), bitmap);
-        let last = blob.len() - 1;
-        blob[last] ^= 1;
-        assert!(decode_deletion_vector(&blob).unwrap_err().contains("CRC"));
     }
 }
