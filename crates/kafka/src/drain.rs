@@ -194,6 +194,11 @@ where
                         pause(&consumer, &key);
                     }
                 }
+                Some(Err(e)) if fetch_error_is_transient(&e) => {
+                    // librdkafka reconnects and refetches by itself; a
+                    // broker that stays away ends in the stall error.
+                    tracing::warn!(error = %e, "fetch error; librdkafka retries");
+                }
                 Some(Err(e)) => {
                     return Err(
                         KafkaError::new(KafkaErrorKind::Broker, "fetching messages", e).into(),
@@ -214,6 +219,25 @@ where
         .collect();
     out.sort_by(|a, b| (&a.topic, a.partition).cmp(&(&b.topic, b.partition)));
     Ok(out)
+}
+
+/// Errors a consumer reports while librdkafka itself recovers: a broker
+/// connection dropped, a leader moved. Everything else (authorization, an
+/// offset that retention deleted mid-sync, an unknown topic) fails the drain.
+fn fetch_error_is_transient(err: &RdKafkaError) -> bool {
+    use rdkafka::types::RDKafkaErrorCode as C;
+    matches!(
+        err.rdkafka_error_code(),
+        Some(
+            C::BrokerTransportFailure
+                | C::AllBrokersDown
+                | C::NetworkException
+                | C::RequestTimedOut
+                | C::OperationTimedOut
+                | C::NotLeaderForPartition
+                | C::LeaderNotAvailable
+        )
+    )
 }
 
 fn pause(consumer: &BaseConsumer, key: &(String, i32)) {

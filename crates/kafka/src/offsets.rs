@@ -58,7 +58,8 @@ pub fn read_partition_states(
             tpl.add_partition(&topic.name, p);
         }
     }
-    let committed = consumer.committed_offsets(tpl, timeout).map_err(|e| {
+    let committed = with_coordinator_retries(|| consumer.committed_offsets(tpl.clone(), timeout))
+        .map_err(|e| {
         KafkaError::new(
             KafkaErrorKind::Broker,
             format!("reading committed offsets of consumer group {group}"),
@@ -111,11 +112,90 @@ pub fn commit_group_offsets(
         tpl.add_partition_offset(topic, *partition, Offset::Offset(*offset))
             .map_err(|e| KafkaError::new(KafkaErrorKind::Config, "building the offset list", e))?;
     }
-    consumer.commit(&tpl, CommitMode::Sync).map_err(|e| {
+    with_coordinator_retries(|| consumer.commit(&tpl, CommitMode::Sync)).map_err(|e| {
         KafkaError::new(
             KafkaErrorKind::Broker,
             format!("committing offsets of consumer group {group}"),
             e,
         )
     })
+}
+
+/// Attempts [`with_coordinator_retries`] makes.
+const COORDINATOR_ATTEMPTS: u32 = 8;
+
+/// Whether a group-coordinator error is transient: the coordinator is
+/// moving, loading the group, or was briefly unreachable. Retrying the same
+/// request helps; anything else is returned at once.
+fn coordinator_error_is_transient(err: &rdkafka::error::KafkaError) -> bool {
+    use rdkafka::types::RDKafkaErrorCode as C;
+    matches!(
+        err.rdkafka_error_code(),
+        Some(
+            C::NotCoordinator
+                | C::CoordinatorLoadInProgress
+                | C::CoordinatorNotAvailable
+                | C::RequestTimedOut
+                | C::NetworkException
+                | C::OperationTimedOut
+                | C::BrokerTransportFailure
+        )
+    )
+}
+
+/// Runs a consumer-group request, retrying transient coordinator errors
+/// with a bounded exponential backoff (100 ms doubling to 3.2 s, at most
+/// [`COORDINATOR_ATTEMPTS`] attempts, about 10 s in all).
+fn with_coordinator_retries<T>(
+    mut request: impl FnMut() -> Result<T, rdkafka::error::KafkaError>,
+) -> Result<T, rdkafka::error::KafkaError> {
+    let mut delay = std::time::Duration::from_millis(100);
+    let mut attempt = 1;
+    loop {
+        match request() {
+            Err(e) if attempt < COORDINATOR_ATTEMPTS && coordinator_error_is_transient(&e) => {
+                tracing::warn!(error = %e, attempt, "consumer-group request failed; retrying");
+                std::thread::sleep(delay);
+                delay = (delay * 2).min(std::time::Duration::from_millis(3200));
+                attempt += 1;
+            }
+            other => return other,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rdkafka::error::KafkaError as RdKafkaError;
+    use rdkafka::types::RDKafkaErrorCode;
+
+    #[test]
+    fn transient_coordinator_errors_are_retried_then_succeed() {
+        let mut calls = 0;
+        let result = with_coordinator_retries(|| {
+            calls += 1;
+            if calls < 3 {
+                Err(RdKafkaError::ConsumerCommit(
+                    RDKafkaErrorCode::NotCoordinator,
+                ))
+            } else {
+                Ok(calls)
+            }
+        });
+        assert_eq!(result.unwrap(), 3);
+    }
+
+    #[test]
+    fn other_errors_are_not_retried() {
+        let mut calls = 0;
+        let result: Result<(), _> = with_coordinator_retries(|| {
+            calls += 1;
+            Err(RdKafkaError::ConsumerCommit(
+                RDKafkaErrorCode::GroupAuthorizationFailed,
+            ))
+        });
+        assert!(result.is_err());
+        assert_eq!(calls, 1);
+    }
 }
