@@ -1,7 +1,8 @@
 //! Row deltas on the embedded catalog in a temporary folder (no test bed):
 //! deletion vectors written, listed, read back through Puffin's own
-//! reader, merged and replaced; position delete files on v2; the format
-//! rules and the stale-DV conflict.
+//! reader, merged and replaced; position delete files on v2; equality
+//! delete files on `_olake_id` (v2 and v3); the format rules and the
+//! stale-DV conflict.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -338,4 +339,128 @@ async fn position_deletes_on_v2_and_the_format_rules() {
         .await
         .unwrap_err();
     assert!(err.detail.contains("deletion vectors"), "{err}");
+}
+
+/// Equality deletes on `_olake_id`, v2 and v3: the delete manifest entry
+/// (content 2, `equality_ids`, the snapshot's sequence number), the
+/// summary metrics, and a key index rebuilt from the table applies them to
+/// older rows only (not to the rows added in the same commit).
+#[tokio::test]
+async fn equality_deletes_on_the_key_column() {
+    use iceberg::spec::DataContentType;
+
+    use crate::equality_deletes::key_hex;
+    use crate::key_index::{IndexState, KeyIndex};
+
+    for format in [FormatVersion::V2, FormatVersion::V3] {
+        let folder = Folder(std::env::temp_dir().join(format!("tb-eq-{}", uuid::Uuid::new_v4())));
+        std::fs::create_dir_all(&folder.0).unwrap();
+        let target = IcebergTarget::open_embedded(&folder.0, "t").unwrap();
+        let columns = [
+            Column::optional("_olake_id", 1, ColumnType::String),
+            Column::optional("v", 2, ColumnType::Long),
+        ];
+        let mut handle = target
+            .ensure_table(&vec!["ns".to_string()], "eq", &columns, format)
+            .await
+            .unwrap();
+        let key_field = handle.schema().field_by_name("_olake_id").unwrap().id;
+        let key = |i: u8| [i; 16];
+        let arrow_schema = handle.arrow_schema().clone();
+        let batch = |keys: &[u8], v: i64| {
+            RecordBatch::try_new(
+                arrow_schema.clone(),
+                vec![
+                    Arc::new(StringArray::from_iter_values(
+                        keys.iter().map(|k| key_hex(&key(*k))),
+                    )) as ArrayRef,
+                    Arc::new(Int64Array::from(vec![v; keys.len()])),
+                ],
+            )
+            .unwrap()
+        };
+        let first = batch(&[1, 2, 3, 4], 1);
+        let files = target.write_data_files(&handle, [first]).await.unwrap();
+        target
+            .commit_append(&mut handle, files, BTreeMap::new())
+            .await
+            .unwrap();
+
+        // Key 2 is rewritten, key 3 deleted; key 5 is new.
+        let second = batch(&[2, 5], 2);
+        let data = target.write_data_files(&handle, [second]).await.unwrap();
+        let deletes = target
+            .write_equality_deletes(&handle, &[key(3), key(2), key(3)])
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(target
+            .write_equality_deletes(&handle, &[])
+            .await
+            .unwrap()
+            .is_none());
+        assert_eq!(deletes.content_type(), DataContentType::EqualityDeletes);
+        assert_eq!(deletes.equality_ids(), Some(vec![key_field]));
+        assert_eq!(deletes.record_count(), 2);
+        let committed = target
+            .commit_row_delta(
+                &mut handle,
+                RowDelta {
+                    data_files: data,
+                    delete_files: vec![deletes],
+                    ..RowDelta::default()
+                },
+            )
+            .await
+            .unwrap();
+        let s = &committed.summary;
+        assert_eq!(s["added-equality-delete-files"], "1", "{s:?}");
+        assert_eq!(s["added-equality-deletes"], "2", "{s:?}");
+        assert_eq!(s["added-delete-files"], "1", "{s:?}");
+        assert_eq!(s["total-equality-deletes"], "2", "{s:?}");
+        assert_eq!(s["total-delete-files"], "1", "{s:?}");
+        assert!(!s.contains_key("added-position-deletes"), "{s:?}");
+
+        let snapshot = handle.metadata().current_snapshot().unwrap();
+        let bytes = target
+            .file_io()
+            .new_input(snapshot.manifest_list())
+            .unwrap()
+            .read()
+            .await
+            .unwrap();
+        let list = ManifestList::parse_with_version(&bytes, format).unwrap();
+        let mut seen = 0;
+        for manifest in list.entries() {
+            let loaded = manifest.load_manifest(target.file_io()).await.unwrap();
+            for e in loaded.entries() {
+                if e.content_type() == DataContentType::EqualityDeletes {
+                    seen += 1;
+                    assert_eq!(manifest.content, ManifestContentType::Deletes);
+                    assert_eq!(e.status(), ManifestStatus::Added);
+                    assert_eq!(e.sequence_number(), Some(snapshot.sequence_number()));
+                    assert_eq!(e.data_file().equality_ids(), Some(vec![key_field]));
+                }
+            }
+        }
+        assert_eq!(seen, 1);
+
+        // A key index built from the table: keys 1, 4 in the first file,
+        // 2 and 5 in the new one, 3 gone.
+        let state = folder.0.join("state");
+        let index = KeyIndex::open(&state, &handle, target.file_io())
+            .await
+            .unwrap();
+        assert!(matches!(index.state(), IndexState::Rebuilt(_)));
+        let found = index.lookup((1..=5).map(key)).unwrap();
+        let new_file = committed_data_file(&found[1]);
+        assert_eq!(found[2], None, "key 3 was deleted");
+        assert_eq!(committed_data_file(&found[4]), new_file);
+        assert_ne!(committed_data_file(&found[0]), new_file);
+        assert_ne!(committed_data_file(&found[3]), new_file);
+    }
+}
+
+fn committed_data_file(location: &Option<crate::key_index::RowLocation>) -> String {
+    location.as_ref().expect("key present").data_file.clone()
 }

@@ -1,6 +1,7 @@
 //! The delete side of upsert on [`IcebergTarget`]: write position delete
-//! files or deletion vectors, list a table's current deletion vectors, and
-//! commit data and delete files together as one row-delta snapshot.
+//! files, deletion vectors or equality delete files, list a table's current
+//! deletion vectors, and commit data and delete files together as one
+//! row-delta snapshot.
 
 use std::collections::HashMap;
 
@@ -8,7 +9,9 @@ use iceberg::spec::DataFile;
 use roaring::RoaringTreemap;
 
 use crate::deletion_vectors::{read_deletion_vector, write_deletion_vectors};
-use crate::error::IcebergError;
+use crate::equality_deletes::write_equality_delete_file;
+use crate::error::{IcebergError, IcebergErrorKind};
+use crate::key_index::scan::KEY_COLUMN;
 use crate::position_deletes::write_position_delete_file;
 use crate::row_delta::{list_deletion_vectors, PendingRowDelta, RowDelta};
 use crate::target::{CommittedSnapshot, IcebergTarget, TableHandle, DEFAULT_COMMIT_ATTEMPTS};
@@ -26,6 +29,35 @@ impl IcebergTarget {
             self.file_io(),
             handle.metadata(),
             deletes,
+            self.options.zstd_level,
+        )
+        .await
+    }
+
+    /// Writes one equality delete file on the table's `_olake_id` column
+    /// (format v2 and v3 tables) deleting the rows of `keys` (rendered as
+    /// the 32-lowercase-hex `_olake_id`), and returns its entry for
+    /// [`RowDelta::delete_files`]; `None` when `keys` is empty. It deletes
+    /// only rows of data files committed before it, not rows added in the
+    /// same commit. Fails if the table has no `_olake_id` column.
+    pub async fn write_equality_deletes(
+        &self,
+        handle: &TableHandle,
+        keys: &[[u8; 16]],
+    ) -> Result<Option<DataFile>, IcebergError> {
+        let field = handle.schema().field_by_name(KEY_COLUMN).ok_or_else(|| {
+            IcebergError::new(
+                IcebergErrorKind::Data,
+                format!("writing equality deletes for table {}", handle.name()),
+                format!("the table has no {KEY_COLUMN} column"),
+            )
+        })?;
+        write_equality_delete_file(
+            self.file_io(),
+            handle.metadata(),
+            field.id,
+            !field.required,
+            keys,
             self.options.zstd_level,
         )
         .await

@@ -15,7 +15,8 @@
 //!   conflict retries and a check for commits whose answer was lost.
 //! - The delete side of upsert: [`position_deletes`] (v2 Parquet position
 //!   delete files), [`deletion_vectors`] (v3 Puffin `deletion-vector-v1`
-//!   blobs), and [`row_delta`]: data and delete files in one snapshot
+//!   blobs), [`equality_deletes`] (Parquet equality delete files on
+//!   `_olake_id`, v2 and v3), and [`row_delta`]: data and delete files in one snapshot
 //!   ([`IcebergTarget::commit_row_delta`]), replacing a data file's DV.
 //!
 //! ```no_run
@@ -45,6 +46,7 @@ mod delete_local_tests;
 mod delete_summary;
 mod delete_target;
 pub mod deletion_vectors;
+pub mod equality_deletes;
 mod error;
 pub mod key_index;
 #[cfg(test)]

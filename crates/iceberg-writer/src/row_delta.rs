@@ -3,15 +3,17 @@
 //!
 //! - a new data manifest for the data files, a new delete manifest
 //!   (`content = deletes`) for the delete files (position delete files on
-//!   v2, deletion vectors on v3), both inheriting the snapshot's sequence
-//!   number (and, for data, the v3 first row id) from the manifest list;
+//!   v2, deletion vectors on v3, equality delete files on either), both
+//!   inheriting the snapshot's sequence number (and, for data, the v3
+//!   first row id) from the manifest list;
 //! - the parent's manifests carried forward, except that a delete manifest
 //!   holding a deletion vector this commit replaces is rewritten: the
 //!   replaced entry as DELETED, the others as EXISTING (at most one DV per
 //!   data file per snapshot);
 //! - the summary metrics the Java library writes (`added-dvs`,
-//!   `removed-dvs`, `added-position-deletes`, running totals, ...), the
-//!   caller's properties and `topicberg.commit-id`;
+//!   `removed-dvs`, `added-position-deletes`, `added-equality-deletes`,
+//!   running totals, ...), the caller's properties and
+//!   `topicberg.commit-id`;
 //! - requirements: the table uuid and `main`'s snapshot id.
 //!
 //! The new manifests are written once and reused on a retry; the rewritten
@@ -41,8 +43,10 @@ use crate::snapshot_commit::{
 pub struct RowDelta {
     /// New data files.
     pub data_files: Vec<DataFile>,
-    /// New delete files: position delete files (v2 tables) or deletion
-    /// vectors (v3 tables). A DV for a data file that already has one must
+    /// New delete files: position delete files (v2 tables), deletion
+    /// vectors (v3 tables) or equality delete files (either; they apply to
+    /// data files of earlier commits only, since the new entries share the
+    /// snapshot's sequence number). A DV for a data file that already has one must
     /// hold the union of both and name the old one in `replaced_dvs`.
     pub delete_files: Vec<DataFile>,
     /// The current DV entries the new DVs replace, as listed by
@@ -277,6 +281,14 @@ impl PendingRowDelta {
                 (DataContentType::PositionDeletes, _, FormatVersion::V3) => {
                     return Err(err(format!(
                         "{}: v3 tables take deletion vectors, not position delete files",
+                        file.file_path()
+                    )))
+                }
+                (DataContentType::EqualityDeletes, _, _)
+                    if file.equality_ids().is_none_or(|ids| ids.is_empty()) =>
+                {
+                    return Err(err(format!(
+                        "equality delete file {} has no equality field ids",
                         file.file_path()
                     )))
                 }

@@ -38,7 +38,7 @@
 //! Iceberg commit succeeded, records it with [`KeyIndex::apply`].
 
 mod build;
-mod scan;
+pub(crate) mod scan;
 mod store;
 #[cfg(test)]
 mod tests;

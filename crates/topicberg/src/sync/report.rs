@@ -80,9 +80,8 @@ impl CommitReport {
             snapshot_id,
             added_data_files: get("added-data-files"),
             added_records: get("added-records"),
-            // A deletion vector is a position delete entry too; the report
-            // counts files of the Parquet kind only, as the seeds' does.
-            added_positional_delete_files: get("added-position-delete-files").saturating_sub(dvs),
+            // The summary counts deletion vectors under `added-dvs` only.
+            added_positional_delete_files: get("added-position-delete-files"),
             added_positional_deletes: get("added-position-deletes"),
             added_dvs: dvs,
             added_equality_delete_files: get("added-equality-delete-files"),

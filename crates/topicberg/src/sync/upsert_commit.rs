@@ -1,7 +1,8 @@
 //! Committing an upsert table's sync: the winning rows become data files,
 //! the rows they replace (and the keys tombstones delete) become position
-//! deletes (v2) or deletion vectors (v3), all in one snapshot, and the key
-//! index records the new locations only after the commit landed.
+//! deletes (v2), deletion vectors (v3) or equality deletes on `_olake_id`,
+//! all in one snapshot, and the key index records the new locations only
+//! after the commit landed.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
@@ -82,58 +83,69 @@ pub async fn commit_upsert(
     }
 
     // What to retire: the old row of every written key, and of every
-    // tombstoned key the table has.
+    // tombstoned key the table has. Equality deletes name those keys
+    // instead: rows with that `_olake_id` in earlier commits go, this
+    // commit's new rows (same sequence number) stay.
+    let retired_keys: Vec<KeyHash> = written
+        .iter()
+        .zip(&old_written)
+        .chain(deleted.iter().zip(&old_deleted))
+        .filter(|(_, old)| old.is_some())
+        .map(|(k, _)| *k)
+        .collect();
     let mut retire: BTreeMap<String, Vec<u64>> = BTreeMap::new();
     for RowLocation { data_file, pos } in old_written.into_iter().chain(old_deleted).flatten() {
         retire.entry(data_file).or_default().push(pos);
     }
     let deletes: u64 = retire.values().map(|p| p.len() as u64).sum();
-    let (delete_files, replaced_dvs) =
-        match delete_format {
-            _ if retire.is_empty() => (Vec::new(), Vec::new()),
-            DeleteFormat::Position => {
-                let grouped: Vec<(String, Vec<u64>)> = retire
-                    .into_iter()
-                    .map(|(f, mut p)| {
-                        p.sort_unstable();
-                        (f, p)
-                    })
-                    .collect();
-                let file = target
-                    .write_position_deletes(handle, &grouped)
-                    .await
-                    .map_err(|e| e.to_string())?;
-                (file.into_iter().collect(), Vec::new())
-            }
-            DeleteFormat::Dv => {
-                let current: HashMap<String, iceberg::spec::DataFile> = target
-                    .current_deletion_vectors(handle)
-                    .await
-                    .map_err(|e| e.to_string())?;
-                let mut vectors = Vec::new();
-                let mut replaced = Vec::new();
-                for (data_file, positions) in retire {
-                    let mut bitmap: RoaringTreemap = positions.into_iter().collect();
-                    if let Some(old) = current.get(&data_file) {
-                        bitmap |= target
-                            .read_deletion_vector(old)
-                            .await
-                            .map_err(|e| e.to_string())?;
-                        replaced.push(old.clone());
-                    }
-                    vectors.push((data_file, bitmap));
+    let (delete_files, replaced_dvs) = match delete_format {
+        _ if retire.is_empty() => (Vec::new(), Vec::new()),
+        DeleteFormat::Position => {
+            let grouped: Vec<(String, Vec<u64>)> = retire
+                .into_iter()
+                .map(|(f, mut p)| {
+                    p.sort_unstable();
+                    (f, p)
+                })
+                .collect();
+            let file = target
+                .write_position_deletes(handle, &grouped)
+                .await
+                .map_err(|e| e.to_string())?;
+            (file.into_iter().collect(), Vec::new())
+        }
+        DeleteFormat::Dv => {
+            let current: HashMap<String, iceberg::spec::DataFile> = target
+                .current_deletion_vectors(handle)
+                .await
+                .map_err(|e| e.to_string())?;
+            let mut vectors = Vec::new();
+            let mut replaced = Vec::new();
+            for (data_file, positions) in retire {
+                let mut bitmap: RoaringTreemap = positions.into_iter().collect();
+                if let Some(old) = current.get(&data_file) {
+                    bitmap |= target
+                        .read_deletion_vector(old)
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    replaced.push(old.clone());
                 }
-                let files = target
-                    .write_deletion_vectors(handle, &vectors)
-                    .await
-                    .map_err(|e| e.to_string())?;
-                (files, replaced)
+                vectors.push((data_file, bitmap));
             }
-            DeleteFormat::Equality => return Err(
-                "equality deletes are not written yet; use delete_format = \"position\" or \"dv\""
-                    .into(),
-            ),
-        };
+            let files = target
+                .write_deletion_vectors(handle, &vectors)
+                .await
+                .map_err(|e| e.to_string())?;
+            (files, replaced)
+        }
+        DeleteFormat::Equality => {
+            let file = target
+                .write_equality_deletes(handle, &retired_keys)
+                .await
+                .map_err(|e| e.to_string())?;
+            (file.into_iter().collect(), Vec::new())
+        }
+    };
     let rows = upserts.len() as u64;
     let snapshot = target
         .commit_row_delta(

@@ -1,6 +1,6 @@
 //! `topicberg sync` in upsert mode: one row per key, old rows retired by
-//! position deletes (v2) or deletion vectors (v3), read the same by every
-//! engine.
+//! position deletes (v2), deletion vectors (v3) or equality deletes, read
+//! the same by every engine.
 
 use std::collections::BTreeMap;
 
@@ -63,7 +63,15 @@ fn assert_rows_match_model(rows: &[Value], model: &BTreeMap<i64, Value>, what: &
     }
 }
 
-fn seeds_upsert(catalog: Catalog, engines: &str, dv: bool) {
+/// The delete format the seeds' run expects.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Deletes {
+    Position,
+    Dv,
+    Equality,
+}
+
+fn seeds_upsert(catalog: Catalog, engines: &str, deletes: Deletes) {
     let customers = unique_name("customers");
     let orders = unique_name("orders");
     create_topic(&customers, 1);
@@ -75,6 +83,15 @@ fn seeds_upsert(catalog: Catalog, engines: &str, dv: bool) {
     produce(&customers, &first.0);
     produce(&orders, &first.1);
     let job = upsert_job(catalog, &[&customers, &orders], "id", engines);
+    if deletes == Deletes::Equality {
+        let text = std::fs::read_to_string(&job.path).unwrap();
+        let text = text.replace(
+            "dedup_keys = [\"id\"]\n",
+            "dedup_keys = [\"id\"]\ndelete_format = \"equality\"\n",
+        );
+        assert_eq!(text.matches("delete_format").count(), 2, "{text}");
+        std::fs::write(&job.path, text).unwrap();
+    }
     let report = job.sync();
     assert_eq!(
         commit_report(&report, &job.table(&orders))["addedRecords"],
@@ -92,21 +109,39 @@ fn seeds_upsert(catalog: Catalog, engines: &str, dv: bool) {
     let c = commit_report(&report, &job.table(&customers));
     assert_eq!(o["addedDataFiles"], 1, "{o}");
     assert_eq!(o["addedRecords"], 8, "{o}");
-    assert_eq!(o["addedPositionalDeletes"], 3, "{o}");
     assert_eq!(c["addedRecords"], 4, "{c}");
-    assert_eq!(c["addedPositionalDeletes"], 2, "{c}");
-    if dv {
-        assert_eq!(o["addedDVs"], 1, "{o}");
-        assert_eq!(o["addedPositionalDeleteFiles"], 0, "{o}");
-    } else {
-        assert_eq!(o["addedPositionalDeleteFiles"], 1, "{o}");
-        assert_eq!(o["addedDVs"], 0, "{o}");
+    match deletes {
+        Deletes::Position | Deletes::Dv => {
+            assert_eq!(o["addedPositionalDeletes"], 3, "{o}");
+            assert_eq!(c["addedPositionalDeletes"], 2, "{c}");
+            assert_eq!(o["addedEqualityDeleteFiles"], 0, "{o}");
+        }
+        Deletes::Equality => {
+            for (r, n) in [(&o, 3), (&c, 2)] {
+                assert_eq!(r["addedEqualityDeleteFiles"], 1, "{r}");
+                assert_eq!(r["addedEqualityDeletes"], n, "{r}");
+                assert_eq!(r["addedPositionalDeleteFiles"], 0, "{r}");
+                assert_eq!(r["addedPositionalDeletes"], 0, "{r}");
+                assert_eq!(r["addedDVs"], 0, "{r}");
+            }
+        }
+    }
+    match deletes {
+        Deletes::Dv => {
+            assert_eq!(o["addedDVs"], 1, "{o}");
+            assert_eq!(o["addedPositionalDeleteFiles"], 0, "{o}");
+        }
+        Deletes::Position => {
+            assert_eq!(o["addedPositionalDeleteFiles"], 1, "{o}");
+            assert_eq!(o["addedDVs"], 0, "{o}");
+        }
+        Deletes::Equality => {}
     }
 
-    let engines_to_read: &[&str] = if dv {
-        &["duckdb", "spark"]
-    } else {
-        &["duckdb", "pyiceberg", "spark"]
+    // PyIceberg reads neither deletion vectors here nor equality deletes.
+    let engines_to_read: &[&str] = match deletes {
+        Deletes::Position => &["duckdb", "pyiceberg", "spark"],
+        Deletes::Dv | Deletes::Equality => &["duckdb", "spark"],
     };
     for (topic, batches, expected) in [
         (&customers, vec![first.0.clone(), second.0.clone()], 10),
@@ -139,14 +174,28 @@ fn seeds_upsert(catalog: Catalog, engines: &str, dv: bool) {
 
 #[test]
 fn sync_upsert_seeds_with_position_deletes() {
-    seeds_upsert(Catalog::Seaweed, r#"["spark","duckdb","trino"]"#, false);
+    seeds_upsert(
+        Catalog::Seaweed,
+        r#"["spark","duckdb","trino"]"#,
+        Deletes::Position,
+    );
 }
 
 #[test]
 fn sync_upsert_seeds_with_deletion_vectors_for_databricks() {
     // SeaweedFS's table bucket refuses *.puffin objects: DVs go to the
     // reference catalog (which validates every commit strictly).
-    seeds_upsert(Catalog::Fixture, r#"["databricks","duckdb","spark"]"#, true);
+    seeds_upsert(
+        Catalog::Fixture,
+        r#"["databricks","duckdb","spark"]"#,
+        Deletes::Dv,
+    );
+}
+
+#[test]
+fn sync_upsert_seeds_with_equality_deletes() {
+    // Equality delete files on `_olake_id`; PyIceberg cannot read them.
+    seeds_upsert(Catalog::Seaweed, r#"["spark","duckdb"]"#, Deletes::Equality);
 }
 
 /// Produces `(key, value or tombstone)` messages.
