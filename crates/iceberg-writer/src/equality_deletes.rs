@@ -17,13 +17,10 @@ use iceberg::io::FileIO;
 use iceberg::spec::{
     DataContentType, DataFile, DataFileBuilder, DataFileFormat, Datum, Struct, TableMetadata,
 };
-use parquet::arrow::ArrowWriter;
-use parquet::basic::{Compression, ZstdLevel};
-use parquet::file::properties::WriterProperties;
 
-use crate::error::{from_iceberg, IcebergError, IcebergErrorKind};
+use crate::error::{IcebergError, IcebergErrorKind};
 use crate::key_index::scan::KEY_COLUMN;
-use crate::position_deletes::data_folder;
+use crate::position_deletes::{data_folder, encode_zstd_parquet, store_file};
 
 /// The Arrow schema of an equality delete file on `_olake_id`: the one
 /// column, with the table's field id in `PARQUET:field_id`.
@@ -65,21 +62,10 @@ pub(crate) fn encode_parquet(
     nullable: bool,
     zstd_level: i32,
 ) -> Result<Vec<u8>, String> {
-    let level = ZstdLevel::try_new(zstd_level).map_err(|e| format!("zstd level: {e}"))?;
-    let props = WriterProperties::builder()
-        .set_compression(Compression::ZSTD(level))
-        .build();
     let schema = equality_delete_arrow_schema(key_field_id, nullable);
     let column: ArrayRef = Arc::new(StringArray::from_iter_values(ids.iter()));
-    let batch = RecordBatch::try_new(schema.clone(), vec![column]).map_err(|e| e.to_string())?;
-    let mut writer =
-        ArrowWriter::try_new(Vec::new(), schema, Some(props)).map_err(|e| e.to_string())?;
-    writer
-        .write(&batch)
-        .map_err(|e| format!("encoding Parquet: {e}"))?;
-    writer
-        .into_inner()
-        .map_err(|e| format!("closing Parquet: {e}"))
+    let batch = RecordBatch::try_new(schema, vec![column]).map_err(|e| e.to_string())?;
+    encode_zstd_parquet(&batch, zstd_level)
 }
 
 /// The manifest entry of an equality delete file holding `ids` (sorted).
@@ -137,12 +123,7 @@ pub async fn write_equality_delete_file(
     let data_err = |detail: String| IcebergError::new(IcebergErrorKind::Data, &step, detail);
     let bytes = encode_parquet(&ids, key_field_id, nullable, zstd_level).map_err(data_err)?;
     let size = bytes.len() as u64;
-    file_io
-        .new_output(&location)
-        .map_err(|e| from_iceberg(&step, &e, IcebergErrorKind::Storage))?
-        .write(bytes.into())
-        .await
-        .map_err(|e| from_iceberg(&step, &e, IcebergErrorKind::Storage))?;
+    store_file(file_io, &location, bytes, &step).await?;
     let entry = delete_file_entry(
         &location,
         &ids,
@@ -159,6 +140,7 @@ mod tests {
     use arrow_array::cast::AsArray;
     use bytes::Bytes;
     use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+    use parquet::basic::Compression;
     use parquet::file::reader::FileReader;
     use parquet::file::serialized_reader::SerializedFileReader;
 

@@ -110,18 +110,40 @@ impl SortedDeletes {
 
 /// Encodes the rows as a zstd Parquet file.
 pub(crate) fn encode_parquet(rows: &SortedDeletes, zstd_level: i32) -> Result<Vec<u8>, String> {
+    encode_zstd_parquet(&rows.batch()?, zstd_level)
+}
+
+/// One record batch as a whole zstd Parquet file in memory (delete files
+/// are small); shared by the position and equality delete writers.
+pub(crate) fn encode_zstd_parquet(batch: &RecordBatch, zstd_level: i32) -> Result<Vec<u8>, String> {
     let level = ZstdLevel::try_new(zstd_level).map_err(|e| format!("zstd level: {e}"))?;
     let props = WriterProperties::builder()
         .set_compression(Compression::ZSTD(level))
         .build();
-    let mut writer = ArrowWriter::try_new(Vec::new(), position_delete_arrow_schema(), Some(props))
-        .map_err(|e| e.to_string())?;
+    let mut writer =
+        ArrowWriter::try_new(Vec::new(), batch.schema(), Some(props)).map_err(|e| e.to_string())?;
     writer
-        .write(&rows.batch()?)
+        .write(batch)
         .map_err(|e| format!("encoding Parquet: {e}"))?;
     writer
         .into_inner()
         .map_err(|e| format!("closing Parquet: {e}"))
+}
+
+/// Stores a finished delete file at `location`; errors are of kind
+/// `Storage` under `step`.
+pub(crate) async fn store_file(
+    file_io: &FileIO,
+    location: &str,
+    bytes: Vec<u8>,
+    step: &str,
+) -> Result<(), IcebergError> {
+    file_io
+        .new_output(location)
+        .map_err(|e| from_iceberg(step, &e, IcebergErrorKind::Storage))?
+        .write(bytes.into())
+        .await
+        .map_err(|e| from_iceberg(step, &e, IcebergErrorKind::Storage))
 }
 
 /// Where the table's data files go: `write.data.path`, else
@@ -197,12 +219,7 @@ pub async fn write_position_delete_file(
     }
     let bytes = encode_parquet(&rows, zstd_level).map_err(data_err)?;
     let size = bytes.len() as u64;
-    file_io
-        .new_output(&location)
-        .map_err(|e| from_iceberg(&step, &e, IcebergErrorKind::Storage))?
-        .write(bytes.into())
-        .await
-        .map_err(|e| from_iceberg(&step, &e, IcebergErrorKind::Storage))?;
+    store_file(file_io, &location, bytes, &step).await?;
     let entry = delete_file_entry(&location, &rows, size, metadata.default_partition_spec_id())
         .map_err(data_err)?;
     Ok(Some(entry))
