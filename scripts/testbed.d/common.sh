@@ -1,7 +1,7 @@
 # shellcheck shell=bash
 # Shared settings and process helpers for scripts/testbed. Sourced, never run.
 #
-# Every component file (kafka.sh, seaweed.sh, fixture.sh) defines, for its name <c>:
+# Every component (kafka, kafka_faults, seaweed, fixture) has, for its name <c>:
 #   <c>_install   download/prepare into $TB_CACHE (pinned, idempotent, no network if cached)
 #   <c>_start     start in the background unless already running (tb_start_bg)
 #   <c>_wait      poll a real request until ready or deadline; on failure tb_fail
@@ -20,6 +20,8 @@ TB_HOST=127.0.0.1
 TB_KAFKA_PORT=9092            # PLAINTEXT
 TB_KAFKA_SASL_PORT=9093       # SASL_PLAINTEXT (PLAIN + SCRAM-SHA-512)
 TB_KAFKA_CONTROLLER_PORT=9094 # KRaft controller
+TB_KAFKA_FAULTS_PORT=9095             # fault-test broker: PLAINTEXT (restarted by tests)
+TB_KAFKA_FAULTS_CONTROLLER_PORT=9096  # fault-test broker: KRaft controller
 TB_S3_PORT=8333               # SeaweedFS S3
 TB_SEAWEED_CATALOG_PORT=8181  # SeaweedFS Iceberg REST catalog
 TB_FIXTURE_PORT=8182          # Apache Iceberg reference REST catalog (RESTCatalogServer)

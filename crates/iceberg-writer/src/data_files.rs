@@ -9,10 +9,8 @@
 //! storage uploads large files in parts, so a file is never held whole in
 //! memory.
 
-use arrow_array::cast::AsArray;
-use arrow_array::types::TimestampMicrosecondType;
-use arrow_array::{ArrayRef, RecordBatch};
-use arrow_schema::{DataType, SchemaRef as ArrowSchemaRef, TimeUnit};
+use arrow_array::RecordBatch;
+use arrow_schema::SchemaRef as ArrowSchemaRef;
 use iceberg::io::FileIO;
 use iceberg::spec::{DataFile, DataFileFormat, PartitionKey, Struct, TableMetadata};
 use iceberg::writer::base_writer::data_file_writer::{
@@ -27,8 +25,9 @@ use iceberg::writer::{IcebergWriter, IcebergWriterBuilder};
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
 
+use crate::conform::conform;
 use crate::error::{from_iceberg, IcebergError, IcebergErrorKind};
-use crate::schema::{arrow_schema, UTC};
+use crate::schema::arrow_schema;
 
 /// How data files are written.
 #[derive(Debug, Clone)]
@@ -136,9 +135,10 @@ impl DataFileWriter {
         self.rows
     }
 
-    /// Writes one batch. Its columns must match the table's columns by
-    /// position and type; field metadata may differ, and a UTC timestamp
-    /// column may name its zone `UTC` or `+00:00`.
+    /// Writes one batch, made to fit the table's columns by
+    /// [`conform`](crate::conform::conform): by position, or by field id
+    /// for a batch decoded before the table gained columns (missing ones
+    /// are null, `int` columns widen to `long`).
     pub async fn write(&mut self, batch: &RecordBatch) -> Result<(), IcebergError> {
         if batch.num_rows() == 0 {
             return Ok(());
@@ -172,106 +172,5 @@ impl DataFileWriter {
                 IcebergErrorKind::Data,
             )
         })
-    }
-}
-
-/// The batch re-labelled with the table's Arrow schema, or why it cannot be.
-fn conform(batch: &RecordBatch, schema: &ArrowSchemaRef) -> Result<RecordBatch, String> {
-    if batch.num_columns() != schema.fields().len() {
-        return Err(format!(
-            "the batch has {} columns, the table {}",
-            batch.num_columns(),
-            schema.fields().len()
-        ));
-    }
-    let mut columns: Vec<ArrayRef> = Vec::with_capacity(batch.num_columns());
-    for (i, (column, field)) in batch.columns().iter().zip(schema.fields()).enumerate() {
-        let got = column.data_type();
-        let column = match (got, field.data_type()) {
-            (a, b) if a == b => column.clone(),
-            (
-                DataType::Timestamp(TimeUnit::Microsecond, Some(tz)),
-                DataType::Timestamp(TimeUnit::Microsecond, Some(_)),
-            ) if tz.as_ref() == "UTC" || tz.as_ref() == "+00:00" => std::sync::Arc::new(
-                column
-                    .as_primitive::<TimestampMicrosecondType>()
-                    .clone()
-                    .with_timezone(UTC),
-            ),
-            (a, b) => {
-                return Err(format!(
-                    "column {i} ({}) is {a} in the batch, {b} in the table",
-                    field.name()
-                ))
-            }
-        };
-        if !field.is_nullable() && column.null_count() > 0 {
-            return Err(format!(
-                "column {i} ({}) is required but the batch has {} nulls in it",
-                field.name(),
-                column.null_count()
-            ));
-        }
-        columns.push(column);
-    }
-    RecordBatch::try_new(schema.clone(), columns).map_err(|e| e.to_string())
-}
-
-#[cfg(test)]
-mod tests {
-    use std::sync::Arc;
-
-    use arrow_array::{Int64Array, StringArray, TimestampMicrosecondArray};
-    use arrow_schema::{Field, Schema};
-
-    use super::*;
-    use crate::schema::{iceberg_schema, Column, ColumnType};
-
-    fn table_schema() -> ArrowSchemaRef {
-        let columns = vec![
-            Column::optional("id", 1, ColumnType::Long),
-            Column::optional("at", 2, ColumnType::Timestamptz),
-        ];
-        arrow_schema(&iceberg_schema(&columns).unwrap()).unwrap()
-    }
-
-    #[test]
-    fn conform_accepts_plain_fields_and_utc_alias() {
-        let plain = Arc::new(Schema::new(vec![
-            Field::new("id", DataType::Int64, true),
-            Field::new(
-                "at",
-                DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
-                true,
-            ),
-        ]));
-        let batch = RecordBatch::try_new(
-            plain,
-            vec![
-                Arc::new(Int64Array::from(vec![1, 2])),
-                Arc::new(TimestampMicrosecondArray::from(vec![5, 6]).with_timezone("UTC")),
-            ],
-        )
-        .unwrap();
-        let out = conform(&batch, &table_schema()).unwrap();
-        assert_eq!(out.schema(), table_schema());
-    }
-
-    #[test]
-    fn conform_names_a_mismatched_column() {
-        let wrong = Arc::new(Schema::new(vec![
-            Field::new("id", DataType::Utf8, true),
-            Field::new("at", DataType::Int64, true),
-        ]));
-        let batch = RecordBatch::try_new(
-            wrong,
-            vec![
-                Arc::new(StringArray::from(vec!["x"])),
-                Arc::new(Int64Array::from(vec![1])),
-            ],
-        )
-        .unwrap();
-        let err = conform(&batch, &table_schema()).unwrap_err();
-        assert!(err.contains("column 0 (id)"), "{err}");
     }
 }

@@ -40,6 +40,7 @@
 
 mod append;
 mod catalog;
+pub mod conform;
 mod data_files;
 #[cfg(test)]
 mod delete_local_tests;
@@ -55,6 +56,7 @@ pub mod position_deletes;
 pub mod rest;
 pub mod row_delta;
 pub mod schema;
+pub mod schema_evolution;
 mod snapshot_commit;
 pub mod sql;
 pub mod storage;
@@ -69,7 +71,8 @@ pub use iceberg::spec::{DataFile, FormatVersion};
 pub use roaring::RoaringTreemap;
 pub use row_delta::{is_stale_deletes, RowDelta};
 pub use schema::{Column, ColumnType};
-pub use storage::{ObjectStorage, S3Config, StorageConfig};
+pub use schema_evolution::SchemaChange;
+pub use storage::{ObjectStorage, S3Config, S3RetryPolicy, StorageConfig, S3_RETRY_ENV};
 pub use target::{
     CommittedSnapshot, IcebergTarget, SnapshotInfo, TableHandle, DEFAULT_COMMIT_ATTEMPTS,
 };

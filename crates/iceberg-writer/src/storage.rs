@@ -15,11 +15,21 @@
 //!
 //! Locations: `s3://bucket/key` (also `s3a://`, `s3n://`) go to S3,
 //! `file:///abs/path` and `/abs/path` to the local file system.
+//!
+//! Retries ([`S3RetryPolicy`]): `object_store` retries every S3 request
+//! itself, with exponential backoff and jitter, bounded by a count and a
+//! total time. It retries HTTP 5xx, 429 and 408 answers, refused
+//! connections and connections closed before the answer for every
+//! request, and resets and timeouts for idempotent ones, which include
+//! `PUT` (overwrite), multipart create / part / complete and `DELETE`. A
+//! 4xx answer (403, 404, 400) is final. So uploads need no retry loop of
+//! ours; a failed multipart upload is aborted (best effort).
 
 use std::collections::HashMap;
 use std::fmt;
 use std::ops::Range;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -33,7 +43,7 @@ use object_store::aws::AmazonS3Builder;
 use object_store::buffered::BufWriter;
 use object_store::local::LocalFileSystem;
 use object_store::path::Path;
-use object_store::{ObjectStore, PutPayload};
+use object_store::{BackoffConfig, ObjectStore, PutPayload, RetryConfig};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use tokio::io::AsyncWriteExt;
 use topicberg_core::Secret;
@@ -62,6 +72,90 @@ pub struct S3Config {
     pub path_style: bool,
 }
 
+/// How S3 requests are retried on transient failures (see the module
+/// docs for which failures those are). Each request is retried at most
+/// `max_retries` times, and not after `retry_timeout` since its first
+/// attempt; the waits start at `init_backoff` and grow up to twofold each
+/// time (random jitter), capped at `max_backoff`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct S3RetryPolicy {
+    /// Retries after the first attempt (0: none).
+    pub max_retries: usize,
+    /// The first wait.
+    pub init_backoff: Duration,
+    /// The longest wait.
+    pub max_backoff: Duration,
+    /// No retry starts later than this after the first attempt.
+    pub retry_timeout: Duration,
+}
+
+/// The environment variable that replaces [`S3RetryPolicy::default`] (a
+/// test hook, like `TOPICBERG_FAULT`): comma-separated `key=value` with
+/// keys `max_retries`, `init_backoff_ms`, `max_backoff_ms`,
+/// `retry_timeout_ms`; keys left out keep their defaults.
+pub const S3_RETRY_ENV: &str = "TOPICBERG_S3_RETRY";
+
+impl Default for S3RetryPolicy {
+    /// 8 retries, waits from 200 ms up to 5 s (at most about 21 s of
+    /// waiting in all), none started after 60 s.
+    fn default() -> Self {
+        Self {
+            max_retries: 8,
+            init_backoff: Duration::from_millis(200),
+            max_backoff: Duration::from_secs(5),
+            retry_timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+impl S3RetryPolicy {
+    /// The policy [`S3_RETRY_ENV`] sets, or the default. A malformed value
+    /// is logged and ignored.
+    pub fn from_env() -> Self {
+        match std::env::var(S3_RETRY_ENV) {
+            Ok(text) => Self::parse(&text).unwrap_or_else(|e| {
+                tracing::warn!(variable = S3_RETRY_ENV, error = %e, "ignored; using the default S3 retry policy");
+                Self::default()
+            }),
+            Err(_) => Self::default(),
+        }
+    }
+
+    /// Parses `max_retries=3,init_backoff_ms=50,...` over the defaults.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let mut policy = Self::default();
+        for item in text.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+            let (key, value) = item
+                .split_once('=')
+                .ok_or_else(|| format!("`{item}` is not key=value"))?;
+            let number: u64 = value
+                .trim()
+                .parse()
+                .map_err(|_| format!("`{item}`: not a whole number"))?;
+            match key.trim() {
+                "max_retries" => policy.max_retries = number as usize,
+                "init_backoff_ms" => policy.init_backoff = Duration::from_millis(number),
+                "max_backoff_ms" => policy.max_backoff = Duration::from_millis(number),
+                "retry_timeout_ms" => policy.retry_timeout = Duration::from_millis(number),
+                other => return Err(format!("unknown key `{other}`")),
+            }
+        }
+        Ok(policy)
+    }
+
+    fn retry_config(&self) -> RetryConfig {
+        RetryConfig {
+            backoff: BackoffConfig {
+                init_backoff: self.init_backoff,
+                max_backoff: self.max_backoff.max(self.init_backoff),
+                base: 2.0,
+            },
+            max_retries: self.max_retries,
+            retry_timeout: self.retry_timeout,
+        }
+    }
+}
+
 /// Which object stores a [`ObjectStorage`] can reach. Local paths
 /// (`file://`, `/...`) always work.
 #[derive(Debug, Clone)]
@@ -81,6 +175,7 @@ pub struct ObjectStorage {
 
 struct Inner {
     s3: Option<S3Config>,
+    retry: S3RetryPolicy,
     buckets: Mutex<HashMap<String, Arc<dyn ObjectStore>>>,
     local: Arc<dyn ObjectStore>,
 }
@@ -89,6 +184,7 @@ impl fmt::Debug for ObjectStorage {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ObjectStorage")
             .field("s3", &self.inner.s3)
+            .field("retry", &self.inner.retry)
             .finish_non_exhaustive()
     }
 }
@@ -98,13 +194,18 @@ impl fmt::Debug for ObjectStorage {
 /// permanent ones.
 #[derive(Debug)]
 pub(crate) struct StorageFault {
-    pub(crate) message: String,
     pub(crate) retryable: bool,
 }
 
+/// Short, as the message is already the error's own text (printing it
+/// again as the source doubled every storage error).
 impl fmt::Display for StorageFault {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message)
+        f.write_str(if self.retryable {
+            "a transient storage failure"
+        } else {
+            "a permanent storage failure"
+        })
     }
 }
 
@@ -126,24 +227,27 @@ fn fault(op: &str, location: &str, e: object_store::Error) -> iceberg::Error {
             | E::UnknownConfigurationKey { .. }
     );
     let message = format!("{op} {location}: {e}");
-    iceberg::Error::new(iceberg::ErrorKind::Unexpected, message.clone())
+    iceberg::Error::new(iceberg::ErrorKind::Unexpected, message)
         .with_retryable(retryable)
-        .with_source(StorageFault { message, retryable })
+        .with_source(StorageFault { retryable })
 }
 
 fn bad_location(location: &str, why: &str) -> iceberg::Error {
     let message = format!("location {location}: {why}");
-    iceberg::Error::new(iceberg::ErrorKind::DataInvalid, message.clone()).with_source(
-        StorageFault {
-            message,
-            retryable: false,
-        },
-    )
+    iceberg::Error::new(iceberg::ErrorKind::DataInvalid, message)
+        .with_source(StorageFault { retryable: false })
 }
 
 impl ObjectStorage {
-    /// Storage for the given configuration; connects lazily, per bucket.
+    /// Storage for the given configuration, with the S3 retry policy of
+    /// [`S3RetryPolicy::from_env`]; connects lazily, per bucket.
     pub fn new(config: StorageConfig) -> Self {
+        Self::with_retry(config, S3RetryPolicy::from_env())
+    }
+
+    /// Storage for the given configuration with an explicit S3 retry
+    /// policy; connects lazily, per bucket.
+    pub fn with_retry(config: StorageConfig, retry: S3RetryPolicy) -> Self {
         let s3 = match config {
             StorageConfig::S3(s3) => Some(s3),
             StorageConfig::Local => None,
@@ -151,6 +255,7 @@ impl ObjectStorage {
         Self {
             inner: Arc::new(Inner {
                 s3,
+                retry,
                 buckets: Mutex::new(HashMap::new()),
                 local: Arc::new(LocalFileSystem::new()),
             }),
@@ -209,7 +314,8 @@ impl ObjectStorage {
             .with_region(&s3.region)
             .with_access_key_id(&s3.access_key_id)
             .with_secret_access_key(s3.secret_access_key.expose())
-            .with_virtual_hosted_style_request(!s3.path_style);
+            .with_virtual_hosted_style_request(!s3.path_style)
+            .with_retry(self.inner.retry.retry_config());
         if let Some(endpoint) = &s3.endpoint {
             let endpoint = endpoint.trim_end_matches('/');
             builder = builder.with_allow_http(endpoint.starts_with("http://"));
@@ -221,12 +327,8 @@ impl ObjectStorage {
         }
         let store: Arc<dyn ObjectStore> = Arc::new(builder.build().map_err(|e| {
             let message = format!("configuring S3 for bucket {bucket}: {e}");
-            iceberg::Error::new(iceberg::ErrorKind::DataInvalid, message.clone()).with_source(
-                StorageFault {
-                    message,
-                    retryable: false,
-                },
-            )
+            iceberg::Error::new(iceberg::ErrorKind::DataInvalid, message)
+                .with_source(StorageFault { retryable: false })
         })?);
         buckets.insert(bucket.to_string(), store.clone());
         Ok(store)
@@ -420,10 +522,16 @@ impl ObjectWriter {
 impl FileWrite for ObjectWriter {
     async fn write(&mut self, bs: Bytes) -> iceberg::Result<()> {
         let location = self.location.clone();
-        self.open()?
-            .put(bs)
-            .await
-            .map_err(|e| fault("writing", &location, e))
+        let Err(e) = self.open()?.put(bs).await else {
+            return Ok(());
+        };
+        // The retries are spent: abort the multipart upload (if one was
+        // started) so that its parts do not linger, and refuse more writes.
+        let mut writer = self.writer.take().expect("open checked it");
+        if let Err(abort) = writer.abort().await {
+            tracing::warn!(location = %location, error = %abort, "aborting the multipart upload failed");
+        }
+        Err(fault("writing", &location, e))
     }
 
     async fn close(&mut self) -> iceberg::Result<()> {
@@ -432,12 +540,8 @@ impl FileWrite for ObjectWriter {
         let mut writer = self.writer.take().expect("checked above");
         writer.shutdown().await.map_err(|e| {
             let message = format!("writing {location}: {e}");
-            iceberg::Error::new(iceberg::ErrorKind::Unexpected, message.clone()).with_source(
-                StorageFault {
-                    message,
-                    retryable: true,
-                },
-            )
+            iceberg::Error::new(iceberg::ErrorKind::Unexpected, message)
+                .with_source(StorageFault { retryable: true })
         })
     }
 }
@@ -465,6 +569,20 @@ mod tests {
         }));
         let text = format!("{storage:?} {:?}", storage.file_io());
         assert!(!text.contains("very-secret-key"), "{text}");
+    }
+
+    #[test]
+    fn retry_policy_parses_over_the_defaults() {
+        let policy = S3RetryPolicy::parse("max_retries=3, init_backoff_ms=50").unwrap();
+        assert_eq!(policy.max_retries, 3);
+        assert_eq!(policy.init_backoff, Duration::from_millis(50));
+        assert_eq!(policy.max_backoff, S3RetryPolicy::default().max_backoff);
+        assert_eq!(S3RetryPolicy::parse("").unwrap(), S3RetryPolicy::default());
+        assert!(S3RetryPolicy::parse("retries=3").is_err());
+        assert!(S3RetryPolicy::parse("max_retries=-1").is_err());
+        let config = S3RetryPolicy::default().retry_config();
+        assert_eq!(config.max_retries, 8);
+        assert_eq!(config.retry_timeout, Duration::from_secs(60));
     }
 
     #[test]

@@ -15,6 +15,7 @@ use crate::data_files::{DataFileWriter, WriteOptions};
 use crate::error::{IcebergError, IcebergErrorKind};
 use crate::rest::{LoadedTable, Namespace, RestCatalog, RestCatalogConfig};
 use crate::schema::{arrow_schema, iceberg_schema, schema_differences, Column};
+use crate::schema_evolution::{reapply_pending_schema, PendingSchema};
 use crate::snapshot_commit::PendingCommit;
 use crate::storage::{ObjectStorage, StorageConfig};
 use crate::CatalogErrorKind;
@@ -38,8 +39,11 @@ pub struct IcebergTarget {
 pub struct TableHandle {
     namespace: Namespace,
     name: String,
-    table: LoadedTable,
+    pub(crate) table: LoadedTable,
     arrow_schema: ArrowSchemaRef,
+    /// Columns added or widened locally, committed with the next snapshot
+    /// (see [`TableHandle::with_columns`]).
+    pub(crate) pending_schema: Option<Box<PendingSchema>>,
 }
 
 impl TableHandle {
@@ -54,6 +58,7 @@ impl TableHandle {
             name,
             table,
             arrow_schema,
+            pending_schema: None,
         })
     }
 
@@ -382,14 +387,15 @@ impl IcebergTarget {
             let built = pending
                 .build(&self.file_io, handle.metadata(), attempt)
                 .await?;
+            let (mut updates, mut requirements) = match &handle.pending_schema {
+                Some(schema) => schema.updates_and_requirements(),
+                None => (Vec::new(), Vec::new()),
+            };
+            updates.extend(built.updates.iter().cloned());
+            requirements.extend(built.requirements.iter().cloned());
             let sent = self
                 .catalog
-                .commit_table(
-                    &handle.namespace,
-                    &handle.name,
-                    &built.requirements,
-                    &built.updates,
-                )
+                .commit_table(&handle.namespace, &handle.name, &requirements, &updates)
                 .await;
             let err = match sent {
                 Ok(committed) => {
@@ -433,6 +439,7 @@ impl IcebergTarget {
                 }
                 Err(reload) => return Err(reload),
             };
+            let schema = handle.pending_schema.take();
             *handle = reloaded;
             if let Some(found) = handle.find_commit(pending.commit_id()) {
                 return Ok(CommittedSnapshot {
@@ -447,6 +454,7 @@ impl IcebergTarget {
                 return Err(IcebergError::from(err)
                     .with_detail_suffix(&format!(" (gave up after {attempt} commit attempts)")));
             }
+            *handle = reapply_pending_schema(handle.clone(), schema)?;
         }
     }
 
@@ -468,5 +476,47 @@ impl IcebergTarget {
                 Err(e) => return Err(e),
             }
         }
+    }
+}
+
+/// Cleaning up after a sync whose commit failed.
+impl IcebergTarget {
+    /// Deletes, best effort, data and delete files that were written for a
+    /// commit that did not land, so no snapshot references them. Returns
+    /// `(location, error)` for each file that could not be deleted (for a
+    /// report listing what is left to clean up); a file already gone
+    /// counts as deleted. Several entries naming one file (deletion vectors
+    /// in one Puffin file) delete it once.
+    ///
+    /// Only for files whose commit failed for certain: never after
+    /// [`IcebergErrorKind::CommitStateUnknown`], where the commit may have
+    /// landed and the files may be live (reconcile first).
+    pub async fn delete_uncommitted(&self, files: &[DataFile]) -> Vec<(String, String)> {
+        use futures::StreamExt;
+        let mut locations: Vec<&str> = files.iter().map(|f| f.file_path()).collect();
+        locations.sort_unstable();
+        locations.dedup();
+        let results: Vec<(String, Result<(), iceberg::Error>)> =
+            futures::stream::iter(locations)
+                .map(|location| async move {
+                    (location.to_string(), self.file_io.delete(location).await)
+                })
+                .buffer_unordered(8)
+                .collect()
+                .await;
+        let mut left = Vec::new();
+        for (location, result) in results {
+            if let Err(e) = result {
+                let e = crate::error::from_iceberg(
+                    format!("deleting {location}"),
+                    &e,
+                    IcebergErrorKind::Storage,
+                );
+                tracing::warn!(location = %location, error = %e, "could not delete an uncommitted file");
+                left.push((location, e.detail));
+            }
+        }
+        left.sort();
+        left
     }
 }

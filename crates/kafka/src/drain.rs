@@ -44,8 +44,8 @@ pub struct DrainedPartition {
 /// Tuning for the drain.
 #[derive(Debug, Clone)]
 pub struct DrainSettings {
-    /// The consumer group (used for the client id only: the drain assigns
-    /// partitions itself and never joins the group).
+    /// The consumer group: the consumer's `group.id` and `client.id` (the
+    /// drain assigns partitions itself and never joins the group).
     pub group: String,
     /// Give up when no partition makes progress for this long.
     pub stall_timeout: Duration,
@@ -68,6 +68,8 @@ struct Progress {
     records: u64,
     bytes: u64,
     done: bool,
+    /// Messages delivered a second time and skipped.
+    redelivered: u64,
 }
 
 /// Reads every range to its end, handing each message to `sink` in offset
@@ -109,6 +111,7 @@ where
                 records: 0,
                 bytes: 0,
                 done,
+                redelivered: 0,
             },
         );
         if !done {
@@ -123,6 +126,8 @@ where
         let consumer: BaseConsumer = connection
             .client_config()
             .set("group.id", &settings.group)
+            // The broker sees (logs, quotas) which job is reading.
+            .set("client.id", &settings.group)
             .set("enable.auto.commit", "false")
             .set("enable.auto.offset.store", "false")
             .set("enable.partition.eof", "true")
@@ -152,6 +157,18 @@ where
                         continue;
                     }
                     let offset = message.offset();
+                    if offset < p.next {
+                        // Already handed to the sink (a refetch after a
+                        // reconnect must not write a message twice).
+                        p.redelivered += 1;
+                        if p.redelivered == 1 {
+                            tracing::warn!(
+                                topic = %key.0, partition = key.1, offset, next = p.next,
+                                "message delivered again; skipped (logged once per partition)"
+                            );
+                        }
+                        continue;
+                    }
                     if offset >= p.end {
                         // Produced after the sync began: the next sync reads it.
                         p.next = p.end;

@@ -10,6 +10,11 @@ pub enum KafkaErrorKind {
     Authentication,
     /// Our settings are invalid (rejected by the client before any I/O).
     Config,
+    /// The consumer group has members (another consumer subscribed with the
+    /// job's group id), so the broker refuses offsets committed from
+    /// outside the group. topicberg never joins its group; a later commit,
+    /// after the member left, succeeds.
+    GroupInUse,
     /// Any other error reported by the broker or client.
     Broker,
 }
@@ -45,7 +50,7 @@ impl KafkaError {
     pub fn retryable(&self) -> bool {
         matches!(
             self.kind,
-            KafkaErrorKind::Unreachable | KafkaErrorKind::Broker
+            KafkaErrorKind::Unreachable | KafkaErrorKind::Broker | KafkaErrorKind::GroupInUse
         )
     }
 }

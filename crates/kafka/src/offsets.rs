@@ -113,12 +113,42 @@ pub fn commit_group_offsets(
             .map_err(|e| KafkaError::new(KafkaErrorKind::Config, "building the offset list", e))?;
     }
     with_coordinator_retries(|| consumer.commit(&tpl, CommitMode::Sync)).map_err(|e| {
-        KafkaError::new(
-            KafkaErrorKind::Broker,
-            format!("committing offsets of consumer group {group}"),
-            e,
-        )
+        if group_has_members(&e) {
+            KafkaError::new(
+                KafkaErrorKind::GroupInUse,
+                format!("committing offsets of consumer group {group}"),
+                format!(
+                    "{e}: another consumer is a member of the group (topicberg never joins it), and the \
+                     broker refuses offsets committed from outside while it is; the tables hold the \
+                     offsets and the first sync after that member leaves commits them. Give this job a \
+                     consumer_group no other application uses"
+                ),
+            )
+        } else {
+            KafkaError::new(
+                KafkaErrorKind::Broker,
+                format!("committing offsets of consumer group {group}"),
+                e,
+            )
+        }
     })
+}
+
+/// Whether an offset commit was refused because the group has members
+/// (a commit from outside a non-empty classic group gets `UNKNOWN_MEMBER_ID`;
+/// the others are the same refusal during or after a rebalance).
+fn group_has_members(err: &rdkafka::error::KafkaError) -> bool {
+    use rdkafka::types::RDKafkaErrorCode as C;
+    matches!(
+        err.rdkafka_error_code(),
+        Some(
+            C::UnknownMemberId
+                | C::IllegalGeneration
+                | C::RebalanceInProgress
+                | C::FencedInstanceId
+                | C::StaleMemberEpoch
+        )
+    )
 }
 
 /// Attempts [`with_coordinator_retries`] makes.
@@ -184,6 +214,14 @@ mod tests {
             }
         });
         assert_eq!(result.unwrap(), 3);
+    }
+
+    #[test]
+    fn a_group_with_members_is_told_apart_from_other_commit_errors() {
+        let refused = RdKafkaError::ConsumerCommit(RDKafkaErrorCode::UnknownMemberId);
+        assert!(group_has_members(&refused));
+        let other = RdKafkaError::ConsumerCommit(RDKafkaErrorCode::GroupAuthorizationFailed);
+        assert!(!group_has_members(&other));
     }
 
     #[test]

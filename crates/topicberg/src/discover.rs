@@ -54,8 +54,8 @@ pub fn discover(config: &JobConfig) -> Result<Vec<DiscoveredTopic>, SetupError> 
                 end: s.high.min(s.low + SAMPLE_PER_PARTITION),
             })
             .collect();
-        let inference =
-            infer_columns(&connection, &settings, &ranges).map_err(SetupError::Unsupported)?;
+        let inference = infer_columns(&connection, &settings, &ranges, false)
+            .map_err(SetupError::Unsupported)?;
         let columns: Vec<(String, String)> = inference
             .columns()
             .into_iter()
@@ -85,10 +85,15 @@ pub fn discover(config: &JobConfig) -> Result<Vec<DiscoveredTopic>, SetupError> 
 }
 
 /// Infers payload columns from every message value in `ranges`.
+///
+/// With `skip_invalid` (streams whose `on_invalid` is `skip` or `dlq`), a
+/// value that is not a JSON object is left out of the sample instead of
+/// failing it.
 pub fn infer_columns(
     connection: &KafkaConnection,
     settings: &DrainSettings,
     ranges: &[PartitionRange],
+    skip_invalid: bool,
 ) -> Result<SchemaInference, String> {
     let mut inference = SchemaInference::new();
     let mut by_topic: BTreeMap<&str, Vec<PartitionRange>> = BTreeMap::new();
@@ -98,12 +103,16 @@ pub fn infer_columns(
     for topic_ranges in by_topic.into_values() {
         drain(connection, &topic_ranges, settings, |record| {
             if let Some(value) = record.value {
-                inference.add(value).map_err(|e| {
-                    SampleError(format!(
-                        "{}[{}]@{}: {e}",
-                        record.topic, record.partition, record.offset
-                    ))
-                })?;
+                match inference.add(value) {
+                    Ok(()) => {}
+                    Err(_) if skip_invalid => {}
+                    Err(e) => {
+                        return Err(SampleError(format!(
+                            "{}[{}]@{}: {e}",
+                            record.topic, record.partition, record.offset
+                        )))
+                    }
+                }
             }
             Ok::<(), SampleError>(())
         })

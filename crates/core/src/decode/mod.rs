@@ -14,9 +14,9 @@
 //! Rules, decided once here:
 //!
 //! - **Failed record**: the batch is left exactly as before the call (every
-//!   column is truncated back), and the error names topic, partition, offset
-//!   and field: `orders[2]@1234: field "amount": expected double, found
-//!   string "abc"`.
+//!   column is truncated back; collected unknown fields keep their list and
+//!   types), and the error names topic, partition, offset and field:
+//!   `orders[2]@1234: field "amount": expected double, found string "abc"`.
 //! - **Types**: `long` takes a JSON integer in i64 range; `int` an integer in
 //!   i32 range; `double` an integer or a number; `boolean` true/false;
 //!   `timestamptz` a string [`crate::parse_timestamp_micros`] accepts;
@@ -34,6 +34,9 @@
 //!   record to a new decoder; with [`UnknownFieldPolicy::Collect`] the row is
 //!   appended without them and [`BatchDecoder::unknown_fields`] lists each
 //!   name once (first partition/offset, merged type).
+//!   With [`DecoderOptions::payload_fields`] set (the stream's `columns`),
+//!   fields outside that list are ignored. With `Reject`, a field whose
+//!   value is null is not reported (it reads null without a column).
 //! - **Fields named like a metadata column** (`_kafka_offset`, ...) are
 //!   skipped: the metadata column holds the Kafka value.
 
@@ -43,7 +46,7 @@ mod seed;
 #[cfg(test)]
 mod tests;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use arrow_array::{RecordBatch, RecordBatchOptions};
@@ -89,6 +92,10 @@ pub struct DecoderOptions {
     pub olake_timestamp_micros: i64,
     /// What to do with fields the table has no column for.
     pub unknown_fields: UnknownFieldPolicy,
+    /// The stream's `columns` setting: when set, a field that is not a
+    /// column and not in this list is ignored (never unknown, never a new
+    /// column). `None`: every field counts.
+    pub payload_fields: Option<Arc<HashSet<String>>>,
 }
 
 impl DecoderOptions {
@@ -98,6 +105,7 @@ impl DecoderOptions {
             id_mode: IdMode::Append,
             olake_timestamp_micros,
             unknown_fields: UnknownFieldPolicy::Reject,
+            payload_fields: None,
         }
     }
 }
@@ -111,6 +119,9 @@ pub enum DecoderConfigError {
     /// Upsert mode without key columns.
     #[error("upsert mode needs at least one dedup key column")]
     EmptyKey,
+    /// `_olake_id` as a key column: the id is computed from the key.
+    #[error("_olake_id is computed from the dedup key and cannot be part of it")]
+    IdInKey,
 }
 
 /// Where each metadata column sits (absent ones are not filled).
@@ -138,6 +149,8 @@ pub struct BatchDecoder {
     olake_timestamp_micros: i64,
     policy: UnknownFieldPolicy,
     unknown: Vec<UnknownField>,
+    /// `(index, type before)` of unknown fields the current record widened.
+    unknown_undo: Vec<(usize, Option<columns::ColumnType>)>,
     scratch: Vec<u8>,
     rows: usize,
 }
@@ -195,6 +208,9 @@ impl BatchDecoder {
                 key_columns
                     .into_iter()
                     .map(|k| {
+                        if k == columns::OLAKE_ID {
+                            return Err(DecoderConfigError::IdInKey);
+                        }
                         cols.iter()
                             .position(|c| c.name == k)
                             .ok_or(DecoderConfigError::UnknownKeyColumn(k))
@@ -214,6 +230,7 @@ impl BatchDecoder {
                 hint: Vec::new(),
                 seen: vec![0; cols.len()],
                 stamp: 0,
+                allowed: options.payload_fields,
             },
             payload,
             metadata,
@@ -221,6 +238,7 @@ impl BatchDecoder {
             olake_timestamp_micros: options.olake_timestamp_micros,
             policy: options.unknown_fields,
             unknown: Vec::new(),
+            unknown_undo: Vec::new(),
             scratch: Vec::with_capacity(64),
             rows: 0,
         })
@@ -246,6 +264,7 @@ impl BatchDecoder {
             self.unknown.clear();
         }
         let unknown_mark = self.unknown.len();
+        self.unknown_undo.clear();
         self.fields.stamp += 1;
         let stamp = self.fields.stamp;
 
@@ -265,6 +284,7 @@ impl BatchDecoder {
                 buffers: &mut self.buffers,
                 fields: &mut self.fields,
                 unknown: &mut self.unknown,
+                unknown_undo: &mut self.unknown_undo,
                 failure: &mut failure,
                 partition: record.partition,
                 offset: record.offset,
@@ -273,6 +293,11 @@ impl BatchDecoder {
         if let Err(e) = parsed {
             self.rollback(row, unknown_mark);
             return Err(self.parse_error(record, value, e, failure));
+        }
+        if self.policy == UnknownFieldPolicy::Reject {
+            // A field that is only null here reads null without a column:
+            // no reason to refuse the record or add a column yet.
+            self.unknown.retain(|u| u.ty.is_some());
         }
         if self.policy == UnknownFieldPolicy::Reject && !self.unknown.is_empty() {
             let unknown = std::mem::take(&mut self.unknown);
@@ -371,6 +396,12 @@ impl BatchDecoder {
             buffer.truncate(rows);
         }
         self.unknown.truncate(unknown_mark);
+        // Fields listed before this record get back the type they had.
+        for (i, ty) in self.unknown_undo.drain(..).rev() {
+            if let Some(field) = self.unknown.get_mut(i) {
+                field.ty = ty;
+            }
+        }
     }
 
     fn parse_error(

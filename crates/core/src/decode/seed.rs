@@ -44,6 +44,8 @@ pub(super) struct FieldIndex {
     /// `seen[c] == stamp` when the current message set column `c`.
     pub(super) seen: Vec<u64>,
     pub(super) stamp: u64,
+    /// The stream's `columns` list: other unknown names are skipped.
+    pub(super) allowed: Option<std::sync::Arc<std::collections::HashSet<String>>>,
 }
 
 impl FieldIndex {
@@ -75,6 +77,9 @@ pub(super) struct Row<'a> {
     pub(super) buffers: &'a mut [ColumnBuffer],
     pub(super) fields: &'a mut FieldIndex,
     pub(super) unknown: &'a mut Vec<UnknownField>,
+    /// Each unknown field's type before this message widened it, for
+    /// undoing a failed message.
+    pub(super) unknown_undo: &'a mut Vec<(usize, Option<ColumnType>)>,
     pub(super) failure: &'a mut Option<Failure>,
     pub(super) partition: i32,
     pub(super) offset: i64,
@@ -115,7 +120,11 @@ impl<'de> Visitor<'de> for Row<'_> {
                 Key::Unknown(i) => {
                     let ty = map.next_value_seed(TypeOf)?;
                     let field = &mut self.unknown[i];
-                    field.ty = merge_optional(field.ty, ty);
+                    let merged = merge_optional(field.ty, ty);
+                    if merged != field.ty {
+                        self.unknown_undo.push((i, field.ty));
+                        field.ty = merged;
+                    }
                 }
                 Key::Reserved => {
                     map.next_value::<IgnoredAny>()?;
@@ -163,6 +172,11 @@ impl<'de> Visitor<'de> for KeySeed<'_> {
             Some(Slot::Column(column)) => Ok(Key::Column(column)),
             Some(Slot::Reserved) => Ok(Key::Reserved),
             None => {
+                if let Some(allowed) = &self.fields.allowed {
+                    if !allowed.contains(name) {
+                        return Ok(Key::Reserved);
+                    }
+                }
                 if let Some(i) = self.unknown.iter().position(|u| u.name == name) {
                     return Ok(Key::Unknown(i));
                 }

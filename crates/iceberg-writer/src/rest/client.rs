@@ -11,6 +11,7 @@ use topicberg_core::config::{CatalogKind, DestinationConfig, CATALOG_REQUEST_TIM
 use topicberg_core::Secret;
 
 use super::oauth::{exchange_client_credentials, AccessToken};
+use super::retry::{status_retryable, transport_retryable, Retry};
 use crate::{CatalogError, CatalogErrorKind};
 
 /// How the client authenticates to the catalog.
@@ -319,8 +320,11 @@ impl RestCatalog {
         let url = format!("{}/{}", self.uri, path);
         let step = format!("{what} ({method} {url})");
         let can_refresh = matches!(self.auth, CatalogAuth::ClientCredentials { .. });
+        let idempotent = matches!(method, Method::GET | Method::HEAD);
         let mut refreshed = false;
+        let mut retry = Retry::new();
         loop {
+            retry.attempt();
             let mut request = self.http.request(method.clone(), &url).query(query);
             if let Some(token) = self.bearer(refreshed).await? {
                 request = request.bearer_auth(token.expose());
@@ -328,21 +332,43 @@ impl RestCatalog {
             if let Some(json) = json {
                 request = request.json(json);
             }
-            let response = request.send().await.map_err(|e| {
-                CatalogError::new(CatalogErrorKind::Unreachable, &step, describe_transport(&e))
-            })?;
-            let status = response.status();
-            let body = response.bytes().await.map_err(|e| {
-                CatalogError::new(CatalogErrorKind::Unreachable, &step, describe_transport(&e))
-            })?;
+            let answer = match request.send().await {
+                Ok(response) => {
+                    let status = response.status();
+                    response.bytes().await.map(|body| (status, body))
+                }
+                Err(e) => Err(e),
+            };
+            let (status, body) = match answer {
+                Ok(answer) => answer,
+                Err(e) if transport_retryable(&e, idempotent) && retry.again().await => continue,
+                Err(e) => {
+                    return Err(CatalogError::new(
+                        CatalogErrorKind::Unreachable,
+                        &step,
+                        format!(
+                            "the catalog at {} is unreachable: {}{}",
+                            self.uri,
+                            describe_transport(&e),
+                            retry.note()
+                        ),
+                    ))
+                }
+            };
             // A 401 was refused before the catalog acted on the request, so
             // sending it again with a fresh token is safe.
             if status == StatusCode::UNAUTHORIZED && can_refresh && !refreshed {
                 refreshed = true;
+                retry.uncount();
+                continue;
+            }
+            if status_retryable(status, idempotent) && retry.again().await {
                 continue;
             }
             if !status.is_success() {
-                return Err(status_error(status, &body, step));
+                let mut err = status_error(status, &body, step);
+                err.detail.push_str(&retry.note());
+                return Err(err);
             }
             return Ok((step, body));
         }

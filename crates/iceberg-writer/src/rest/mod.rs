@@ -2,10 +2,12 @@
 
 mod client;
 mod oauth;
+mod retry;
 mod tables;
 
 pub use client::{CatalogAuth, Namespace, RestCatalog, RestCatalogConfig};
 pub use oauth::{exchange_client_credentials, AccessToken};
+pub use retry::{ATTEMPTS as REQUEST_ATTEMPTS, WINDOW as RETRY_WINDOW};
 pub use tables::LoadedTable;
 
 #[cfg(test)]

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use serde::Deserialize;
 use topicberg_core::Secret;
 
+use super::retry::{status_retryable, transport_retryable, Retry};
 use crate::{CatalogError, CatalogErrorKind};
 
 /// A bearer token and when it stops being valid.
@@ -50,19 +51,35 @@ pub async fn exchange_client_credentials(
     if let Some(scope) = scope {
         form.push(("scope", scope));
     }
-    let started = Instant::now();
-    let response = http.post(token_uri).form(&form).send().await.map_err(|e| {
-        CatalogError::new(
-            CatalogErrorKind::Unreachable,
-            &step,
-            super::client::describe_transport(&e),
-        )
-    })?;
-    let status = response.status();
-    let body = response
-        .bytes()
-        .await
-        .map_err(|e| CatalogError::new(CatalogErrorKind::Unreachable, &step, e.to_string()))?;
+    // Asking for a token twice is harmless: transient failures are retried.
+    let mut retry = Retry::new();
+    let (started, status, body) = loop {
+        retry.attempt();
+        let started = Instant::now();
+        let answer = match http.post(token_uri).form(&form).send().await {
+            Ok(response) => {
+                let status = response.status();
+                response.bytes().await.map(|body| (status, body))
+            }
+            Err(e) => Err(e),
+        };
+        match answer {
+            Ok((status, _)) if status_retryable(status, true) && retry.again().await => {}
+            Ok((status, body)) => break (started, status, body),
+            Err(e) if transport_retryable(&e, true) && retry.again().await => {}
+            Err(e) => {
+                return Err(CatalogError::new(
+                    CatalogErrorKind::Unreachable,
+                    &step,
+                    format!(
+                        "the catalog's token endpoint is unreachable: {}{}",
+                        super::client::describe_transport(&e),
+                        retry.note()
+                    ),
+                ))
+            }
+        }
+    };
     if !status.is_success() {
         let said = serde_json::from_slice::<OAuthErrorBody>(&body)
             .ok()
@@ -87,7 +104,7 @@ pub async fn exchange_client_credentials(
         return Err(CatalogError::new(
             kind,
             step,
-            format!("HTTP {status}: {said}{hint}"),
+            format!("HTTP {status}: {said}{hint}{}", retry.note()),
         ));
     }
     let parsed: TokenResponse = serde_json::from_slice(&body).map_err(|e| {

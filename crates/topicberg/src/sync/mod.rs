@@ -3,6 +3,10 @@
 //! commit one snapshot per table (with the offsets in its summary), and only
 //! then commit the consumer-group offsets.
 
+mod chunk;
+mod dlq;
+mod evolve;
+mod invalid;
 mod pipeline;
 pub mod plan;
 pub mod report;
@@ -103,6 +107,11 @@ pub async fn run_sync(config: &JobConfig) -> Result<SyncReport, SetupError> {
                 data_file_bytes: 0,
                 snapshot_id: None,
                 expired_messages: 0,
+                skipped_records: 0,
+                dead_letter_records: 0,
+                dead_letter_table: None,
+                schema_changes: Vec::new(),
+                orphan_files: Vec::new(),
                 duration_ms: 0,
                 commit: None,
                 error: None,
@@ -139,13 +148,19 @@ pub async fn run_sync(config: &JobConfig) -> Result<SyncReport, SetupError> {
             Err(e) => state.fail(e.to_string()),
         }
         if !state.failed() {
-            match plan_partitions(&group, &state.table, &topic_states, &state.offsets) {
+            match plan_partitions(
+                &group,
+                &state.table,
+                &topic_states,
+                &state.offsets,
+                settings.allow_data_loss,
+            ) {
                 Ok(plans) => {
                     state.report.expired_messages = plans.iter().map(|p| p.expired).sum();
-                    for p in plans.iter().filter(|p| p.expired > 0) {
+                    for gap in plans.iter().filter_map(PartitionPlan::retention_gap) {
                         tracing::warn!(
-                            topic = %p.range.topic, partition = p.range.partition, expired = p.expired,
-                            "messages expired (retention) before this sync could read them; they are lost"
+                            topic = %gap.topic, partition = gap.partition, lost_from = gap.from,
+                            lost_to = gap.to, lost = gap.lost(), "{}", gap.warning()
                         );
                     }
                     state.plans = plans;
@@ -184,6 +199,8 @@ pub async fn run_sync(config: &JobConfig) -> Result<SyncReport, SetupError> {
             &settings.table,
             &ranges,
             format_version,
+            settings.columns.as_ref(),
+            settings.on_invalid != topicberg_core::config::OnInvalid::Fail,
         )
         .await
         {
@@ -207,10 +224,17 @@ pub async fn run_sync(config: &JobConfig) -> Result<SyncReport, SetupError> {
             input_of.push(None);
             continue;
         };
+        let settings = config.stream_for(&state.topic);
         match table_columns(handle) {
             Ok(columns) => {
                 input_of.push(Some(inputs.len()));
                 inputs.push(TableInput {
+                    topic: state.topic.clone(),
+                    on_invalid: settings.on_invalid,
+                    payload_fields: settings
+                        .columns
+                        .as_ref()
+                        .map(|c| Arc::new(c.iter().cloned().collect())),
                     upsert: state.upsert.as_ref().map(|(_, keys)| UpsertInput {
                         key_columns: keys.clone(),
                         kafka_key_only: keys.len() == 1 && keys[0] == "_kafka_key",
@@ -248,12 +272,24 @@ pub async fn run_sync(config: &JobConfig) -> Result<SyncReport, SetupError> {
     let mut outputs: Vec<Option<pipeline::TableOutput>> = outputs.into_iter().map(Some).collect();
     for (state, input) in tables.iter_mut().zip(&input_of) {
         let output = input.and_then(|i| outputs[i].take());
-        if let Some(output) = output {
-            if let Some(e) = output.error {
+        if let Some(mut output) = output {
+            state.report.schema_changes = std::mem::take(&mut output.schema_changes);
+            state.report.skipped_records = output.skipped;
+            if let Some(e) = output.error.take() {
                 state.fail(e);
+                state.report.orphan_files = remove_uncommitted(&target, &output.data_files).await;
             } else {
                 let handle = &mut inputs[input.expect("input")].handle;
-                commit_table(&target, config, state, output, handle).await;
+                *handle = output.handle.clone();
+                commit_table(
+                    &target,
+                    config,
+                    state,
+                    output,
+                    handle,
+                    olake_timestamp_micros,
+                )
+                .await;
                 if state.report.status == TableStatus::Committed && !first_commit_done {
                     first_commit_done = true;
                     fault_point("after_first_table_commit");
@@ -304,16 +340,53 @@ async fn commit_table(
     state: &mut TableState,
     mut output: pipeline::TableOutput,
     handle: &mut TableHandle,
+    olake_timestamp_micros: i64,
 ) {
-    let records: u64 = output.drained.iter().map(|d| d.records).sum();
+    let invalid = output.skipped + output.dead.len() as u64;
+    let records: u64 = output
+        .drained
+        .iter()
+        .map(|d| d.records)
+        .sum::<u64>()
+        .saturating_sub(invalid);
     state.report.records = records;
     state.report.bytes = output.drained.iter().map(|d| d.bytes).sum();
     let mut offsets = state.offsets.clone();
     for d in &output.drained {
         offsets.set(&d.topic, d.partition, d.next_offset);
     }
+    if !output.dead.is_empty() {
+        // The dead letters first: a crash before the table's commit leaves
+        // them ahead, and the rerun skips what they already hold.
+        match dlq::commit_dead_letters(
+            target,
+            handle.namespace(),
+            handle.name(),
+            &state.topic,
+            &output.dead,
+            &offsets,
+            olake_timestamp_micros,
+        )
+        .await
+        {
+            Ok(done) => {
+                state.report.dead_letter_records = output.dead.len() as u64;
+                state.report.dead_letter_table = Some(done.table);
+                fault_point("after_dead_letter_commit");
+            }
+            Err(e) => {
+                state.fail(e);
+                state.report.orphan_files = remove_uncommitted(target, &output.data_files).await;
+                return;
+            }
+        }
+    }
     if let Some(buffer) = output.upsert.take() {
         if buffer.keys() == 0 {
+            if invalid > 0 {
+                // Only invalid messages: a snapshot that just moves the offsets.
+                commit_files(target, state, handle, Vec::new(), offsets, records).await;
+            }
             return;
         }
         let (plan, _) = state.upsert.as_ref().expect("upsert table");
@@ -350,19 +423,29 @@ async fn commit_table(
         }
         return;
     }
-    if records == 0 || output.data_files.is_empty() {
+    if (records == 0 || output.data_files.is_empty()) && invalid == 0 {
         // Nothing to add (e.g. only transaction markers were left); the
         // table keeps its offsets and the group is repaired to them.
         return;
     }
-    state.report.data_files = output.data_files.len();
-    state.report.data_file_bytes = output
-        .data_files
-        .iter()
-        .map(|f| f.file_size_in_bytes())
-        .sum();
+    commit_files(target, state, handle, output.data_files, offsets, records).await;
+}
+
+/// Commits an append of `data_files` (possibly none: only the offsets move)
+/// and records the outcome in the table's report.
+async fn commit_files(
+    target: &IcebergTarget,
+    state: &mut TableState,
+    handle: &mut TableHandle,
+    data_files: Vec<iceberg::spec::DataFile>,
+    offsets: TableOffsets,
+    records: u64,
+) {
+    state.report.data_files = data_files.len();
+    state.report.data_file_bytes = data_files.iter().map(|f| f.file_size_in_bytes()).sum();
     let extra = BTreeMap::from([(OFFSETS_PROPERTY.to_string(), offsets.to_summary_value())]);
-    match target.commit_append(handle, output.data_files, extra).await {
+    let written = data_files.clone();
+    match target.commit_append(handle, data_files, extra).await {
         Ok(snapshot) => {
             state.report.status = TableStatus::Committed;
             state.report.snapshot_id = Some(snapshot.snapshot_id);
@@ -376,10 +459,42 @@ async fn commit_table(
                 data_files = state.report.data_files, attempts = snapshot.attempts, "committed snapshot"
             );
         }
-        Err(e) => state.fail(format!("committing the snapshot: {e}")),
+        Err(e) => {
+            state.fail(format!("committing the snapshot: {e}"));
+            if e.kind != IcebergErrorKind::CommitStateUnknown {
+                state.report.orphan_files = remove_uncommitted(target, &written).await;
+            }
+        }
     }
 }
 
+/// Deletes files a failed table wrote and no snapshot references; returns
+/// those that could not be deleted (listed in the report for cleanup).
+async fn remove_uncommitted(
+    target: &IcebergTarget,
+    files: &[iceberg::spec::DataFile],
+) -> Vec<String> {
+    if files.is_empty() {
+        return Vec::new();
+    }
+    let mut left = Vec::new();
+    for file in files {
+        if let Err(e) = target.file_io().delete(file.file_path()).await {
+            left.push((file.file_path().to_string(), e.to_string()));
+        }
+    }
+    for (path, error) in &left {
+        tracing::warn!(path = %path, error = %error, "could not delete an uncommitted file; delete it by hand");
+    }
+    tracing::info!(
+        files = files.len(),
+        left = left.len(),
+        "deleted the files of a failed table"
+    );
+    left.into_iter().map(|(path, _)| path).collect()
+}
+
+#[allow(clippy::too_many_arguments)]
 async fn create_table(
     connection: &KafkaConnection,
     settings: &DrainSettings,
@@ -388,6 +503,8 @@ async fn create_table(
     table: &str,
     ranges: &[PartitionRange],
     format_version: topicberg_iceberg::FormatVersion,
+    keep_columns: Option<&Vec<String>>,
+    skip_invalid: bool,
 ) -> Result<TableHandle, String> {
     let sample: Vec<PartitionRange> = ranges
         .iter()
@@ -396,8 +513,12 @@ async fn create_table(
             ..r.clone()
         })
         .collect();
-    let inference = crate::discover::infer_columns(connection, settings, &sample)?;
-    let payload = inference.columns();
+    let inference = crate::discover::infer_columns(connection, settings, &sample, skip_invalid)?;
+    let mut payload = inference.columns();
+    if let Some(keep) = keep_columns {
+        // The stream's `columns`: only these fields become columns.
+        payload.retain(|(name, _)| keep.contains(name));
+    }
     let columns = TableColumns::for_new_table(&payload)
         .map_err(|e| format!("building the table's columns: {e}"))?;
     target
@@ -438,6 +559,8 @@ pub fn now_micros() -> i64 {
 /// with SIGKILL when it reaches `<point>`, so tests can prove that a crash
 /// anywhere loses and duplicates nothing. Points: `after_records:<n>` (in
 /// the middle of fetching), `before_iceberg_commit` (data files written),
+/// `after_dead_letter_commit` (a dead-letter table committed, its stream's
+/// table not yet),
 /// `after_first_table_commit`, `before_group_commit` (every snapshot
 /// committed). Inert when the variable is unset.
 pub(crate) fn fault_point(point: &str) {

@@ -8,24 +8,23 @@
 //!  thread 3: drain(topic B, p0)    -> BatchDecoder -> batch ─┘           -> DataFileWriter(B) -> S3
 //! ```
 
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use arrow_array::RecordBatch;
 use iceberg::spec::DataFile;
 use tokio::sync::mpsc;
-use topicberg_core::{
-    kafka_key_olake_id, BatchDecoder, DecodeError, DecodeErrorKind, DecoderOptions, IdMode,
-    TableColumns,
-};
+use topicberg_core::config::OnInvalid;
+use topicberg_core::TableColumns;
 
-use super::upsert::{parse_key_hash, KeyHash, UpsertBuffer, Version};
+use super::chunk::{worker, Chunk, ChunkResult, Item, Shared, TableShared};
+use super::evolve::EvolvingColumns;
+use super::invalid::DeadRecord;
+use super::upsert::UpsertBuffer;
+use crate::columns::iceberg_columns;
 use topicberg_iceberg::{DataFileWriter, IcebergTarget, TableHandle};
-use topicberg_kafka::{
-    drain, DrainError, DrainSettings, DrainedPartition, KafkaConnection, PartitionRange,
-};
+use topicberg_kafka::{DrainSettings, DrainedPartition, KafkaConnection, PartitionRange};
 
 /// Upsert settings of a table.
 #[derive(Clone)]
@@ -38,6 +37,8 @@ pub struct UpsertInput {
 
 /// One table's share of the drain.
 pub struct TableInput {
+    /// The topic.
+    pub topic: String,
     /// Upsert settings; `None` for append mode.
     pub upsert: Option<UpsertInput>,
     /// The table's columns, with the loaded table's field ids.
@@ -46,11 +47,16 @@ pub struct TableInput {
     pub handle: TableHandle,
     /// The partitions to read (non-empty ranges only).
     pub ranges: Vec<PartitionRange>,
+    /// What to do with a message that cannot become a row.
+    pub on_invalid: OnInvalid,
+    /// The stream's `columns` list, if set.
+    pub payload_fields: Option<Arc<HashSet<String>>>,
 }
 
 /// One table's outcome.
 pub struct TableOutput {
-    /// Data files written (not yet committed); append mode.
+    /// Data files written (not yet committed); append mode. On error: the
+    /// files written before it, to delete.
     pub data_files: Vec<DataFile>,
     /// The sync's messages held for deduplication; upsert mode.
     pub upsert: Option<UpsertBuffer>,
@@ -58,6 +64,15 @@ pub struct TableOutput {
     pub drained: Vec<DrainedPartition>,
     /// The first failure; nothing of this table may be committed.
     pub error: Option<String>,
+    /// The table to commit through: with the columns this sync added or
+    /// widened pending, when it did.
+    pub handle: TableHandle,
+    /// Columns added or widened, in words.
+    pub schema_changes: Vec<String>,
+    /// Invalid messages for the dead-letter table (`on_invalid = "dlq"`).
+    pub dead: Vec<DeadRecord>,
+    /// Invalid messages skipped (`on_invalid = "skip"`).
+    pub skipped: u64,
 }
 
 /// Shared counters for the progress line.
@@ -68,40 +83,6 @@ pub struct Progress {
     /// Key and value bytes read so far.
     pub bytes: AtomicU64,
 }
-
-enum Item {
-    Batch(usize, RecordBatch),
-    Tombstone(usize, KeyHash, Version),
-}
-
-#[derive(Debug, thiserror::Error)]
-enum SinkError {
-    #[error(transparent)]
-    Decode(#[from] DecodeError),
-    #[error("stopped: another part of this table failed")]
-    Aborted,
-    #[error("the file writer stopped")]
-    WriterGone,
-}
-
-struct Chunk {
-    table: usize,
-    ranges: Vec<PartitionRange>,
-}
-
-struct Shared {
-    connection: KafkaConnection,
-    settings: DrainSettings,
-    columns: Vec<TableColumns>,
-    upsert: Vec<Option<UpsertInput>>,
-    failed: Vec<AtomicBool>,
-    queue: Mutex<VecDeque<Chunk>>,
-    batch_rows: usize,
-    olake_timestamp_micros: i64,
-    progress: Arc<Progress>,
-}
-
-type ChunkResult = (usize, Result<Vec<DrainedPartition>, String>);
 
 /// Drains every table's ranges with up to `threads` parallel consumers and
 /// writes the rows into data files. Returns one output per input, in order.
@@ -134,9 +115,21 @@ pub async fn drain_and_write(
     let shared = Arc::new(Shared {
         connection: connection.clone(),
         settings: settings.clone(),
-        columns: tables.iter().map(|t| t.columns.clone()).collect(),
-        upsert: tables.iter().map(|t| t.upsert.clone()).collect(),
-        failed: tables.iter().map(|_| AtomicBool::new(false)).collect(),
+        tables: tables
+            .iter()
+            .map(|t| TableShared {
+                topic: t.topic.clone(),
+                columns: Mutex::new(EvolvingColumns::new(
+                    t.columns.clone(),
+                    t.handle.metadata().last_column_id(),
+                )),
+                upsert: t.upsert.clone(),
+                on_invalid: t.on_invalid,
+                payload_fields: t.payload_fields.clone(),
+                failed: AtomicBool::new(false),
+                skipped: AtomicU64::new(0),
+            })
+            .collect(),
         queue: Mutex::new(queue),
         batch_rows: batch_rows.max(1),
         olake_timestamp_micros,
@@ -144,68 +137,65 @@ pub async fn drain_and_write(
     });
     let (tx, mut rx) = mpsc::channel::<Item>(workers.max(1) * 2);
     let results: Arc<Mutex<Vec<ChunkResult>>> = Arc::default();
-    let mut handles = Vec::new();
+    let mut threads = Vec::new();
     for _ in 0..workers {
         let shared = Arc::clone(&shared);
         let tx = tx.clone();
         let results = Arc::clone(&results);
-        handles.push(std::thread::spawn(move || worker(&shared, &tx, &results)));
+        threads.push(std::thread::spawn(move || worker(&shared, &tx, &results)));
     }
     drop(tx);
 
-    // Writers, created on a table's first batch; upsert tables hold their
-    // batches until every message of the sync is known.
-    let mut writers: Vec<Option<DataFileWriter>> = tables.iter().map(|_| None).collect();
-    let mut buffers: Vec<Option<UpsertBuffer>> = tables
+    let mut sinks: Vec<TableSink> = tables
         .iter()
-        .map(|t| t.upsert.as_ref().map(|_| UpsertBuffer::default()))
+        .map(|t| TableSink {
+            handle: t.handle.clone(),
+            writer: None,
+            writer_version: 0,
+            files: Vec::new(),
+            buffer: t.upsert.as_ref().map(|_| UpsertBuffer::default()),
+            dead: Vec::new(),
+            error: None,
+        })
         .collect();
-    let mut errors: Vec<Option<String>> = tables.iter().map(|_| None).collect();
     while let Some(item) = rx.recv().await {
-        let (index, batch) = match item {
-            Item::Tombstone(index, key, version) => {
-                if let Some(buffer) = buffers[index].as_mut() {
+        let index = match &item {
+            Item::Batch(index, ..) | Item::Tombstone(index, ..) | Item::Dead(index, _) => *index,
+        };
+        let sink = &mut sinks[index];
+        if sink.error.is_some() {
+            continue;
+        }
+        let result = match item {
+            Item::Tombstone(_, key, version) => {
+                if let Some(buffer) = sink.buffer.as_mut() {
                     buffer.add_tombstone(key, version);
                 }
-                continue;
+                Ok(())
             }
-            Item::Batch(index, batch) => (index, batch),
+            Item::Dead(_, dead) => {
+                sink.dead.push(*dead);
+                Ok(())
+            }
+            Item::Batch(_, version, batch) => {
+                sink.take_batch(target, &shared.tables[index], version, batch)
+                    .await
+            }
         };
-        if errors[index].is_some() {
-            continue;
-        }
-        if let Some(buffer) = buffers[index].as_mut() {
-            if let Err(e) = buffer.add_batch(batch) {
-                errors[index] = Some(e);
-                shared.failed[index].store(true, Ordering::Relaxed);
-            }
-            continue;
-        }
-        if writers[index].is_none() {
-            match target.data_file_writer(&tables[index].handle).await {
-                Ok(w) => writers[index] = Some(w),
-                Err(e) => {
-                    errors[index] = Some(format!("opening a data file writer: {e}"));
-                    shared.failed[index].store(true, Ordering::Relaxed);
-                    continue;
-                }
-            }
-        }
-        if let Err(e) = writers[index].as_mut().expect("writer").write(&batch).await {
-            errors[index] = Some(format!("writing data files: {e}"));
-            shared.failed[index].store(true, Ordering::Relaxed);
-            writers[index] = None;
+        if let Err(e) = result {
+            sink.error = Some(e);
+            shared.tables[index].failed.store(true, Ordering::Relaxed);
         }
     }
     let joined = tokio::task::spawn_blocking(move || {
-        for h in handles {
-            let _ = h.join();
+        for t in threads {
+            let _ = t.join();
         }
     })
     .await;
     if joined.is_err() {
-        for e in errors.iter_mut().filter(|e| e.is_none()) {
-            *e = Some("a drain thread panicked".into());
+        for sink in sinks.iter_mut().filter(|s| s.error.is_none()) {
+            sink.error = Some("a drain thread panicked".into());
         }
     }
 
@@ -214,119 +204,123 @@ pub async fn drain_and_write(
         match result {
             Ok(parts) => drained[index].extend(parts),
             Err(e) => {
-                if errors[index].is_none() {
-                    errors[index] = Some(e);
+                if sinks[index].error.is_none() {
+                    sinks[index].error = Some(e);
                 }
             }
         }
     }
     let mut outputs = Vec::with_capacity(tables.len());
-    for (index, writer) in writers.into_iter().enumerate() {
-        let mut output = TableOutput {
-            data_files: Vec::new(),
-            upsert: buffers[index].take(),
-            drained: std::mem::take(&mut drained[index]),
-            error: errors[index].take(),
+    for (index, mut sink) in sinks.into_iter().enumerate() {
+        let table = &shared.tables[index];
+        let (schema_changes, latest) = {
+            let columns = table.columns.lock().expect("columns");
+            (columns.changes().to_vec(), columns.current())
         };
-        if output.error.is_none() {
-            if let Some(writer) = writer {
-                match writer.finish().await {
-                    Ok(files) => output.data_files = files,
-                    Err(e) => output.error = Some(format!("closing data files: {e}")),
-                }
-            }
+        let finished = sink.finish(latest).await;
+        if let Err(e) = finished {
+            sink.error.get_or_insert(e);
         }
-        outputs.push(output);
+        outputs.push(TableOutput {
+            data_files: sink.files,
+            upsert: sink.buffer,
+            drained: std::mem::take(&mut drained[index]),
+            error: sink.error,
+            handle: sink.handle,
+            schema_changes,
+            dead: sink.dead,
+            skipped: table.skipped.load(Ordering::Relaxed),
+        });
     }
     outputs
 }
 
-fn worker(shared: &Shared, tx: &mpsc::Sender<Item>, results: &Mutex<Vec<ChunkResult>>) {
-    loop {
-        let Some(chunk) = shared.queue.lock().expect("queue").pop_front() else {
-            return;
-        };
-        let index = chunk.table;
-        let result = drain_chunk(shared, tx, &chunk);
-        if result.is_err() {
-            shared.failed[index].store(true, Ordering::Relaxed);
-        }
-        results.lock().expect("results").push((index, result));
-    }
+/// The writing side of one table.
+struct TableSink {
+    /// The table, with the columns this sync added pending once a batch
+    /// needed them.
+    handle: TableHandle,
+    writer: Option<DataFileWriter>,
+    /// The columns version `handle` has.
+    writer_version: u64,
+    /// Files finished so far.
+    files: Vec<DataFile>,
+    buffer: Option<UpsertBuffer>,
+    dead: Vec<DeadRecord>,
+    error: Option<String>,
 }
 
-fn drain_chunk(
-    shared: &Shared,
-    tx: &mpsc::Sender<Item>,
-    chunk: &Chunk,
-) -> Result<Vec<DrainedPartition>, String> {
-    let index = chunk.table;
-    let upsert = shared.upsert[index].as_ref();
-    let mut options = DecoderOptions::append(shared.olake_timestamp_micros);
-    if let Some(u) = upsert {
-        options.id_mode = IdMode::Upsert {
-            key_columns: u.key_columns.clone(),
-        };
+impl TableSink {
+    /// Holds (upsert) or writes (append) a batch; a batch decoded with
+    /// newer columns than the open file's first moves the table to them
+    /// and starts new files.
+    async fn take_batch(
+        &mut self,
+        target: &IcebergTarget,
+        table: &TableShared,
+        version: u64,
+        batch: arrow_array::RecordBatch,
+    ) -> Result<(), String> {
+        if let Some(buffer) = self.buffer.as_mut() {
+            return buffer.add_batch(batch);
+        }
+        if version > self.writer_version {
+            let latest = table.columns.lock().expect("columns").current();
+            self.evolve(latest)?;
+            if let Some(writer) = self.writer.take() {
+                let files = writer
+                    .finish()
+                    .await
+                    .map_err(|e| format!("closing data files: {e}"))?;
+                self.files.extend(files);
+            }
+        }
+        if self.writer.is_none() {
+            let writer = target
+                .data_file_writer(&self.handle)
+                .await
+                .map_err(|e| format!("opening a data file writer: {e}"))?;
+            self.writer = Some(writer);
+        }
+        let written = self.writer.as_mut().expect("writer").write(&batch).await;
+        written.map_err(|e| {
+            self.writer = None;
+            format!("writing data files: {e}")
+        })
     }
-    let mut decoder =
-        BatchDecoder::new(&shared.columns[index], options).map_err(|e| e.to_string())?;
-    let tombstones_delete = upsert.is_some_and(|u| u.kafka_key_only);
-    let failed = &shared.failed[index];
-    let progress = &shared.progress;
-    let kill_after = super::fault_after_records();
-    let drained = drain(
-        &shared.connection,
-        &chunk.ranges,
-        &shared.settings,
-        |record| {
-            if failed.load(Ordering::Relaxed) {
-                return Err(SinkError::Aborted);
-            }
-            match decoder.append(record) {
-                Ok(()) => {}
-                Err(e) if tombstones_delete && e.kind == DecodeErrorKind::Tombstone => {
-                    let Some(key) = record.key else {
-                        return Err(SinkError::Decode(e));
-                    };
-                    let hash = parse_key_hash(&kafka_key_olake_id(key)).expect("32 hex digits");
-                    let version = Version {
-                        timestamp: record.timestamp_ms.map_or(i64::MIN, |ms| ms * 1000),
-                        partition: record.partition,
-                        offset: record.offset,
-                    };
-                    tx.blocking_send(Item::Tombstone(index, hash, version))
-                        .map_err(|_| SinkError::WriterGone)?;
-                    return Ok(());
-                }
-                Err(e) => return Err(SinkError::Decode(e)),
-            }
-            let seen = progress.records.fetch_add(1, Ordering::Relaxed) + 1;
-            if kill_after.is_some_and(|n| seen >= n) {
-                super::kill_self();
-            }
-            progress.bytes.fetch_add(
-                (record.key.map_or(0, <[u8]>::len) + record.value.map_or(0, <[u8]>::len)) as u64,
-                Ordering::Relaxed,
-            );
-            if decoder.len() >= shared.batch_rows {
-                tx.blocking_send(Item::Batch(index, decoder.finish()))
-                    .map_err(|_| SinkError::WriterGone)?;
-            }
-            Ok(())
-        },
-    );
-    match drained {
-        Ok(parts) => {
-            if !decoder.is_empty() {
-                tx.blocking_send(Item::Batch(index, decoder.finish()))
-                    .map_err(|_| "the file writer stopped".to_string())?;
-            }
-            Ok(parts)
+
+    /// Moves the handle to the latest columns (locally; committed with the
+    /// snapshot).
+    fn evolve(&mut self, (latest, version): (TableColumns, u64)) -> Result<(), String> {
+        if version > self.writer_version {
+            self.handle = self
+                .handle
+                .with_columns(&iceberg_columns(&latest))
+                .map_err(|e| e.to_string())?;
+            self.writer_version = version;
         }
-        Err(DrainError::Sink(SinkError::Aborted)) => {
-            Err("stopped: another part of this table failed".into())
+        Ok(())
+    }
+
+    /// Closes the open file, moves the handle to the final columns and,
+    /// for upsert, fits every held batch to them. After an error the open
+    /// file is still closed, so that it can be deleted.
+    async fn finish(&mut self, latest: (TableColumns, u64)) -> Result<(), String> {
+        if let Some(writer) = self.writer.take() {
+            let files = writer
+                .finish()
+                .await
+                .map_err(|e| format!("closing data files: {e}"))?;
+            self.files.extend(files);
         }
-        Err(e) => Err(e.to_string()),
+        if self.error.is_some() {
+            return Ok(());
+        }
+        self.evolve(latest)?;
+        if let Some(buffer) = self.buffer.as_mut() {
+            buffer.conform_to(self.handle.arrow_schema())?;
+        }
+        Ok(())
     }
 }
 

@@ -55,8 +55,78 @@ pub struct PartitionPlan {
     /// new is read.
     pub repair_group: bool,
     /// Messages that expired (retention) between the last sync and now:
-    /// `start` was raised to the low watermark by this many.
+    /// `start` was raised to the low watermark by this many. Non-zero only
+    /// when the stream sets `allow_data_loss`; otherwise planning fails.
     pub expired: i64,
+}
+
+impl PartitionPlan {
+    /// The retention gap this plan skips over, if any: offsets
+    /// `start - expired .. start` were deleted before the job read them.
+    pub fn retention_gap(&self) -> Option<RetentionGap> {
+        (self.expired > 0).then(|| RetentionGap {
+            topic: self.range.topic.clone(),
+            partition: self.range.partition,
+            from: self.range.start - self.expired,
+            to: self.range.start,
+        })
+    }
+}
+
+/// Messages that retention deleted before the job read them: the table's
+/// recorded next offset `from` is below the partition's log start offset
+/// `to`, so offsets `from..to` are gone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RetentionGap {
+    /// The topic.
+    pub topic: String,
+    /// The partition.
+    pub partition: i32,
+    /// The first lost offset (the table's recorded next offset).
+    pub from: i64,
+    /// The log start offset: the first offset still retained (the exclusive
+    /// end of the loss).
+    pub to: i64,
+}
+
+impl RetentionGap {
+    /// How many messages were lost.
+    pub fn lost(&self) -> i64 {
+        self.to - self.from
+    }
+
+    /// What happened, without the topic and partition: the text shared by
+    /// the error and the warning.
+    pub fn description(&self) -> String {
+        format!(
+            "offsets {}..{} ({} messages) were deleted by the topic's retention before this job read them; they are lost",
+            self.from,
+            self.to,
+            self.lost()
+        )
+    }
+
+    /// The warning logged when the stream allows data loss.
+    pub fn warning(&self) -> String {
+        format!(
+            "{}[{}]: {}. allow_data_loss = true on this stream: going on from offset {}",
+            self.topic,
+            self.partition,
+            self.description(),
+            self.to
+        )
+    }
+
+    fn into_error(self) -> PlanError {
+        PlanError {
+            reason: format!(
+                "{}. Set allow_data_loss = true on the [[streams]] entry for this topic to accept the loss and go on",
+                self.description()
+            ),
+            topic: self.topic,
+            partition: self.partition,
+        }
+    }
 }
 
 /// Why a partition cannot be planned.
@@ -79,12 +149,19 @@ pub struct PlanError {
 ///   repair the group;
 /// - the group is ahead of the table (something else moved it): refuse,
 ///   since reading from the group would skip messages the table never got;
-/// - neither has an offset: start at the earliest retained offset.
+/// - neither has an offset: start at the earliest retained offset (so a
+///   partition added to the topic since the last sync is read from its
+///   beginning);
+/// - the table's offset is below the log start offset (retention deleted
+///   messages the job never read): refuse with the lost range, unless
+///   `allow_data_loss`, which starts at the log start offset and counts the
+///   loss in [`PartitionPlan::expired`].
 pub fn plan_partitions(
     group: &str,
     table: &str,
     states: &[PartitionState],
     table_offsets: &TableOffsets,
+    allow_data_loss: bool,
 ) -> Result<Vec<PartitionPlan>, PlanError> {
     states
         .iter()
@@ -132,6 +209,15 @@ pub fn plan_partitions(
                         ),
                     })
                 }
+                (Some(t), _) if t < s.low && !allow_data_loss => {
+                    return Err(RetentionGap {
+                        topic: s.topic.clone(),
+                        partition: s.partition,
+                        from: t,
+                        to: s.low,
+                    }
+                    .into_error())
+                }
                 (Some(t), _) => t,
                 (None, _) => s.low,
             };
@@ -176,29 +262,42 @@ mod tests {
 
     #[test]
     fn new_group_and_table_start_at_the_earliest_retained_offset() {
-        let plan = plan_partitions("g", "t", &[state(None, 5, 48)], &offsets(None)).unwrap();
+        let plan = plan_partitions("g", "t", &[state(None, 5, 48)], &offsets(None), false).unwrap();
         assert_eq!((plan[0].range.start, plan[0].range.end), (5, 48));
         assert!(plan[0].repair_group);
     }
 
     #[test]
     fn crash_after_iceberg_commit_resumes_from_the_table_and_repairs_the_group() {
-        let plan =
-            plan_partitions("g", "t", &[state(Some(40), 0, 60)], &offsets(Some(48))).unwrap();
+        let plan = plan_partitions(
+            "g",
+            "t",
+            &[state(Some(40), 0, 60)],
+            &offsets(Some(48)),
+            false,
+        )
+        .unwrap();
         assert_eq!(plan[0].range.start, 48);
         assert!(plan[0].repair_group);
     }
 
     #[test]
     fn group_ahead_of_table_is_refused_with_the_fix() {
-        let err =
-            plan_partitions("g", "t", &[state(Some(50), 0, 60)], &offsets(Some(48))).unwrap_err();
+        let err = plan_partitions(
+            "g",
+            "t",
+            &[state(Some(50), 0, 60)],
+            &offsets(Some(48)),
+            false,
+        )
+        .unwrap_err();
         assert!(
             err.to_string().contains("something else moved the group"),
             "{err}"
         );
         assert!(err.to_string().contains("--to-offset 48"), "{err}");
-        let err = plan_partitions("g", "t", &[state(Some(50), 0, 60)], &offsets(None)).unwrap_err();
+        let err = plan_partitions("g", "t", &[state(Some(50), 0, 60)], &offsets(None), false)
+            .unwrap_err();
         assert!(
             err.to_string().contains("no record of this partition"),
             "{err}"
@@ -207,24 +306,104 @@ mod tests {
 
     #[test]
     fn table_beyond_the_partition_end_means_a_recreated_topic() {
-        let err = plan_partitions("g", "t", &[state(None, 0, 40)], &offsets(Some(48))).unwrap_err();
+        let err = plan_partitions("g", "t", &[state(None, 0, 40)], &offsets(Some(48)), false)
+            .unwrap_err();
         assert!(err.to_string().contains("deleted and recreated"), "{err}");
     }
 
     #[test]
     fn agreeing_offsets_need_no_repair() {
-        let plan =
-            plan_partitions("g", "t", &[state(Some(48), 0, 48)], &offsets(Some(48))).unwrap();
+        let plan = plan_partitions(
+            "g",
+            "t",
+            &[state(Some(48), 0, 48)],
+            &offsets(Some(48)),
+            false,
+        )
+        .unwrap();
         assert_eq!((plan[0].range.start, plan[0].range.end), (48, 48));
         assert!(!plan[0].repair_group);
     }
 
     #[test]
-    fn expired_messages_are_counted_not_hidden() {
-        let plan =
-            plan_partitions("g", "t", &[state(Some(10), 30, 60)], &offsets(Some(10))).unwrap();
-        assert_eq!(plan[0].range.start, 30);
+    fn retention_gap_fails_with_the_partition_and_the_lost_range() {
+        let err = plan_partitions(
+            "g",
+            "t",
+            &[state(Some(10), 30, 60)],
+            &offsets(Some(10)),
+            false,
+        )
+        .unwrap_err();
+        assert_eq!((err.topic.as_str(), err.partition), ("orders", 0));
+        assert_eq!(
+            err.to_string(),
+            "orders[0]: offsets 10..30 (20 messages) were deleted by the topic's retention before \
+             this job read them; they are lost. Set allow_data_loss = true on the [[streams]] entry \
+             for this topic to accept the loss and go on"
+        );
+        // The group's offset does not matter: the table is the truth.
+        let err = plan_partitions("g", "t", &[state(None, 30, 60)], &offsets(Some(10)), false)
+            .unwrap_err();
+        assert!(err.to_string().contains("offsets 10..30"), "{err}");
+    }
+
+    #[test]
+    fn retention_gap_with_allow_data_loss_starts_at_the_log_start_and_counts_the_loss() {
+        let plan = plan_partitions(
+            "g",
+            "t",
+            &[state(Some(10), 30, 60)],
+            &offsets(Some(10)),
+            true,
+        )
+        .unwrap();
+        assert_eq!((plan[0].range.start, plan[0].range.end), (30, 60));
         assert_eq!(plan[0].expired, 20);
+        assert!(plan[0].repair_group);
+        let gap = plan[0].retention_gap().expect("a gap");
+        assert_eq!((gap.from, gap.to, gap.lost()), (10, 30, 20));
+        assert_eq!(
+            gap.warning(),
+            "orders[0]: offsets 10..30 (20 messages) were deleted by the topic's retention before \
+             this job read them; they are lost. allow_data_loss = true on this stream: going on from \
+             offset 30"
+        );
+    }
+
+    #[test]
+    fn no_gap_when_the_table_is_at_or_past_the_log_start() {
+        for allow in [false, true] {
+            let plan = plan_partitions(
+                "g",
+                "t",
+                &[state(Some(30), 30, 60)],
+                &offsets(Some(30)),
+                allow,
+            )
+            .unwrap();
+            assert_eq!(plan[0].range.start, 30);
+            assert_eq!(plan[0].expired, 0);
+            assert_eq!(plan[0].retention_gap(), None);
+        }
+    }
+
+    #[test]
+    fn a_partition_the_table_never_saw_starts_at_its_earliest_offset() {
+        // A partition added since the last sync: the table records partition
+        // 0 only; partition 1 is read from its low watermark, not skipped.
+        let states = [
+            state(Some(48), 0, 60),
+            PartitionState {
+                partition: 1,
+                ..state(None, 0, 7)
+            },
+        ];
+        let plan = plan_partitions("g", "t", &states, &offsets(Some(48)), false).unwrap();
+        assert_eq!((plan[0].range.start, plan[0].range.end), (48, 60));
+        assert_eq!((plan[1].range.start, plan[1].range.end), (0, 7));
+        assert_eq!(plan[1].expired, 0);
+        assert!(plan[1].repair_group);
     }
 
     #[test]

@@ -36,6 +36,17 @@ pub struct TableReport {
     pub snapshot_id: Option<i64>,
     /// Messages lost to retention before this sync could read them.
     pub expired_messages: i64,
+    /// Invalid messages skipped (`on_invalid = "skip"`).
+    pub skipped_records: u64,
+    /// Invalid messages written to the dead-letter table (`on_invalid = "dlq"`).
+    pub dead_letter_records: u64,
+    /// The dead-letter table, when this sync wrote to it.
+    pub dead_letter_table: Option<String>,
+    /// Columns added or widened by this sync (`added column coupon (string)`).
+    pub schema_changes: Vec<String>,
+    /// Files this sync wrote but did not commit and could not delete (after
+    /// a failure); safe to delete by hand.
+    pub orphan_files: Vec<String>,
     /// Wall time for this table, from plan to commit.
     pub duration_ms: u64,
     /// The commit report of the snapshot, if one was committed.
@@ -146,11 +157,26 @@ impl SyncReport {
                     t.expired_messages
                 ));
             }
+            if t.skipped_records > 0 {
+                out.push_str(&format!(" SKIPPED={} (invalid)", t.skipped_records));
+            }
+            if let Some(dlq) = &t.dead_letter_table {
+                out.push_str(&format!(" dead_letters={} -> {dlq}", t.dead_letter_records));
+            }
+            for change in &t.schema_changes {
+                out.push_str(&format!("\n    schema: {change}"));
+            }
             if let Some(c) = &t.commit {
                 out.push_str(&format!("\n    commit report: {}", c.to_text()));
             }
             if let Some(e) = &t.error {
                 out.push_str(&format!("\n    error: {e}"));
+            }
+            if !t.orphan_files.is_empty() {
+                out.push_str(&format!(
+                    "\n    uncommitted files left behind (safe to delete): {}",
+                    t.orphan_files.join(", ")
+                ));
             }
             out.push('\n');
         }

@@ -118,6 +118,17 @@ impl UpsertBuffer {
         Ok(())
     }
 
+    /// Makes every held batch fit `schema` (the table's, after this sync
+    /// added or widened columns): missing columns null, `int` widened.
+    pub fn conform_to(&mut self, schema: &arrow_schema::SchemaRef) -> Result<(), String> {
+        for batch in &mut self.batches {
+            if batch.schema() != *schema {
+                *batch = topicberg_iceberg::conform::conform(batch, schema)?;
+            }
+        }
+        Ok(())
+    }
+
     /// Takes a tombstone for `key` (timestamp in microseconds).
     pub fn add_tombstone(&mut self, key: KeyHash, version: Version) {
         self.offer(key, version, Slot::Tombstone);

@@ -25,7 +25,18 @@ pub struct UpsertCommit {
     pub deletes: u64,
 }
 
+/// Attempts at an upsert commit: each one that meets another writer's
+/// commit starts over from the key index brought up to that commit.
+const UPSERT_ATTEMPTS: u32 = 5;
+
 /// Writes, deletes, commits and records one upsert table's sync.
+///
+/// When another writer commits first (HTTP 409, or an unconfirmed commit
+/// that a reload shows did not land), the deletes computed from the key
+/// index may be stale: the other writer may have replaced a row this sync
+/// retires. So nothing is rebased blindly: this attempt's files are
+/// deleted, the key index replays the other writer's snapshots, and the
+/// rows, deletes and `_op_type`s are computed again on the new table.
 pub async fn commit_upsert(
     target: &IcebergTarget,
     handle: &mut TableHandle,
@@ -35,7 +46,140 @@ pub async fn commit_upsert(
     summary_extra: BTreeMap<String, String>,
 ) -> Result<UpsertCommit, String> {
     let table = format!("{}.{}", handle.namespace().join("."), handle.name());
-    let mut index = KeyIndex::open(state_dir, handle, target.file_io())
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let outcome = commit_upsert_once(
+            target,
+            handle,
+            &buffer,
+            delete_format,
+            state_dir,
+            summary_extra.clone(),
+        )
+        .await;
+        match outcome {
+            Attempt::Done(done) => return Ok(done),
+            Attempt::Failed(e) => return Err(e),
+            Attempt::Moved(e, written) if attempt < UPSERT_ATTEMPTS => {
+                tracing::warn!(table = %table, attempt, error = %e, "another writer committed first; recomputing the upsert on the new table");
+                for path in written {
+                    let _ = target.file_io().delete(&path).await;
+                }
+            }
+            Attempt::Moved(e, _) => {
+                return Err(format!(
+                    "committing the snapshot: {e} (gave up after {attempt} attempts)"
+                ))
+            }
+        }
+    }
+}
+
+/// How one attempt ended.
+enum Attempt {
+    Done(UpsertCommit),
+    /// Nothing committed; the table moved (the handle holds it as it is
+    /// now): recompute and try again. The files this attempt wrote.
+    Moved(String, Vec<String>),
+    Failed(String),
+}
+
+async fn commit_upsert_once(
+    target: &IcebergTarget,
+    handle: &mut TableHandle,
+    buffer: &UpsertBuffer,
+    delete_format: DeleteFormat,
+    state_dir: &Path,
+    summary_extra: BTreeMap<String, String>,
+) -> Attempt {
+    match prepare_upsert(target, handle, buffer, delete_format, state_dir).await {
+        Err(e) => Attempt::Failed(e),
+        Ok(prepared) => prepared.commit(target, handle, summary_extra).await,
+    }
+}
+
+/// One attempt's files and what the key index must learn once they land.
+struct PreparedUpsert {
+    table: String,
+    index: KeyIndex,
+    delta: RowDelta,
+    upserts: Vec<(KeyHash, String, u64)>,
+    deleted: Vec<KeyHash>,
+    deletes: u64,
+}
+
+impl PreparedUpsert {
+    async fn commit(
+        self,
+        target: &IcebergTarget,
+        handle: &mut TableHandle,
+        summary_extra: BTreeMap<String, String>,
+    ) -> Attempt {
+        let Self {
+            table,
+            mut index,
+            mut delta,
+            upserts,
+            deleted,
+            deletes,
+        } = self;
+        delta.summary_extra = summary_extra;
+        let written: Vec<String> = delta
+            .data_files
+            .iter()
+            .chain(&delta.delete_files)
+            .map(|f| f.file_path().to_string())
+            .collect();
+        let rows = upserts.len() as u64;
+        // One request: a conflict comes back here to be recomputed.
+        let snapshot = match target.commit_row_delta_with_retry(handle, delta, 1).await {
+            Ok(snapshot) => snapshot,
+            Err(e) if moved_on(&e) => {
+                drop(index);
+                return Attempt::Moved(e.to_string(), written);
+            }
+            Err(e) => return Attempt::Failed(format!("committing the snapshot: {e}")),
+        };
+        super::fault_point("before_key_index_update");
+        if let Err(e) = index.apply(
+            snapshot.snapshot_id,
+            snapshot.parent_snapshot_id,
+            &upserts,
+            &deleted,
+        ) {
+            // The table is right; the index catches up from the table next time.
+            tracing::warn!(table = %table, error = %e, "recording the commit in the key index failed; the next sync replays it");
+        }
+        Attempt::Done(UpsertCommit {
+            snapshot,
+            rows,
+            deletes,
+        })
+    }
+}
+
+/// Whether a failed single-request commit left the table untouched and
+/// moved by another writer (or briefly failing): worth recomputing.
+fn moved_on(e: &topicberg_iceberg::IcebergError) -> bool {
+    use topicberg_iceberg::{CatalogErrorKind, IcebergErrorKind};
+    matches!(
+        e.kind,
+        IcebergErrorKind::Catalog(
+            CatalogErrorKind::Conflict | CatalogErrorKind::Server | CatalogErrorKind::Unreachable
+        )
+    )
+}
+
+async fn prepare_upsert(
+    target: &IcebergTarget,
+    handle: &mut TableHandle,
+    buffer: &UpsertBuffer,
+    delete_format: DeleteFormat,
+    state_dir: &Path,
+) -> Result<PreparedUpsert, String> {
+    let table = format!("{}.{}", handle.namespace().join("."), handle.name());
+    let index = KeyIndex::open(state_dir, handle, target.file_io())
         .await
         .map_err(|e| format!("opening the key index: {e}"))?;
     match index.state() {
@@ -146,32 +290,17 @@ pub async fn commit_upsert(
             (file.into_iter().collect(), Vec::new())
         }
     };
-    let rows = upserts.len() as u64;
-    let snapshot = target
-        .commit_row_delta(
-            handle,
-            RowDelta {
-                data_files,
-                delete_files,
-                replaced_dvs,
-                summary_extra,
-            },
-        )
-        .await
-        .map_err(|e| format!("committing the snapshot: {e}"))?;
-    super::fault_point("before_key_index_update");
-    if let Err(e) = index.apply(
-        snapshot.snapshot_id,
-        snapshot.parent_snapshot_id,
-        &upserts,
-        &deleted,
-    ) {
-        // The table is right; the index catches up from the table next time.
-        tracing::warn!(table = %table, error = %e, "recording the commit in the key index failed; the next sync replays it");
-    }
-    Ok(UpsertCommit {
-        snapshot,
-        rows,
+    Ok(PreparedUpsert {
+        table,
+        index,
+        delta: RowDelta {
+            data_files,
+            delete_files,
+            replaced_dvs,
+            summary_extra: BTreeMap::new(),
+        },
+        upserts,
+        deleted,
         deletes,
     })
 }

@@ -5,14 +5,20 @@
 //! Every test names its topics and namespaces at random, so runs never
 //! collide, and reads the addresses from `scripts/testbed env`.
 
+mod catalog_faults;
 mod catalog_smoke;
+mod fault_proxy;
 mod iceberg_append;
 mod iceberg_commit_faults;
 mod iceberg_deletes;
+mod kafka_faults;
 mod kafka_smoke;
 mod readers_smoke;
 mod sql_catalog;
+mod storage_faults;
 mod support;
 mod sync_append;
+mod sync_evolution;
+mod sync_invalid;
 mod sync_upsert;
 mod testbed;

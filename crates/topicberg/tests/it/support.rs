@@ -2,12 +2,14 @@
 //! running the real `topicberg` binary, reading tables with the readers.
 
 use std::path::PathBuf;
-use std::process::Output;
+use std::process::{Child, Output, Stdio};
 use std::time::Duration;
 
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::admin::{AdminClient, AdminOptions, NewPartitions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
+use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use rdkafka::{Offset, TopicPartitionList};
 use serde_json::Value;
 use topicberg_kafka::KafkaConnection;
 
@@ -277,4 +279,267 @@ fn regex_escape(text: &str) -> String {
             }
         })
         .collect()
+}
+
+// --- Kafka faults (tests/it/kafka_faults.rs; reusable by other fault tests) ---
+
+/// The fault-test broker (`kafka_faults`, PLAINTEXT): a single-node cluster
+/// of its own that tests may restart without disturbing the shared broker.
+pub fn faults_broker() -> KafkaConnection {
+    KafkaConnection::plaintext(get("TESTBED_KAFKA_FAULTS_BOOTSTRAP"))
+}
+
+/// Restarts the fault-test broker (`scripts/testbed restart-kafka-faults`:
+/// SIGTERM, wait until its ports are closed, start, wait until it answers a
+/// metadata request). Returns how long it took.
+pub fn restart_kafka_faults() -> Duration {
+    let started = std::time::Instant::now();
+    let out = command(repo_root().join("scripts/testbed").to_str().unwrap())
+        .arg("restart-kafka-faults")
+        .output()
+        .expect("scripts/testbed restart-kafka-faults");
+    assert!(
+        out.status.success(),
+        "restarting the fault-test broker failed ({}): {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    started.elapsed()
+}
+
+fn admin_on(connection: &KafkaConnection) -> AdminClient<DefaultClientContext> {
+    connection.client_config().create().expect("admin client")
+}
+
+fn block_on<F: std::future::Future>(future: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(future)
+}
+
+/// Creates a topic with `partitions` partitions on `connection`'s cluster.
+pub fn create_topic_on(connection: &KafkaConnection, topic: &str, partitions: i32) {
+    let options = AdminOptions::new().operation_timeout(Some(Duration::from_secs(20)));
+    let results = block_on(admin_on(connection).create_topics(
+        &[NewTopic::new(topic, partitions, TopicReplication::Fixed(1))],
+        &options,
+    ))
+    .expect("create_topics request");
+    for r in results {
+        r.unwrap_or_else(|(t, e)| panic!("creating topic {t}: {e}"));
+    }
+}
+
+/// Grows a topic of the shared broker to `total` partitions.
+pub fn add_partitions(topic: &str, total: usize) {
+    let options = AdminOptions::new().operation_timeout(Some(Duration::from_secs(20)));
+    let results = block_on(
+        admin_on(&plaintext()).create_partitions(&[NewPartitions::new(topic, total)], &options),
+    )
+    .expect("create_partitions request");
+    for r in results {
+        r.unwrap_or_else(|(t, e)| panic!("adding partitions to {t}: {e}"));
+    }
+}
+
+/// Deletes the records of `topic[partition]` (shared broker) below `offset`
+/// (Kafka's DeleteRecords, what retention does): the log start offset
+/// becomes `offset`.
+pub fn delete_records_before(topic: &str, partition: i32, offset: i64) {
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition_offset(topic, partition, Offset::Offset(offset))
+        .unwrap();
+    let options = AdminOptions::new().operation_timeout(Some(Duration::from_secs(20)));
+    let result = block_on(admin_on(&plaintext()).delete_records(&tpl, &options))
+        .unwrap_or_else(|e| panic!("deleting records of {topic}[{partition}]: {e}"));
+    for e in result.elements() {
+        if let Err(err) = e.error() {
+            panic!("deleting records of {topic}[{}]: {err}", e.partition());
+        }
+    }
+}
+
+/// Produces `(partition, key, value)` messages to explicit partitions on
+/// `connection`'s cluster and waits until the broker acknowledged every one.
+/// Within a partition, messages get consecutive offsets in slice order.
+pub fn produce_to_partitions(
+    connection: &KafkaConnection,
+    topic: &str,
+    messages: &[(i32, String, String)],
+) {
+    let producer: BaseProducer = connection
+        .client_config()
+        .set("enable.idempotence", "true")
+        .set("linger.ms", "20")
+        .create()
+        .expect("producer");
+    for (partition, key, value) in messages {
+        loop {
+            let record = BaseRecord::to(topic)
+                .partition(*partition)
+                .key(key)
+                .payload(value);
+            match producer.send(record) {
+                Ok(()) => break,
+                Err((e, _)) if e.to_string().contains("QueueFull") => {
+                    producer.poll(Duration::from_millis(50));
+                }
+                Err((e, _)) => panic!("producing to {topic}[{partition}]: {e}"),
+            }
+        }
+    }
+    producer
+        .flush(Duration::from_secs(120))
+        .expect("every message acknowledged");
+}
+
+/// A partition's (low, high) watermarks on `connection`'s cluster.
+pub fn watermarks(connection: &KafkaConnection, topic: &str, partition: i32) -> (i64, i64) {
+    let consumer: BaseConsumer = connection.client_config().create().expect("consumer");
+    consumer
+        .fetch_watermarks(topic, partition, Duration::from_secs(20))
+        .unwrap_or_else(|e| panic!("watermarks of {topic}[{partition}]: {e}"))
+}
+
+/// The consumer group's committed next offset for each of `partitions`
+/// (`None`: no offset committed).
+pub fn group_offsets(
+    connection: &KafkaConnection,
+    group: &str,
+    topic: &str,
+    partitions: i32,
+) -> Vec<Option<i64>> {
+    let consumer: BaseConsumer = connection
+        .client_config()
+        .set("group.id", group)
+        .create()
+        .expect("consumer");
+    let mut tpl = TopicPartitionList::new();
+    for p in 0..partitions {
+        tpl.add_partition(topic, p);
+    }
+    let committed = consumer
+        .committed_offsets(tpl, Duration::from_secs(20))
+        .unwrap_or_else(|e| panic!("committed offsets of group {group}: {e}"));
+    (0..partitions)
+        .map(
+            |p| match committed.find_partition(topic, p).map(|e| e.offset()) {
+                Some(Offset::Offset(o)) if o >= 0 => Some(o),
+                _ => None,
+            },
+        )
+        .collect()
+}
+
+impl Job {
+    /// The job's consumer group (the default, `topicberg_<name>`).
+    pub fn group(&self) -> String {
+        format!("topicberg_{}", self.name)
+    }
+
+    /// Points the job at another Kafka cluster (e.g. the fault-test broker).
+    pub fn set_bootstrap(&self, bootstrap: &str) {
+        let text = std::fs::read_to_string(&self.path).unwrap();
+        let old = format!("bootstrap_servers = \"{}\"", get("TESTBED_KAFKA_BOOTSTRAP"));
+        assert!(text.contains(&old), "{text}");
+        let text = text.replace(&old, &format!("bootstrap_servers = \"{bootstrap}\""));
+        std::fs::write(&self.path, text).unwrap();
+    }
+
+    /// Appends lines (e.g. a `[[streams]]` entry) to the end of the job file.
+    pub fn append(&self, lines: &str) {
+        let mut text = std::fs::read_to_string(&self.path).unwrap();
+        text.push_str(lines);
+        std::fs::write(&self.path, text).unwrap();
+    }
+
+    /// A fresh path beside the job file for a `--report-json` or a log.
+    pub fn scratch_file(&self, what: &str) -> PathBuf {
+        self.path
+            .with_file_name(format!("{what}-{}", uuid::Uuid::new_v4().simple()))
+    }
+
+    /// Starts `topicberg sync -c <job> --report-json <report>` in the
+    /// background with its stderr (the log) going to `log`.
+    pub fn spawn_sync(&self, report: &std::path::Path, log: &std::path::Path) -> Child {
+        let mut cmd = command(env!("CARGO_BIN_EXE_topicberg"));
+        cmd.arg("sync")
+            .arg("-c")
+            .arg(&self.path)
+            .arg("--report-json")
+            .arg(report)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(log).expect("log file"));
+        cmd.spawn().expect("starting topicberg sync")
+    }
+}
+
+/// Sets (or with 0 removes) a broker quota on how fast the client id
+/// `client_id` may fetch from the cluster at `bootstrap`, in bytes per
+/// second. A sync's consumers use the consumer group as client id
+/// ([`Job::group`]), so a test can make one job's drain last long enough to
+/// inject a fault in its middle without slowing anybody else.
+pub fn throttle_consumer(bootstrap: &str, client_id: &str, bytes_per_second: u64) {
+    let out = command(repo_root().join("scripts/testbed").to_str().unwrap())
+        .args([
+            "throttle-consumer",
+            bootstrap,
+            client_id,
+            &bytes_per_second.to_string(),
+        ])
+        .output()
+        .expect("scripts/testbed throttle-consumer");
+    assert!(
+        out.status.success(),
+        "setting the quota of {client_id} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Removes terminal colour sequences (`ESC [ ... m`) from log text.
+pub fn strip_ansi(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            for c in chars.by_ref() {
+                if c.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// The highest `records=` of the `sync in progress` lines in a sync's log
+/// (0 before the first one).
+pub fn sync_progress(log: &std::path::Path) -> u64 {
+    strip_ansi(&std::fs::read_to_string(log).unwrap_or_default())
+        .lines()
+        .filter(|l| l.contains("sync in progress"))
+        .filter_map(|l| {
+            l.split_whitespace()
+                .find_map(|w| w.strip_prefix("records="))
+                .and_then(|n| n.parse().ok())
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+/// Polls `condition` every 50 ms until it holds; panics with `what` after
+/// `deadline`.
+pub fn wait_until(what: &str, deadline: Duration, mut condition: impl FnMut() -> bool) {
+    let started = std::time::Instant::now();
+    while !condition() {
+        assert!(
+            started.elapsed() < deadline,
+            "timed out after {deadline:?} waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }

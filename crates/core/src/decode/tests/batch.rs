@@ -73,11 +73,31 @@ fn unknown_fields_rejected_with_their_types_and_nothing_lost() {
     assert!(b.column_by_name("gift").unwrap().as_boolean().value(0));
     assert_eq!(strings(&b, "tags"), [Some(r#"["a"]"#.into())]);
 
-    let e = d.append(&record(42, r#"{"note":null}"#)).unwrap_err();
-    assert_eq!(
-        e.to_string(),
-        r#"orders[2]@42: field "note" (null) is not a column of the table"#
-    );
+    // A field that is only null needs no column: the row lands without it.
+    d.append(&record(42, r#"{"id":6,"note":null}"#)).unwrap();
+    assert_eq!(d.len(), 2);
+}
+
+#[test]
+fn fields_outside_the_streams_columns_list_are_ignored_not_unknown() {
+    let options = DecoderOptions {
+        payload_fields: Some(std::sync::Arc::new(
+            ["id", "coupon"].map(String::from).into_iter().collect(),
+        )),
+        ..DecoderOptions::append(WRITTEN)
+    };
+    let mut d = BatchDecoder::new(&orders(), options).unwrap();
+    // `secret` is not listed: ignored. `coupon` is listed but not a column yet.
+    d.append(&record(1, r#"{"id":1,"secret":"x"}"#)).unwrap();
+    let e = d
+        .append(&record(2, r#"{"id":2,"secret":"x","coupon":"SAVE"}"#))
+        .unwrap_err();
+    let DecodeErrorKind::UnknownFields(fields) = &e.kind else {
+        panic!("{e:?}")
+    };
+    assert_eq!(fields.len(), 1);
+    assert_eq!(fields[0].name, "coupon");
+    assert_eq!(d.len(), 1);
 }
 
 #[test]

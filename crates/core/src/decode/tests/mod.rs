@@ -7,6 +7,7 @@ use crate::columns::{Column, ColumnType};
 use crate::olake_id::{append_olake_id, upsert_olake_id, KeyValue};
 
 mod batch;
+mod fuzz;
 
 const T0: i64 = 1_793_287_324_000_000; // 2026-10-29T15:22:04Z
 const WRITTEN: i64 = 1_800_000_000_000_000;

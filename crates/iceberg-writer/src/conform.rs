@@ -1,0 +1,216 @@
+//! Making a decoded batch fit the table's Arrow schema.
+//!
+//! A batch matches by position when it has the table's columns in the
+//! table's order (field metadata may differ, and a UTC timestamp column may
+//! name its zone `UTC` or `+00:00`). A batch whose fields carry field ids
+//! (`PARQUET:field_id`) that differ from the table's, because it was
+//! decoded before the table gained columns during the same sync, matches by
+//! field id: columns it lacks become nulls, and an `int` column the table
+//! widened to `long` is widened.
+
+use std::sync::Arc;
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::{Int32Type, Int64Type, TimestampMicrosecondType};
+use arrow_array::{new_null_array, ArrayRef, RecordBatch, RecordBatchOptions};
+use arrow_schema::{DataType, Field, SchemaRef as ArrowSchemaRef, TimeUnit};
+
+use crate::schema::{PARQUET_FIELD_ID_META_KEY, UTC};
+
+fn field_id(field: &Field) -> Option<i32> {
+    field
+        .metadata()
+        .get(PARQUET_FIELD_ID_META_KEY)
+        .and_then(|v| v.parse().ok())
+}
+
+/// The batch with the table's Arrow schema `schema`, or why it cannot be.
+pub fn conform(batch: &RecordBatch, schema: &ArrowSchemaRef) -> Result<RecordBatch, String> {
+    let batch_ids: Vec<Option<i32>> = batch
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| field_id(f))
+        .collect();
+    let table_ids: Vec<Option<i32>> = schema.fields().iter().map(|f| field_id(f)).collect();
+    let by_position = batch_ids.iter().all(Option::is_none) || batch_ids == table_ids;
+    if by_position && batch.num_columns() != schema.fields().len() {
+        return Err(format!(
+            "the batch has {} columns, the table {}",
+            batch.num_columns(),
+            schema.fields().len()
+        ));
+    }
+    if !by_position {
+        if let Some((i, _)) = batch_ids
+            .iter()
+            .enumerate()
+            .find(|(_, id)| id.is_none() || !table_ids.contains(id))
+        {
+            return Err(format!(
+                "column {} of the batch has field id {:?}, which the table does not have",
+                batch.schema().field(i).name(),
+                batch_ids[i]
+            ));
+        }
+    }
+    let mut columns: Vec<ArrayRef> = Vec::with_capacity(schema.fields().len());
+    for (i, field) in schema.fields().iter().enumerate() {
+        let source = if by_position {
+            Some(batch.column(i))
+        } else {
+            batch_ids
+                .iter()
+                .position(|id| *id == table_ids[i])
+                .map(|j| batch.column(j))
+        };
+        let column = match source {
+            None => new_null_array(field.data_type(), batch.num_rows()),
+            Some(column) => convert(column, field, i)?,
+        };
+        if !field.is_nullable() && column.null_count() > 0 {
+            return Err(format!(
+                "column {i} ({}) is required but the batch has {} nulls in it",
+                field.name(),
+                column.null_count()
+            ));
+        }
+        columns.push(column);
+    }
+    let options = RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));
+    RecordBatch::try_new_with_options(schema.clone(), columns, &options).map_err(|e| e.to_string())
+}
+
+fn convert(column: &ArrayRef, field: &Field, i: usize) -> Result<ArrayRef, String> {
+    Ok(match (column.data_type(), field.data_type()) {
+        (a, b) if a == b => column.clone(),
+        (
+            DataType::Timestamp(TimeUnit::Microsecond, Some(tz)),
+            DataType::Timestamp(TimeUnit::Microsecond, Some(_)),
+        ) if tz.as_ref() == "UTC" || tz.as_ref() == "+00:00" => Arc::new(
+            column
+                .as_primitive::<TimestampMicrosecondType>()
+                .clone()
+                .with_timezone(UTC),
+        ),
+        (DataType::Int32, DataType::Int64) => Arc::new(
+            column
+                .as_primitive::<Int32Type>()
+                .unary::<_, Int64Type>(i64::from),
+        ),
+        (a, b) => {
+            return Err(format!(
+                "column {i} ({}) is {a} in the batch, {b} in the table",
+                field.name()
+            ))
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+    use std::sync::Arc;
+
+    use arrow_array::{Int32Array, Int64Array, StringArray, TimestampMicrosecondArray};
+    use arrow_schema::{Field, Schema};
+
+    use super::*;
+    use crate::schema::{arrow_schema, iceberg_schema, Column, ColumnType};
+
+    fn table_schema() -> ArrowSchemaRef {
+        let columns = vec![
+            Column::optional("id", 1, ColumnType::Long),
+            Column::optional("at", 2, ColumnType::Timestamptz),
+        ];
+        arrow_schema(&iceberg_schema(&columns).unwrap()).unwrap()
+    }
+
+    fn with_id(field: Field, id: i32) -> Field {
+        field.with_metadata(HashMap::from([(
+            PARQUET_FIELD_ID_META_KEY.to_string(),
+            id.to_string(),
+        )]))
+    }
+
+    #[test]
+    fn conform_accepts_plain_fields_and_utc_alias() {
+        let plain = Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Int64, true),
+            Field::new(
+                "at",
+                DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
+                true,
+            ),
+        ]));
+        let batch = RecordBatch::try_new(
+            plain,
+            vec![
+                Arc::new(Int64Array::from(vec![1, 2])),
+                Arc::new(TimestampMicrosecondArray::from(vec![5, 6]).with_timezone("UTC")),
+            ],
+        )
+        .unwrap();
+        let out = conform(&batch, &table_schema()).unwrap();
+        assert_eq!(out.schema(), table_schema());
+    }
+
+    #[test]
+    fn conform_names_a_mismatched_column() {
+        let wrong = Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Utf8, true),
+            Field::new("at", DataType::Int64, true),
+        ]));
+        let batch = RecordBatch::try_new(
+            wrong,
+            vec![
+                Arc::new(StringArray::from(vec!["x"])),
+                Arc::new(Int64Array::from(vec![1])),
+            ],
+        )
+        .unwrap();
+        let err = conform(&batch, &table_schema()).unwrap_err();
+        assert!(err.contains("column 0 (id)"), "{err}");
+    }
+
+    #[test]
+    fn a_batch_decoded_before_the_table_evolved_gets_nulls_and_widened_ints() {
+        let table = arrow_schema(
+            &iceberg_schema(&[
+                Column::optional("qty", 1, ColumnType::Long),
+                Column::optional("id", 2, ColumnType::Long),
+                Column::optional("coupon", 3, ColumnType::String),
+            ])
+            .unwrap(),
+        )
+        .unwrap();
+        let old = Arc::new(Schema::new(vec![
+            with_id(Field::new("qty", DataType::Int32, true), 1),
+            with_id(Field::new("id", DataType::Int64, true), 2),
+        ]));
+        let batch = RecordBatch::try_new(
+            old,
+            vec![
+                Arc::new(Int32Array::from(vec![Some(7), None])),
+                Arc::new(Int64Array::from(vec![1, 2])),
+            ],
+        )
+        .unwrap();
+        let out = conform(&batch, &table).unwrap();
+        assert_eq!(out.schema(), table);
+        assert_eq!(
+            out.column(0).as_primitive::<Int64Type>(),
+            &Int64Array::from(vec![Some(7), None])
+        );
+        assert_eq!(out.column(2).null_count(), 2);
+
+        let unknown = Arc::new(Schema::new(vec![with_id(
+            Field::new("other", DataType::Int64, true),
+            9,
+        )]));
+        let batch =
+            RecordBatch::try_new(unknown, vec![Arc::new(Int64Array::from(vec![1]))]).unwrap();
+        let err = conform(&batch, &table).unwrap_err();
+        assert!(err.contains("other"), "{err}");
+    }
+}

@@ -1,0 +1,363 @@
+//! Schema evolution that rides along with a data commit: new optional
+//! columns and the type promotions Iceberg allows in place (`int` ->
+//! `long`), committed in the same request as the snapshot whose data files
+//! were written with them.
+//!
+//! [`TableHandle::with_columns`] gives a handle whose metadata already has
+//! the new schema (so data files, manifests and the snapshot use it) and
+//! remembers the table as loaded. The commit then sends `add-schema` +
+//! `set-current-schema` before the snapshot, required to find the schema
+//! and last column id as loaded; if another writer changed the schema
+//! meanwhile, nothing is committed (the next sync starts from the new
+//! schema).
+
+use std::fmt;
+
+use iceberg::spec::{Schema, TableMetadataBuilder};
+use iceberg::{TableRequirement, TableUpdate};
+
+use crate::error::{IcebergError, IcebergErrorKind};
+use crate::rest::LoadedTable;
+use crate::schema::{columns_of, iceberg_schema, Column, ColumnType};
+use crate::target::TableHandle;
+use crate::CatalogErrorKind;
+
+/// One change to a table's columns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SchemaChange {
+    /// A new optional column.
+    Added {
+        /// The column name.
+        column: String,
+        /// Its type.
+        ty: ColumnType,
+    },
+    /// A column promoted to a wider type.
+    Widened {
+        /// The column name.
+        column: String,
+        /// The type it had.
+        from: ColumnType,
+        /// The type it has now.
+        to: ColumnType,
+    },
+}
+
+impl fmt::Display for SchemaChange {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Added { column, ty } => {
+                write!(f, "added column {column} ({})", type_name(*ty))
+            }
+            Self::Widened { column, from, to } => write!(
+                f,
+                "widened column {column} from {} to {}",
+                type_name(*from),
+                type_name(*to)
+            ),
+        }
+    }
+}
+
+fn type_name(ty: ColumnType) -> &'static str {
+    match ty {
+        ColumnType::Int => "int",
+        ColumnType::Long => "long",
+        ColumnType::Double => "double",
+        ColumnType::Boolean => "boolean",
+        ColumnType::String => "string",
+        ColumnType::Timestamptz => "timestamptz",
+        ColumnType::Json => "json",
+    }
+}
+
+/// Whether Iceberg allows promoting a column of type `from` to `to` in place.
+pub fn is_allowed_promotion(from: ColumnType, to: ColumnType) -> bool {
+    from == to || matches!((from, to), (ColumnType::Int, ColumnType::Long))
+}
+
+/// A schema to add in the next commit, and the table it was planned on.
+#[derive(Debug, Clone)]
+pub(crate) struct PendingSchema {
+    /// The table as loaded, before the change.
+    pub(crate) base: LoadedTable,
+    /// The new schema (its id is assigned by the catalog: the next free one).
+    pub(crate) schema: Schema,
+    /// What changed, for reports.
+    pub(crate) changes: Vec<SchemaChange>,
+}
+
+impl PendingSchema {
+    /// The updates to send before the snapshot's and the requirements that
+    /// keep them safe.
+    pub(crate) fn updates_and_requirements(&self) -> (Vec<TableUpdate>, Vec<TableRequirement>) {
+        let base = &self.base.metadata;
+        (
+            vec![
+                TableUpdate::AddSchema {
+                    schema: self.schema.clone(),
+                },
+                TableUpdate::SetCurrentSchema { schema_id: -1 },
+            ],
+            vec![
+                TableRequirement::CurrentSchemaIdMatch {
+                    current_schema_id: base.current_schema_id(),
+                },
+                TableRequirement::LastAssignedFieldIdMatch {
+                    last_assigned_field_id: base.last_column_id(),
+                },
+            ],
+        )
+    }
+
+    /// Whether `table` still has the schema this change was planned on.
+    pub(crate) fn still_applies_to(&self, table: &LoadedTable) -> bool {
+        let (base, now) = (&self.base.metadata, &table.metadata);
+        base.current_schema_id() == now.current_schema_id()
+            && base.last_column_id() == now.last_column_id()
+    }
+}
+
+/// The changes that turn `current` into `wanted`, or why that is not an
+/// allowed evolution: every current column must stay (same field id, same
+/// name) with the same type or an allowed promotion; new columns must be
+/// optional with field ids above `last_column_id`.
+pub fn plan_schema_change(
+    current: &Schema,
+    last_column_id: i32,
+    wanted: &[Column],
+) -> Result<Vec<SchemaChange>, IcebergError> {
+    let refuse = |detail: String| {
+        IcebergError::new(IcebergErrorKind::Data, "evolving the table schema", detail)
+    };
+    for (i, w) in wanted.iter().enumerate() {
+        if let Some(other) = wanted[..i]
+            .iter()
+            .find(|o| o.field_id == w.field_id || o.name == w.name)
+        {
+            return Err(refuse(format!(
+                "columns {} and {} share a name or field id ({})",
+                other.name, w.name, w.field_id
+            )));
+        }
+    }
+    let have = columns_of(current)?;
+    let mut changes = Vec::new();
+    for h in &have {
+        let Some(w) = wanted.iter().find(|w| w.field_id == h.field_id) else {
+            return Err(refuse(format!(
+                "column {} (field id {}) would be dropped; topicberg only adds or widens columns",
+                h.name, h.field_id
+            )));
+        };
+        if w.name != h.name {
+            return Err(refuse(format!(
+                "field id {} is column {} in the table, not {}",
+                h.field_id, h.name, w.name
+            )));
+        }
+        let same = w.column_type == h.column_type
+            || w.column_type.iceberg() == h.column_type.iceberg()
+                && matches!(
+                    (h.column_type, w.column_type),
+                    (ColumnType::String, ColumnType::Json) | (ColumnType::Json, ColumnType::String)
+                );
+        if !same {
+            if !is_allowed_promotion(h.column_type, w.column_type) {
+                return Err(refuse(format!(
+                    "column {} is {} and cannot become {}: Iceberg only promotes int to long, float to double and decimal precision",
+                    h.name,
+                    type_name(h.column_type),
+                    type_name(w.column_type)
+                )));
+            }
+            changes.push(SchemaChange::Widened {
+                column: h.name.clone(),
+                from: h.column_type,
+                to: w.column_type,
+            });
+        }
+    }
+    for w in wanted
+        .iter()
+        .filter(|w| !have.iter().any(|h| h.field_id == w.field_id))
+    {
+        if w.field_id <= last_column_id {
+            return Err(refuse(format!(
+                "new column {} has field id {}, which the table already assigned (last column id {last_column_id})",
+                w.name, w.field_id
+            )));
+        }
+        if w.required {
+            return Err(refuse(format!(
+                "new column {} must be optional: older rows have no value for it",
+                w.name
+            )));
+        }
+        if let Some(h) = have.iter().find(|h| h.name == w.name) {
+            return Err(refuse(format!(
+                "column {} exists with field id {}, not {}",
+                w.name, h.field_id, w.field_id
+            )));
+        }
+        changes.push(SchemaChange::Added {
+            column: w.name.clone(),
+            ty: w.column_type,
+        });
+    }
+    Ok(changes)
+}
+
+impl TableHandle {
+    /// This table with `columns` as its schema, for writing data files now
+    /// and committing the change with the next snapshot through this handle
+    /// (see the module docs). `columns` lists every column with its field
+    /// id; new ones get ids above the table's last column id. Without
+    /// changes the handle comes back as it is.
+    pub fn with_columns(&self, columns: &[Column]) -> Result<TableHandle, IcebergError> {
+        let base = match &self.pending_schema {
+            Some(p) => p.base.clone(),
+            None => self.table.clone(),
+        };
+        let changes = plan_schema_change(
+            base.metadata.current_schema(),
+            base.metadata.last_column_id(),
+            columns,
+        )?;
+        if changes.is_empty() {
+            return TableHandle::new(self.namespace().clone(), self.name().to_string(), base);
+        }
+        let schema = iceberg_schema(columns)?;
+        let pending = PendingSchema {
+            base,
+            schema,
+            changes,
+        };
+        self.with_pending_schema(pending)
+    }
+
+    /// The table as loaded in `pending.base`, with the pending schema
+    /// applied locally.
+    pub(crate) fn with_pending_schema(
+        &self,
+        pending: PendingSchema,
+    ) -> Result<TableHandle, IcebergError> {
+        let built = TableMetadataBuilder::new_from_metadata(
+            pending.base.metadata.clone(),
+            pending.base.metadata_location.clone(),
+        )
+        .add_current_schema(pending.schema.clone())
+        .and_then(|b| b.build())
+        .map_err(|e| {
+            IcebergError::new(
+                IcebergErrorKind::Data,
+                "evolving the table schema",
+                e.message().to_string(),
+            )
+        })?;
+        let table = LoadedTable {
+            metadata_location: pending.base.metadata_location.clone(),
+            metadata: built.metadata,
+            config: pending.base.config.clone(),
+        };
+        let mut handle =
+            TableHandle::new(self.namespace().clone(), self.name().to_string(), table)?;
+        handle.pending_schema = Some(Box::new(pending));
+        Ok(handle)
+    }
+
+    /// The schema changes this handle will commit with its next snapshot.
+    pub fn pending_schema_changes(&self) -> &[SchemaChange] {
+        self.pending_schema
+            .as_ref()
+            .map_or(&[], |p| p.changes.as_slice())
+    }
+}
+
+/// After a reload: the pending schema applied again on the reloaded table
+/// when its schema is still the one the change was planned on; else a
+/// conflict (nothing committed, the data files use field ids the table may
+/// have given to other columns).
+pub(crate) fn reapply_pending_schema(
+    reloaded: TableHandle,
+    pending: Option<Box<PendingSchema>>,
+) -> Result<TableHandle, IcebergError> {
+    let Some(pending) = pending else {
+        return Ok(reloaded);
+    };
+    if !pending.still_applies_to(&reloaded.table) {
+        return Err(IcebergError::new(
+            IcebergErrorKind::Catalog(CatalogErrorKind::Conflict),
+            format!("committing to table {}", reloaded.name()),
+            "another writer changed the table's schema while this sync wrote files with new columns; \
+             nothing was committed and the next sync starts from the new schema",
+        ));
+    }
+    let mut pending = *pending;
+    pending.base = reloaded.table.clone();
+    reloaded.with_pending_schema(pending)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn schema(columns: &[Column]) -> Schema {
+        iceberg_schema(columns).unwrap()
+    }
+
+    #[test]
+    fn adding_and_widening_are_planned_and_named() {
+        let current = schema(&[
+            Column::optional("id", 1, ColumnType::Long),
+            Column::optional("qty", 2, ColumnType::Int),
+        ]);
+        let wanted = [
+            Column::optional("id", 1, ColumnType::Long),
+            Column::optional("qty", 2, ColumnType::Long),
+            Column::optional("coupon", 3, ColumnType::String),
+        ];
+        let changes = plan_schema_change(&current, 2, &wanted).unwrap();
+        let text: Vec<String> = changes.iter().map(|c| c.to_string()).collect();
+        assert_eq!(
+            text,
+            [
+                "widened column qty from int to long",
+                "added column coupon (string)"
+            ]
+        );
+    }
+
+    #[test]
+    fn narrowing_dropping_and_reused_ids_are_refused() {
+        let current = schema(&[
+            Column::optional("id", 1, ColumnType::Long),
+            Column::optional("price", 2, ColumnType::Double),
+        ]);
+        let narrowed = [
+            Column::optional("id", 1, ColumnType::Int),
+            Column::optional("price", 2, ColumnType::Double),
+        ];
+        let e = plan_schema_change(&current, 2, &narrowed).unwrap_err();
+        assert!(
+            e.to_string().contains("id is long and cannot become int"),
+            "{e}"
+        );
+        let dropped = [Column::optional("id", 1, ColumnType::Long)];
+        let e = plan_schema_change(&current, 2, &dropped).unwrap_err();
+        assert!(e.to_string().contains("would be dropped"), "{e}");
+        let reused = [
+            Column::optional("id", 1, ColumnType::Long),
+            Column::optional("price", 2, ColumnType::Double),
+            Column::optional("coupon", 2, ColumnType::String),
+        ];
+        assert!(plan_schema_change(&current, 5, &reused).is_err());
+        let below_last = [
+            Column::optional("id", 1, ColumnType::Long),
+            Column::optional("price", 2, ColumnType::Double),
+            Column::optional("coupon", 4, ColumnType::String),
+        ];
+        let e = plan_schema_change(&current, 5, &below_last).unwrap_err();
+        assert!(e.to_string().contains("already assigned"), "{e}");
+    }
+}

@@ -1,0 +1,210 @@
+//! One drain thread's work: read a chunk of a table's partitions and decode
+//! each message straight into Arrow batches. A message with new fields
+//! grows the table's shared columns and is decoded again; an invalid one
+//! is handled as the stream's `on_invalid` says; a tombstone on a
+//! `_kafka_key` upsert stream becomes a delete.
+
+use std::collections::{HashSet, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use arrow_array::RecordBatch;
+use tokio::sync::mpsc;
+use topicberg_core::config::OnInvalid;
+use topicberg_core::{
+    kafka_key_olake_id, BatchDecoder, DecodeError, DecodeErrorKind, DecoderOptions, IdMode,
+};
+use topicberg_kafka::{
+    drain, DrainError, DrainSettings, DrainedPartition, KafkaConnection, PartitionRange,
+};
+
+use super::evolve::{ColumnsWanted, EvolvingColumns};
+use super::invalid::{is_invalid, DeadRecord, SkipLog};
+use super::pipeline::{Progress, UpsertInput};
+use super::upsert::{parse_key_hash, KeyHash, Version};
+
+/// What drain threads send to the file writers.
+pub(super) enum Item {
+    /// Decoded rows of table `.0`, decoded with columns version `.1`.
+    Batch(usize, u64, RecordBatch),
+    /// A tombstone of a `_kafka_key` upsert table.
+    Tombstone(usize, KeyHash, Version),
+    /// An invalid message for the dead-letter table.
+    Dead(usize, Box<DeadRecord>),
+}
+
+#[derive(Debug, thiserror::Error)]
+enum SinkError {
+    #[error(transparent)]
+    Decode(#[from] DecodeError),
+    #[error("stopped: another part of this table failed")]
+    Aborted,
+    #[error("the file writer stopped")]
+    WriterGone,
+    #[error("{0}")]
+    Decoder(String),
+}
+
+/// Partitions of one table read by one thread.
+pub(super) struct Chunk {
+    pub(super) table: usize,
+    pub(super) ranges: Vec<PartitionRange>,
+}
+
+/// What the drain threads share about one table.
+pub(super) struct TableShared {
+    pub(super) topic: String,
+    pub(super) columns: Mutex<EvolvingColumns>,
+    pub(super) upsert: Option<UpsertInput>,
+    pub(super) on_invalid: OnInvalid,
+    pub(super) payload_fields: Option<Arc<HashSet<String>>>,
+    pub(super) failed: AtomicBool,
+    pub(super) skipped: AtomicU64,
+}
+
+/// What every drain thread shares.
+pub(super) struct Shared {
+    pub(super) connection: KafkaConnection,
+    pub(super) settings: DrainSettings,
+    pub(super) tables: Vec<TableShared>,
+    pub(super) queue: Mutex<VecDeque<Chunk>>,
+    pub(super) batch_rows: usize,
+    pub(super) olake_timestamp_micros: i64,
+    pub(super) progress: Arc<Progress>,
+}
+
+pub(super) type ChunkResult = (usize, Result<Vec<DrainedPartition>, String>);
+
+/// A drain thread: takes chunks until none are left.
+pub(super) fn worker(shared: &Shared, tx: &mpsc::Sender<Item>, results: &Mutex<Vec<ChunkResult>>) {
+    loop {
+        let Some(chunk) = shared.queue.lock().expect("queue").pop_front() else {
+            return;
+        };
+        let index = chunk.table;
+        let result = drain_chunk(shared, tx, &chunk);
+        if result.is_err() {
+            shared.tables[index].failed.store(true, Ordering::Relaxed);
+        }
+        results.lock().expect("results").push((index, result));
+    }
+}
+
+/// Attempts at one message: evolving the columns or finishing a full batch
+/// first each take one.
+const ATTEMPTS_PER_MESSAGE: usize = 4;
+
+fn drain_chunk(
+    shared: &Shared,
+    tx: &mpsc::Sender<Item>,
+    chunk: &Chunk,
+) -> Result<Vec<DrainedPartition>, String> {
+    let index = chunk.table;
+    let table = &shared.tables[index];
+    let upsert = table.upsert.as_ref();
+    let mut options = DecoderOptions::append(shared.olake_timestamp_micros);
+    if let Some(u) = upsert {
+        options.id_mode = IdMode::Upsert {
+            key_columns: u.key_columns.clone(),
+        };
+    }
+    options.payload_fields = table.payload_fields.clone();
+    let (columns, mut version) = table.columns.lock().expect("columns").current();
+    let mut decoder = BatchDecoder::new(&columns, options.clone()).map_err(|e| e.to_string())?;
+    let tombstones_delete = upsert.is_some_and(|u| u.kafka_key_only);
+    let progress = &shared.progress;
+    let kill_after = super::fault_after_records();
+    let mut skips = SkipLog::default();
+    let send = |item: Item| tx.blocking_send(item).map_err(|_| SinkError::WriterGone);
+    let drained = drain(
+        &shared.connection,
+        &chunk.ranges,
+        &shared.settings,
+        |record| {
+            if table.failed.load(Ordering::Relaxed) {
+                return Err(SinkError::Aborted);
+            }
+            let mut attempt = 0;
+            let outcome = loop {
+                attempt += 1;
+                let e = match decoder.append(record) {
+                    Ok(()) => break Ok(()),
+                    Err(e) => e,
+                };
+                let last = attempt >= ATTEMPTS_PER_MESSAGE;
+                if e.kind == DecodeErrorKind::BatchFull && !last && !decoder.is_empty() {
+                    send(Item::Batch(index, version, decoder.finish()))?;
+                    continue;
+                }
+                if tombstones_delete && e.kind == DecodeErrorKind::Tombstone {
+                    if let Some(key) = record.key {
+                        let hash = parse_key_hash(&kafka_key_olake_id(key)).expect("32 hex digits");
+                        let version = Version {
+                            timestamp: record.timestamp_ms.map_or(i64::MIN, |ms| ms * 1000),
+                            partition: record.partition,
+                            offset: record.offset,
+                        };
+                        send(Item::Tombstone(index, hash, version))?;
+                        return Ok(());
+                    }
+                }
+                if let Some(wanted) = ColumnsWanted::from_error(&e).filter(|_| !last) {
+                    let evolved = table.columns.lock().expect("columns").apply(&wanted);
+                    if let Ok((columns, latest)) = evolved {
+                        if !decoder.is_empty() {
+                            send(Item::Batch(index, version, decoder.finish()))?;
+                        }
+                        decoder = BatchDecoder::new(&columns, options.clone())
+                            .map_err(|e| SinkError::Decoder(e.to_string()))?;
+                        version = latest;
+                        continue;
+                    }
+                }
+                break Err(e);
+            };
+            if let Err(e) = outcome {
+                if !is_invalid(&e) {
+                    return Err(SinkError::Decode(e));
+                }
+                match table.on_invalid {
+                    OnInvalid::Fail => return Err(SinkError::Decode(e)),
+                    OnInvalid::Skip => {
+                        skips.record(&e);
+                        table.skipped.fetch_add(1, Ordering::Relaxed);
+                    }
+                    OnInvalid::Dlq => {
+                        send(Item::Dead(index, Box::new(DeadRecord::new(record, &e))))?
+                    }
+                }
+                return Ok(());
+            }
+            let seen = progress.records.fetch_add(1, Ordering::Relaxed) + 1;
+            if kill_after.is_some_and(|n| seen >= n) {
+                super::kill_self();
+            }
+            progress.bytes.fetch_add(
+                (record.key.map_or(0, <[u8]>::len) + record.value.map_or(0, <[u8]>::len)) as u64,
+                Ordering::Relaxed,
+            );
+            if decoder.len() >= shared.batch_rows {
+                send(Item::Batch(index, version, decoder.finish()))?;
+                skips.flush(&table.topic);
+            }
+            Ok(())
+        },
+    );
+    skips.flush(&table.topic);
+    match drained {
+        Ok(parts) => {
+            if !decoder.is_empty() {
+                tx.blocking_send(Item::Batch(index, version, decoder.finish()))
+                    .map_err(|_| "the file writer stopped".to_string())?;
+            }
+            Ok(parts)
+        }
+        Err(DrainError::Sink(SinkError::Aborted)) => {
+            Err("stopped: another part of this table failed".into())
+        }
+        Err(e) => Err(e.to_string()),
+    }
+}

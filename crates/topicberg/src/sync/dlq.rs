@@ -1,0 +1,157 @@
+//! The dead-letter table `<table>__dlq`: invalid messages of a stream with
+//! `on_invalid = "dlq"`, raw key and value in base64 with partition,
+//! offset, timestamp and the error text.
+//!
+//! It is committed just before the stream's table, in the same sync, and
+//! its snapshot carries the same `topicberg.offsets`. A crash between the
+//! two commits leaves the dead-letter table ahead: the rerun reads those
+//! messages again and writes to the dead-letter table only those at or
+//! after its recorded offsets, so no message is lost or written twice.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use arrow_array::builder::{
+    Int32Builder, Int64Builder, StringBuilder, TimestampMicrosecondBuilder,
+};
+use arrow_array::{ArrayRef, RecordBatch};
+use base64::Engine as _;
+use topicberg_iceberg::{Column, ColumnType, FormatVersion, IcebergTarget};
+
+use super::invalid::DeadRecord;
+use super::plan::{TableOffsets, OFFSETS_PROPERTY};
+
+/// The suffix of a dead-letter table's name.
+pub const DLQ_SUFFIX: &str = "__dlq";
+
+/// The dead-letter table's columns.
+pub fn dlq_columns() -> Vec<Column> {
+    [
+        ("_kafka_topic", ColumnType::String),
+        ("_kafka_partition", ColumnType::Int),
+        ("_kafka_offset", ColumnType::Long),
+        ("_kafka_timestamp", ColumnType::Timestamptz),
+        ("_kafka_key_base64", ColumnType::String),
+        ("_kafka_value_base64", ColumnType::String),
+        ("_error", ColumnType::String),
+        ("_error_field", ColumnType::String),
+        ("_olake_timestamp", ColumnType::Timestamptz),
+    ]
+    .into_iter()
+    .enumerate()
+    .map(|(i, (name, ty))| Column::optional(name, i as i32 + 1, ty))
+    .collect()
+}
+
+/// What a dead-letter commit did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeadLetterCommit {
+    /// `namespace.table__dlq`.
+    pub table: String,
+    /// Messages written now.
+    pub written: u64,
+    /// Messages an earlier, interrupted sync had already written.
+    pub already_there: u64,
+}
+
+/// Writes `dead` (messages of `topic`) to `<table>__dlq`, creating it when
+/// missing, in one snapshot whose offsets are `offsets` (the stream table's
+/// offsets after this sync) merged with the ones it had.
+pub async fn commit_dead_letters(
+    target: &IcebergTarget,
+    namespace: &Vec<String>,
+    table: &str,
+    topic: &str,
+    dead: &[DeadRecord],
+    offsets: &TableOffsets,
+    olake_timestamp_micros: i64,
+) -> Result<DeadLetterCommit, String> {
+    let name = format!("{table}{DLQ_SUFFIX}");
+    let qualified = format!("{}.{name}", namespace.join("."));
+    let mut handle = target
+        .ensure_table(namespace, &name, &dlq_columns(), FormatVersion::V2)
+        .await
+        .map_err(|e| format!("dead-letter table {qualified}: {e}"))?;
+    let recorded = TableOffsets::from_summary(handle.current_summary().as_ref())?;
+    let fresh: Vec<&DeadRecord> = dead
+        .iter()
+        .filter(|d| {
+            recorded
+                .get(topic, d.partition)
+                .is_none_or(|next| d.offset >= next)
+        })
+        .collect();
+    let already_there = (dead.len() - fresh.len()) as u64;
+    if fresh.is_empty() {
+        return Ok(DeadLetterCommit {
+            table: qualified,
+            written: 0,
+            already_there,
+        });
+    }
+    let batch = dead_letter_batch(topic, &fresh, olake_timestamp_micros, &handle)?;
+    let files = target
+        .write_data_files(&handle, [batch])
+        .await
+        .map_err(|e| format!("dead-letter table {qualified}: {e}"))?;
+    let mut merged = recorded;
+    for (t, partitions) in &offsets.0 {
+        for (partition, next) in partitions {
+            let keep = merged.get(t, *partition).map_or(*next, |n| n.max(*next));
+            merged.set(t, *partition, keep);
+        }
+    }
+    let extra = BTreeMap::from([(OFFSETS_PROPERTY.to_string(), merged.to_summary_value())]);
+    target
+        .commit_append(&mut handle, files, extra)
+        .await
+        .map_err(|e| format!("committing dead-letter table {qualified}: {e}"))?;
+    tracing::warn!(table = %qualified, written = fresh.len(), "invalid messages written to the dead-letter table");
+    Ok(DeadLetterCommit {
+        table: qualified,
+        written: fresh.len() as u64,
+        already_there,
+    })
+}
+
+fn dead_letter_batch(
+    topic: &str,
+    dead: &[&DeadRecord],
+    olake_timestamp_micros: i64,
+    handle: &topicberg_iceberg::TableHandle,
+) -> Result<RecordBatch, String> {
+    let n = dead.len();
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let mut topics = StringBuilder::new();
+    let mut partitions = Int32Builder::with_capacity(n);
+    let mut offsets = Int64Builder::with_capacity(n);
+    let mut timestamps = TimestampMicrosecondBuilder::with_capacity(n);
+    let mut keys = StringBuilder::new();
+    let mut values = StringBuilder::new();
+    let mut errors = StringBuilder::new();
+    let mut fields = StringBuilder::new();
+    let mut written = TimestampMicrosecondBuilder::with_capacity(n);
+    for d in dead {
+        topics.append_value(topic);
+        partitions.append_value(d.partition);
+        offsets.append_value(d.offset);
+        timestamps.append_option(d.timestamp_ms.and_then(|ms| ms.checked_mul(1000)));
+        keys.append_option(d.key.as_ref().map(|k| b64.encode(k)));
+        values.append_option(d.value.as_ref().map(|v| b64.encode(v)));
+        errors.append_value(&d.error);
+        fields.append_option(d.field.as_deref());
+        written.append_value(olake_timestamp_micros);
+    }
+    let columns: Vec<ArrayRef> = vec![
+        Arc::new(topics.finish()),
+        Arc::new(partitions.finish()),
+        Arc::new(offsets.finish()),
+        Arc::new(timestamps.finish().with_timezone("+00:00")),
+        Arc::new(keys.finish()),
+        Arc::new(values.finish()),
+        Arc::new(errors.finish()),
+        Arc::new(fields.finish()),
+        Arc::new(written.finish().with_timezone("+00:00")),
+    ];
+    RecordBatch::try_new(handle.arrow_schema().clone(), columns).map_err(|e| e.to_string())
+}
