@@ -271,6 +271,29 @@ impl ObjectStorage {
         .build()
     }
 
+    /// The locations of every object under the folder `location` (its
+    /// whole subtree), in the same scheme, e.g. to find the files a failed
+    /// commit left in a table's `metadata/` folder.
+    pub async fn list(&self, location: &str) -> iceberg::Result<Vec<String>> {
+        let folder = location.trim_end_matches('/');
+        let (store, prefix) = self.resolve(folder)?;
+        let base = if folder.starts_with('/') {
+            "/".to_string()
+        } else {
+            let url =
+                url::Url::parse(folder).map_err(|e| bad_location(folder, &e.to_string()))?;
+            format!("{}://{}/", url.scheme(), url.host_str().unwrap_or_default())
+        };
+        let mut out = Vec::new();
+        let mut listing = store.list(Some(&prefix));
+        while let Some(meta) = listing.next().await {
+            let meta = meta.map_err(|e| fault("listing", folder, e))?;
+            out.push(format!("{base}{}", meta.location));
+        }
+        out.sort();
+        Ok(out)
+    }
+
     /// The store and key of a location.
     fn resolve(&self, location: &str) -> iceberg::Result<(Arc<dyn ObjectStore>, Path)> {
         if location.starts_with('/') {

@@ -519,4 +519,59 @@ impl IcebergTarget {
         left.sort();
         left
     }
+
+    /// Deletes, best effort, the metadata files a commit wrote that no
+    /// snapshot references, found by the commit id in their names under
+    /// `<table>/metadata/`:
+    /// - manifest lists `snap-<snapshot id>-<attempt>-<commit id>.avro`
+    ///   that no snapshot of the table points to (the attempts that did
+    ///   not land, also after a commit that landed on a later attempt);
+    /// - manifests `<commit id>-m<n>.avro`, only when no snapshot of the
+    ///   table carries the commit id (the commit did not land).
+    ///
+    /// Reloads the table first; a failed reload deletes nothing and is the
+    /// error. Returns `(location, error)` for files that could not be
+    /// deleted. Like [`Self::delete_uncommitted`], never after
+    /// [`IcebergErrorKind::CommitStateUnknown`]: the commit may still land.
+    pub async fn delete_commit_metadata(
+        &self,
+        handle: &TableHandle,
+        commit_id: &str,
+    ) -> Result<Vec<(String, String)>, IcebergError> {
+        let fresh = self.reload_patiently(handle).await?;
+        let metadata = fresh.metadata();
+        let landed = metadata.snapshots().any(|s| {
+            s.summary()
+                .additional_properties
+                .get(COMMIT_ID_PROPERTY)
+                .map(String::as_str)
+                == Some(commit_id)
+        });
+        let referenced: std::collections::HashSet<&str> =
+            metadata.snapshots().map(|s| s.manifest_list()).collect();
+        let folder = format!("{}/metadata", metadata.location().trim_end_matches('/'));
+        let listed = self.storage.list(&folder).await.map_err(|e| {
+            crate::error::from_iceberg(format!("listing {folder}"), &e, IcebergErrorKind::Storage)
+        })?;
+        let ours = |location: &&String| {
+            let name = location.rsplit('/').next().unwrap_or_default();
+            let list = name.starts_with("snap-") && name.ends_with(&format!("-{commit_id}.avro"));
+            let manifest = name.starts_with(&format!("{commit_id}-m")) && name.ends_with(".avro");
+            (list && !referenced.contains(location.as_str())) || (manifest && !landed)
+        };
+        let doomed: Vec<&String> = listed.iter().filter(ours).collect();
+        let mut left = Vec::new();
+        for location in doomed {
+            if let Err(e) = self.file_io.delete(location).await {
+                let e = crate::error::from_iceberg(
+                    format!("deleting {location}"),
+                    &e,
+                    IcebergErrorKind::Storage,
+                );
+                tracing::warn!(location = %location, error = %e, "could not delete a commit's metadata file");
+                left.push((location.clone(), e.detail));
+            }
+        }
+        Ok(left)
+    }
 }

@@ -286,7 +286,11 @@ fn catalog_unreachable_or_failing_fails_clearly_within_a_bound() {
     // Healthy up to the commit, which keeps failing.
     proxy.reset();
     proxy.add(commit_rule(Fault::Status(503)));
+    let commits_before = commits(&proxy);
     let (run, elapsed) = failing_sync(&job);
+    // Each commit sent once per attempt: a 503 on a POST is never resent
+    // blindly (the commit loop reloads and looks for it first).
+    assert_eq!(commits(&proxy) - commits_before, 5, "{:#?}", proxy.log());
     let failed = run.table(&job.table(&topic));
     assert_eq!(failed["status"], "failed", "{failed}");
     let error = failed["error"].as_str().unwrap();

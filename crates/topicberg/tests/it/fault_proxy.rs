@@ -124,6 +124,13 @@ impl Rule {
         self
     }
 
+    /// Fault every request it applies to until [`FaultProxy::reset`] (the
+    /// default; undoes [`Self::times`]).
+    pub fn until_reset(mut self) -> Self {
+        self.remaining = None;
+        self
+    }
+
     /// Apply to every `k`-th matching request (the k-th, 2k-th...).
     pub fn every(mut self, k: u32) -> Self {
         self.every = k.max(1);

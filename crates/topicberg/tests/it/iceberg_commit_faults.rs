@@ -87,3 +87,123 @@ async fn iceberg_append_commit_with_lost_answer_lands_exactly_once() {
         .await
         .expect("drop ns");
 }
+
+/// The metadata a commit leaves behind: after a commit that landed on its
+/// second attempt, only the first attempt's manifest list goes; after a
+/// commit that failed for certain, its manifest and every manifest list
+/// go, and `delete_uncommitted` removes its data files; the table reads
+/// the same throughout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn iceberg_failed_commit_files_are_cleaned_up() {
+    let upstream = catalog_config("FIXTURE");
+    let proxy = FaultProxy::start(&upstream.uri);
+    let mut config = upstream.clone();
+    config.uri = proxy.uri.clone();
+    let target = IcebergTarget::connect(&config, storage_config())
+        .await
+        .expect("connect through the proxy");
+    let namespace = vec![unique_name("it_cleanup")];
+    let name = "orders";
+    let mut handle = target
+        .ensure_table(&namespace, name, &columns(), FormatVersion::V2)
+        .await
+        .expect("create table");
+    let folder = format!("{}/metadata", handle.metadata().location());
+    let storage = target.storage();
+
+    // Landed on the second attempt (a made-up 409 first).
+    proxy.add(commit_rule(Fault::Status(409)));
+    let a = rows(0, 50);
+    let one = append(&target, &mut handle, &a, offsets(50)).await;
+    assert_eq!(one.attempts, 2);
+    let commit_id = one.summary[topicberg_iceberg::COMMIT_ID_PROPERTY].clone();
+    let ours = |all: &[String]| -> Vec<String> {
+        all.iter()
+            .filter(|l| l.contains(&commit_id))
+            .cloned()
+            .collect()
+    };
+    let before = ours(&storage.list(&folder).await.unwrap());
+    assert_eq!(
+        before.len(),
+        3,
+        "a manifest and two manifest lists: {before:#?}"
+    );
+    let left = target
+        .delete_commit_metadata(&handle, &commit_id)
+        .await
+        .expect("cleanup");
+    assert!(left.is_empty(), "{left:?}");
+    let after = ours(&storage.list(&folder).await.unwrap());
+    let live = target.load_table(&namespace, name).await.unwrap();
+    let live_list = live
+        .metadata()
+        .current_snapshot()
+        .unwrap()
+        .manifest_list()
+        .to_string();
+    assert_eq!(after.len(), 2, "{after:#?}");
+    assert!(
+        after.contains(&live_list),
+        "the live manifest list stays: {after:#?}"
+    );
+    assert!(
+        after.iter().any(|l| l.ends_with("-m0.avro")),
+        "the live manifest stays"
+    );
+
+    // Fails for certain: every commit answered 503 without forwarding.
+    proxy.reset();
+    proxy.add(commit_rule(Fault::Status(503)).until_reset());
+    let listed_before = storage.list(&folder).await.unwrap();
+    let b = rows(50, 20);
+    let files = target
+        .write_data_files(&handle, [crate::iceberg_append::batch(&handle, &b)])
+        .await
+        .expect("write");
+    let err = target
+        .commit_append(&mut handle, files.clone(), offsets(70))
+        .await
+        .expect_err("every commit refused");
+    assert!(
+        err.to_string().contains("gave up after 5 commit attempts"),
+        "{err}"
+    );
+    proxy.reset();
+    let new: Vec<String> = storage
+        .list(&folder)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|l| !listed_before.contains(l))
+        .collect();
+    assert_eq!(new.len(), 6, "a manifest and five manifest lists: {new:#?}");
+    let manifest = new.iter().find(|l| l.ends_with("-m0.avro")).unwrap();
+    let failed_id = manifest
+        .rsplit('/')
+        .next()
+        .unwrap()
+        .trim_end_matches("-m0.avro");
+    let left = target
+        .delete_commit_metadata(&handle, failed_id)
+        .await
+        .expect("cleanup");
+    assert!(left.is_empty(), "{left:?}");
+    assert_eq!(storage.list(&folder).await.unwrap(), listed_before);
+    assert!(target.delete_uncommitted(&files).await.is_empty());
+    for f in &files {
+        assert!(!target.file_io().exists(f.file_path()).await.unwrap());
+    }
+    let table = format!("{}.{name}", namespace[0]);
+    assert_eq!(read("duckdb", "FIXTURE", &table), canonical(&a));
+
+    target
+        .drop_table(&namespace, name, true)
+        .await
+        .expect("drop");
+    target
+        .catalog()
+        .drop_namespace(&namespace)
+        .await
+        .expect("drop ns");
+}

@@ -7,6 +7,7 @@
 
 mod catalog_faults;
 mod catalog_smoke;
+mod fault_injection;
 mod fault_proxy;
 mod iceberg_append;
 mod iceberg_commit_faults;
