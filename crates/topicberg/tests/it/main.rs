@@ -22,4 +22,5 @@ mod sync_append;
 mod sync_evolution;
 mod sync_invalid;
 mod sync_upsert;
+mod sync_upsert_conflict;
 mod testbed;

@@ -218,6 +218,23 @@ s3_secret_key = "${{TESTBED_S3_SECRET_KEY}}"
         cmd.output().expect("running topicberg")
     }
 
+    /// Runs a sync that must succeed with its log (stderr) written to
+    /// `log`; returns its JSON report.
+    pub fn sync_logged(&self, log: &std::path::Path) -> Value {
+        let report = self.scratch_file("report.json");
+        let out = self.run("sync", &["--report-json", report.to_str().unwrap()], &[]);
+        std::fs::write(log, &out.stderr).unwrap();
+        assert!(
+            out.status.success(),
+            "sync failed ({}):\nstdout:\n{}\nstderr:\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&std::fs::read(&report).expect("report written"))
+            .expect("report JSON")
+    }
+
     /// Runs a sync that must succeed; returns its JSON report.
     pub fn sync(&self) -> Value {
         let report = self
