@@ -133,7 +133,12 @@ _seaweed_launch() {
   printf '[testbed] %s launching weed mini\n' "$(date -u +%FT%TZ)" >>"$(tb_logfile seaweed)"
   # Where this launch's lines begin in the log (see _seaweed_moved_port).
   wc -c <"$(tb_logfile seaweed)" >"$dir/.launch-offset"
-  AWS_ACCESS_KEY_ID=$TB_S3_ACCESS_KEY AWS_SECRET_ACCESS_KEY=$TB_S3_SECRET_KEY \
+  # weed's own logs go to the temp folder: keep them with the rest. (Its
+  # gRPC unix sockets stay at /tmp/seaweedfs-<part>-grpc-<port>.sock whatever
+  # TMPDIR says: a second weed on this machine with the same ports, even in
+  # another network namespace, replaces them and breaks this one.)
+  mkdir -p "$dir/tmp"
+  TMPDIR=$dir/tmp AWS_ACCESS_KEY_ID=$TB_S3_ACCESS_KEY AWS_SECRET_ACCESS_KEY=$TB_S3_SECRET_KEY \
     GOMEMLIMIT=$TB_SEAWEED_GOMEMLIMIT \
     tb_start_bg seaweed "$TB_WEED" mini \
     -dir="$dir" \

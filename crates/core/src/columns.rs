@@ -23,6 +23,9 @@ pub enum ColumnType {
     Int,
     /// 64-bit float (Iceberg `double`).
     Double,
+    /// 32-bit float (Iceberg `float`); only columns of tables made
+    /// elsewhere: inference never produces it.
+    Float,
     /// Iceberg `boolean`.
     Boolean,
     /// UTF-8 text (Iceberg `string`).
@@ -36,10 +39,11 @@ pub enum ColumnType {
 
 impl ColumnType {
     /// Every type, for exhaustive tests and listings.
-    pub const ALL: [ColumnType; 7] = [
+    pub const ALL: [ColumnType; 8] = [
         ColumnType::Long,
         ColumnType::Int,
         ColumnType::Double,
+        ColumnType::Float,
         ColumnType::Boolean,
         ColumnType::String,
         ColumnType::TimestampTz,
@@ -53,6 +57,7 @@ impl ColumnType {
             ColumnType::Long => "long",
             ColumnType::Int => "int",
             ColumnType::Double => "double",
+            ColumnType::Float => "float",
             ColumnType::Boolean => "boolean",
             ColumnType::String => "string",
             ColumnType::TimestampTz => "timestamptz",
@@ -74,6 +79,7 @@ impl ColumnType {
             ColumnType::Long => DataType::Int64,
             ColumnType::Int => DataType::Int32,
             ColumnType::Double => DataType::Float64,
+            ColumnType::Float => DataType::Float32,
             ColumnType::Boolean => DataType::Boolean,
             ColumnType::String | ColumnType::Json => DataType::Utf8,
             ColumnType::TimestampTz => DataType::Timestamp(TimeUnit::Microsecond, Some(UTC.into())),
@@ -90,7 +96,7 @@ impl fmt::Display for ColumnType {
 /// The text is not one of the names [`ColumnType::name`] returns.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "unknown column type {0:?} (expected long, int, double, boolean, string, timestamptz or json)"
+    "unknown column type {0:?} (expected long, int, double, float, boolean, string, timestamptz or json)"
 )]
 pub struct UnknownColumnType(pub String);
 

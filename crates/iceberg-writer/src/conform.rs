@@ -5,13 +5,15 @@
 //! name its zone `UTC` or `+00:00`). A batch whose fields carry field ids
 //! (`PARQUET:field_id`) that differ from the table's, because it was
 //! decoded before the table gained columns during the same sync, matches by
-//! field id: columns it lacks become nulls, and an `int` column the table
-//! widened to `long` is widened.
+//! field id: columns it lacks become nulls, and an `int` (`float`) column
+//! the table widened to `long` (`double`) is widened.
 
 use std::sync::Arc;
 
 use arrow_array::cast::AsArray;
-use arrow_array::types::{Int32Type, Int64Type, TimestampMicrosecondType};
+use arrow_array::types::{
+    Float32Type, Float64Type, Int32Type, Int64Type, TimestampMicrosecondType,
+};
 use arrow_array::{new_null_array, ArrayRef, RecordBatch, RecordBatchOptions};
 use arrow_schema::{DataType, Field, SchemaRef as ArrowSchemaRef, TimeUnit};
 
@@ -92,6 +94,11 @@ fn convert(column: &ArrayRef, field: &Field, i: usize) -> Result<ArrayRef, Strin
                 .as_primitive::<TimestampMicrosecondType>()
                 .clone()
                 .with_timezone(UTC),
+        ),
+        (DataType::Float32, DataType::Float64) => Arc::new(
+            column
+                .as_primitive::<Float32Type>()
+                .unary::<_, Float64Type>(f64::from),
         ),
         (DataType::Int32, DataType::Int64) => Arc::new(
             column

@@ -31,6 +31,8 @@ pub enum ColumnType {
     Long,
     /// 64-bit IEEE 754 float (`double`).
     Double,
+    /// 32-bit IEEE 754 float (`float`).
+    Float,
     /// `boolean`.
     Boolean,
     /// UTF-8 text (`string`).
@@ -53,6 +55,7 @@ impl ColumnType {
             ColumnType::Int => PrimitiveType::Int,
             ColumnType::Long => PrimitiveType::Long,
             ColumnType::Double => PrimitiveType::Double,
+            ColumnType::Float => PrimitiveType::Float,
             ColumnType::Boolean => PrimitiveType::Boolean,
             ColumnType::String | ColumnType::Json => PrimitiveType::String,
             ColumnType::Timestamptz => PrimitiveType::Timestamptz,
@@ -65,6 +68,7 @@ impl ColumnType {
             ColumnType::Int => DataType::Int32,
             ColumnType::Long => DataType::Int64,
             ColumnType::Double => DataType::Float64,
+            ColumnType::Float => DataType::Float32,
             ColumnType::Boolean => DataType::Boolean,
             ColumnType::String | ColumnType::Json => DataType::Utf8,
             ColumnType::Timestamptz => DataType::Timestamp(TimeUnit::Microsecond, Some(UTC.into())),
@@ -76,6 +80,7 @@ impl ColumnType {
             PrimitiveType::Int => ColumnType::Int,
             PrimitiveType::Long => ColumnType::Long,
             PrimitiveType::Double => ColumnType::Double,
+            PrimitiveType::Float => ColumnType::Float,
             PrimitiveType::Boolean => ColumnType::Boolean,
             PrimitiveType::String => ColumnType::String,
             PrimitiveType::Timestamptz => ColumnType::Timestamptz,

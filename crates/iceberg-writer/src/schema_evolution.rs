@@ -1,6 +1,6 @@
 //! Schema evolution that rides along with a data commit: new optional
 //! columns and the type promotions Iceberg allows in place (`int` ->
-//! `long`), committed in the same request as the snapshot whose data files
+//! `long`, `float` -> `double`), committed in the same request as the snapshot whose data files
 //! were written with them.
 //!
 //! [`TableHandle::with_columns`] gives a handle whose metadata already has
@@ -64,6 +64,7 @@ fn type_name(ty: ColumnType) -> &'static str {
         ColumnType::Int => "int",
         ColumnType::Long => "long",
         ColumnType::Double => "double",
+        ColumnType::Float => "float",
         ColumnType::Boolean => "boolean",
         ColumnType::String => "string",
         ColumnType::Timestamptz => "timestamptz",
@@ -73,7 +74,11 @@ fn type_name(ty: ColumnType) -> &'static str {
 
 /// Whether Iceberg allows promoting a column of type `from` to `to` in place.
 pub fn is_allowed_promotion(from: ColumnType, to: ColumnType) -> bool {
-    from == to || matches!((from, to), (ColumnType::Int, ColumnType::Long))
+    from == to
+        || matches!(
+            (from, to),
+            (ColumnType::Int, ColumnType::Long) | (ColumnType::Float, ColumnType::Double)
+        )
 }
 
 /// A schema to add in the next commit, and the table it was planned on.

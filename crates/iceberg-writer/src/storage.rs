@@ -280,8 +280,7 @@ impl ObjectStorage {
         let base = if folder.starts_with('/') {
             "/".to_string()
         } else {
-            let url =
-                url::Url::parse(folder).map_err(|e| bad_location(folder, &e.to_string()))?;
+            let url = url::Url::parse(folder).map_err(|e| bad_location(folder, &e.to_string()))?;
             format!("{}://{}/", url.scheme(), url.host_str().unwrap_or_default())
         };
         let mut out = Vec::new();
@@ -614,6 +613,36 @@ mod tests {
         let err = storage.resolve("s3://bucket/key").unwrap_err();
         assert!(err.to_string().contains("no S3 storage"), "{err}");
         assert!(storage.resolve("gs://bucket/key").is_err());
+    }
+
+    #[tokio::test]
+    async fn list_returns_locations_in_the_folders_scheme() {
+        let dir = std::env::temp_dir().join(format!("tb-list-{}", uuid::Uuid::new_v4()));
+        let storage = ObjectStorage::new(StorageConfig::Local);
+        for name in ["a/x.avro", "a/b/y.avro", "z.avro"] {
+            let location = format!("{}/{name}", dir.display());
+            storage
+                .write(&location, Bytes::from_static(b"1"))
+                .await
+                .unwrap();
+        }
+        let plain = storage
+            .list(&format!("{}/a/", dir.display()))
+            .await
+            .unwrap();
+        assert_eq!(
+            plain,
+            [
+                format!("{}/a/b/y.avro", dir.display()),
+                format!("{}/a/x.avro", dir.display())
+            ]
+        );
+        let url = storage
+            .list(&format!("file://{}/a", dir.display()))
+            .await
+            .unwrap();
+        assert_eq!(url[1], format!("file://{}/a/x.avro", dir.display()));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[tokio::test]

@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use arrow_array::{
-    ArrayRef, BooleanArray, Float64Array, Int32Array, Int64Array, StringArray,
+    ArrayRef, BooleanArray, Float32Array, Float64Array, Int32Array, Int64Array, StringArray,
     TimestampMicrosecondArray,
 };
 use arrow_buffer::{BooleanBufferBuilder, Buffer, NullBufferBuilder, OffsetBuffer, ScalarBuffer};
@@ -26,6 +26,7 @@ enum Values {
     I64(Vec<i64>),
     I32(Vec<i32>),
     F64(Vec<f64>),
+    F32(Vec<f32>),
     Bool(BooleanBufferBuilder),
     /// `string` and `json`: Arrow `Utf8` offsets (always one more than rows)
     /// and bytes; only ever appended from `&str`, so always UTF-8.
@@ -47,6 +48,7 @@ impl ColumnBuffer {
             ColumnType::Long | ColumnType::TimestampTz => Values::I64(Vec::new()),
             ColumnType::Int => Values::I32(Vec::new()),
             ColumnType::Double => Values::F64(Vec::new()),
+            ColumnType::Float => Values::F32(Vec::new()),
             ColumnType::Boolean => Values::Bool(BooleanBufferBuilder::new(0)),
             ColumnType::String | ColumnType::Json => Values::Utf8 {
                 offsets: vec![0],
@@ -71,6 +73,7 @@ impl ColumnBuffer {
             Values::I64(v) => v.push(0),
             Values::I32(v) => v.push(0),
             Values::F64(v) => v.push(0.0),
+            Values::F32(v) => v.push(0.0),
             Values::Bool(v) => v.append(false),
             Values::Utf8 { offsets, bytes } => offsets.push(bytes.len() as i32),
         }
@@ -100,6 +103,15 @@ impl ColumnBuffer {
         match &mut self.values {
             Values::F64(v) => v.push(value),
             _ => unreachable!("push_f64 on a {} column", self.ty),
+        }
+        self.nulls.append_non_null();
+    }
+
+    #[inline]
+    pub(crate) fn push_f32(&mut self, value: f32) {
+        match &mut self.values {
+            Values::F32(v) => v.push(value),
+            _ => unreachable!("push_f32 on a {} column", self.ty),
         }
         self.nulls.append_non_null();
     }
@@ -155,6 +167,7 @@ impl ColumnBuffer {
             Values::I64(v) => v.truncate(rows),
             Values::I32(v) => v.truncate(rows),
             Values::F64(v) => v.truncate(rows),
+            Values::F32(v) => v.truncate(rows),
             Values::Bool(v) => v.truncate(rows),
             Values::Utf8 { offsets, bytes } => {
                 bytes.truncate(offsets[rows] as usize);
@@ -178,6 +191,7 @@ impl ColumnBuffer {
             (Values::I64(v), _) => KeyValue::Long(v[row]),
             (Values::I32(v), _) => KeyValue::Int(v[row]),
             (Values::F64(v), _) => KeyValue::Double(v[row]),
+            (Values::F32(v), _) => KeyValue::Double(f64::from(v[row])),
             (Values::Bool(v), _) => KeyValue::Boolean(v.get_bit(row)),
             (Values::Utf8 { offsets, bytes }, _) => {
                 let text = &bytes[offsets[row] as usize..offsets[row + 1] as usize];
@@ -191,7 +205,7 @@ impl ColumnBuffer {
         let rows = self.len();
         let values = match &self.values {
             Values::I64(_) | Values::F64(_) => rows * 8,
-            Values::I32(_) => rows * 4,
+            Values::I32(_) | Values::F32(_) => rows * 4,
             Values::Bool(_) => rows.div_ceil(8),
             Values::Utf8 { bytes, .. } => rows * 4 + bytes.len(),
         };
@@ -213,6 +227,7 @@ impl ColumnBuffer {
             }
             Values::I32(v) => Arc::new(Int32Array::new(ScalarBuffer::from(take(v)), nulls)),
             Values::F64(v) => Arc::new(Float64Array::new(ScalarBuffer::from(take(v)), nulls)),
+            Values::F32(v) => Arc::new(Float32Array::new(ScalarBuffer::from(take(v)), nulls)),
             Values::Bool(v) => Arc::new(BooleanArray::new(v.finish(), nulls)),
             Values::Utf8 { offsets, bytes } => {
                 let finished = take(offsets);

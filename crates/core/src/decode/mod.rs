@@ -18,7 +18,9 @@
 //!   types), and the error names topic, partition, offset and field:
 //!   `orders[2]@1234: field "amount": expected double, found string "abc"`.
 //! - **Types**: `long` takes a JSON integer in i64 range; `int` an integer in
-//!   i32 range; `double` an integer or a number; `boolean` true/false;
+//!   i32 range; `double` an integer or a number; `float` (tables made
+//!   elsewhere) an integer or a number within f32 range, rounded to 32
+//!   bits, and beyond that range `OutOfRange` (the column can widen); `boolean` true/false;
 //!   `timestamptz` a string [`crate::parse_timestamp_micros`] accepts;
 //!   `string` a string (a number is an error, not text); `json` any value,
 //!   as its JSON text. `null` or a missing field is null, in every column.

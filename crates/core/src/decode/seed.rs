@@ -285,6 +285,7 @@ impl<'de> Visitor<'de> for ValueSeed<'_> {
         match self.buffer.ty {
             ColumnType::Long => self.buffer.push_i64(v),
             ColumnType::Double => self.buffer.push_f64(v as f64),
+            ColumnType::Float => self.buffer.push_f32(v as f32),
             ColumnType::Int => match i32::try_from(v) {
                 Ok(v) => self.buffer.push_i32(v),
                 Err(_) => return self.out_of_range(format!("integer {v}")),
@@ -301,6 +302,7 @@ impl<'de> Visitor<'de> for ValueSeed<'_> {
                 Err(_) => return self.out_of_range(format!("integer {v}")),
             },
             ColumnType::Double => self.buffer.push_f64(v as f64),
+            ColumnType::Float => self.buffer.push_f32(v as f32),
             ColumnType::Int => match i32::try_from(v) {
                 Ok(v) => self.buffer.push_i32(v),
                 Err(_) => return self.out_of_range(format!("integer {v}")),
@@ -316,6 +318,13 @@ impl<'de> Visitor<'de> for ValueSeed<'_> {
                 self.buffer.push_f64(v);
                 Ok(())
             }
+            // Within float's range it is stored rounded to 32 bits, as the
+            // column's type says; beyond it the column must widen.
+            ColumnType::Float if v.abs() <= f64::from(f32::MAX) => {
+                self.buffer.push_f32(v as f32);
+                Ok(())
+            }
+            ColumnType::Float => self.out_of_range(format!("number {v:?}")),
             _ => self.mismatch(format!("number {v:?}")),
         }
     }

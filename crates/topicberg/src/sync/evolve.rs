@@ -1,6 +1,7 @@
 //! A table's columns as one sync grows them: a message with a new
 //! top-level field adds an optional column, an `int` column receiving a
-//! value beyond 32 bits widens to `long`. Every drain thread of the table
+//! value beyond 32 bits widens to `long`, a `float` column receiving a
+//! number beyond its range widens to `double`. Every drain thread of the table
 //! shares one [`EvolvingColumns`]; each change bumps its version, so the
 //! file writer knows when to start files with the new schema. The changes
 //! reach the catalog with the table's snapshot (see
@@ -15,6 +16,8 @@ pub enum ColumnsWanted {
     Add(Vec<(String, ColumnType)>),
     /// A payload column promoted to `long`.
     WidenToLong(String),
+    /// A payload column promoted to `double`.
+    WidenToDouble(String),
 }
 
 impl ColumnsWanted {
@@ -32,6 +35,10 @@ impl ColumnsWanted {
                 expected: ColumnType::Int,
                 ..
             } => error.field.clone().map(Self::WidenToLong),
+            DecodeErrorKind::OutOfRange {
+                expected: ColumnType::Float,
+                ..
+            } => error.field.clone().map(Self::WidenToDouble),
             _ => None,
         }
     }
@@ -86,21 +93,22 @@ impl EvolvingColumns {
                     changed.push(format!("added column {name} ({ty})"));
                 }
             }
-            ColumnsWanted::WidenToLong(name) => {
+            ColumnsWanted::WidenToLong(name) | ColumnsWanted::WidenToDouble(name) => {
+                let (from, to) = match wanted {
+                    ColumnsWanted::WidenToLong(_) => (ColumnType::Int, ColumnType::Long),
+                    _ => (ColumnType::Float, ColumnType::Double),
+                };
                 let Some(column) = columns.iter_mut().find(|c| &c.name == name) else {
                     return Err(format!("column {name} is not in the table"));
                 };
-                match column.ty {
-                    ColumnType::Long => {}
-                    ColumnType::Int => {
-                        column.ty = ColumnType::Long;
-                        changed.push(format!("widened column {name} from int to long"));
-                    }
-                    other => {
-                        return Err(format!(
-                            "column {name} is {other}; only int columns widen to long"
-                        ))
-                    }
+                if column.ty == from {
+                    column.ty = to;
+                    changed.push(format!("widened column {name} from {from} to {to}"));
+                } else if column.ty != to {
+                    return Err(format!(
+                        "column {name} is {}; only {from} columns widen to {to}",
+                        column.ty
+                    ));
                 }
             }
         }

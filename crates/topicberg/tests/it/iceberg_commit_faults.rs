@@ -1,7 +1,8 @@
 //! Commits whose answer is lost. The fault proxy in front of the reference
 //! catalog forwards every request, except that it can answer a table
 //! commit with 503 (after or instead of forwarding it) and then fail the
-//! reloads too; the writer must neither lose nor duplicate an append.
+//! reloads too; the writer must neither lose nor duplicate an append. And
+//! the files a failed or retried commit leaves are cleaned up.
 
 use topicberg_iceberg::{FormatVersion, IcebergErrorKind, IcebergTarget};
 

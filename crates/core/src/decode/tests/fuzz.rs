@@ -178,6 +178,16 @@ fn typed(ty: ColumnType) -> BoxedStrategy<String> {
             any::<i64>().prop_map(|v| v.to_string()),
         ]
         .boxed(),
+        ColumnType::Float => prop_oneof![
+            any::<f32>()
+                .prop_filter("finite", |v| v.is_finite())
+                .prop_map(|v| format!("{v:?}")),
+            any::<f64>()
+                .prop_filter("finite", |v| v.is_finite())
+                .prop_map(|v| format!("{v:?}")),
+            any::<i64>().prop_map(|v| v.to_string()),
+        ]
+        .boxed(),
         ColumnType::Boolean => any::<bool>().prop_map(|v| v.to_string()).boxed(),
         ColumnType::String => (any::<String>(), any::<bool>())
             .prop_map(|(s, e)| quoted(s, e))

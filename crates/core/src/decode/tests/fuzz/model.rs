@@ -15,7 +15,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use arrow_array::cast::AsArray;
-use arrow_array::types::{Float64Type, Int32Type, Int64Type, TimestampMicrosecondType};
+use arrow_array::types::{Float32Type, Float64Type, Int32Type, Int64Type, TimestampMicrosecondType};
 use arrow_array::{Array, RecordBatch};
 use base64::Engine as _;
 use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, Visitor};
@@ -71,6 +71,7 @@ pub fn tables() -> Vec<TableColumns> {
             ("t", TimestampTz),
             ("j", Json),
         ]),
+        new(&[("f", Float), ("g", Float), ("id", Long)]),
         TableColumns::new(vec![
             Column::new(9, "_olake_id", String),
             Column::new(3, "j", Json),
@@ -169,6 +170,7 @@ pub enum Cell {
     Long(i64),
     Int(i32),
     Double(u64),
+    Float(u32),
     Bool(bool),
     Str(String),
 }
@@ -246,6 +248,18 @@ fn convert(name: &str, raw: &str, ty: ColumnType) -> Result<Cell, Expected> {
             };
             Ok(Cell::Double(f.to_bits()))
         }
+        (Value::Number(n), ColumnType::Float) => {
+            let f = match (n.as_i64(), n.as_u64(), n.as_f64()) {
+                (Some(i), _, _) => return Ok(Cell::Float((i as f32).to_bits())),
+                (None, Some(u), _) => return Ok(Cell::Float((u as f32).to_bits())),
+                (None, None, f) => f.expect("a JSON number"),
+            };
+            if f.abs() <= f64::from(f32::MAX) {
+                Ok(Cell::Float((f as f32).to_bits()))
+            } else {
+                out_of_range()
+            }
+        }
         (Value::String(s), ColumnType::String) => Ok(Cell::Str(s)),
         (Value::String(s), ColumnType::TimestampTz) => match parse_timestamp_micros(&s) {
             Some(micros) => Ok(Cell::Long(micros)),
@@ -304,6 +318,7 @@ fn key_value(cell: &Cell, ty: ColumnType) -> KeyValue<'_> {
         (Cell::Long(v), _) => KeyValue::Long(*v),
         (Cell::Int(v), _) => KeyValue::Int(*v),
         (Cell::Double(bits), _) => KeyValue::Double(f64::from_bits(*bits)),
+        (Cell::Float(bits), _) => KeyValue::Double(f64::from(f32::from_bits(*bits))),
         (Cell::Bool(b), _) => KeyValue::Boolean(*b),
         (Cell::Str(s), _) => KeyValue::String(s),
     }
@@ -560,6 +575,7 @@ fn cell(array: &dyn Array, ty: ColumnType, row: usize) -> Cell {
         ColumnType::Double => {
             Cell::Double(array.as_primitive::<Float64Type>().value(row).to_bits())
         }
+        ColumnType::Float => Cell::Float(array.as_primitive::<Float32Type>().value(row).to_bits()),
         ColumnType::Boolean => Cell::Bool(array.as_boolean().value(row)),
         ColumnType::String | ColumnType::Json => {
             Cell::Str(array.as_string::<i32>().value(row).to_owned())
