@@ -72,7 +72,8 @@ pub async fn commit_dead_letters(
         .ensure_table(namespace, &name, &dlq_columns(), FormatVersion::V2)
         .await
         .map_err(|e| format!("dead-letter table {qualified}: {e}"))?;
-    let recorded = TableOffsets::from_summary(handle.current_summary().as_ref())?;
+    let history = handle.snapshot_summaries();
+    let recorded = TableOffsets::from_history(history.iter().map(|s| &s.summary))?;
     let fresh: Vec<&DeadRecord> = dead
         .iter()
         .filter(|d| {

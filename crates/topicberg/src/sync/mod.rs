@@ -135,7 +135,8 @@ pub async fn run_sync(config: &JobConfig) -> Result<SyncReport, SetupError> {
         }
         match target.load_table(&namespace, &settings.table).await {
             Ok(handle) => {
-                match TableOffsets::from_summary(handle.current_summary().as_ref()) {
+                let history = handle.snapshot_summaries();
+                match TableOffsets::from_history(history.iter().map(|s| &s.summary)) {
                     Ok(o) => state.offsets = o,
                     Err(e) => state.fail(e),
                 }
@@ -461,11 +462,26 @@ async fn commit_files(
         }
         Err(e) => {
             state.fail(format!("committing the snapshot: {e}"));
-            if e.kind != IcebergErrorKind::CommitStateUnknown {
-                state.report.orphan_files = remove_uncommitted(target, &written).await;
-            }
+            state.report.orphan_files = if commit_surely_failed(&e) {
+                remove_uncommitted(target, &written).await
+            } else {
+                // The commit may still land: the files may become live.
+                written.iter().map(|f| f.file_path().to_string()).collect()
+            };
         }
     }
+}
+
+/// Whether a failed commit certainly did not land: refused (409, other
+/// 4xx) or never sent. After a 5xx or a lost connection, even one a reload
+/// did not find, the catalog may still apply it, so its files are kept.
+pub(crate) fn commit_surely_failed(e: &topicberg_iceberg::IcebergError) -> bool {
+    use topicberg_iceberg::CatalogErrorKind as C;
+    !matches!(
+        e.kind,
+        IcebergErrorKind::CommitStateUnknown
+            | IcebergErrorKind::Catalog(C::Server | C::Unreachable)
+    )
 }
 
 /// Deletes files a failed table wrote and no snapshot references; returns
@@ -477,12 +493,7 @@ async fn remove_uncommitted(
     if files.is_empty() {
         return Vec::new();
     }
-    let mut left = Vec::new();
-    for file in files {
-        if let Err(e) = target.file_io().delete(file.file_path()).await {
-            left.push((file.file_path().to_string(), e.to_string()));
-        }
-    }
+    let left = target.delete_uncommitted(files).await;
     for (path, error) in &left {
         tracing::warn!(path = %path, error = %error, "could not delete an uncommitted file; delete it by hand");
     }

@@ -26,6 +26,22 @@ impl TableOffsets {
         }
     }
 
+    /// The offsets of the newest snapshot (of `summaries`, newest first)
+    /// that records them. Another writer's snapshot on top (a compaction,
+    /// a Spark job) carries no offsets of ours and must not hide them:
+    /// reading from the earliest offset again would duplicate everything.
+    pub fn from_history<'a>(
+        summaries: impl IntoIterator<Item = &'a BTreeMap<String, String>>,
+    ) -> Result<Self, String> {
+        match summaries
+            .into_iter()
+            .find(|s| s.contains_key(OFFSETS_PROPERTY))
+        {
+            Some(summary) => Self::from_summary(Some(summary)),
+            None => Ok(Self::default()),
+        }
+    }
+
     /// The next offset recorded for a partition.
     pub fn get(&self, topic: &str, partition: i32) -> Option<i64> {
         self.0.get(topic).and_then(|p| p.get(&partition)).copied()
@@ -404,6 +420,20 @@ mod tests {
         assert_eq!((plan[1].range.start, plan[1].range.end), (0, 7));
         assert_eq!(plan[1].expired, 0);
         assert!(plan[1].repair_group);
+    }
+
+    #[test]
+    fn offsets_survive_another_writers_snapshot_on_top() {
+        let mut t = TableOffsets::default();
+        t.set("orders", 0, 48);
+        let ours = BTreeMap::from([(OFFSETS_PROPERTY.to_string(), t.to_summary_value())]);
+        let compaction = BTreeMap::from([("added-data-files".to_string(), "1".to_string())]);
+        let newest_first = [&compaction, &ours];
+        assert_eq!(TableOffsets::from_history(newest_first).unwrap(), t);
+        assert_eq!(
+            TableOffsets::from_history([&compaction]).unwrap(),
+            TableOffsets::default()
+        );
     }
 
     #[test]

@@ -63,8 +63,11 @@ pub async fn commit_upsert(
             Attempt::Failed(e) => return Err(e),
             Attempt::Moved(e, written) if attempt < UPSERT_ATTEMPTS => {
                 tracing::warn!(table = %table, attempt, error = %e, "another writer committed first; recomputing the upsert on the new table");
-                for path in written {
-                    let _ = target.file_io().delete(&path).await;
+                if let Some(files) = written {
+                    let left = target.delete_uncommitted(&files).await;
+                    for (path, error) in left {
+                        tracing::warn!(path = %path, error = %error, "could not delete an uncommitted file; delete it by hand");
+                    }
                 }
             }
             Attempt::Moved(e, _) => {
@@ -80,8 +83,9 @@ pub async fn commit_upsert(
 enum Attempt {
     Done(UpsertCommit),
     /// Nothing committed; the table moved (the handle holds it as it is
-    /// now): recompute and try again. The files this attempt wrote.
-    Moved(String, Vec<String>),
+    /// now): recompute and try again. The files this attempt wrote, when
+    /// the commit surely failed (else they are kept: it may still land).
+    Moved(String, Option<Vec<iceberg::spec::DataFile>>),
     Failed(String),
 }
 
@@ -125,11 +129,11 @@ impl PreparedUpsert {
             deletes,
         } = self;
         delta.summary_extra = summary_extra;
-        let written: Vec<String> = delta
+        let written: Vec<iceberg::spec::DataFile> = delta
             .data_files
             .iter()
             .chain(&delta.delete_files)
-            .map(|f| f.file_path().to_string())
+            .cloned()
             .collect();
         let rows = upserts.len() as u64;
         // One request: a conflict comes back here to be recomputed.
@@ -137,6 +141,7 @@ impl PreparedUpsert {
             Ok(snapshot) => snapshot,
             Err(e) if moved_on(&e) => {
                 drop(index);
+                let written = super::commit_surely_failed(&e).then_some(written);
                 return Attempt::Moved(e.to_string(), written);
             }
             Err(e) => return Attempt::Failed(format!("committing the snapshot: {e}")),

@@ -314,3 +314,24 @@ fn catalog_unreachable_or_failing_fails_clearly_within_a_bound() {
         (0..50).collect()
     );
 }
+
+/// Another writer's snapshot on top of ours (a compaction, a Spark job)
+/// carries no `topicberg.offsets`: the next sync still finds ours further
+/// back and reads only the new messages, never everything again.
+#[test]
+fn catalog_offsets_survive_another_writers_snapshot_on_top() {
+    let (topic, job, _proxy) = setup(Catalog::Seaweed, 60);
+    job.sync();
+    let namespace = format!("{}_topics", job.name);
+    other_writer_appends("SEAWEED", namespace, topic.to_lowercase(), vec![1000, 1001]);
+    produce(&topic, &messages(60, 10));
+    let report = job.sync();
+    assert_eq!(
+        table_report(&report, &job.table(&topic))["records"],
+        10,
+        "only the new messages are read"
+    );
+    let ids = ids_once(Catalog::Seaweed, &job.table(&topic));
+    let want: BTreeSet<i64> = (0..70).chain([1000, 1001]).collect();
+    assert_eq!(ids, want);
+}
