@@ -15,7 +15,9 @@ use std::fmt;
 use std::sync::Arc;
 
 use arrow_array::cast::AsArray;
-use arrow_array::types::{Float32Type, Float64Type, Int32Type, Int64Type, TimestampMicrosecondType};
+use arrow_array::types::{
+    Float32Type, Float64Type, Int32Type, Int64Type, TimestampMicrosecondType,
+};
 use arrow_array::{Array, RecordBatch};
 use base64::Engine as _;
 use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, Visitor};
