@@ -155,6 +155,15 @@ mod tests {
         assert_eq!(version, 1);
         assert_eq!(e.changes(), ["widened column qty from int to long"]);
         let mut e = EvolvingColumns::new(
+            TableColumns::new(vec![Column::new(1, "ratio", ColumnType::Float)]).unwrap(),
+            1,
+        );
+        let (columns, _) = e
+            .apply(&ColumnsWanted::WidenToDouble("ratio".into()))
+            .unwrap();
+        assert_eq!(columns.get("ratio").unwrap().ty, ColumnType::Double);
+        assert_eq!(e.changes(), ["widened column ratio from float to double"]);
+        let mut e = EvolvingColumns::new(
             TableColumns::new(vec![Column::new(1, "name", ColumnType::String)]).unwrap(),
             1,
         );

@@ -174,11 +174,12 @@ fn sync_upsert_new_fields_become_columns_on_the_reference_catalog() {
     new_fields_and_vanished_fields(Catalog::Fixture, true);
 }
 
-/// A table made elsewhere with an `int` column: a value beyond 32 bits
-/// widens it to `long` in place; a decimal in a `long` column fails that
-/// table only, naming topic, partition, offset, field and both types.
+/// A table made elsewhere with an `int` and a `float` column: values beyond
+/// their range widen them to `long` and `double` in place; a decimal in a
+/// `long` column fails that table only, naming topic, partition, offset,
+/// field and both types.
 #[test]
-fn sync_int_column_widens_to_long_and_a_decimal_in_a_long_column_fails_only_its_table() {
+fn sync_int_and_float_columns_widen_and_a_decimal_in_a_long_column_fails_only_its_table() {
     let topic = unique_name("widening");
     let other = unique_name("bystander");
     create_topic(&topic, 1);
@@ -194,6 +195,7 @@ fn sync_int_column_widens_to_long_and_a_decimal_in_a_long_column_fails_only_its_
         let mut columns = vec![
             Column::optional("id", 1, ColumnType::Long),
             Column::optional("qty", 2, ColumnType::Int),
+            Column::optional("ratio", 3, ColumnType::Float),
         ];
         for (i, (n, ty)) in topicberg_core::columns::METADATA_COLUMNS.iter().enumerate() {
             let ty = match ty {
@@ -202,7 +204,7 @@ fn sync_int_column_widens_to_long_and_a_decimal_in_a_long_column_fails_only_its_
                 topicberg_core::ColumnType::TimestampTz => ColumnType::Timestamptz,
                 _ => ColumnType::String,
             };
-            columns.push(Column::optional(*n, i as i32 + 3, ty));
+            columns.push(Column::optional(*n, i as i32 + 4, ty));
         }
         target
             .ensure_table(
@@ -215,23 +217,31 @@ fn sync_int_column_widens_to_long_and_a_decimal_in_a_long_column_fails_only_its_
             .expect("create the int table");
     });
 
-    produce(&topic, &messages(&[json!({"id": 1, "qty": 7})]));
+    produce(
+        &topic,
+        &messages(&[json!({"id": 1, "qty": 7, "ratio": 0.5})]),
+    );
     produce(&other, &messages(&[json!({"id": 1})]));
     job.sync();
     produce(
         &topic,
-        &messages(&[json!({"id": 2, "qty": 3_000_000_000i64})]),
+        &messages(&[json!({"id": 2, "qty": 3_000_000_000i64, "ratio": 1e300})]),
     );
     let report = job.sync();
     let t = table_report(&report, &table);
     assert_eq!(
         t["schema_changes"],
-        json!(["widened column qty from int to long"]),
+        json!([
+            "widened column qty from int to long",
+            "widened column ratio from float to double"
+        ]),
         "{t}"
     );
     let rows = by_id(&read_rows("duckdb", Catalog::Seaweed, &table));
     assert_eq!(rows[&1]["qty"], 7);
     assert_eq!(rows[&2]["qty"], 3_000_000_000i64);
+    assert_eq!(rows[&1]["ratio"], 0.5);
+    assert_eq!(rows[&2]["ratio"], 1e300);
     let spark = by_id(&read_rows("spark", Catalog::Seaweed, &table));
     assert_eq!(spark[&2]["qty"], 3_000_000_000i64);
 

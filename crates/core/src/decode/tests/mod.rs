@@ -220,6 +220,41 @@ fn int_rules() {
 }
 
 #[test]
+fn float_rules_round_within_range_and_refuse_beyond_it() {
+    let b = one(
+        ColumnType::Float,
+        &[
+            r#"{"v":1.5}"#,
+            r#"{"v":7}"#,
+            r#"{"v":0.1}"#,
+            r#"{"v":null}"#,
+        ],
+    )
+    .unwrap();
+    let v: Vec<_> = b
+        .column(0)
+        .as_primitive::<arrow_array::types::Float32Type>()
+        .iter()
+        .collect();
+    assert_eq!(v, [Some(1.5f32), Some(7.0), Some(0.1f32), None]);
+    let e = err(ColumnType::Float, r#"{"v":1e300}"#);
+    assert!(
+        matches!(
+            e.kind,
+            DecodeErrorKind::OutOfRange {
+                expected: ColumnType::Float,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    assert!(matches!(
+        err(ColumnType::Float, r#"{"v":"1.5"}"#).kind,
+        DecodeErrorKind::TypeMismatch { .. }
+    ));
+}
+
+#[test]
 fn double_rules_and_exact_round_trip() {
     let b = one(
         ColumnType::Double,
