@@ -1,0 +1,1 @@
+//! See docs/serve.md (module table).

@@ -1,0 +1,107 @@
+//! What the runner and the scheduler need from the service's store, as a
+//! trait: `store::Store` implements it, and the runner's unit tests use an
+//! in-memory one.
+
+/// How a run ended (or that it has not yet).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunStatus {
+    /// Still running.
+    Running,
+    /// Every table committed or had nothing new.
+    Succeeded,
+    /// A table or the whole sync failed (the error says why).
+    Failed,
+    /// Cancelled before it committed anything.
+    Cancelled,
+}
+
+impl RunStatus {
+    /// The name stored and shown: `running`, `succeeded`, `failed`, `cancelled`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Running => "running",
+            Self::Succeeded => "succeeded",
+            Self::Failed => "failed",
+            Self::Cancelled => "cancelled",
+        }
+    }
+
+    /// The status a stored name means.
+    pub fn from_name(name: &str) -> Option<Self> {
+        [
+            Self::Running,
+            Self::Succeeded,
+            Self::Failed,
+            Self::Cancelled,
+        ]
+        .into_iter()
+        .find(|s| s.as_str() == name)
+    }
+}
+
+/// What started a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trigger {
+    /// "Sync Now" (UI or API).
+    Manual,
+    /// The job's schedule.
+    Schedule,
+    /// A scheduled run missed while the service was down, run at start.
+    Missed,
+}
+
+impl Trigger {
+    /// The name stored and shown: `manual`, `schedule`, `missed`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Manual => "manual",
+            Self::Schedule => "schedule",
+            Self::Missed => "missed",
+        }
+    }
+}
+
+/// How a run ended, to record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FinishedRun {
+    /// The run.
+    pub run_id: i64,
+    /// Succeeded, failed or cancelled.
+    pub status: RunStatus,
+    /// When it ended (ms since the epoch).
+    pub finished_ms: i64,
+    /// The error, shown at the top of the run's page (failed runs).
+    pub error: Option<String>,
+    /// The sync report (`SyncReport` as JSON), when the sync got that far.
+    pub report_json: Option<String>,
+    /// The run's log lines (no secrets: the sync never logs them).
+    pub log: String,
+}
+
+/// A job the scheduler looks after.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScheduledJob {
+    /// The job.
+    pub job_id: i64,
+    /// Its name.
+    pub job_name: String,
+    /// Its schedule text (see `scheduler::Schedule::parse`); empty: manual only.
+    pub schedule: String,
+    /// Paused: the schedule does not start runs.
+    pub paused: bool,
+    /// When its last run started (ms since the epoch), any trigger.
+    pub last_started_ms: Option<i64>,
+}
+
+/// The store operations runs need. Errors are messages for the log.
+pub trait RunStore: Send + Sync + 'static {
+    /// The job's job file, assembled from its source, destination and job
+    /// pieces, with the real secrets (never shown anywhere).
+    fn job_toml(&self, job_id: i64) -> Result<String, String>;
+    /// Records that a run started; returns its id.
+    fn insert_run(&self, job_id: i64, trigger: Trigger, started_ms: i64) -> Result<i64, String>;
+    /// Records how a run ended.
+    fn finish_run(&self, run: &FinishedRun) -> Result<(), String>;
+    /// Every job, with its schedule.
+    fn schedules(&self) -> Result<Vec<ScheduledJob>, String>;
+}
