@@ -82,10 +82,29 @@ pub fn drain<E, F>(
     connection: &KafkaConnection,
     ranges: &[PartitionRange],
     settings: &DrainSettings,
+    sink: F,
+) -> Result<Vec<DrainedPartition>, DrainError<E>>
+where
+    E: std::error::Error + 'static,
+    F: FnMut(&SourceRecord<'_>) -> Result<(), E>,
+{
+    drain_checked(connection, ranges, settings, || Ok(()), sink)
+}
+
+/// [`drain`] that also asks `check` before every poll of the consumer (at
+/// least every 200 ms, messages or not); an error from it stops the drain
+/// as a sink error does. A cancel flag goes here: a throttled or silent
+/// broker delivers no message for the sink to refuse.
+pub fn drain_checked<E, C, F>(
+    connection: &KafkaConnection,
+    ranges: &[PartitionRange],
+    settings: &DrainSettings,
+    mut check: C,
     mut sink: F,
 ) -> Result<Vec<DrainedPartition>, DrainError<E>>
 where
     E: std::error::Error + 'static,
+    C: FnMut() -> Result<(), E>,
     F: FnMut(&SourceRecord<'_>) -> Result<(), E>,
 {
     let Some(topic) = ranges.first().map(|r| r.topic.as_str()) else {
@@ -141,6 +160,7 @@ where
             .map_err(|e| KafkaError::new(KafkaErrorKind::Broker, "assigning partitions", e))?;
         let mut last_progress = Instant::now();
         while remaining > 0 {
+            check().map_err(DrainError::Sink)?;
             match consumer.poll(Duration::from_millis(200)) {
                 None => {
                     if last_progress.elapsed() > settings.stall_timeout {

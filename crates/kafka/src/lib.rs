@@ -16,7 +16,9 @@ pub mod ping;
 pub mod topics;
 
 pub use connection::{KafkaConnection, SaslMechanism, SecurityProtocol};
-pub use drain::{drain, DrainError, DrainSettings, DrainedPartition, PartitionRange};
+pub use drain::{
+    drain, drain_checked, DrainError, DrainSettings, DrainedPartition, PartitionRange,
+};
 pub use error::{KafkaError, KafkaErrorKind};
 pub use offsets::{commit_group_offsets, read_partition_states, PartitionState, TopicPartition};
 pub use ping::{ping, BrokerMetadata};

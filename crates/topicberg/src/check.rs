@@ -26,6 +26,20 @@ pub struct CheckStep {
 /// Runs the checks in order, stopping at the first failure of a step the
 /// later ones depend on.
 pub async fn run_check(config: &JobConfig) -> Vec<CheckStep> {
+    let mut steps = check_kafka(config).await;
+    if steps
+        .iter()
+        .any(|s| s.step == "kafka" && s.outcome.is_err())
+    {
+        return steps;
+    }
+    steps.extend(check_destination(config).await);
+    steps
+}
+
+/// The Kafka steps of [`run_check`]: ping the brokers, list the matching
+/// topics (the service's "Test connection" of a source).
+pub async fn check_kafka(config: &JobConfig) -> Vec<CheckStep> {
     let mut steps = Vec::new();
     let connection = KafkaConnection::from_source(&config.source);
     let ping_result = tokio::task::spawn_blocking({
@@ -81,7 +95,15 @@ pub async fn run_check(config: &JobConfig) -> Vec<CheckStep> {
             outcome: Err(e),
         }),
     }
+    steps
+}
 
+/// The destination steps of [`run_check`]: token exchange and catalog
+/// configuration, create a throw-away table in the job's namespace, write
+/// one file, drop the table (the service's "Test connection" of a
+/// destination).
+pub async fn check_destination(config: &JobConfig) -> Vec<CheckStep> {
+    let mut steps = Vec::new();
     let target = match connect_target(config).await {
         Ok(t) => {
             steps.push(CheckStep {

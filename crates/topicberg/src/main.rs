@@ -1,5 +1,6 @@
-//! The `topicberg` command line: `check`, `discover`, `sync`.
+//! The `topicberg` command line: `check`, `discover`, `sync`, `serve`.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -7,6 +8,7 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use topicberg::check::run_check;
 use topicberg::discover::discover;
+use topicberg::serve::runner::LogCapture;
 use topicberg::sync::run_sync;
 use topicberg_core::JobConfig;
 
@@ -44,22 +46,40 @@ enum Command {
         #[arg(long)]
         report_json: Option<PathBuf>,
     },
+    /// Run the service: JSON API, scheduler and syncs, state in DIR/topicberg.db.
+    Serve {
+        /// The folder holding the service's database and local state.
+        #[arg(long, value_name = "DIR")]
+        data_dir: PathBuf,
+        /// Address to listen on (loopback by default).
+        #[arg(long, value_name = "ADDR", default_value = topicberg::serve::DEFAULT_LISTEN)]
+        listen: SocketAddr,
+    },
 }
 
 fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("TOPICBERG_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+    use tracing_subscriber::Layer as _;
+    let filter = tracing_subscriber::EnvFilter::try_from_env("TOPICBERG_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    // `serve` keeps each run's log (INFO and above) apart from stderr's filter.
+    let (capture_layer, log_capture) = topicberg::serve::runner::log_capture_layer();
+    tracing_subscriber::registry()
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stderr)
+                .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+                .with_filter(filter),
         )
-        .with_writer(std::io::stderr)
+        .with(capture_layer)
         .init();
     let cli = Cli::parse();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .expect("tokio runtime");
-    match runtime.block_on(run(cli)) {
+    match runtime.block_on(run(cli, log_capture)) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e:#}");
@@ -68,7 +88,7 @@ fn main() -> ExitCode {
     }
 }
 
-async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+async fn run(cli: Cli, log_capture: LogCapture) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Check { config } => {
             let config = JobConfig::load(&config)?;
@@ -106,6 +126,15 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     println!("{}", t.streams_block);
                 }
             }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Serve { data_dir, listen } => {
+            topicberg::serve::serve(topicberg::serve::ServeArgs {
+                data_dir,
+                listen,
+                log_capture,
+            })
+            .await?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Sync {

@@ -1,1 +1,210 @@
-//! See docs/serve.md (module table).
+//! Login: one admin user (argon2 password hash, set from
+//! `TOPICBERG_ADMIN_PASSWORD` at start or once through `POST /api/setup`),
+//! sessions (a random 32-byte token in an `HttpOnly; Secure;
+//! SameSite=Strict` cookie, stored as its SHA-256, 12 h), and a CSRF token
+//! per session that every non-GET request must send as `X-CSRF-Token`.
+
+use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
+use argon2::Argon2;
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderMap, Method, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use base64::Engine as _;
+use sha2::{Digest, Sha256};
+
+use super::api::ApiError;
+use super::AppState;
+
+/// The session cookie's name.
+pub const SESSION_COOKIE: &str = "topicberg_session";
+/// The CSRF header every non-GET API request carries.
+pub const CSRF_HEADER: &str = "x-csrf-token";
+/// How long a session lasts.
+pub const SESSION_TTL_MS: i64 = 12 * 3600 * 1000;
+/// The admin user's name.
+pub const ADMIN_USER: &str = "admin";
+/// The environment variable that sets the admin password at start.
+pub const ADMIN_PASSWORD_ENV: &str = "TOPICBERG_ADMIN_PASSWORD";
+/// The shortest password `POST /api/setup` accepts.
+pub const MIN_PASSWORD_LEN: usize = 8;
+
+/// The argon2id hash (PHC string) of `password`.
+pub fn hash_password(password: &str) -> Result<String, String> {
+    let salt = SaltString::encode_b64(&rand::random::<[u8; 16]>()).map_err(|e| e.to_string())?;
+    Argon2::default()
+        .hash_password(password.as_bytes(), &salt)
+        .map(|h| h.to_string())
+        .map_err(|e| format!("hashing the password: {e}"))
+}
+
+/// Whether `password` matches the stored hash.
+pub fn verify_password(password: &str, hash: &str) -> bool {
+    PasswordHash::new(hash)
+        .map(|parsed| {
+            Argon2::default()
+                .verify_password(password.as_bytes(), &parsed)
+                .is_ok()
+        })
+        .unwrap_or(false)
+}
+
+/// 32 random bytes, URL-safe base64.
+pub fn random_token() -> String {
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(rand::random::<[u8; 32]>())
+}
+
+/// The SHA-256 (hex) a session token is stored as.
+pub fn token_hash(token: &str) -> String {
+    Sha256::digest(token.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// Equal, in time that does not depend on where they differ.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// The `Set-Cookie` value that starts a session.
+pub fn session_cookie(token: &str) -> String {
+    format!(
+        "{SESSION_COOKIE}={token}; HttpOnly; Secure; SameSite=Strict; Path=/; Max-Age={}",
+        SESSION_TTL_MS / 1000
+    )
+}
+
+/// The `Set-Cookie` value that ends it.
+pub fn clear_cookie() -> String {
+    format!("{SESSION_COOKIE}=; HttpOnly; Secure; SameSite=Strict; Path=/; Max-Age=0")
+}
+
+/// The session token from the request's cookies.
+pub fn cookie_token(headers: &HeaderMap) -> Option<String> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|kv| kv.trim().split_once('='))
+        .find(|(k, _)| *k == SESSION_COOKIE)
+        .map(|(_, v)| v.to_string())
+        .filter(|v| !v.is_empty())
+}
+
+/// The current session, put into the request's extensions by
+/// [`require_session`].
+#[derive(Debug, Clone)]
+pub struct Session {
+    /// The SHA-256 of the session token.
+    pub token_hash: String,
+}
+
+/// Milliseconds since the epoch.
+pub fn now_ms() -> i64 {
+    chrono::Utc::now().timestamp_millis()
+}
+
+/// Sets the admin password from `TOPICBERG_ADMIN_PASSWORD` when given
+/// (replacing a stored one, which ends every session). Returns whether an
+/// admin password is now set.
+pub fn init_admin(store: &super::store::Store) -> Result<bool, String> {
+    match std::env::var(ADMIN_PASSWORD_ENV) {
+        Ok(password) if !password.is_empty() => {
+            let unchanged = store
+                .admin()
+                .map_err(|e| e.to_string())?
+                .is_some_and(|(_, hash)| verify_password(&password, &hash));
+            if !unchanged {
+                store
+                    .set_admin(ADMIN_USER, &hash_password(&password)?)
+                    .map_err(|e| e.to_string())?;
+                tracing::info!("admin password set from {ADMIN_PASSWORD_ENV}");
+            }
+            Ok(true)
+        }
+        _ => Ok(store.admin().map_err(|e| e.to_string())?.is_some()),
+    }
+}
+
+/// 503 until an admin password exists (`POST /api/setup`).
+pub fn setup_needed() -> ApiError {
+    ApiError::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "set the admin password: POST /api/setup",
+    )
+}
+
+/// Middleware of every `/api/` route but login and setup: 503 before setup,
+/// 401 without a valid session, 403 on a non-GET without its CSRF token.
+pub async fn require_session(
+    State(state): State<AppState>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    match check_session(&state, request.method(), request.headers()).await {
+        Ok(session) => {
+            request.extensions_mut().insert(session);
+            next.run(request).await
+        }
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn check_session(
+    state: &AppState,
+    method: &Method,
+    headers: &HeaderMap,
+) -> Result<Session, ApiError> {
+    let store = state.store.clone();
+    if store.admin()?.is_none() {
+        return Err(setup_needed());
+    }
+    let unauthorized = || ApiError::new(StatusCode::UNAUTHORIZED, "log in first: POST /api/login");
+    let token = cookie_token(headers).ok_or_else(unauthorized)?;
+    let hash = token_hash(&token);
+    let (csrf, expires_ms) = store.session(&hash)?.ok_or_else(unauthorized)?;
+    if expires_ms <= now_ms() {
+        store.delete_session(&hash)?;
+        return Err(unauthorized());
+    }
+    if !matches!(*method, Method::GET | Method::HEAD) {
+        let sent = headers
+            .get(CSRF_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default();
+        if !constant_time_eq(sent.as_bytes(), csrf.as_bytes()) {
+            return Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                "missing or wrong X-CSRF-Token header (the csrf value login returned)",
+            ));
+        }
+    }
+    Ok(Session { token_hash: hash })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_and_tokens() {
+        let hash = hash_password("correct horse").unwrap();
+        assert!(hash.starts_with("$argon2"));
+        assert!(verify_password("correct horse", &hash));
+        assert!(!verify_password("wrong horse", &hash));
+        let (a, b) = (random_token(), random_token());
+        assert_ne!(a, b);
+        assert_eq!(a.len(), 43);
+        assert_eq!(token_hash("x").len(), 64);
+        assert!(constant_time_eq(b"abc", b"abc"));
+        assert!(!constant_time_eq(b"abc", b"abd"));
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            header::COOKIE,
+            "a=1; topicberg_session=tok; b=2".parse().unwrap(),
+        );
+        assert_eq!(cookie_token(&headers).as_deref(), Some("tok"));
+    }
+}

@@ -1,1 +1,404 @@
-//! See docs/serve.md (module table).
+//! Runs jobs' syncs inside the service: never two runs of one job at once,
+//! cancel, per-run log capture, the run and its report recorded in the
+//! store, metrics updated after each run.
+//!
+//! A run executes on tokio's blocking pool (the sync's Kafka metadata calls
+//! block), inside a span `run{run_id, job_id, trigger}` whose events the
+//! [`log_capture_layer`] keeps in the run's log.
+
+mod log_capture;
+#[cfg(test)]
+pub(crate) mod test_store;
+#[cfg(test)]
+mod tests;
+
+use std::collections::HashMap;
+use std::panic::AssertUnwindSafe;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use topicberg_core::JobConfig;
+use topicberg_kafka::{read_partition_states, select_topics, KafkaConnection};
+use tracing::Instrument;
+
+pub use log_capture::{log_capture_layer, LogCapture, LogCaptureLayer, MAX_RUN_LOG_BYTES};
+
+use crate::serve::metrics::{Metrics, PartitionLag};
+use crate::serve::run_store::{FinishedRun, RunStatus, RunStore, Trigger};
+use crate::sync::report::{SyncReport, TableStatus};
+use crate::sync::{run_sync_with, SyncOptions, KAFKA_TIMEOUT};
+
+/// Why a run did not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The job has a run in progress.
+    #[error("the job is already running")]
+    AlreadyRunning,
+    /// The service is shutting down and starts no more runs.
+    #[error("the service is shutting down")]
+    ShuttingDown,
+    /// The store could not give the job or record the run.
+    #[error("store: {0}")]
+    Store(String),
+}
+
+/// Starts, cancels and tracks the service's runs. Clones share everything.
+#[derive(Clone)]
+pub struct Runner {
+    store: Arc<dyn RunStore>,
+    metrics: Metrics,
+    data_dir: Option<PathBuf>,
+    logs: LogCapture,
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    /// Job id -> its run in progress.
+    running: Mutex<HashMap<i64, Active>>,
+    /// How many runs are in progress (for [`Runner::wait_idle`]).
+    count: tokio::sync::watch::Sender<usize>,
+    closed: AtomicBool,
+}
+
+struct Active {
+    /// The run (0 while it is being recorded).
+    run_id: i64,
+    cancel: Arc<AtomicBool>,
+}
+
+impl Runner {
+    /// A runner recording runs in `store` and updating `metrics`. Relative
+    /// paths of job files resolve against the current folder until
+    /// [`Runner::with_data_dir`]; logs are captured once
+    /// [`Runner::with_log_capture`] gives the layer's buffers.
+    pub fn new(store: Arc<dyn RunStore>, metrics: Metrics) -> Runner {
+        Runner {
+            store,
+            metrics,
+            data_dir: None,
+            logs: LogCapture::default(),
+            shared: Arc::new(Shared {
+                running: Mutex::new(HashMap::new()),
+                count: tokio::sync::watch::channel(0).0,
+                closed: AtomicBool::new(false),
+            }),
+        }
+    }
+
+    /// Resolves a job's relative paths (`[sync] state_dir`, an embedded
+    /// catalog's `destination.path`) against `dir` (the service's data
+    /// folder). Call before cloning.
+    pub fn with_data_dir(mut self, dir: impl Into<PathBuf>) -> Runner {
+        self.data_dir = Some(dir.into());
+        self
+    }
+
+    /// Keeps each run's log in `capture` (from [`log_capture_layer`], whose
+    /// layer is installed in the subscriber). Call before cloning.
+    pub fn with_log_capture(mut self, capture: LogCapture) -> Runner {
+        self.logs = capture;
+        self
+    }
+
+    /// The log buffers (the log of a run in progress: [`LogCapture::current`]).
+    pub fn logs(&self) -> &LogCapture {
+        &self.logs
+    }
+
+    fn running(&self) -> std::sync::MutexGuard<'_, HashMap<i64, Active>> {
+        self.shared
+            .running
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Starts a run of `job_id` in the background and returns its run id.
+    /// Must be called inside a tokio runtime.
+    pub fn start(&self, job_id: i64, trigger: Trigger) -> Result<i64, StartError> {
+        if self.shared.closed.load(Ordering::SeqCst) {
+            return Err(StartError::ShuttingDown);
+        }
+        let runtime = tokio::runtime::Handle::try_current()
+            .map_err(|e| StartError::Store(format!("no tokio runtime to run in: {e}")))?;
+        let cancel = Arc::new(AtomicBool::new(false));
+        {
+            let mut running = self.running();
+            if running.contains_key(&job_id) {
+                return Err(StartError::AlreadyRunning);
+            }
+            running.insert(
+                job_id,
+                Active {
+                    run_id: 0,
+                    cancel: Arc::clone(&cancel),
+                },
+            );
+        }
+        let release = |e: String| {
+            self.running().remove(&job_id);
+            StartError::Store(e)
+        };
+        let toml = self.store.job_toml(job_id).map_err(release)?;
+        let started_ms = now_ms();
+        let run_id = self
+            .store
+            .insert_run(job_id, trigger, started_ms)
+            .map_err(release)?;
+        self.logs.open(run_id);
+        if let Some(active) = self.running().get_mut(&job_id) {
+            active.run_id = run_id;
+        }
+        self.shared.count.send_modify(|n| *n += 1);
+        let runner = self.clone();
+        runtime.spawn_blocking(move || {
+            let span = tracing::info_span!("run", run_id, job_id, trigger = trigger.as_str());
+            let _entered = span.enter();
+            runner.execute(job_id, run_id, trigger, &toml, &cancel, &span);
+        });
+        Ok(run_id)
+    }
+
+    /// Asks the job's run in progress to stop: before its commit phase it
+    /// stops draining, commits nothing and deletes the files it wrote; in
+    /// its commit phase the commits finish. False when the job is not
+    /// running.
+    pub fn cancel(&self, job_id: i64) -> bool {
+        match self.running().get(&job_id) {
+            Some(active) => {
+                active.cancel.store(true, Ordering::SeqCst);
+                tracing::info!(job_id, "cancel requested");
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Whether the job has a run in progress.
+    pub fn is_running(&self, job_id: i64) -> bool {
+        self.running().contains_key(&job_id)
+    }
+
+    /// The job's run in progress, once recorded.
+    pub fn current_run(&self, job_id: i64) -> Option<i64> {
+        self.running()
+            .get(&job_id)
+            .map(|a| a.run_id)
+            .filter(|id| *id > 0)
+    }
+
+    /// Graceful shutdown: starts no more runs, asks every run still
+    /// draining to cancel (a run already committing finishes its commits),
+    /// and waits until every run reached that safe point and was recorded.
+    pub async fn wait_idle(&self) {
+        self.shared.closed.store(true, Ordering::SeqCst);
+        let jobs: Vec<i64> = self.running().keys().copied().collect();
+        for job_id in jobs {
+            self.cancel(job_id);
+        }
+        let mut count = self.shared.count.subscribe();
+        let _ = count.wait_for(|n| *n == 0).await;
+    }
+
+    /// One run, on a blocking-pool thread inside the run's span.
+    fn execute(
+        &self,
+        job_id: i64,
+        run_id: i64,
+        trigger: Trigger,
+        toml: &str,
+        cancel: &Arc<AtomicBool>,
+        span: &tracing::Span,
+    ) {
+        let started = Instant::now();
+        tracing::info!(run_id, job_id, trigger = trigger.as_str(), "run started");
+        let outcome =
+            std::panic::catch_unwind(AssertUnwindSafe(|| self.sync(job_id, toml, cancel, span)))
+                .unwrap_or_else(|panic| Outcome {
+                    job_name: job_name_of(toml, job_id),
+                    result: Err(format!("the sync panicked: {}", panic_text(&panic))),
+                    lag: None,
+                });
+        let duration = started.elapsed();
+        let (status, error) = classify(&outcome.result);
+        let report = outcome.result.as_ref().ok();
+        match (&status, &error) {
+            (RunStatus::Succeeded, _) => tracing::info!(
+                run_id,
+                duration_ms = duration.as_millis() as u64,
+                "run succeeded"
+            ),
+            (RunStatus::Cancelled, _) => tracing::info!(
+                run_id,
+                duration_ms = duration.as_millis() as u64,
+                "run cancelled: nothing committed"
+            ),
+            (_, error) => tracing::error!(
+                run_id,
+                duration_ms = duration.as_millis() as u64,
+                error = error.as_deref().unwrap_or(""),
+                "run failed"
+            ),
+        }
+        let finished_ms = now_ms();
+        let finished = FinishedRun {
+            run_id,
+            status,
+            finished_ms,
+            error,
+            report_json: report.and_then(|r| serde_json::to_string(r).ok()),
+            log: self.logs.take(run_id),
+        };
+        if let Err(e) = self.store.finish_run(&finished) {
+            tracing::error!(run_id, error = %e, "recording the end of the run failed");
+        }
+        self.metrics
+            .record_run(&outcome.job_name, status, duration, finished_ms, report);
+        if let Some(lag) = outcome.lag {
+            self.metrics.set_lag(&outcome.job_name, lag);
+        }
+        self.running().remove(&job_id);
+        self.shared.count.send_modify(|n| *n = n.saturating_sub(1));
+    }
+
+    /// Parses the job file and runs the sync; then reads the consumer lag.
+    fn sync(
+        &self,
+        job_id: i64,
+        toml: &str,
+        cancel: &Arc<AtomicBool>,
+        span: &tracing::Span,
+    ) -> Outcome {
+        let mut config = match JobConfig::from_toml_str(toml, |name| std::env::var(name).ok()) {
+            Ok(config) => config,
+            Err(e) => {
+                return Outcome {
+                    job_name: job_name_of(toml, job_id),
+                    result: Err(format!("the job's configuration is invalid: {e}")),
+                    lag: None,
+                }
+            }
+        };
+        if let Some(dir) = &self.data_dir {
+            resolve_paths(&mut config, dir);
+        }
+        let options = SyncOptions {
+            cancel: Some(Arc::clone(cancel)),
+        };
+        let runtime = tokio::runtime::Handle::current();
+        let result = runtime
+            .block_on(run_sync_with(&config, options).instrument(span.clone()))
+            .map_err(|e| e.to_string());
+        let lag = match &result {
+            Ok(_) => match read_lag(&config) {
+                Ok(lag) => Some(lag),
+                Err(e) => {
+                    tracing::warn!(error = %e, "reading the consumer lag after the run failed");
+                    None
+                }
+            },
+            Err(_) => None,
+        };
+        Outcome {
+            job_name: config.name.clone(),
+            result,
+            lag,
+        }
+    }
+}
+
+struct Outcome {
+    job_name: String,
+    result: Result<SyncReport, String>,
+    lag: Option<Vec<PartitionLag>>,
+}
+
+/// The run's status and, when it failed, the error shown at the top of its
+/// page: the sync's error, or the failed tables' errors.
+fn classify(result: &Result<SyncReport, String>) -> (RunStatus, Option<String>) {
+    let report = match result {
+        Err(e) => return (RunStatus::Failed, Some(e.clone())),
+        Ok(report) => report,
+    };
+    if report.cancelled {
+        return (RunStatus::Cancelled, None);
+    }
+    if report.succeeded() {
+        return (RunStatus::Succeeded, None);
+    }
+    let mut errors: Vec<String> = report
+        .tables
+        .iter()
+        .filter(|t| t.status == TableStatus::Failed)
+        .map(|t| format!("{}: {}", t.table, t.error.as_deref().unwrap_or("failed")))
+        .collect();
+    if !report.group_offsets_committed {
+        errors.push(format!(
+            "committing the offsets of consumer group {} failed (the next sync repairs them from the tables)",
+            report.consumer_group
+        ));
+    }
+    (RunStatus::Failed, Some(errors.join("; ")))
+}
+
+/// Joins the job file's relative paths to the data folder.
+fn resolve_paths(config: &mut JobConfig, dir: &Path) {
+    if config.sync.state_dir.is_relative() {
+        config.sync.state_dir = dir.join(&config.sync.state_dir);
+    }
+    if let Some(path) = config.destination.path.as_mut() {
+        if path.is_relative() {
+            *path = dir.join(&*path);
+        }
+    }
+}
+
+/// The consumer lag of every partition the job selects: high watermark
+/// minus the group's committed offset (the sync commits the group after
+/// its snapshots; no committed offset: minus the low watermark).
+fn read_lag(config: &JobConfig) -> Result<Vec<PartitionLag>, String> {
+    let connection = KafkaConnection::from_source(&config.source);
+    let pattern = crate::topic_pattern(config).map_err(|e| e.to_string())?;
+    let selection =
+        select_topics(&connection, &pattern, KAFKA_TIMEOUT).map_err(|e| e.to_string())?;
+    let states = read_partition_states(
+        &connection,
+        &config.consumer_group(),
+        &selection.selected,
+        KAFKA_TIMEOUT,
+    )
+    .map_err(|e| e.to_string())?;
+    Ok(states
+        .into_iter()
+        .map(|s| PartitionLag {
+            lag: (s.high - s.committed.unwrap_or(s.low)).max(0),
+            topic: s.topic,
+            partition: s.partition,
+        })
+        .collect())
+}
+
+/// The job's `name` from its TOML (for metrics when it does not parse).
+fn job_name_of(toml: &str, job_id: i64) -> String {
+    toml::from_str::<toml::Table>(toml)
+        .ok()
+        .and_then(|t| t.get("name").and_then(|n| n.as_str()).map(str::to_string))
+        .unwrap_or_else(|| format!("job-{job_id}"))
+}
+
+fn panic_text(panic: &Box<dyn std::any::Any + Send>) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".into())
+}
+
+/// Milliseconds since the epoch, now.
+pub fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or(Duration::ZERO)
+        .as_millis() as i64
+}

@@ -15,7 +15,7 @@ use topicberg_core::{
     kafka_key_olake_id, BatchDecoder, DecodeError, DecodeErrorKind, DecoderOptions, IdMode,
 };
 use topicberg_kafka::{
-    drain, DrainError, DrainSettings, DrainedPartition, KafkaConnection, PartitionRange,
+    drain_checked, DrainError, DrainSettings, DrainedPartition, KafkaConnection, PartitionRange,
 };
 
 use super::evolve::{ColumnsWanted, EvolvingColumns};
@@ -39,6 +39,8 @@ enum SinkError {
     Decode(#[from] DecodeError),
     #[error("stopped: another part of this table failed")]
     Aborted,
+    #[error("{CANCELLED}")]
+    Cancelled,
     #[error("the file writer stopped")]
     WriterGone,
     #[error("{0}")]
@@ -71,13 +73,21 @@ pub(super) struct Shared {
     pub(super) batch_rows: usize,
     pub(super) olake_timestamp_micros: i64,
     pub(super) progress: Arc<Progress>,
+    /// Set when the sync is cancelled: every drain stops at its next message.
+    pub(super) cancel: Arc<AtomicBool>,
 }
+
+/// The error of a chunk stopped by a cancel.
+pub(super) const CANCELLED: &str = "stopped: the sync was cancelled";
 
 pub(super) type ChunkResult = (usize, Result<Vec<DrainedPartition>, String>);
 
 /// A drain thread: takes chunks until none are left.
 pub(super) fn worker(shared: &Shared, tx: &mpsc::Sender<Item>, results: &Mutex<Vec<ChunkResult>>) {
     loop {
+        if shared.cancel.load(Ordering::Relaxed) {
+            return;
+        }
         let Some(chunk) = shared.queue.lock().expect("queue").pop_front() else {
             return;
         };
@@ -116,11 +126,20 @@ fn drain_chunk(
     let kill_after = super::fault_after_records();
     let mut skips = SkipLog::default();
     let send = |item: Item| tx.blocking_send(item).map_err(|_| SinkError::WriterGone);
-    let drained = drain(
+    let drained = drain_checked(
         &shared.connection,
         &chunk.ranges,
         &shared.settings,
+        || {
+            if shared.cancel.load(Ordering::Relaxed) {
+                return Err(SinkError::Cancelled);
+            }
+            Ok(())
+        },
         |record| {
+            if shared.cancel.load(Ordering::Relaxed) {
+                return Err(SinkError::Cancelled);
+            }
             if table.failed.load(Ordering::Relaxed) {
                 return Err(SinkError::Aborted);
             }

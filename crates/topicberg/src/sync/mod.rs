@@ -14,7 +14,7 @@ pub mod upsert;
 mod upsert_commit;
 
 use std::collections::BTreeMap;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -31,6 +31,7 @@ use pipeline::{drain_and_write, Progress, TableInput, UpsertInput, PROGRESS_INTE
 use plan::{plan_partitions, PartitionPlan, TableOffsets, OFFSETS_PROPERTY};
 use report::{CommitReport, SyncReport, TableReport, TableStatus};
 use topicberg_core::config::ResolvedUpsert;
+use tracing::Instrument;
 
 /// Messages read per partition to infer a new table's columns.
 pub const SAMPLE_PER_PARTITION: i64 = 10_000;
@@ -61,10 +62,38 @@ impl TableState {
     }
 }
 
+/// How a sync runs, beyond its job file.
+#[derive(Debug, Clone, Default)]
+pub struct SyncOptions {
+    /// Set it to `true` to cancel the sync. Before the commit phase the
+    /// sync stops draining, commits nothing, deletes the files it wrote and
+    /// returns a report with `cancelled: true`; once the first commit
+    /// started, the commits finish (nothing is ever half-committed) and the
+    /// flag is ignored. The drain threads check it before every poll of
+    /// their consumer (at least every 200 ms, messages or not).
+    pub cancel: Option<Arc<AtomicBool>>,
+}
+
+impl SyncOptions {
+    fn cancelled(&self) -> bool {
+        self.cancel
+            .as_ref()
+            .is_some_and(|c| c.load(Ordering::Relaxed))
+    }
+}
+
 /// Runs one sync of the job. Errors that stop the whole sync (Kafka or the
 /// catalog unreachable) are `Err`; a table that fails is reported in the
 /// `SyncReport` while the others go on.
 pub async fn run_sync(config: &JobConfig) -> Result<SyncReport, SetupError> {
+    run_sync_with(config, SyncOptions::default()).await
+}
+
+/// [`run_sync`] with options: cancellation (see [`SyncOptions::cancel`]).
+pub async fn run_sync_with(
+    config: &JobConfig,
+    options: SyncOptions,
+) -> Result<SyncReport, SetupError> {
     let started = Instant::now();
     let olake_timestamp_micros = now_micros();
     let group = config.consumer_group();
@@ -172,6 +201,10 @@ pub async fn run_sync(config: &JobConfig) -> Result<SyncReport, SetupError> {
         tables.push(state);
     }
 
+    if options.cancelled() {
+        return Ok(cancelled_report(config, group, started, tables));
+    }
+
     // Create the tables that do not exist yet, from a sample of what is to be read.
     for state in tables
         .iter_mut()
@@ -251,6 +284,10 @@ pub async fn run_sync(config: &JobConfig) -> Result<SyncReport, SetupError> {
             }
         }
     }
+    if options.cancelled() {
+        return Ok(cancelled_report(config, group, started, tables));
+    }
+    let cancel = options.cancel.clone().unwrap_or_default();
     let progress = Arc::new(Progress::default());
     let ticker = spawn_progress_line(Arc::clone(&progress));
     let outputs = drain_and_write(
@@ -262,9 +299,21 @@ pub async fn run_sync(config: &JobConfig) -> Result<SyncReport, SetupError> {
         config.sync.batch_rows,
         olake_timestamp_micros,
         progress,
+        cancel,
     )
     .await;
     ticker.abort();
+
+    // The last point a cancel is honoured: past it the commits run to their end.
+    if options.cancelled() {
+        tracing::info!("sync cancelled before its commit phase; deleting the files it wrote");
+        for (state, input) in tables.iter_mut().zip(&input_of) {
+            if let Some(output) = input.map(|i| &outputs[i]) {
+                state.report.orphan_files = remove_uncommitted(&target, &output.data_files).await;
+            }
+        }
+        return Ok(cancelled_report(config, group, started, tables));
+    }
 
     // Commit one snapshot per table, then the group's offsets.
     fault_point("before_iceberg_commit");
@@ -331,8 +380,40 @@ pub async fn run_sync(config: &JobConfig) -> Result<SyncReport, SetupError> {
         consumer_group: group,
         duration_ms: started.elapsed().as_millis() as u64,
         group_offsets_committed,
+        cancelled: false,
         tables: reports,
     })
+}
+
+/// The report of a sync cancelled before its commit phase: every table not
+/// failed is `cancelled`; nothing was committed, the group did not move.
+fn cancelled_report(
+    config: &JobConfig,
+    group: String,
+    started: Instant,
+    tables: Vec<TableState>,
+) -> SyncReport {
+    let mut reports: Vec<TableReport> = tables
+        .into_iter()
+        .map(|s| {
+            let mut report = s.report;
+            if report.status != TableStatus::Failed {
+                report.status = TableStatus::Cancelled;
+            }
+            report.duration_ms = s.started.elapsed().as_millis() as u64;
+            report
+        })
+        .collect();
+    reports.sort_by(|a, b| a.table.cmp(&b.table));
+    tracing::info!(tables = reports.len(), "sync cancelled: nothing committed");
+    SyncReport {
+        job: config.name.clone(),
+        consumer_group: group,
+        duration_ms: started.elapsed().as_millis() as u64,
+        group_offsets_committed: false,
+        cancelled: true,
+        tables: reports,
+    }
 }
 
 async fn commit_table(
@@ -539,23 +620,27 @@ async fn create_table(
 }
 
 fn spawn_progress_line(progress: Arc<Progress>) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        let started = Instant::now();
-        let mut interval = tokio::time::interval(PROGRESS_INTERVAL);
-        interval.tick().await;
-        loop {
+    let span = tracing::Span::current();
+    tokio::spawn(
+        async move {
+            let started = Instant::now();
+            let mut interval = tokio::time::interval(PROGRESS_INTERVAL);
             interval.tick().await;
-            let records = progress.records.load(Ordering::Relaxed);
-            let bytes = progress.bytes.load(Ordering::Relaxed);
-            let secs = started.elapsed().as_secs_f64().max(0.001);
-            tracing::info!(
-                records,
-                bytes,
-                rate = (records as f64 / secs) as u64,
-                "sync in progress"
-            );
+            loop {
+                interval.tick().await;
+                let records = progress.records.load(Ordering::Relaxed);
+                let bytes = progress.bytes.load(Ordering::Relaxed);
+                let secs = started.elapsed().as_secs_f64().max(0.001);
+                tracing::info!(
+                    records,
+                    bytes,
+                    rate = (records as f64 / secs) as u64,
+                    "sync in progress"
+                );
+            }
         }
-    })
+        .instrument(span),
+    )
 }
 
 /// Microseconds since the epoch, now.

@@ -96,6 +96,7 @@ pub async fn drain_and_write(
     batch_rows: usize,
     olake_timestamp_micros: i64,
     progress: Arc<Progress>,
+    cancel: Arc<AtomicBool>,
 ) -> Vec<TableOutput> {
     let mut queue = VecDeque::new();
     for (index, table) in tables.iter().enumerate() {
@@ -134,15 +135,23 @@ pub async fn drain_and_write(
         batch_rows: batch_rows.max(1),
         olake_timestamp_micros,
         progress,
+        cancel,
     });
     let (tx, mut rx) = mpsc::channel::<Item>(workers.max(1) * 2);
     let results: Arc<Mutex<Vec<ChunkResult>>> = Arc::default();
     let mut threads = Vec::new();
+    // The threads log inside the caller's span (a service run's log is
+    // captured by the `run_id` of its span).
+    let span = tracing::Span::current();
     for _ in 0..workers {
         let shared = Arc::clone(&shared);
         let tx = tx.clone();
         let results = Arc::clone(&results);
-        threads.push(std::thread::spawn(move || worker(&shared, &tx, &results)));
+        let span = span.clone();
+        threads.push(std::thread::spawn(move || {
+            let _entered = span.enter();
+            worker(&shared, &tx, &results)
+        }));
     }
     drop(tx);
 
@@ -163,6 +172,10 @@ pub async fn drain_and_write(
             Item::Batch(index, ..) | Item::Tombstone(index, ..) | Item::Dead(index, _) => *index,
         };
         let sink = &mut sinks[index];
+        if sink.error.is_none() && shared.cancel.load(Ordering::Relaxed) {
+            // Cancelled: write no more; the files written are deleted.
+            sink.error = Some(super::chunk::CANCELLED.to_string());
+        }
         if sink.error.is_some() {
             continue;
         }

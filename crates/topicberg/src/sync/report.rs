@@ -13,6 +13,9 @@ pub enum TableStatus {
     Unchanged,
     /// Failed: nothing committed for this table, its offsets did not move.
     Failed,
+    /// The sync was cancelled before its commit phase: nothing committed for
+    /// this table, its offsets did not move, the files it wrote were deleted.
+    Cancelled,
 }
 
 /// One table's figures.
@@ -126,6 +129,9 @@ pub struct SyncReport {
     pub duration_ms: u64,
     /// Whether the consumer-group offsets were committed after the snapshots.
     pub group_offsets_committed: bool,
+    /// Cancelled before the commit phase: nothing was committed (every table
+    /// not failed is `cancelled`).
+    pub cancelled: bool,
     /// Per table, sorted by table name.
     pub tables: Vec<TableReport>,
 }
@@ -133,7 +139,9 @@ pub struct SyncReport {
 impl SyncReport {
     /// True when every table committed or had nothing new.
     pub fn succeeded(&self) -> bool {
-        self.group_offsets_committed && self.tables.iter().all(|t| t.status != TableStatus::Failed)
+        !self.cancelled
+            && self.group_offsets_committed
+            && self.tables.iter().all(|t| t.status != TableStatus::Failed)
     }
 
     /// The human summary: one line per table.
@@ -180,6 +188,14 @@ impl SyncReport {
             }
             out.push('\n');
         }
+        if self.cancelled {
+            out.push_str(&format!(
+                "sync CANCELLED after {:.2}s: nothing committed; consumer group {} offsets not moved\n",
+                self.duration_ms as f64 / 1000.0,
+                self.consumer_group
+            ));
+            return out;
+        }
         out.push_str(&format!(
             "sync {} in {:.2}s; consumer group {} offsets {}\n",
             if self.succeeded() {
@@ -196,5 +212,64 @@ impl SyncReport {
             }
         ));
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(status: TableStatus, cancelled: bool) -> SyncReport {
+        SyncReport {
+            job: "j".into(),
+            consumer_group: "topicberg_j".into(),
+            duration_ms: 1500,
+            group_offsets_committed: !cancelled,
+            cancelled,
+            tables: vec![TableReport {
+                topic: "t".into(),
+                table: "j_topics.t".into(),
+                status,
+                records: 0,
+                bytes: 0,
+                data_files: 0,
+                data_file_bytes: 0,
+                snapshot_id: None,
+                expired_messages: 0,
+                skipped_records: 0,
+                dead_letter_records: 0,
+                dead_letter_table: None,
+                schema_changes: Vec::new(),
+                orphan_files: Vec::new(),
+                duration_ms: 0,
+                commit: None,
+                error: None,
+            }],
+        }
+    }
+
+    #[test]
+    fn a_cancelled_report_is_not_a_success_and_says_so() {
+        let r = report(TableStatus::Cancelled, true);
+        assert!(!r.succeeded());
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(json["cancelled"], true);
+        assert_eq!(json["tables"][0]["status"], "cancelled");
+        let text = r.to_text();
+        assert!(
+            text.contains("j_topics.t") && text.contains("cancelled"),
+            "{text}"
+        );
+        assert!(
+            text.ends_with("sync CANCELLED after 1.50s: nothing committed; consumer group topicberg_j offsets not moved\n"),
+            "{text}"
+        );
+        // An ordinary report keeps its fields, with `cancelled: false`.
+        let ok = report(TableStatus::Committed, false);
+        assert!(ok.succeeded());
+        let json = serde_json::to_value(&ok).unwrap();
+        assert_eq!(json["cancelled"], false);
+        assert_eq!(json["group_offsets_committed"], true);
+        assert!(ok.to_text().contains("sync succeeded in 1.50s"));
     }
 }

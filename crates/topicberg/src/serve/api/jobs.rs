@@ -1,0 +1,479 @@
+//! Jobs, their streams page, runs, import and export.
+
+use axum::extract::{Path, Query, State};
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::Deserialize;
+use serde_json::{json, Value};
+use topicberg_core::config::resolve_delete_format;
+use topicberg_core::JobConfig;
+
+use super::{iso, ApiError, ApiJson, ApiResult};
+use crate::serve::pieces::{self, Piece, PieceKind, Secrets};
+use crate::serve::run_store::{RunStore, Trigger};
+use crate::serve::runner::StartError;
+use crate::serve::scheduler;
+use crate::serve::store::{JobRow, RunRow};
+use crate::serve::AppState;
+
+/// The job routes.
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/api/jobs", get(list_jobs).post(create_job))
+        .route("/api/jobs/import", post(import_job))
+        .route(
+            "/api/jobs/{id}",
+            get(get_job).put(update_job).delete(delete_job),
+        )
+        .route("/api/jobs/{id}/streams", get(streams))
+        .route("/api/jobs/{id}/sync", post(sync_now))
+        .route("/api/jobs/{id}/cancel", post(cancel))
+        .route("/api/jobs/{id}/pause", post(pause))
+        .route("/api/jobs/{id}/resume", post(resume))
+        .route("/api/jobs/{id}/export", get(export))
+        .route("/api/jobs/{id}/runs", get(list_runs))
+        .route("/api/runs/{id}", get(get_run))
+        .route("/api/runs/{id}/log", get(run_log))
+}
+
+/// A job as sent by the client (`id` and the read-only fields are ignored).
+#[derive(Deserialize)]
+struct JobBody {
+    name: String,
+    source_id: i64,
+    destination_id: i64,
+    #[serde(default)]
+    target_engines: Vec<String>,
+    #[serde(default)]
+    namespace: Option<String>,
+    #[serde(default)]
+    sync: Piece,
+    #[serde(default)]
+    streams: Vec<Piece>,
+    #[serde(default)]
+    schedule: String,
+    #[serde(default)]
+    paused: bool,
+}
+
+impl JobBody {
+    fn into_row(self, id: i64) -> JobRow {
+        JobRow {
+            id,
+            name: self.name.trim().to_string(),
+            source_id: self.source_id,
+            destination_id: self.destination_id,
+            target_engines: self.target_engines,
+            namespace: self.namespace.filter(|n| !n.trim().is_empty()),
+            sync: self.sync,
+            streams: self.streams,
+            schedule: self.schedule.trim().to_string(),
+            paused: self.paused,
+        }
+    }
+}
+
+/// Refuses a job the job file's parser refuses, or with a bad schedule.
+fn validate_job(state: &AppState, job: &JobRow) -> ApiResult<()> {
+    for (kind, id) in [
+        (PieceKind::Source, job.source_id),
+        (PieceKind::Destination, job.destination_id),
+    ] {
+        if state.store.piece(kind, id).is_err() {
+            return Err(ApiError::bad_request(format!(
+                "{}_id: there is no {} {id}",
+                kind.table(),
+                kind.table()
+            )));
+        }
+    }
+    if !job.schedule.is_empty() {
+        scheduler::validate_schedule(&job.schedule)
+            .map_err(|e| ApiError::bad_request(format!("schedule: {e}")))?;
+    }
+    let text = state.store.assemble(job, Secrets::Placeholders)?;
+    pieces::check_job_toml(&text)?;
+    Ok(())
+}
+
+fn run_summary(run: &RunRow) -> Value {
+    let tables: Vec<&Value> = run
+        .report
+        .as_ref()
+        .and_then(|r| r["tables"].as_array())
+        .map(|t| t.iter().collect())
+        .unwrap_or_default();
+    let sum = |key: &str| tables.iter().filter_map(|t| t[key].as_u64()).sum::<u64>();
+    json!({
+        "id": run.id,
+        "job_id": run.job_id,
+        "trigger": run.trigger,
+        "status": run.status,
+        "started_ms": run.started_ms,
+        "started": iso(run.started_ms),
+        "finished_ms": run.finished_ms,
+        "finished": run.finished_ms.and_then(iso),
+        "duration_ms": run.finished_ms.map(|f| f - run.started_ms),
+        "error": run.error,
+        "records": sum("records"),
+        "bytes": sum("bytes"),
+        "tables": tables.iter().map(|t| json!({
+            "topic": t["topic"], "table": t["table"], "status": t["status"],
+            "records": t["records"], "bytes": t["bytes"],
+        })).collect::<Vec<_>>(),
+    })
+}
+
+fn job_json(state: &AppState, job: &JobRow) -> ApiResult<Value> {
+    let last = state.store.runs(job.id, 1)?.into_iter().next();
+    let next_run = if job.schedule.is_empty() || job.paused {
+        None
+    } else {
+        scheduler::next_run(&job.schedule, chrono::Utc::now())
+            .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
+    };
+    Ok(json!({
+        "id": job.id,
+        "name": job.name,
+        "source_id": job.source_id,
+        "destination_id": job.destination_id,
+        "target_engines": job.target_engines,
+        "namespace": job.namespace,
+        "sync": job.sync,
+        "streams": job.streams,
+        "schedule": job.schedule,
+        "paused": job.paused,
+        "running": state.runner.is_running(job.id),
+        "next_run": next_run,
+        "last_run": last.as_ref().map(run_summary),
+    }))
+}
+
+async fn list_jobs(State(state): State<AppState>) -> ApiResult<Json<Value>> {
+    let jobs = state.store.jobs()?;
+    let out: Result<Vec<Value>, ApiError> = jobs.iter().map(|j| job_json(&state, j)).collect();
+    Ok(Json(Value::Array(out?)))
+}
+
+async fn create_job(
+    State(state): State<AppState>,
+    ApiJson(body): ApiJson<JobBody>,
+) -> ApiResult<Response> {
+    let job = body.into_row(0);
+    validate_job(&state, &job)?;
+    let id = state.store.insert_job(&job)?;
+    tracing::info!(id, name = %job.name, "job created");
+    let job = state.store.job(id)?;
+    Ok((StatusCode::CREATED, Json(job_json(&state, &job)?)).into_response())
+}
+
+async fn get_job(State(state): State<AppState>, Path(id): Path<i64>) -> ApiResult<Json<Value>> {
+    Ok(Json(job_json(&state, &state.store.job(id)?)?))
+}
+
+async fn update_job(
+    State(state): State<AppState>,
+    Path(id): Path<i64>,
+    ApiJson(body): ApiJson<JobBody>,
+) -> ApiResult<Json<Value>> {
+    state.store.job(id)?;
+    let job = body.into_row(id);
+    validate_job(&state, &job)?;
+    state.store.update_job(&job)?;
+    tracing::info!(id, name = %job.name, "job updated");
+    Ok(Json(job_json(&state, &state.store.job(id)?)?))
+}
+
+async fn delete_job(State(state): State<AppState>, Path(id): Path<i64>) -> ApiResult<StatusCode> {
+    state.store.job(id)?;
+    if state.runner.is_running(id) {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            format!("job {id} is running; cancel it first"),
+        ));
+    }
+    state.store.delete_job(id)?;
+    tracing::info!(id, "job deleted");
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// `GET /api/jobs/{id}/streams`: the topics the source's pattern selects,
+/// their inferred columns, their stream settings, and the delete format an
+/// upsert table gets from `target_engines` (with the reason, or why none fits).
+async fn streams(State(state): State<AppState>, Path(id): Path<i64>) -> ApiResult<Json<Value>> {
+    state.store.job(id)?;
+    let text = state
+        .store
+        .job_toml(id)
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e))?;
+    let config =
+        JobConfig::from_toml_str(&text, |n| std::env::var(n).ok()).map_err(|e| ApiError {
+            status: StatusCode::BAD_REQUEST,
+            message: e.to_string().replace("<inline>", "job"),
+            problems: e.problems().iter().map(ToString::to_string).collect(),
+        })?;
+    let discovered = tokio::task::spawn_blocking({
+        let config = config.clone();
+        move || crate::discover::discover(&config)
+    })
+    .await
+    .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?
+    .map_err(|e| ApiError::new(StatusCode::BAD_GATEWAY, format!("discovering topics: {e}")))?;
+    let engines = config.engines();
+    let topics: Vec<Value> = discovered
+        .iter()
+        .map(|t| {
+            let stream = config.stream_for(&t.topic);
+            let upsert = resolve_delete_format(
+                &engines,
+                stream.delete_format,
+                config.destination.format_version,
+            );
+            json!({
+                "topic": t.topic,
+                "partitions": t.partitions,
+                "sampled_messages": t.sampled_messages,
+                "columns": t.columns.iter().map(|(n, ty)| json!({"name": n, "type": ty})).collect::<Vec<_>>(),
+                "table": t.table,
+                "configured": stream.configured,
+                "mode": stream.mode.as_str(),
+                "dedup_keys": stream.dedup_keys,
+                "on_invalid": stream.on_invalid.as_str(),
+                "upsert_delete_format": match &upsert {
+                    Ok(plan) => json!({
+                        "delete_format": plan.delete_format.as_str(),
+                        "label": plan.delete_format.label(),
+                        "format_version": plan.format_version,
+                        "reason": plan.reason,
+                    }),
+                    Err(_) => Value::Null,
+                },
+                "upsert_delete_format_error": upsert.err(),
+            })
+        })
+        .collect();
+    Ok(Json(json!({
+        "job_id": id,
+        "namespace": config.namespace(),
+        "target_engines": config.target_engines,
+        "topic_pattern": config.source.topic_pattern,
+        "topics": topics,
+    })))
+}
+
+async fn sync_now(State(state): State<AppState>, Path(id): Path<i64>) -> ApiResult<Response> {
+    state.store.job(id)?;
+    match state.runner.start(id, Trigger::Manual) {
+        Ok(run_id) => {
+            tracing::info!(job_id = id, run_id, "sync started (manual)");
+            Ok((StatusCode::ACCEPTED, Json(json!({ "run_id": run_id }))).into_response())
+        }
+        Err(StartError::AlreadyRunning) => Err(ApiError::new(
+            StatusCode::CONFLICT,
+            format!("job {id} is already running"),
+        )),
+        Err(e @ StartError::ShuttingDown) => Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            e.to_string(),
+        )),
+        Err(e) => Err(ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            e.to_string(),
+        )),
+    }
+}
+
+async fn cancel(State(state): State<AppState>, Path(id): Path<i64>) -> ApiResult<Json<Value>> {
+    state.store.job(id)?;
+    let cancelled = state.runner.cancel(id);
+    tracing::info!(job_id = id, cancelled, "cancel asked");
+    Ok(Json(json!({ "cancelled": cancelled })))
+}
+
+async fn set_paused(state: &AppState, id: i64, paused: bool) -> ApiResult<Json<Value>> {
+    state.store.set_paused(id, paused)?;
+    tracing::info!(job_id = id, paused, "schedule paused/resumed");
+    Ok(Json(job_json(state, &state.store.job(id)?)?))
+}
+
+async fn pause(State(state): State<AppState>, Path(id): Path<i64>) -> ApiResult<Json<Value>> {
+    set_paused(&state, id, true).await
+}
+
+async fn resume(State(state): State<AppState>, Path(id): Path<i64>) -> ApiResult<Json<Value>> {
+    set_paused(&state, id, false).await
+}
+
+/// `GET /api/jobs/{id}/export`: the job file, secrets as `${TOPICBERG_..}`.
+async fn export(State(state): State<AppState>, Path(id): Path<i64>) -> ApiResult<Response> {
+    let job = state.store.job(id)?;
+    let body = state.store.assemble(&job, Secrets::Placeholders)?;
+    let vars: Vec<&str> = body
+        .split("${")
+        .skip(1)
+        .filter_map(|s| s.split('}').next())
+        .filter(|v| v.starts_with("TOPICBERG_"))
+        .collect();
+    let mut head = format!(
+        "# Job \"{}\", exported from topicberg serve. Run it: topicberg sync -c <this file>\n",
+        job.name
+    );
+    if !job.schedule.is_empty() {
+        head.push_str(&format!(
+            "# Schedule in the service (UTC): {}\n",
+            job.schedule
+        ));
+    }
+    if !vars.is_empty() {
+        head.push_str(&format!(
+            "# Secrets are read from the environment: {}\n",
+            vars.join(", ")
+        ));
+    }
+    let filename = topicberg_core::config::sanitize_identifier(&job.name);
+    Ok((
+        [
+            (
+                header::CONTENT_TYPE,
+                "application/toml; charset=utf-8".to_string(),
+            ),
+            (
+                header::CONTENT_DISPOSITION,
+                format!("attachment; filename=\"{filename}.toml\""),
+            ),
+        ],
+        format!("{head}\n{body}"),
+    )
+        .into_response())
+}
+
+/// `POST /api/jobs/import` with a job file as the body: a new source, a
+/// new destination and the job. Secrets given as `${VAR}` stay unset.
+async fn import_job(State(state): State<AppState>, body: String) -> ApiResult<Response> {
+    let split = pieces::split_job_toml(&body)?;
+    if state.store.jobs()?.iter().any(|j| j.name == split.name) {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            format!("a job named \"{}\" already exists", split.name),
+        ));
+    }
+    let source_id = insert_unique(&state, PieceKind::Source, &split.name, &split.source)?;
+    let destination_id = match insert_unique(
+        &state,
+        PieceKind::Destination,
+        &split.name,
+        &split.destination,
+    ) {
+        Ok(id) => id,
+        Err(e) => {
+            let _ = state.store.delete_piece(PieceKind::Source, source_id);
+            return Err(e);
+        }
+    };
+    let job = JobRow {
+        id: 0,
+        name: split.name.clone(),
+        source_id,
+        destination_id,
+        target_engines: split.target_engines,
+        namespace: split.namespace,
+        sync: split.sync,
+        streams: split.streams,
+        schedule: String::new(),
+        paused: false,
+    };
+    let id = match state.store.insert_job(&job) {
+        Ok(id) => id,
+        Err(e) => {
+            let _ = state.store.delete_piece(PieceKind::Source, source_id);
+            let _ = state
+                .store
+                .delete_piece(PieceKind::Destination, destination_id);
+            return Err(e.into());
+        }
+    };
+    tracing::info!(id, name = %job.name, "job imported");
+    let job = state.store.job(id)?;
+    Ok((StatusCode::CREATED, Json(job_json(&state, &job)?)).into_response())
+}
+
+/// Stores an imported piece as `<job>-source` (or `-2`, `-3`, ... when taken).
+fn insert_unique(state: &AppState, kind: PieceKind, job: &str, piece: &Piece) -> ApiResult<i64> {
+    let taken: Vec<String> = state
+        .store
+        .pieces(kind)?
+        .into_iter()
+        .map(|p| p.name)
+        .collect();
+    let base = format!("{job}-{}", kind.table());
+    let name = (1..)
+        .map(|i| {
+            if i == 1 {
+                base.clone()
+            } else {
+                format!("{base}-{i}")
+            }
+        })
+        .find(|n| !taken.contains(n))
+        .expect("a free name");
+    Ok(state.store.insert_piece(kind, &name, piece)?)
+}
+
+#[derive(Deserialize)]
+struct RunsQuery {
+    limit: Option<i64>,
+}
+
+async fn list_runs(
+    State(state): State<AppState>,
+    Path(id): Path<i64>,
+    Query(q): Query<RunsQuery>,
+) -> ApiResult<Json<Value>> {
+    state.store.job(id)?;
+    let runs = state
+        .store
+        .runs(id, q.limit.unwrap_or(100).clamp(1, 1000))?;
+    Ok(Json(Value::Array(runs.iter().map(run_summary).collect())))
+}
+
+/// `GET /api/runs/{id}`: the run, its per-table report (failed tables
+/// first) and the whole report.
+async fn get_run(State(state): State<AppState>, Path(id): Path<i64>) -> ApiResult<Json<Value>> {
+    let run = state.store.run(id)?;
+    let mut out = run_summary(&run);
+    let mut tables: Vec<Value> = run
+        .report
+        .as_ref()
+        .and_then(|r| r["tables"].as_array().cloned())
+        .unwrap_or_default();
+    tables.sort_by_key(|t| t["status"] != "failed");
+    out["tables"] = Value::Array(tables);
+    out["report"] = run.report.clone().unwrap_or(Value::Null);
+    Ok(Json(out))
+}
+
+/// `GET /api/runs/{id}/log`: the run's log as a text download.
+async fn run_log(State(state): State<AppState>, Path(id): Path<i64>) -> ApiResult<Response> {
+    let run = state.store.run(id)?;
+    let log = match state.runner.logs().current(id) {
+        // A run in progress: its log so far.
+        Some(current) if run.status == "running" => current,
+        _ => state.store.run_log(id)?,
+    };
+    Ok((
+        [
+            (
+                header::CONTENT_TYPE,
+                "text/plain; charset=utf-8".to_string(),
+            ),
+            (
+                header::CONTENT_DISPOSITION,
+                format!("attachment; filename=\"run-{id}.log\""),
+            ),
+        ],
+        log,
+    )
+        .into_response())
+}

@@ -1,0 +1,70 @@
+//! The web UI: one HTML page, one script and one stylesheet, embedded in
+//! the binary (no CDN, works offline). The script drives the same JSON API
+//! as any client (`/api/...`), so the UI and the API share every rule
+//! (validation, write-only secrets, CSRF). `GET /api/session` gives a page
+//! loaded with a valid session cookie its CSRF token back.
+
+use axum::extract::{Extension, State};
+use axum::http::header;
+use axum::response::IntoResponse;
+use axum::routing::get;
+use axum::{Json, Router};
+use serde_json::json;
+
+use super::api::ApiError;
+use super::auth::Session;
+use super::AppState;
+
+const INDEX_HTML: &str = include_str!("ui/index.html");
+const APP_JS: &str = include_str!("ui/app.js");
+const APP_CSS: &str = include_str!("ui/app.css");
+
+/// The page and its assets (open: the page asks the API for a session).
+pub fn public_routes() -> Router<AppState> {
+    Router::new()
+        .route("/", get(index))
+        .route("/ui/app.js", get(app_js))
+        .route("/ui/app.css", get(app_css))
+}
+
+/// `GET /api/session`: the current session's CSRF token.
+pub fn protected_routes() -> Router<AppState> {
+    Router::new().route("/api/session", get(session))
+}
+
+async fn index() -> impl IntoResponse {
+    (
+        [
+            (header::CONTENT_TYPE, "text/html; charset=utf-8"),
+            (
+                header::CONTENT_SECURITY_POLICY,
+                "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'",
+            ),
+        ],
+        INDEX_HTML,
+    )
+}
+
+async fn app_js() -> impl IntoResponse {
+    (
+        [(header::CONTENT_TYPE, "text/javascript; charset=utf-8")],
+        APP_JS,
+    )
+}
+
+async fn app_css() -> impl IntoResponse {
+    ([(header::CONTENT_TYPE, "text/css; charset=utf-8")], APP_CSS)
+}
+
+async fn session(
+    State(state): State<AppState>,
+    Extension(session): Extension<Session>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let (csrf, _) = state
+        .store
+        .session(&session.token_hash)?
+        .ok_or_else(|| ApiError::new(axum::http::StatusCode::UNAUTHORIZED, "log in first"))?;
+    Ok(Json(
+        json!({ "csrf": csrf, "username": super::auth::ADMIN_USER }),
+    ))
+}

@@ -1,0 +1,325 @@
+//! The web UI end to end in headless Chromium (Debian `chromium` driven
+//! through `chromedriver`, both started here): log in, create a source and
+//! a destination ("Test connection" green), a job with two topics (one
+//! upsert on `id`, one append), press Sync Now and see the history row
+//! with the right record count; then schedule the job and see the
+//! scheduled run pick up new messages. Screenshots of each page go to
+//! `target/tmp/screenshots/` (printed at the end).
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use fantoccini::{Client, ClientBuilder, Locator};
+use serde_json::json;
+
+use crate::serve_support::{temp_data_dir, Server, ADMIN_PASSWORD};
+use crate::support::{create_topic, produce};
+use crate::testbed::{get, unique_name};
+
+struct Driver(Child);
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Starts chromedriver on a free port and waits until it answers.
+fn start_chromedriver() -> (Driver, String) {
+    let port = free_port();
+    let child = Command::new("chromedriver")
+        .arg(format!("--port={port}"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("chromedriver (Debian chromium-driver; scripts/install-deps installs it)");
+    let url = format!("http://127.0.0.1:{port}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "chromedriver did not listen");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    (Driver(child), url)
+}
+
+async fn browser(webdriver: &str, profile: &std::path::Path) -> Client {
+    let mut caps = serde_json::Map::new();
+    caps.insert(
+        "goog:chromeOptions".into(),
+        json!({
+            "binary": "/usr/bin/chromium",
+            "args": [
+                "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                "--disable-quic", "--no-first-run", "--disable-background-networking",
+                "--disable-component-update", "--disable-sync", "--window-size=1280,1000",
+                format!("--user-data-dir={}", profile.display()),
+            ],
+        }),
+    );
+    ClientBuilder::native()
+        .capabilities(caps)
+        .connect(webdriver)
+        .await
+        .expect("a Chromium session")
+}
+
+struct Page {
+    client: Client,
+    base: String,
+    shots: PathBuf,
+    shot: u32,
+}
+
+impl Page {
+    async fn go(&self, hash: &str) {
+        self.client
+            .goto(&format!("{}/{hash}", self.base))
+            .await
+            .unwrap();
+    }
+
+    async fn wait(&self, css: &str) -> fantoccini::elements::Element {
+        self.client
+            .wait()
+            .at_most(Duration::from_secs(30))
+            .for_element(Locator::Css(css))
+            .await
+            .unwrap_or_else(|e| panic!("{css} did not appear: {e}"))
+    }
+
+    async fn fill(&self, css: &str, text: &str) {
+        let el = self.wait(css).await;
+        el.clear().await.unwrap();
+        el.send_keys(text).await.unwrap();
+    }
+
+    async fn click(&self, css: &str) {
+        self.wait(css).await.click().await.unwrap();
+    }
+
+    /// Polls the text of `css` (re-found each time: pages re-render) until
+    /// `done` holds; returns it.
+    async fn text_until(&self, css: &str, limit: Duration, done: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Ok(el) = self.client.find(Locator::Css(css)).await {
+                if let Ok(text) = el.text().await {
+                    if done(&text) {
+                        return text;
+                    }
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{css} never showed what was expected"
+            );
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+
+    async fn screenshot(&mut self, name: &str) {
+        self.shot += 1;
+        let png = self.client.screenshot().await.unwrap();
+        std::fs::write(self.shots.join(format!("{:02}-{name}.png", self.shot)), png).unwrap();
+    }
+
+    /// The job id in the current URL (`#/jobs/<id>...`).
+    async fn job_id(&self) -> i64 {
+        let url = self.client.current_url().await.unwrap();
+        let fragment = url.fragment().unwrap_or_default().to_string();
+        fragment
+            .trim_start_matches("/jobs/")
+            .split('/')
+            .next()
+            .and_then(|id| id.parse().ok())
+            .unwrap_or_else(|| panic!("no job id in {url}"))
+    }
+}
+
+fn messages(prefix: &str, ids: &[i64]) -> Vec<(String, String)> {
+    ids.iter()
+        .enumerate()
+        .map(|(i, id)| {
+            (
+                id.to_string(),
+                json!({"id": id, "name": format!("{prefix}{id}-{i}")}).to_string(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn serve_browser_create_source_destination_job_sync_now_and_scheduled_run() {
+    let customers = unique_name("ui_customers");
+    let events = unique_name("ui_events");
+    create_topic(&customers, 2);
+    create_topic(&events, 1);
+    produce(&customers, &messages("c", &[1, 2, 3, 4, 2, 3]));
+    produce(&events, &messages("e", &[1, 2, 3, 4, 5, 6, 7]));
+    let dir = temp_data_dir();
+    let server = Server::start(&dir, Some(ADMIN_PASSWORD));
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(browse(&dir, &server.base, customers, events));
+}
+
+async fn browse(dir: &std::path::Path, base: &str, customers: String, events: String) {
+    let (_driver, webdriver) = start_chromedriver();
+    let client = browser(&webdriver, &dir.join("chromium-profile")).await;
+    let shots = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("screenshots");
+    std::fs::create_dir_all(&shots).unwrap();
+    let mut page = Page {
+        client,
+        base: base.to_string(),
+        shots: shots.clone(),
+        shot: 0,
+    };
+
+    // Log in.
+    page.go("").await;
+    page.fill("#password", ADMIN_PASSWORD).await;
+    page.screenshot("login").await;
+    page.click("#login").await;
+    page.wait("#new-job").await;
+    page.screenshot("jobs-empty").await;
+
+    // A source, tested green.
+    page.go("#/sources/new").await;
+    page.fill("#source-name", "testbed-kafka").await;
+    page.fill("#source-bootstrap_servers", &get("TESTBED_KAFKA_BOOTSTRAP"))
+        .await;
+    page.fill(
+        "#source-topic_pattern",
+        &format!("^({customers}|{events})$"),
+    )
+    .await;
+    page.click("#source-save").await;
+    page.click("#source-test").await;
+    let result = page
+        .text_until("#source-result", Duration::from_secs(60), |t| {
+            t.contains("Connection OK") || t.contains("failed")
+        })
+        .await;
+    assert!(result.contains("Connection OK"), "{result}");
+    page.screenshot("source-tested").await;
+
+    // A destination, tested green.
+    page.go("#/destinations/new").await;
+    page.fill("#destination-name", "testbed-seaweed").await;
+    page.fill("#destination-uri", &get("TESTBED_SEAWEED_URI"))
+        .await;
+    page.fill("#destination-warehouse", &get("TESTBED_SEAWEED_WAREHOUSE"))
+        .await;
+    page.fill(
+        "#destination-credential",
+        &get("TESTBED_SEAWEED_CREDENTIAL"),
+    )
+    .await;
+    page.fill("#destination-s3_endpoint", &get("TESTBED_S3_ENDPOINT"))
+        .await;
+    page.fill("#destination-s3_region", "us-east-1").await;
+    page.fill("#destination-s3_access_key", &get("TESTBED_S3_ACCESS_KEY"))
+        .await;
+    page.fill("#destination-s3_secret_key", &get("TESTBED_S3_SECRET_KEY"))
+        .await;
+    page.click("#destination-save").await;
+    page.click("#destination-test").await;
+    let result = page
+        .text_until("#destination-result", Duration::from_secs(60), |t| {
+            t.contains("Connection OK") || t.contains("failed")
+        })
+        .await;
+    assert!(result.contains("Connection OK"), "{result}");
+    page.screenshot("destination-tested").await;
+
+    // A job: manual for now; two streams, one upsert on id, one append.
+    let job_name = unique_name("ui_job");
+    page.go("#/jobs/new").await;
+    page.fill("#job-name", &job_name).await;
+    page.fill("#job-schedule", "").await;
+    page.click("#job-save").await;
+    page.wait("#streams-table").await;
+    let upsert_row = format!("#stream-{customers}");
+    let append_row = format!("#stream-{events}");
+    page.click(&format!("{upsert_row} .tick")).await;
+    page.wait(&format!("{upsert_row} .mode"))
+        .await
+        .select_by_value("upsert")
+        .await
+        .unwrap();
+    page.wait(&format!("{upsert_row} .keys"))
+        .await
+        .select_by_value("id")
+        .await
+        .unwrap();
+    page.click(&format!("{append_row} .tick")).await;
+    let format_text = page
+        .text_until(&upsert_row, Duration::from_secs(5), |t| !t.is_empty())
+        .await;
+    assert!(format_text.contains("id: long"), "{format_text}");
+    page.screenshot("streams").await;
+    page.click("#streams-save").await;
+    page.wait("#streams").await;
+    let job_id = page.job_id().await;
+
+    // Sync Now: 6 + 7 messages read.
+    page.click(&format!("#sync-{job_id}")).await;
+    let row = page
+        .text_until("#runs tr.run", Duration::from_secs(120), |t| {
+            t.contains("succeeded") || t.contains("failed")
+        })
+        .await;
+    assert!(row.contains("succeeded"), "{row}");
+    let records = page
+        .text_until("#runs tr.run td.records", Duration::from_secs(5), |t| {
+            !t.is_empty()
+        })
+        .await;
+    assert_eq!(records, "13", "history row: {row}");
+    page.screenshot("job-after-sync-now").await;
+    page.click("#runs tr.run a").await;
+    let log = page
+        .text_until("#log", Duration::from_secs(10), |t| !t.is_empty())
+        .await;
+    assert!(log.contains("committed"), "the run's log: {log}");
+    page.screenshot("run").await;
+
+    // Scheduled every minute: the next run picks up 3 new messages.
+    produce(&events, &messages("e", &[8, 9, 10]));
+    page.go(&format!("#/jobs/{job_id}/edit")).await;
+    page.fill("#job-schedule", "* * * * *").await;
+    page.click("#job-save").await;
+    page.wait("#streams-table").await;
+    page.go(&format!("#/jobs/{job_id}")).await;
+    let row = page
+        .text_until("#runs tr.run", Duration::from_secs(150), |t| {
+            t.contains("schedule") && (t.contains("succeeded") || t.contains("failed"))
+        })
+        .await;
+    assert!(row.contains("succeeded"), "{row}");
+    let records = page
+        .text_until("#runs tr.run td.records", Duration::from_secs(5), |t| {
+            !t.is_empty()
+        })
+        .await;
+    assert_eq!(
+        records, "3",
+        "the scheduled run read the new messages: {row}"
+    );
+    page.screenshot("job-after-scheduled-run").await;
+    page.client.close().await.unwrap();
+    eprintln!("screenshots in {}", shots.display());
+}
