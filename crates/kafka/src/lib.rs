@@ -13,6 +13,7 @@ pub mod drain;
 mod error;
 pub mod offsets;
 pub mod ping;
+mod retention;
 pub mod topics;
 
 pub use connection::{KafkaConnection, SaslMechanism, SecurityProtocol};
@@ -22,4 +23,5 @@ pub use drain::{
 pub use error::{KafkaError, KafkaErrorKind};
 pub use offsets::{commit_group_offsets, read_partition_states, PartitionState, TopicPartition};
 pub use ping::{ping, BrokerMetadata};
+pub use retention::topic_retention;
 pub use topics::{select_topics, SelectedTopic, TopicSelection};

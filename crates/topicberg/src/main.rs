@@ -54,6 +54,10 @@ enum Command {
         /// Address to listen on (loopback by default).
         #[arg(long, value_name = "ADDR", default_value = topicberg::serve::DEFAULT_LISTEN)]
         listen: SocketAddr,
+        /// Warn on a job's page when it has not succeeded for longer than
+        /// this fraction of its topics' shortest retention.
+        #[arg(long, value_name = "FRACTION", default_value_t = topicberg::serve::warnings::DEFAULT_RETENTION_WARNING_FRACTION)]
+        retention_warning_fraction: f64,
     },
 }
 
@@ -128,11 +132,16 @@ async fn run(cli: Cli, log_capture: LogCapture) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Command::Serve { data_dir, listen } => {
+        Command::Serve {
+            data_dir,
+            listen,
+            retention_warning_fraction,
+        } => {
             topicberg::serve::serve(topicberg::serve::ServeArgs {
                 data_dir,
                 listen,
                 log_capture,
+                retention_warning_fraction,
             })
             .await?;
             Ok(ExitCode::SUCCESS)

@@ -99,6 +99,8 @@ pub fn cookie_token(headers: &HeaderMap) -> Option<String> {
 pub struct Session {
     /// The SHA-256 of the session token.
     pub token_hash: String,
+    /// The session's CSRF token (for pages to put in their forms).
+    pub csrf: String,
 }
 
 /// Milliseconds since the epoch.
@@ -137,27 +139,77 @@ pub fn setup_needed() -> ApiError {
 }
 
 /// Middleware of every `/api/` route but login and setup: 503 before setup,
-/// 401 without a valid session, 403 on a non-GET without its CSRF token.
+/// 401 without a valid session, 403 on a non-GET without its CSRF token
+/// (the `X-CSRF-Token` header, or a `csrf` field of a url-encoded form).
 pub async fn require_session(
     State(state): State<AppState>,
     mut request: Request,
     next: Next,
 ) -> Response {
-    match check_session(&state, request.method(), request.headers()).await {
-        Ok(session) => {
-            request.extensions_mut().insert(session);
-            next.run(request).await
+    let session = match session_of(&state, request.headers()) {
+        Ok(s) => s,
+        Err(e) => return e.into_response(),
+    };
+    if !matches!(*request.method(), Method::GET | Method::HEAD) {
+        let header = request
+            .headers()
+            .get(CSRF_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
+        let sent = match header {
+            Some(h) => h,
+            None if is_form(request.headers()) => {
+                let (parts, body) = request.into_parts();
+                let bytes = match axum::body::to_bytes(body, MAX_FORM_BYTES).await {
+                    Ok(b) => b,
+                    Err(_) => {
+                        return ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "form too large")
+                            .into_response()
+                    }
+                };
+                let token = form_field(&bytes, "csrf").unwrap_or_default();
+                request = Request::from_parts(parts, axum::body::Body::from(bytes));
+                token
+            }
+            None => String::new(),
+        };
+        if !constant_time_eq(sent.as_bytes(), session.csrf.as_bytes()) {
+            return ApiError::new(
+                StatusCode::FORBIDDEN,
+                "missing or wrong X-CSRF-Token header (the csrf value login returned)",
+            )
+            .into_response();
         }
-        Err(e) => e.into_response(),
     }
+    request.extensions_mut().insert(session);
+    next.run(request).await
 }
 
-async fn check_session(
-    state: &AppState,
-    method: &Method,
-    headers: &HeaderMap,
-) -> Result<Session, ApiError> {
-    let store = state.store.clone();
+/// The largest url-encoded form the CSRF check reads.
+const MAX_FORM_BYTES: usize = 1 << 20;
+
+fn is_form(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/x-www-form-urlencoded"))
+}
+
+/// A url-encoded form's field whose value needs no decoding (tokens are
+/// URL-safe base64).
+fn form_field(body: &[u8], name: &str) -> Option<String> {
+    std::str::from_utf8(body)
+        .ok()?
+        .split('&')
+        .filter_map(|kv| kv.split_once('='))
+        .find(|(k, _)| *k == name)
+        .map(|(_, v)| v.to_string())
+}
+
+/// The request's session (no CSRF check): 503 before setup, 401 without a
+/// valid, unexpired session. For pages that need the login too.
+pub fn session_of(state: &AppState, headers: &HeaderMap) -> Result<Session, ApiError> {
+    let store = &state.store;
     if store.admin()?.is_none() {
         return Err(setup_needed());
     }
@@ -169,19 +221,10 @@ async fn check_session(
         store.delete_session(&hash)?;
         return Err(unauthorized());
     }
-    if !matches!(*method, Method::GET | Method::HEAD) {
-        let sent = headers
-            .get(CSRF_HEADER)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or_default();
-        if !constant_time_eq(sent.as_bytes(), csrf.as_bytes()) {
-            return Err(ApiError::new(
-                StatusCode::FORBIDDEN,
-                "missing or wrong X-CSRF-Token header (the csrf value login returned)",
-            ));
-        }
-    }
-    Ok(Session { token_hash: hash })
+    Ok(Session {
+        token_hash: hash,
+        csrf,
+    })
 }
 
 #[cfg(test)]
@@ -206,5 +249,10 @@ mod tests {
             "a=1; topicberg_session=tok; b=2".parse().unwrap(),
         );
         assert_eq!(cookie_token(&headers).as_deref(), Some("tok"));
+        assert_eq!(
+            form_field(b"a=1&csrf=abc-_9&b=2", "csrf").as_deref(),
+            Some("abc-_9")
+        );
+        assert_eq!(form_field(b"a=1", "csrf"), None);
     }
 }

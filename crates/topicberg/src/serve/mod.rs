@@ -11,6 +11,7 @@ pub mod runner;
 pub mod scheduler;
 pub mod store;
 pub mod ui;
+pub mod warnings;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -42,6 +43,8 @@ pub struct ServeArgs {
     /// tracing subscriber (`runner::log_capture_layer`); runs' logs stay
     /// empty without it.
     pub log_capture: runner::LogCapture,
+    /// See [`AppState::retention_warning_fraction`].
+    pub retention_warning_fraction: f64,
 }
 
 /// What every request handler shares.
@@ -53,6 +56,9 @@ pub struct AppState {
     pub runner: Runner,
     /// The Prometheus metrics.
     pub metrics: Metrics,
+    /// A job that has not succeeded for longer than this fraction of its
+    /// topics' shortest retention gets a warning on its page.
+    pub retention_warning_fraction: f64,
 }
 
 /// Errors that stop the service from starting.
@@ -148,6 +154,7 @@ pub async fn serve(args: ServeArgs) -> Result<(), ServeError> {
         store,
         runner: runner.clone(),
         metrics,
+        retention_warning_fraction: args.retention_warning_fraction,
     };
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await

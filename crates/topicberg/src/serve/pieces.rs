@@ -156,6 +156,12 @@ pub fn assemble_job_toml(job: &JobPieces<'_>, secrets: Secrets<'_>) -> Result<St
         );
     }
     let mut source = piece_table(PieceKind::Source, job.source, secrets)?;
+    if !job.streams.is_empty() {
+        // The ticked streams are the job's topics (the job file's rule
+        // without a pattern); the source's pattern only offers topics to
+        // tick on the streams page.
+        source.remove("topic_pattern");
+    }
     let mut destination = piece_table(PieceKind::Destination, job.destination, secrets)?;
     if let Some(ns) = job.namespace.filter(|n| !n.is_empty()) {
         destination.insert("namespace".into(), toml::Value::String(ns.to_string()));

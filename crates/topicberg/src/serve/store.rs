@@ -173,7 +173,20 @@ impl Store {
             path: data_dir.display().to_string(),
             source,
         })?;
-        let conn = Connection::open(data_dir.join(DB_FILE))?;
+        let db = data_dir.join(DB_FILE);
+        let conn = Connection::open(&db)?;
+        // The file holds the sources' and destinations' secrets: owner only
+        // (SQLite gives the -wal and -shm files the same mode).
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o600)).map_err(
+                |source| StoreError::Io {
+                    path: db.display().to_string(),
+                    source,
+                },
+            )?;
+        }
         conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get::<_, String>(0))?;
         conn.execute_batch(
             "PRAGMA foreign_keys=ON; PRAGMA busy_timeout=5000; PRAGMA synchronous=NORMAL;",
@@ -734,6 +747,15 @@ mod tests {
         ));
         drop(store);
         let store = Store::open(&dir).unwrap();
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(dir.join(DB_FILE))
+                .unwrap()
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o777, 0o600);
+        }
         assert_eq!(store.job(jid).unwrap().schedule, "every 5 minutes");
         let runs = store.runs(jid, 10).unwrap();
         assert_eq!(runs[0].status, "succeeded");

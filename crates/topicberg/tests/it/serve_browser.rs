@@ -14,7 +14,7 @@ use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::json;
 
 use crate::serve_support::{temp_data_dir, Server, ADMIN_PASSWORD};
-use crate::support::{create_topic, produce};
+use crate::support::{create_topic, create_topic_with_retention, produce};
 use crate::testbed::{get, unique_name};
 
 struct Driver(Child);
@@ -97,14 +97,31 @@ impl Page {
             .unwrap_or_else(|e| panic!("{css} did not appear: {e}"))
     }
 
+    /// Types `text` into `css` (found again if the page re-rendered it
+    /// meanwhile).
     async fn fill(&self, css: &str, text: &str) {
-        let el = self.wait(css).await;
-        el.clear().await.unwrap();
-        el.send_keys(text).await.unwrap();
+        for attempt in 1..=3 {
+            let el = self.wait(css).await;
+            let typed = match el.clear().await {
+                Ok(()) => el.send_keys(text).await,
+                Err(e) => Err(e),
+            };
+            match typed {
+                Ok(()) => return,
+                Err(e) if attempt < 3 && is_stale(&e) => continue,
+                Err(e) => panic!("typing into {css}: {e}"),
+            }
+        }
     }
 
     async fn click(&self, css: &str) {
-        self.wait(css).await.click().await.unwrap();
+        for attempt in 1..=3 {
+            match self.wait(css).await.click().await {
+                Ok(()) => return,
+                Err(e) if attempt < 3 && is_stale(&e) => continue,
+                Err(e) => panic!("clicking {css}: {e}"),
+            }
+        }
     }
 
     /// Polls the text of `css` (re-found each time: pages re-render) until
@@ -146,6 +163,10 @@ impl Page {
     }
 }
 
+fn is_stale(e: &fantoccini::error::CmdError) -> bool {
+    e.to_string().contains("stale element")
+}
+
 fn messages(prefix: &str, ids: &[i64]) -> Vec<(String, String)> {
     ids.iter()
         .enumerate()
@@ -162,21 +183,37 @@ fn messages(prefix: &str, ids: &[i64]) -> Vec<(String, String)> {
 fn serve_browser_create_source_destination_job_sync_now_and_scheduled_run() {
     let customers = unique_name("ui_customers");
     let events = unique_name("ui_events");
-    create_topic(&customers, 2);
+    // Offered by the source, not ticked: never synced.
+    let unticked = unique_name("ui_unticked");
+    // A day of retention: with the warning fraction set tiny below, any
+    // time without a success is "too long", so the job page warns.
+    create_topic_with_retention(&customers, 2, 24 * 3_600_000);
     create_topic(&events, 1);
+    create_topic(&unticked, 1);
+    produce(&unticked, &messages("u", &[1, 2, 3, 4, 5]));
     produce(&customers, &messages("c", &[1, 2, 3, 4, 2, 3]));
     produce(&events, &messages("e", &[1, 2, 3, 4, 5, 6, 7]));
     let dir = temp_data_dir();
-    let server = Server::start(&dir, Some(ADMIN_PASSWORD));
+    let server = Server::start_with(
+        &dir,
+        Some(ADMIN_PASSWORD),
+        &["--retention-warning-fraction", "0.0000001"],
+    );
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .unwrap()
-        .block_on(browse(&dir, &server.base, customers, events));
+        .block_on(browse(&dir, &server.base, customers, events, unticked));
 }
 
-async fn browse(dir: &std::path::Path, base: &str, customers: String, events: String) {
+async fn browse(
+    dir: &std::path::Path,
+    base: &str,
+    customers: String,
+    events: String,
+    unticked: String,
+) {
     let (_driver, webdriver) = start_chromedriver();
     let client = browser(&webdriver, &dir.join("chromium-profile")).await;
     let shots = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("screenshots");
@@ -203,7 +240,7 @@ async fn browse(dir: &std::path::Path, base: &str, customers: String, events: St
         .await;
     page.fill(
         "#source-topic_pattern",
-        &format!("^({customers}|{events})$"),
+        &format!("^({customers}|{events}|{unticked})$"),
     )
     .await;
     page.click("#source-save").await;
@@ -252,6 +289,7 @@ async fn browse(dir: &std::path::Path, base: &str, customers: String, events: St
     page.fill("#job-schedule", "").await;
     page.click("#job-save").await;
     page.wait("#streams-table").await;
+    page.wait(&format!("#stream-{unticked}")).await;
     let upsert_row = format!("#stream-{customers}");
     let append_row = format!("#stream-{events}");
     page.click(&format!("{upsert_row} .tick")).await;
@@ -288,7 +326,19 @@ async fn browse(dir: &std::path::Path, base: &str, customers: String, events: St
             !t.is_empty()
         })
         .await;
-    assert_eq!(records, "13", "history row: {row}");
+    assert_eq!(
+        records, "13",
+        "history row (the unticked topic is not read): {row}"
+    );
+    let warning = page
+        .text_until(".banner.warn", Duration::from_secs(10), |t| !t.is_empty())
+        .await;
+    assert!(
+        warning.contains(&format!(
+            "shortest retention of its topics ({customers}: 24.0 h)"
+        )),
+        "{warning}"
+    );
     page.screenshot("job-after-sync-now").await;
     page.click("#runs tr.run a").await;
     let log = page

@@ -152,7 +152,8 @@ fn metric(text: &str, prefix: &str) -> Option<f64> {
 /// snapshot, group offsets unmoved), deletes the data files it wrote and is
 /// recorded as cancelled with its log; the next run reads every message
 /// exactly once. The runner refuses a second run of the job meanwhile, and
-/// the metrics follow each run.
+/// the metrics follow each run. A shutdown in the middle of a drain cancels
+/// the run and waits until it is recorded.
 #[test]
 fn a_cancelled_run_commits_nothing_and_the_next_run_reads_everything_once() {
     let capture = capture();
@@ -367,5 +368,42 @@ fn a_cancelled_run_commits_nothing_and_the_next_run_reads_everything_once() {
         ) == Some(3.0),
         "{text}"
     );
+
+    // Shutdown in the middle of a run's drain: `wait_idle` cancels it, waits
+    // until it is recorded, and refuses new runs.
+    let third = messages(210_030..420_030, 3);
+    produce_to_partitions(&plaintext(), &topic, &third);
+    throttle_consumer(&get("TESTBED_KAFKA_BOOTSTRAP"), &job.group(), 1 << 18);
+    let run_id = start(Trigger::Schedule).unwrap();
+    wait_until("the run to read messages", Duration::from_secs(120), || {
+        let log = runner.logs().current(run_id).unwrap_or_default();
+        log.contains("sync in progress") || store.finished(run_id).is_some()
+    });
+    assert!(
+        store.finished(run_id).is_none(),
+        "the run ended before the shutdown"
+    );
+    let shutdown_started = Instant::now();
     rt.block_on(runner.wait_idle());
+    let shutdown_took = shutdown_started.elapsed();
+    throttle_consumer(&get("TESTBED_KAFKA_BOOTSTRAP"), &job.group(), 0);
+    let run = store
+        .finished(run_id)
+        .expect("recorded before wait_idle returned");
+    eprintln!("shutdown took {shutdown_took:?}");
+    assert_eq!(
+        run.status,
+        RunStatus::Cancelled,
+        "{:?}\n{}",
+        run.error,
+        run.log
+    );
+    assert!(shutdown_took < Duration::from_secs(10), "{shutdown_took:?}");
+    assert!(!runner.is_running(1));
+    assert!(matches!(
+        start(Trigger::Manual),
+        Err(StartError::ShuttingDown)
+    ));
+    let (_, snapshots) = table_state(&rt, &config, &table);
+    assert_eq!(snapshots, snapshots_before + 1, "only run 3 committed");
 }

@@ -41,6 +41,11 @@ impl Server {
     /// `TOPICBERG_ADMIN_PASSWORD` set when `password` is given, and waits
     /// (polling `/healthz`, 60 s deadline) until it answers.
     pub fn start(data_dir: &Path, password: Option<&str>) -> Server {
+        Self::start_with(data_dir, password, &[])
+    }
+
+    /// [`Server::start`] with more `serve` arguments.
+    pub fn start_with(data_dir: &Path, password: Option<&str>, args: &[&str]) -> Server {
         let port = free_port();
         let log_path = data_dir.join(format!("serve-{port}.log"));
         let log = std::fs::File::create(&log_path).unwrap();
@@ -48,6 +53,7 @@ impl Server {
         cmd.args(["serve", "--data-dir"])
             .arg(data_dir)
             .args(["--listen", &format!("127.0.0.1:{port}")])
+            .args(args)
             .env("TOPICBERG_LOG", "info")
             .env_remove("TOPICBERG_ADMIN_PASSWORD")
             .stdout(Stdio::null())
@@ -259,6 +265,18 @@ impl Client {
             path,
             Some(("application/toml", text.to_string())),
             true,
+        )
+        .unwrap()
+    }
+
+    /// `POST path` with a url-encoded form body and no CSRF header (the
+    /// form carries it, as the UI's forms do).
+    pub fn post_form(&self, path: &str, form: &str) -> Reply {
+        self.send(
+            reqwest::Method::POST,
+            path,
+            Some(("application/x-www-form-urlencoded", form.to_string())),
+            false,
         )
         .unwrap()
     }

@@ -40,6 +40,30 @@ pub fn create_topic(topic: &str, partitions: i32) {
     }
 }
 
+/// Creates a topic whose messages are kept `retention_ms` milliseconds.
+pub fn create_topic_with_retention(topic: &str, partitions: i32, retention_ms: i64) {
+    let admin: AdminClient<DefaultClientContext> =
+        plaintext().client_config().create().expect("admin client");
+    let options = AdminOptions::new().operation_timeout(Some(Duration::from_secs(20)));
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let retention = retention_ms.to_string();
+    let results = rt
+        .block_on(
+            admin.create_topics(
+                &[NewTopic::new(topic, partitions, TopicReplication::Fixed(1))
+                    .set("retention.ms", &retention)],
+                &options,
+            ),
+        )
+        .expect("create_topics request");
+    for r in results {
+        r.unwrap_or_else(|(t, e)| panic!("creating topic {t}: {e}"));
+    }
+}
+
 /// Produces `(key, value)` messages (default partitioner: by key) and waits
 /// until the broker acknowledged every one.
 pub fn produce(topic: &str, messages: &[(String, String)]) {

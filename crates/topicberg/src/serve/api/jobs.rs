@@ -170,7 +170,38 @@ async fn create_job(
 }
 
 async fn get_job(State(state): State<AppState>, Path(id): Path<i64>) -> ApiResult<Json<Value>> {
-    Ok(Json(job_json(&state, &state.store.job(id)?)?))
+    let job = state.store.job(id)?;
+    let mut out = job_json(&state, &job)?;
+    out["warnings"] = json!(job_warnings(&state, &job).await?);
+    Ok(Json(out))
+}
+
+/// The warnings of a job's page: too long without a successful sync for
+/// its topics' retention (see `serve::warnings`).
+async fn job_warnings(state: &AppState, job: &JobRow) -> ApiResult<Vec<String>> {
+    let runs = state.store.runs(job.id, 10_000)?;
+    let last_success = runs.iter().find(|r| r.status == "succeeded");
+    let Some(since) = last_success.or(runs.last()).map(|r| r.started_ms) else {
+        return Ok(Vec::new());
+    };
+    let text = crate::serve::run_store::RunStore::job_toml(&state.store, job.id)
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e))?;
+    let Ok(config) = topicberg_core::JobConfig::from_toml_str(&text, |_| None) else {
+        return Ok(Vec::new());
+    };
+    match crate::serve::warnings::job_topic_retention(&config).await {
+        Ok(retention) => Ok(crate::serve::warnings::retention_warning(
+            crate::serve::auth::now_ms() - since,
+            &retention,
+            state.retention_warning_fraction,
+            last_success.is_some(),
+        )
+        .into_iter()
+        .collect()),
+        Err(e) => Ok(vec![format!(
+            "Could not read the topics' retention to check the replay window: {e}"
+        )]),
+    }
 }
 
 async fn update_job(
@@ -203,7 +234,14 @@ async fn delete_job(State(state): State<AppState>, Path(id): Path<i64>) -> ApiRe
 /// their inferred columns, their stream settings, and the delete format an
 /// upsert table gets from `target_engines` (with the reason, or why none fits).
 async fn streams(State(state): State<AppState>, Path(id): Path<i64>) -> ApiResult<Json<Value>> {
-    state.store.job(id)?;
+    let job = state.store.job(id)?;
+    let offered = state
+        .store
+        .piece(PieceKind::Source, job.source_id)?
+        .config
+        .get("topic_pattern")
+        .and_then(Value::as_str)
+        .map(str::to_string);
     let text = state
         .store
         .job_toml(id)
@@ -215,7 +253,11 @@ async fn streams(State(state): State<AppState>, Path(id): Path<i64>) -> ApiResul
             problems: e.problems().iter().map(ToString::to_string).collect(),
         })?;
     let discovered = tokio::task::spawn_blocking({
-        let config = config.clone();
+        // Every topic the source offers, not only the ticked ones.
+        let mut config = config.clone();
+        if offered.is_some() {
+            config.source.topic_pattern = offered.clone();
+        }
         move || crate::discover::discover(&config)
     })
     .await

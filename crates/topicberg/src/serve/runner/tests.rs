@@ -126,10 +126,12 @@ async fn never_two_runs_of_one_job_and_shutdown_refuses_new_runs() {
         .expect("the run ended");
     assert!(!runner.is_running(slow));
     let run = store.run(first).finished.expect("recorded before idle");
-    eprintln!("unreachable broker: {:?} {:?}", run.status, run.error);
     assert_eq!(run.status, RunStatus::Failed, "{run:?}");
     assert!(
-        run.error.as_deref().unwrap_or("").contains("127.0.0.1:1"),
+        run.error
+            .as_deref()
+            .unwrap_or("")
+            .contains("listing topics"),
         "{run:?}"
     );
     assert_eq!(runner.current_run(slow), None);

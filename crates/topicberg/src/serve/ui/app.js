@@ -114,6 +114,13 @@ async function route() {
 }
 
 window.addEventListener("hashchange", route);
+
+// Shows `hash`: a new hash renders through "hashchange", the same one is
+// rendered again here (never both: a page renders once per action).
+function go(hash) {
+  if (location.hash === hash) route();
+  else location.hash = hash;
+}
 document.getElementById("logout").addEventListener("click", async () => {
   try { await api("POST", "/api/logout"); } catch (_) { /* logged out anyway */ }
   csrf = null;
@@ -338,7 +345,7 @@ function pieceForm(kind, current) {
     class: "card", id: `${kind}-form`,
     onsubmit: async (ev) => {
       ev.preventDefault();
-      try { const saved = await save(); location.hash = `#/${plural}/${saved.id}`; route(); }
+      try { const saved = await save(); go(`#/${plural}/${saved.id}`); }
       catch (e) { msg.replaceChildren(errorBanner(e)); }
     },
   },
@@ -364,7 +371,7 @@ function pieceForm(kind, current) {
         type: "button",
         onclick: async () => {
           if (!confirm(`Delete ${current.name}?`)) return;
-          try { await api("DELETE", `/api/${plural}/${current.id}`); location.hash = `#/${plural}`; }
+          try { await api("DELETE", `/api/${plural}/${current.id}`); go(`#/${plural}`); }
           catch (e) { msg.replaceChildren(errorBanner(e)); }
         },
       }, "Delete") : null),
@@ -409,7 +416,7 @@ async function jobForm(id) {
         };
         try {
           const saved = job ? await api("PUT", `/api/jobs/${job.id}`, body) : await api("POST", "/api/jobs", body);
-          location.hash = `#/jobs/${saved.id}/streams`;
+          go(`#/jobs/${saved.id}/streams`);
         } catch (e) { msg.replaceChildren(errorBanner(e)); }
       },
     },
@@ -470,7 +477,7 @@ async function streamsPage(id) {
           return s;
         });
         const body = { ...job, namespace: namespace.value === found.namespace ? job.namespace : namespace.value, streams };
-        try { await api("PUT", `/api/jobs/${id}`, body); location.hash = `#/jobs/${id}`; }
+        try { await api("PUT", `/api/jobs/${id}`, body); go(`#/jobs/${id}`); }
         catch (e) { msg.replaceChildren(errorBanner(e)); }
       },
     }, "Save streams")),
