@@ -144,6 +144,17 @@ pub async fn serve(args: ServeArgs) -> Result<(), ServeError> {
         );
     }
     let metrics = Metrics::default();
+    // Seconds since the last success survive a restart: seed them from the history.
+    for job in store.jobs()? {
+        if let Some(done) = store
+            .runs(job.id, 10_000)?
+            .into_iter()
+            .find(|r| r.status == "succeeded")
+            .and_then(|r| r.finished_ms)
+        {
+            metrics.set_last_success(&job.name, done);
+        }
+    }
     let run_store: Arc<dyn RunStore> = Arc::new(store.clone());
     let runner = Runner::new(Arc::clone(&run_store), metrics.clone())
         .with_data_dir(store.data_dir())

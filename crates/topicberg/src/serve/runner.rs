@@ -60,6 +60,9 @@ struct Shared {
     /// How many runs are in progress (for [`Runner::wait_idle`]).
     count: tokio::sync::watch::Sender<usize>,
     closed: AtomicBool,
+    /// Woken when a job's schedule changed, so the scheduler looks again
+    /// instead of at its next rescan.
+    schedules_changed: tokio::sync::Notify,
 }
 
 struct Active {
@@ -83,8 +86,20 @@ impl Runner {
                 running: Mutex::new(HashMap::new()),
                 count: tokio::sync::watch::channel(0).0,
                 closed: AtomicBool::new(false),
+                schedules_changed: tokio::sync::Notify::new(),
             }),
         }
+    }
+
+    /// Tells the scheduler that a job's schedule (or paused flag) changed.
+    pub fn schedules_changed(&self) {
+        self.shared.schedules_changed.notify_one();
+    }
+
+    /// Resolves when [`Self::schedules_changed`] was called (since the last
+    /// time this resolved).
+    pub async fn schedule_change(&self) {
+        self.shared.schedules_changed.notified().await;
     }
 
     /// Resolves a job's relative paths (`[sync] state_dir`, an embedded

@@ -361,6 +361,7 @@ pub fn spawn_scheduler(
             let wait = timers.sleep_for(Utc::now());
             tokio::select! {
                 _ = tokio::time::sleep(wait) => {}
+                _ = runner.schedule_change() => {}
                 changed = shutdown.changed() => {
                     if changed.is_err() {
                         break;

@@ -165,6 +165,7 @@ async fn create_job(
     validate_job(&state, &job)?;
     let id = state.store.insert_job(&job)?;
     tracing::info!(id, name = %job.name, "job created");
+    state.runner.schedules_changed();
     let job = state.store.job(id)?;
     Ok((StatusCode::CREATED, Json(job_json(&state, &job)?)).into_response())
 }
@@ -214,6 +215,7 @@ async fn update_job(
     validate_job(&state, &job)?;
     state.store.update_job(&job)?;
     tracing::info!(id, name = %job.name, "job updated");
+    state.runner.schedules_changed();
     Ok(Json(job_json(&state, &state.store.job(id)?)?))
 }
 
@@ -345,7 +347,9 @@ async fn pause(State(state): State<AppState>, Path(id): Path<i64>) -> ApiResult<
 }
 
 async fn resume(State(state): State<AppState>, Path(id): Path<i64>) -> ApiResult<Json<Value>> {
-    set_paused(&state, id, false).await
+    let resumed = set_paused(&state, id, false).await;
+    state.runner.schedules_changed();
+    resumed
 }
 
 /// `GET /api/jobs/{id}/export`: the job file, secrets as `${TOPICBERG_..}`.
