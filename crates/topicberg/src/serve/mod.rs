@@ -146,12 +146,9 @@ pub async fn serve(args: ServeArgs) -> Result<(), ServeError> {
     let metrics = Metrics::default();
     // Seconds since the last success survive a restart: seed them from the history.
     for job in store.jobs()? {
-        if let Some(done) = store
-            .runs(job.id, 10_000)?
-            .into_iter()
-            .find(|r| r.status == "succeeded")
-            .and_then(|r| r.finished_ms)
-        {
+        let (last_success, _) =
+            store.latest_run_with_status(job.id, run_store::RunStatus::Succeeded.as_str())?;
+        if let Some(done) = last_success.and_then(|r| r.finished_ms) {
             metrics.set_last_success(&job.name, done);
         }
     }

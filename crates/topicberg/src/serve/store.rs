@@ -494,6 +494,30 @@ impl Store {
             .collect()
     }
 
+    /// The job's newest run with `status` (e.g. the last success), and the
+    /// start of its first run of any status.
+    pub fn latest_run_with_status(
+        &self,
+        job_id: i64,
+        status: &str,
+    ) -> Result<(Option<RunRow>, Option<i64>), StoreError> {
+        let conn = self.conn();
+        let latest = conn
+            .query_row(
+                &format!("{RUN_SELECT} WHERE job_id = ?1 AND status = ?2 ORDER BY id DESC LIMIT 1"),
+                params![job_id, status],
+                run_row,
+            )
+            .optional()?
+            .transpose()?;
+        let first_started = conn.query_row(
+            "SELECT MIN(started_ms) FROM runs WHERE job_id = ?1",
+            [job_id],
+            |r| r.get::<_, Option<i64>>(0),
+        )?;
+        Ok((latest, first_started))
+    }
+
     /// One run.
     pub fn run(&self, id: i64) -> Result<RunRow, StoreError> {
         self.conn()

@@ -72,8 +72,7 @@ pub async fn commit_dead_letters(
         .ensure_table(namespace, &name, &dlq_columns(), FormatVersion::V2)
         .await
         .map_err(|e| format!("dead-letter table {qualified}: {e}"))?;
-    let history = handle.snapshot_summaries();
-    let recorded = TableOffsets::from_history(history.iter().map(|s| &s.summary))?;
+    let recorded = TableOffsets::of_table(&handle)?;
     let fresh: Vec<&DeadRecord> = dead
         .iter()
         .filter(|d| {

@@ -164,8 +164,7 @@ pub async fn run_sync_with(
         }
         match target.load_table(&namespace, &settings.table).await {
             Ok(handle) => {
-                let history = handle.snapshot_summaries();
-                match TableOffsets::from_history(history.iter().map(|s| &s.summary)) {
+                match TableOffsets::of_table(&handle) {
                     Ok(o) => state.offsets = o,
                     Err(e) => state.fail(e),
                 }

@@ -42,6 +42,13 @@ impl TableOffsets {
         }
     }
 
+    /// The offsets recorded in a loaded table's `main` history
+    /// ([`Self::from_history`]).
+    pub fn of_table(handle: &topicberg_iceberg::TableHandle) -> Result<Self, String> {
+        let history = handle.snapshot_summaries();
+        Self::from_history(history.iter().map(|s| &s.summary))
+    }
+
     /// The next offset recorded for a partition.
     pub fn get(&self, topic: &str, partition: i32) -> Option<i64> {
         self.0.get(topic).and_then(|p| p.get(&partition)).copied()

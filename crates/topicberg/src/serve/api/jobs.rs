@@ -12,7 +12,7 @@ use topicberg_core::JobConfig;
 
 use super::{iso, ApiError, ApiJson, ApiResult};
 use crate::serve::pieces::{self, Piece, PieceKind, Secrets};
-use crate::serve::run_store::{RunStore, Trigger};
+use crate::serve::run_store::{RunStatus, RunStore, Trigger};
 use crate::serve::runner::StartError;
 use crate::serve::scheduler;
 use crate::serve::store::{JobRow, RunRow};
@@ -180,14 +180,21 @@ async fn get_job(State(state): State<AppState>, Path(id): Path<i64>) -> ApiResul
 /// The warnings of a job's page: too long without a successful sync for
 /// its topics' retention (see `serve::warnings`).
 async fn job_warnings(state: &AppState, job: &JobRow) -> ApiResult<Vec<String>> {
-    let runs = state.store.runs(job.id, 10_000)?;
-    let last_success = runs.iter().find(|r| r.status == "succeeded");
-    let Some(since) = last_success.or(runs.last()).map(|r| r.started_ms) else {
+    let (last_success, first_started) = state
+        .store
+        .latest_run_with_status(job.id, RunStatus::Succeeded.as_str())?;
+    let Some(since) = last_success
+        .as_ref()
+        .map(|r| r.started_ms)
+        .or(first_started)
+    else {
         return Ok(Vec::new());
     };
-    let text = crate::serve::run_store::RunStore::job_toml(&state.store, job.id)
+    let text = state
+        .store
+        .job_toml(job.id)
         .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e))?;
-    let Ok(config) = topicberg_core::JobConfig::from_toml_str(&text, |_| None) else {
+    let Ok(config) = JobConfig::from_toml_str(&text, |_| None) else {
         return Ok(Vec::new());
     };
     match crate::serve::warnings::job_topic_retention(&config).await {
