@@ -36,13 +36,7 @@ fn setup(catalog: Catalog, n: usize) -> (String, Job, FaultProxy) {
     let topic = unique_name("cat_faults");
     create_topic(&topic, 2);
     produce(&topic, &messages(0, n));
-    let upstream = get(&format!(
-        "TESTBED_{}_URI",
-        match catalog {
-            Catalog::Seaweed => "SEAWEED",
-            Catalog::Fixture => "FIXTURE",
-        }
-    ));
+    let upstream = get(&format!("TESTBED_{}_URI", catalog.prefix()));
     let proxy = FaultProxy::start(&upstream);
     let job = Job::new(catalog, &[&topic], "", "");
     proxy.point_catalog(&job, catalog);

@@ -406,7 +406,7 @@ impl FaultProxy {
     /// Points the job's catalog `uri` (and so its token endpoint, which
     /// defaults to `<uri>/v1/oauth/tokens`) at this proxy.
     pub fn point_catalog(&self, job: &Job, catalog: Catalog) {
-        let uri = get(&format!("TESTBED_{}_URI", prefix(catalog)));
+        let uri = get(&format!("TESTBED_{}_URI", catalog.prefix()));
         replace_in_job(
             job,
             &format!("uri = \"{uri}\""),
@@ -419,13 +419,6 @@ fn replace_in_job(job: &Job, old: &str, new: &str) {
     let text = std::fs::read_to_string(&job.path).unwrap();
     assert!(text.contains(old), "{old} not in {text}");
     std::fs::write(&job.path, text.replacen(old, new, 1)).unwrap();
-}
-
-fn prefix(catalog: Catalog) -> &'static str {
-    match catalog {
-        Catalog::Seaweed => "SEAWEED",
-        Catalog::Fixture => "FIXTURE",
-    }
 }
 
 /// A `topicberg sync` that may fail: its output and its JSON report.
@@ -472,7 +465,7 @@ pub fn snapshot_count(catalog: Catalog, job: &Job, topic: &str) -> usize {
         .build()
         .unwrap();
     runtime.block_on(async {
-        let target = IcebergTarget::connect(&catalog_config(prefix(catalog)), storage_config())
+        let target = IcebergTarget::connect(&catalog_config(catalog.prefix()), storage_config())
             .await
             .expect("connect");
         let namespace = vec![format!("{}_topics", job.name)];

@@ -44,7 +44,8 @@ pub(crate) fn storage_config() -> StorageConfig {
     })
 }
 
-async fn connect(catalog: &str) -> IcebergTarget {
+/// A target on the test bed's `catalog` (`SEAWEED` or `FIXTURE`) and S3.
+pub(crate) async fn connect(catalog: &str) -> IcebergTarget {
     IcebergTarget::connect(&catalog_config(catalog), storage_config())
         .await
         .unwrap_or_else(|e| panic!("{catalog} catalog: {e}; run scripts/testbed up"))

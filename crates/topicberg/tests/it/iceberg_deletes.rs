@@ -11,16 +11,8 @@ use topicberg_iceberg::{
     is_stale_deletes, DataFile, FormatVersion, IcebergTarget, RoaringTreemap, RowDelta, TableHandle,
 };
 
-use crate::iceberg_append::{
-    batch, canonical, catalog_config, columns, read, rows, storage_config, Row,
-};
+use crate::iceberg_append::{batch, canonical, columns, connect, read, rows, Row};
 use crate::testbed::{command, get, unique_name};
-
-async fn connect(catalog: &str) -> IcebergTarget {
-    IcebergTarget::connect(&catalog_config(catalog), storage_config())
-        .await
-        .unwrap_or_else(|e| panic!("{catalog} catalog: {e}; run scripts/testbed up"))
-}
 
 /// Appends rows with ids `first..first + count` as one data file; returns it.
 async fn append_file(

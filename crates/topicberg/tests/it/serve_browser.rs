@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::json;
 
-use crate::serve_support::{temp_data_dir, Server, ADMIN_PASSWORD};
+use crate::serve_support::{free_port, temp_data_dir, Server, ADMIN_PASSWORD};
 use crate::support::{create_topic, create_topic_with_retention, produce};
 use crate::testbed::{get, unique_name};
 
@@ -24,14 +24,6 @@ impl Drop for Driver {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// Starts chromedriver on a free port and waits until it answers.

@@ -28,7 +28,8 @@ pub fn temp_data_dir() -> PathBuf {
     dir
 }
 
-fn free_port() -> u16 {
+/// A port nothing listens on right now.
+pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()

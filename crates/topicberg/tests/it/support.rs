@@ -22,26 +22,19 @@ pub fn plaintext() -> KafkaConnection {
 
 /// Creates a topic with `partitions` partitions.
 pub fn create_topic(topic: &str, partitions: i32) {
-    let admin: AdminClient<DefaultClientContext> =
-        plaintext().client_config().create().expect("admin client");
-    let options = AdminOptions::new().operation_timeout(Some(Duration::from_secs(20)));
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let results = rt
-        .block_on(admin.create_topics(
-            &[NewTopic::new(topic, partitions, TopicReplication::Fixed(1))],
-            &options,
-        ))
-        .expect("create_topics request");
-    for r in results {
-        r.unwrap_or_else(|(t, e)| panic!("creating topic {t}: {e}"));
-    }
+    create_topic_with_config(topic, partitions, &[]);
 }
 
 /// Creates a topic whose messages are kept `retention_ms` milliseconds.
 pub fn create_topic_with_retention(topic: &str, partitions: i32, retention_ms: i64) {
+    create_topic_with_config(
+        topic,
+        partitions,
+        &[("retention.ms", &retention_ms.to_string())],
+    );
+}
+
+fn create_topic_with_config(topic: &str, partitions: i32, config: &[(&str, &str)]) {
     let admin: AdminClient<DefaultClientContext> =
         plaintext().client_config().create().expect("admin client");
     let options = AdminOptions::new().operation_timeout(Some(Duration::from_secs(20)));
@@ -49,15 +42,12 @@ pub fn create_topic_with_retention(topic: &str, partitions: i32, retention_ms: i
         .enable_all()
         .build()
         .unwrap();
-    let retention = retention_ms.to_string();
+    let mut new_topic = NewTopic::new(topic, partitions, TopicReplication::Fixed(1));
+    for (key, value) in config {
+        new_topic = new_topic.set(key, value);
+    }
     let results = rt
-        .block_on(
-            admin.create_topics(
-                &[NewTopic::new(topic, partitions, TopicReplication::Fixed(1))
-                    .set("retention.ms", &retention)],
-                &options,
-            ),
-        )
+        .block_on(admin.create_topics(&[new_topic], &options))
         .expect("create_topics request");
     for r in results {
         r.unwrap_or_else(|(t, e)| panic!("creating topic {t}: {e}"));
@@ -125,7 +115,8 @@ impl Catalog {
         }
     }
 
-    fn prefix(self) -> &'static str {
+    /// The prefix of its `TESTBED_<PREFIX>_*` variables.
+    pub fn prefix(self) -> &'static str {
         match self {
             Catalog::Seaweed => "SEAWEED",
             Catalog::Fixture => "FIXTURE",

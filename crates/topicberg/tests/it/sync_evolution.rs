@@ -6,7 +6,6 @@
 use serde_json::{json, Value};
 use topicberg_iceberg::{Column, ColumnType, FormatVersion, IcebergTarget};
 
-use crate::iceberg_append::{catalog_config, storage_config};
 use crate::support::{create_topic, produce, read_lines, read_rows, table_report, Catalog, Job};
 use crate::testbed::unique_name;
 
@@ -25,13 +24,7 @@ fn by_id(rows: &[Value]) -> std::collections::BTreeMap<i64, Value> {
 }
 
 async fn connect(catalog: Catalog) -> IcebergTarget {
-    let name = match catalog {
-        Catalog::Seaweed => "SEAWEED",
-        Catalog::Fixture => "FIXTURE",
-    };
-    IcebergTarget::connect(&catalog_config(name), storage_config())
-        .await
-        .expect("connect to the catalog")
+    crate::iceberg_append::connect(catalog.prefix()).await
 }
 
 /// The table's snapshots (oldest first) with their schema ids, and the
