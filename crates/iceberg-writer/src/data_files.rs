@@ -24,6 +24,7 @@ use iceberg::writer::file_writer::ParquetWriterBuilder;
 use iceberg::writer::{IcebergWriter, IcebergWriterBuilder};
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
+use parquet::schema::types::ColumnPath;
 
 use crate::conform::conform;
 use crate::error::{from_iceberg, IcebergError, IcebergErrorKind};
@@ -97,6 +98,8 @@ impl DataFileWriter {
         let props = WriterProperties::builder()
             .set_compression(Compression::ZSTD(level))
             .set_max_row_group_bytes(Some(options.row_group_size.max(1)))
+            // A hash, distinct in every row: a dictionary only costs time.
+            .set_column_dictionary_enabled(ColumnPath::from("_olake_id"), false)
             .build();
         let locations = DefaultLocationGenerator::new(metadata)
             .map_err(|e| from_iceberg(&step, &e, IcebergErrorKind::Config))?;

@@ -118,12 +118,13 @@ where
         )
         .into());
     }
-    let mut progress: HashMap<(String, i32), Progress> = HashMap::new();
+    // By partition: the drain reads one topic (no per-message topic name).
+    let mut progress: HashMap<i32, Progress> = HashMap::new();
     let mut tpl = TopicPartitionList::new();
     for r in ranges {
         let done = r.start >= r.end;
         progress.insert(
-            (r.topic.clone(), r.partition),
+            r.partition,
             Progress {
                 end: r.end,
                 next: r.start,
@@ -153,6 +154,7 @@ where
             .set("auto.offset.reset", "error")
             .set("fetch.wait.max.ms", "100")
             .set("queued.min.messages", "200000")
+            .set("queued.max.messages.kbytes", "16384")
             .create()
             .map_err(|e| KafkaError::new(KafkaErrorKind::Config, "creating the consumer", e))?;
         consumer
@@ -164,13 +166,13 @@ where
             match consumer.poll(Duration::from_millis(200)) {
                 None => {
                     if last_progress.elapsed() > settings.stall_timeout {
-                        return Err(stalled(&progress, settings.stall_timeout).into());
+                        return Err(stalled(topic, &progress, settings.stall_timeout).into());
                     }
                 }
                 Some(Ok(message)) => {
                     last_progress = Instant::now();
-                    let key = (message.topic().to_string(), message.partition());
-                    let Some(p) = progress.get_mut(&key) else {
+                    let partition = message.partition();
+                    let Some(p) = progress.get_mut(&partition) else {
                         continue;
                     };
                     if p.done {
@@ -183,7 +185,7 @@ where
                         p.redelivered += 1;
                         if p.redelivered == 1 {
                             tracing::warn!(
-                                topic = %key.0, partition = key.1, offset, next = p.next,
+                                topic = %topic, partition, offset, next = p.next,
                                 "message delivered again; skipped (logged once per partition)"
                             );
                         }
@@ -194,12 +196,12 @@ where
                         p.next = p.end;
                         p.done = true;
                         remaining -= 1;
-                        pause(&consumer, &key);
+                        pause(&consumer, topic, partition);
                         continue;
                     }
                     let record = SourceRecord {
-                        topic: message.topic(),
-                        partition: message.partition(),
+                        topic,
+                        partition,
                         offset,
                         timestamp_ms: message.timestamp().to_millis(),
                         key: message.key(),
@@ -214,7 +216,7 @@ where
                     if p.next >= p.end {
                         p.done = true;
                         remaining -= 1;
-                        pause(&consumer, &key);
+                        pause(&consumer, topic, partition);
                     }
                 }
                 Some(Err(RdKafkaError::PartitionEOF(partition))) => {
@@ -224,11 +226,10 @@ where
                     // transaction's messages, which a read_committed consumer
                     // does not see yet. Stop here; the next sync resumes
                     // after the last message we saw.
-                    let key = (topic.to_string(), partition);
-                    if let Some(p) = progress.get_mut(&key).filter(|p| !p.done) {
+                    if let Some(p) = progress.get_mut(&partition).filter(|p| !p.done) {
                         p.done = true;
                         remaining -= 1;
-                        pause(&consumer, &key);
+                        pause(&consumer, topic, partition);
                     }
                 }
                 Some(Err(e)) if fetch_error_is_transient(&e) => {
@@ -246,8 +247,8 @@ where
     }
     let mut out: Vec<DrainedPartition> = progress
         .into_iter()
-        .map(|((topic, partition), p)| DrainedPartition {
-            topic,
+        .map(|(partition, p)| DrainedPartition {
+            topic: topic.to_string(),
             partition,
             next_offset: p.next,
             records: p.records,
@@ -277,17 +278,17 @@ fn fetch_error_is_transient(err: &RdKafkaError) -> bool {
     )
 }
 
-fn pause(consumer: &BaseConsumer, key: &(String, i32)) {
+fn pause(consumer: &BaseConsumer, topic: &str, partition: i32) {
     let mut tpl = TopicPartitionList::new();
-    tpl.add_partition(&key.0, key.1);
+    tpl.add_partition(topic, partition);
     let _ = consumer.pause(&tpl);
 }
 
-fn stalled(progress: &HashMap<(String, i32), Progress>, timeout: Duration) -> KafkaError {
+fn stalled(topic: &str, progress: &HashMap<i32, Progress>, timeout: Duration) -> KafkaError {
     let mut waiting: Vec<String> = progress
         .iter()
         .filter(|(_, p)| !p.done)
-        .map(|((t, part), p)| format!("{t}[{part}] at offset {} of {}", p.next, p.end))
+        .map(|(part, p)| format!("{topic}[{part}] at offset {} of {}", p.next, p.end))
         .collect();
     waiting.sort();
     KafkaError::new(

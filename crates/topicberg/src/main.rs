@@ -69,6 +69,13 @@ fn main() -> ExitCode {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     // `serve` keeps each run's log (INFO and above) apart from stderr's filter.
     let (capture_layer, log_capture) = topicberg::serve::runner::log_capture_layer();
+    // rdkafka logs (through the `log` crate) at trace level for every
+    // message it frees: cap `log` at the most verbose level anything here
+    // shows (stderr's filter, the service's INFO capture), so those calls
+    // stop at one atomic load instead of reaching tracing.
+    let shown = tracing_subscriber::Layer::<tracing_subscriber::Registry>::max_level_hint(&filter)
+        .unwrap_or(tracing::level_filters::LevelFilter::TRACE)
+        .max(tracing::level_filters::LevelFilter::INFO);
     tracing_subscriber::registry()
         .with(
             tracing_subscriber::fmt::layer()
@@ -78,6 +85,14 @@ fn main() -> ExitCode {
         )
         .with(capture_layer)
         .init();
+    log::set_max_level(match shown.into_level() {
+        None => log::LevelFilter::Off,
+        Some(tracing::Level::ERROR) => log::LevelFilter::Error,
+        Some(tracing::Level::WARN) => log::LevelFilter::Warn,
+        Some(tracing::Level::INFO) => log::LevelFilter::Info,
+        Some(tracing::Level::DEBUG) => log::LevelFilter::Debug,
+        Some(tracing::Level::TRACE) => log::LevelFilter::Trace,
+    });
     let cli = Cli::parse();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

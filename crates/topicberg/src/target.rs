@@ -56,6 +56,7 @@ pub fn storage_config(config: &JobConfig) -> StorageConfig {
 pub async fn connect_target(config: &JobConfig) -> Result<IcebergTarget, SetupError> {
     let write_options = topicberg_iceberg::WriteOptions {
         target_file_size: (config.sync.target_file_size_mb * 1024 * 1024) as usize,
+        zstd_level: config.sync.zstd_level,
         ..Default::default()
     };
     let target = match config.destination.catalog {

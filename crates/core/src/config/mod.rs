@@ -118,6 +118,9 @@ pub struct SyncConfig {
     /// upsert key index). Relative to the job file's folder.
     #[serde(default = "defaults::state_dir")]
     pub state_dir: PathBuf,
+    /// zstd level of the Parquet data files, 1 (fastest) to 22 (smallest).
+    #[serde(default = "defaults::zstd_level")]
+    pub zstd_level: i32,
 }
 
 impl Default for SyncConfig {
@@ -126,6 +129,7 @@ impl Default for SyncConfig {
             target_file_size_mb: defaults::target_file_size_mb(),
             batch_rows: defaults::batch_rows(),
             state_dir: defaults::state_dir(),
+            zstd_level: defaults::zstd_level(),
         }
     }
 }

@@ -480,6 +480,16 @@ fn sync(config: &JobConfig, out: &mut Vec<ConfigProblem>) {
             "is 0; set the data file size in MiB, e.g. 128",
         );
     }
+    if !(1..=22).contains(&config.sync.zstd_level) {
+        push(
+            out,
+            "sync.zstd_level",
+            format!(
+                "{} is not a zstd level; use 1 (fastest, the default) to 22 (smallest files)",
+                config.sync.zstd_level
+            ),
+        );
+    }
     if config.sync.batch_rows == 0 {
         push(
             out,

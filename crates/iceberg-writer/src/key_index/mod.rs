@@ -54,7 +54,7 @@ pub use scan::parse_key;
 
 use crate::error::{IcebergError, IcebergErrorKind};
 use crate::target::TableHandle;
-use store::{store_err, StoreError, FILES, KEYS};
+use store::{store_err, Op, StoreError, FILES, KEYS};
 
 const FILE_NAME: &str = "keys.redb";
 const REBUILD_FILE_NAME: &str = "keys.redb.rebuild";
@@ -329,17 +329,55 @@ impl KeyIndex {
         Ok(out)
     }
 
+    /// A reader for many lookups (one read transaction); see
+    /// [`KeyReader`]. Looking keys up in ascending order keeps the B-tree
+    /// pages it reads in redb's cache.
+    pub fn reader(&self) -> Result<KeyReader, IcebergError> {
+        let step = format!("looking up keys in {}", self.path.display());
+        let err = |e: StoreError| store_err(&step, e);
+        let tx = self.db.begin_read().map_err(|e| err(e.into()))?;
+        let keys = tx.open_table(KEYS).map_err(|e| err(e.into()))?;
+        let files = tx.open_table(FILES).map_err(|e| err(e.into()))?;
+        Ok(KeyReader { keys, files, step })
+    }
+
     /// Records a committed snapshot: `deletes` (tombstoned keys) are
     /// removed, then `upserts` (key, data file path, row position) set, and
-    /// the snapshot id recorded, in one durable transaction. Call it only
-    /// after the Iceberg commit succeeded, with the committed snapshot's id
-    /// and parent: a parent other than [`Self::snapshot_id`] writes nothing
-    /// and returns [`Applied::Stale`].
+    /// the snapshot id recorded. Call it only after the Iceberg commit
+    /// succeeded, with the committed snapshot's id and parent: a parent
+    /// other than [`Self::snapshot_id`] writes nothing and returns
+    /// [`Applied::Stale`]. See [`Self::apply_each`] for any number of keys.
     pub fn apply<P: AsRef<str>>(
         &mut self,
         snapshot_id: i64,
         parent_snapshot_id: Option<i64>,
         upserts: &[([u8; 16], P, u64)],
+        deletes: &[[u8; 16]],
+    ) -> Result<Applied, IcebergError> {
+        let mut files: Vec<String> = Vec::new();
+        let mut index: HashMap<&str, usize> = HashMap::new();
+        for (_, path, _) in upserts {
+            index.entry(path.as_ref()).or_insert_with(|| {
+                files.push(path.as_ref().to_string());
+                files.len() - 1
+            });
+        }
+        let rows = upserts
+            .iter()
+            .map(|(key, path, pos)| Ok((*key, index[path.as_ref()], *pos)));
+        self.apply_each(snapshot_id, parent_snapshot_id, &files, rows, deletes)
+    }
+
+    /// [`Self::apply`] for any number of upserts, read from an iterator of
+    /// (key, index into `files`, row position): written in transactions of
+    /// at most 200,000 changes. Until the last one the index is marked
+    /// unfinished, so a crash midway makes the next open rebuild it.
+    pub fn apply_each(
+        &mut self,
+        snapshot_id: i64,
+        parent_snapshot_id: Option<i64>,
+        files: &[String],
+        upserts: impl Iterator<Item = Result<([u8; 16], usize, u64), String>>,
         deletes: &[[u8; 16]],
     ) -> Result<Applied, IcebergError> {
         if parent_snapshot_id != self.snapshot_id {
@@ -349,29 +387,62 @@ impl KeyIndex {
             "recording snapshot {snapshot_id} in key index {}",
             self.path.display()
         );
+        // The data files' ids, with the index marked unfinished.
         let tx = self.db.begin_write().map_err(|e| store_err(&step, e))?;
-        (|| -> Result<(), StoreError> {
-            let mut ids: HashMap<&str, u32> = HashMap::new();
-            for (_, path, _) in upserts {
-                let path = path.as_ref();
-                if !ids.contains_key(path) {
-                    ids.insert(path, store::file_id(&tx, path)?);
-                }
-            }
-            {
-                let mut keys = tx.open_table(KEYS)?;
-                for key in deletes {
-                    keys.remove(key)?;
-                }
-                for (key, path, pos) in upserts {
-                    keys.insert(key, (ids[path.as_ref()], *pos))?;
-                }
-            }
-            store::write_meta(&tx, &self.table_uuid, Some(Some(snapshot_id)))
+        let ids = (|| -> Result<Vec<u32>, StoreError> {
+            let ids = files
+                .iter()
+                .map(|path| store::file_id(&tx, path))
+                .collect::<Result<Vec<u32>, StoreError>>()?;
+            store::write_meta(&tx, &self.table_uuid, None)?;
+            Ok(ids)
         })()
         .map_err(|e| store_err(&step, e))?;
         tx.commit().map_err(|e| store_err(&step, e))?;
+        self.snapshot_id = None;
+
+        let mut ops: Vec<Op> = deletes.iter().map(|key| Op::Remove(*key)).collect();
+        for upsert in upserts {
+            let (key, file, pos) = upsert.map_err(|e| store_err(&step, e))?;
+            let id = *ids
+                .get(file)
+                .ok_or_else(|| store_err(&step, format!("no data file number {file}")))?;
+            ops.push(Op::Put(key, id, pos));
+            if ops.len() >= store::FLUSH_OPS {
+                store::flush(&self.db, &ops, None, &step)?;
+                ops.clear();
+            }
+        }
+        let done = Some((self.table_uuid.as_str(), Some(Some(snapshot_id))));
+        store::flush(&self.db, &ops, done, &step)?;
         self.snapshot_id = Some(snapshot_id);
         Ok(Applied::Recorded)
+    }
+}
+
+/// Many lookups in one read transaction of a [`KeyIndex`].
+pub struct KeyReader {
+    keys: redb::ReadOnlyTable<[u8; 16], (u32, u64)>,
+    files: redb::ReadOnlyTable<u32, &'static str>,
+    step: String,
+}
+
+impl KeyReader {
+    /// The (data file id, row position) of `key`'s current row, if any.
+    pub fn get(&self, key: &[u8; 16]) -> Result<Option<(u32, u64)>, IcebergError> {
+        Ok(self
+            .keys
+            .get(key)
+            .map_err(|e| store_err(&self.step, e))?
+            .map(|v| v.value()))
+    }
+
+    /// The path of data file id `file`.
+    pub fn path(&self, file: u32) -> Result<String, IcebergError> {
+        self.files
+            .get(file)
+            .map_err(|e| store_err(&self.step, e))?
+            .map(|v| v.value().to_string())
+            .ok_or_else(|| store_err(&self.step, format!("no path for file id {file}")))
     }
 }

@@ -55,6 +55,8 @@ pub(crate) enum Op {
     /// The row at this location was deleted: forget the key if it still
     /// points there (a newer row of the same key stays).
     RemoveIfAt([u8; 16], u32, u64),
+    /// The key was deleted (a tombstone won).
+    Remove([u8; 16]),
 }
 
 /// What reading the metadata found.
@@ -164,7 +166,7 @@ pub(crate) struct Flushed {
 impl Op {
     fn key(&self) -> &[u8; 16] {
         match self {
-            Op::Put(key, ..) | Op::RemoveIfAt(key, ..) => key,
+            Op::Put(key, ..) | Op::RemoveIfAt(key, ..) | Op::Remove(key) => key,
         }
     }
 }
@@ -180,6 +182,11 @@ fn apply_ops(keys: &mut Table<[u8; 16], (u32, u64)>, ops: &[Op]) -> Result<Flush
             Op::Put(key, file, pos) => {
                 if keys.insert(key, (*file, *pos))?.is_some() {
                     out.replaced += 1;
+                }
+            }
+            Op::Remove(key) => {
+                if keys.remove(key)?.is_some() {
+                    out.removed += 1;
                 }
             }
             Op::RemoveIfAt(key, file, pos) => {

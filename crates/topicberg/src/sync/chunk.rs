@@ -80,7 +80,12 @@ pub(super) struct Shared {
 /// The error of a chunk stopped by a cancel.
 pub(super) const CANCELLED: &str = "stopped: the sync was cancelled";
 
-pub(super) type ChunkResult = (usize, Result<Vec<DrainedPartition>, String>);
+/// A chunk's table, its ranges and how it ended.
+pub(super) type ChunkResult = (
+    usize,
+    Vec<PartitionRange>,
+    Result<Vec<DrainedPartition>, String>,
+);
 
 /// A drain thread: takes chunks until none are left.
 pub(super) fn worker(shared: &Shared, tx: &mpsc::Sender<Item>, results: &Mutex<Vec<ChunkResult>>) {
@@ -96,7 +101,10 @@ pub(super) fn worker(shared: &Shared, tx: &mpsc::Sender<Item>, results: &Mutex<V
         if result.is_err() {
             shared.tables[index].failed.store(true, Ordering::Relaxed);
         }
-        results.lock().expect("results").push((index, result));
+        results
+            .lock()
+            .expect("results")
+            .push((index, chunk.ranges, result));
     }
 }
 

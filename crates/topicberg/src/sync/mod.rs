@@ -10,6 +10,7 @@ mod invalid;
 mod pipeline;
 pub mod plan;
 pub mod report;
+pub mod split;
 pub mod upsert;
 mod upsert_commit;
 
@@ -271,6 +272,7 @@ pub async fn run_sync_with(
                     upsert: state.upsert.as_ref().map(|(_, keys)| UpsertInput {
                         key_columns: keys.clone(),
                         kafka_key_only: keys.len() == 1 && keys[0] == "_kafka_key",
+                        spill_dir: config.sync.state_dir.join("spill"),
                     }),
                     columns,
                     handle: handle.clone(),
@@ -463,7 +465,7 @@ async fn commit_table(
         }
     }
     if let Some(buffer) = output.upsert.take() {
-        if buffer.keys() == 0 {
+        if buffer.messages() == 0 {
             if invalid > 0 {
                 // Only invalid messages: a snapshot that just moves the offsets.
                 commit_files(target, state, handle, Vec::new(), offsets, records).await;

@@ -21,6 +21,7 @@ use topicberg_core::TableColumns;
 use super::chunk::{worker, Chunk, ChunkResult, Item, Shared, TableShared};
 use super::evolve::EvolvingColumns;
 use super::invalid::DeadRecord;
+use super::split::{merge_pieces, split_ranges, MIN_CHUNK_MESSAGES};
 use super::upsert::UpsertBuffer;
 use crate::columns::iceberg_columns;
 use topicberg_iceberg::{DataFileWriter, IcebergTarget, TableHandle};
@@ -33,6 +34,8 @@ pub struct UpsertInput {
     pub key_columns: Vec<String>,
     /// `_kafka_key` is the single dedup key: tombstones delete.
     pub kafka_key_only: bool,
+    /// Where the sync's messages are held until the drain ends.
+    pub spill_dir: std::path::PathBuf,
 }
 
 /// One table's share of the drain.
@@ -100,13 +103,9 @@ pub async fn drain_and_write(
 ) -> Vec<TableOutput> {
     let mut queue = VecDeque::new();
     for (index, table) in tables.iter().enumerate() {
-        // Split a table's partitions round-robin into at most `threads`
-        // chunks; every chunk reads one topic (see `drain`).
-        let parts = table.ranges.len().min(threads.max(1));
-        let mut chunks: Vec<Vec<PartitionRange>> = vec![Vec::new(); parts];
-        for (i, r) in table.ranges.iter().enumerate() {
-            chunks[i % parts].push(r.clone());
-        }
+        // At most `threads` chunks of about equal size; every chunk reads
+        // one topic (see `drain`).
+        let chunks = split_ranges(&table.ranges, threads, MIN_CHUNK_MESSAGES);
         queue.extend(chunks.into_iter().map(|ranges| Chunk {
             table: index,
             ranges,
@@ -157,14 +156,25 @@ pub async fn drain_and_write(
 
     let mut sinks: Vec<TableSink> = tables
         .iter()
-        .map(|t| TableSink {
-            handle: t.handle.clone(),
-            writer: None,
-            writer_version: 0,
-            files: Vec::new(),
-            buffer: t.upsert.as_ref().map(|_| UpsertBuffer::default()),
-            dead: Vec::new(),
-            error: None,
+        .map(|t| {
+            let buffer = t
+                .upsert
+                .as_ref()
+                .map(|u| UpsertBuffer::new(&u.spill_dir))
+                .transpose();
+            let (buffer, error) = match buffer {
+                Ok(buffer) => (buffer, None),
+                Err(e) => (None, Some(e)),
+            };
+            TableSink {
+                handle: t.handle.clone(),
+                writer: None,
+                writer_version: 0,
+                files: Vec::new(),
+                buffer,
+                dead: Vec::new(),
+                error,
+            }
         })
         .collect();
     while let Some(item) = rx.recv().await {
@@ -180,12 +190,10 @@ pub async fn drain_and_write(
             continue;
         }
         let result = match item {
-            Item::Tombstone(_, key, version) => {
-                if let Some(buffer) = sink.buffer.as_mut() {
-                    buffer.add_tombstone(key, version);
-                }
-                Ok(())
-            }
+            Item::Tombstone(_, key, version) => match sink.buffer.as_mut() {
+                Some(buffer) => buffer.add_tombstone(key, version),
+                None => Ok(()),
+            },
             Item::Dead(_, dead) => {
                 sink.dead.push(*dead);
                 Ok(())
@@ -212,10 +220,20 @@ pub async fn drain_and_write(
         }
     }
 
-    let mut drained: Vec<Vec<DrainedPartition>> = tables.iter().map(|_| Vec::new()).collect();
-    for (index, result) in std::mem::take(&mut *results.lock().expect("results")) {
+    let mut pieces: Vec<Vec<(PartitionRange, DrainedPartition)>> =
+        tables.iter().map(|_| Vec::new()).collect();
+    for (index, ranges, result) in std::mem::take(&mut *results.lock().expect("results")) {
         match result {
-            Ok(parts) => drained[index].extend(parts),
+            Ok(parts) => {
+                for part in parts {
+                    let range = ranges
+                        .iter()
+                        .find(|r| r.partition == part.partition)
+                        .expect("a drained partition is one of the chunk's")
+                        .clone();
+                    pieces[index].push((range, part));
+                }
+            }
             Err(e) => {
                 if sinks[index].error.is_none() {
                     sinks[index].error = Some(e);
@@ -237,7 +255,7 @@ pub async fn drain_and_write(
         outputs.push(TableOutput {
             data_files: sink.files,
             upsert: sink.buffer,
-            drained: std::mem::take(&mut drained[index]),
+            drained: merge_pieces(std::mem::take(&mut pieces[index])),
             error: sink.error,
             handle: sink.handle,
             schema_changes,
@@ -315,9 +333,9 @@ impl TableSink {
         Ok(())
     }
 
-    /// Closes the open file, moves the handle to the final columns and,
-    /// for upsert, fits every held batch to them. After an error the open
-    /// file is still closed, so that it can be deleted.
+    /// Closes the open file and moves the handle to the final columns
+    /// (held upsert batches are fitted to them as they are written). After
+    /// an error the open file is still closed, so that it can be deleted.
     async fn finish(&mut self, latest: (TableColumns, u64)) -> Result<(), String> {
         if let Some(writer) = self.writer.take() {
             let files = writer
@@ -329,11 +347,7 @@ impl TableSink {
         if self.error.is_some() {
             return Ok(());
         }
-        self.evolve(latest)?;
-        if let Some(buffer) = self.buffer.as_mut() {
-            buffer.conform_to(self.handle.arrow_schema())?;
-        }
-        Ok(())
+        self.evolve(latest)
     }
 }
 

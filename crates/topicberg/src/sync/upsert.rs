@@ -1,20 +1,31 @@
 //! Upsert mode within one sync: which message wins for each key.
 //!
-//! Every decoded batch of an upsert table is held until the drain ends (the
-//! sync's new rows; the table's old rows stay in the table and are found
-//! through the key index). For each `_olake_id` (the hash of the dedup key)
+//! Every decoded batch of an upsert table is held on local disk until the
+//! drain ends (the sync's new rows; the table's old rows stay in the table
+//! and are found through the key index), so memory does not grow with the
+//! number of messages. For each `_olake_id` (the hash of the dedup key)
 //! the latest message wins: within a partition the higher offset; across
 //! partitions the later message timestamp, then the higher partition, then
 //! the higher offset, so the result never depends on thread timing. A
 //! tombstone (on a `_kafka_key` stream) competes like any message and, when
 //! it wins, deletes the key.
 
-use std::collections::HashMap;
+mod entries;
+
+use std::fs::File;
+use std::io::{BufReader, BufWriter};
+use std::path::{Path, PathBuf};
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Int32Type, Int64Type, TimestampMicrosecondType};
 use arrow_array::{Array, BooleanArray, RecordBatch, StringArray};
+use arrow_ipc::reader::StreamReader;
+use arrow_ipc::writer::StreamWriter;
+use arrow_schema::SchemaRef;
 use arrow_select::filter::filter_record_batch;
+use roaring::RoaringBitmap;
+
+use entries::{Entries, Entry};
 
 /// A message's place in the stream, for ordering versions of one key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,13 +52,9 @@ impl Version {
 /// Where the winning version of a key is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Slot {
-    /// Row `row` of held batch `batch`.
-    Row {
-        /// Index into the held batches.
-        batch: u32,
-        /// Row within that batch.
-        row: u32,
-    },
+    /// Held row number `.0` (counted over the sync's batches in arrival
+    /// order, from 0).
+    Row(u32),
     /// A tombstone: the key is deleted.
     Tombstone,
 }
@@ -68,31 +75,58 @@ pub fn parse_key_hash(hex: &str) -> Option<KeyHash> {
     Some(out)
 }
 
-/// The held batches of one upsert table and the winner per key.
-#[derive(Default)]
+/// One Arrow IPC file of held rows, all with one schema.
+struct Segment {
+    path: PathBuf,
+    first_row: u32,
+    rows: u32,
+}
+
+/// The sync's messages of one upsert table, held on local disk: the rows
+/// in Arrow IPC files (a new file whenever the columns change), and one
+/// [`Entry`] per message (key, version, row) from which the winner per key
+/// is found (see [`entries`]). Memory stays bounded by a batch plus the
+/// entries' 40 MiB, whatever the number of messages. The folder is removed
+/// when the buffer is dropped.
 pub struct UpsertBuffer {
-    batches: Vec<RecordBatch>,
-    winners: HashMap<KeyHash, (Version, Slot)>,
+    dir: PathBuf,
+    segments: Vec<Segment>,
+    open: Option<(StreamWriter<BufWriter<File>>, SchemaRef)>,
+    rows: u32,
+    entries: Entries,
 }
 
 impl UpsertBuffer {
-    /// Takes a decoded batch (with the metadata columns) and updates the
-    /// winners.
+    /// A buffer in a new folder under `spill_dir` (created if missing).
+    pub fn new(spill_dir: &Path) -> Result<Self, String> {
+        let dir = spill_dir.join(format!("upsert-{}", uuid::Uuid::new_v4().simple()));
+        std::fs::create_dir_all(&dir).map_err(|e| entries::spill_error(&dir, e))?;
+        Ok(UpsertBuffer {
+            entries: Entries::new(&dir),
+            dir,
+            segments: Vec::new(),
+            open: None,
+            rows: 0,
+        })
+    }
+
+    /// Takes a decoded batch (with the metadata columns): its rows go to
+    /// the open segment, one entry per row to the entries.
     pub fn add_batch(&mut self, batch: RecordBatch) -> Result<(), String> {
         let column = |name: &str| {
             batch
                 .column_by_name(name)
                 .ok_or_else(|| format!("the batch has no {name} column"))
         };
-        let ids = column("_olake_id")?.as_string::<i32>().clone();
-        let partitions = column("_kafka_partition")?
-            .as_primitive::<Int32Type>()
-            .clone();
-        let offsets = column("_kafka_offset")?.as_primitive::<Int64Type>().clone();
-        let timestamps = column("_kafka_timestamp")?
-            .as_primitive::<TimestampMicrosecondType>()
-            .clone();
-        let index = self.batches.len() as u32;
+        let ids = column("_olake_id")?.as_string::<i32>();
+        let partitions = column("_kafka_partition")?.as_primitive::<Int32Type>();
+        let offsets = column("_kafka_offset")?.as_primitive::<Int64Type>();
+        let timestamps = column("_kafka_timestamp")?.as_primitive::<TimestampMicrosecondType>();
+        let first_row = self.rows;
+        let rows = u32::try_from(batch.num_rows())
+            .ok()
+            .and_then(|n| first_row.checked_add(n).filter(|end| *end < u32::MAX))
+            .ok_or("more than 4 billion messages for one upsert table in one sync")?;
         for row in 0..batch.num_rows() {
             let key = parse_key_hash(ids.value(row))
                 .ok_or_else(|| format!("bad _olake_id {:?}", ids.value(row)))?;
@@ -105,123 +139,156 @@ impl UpsertBuffer {
                 partition: partitions.value(row),
                 offset: offsets.value(row),
             };
-            self.offer(
+            self.entries.push(Entry {
                 key,
                 version,
-                Slot::Row {
-                    batch: index,
-                    row: row as u32,
-                },
-            );
+                row: first_row + row as u32,
+            })?;
         }
-        self.batches.push(batch);
+        self.write_rows(&batch)?;
+        self.rows = rows;
         Ok(())
     }
 
-    /// Makes every held batch fit `schema` (the table's, after this sync
-    /// added or widened columns): missing columns null, `int` widened.
-    pub fn conform_to(&mut self, schema: &arrow_schema::SchemaRef) -> Result<(), String> {
-        for batch in &mut self.batches {
-            if batch.schema() != *schema {
-                *batch = topicberg_iceberg::conform::conform(batch, schema)?;
-            }
+    fn write_rows(&mut self, batch: &RecordBatch) -> Result<(), String> {
+        if self
+            .open
+            .as_ref()
+            .is_some_and(|(_, schema)| *schema != batch.schema())
+        {
+            self.close_segment()?;
+        }
+        if self.open.is_none() {
+            let path = self
+                .dir
+                .join(format!("rows-{:04}.arrow", self.segments.len()));
+            let file = File::create(&path).map_err(|e| entries::spill_error(&path, e))?;
+            let writer =
+                StreamWriter::try_new(BufWriter::with_capacity(1 << 20, file), &batch.schema())
+                    .map_err(|e| format!("upsert spill file {}: {e}", path.display()))?;
+            self.segments.push(Segment {
+                path,
+                first_row: self.rows,
+                rows: 0,
+            });
+            self.open = Some((writer, batch.schema()));
+        }
+        let (writer, _) = self.open.as_mut().expect("opened above");
+        let segment = self.segments.last_mut().expect("pushed with the writer");
+        writer
+            .write(batch)
+            .map_err(|e| format!("upsert spill file {}: {e}", segment.path.display()))?;
+        segment.rows += batch.num_rows() as u32;
+        Ok(())
+    }
+
+    fn close_segment(&mut self) -> Result<(), String> {
+        if let Some((mut writer, _)) = self.open.take() {
+            let path = &self.segments.last().expect("open segment").path;
+            writer
+                .finish()
+                .and_then(|_| writer.into_inner().map(|_| ()))
+                .map_err(|e| format!("upsert spill file {}: {e}", path.display()))?;
         }
         Ok(())
     }
 
     /// Takes a tombstone for `key` (timestamp in microseconds).
-    pub fn add_tombstone(&mut self, key: KeyHash, version: Version) {
-        self.offer(key, version, Slot::Tombstone);
+    pub fn add_tombstone(&mut self, key: KeyHash, version: Version) -> Result<(), String> {
+        self.entries.push(Entry {
+            key,
+            version,
+            row: Entry::row_or_tombstone(Slot::Tombstone),
+        })
     }
 
-    fn offer(&mut self, key: KeyHash, version: Version, slot: Slot) {
-        match self.winners.get_mut(&key) {
-            Some(current) if !version.supersedes(&current.0) => {}
-            Some(current) => *current = (version, slot),
-            None => {
-                self.winners.insert(key, (version, slot));
-            }
-        }
+    /// Messages taken (rows and tombstones).
+    pub fn messages(&self) -> u64 {
+        self.entries.len()
     }
 
-    /// Number of distinct keys seen.
-    pub fn keys(&self) -> usize {
-        self.winners.len()
+    /// Calls `f` with every key's winner, keys in ascending order. Can be
+    /// called again (a commit attempt that is recomputed).
+    pub fn for_each_winner(
+        &mut self,
+        f: impl FnMut(&KeyHash, Slot) -> Result<(), String>,
+    ) -> Result<(), String> {
+        self.close_segment()?;
+        self.entries.for_each_winner(f)
     }
 
-    /// Keys whose winner is a tombstone.
-    pub fn deleted_keys(&self) -> Vec<KeyHash> {
-        let mut keys: Vec<KeyHash> = self
-            .winners
-            .iter()
-            .filter(|(_, (_, s))| *s == Slot::Tombstone)
-            .map(|(k, _)| *k)
-            .collect();
-        keys.sort_unstable();
-        keys
+    /// The held rows, batch by batch in arrival order, each with the row
+    /// number of its first row. Read back from disk; call
+    /// [`Self::for_each_winner`] (which closes the last file) first.
+    pub fn batches(&self) -> impl Iterator<Item = Result<(u32, RecordBatch), String>> + Send + '_ {
+        self.segments.iter().flat_map(|segment| {
+            let reader = File::open(&segment.path)
+                .map_err(|e| entries::spill_error(&segment.path, e))
+                .and_then(|f| {
+                    StreamReader::try_new(BufReader::with_capacity(1 << 20, f), None)
+                        .map_err(|e| format!("upsert spill file {}: {e}", segment.path.display()))
+                });
+            let mut next_row = segment.first_row;
+            let batches: Box<dyn Iterator<Item = Result<(u32, RecordBatch), String>> + Send + '_> =
+                match reader {
+                    Err(e) => Box::new(std::iter::once(Err(e))),
+                    Ok(reader) => Box::new(reader.map(move |batch| {
+                        let batch = batch.map_err(|e| {
+                            format!("upsert spill file {}: {e}", segment.path.display())
+                        })?;
+                        let first = next_row;
+                        next_row += batch.num_rows() as u32;
+                        Ok((first, batch))
+                    })),
+                };
+            batches
+        })
     }
 
-    /// Keys whose winner is a row, in the order the rows will be written.
-    pub fn written_keys(&self) -> Vec<KeyHash> {
-        let mut rows: Vec<(u32, u32, KeyHash)> = self
-            .winners
-            .iter()
-            .filter_map(|(k, (_, s))| match s {
-                Slot::Row { batch, row } => Some((*batch, *row, *k)),
-                Slot::Tombstone => None,
-            })
-            .collect();
-        rows.sort_unstable();
-        rows.into_iter().map(|(_, _, k)| k).collect()
-    }
-
-    /// The winning rows, batch by batch in arrival order, with `_op_type`
-    /// set by `op_type(key)` ("c" for a first-seen key, "u" for a repeat).
-    /// The rows come out in the order of [`Self::written_keys`].
-    pub fn winning_batches(
-        &self,
-        mut op_type: impl FnMut(&KeyHash) -> &'static str,
-    ) -> Result<Vec<RecordBatch>, String> {
-        let mut keep: Vec<Vec<bool>> = self
-            .batches
-            .iter()
-            .map(|b| vec![false; b.num_rows()])
-            .collect();
-        for (_, slot) in self.winners.values() {
-            if let Slot::Row { batch, row } = slot {
-                keep[*batch as usize][*row as usize] = true;
-            }
-        }
-        let mut out = Vec::new();
-        for (batch, mask) in self.batches.iter().zip(keep) {
-            if !mask.iter().any(|k| *k) {
-                continue;
-            }
-            let filtered =
-                filter_record_batch(batch, &BooleanArray::from(mask)).map_err(|e| e.to_string())?;
-            let ids = filtered
-                .column_by_name("_olake_id")
-                .expect("checked in add_batch")
-                .as_string::<i32>();
-            let ops: StringArray = (0..filtered.num_rows())
-                .map(|r| {
-                    Some(op_type(
-                        &parse_key_hash(ids.value(r)).expect("checked in add_batch"),
-                    ))
-                })
-                .collect();
-            let position = filtered
-                .schema()
-                .index_of("_op_type")
-                .map_err(|e| e.to_string())?;
-            let mut columns = filtered.columns().to_vec();
-            columns[position] = std::sync::Arc::new(ops);
-            out.push(RecordBatch::try_new(filtered.schema(), columns).map_err(|e| e.to_string())?);
-        }
-        Ok(out)
+    /// The folder of this buffer's files.
+    pub fn dir(&self) -> &Path {
+        &self.dir
     }
 }
 
+impl Drop for UpsertBuffer {
+    fn drop(&mut self) {
+        self.open = None;
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// The winning rows of `batch` (whose first row is `first_row`) with
+/// `_op_type` "u" for rows in `updates` and "c" for the others; `None`
+/// when no row of it wins.
+pub fn winning_rows(
+    batch: &RecordBatch,
+    first_row: u32,
+    winners: &RoaringBitmap,
+    updates: &RoaringBitmap,
+) -> Result<Option<RecordBatch>, String> {
+    let end = first_row + batch.num_rows() as u32;
+    if winners.range_cardinality(first_row..end) == 0 {
+        return Ok(None);
+    }
+    let mask: BooleanArray = (first_row..end)
+        .map(|r| Some(winners.contains(r)))
+        .collect();
+    let filtered = filter_record_batch(batch, &mask).map_err(|e| e.to_string())?;
+    let ops: StringArray = (first_row..end)
+        .filter(|r| winners.contains(*r))
+        .map(|r| Some(if updates.contains(r) { "u" } else { "c" }))
+        .collect();
+    let position = filtered
+        .schema()
+        .index_of("_op_type")
+        .map_err(|e| e.to_string())?;
+    let mut columns = filtered.columns().to_vec();
+    columns[position] = std::sync::Arc::new(ops);
+    RecordBatch::try_new(filtered.schema(), columns)
+        .map(Some)
+        .map_err(|e| e.to_string())
+}
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
@@ -233,6 +300,10 @@ mod tests {
 
     fn key(n: u8) -> String {
         format!("{:032x}", n)
+    }
+
+    fn buffer() -> UpsertBuffer {
+        UpsertBuffer::new(&std::env::temp_dir().join("topicberg-upsert-tests")).unwrap()
     }
 
     fn batch(rows: &[(u8, i32, i64, i64)]) -> RecordBatch {
@@ -273,89 +344,128 @@ mod tests {
         .unwrap()
     }
 
-    fn ids_and_ops(batches: &[RecordBatch]) -> Vec<(i64, i64, String)> {
-        batches
+    /// (id, offset, op) of the winning rows, with "u" for keys in
+    /// `existing`, and the keys whose winner is a tombstone.
+    fn resolve(
+        buffer: &mut UpsertBuffer,
+        existing: &[u8],
+    ) -> (Vec<(i64, i64, String)>, Vec<KeyHash>) {
+        let existing: Vec<KeyHash> = existing
             .iter()
-            .flat_map(|b| {
-                let ids = b.column(0).as_primitive::<Int64Type>().clone();
-                let offsets = b.column(3).as_primitive::<Int64Type>().clone();
-                let ops = b.column(5).as_string::<i32>().clone();
-                (0..b.num_rows())
-                    .map(move |r| (ids.value(r), offsets.value(r), ops.value(r).to_string()))
+            .map(|n| parse_key_hash(&key(*n)).unwrap())
+            .collect();
+        let mut winners = RoaringBitmap::new();
+        let mut updates = RoaringBitmap::new();
+        let mut deleted = Vec::new();
+        buffer
+            .for_each_winner(|k, slot| {
+                match slot {
+                    Slot::Row(row) => {
+                        winners.insert(row);
+                        if existing.contains(k) {
+                            updates.insert(row);
+                        }
+                    }
+                    Slot::Tombstone => deleted.push(*k),
+                }
+                Ok(())
             })
-            .collect()
+            .unwrap();
+        let mut rows = Vec::new();
+        for item in buffer.batches() {
+            let (first, batch) = item.unwrap();
+            let Some(b) = winning_rows(&batch, first, &winners, &updates).unwrap() else {
+                continue;
+            };
+            let ids = b.column(0).as_primitive::<Int64Type>();
+            let offsets = b.column(3).as_primitive::<Int64Type>();
+            let ops = b.column(5).as_string::<i32>();
+            for r in 0..b.num_rows() {
+                rows.push((ids.value(r), offsets.value(r), ops.value(r).to_string()));
+            }
+        }
+        (rows, deleted)
     }
 
     #[test]
     fn within_a_partition_the_higher_offset_wins_even_with_an_older_timestamp() {
-        let mut buffer = UpsertBuffer::default();
+        let mut buffer = buffer();
         buffer
             .add_batch(batch(&[(1, 0, 5, 900), (1, 0, 6, 100)]))
             .unwrap();
-        let rows = ids_and_ops(&buffer.winning_batches(|_| "c").unwrap());
-        assert_eq!(rows, vec![(1, 6, "c".into())]);
+        assert_eq!(resolve(&mut buffer, &[]).0, vec![(1, 6, "c".into())]);
     }
 
     #[test]
     fn across_partitions_the_later_timestamp_then_partition_then_offset_wins() {
-        let mut buffer = UpsertBuffer::default();
+        let mut buffer = buffer();
         buffer
             .add_batch(batch(&[(1, 2, 50, 100), (1, 0, 7, 200)]))
             .unwrap();
         buffer
             .add_batch(batch(&[(2, 0, 8, 300), (2, 1, 3, 300)]))
             .unwrap();
-        let rows = ids_and_ops(&buffer.winning_batches(|_| "u").unwrap());
+        let rows = resolve(&mut buffer, &[1, 2]).0;
         assert_eq!(rows, vec![(1, 7, "u".into()), (2, 3, "u".into())]);
     }
 
     #[test]
     fn a_later_tombstone_deletes_and_an_earlier_one_loses() {
-        let mut buffer = UpsertBuffer::default();
+        let mut buffer = buffer();
         buffer
             .add_batch(batch(&[(1, 0, 1, 10), (2, 0, 2, 10)]))
             .unwrap();
-        buffer.add_tombstone(
-            parse_key_hash(&key(1)).unwrap(),
-            Version {
-                timestamp: 20,
-                partition: 0,
-                offset: 3,
-            },
-        );
-        buffer.add_tombstone(
-            parse_key_hash(&key(2)).unwrap(),
-            Version {
-                timestamp: 5,
-                partition: 0,
-                offset: 0,
-            },
-        );
-        assert_eq!(
-            buffer.deleted_keys(),
-            vec![parse_key_hash(&key(1)).unwrap()]
-        );
-        let rows = ids_and_ops(&buffer.winning_batches(|_| "c").unwrap());
+        let tombstone = |timestamp, offset| Version {
+            timestamp,
+            partition: 0,
+            offset,
+        };
+        buffer
+            .add_tombstone(parse_key_hash(&key(1)).unwrap(), tombstone(20, 3))
+            .unwrap();
+        buffer
+            .add_tombstone(parse_key_hash(&key(2)).unwrap(), tombstone(5, 0))
+            .unwrap();
+        let (rows, deleted) = resolve(&mut buffer, &[]);
+        assert_eq!(deleted, vec![parse_key_hash(&key(1)).unwrap()]);
         assert_eq!(rows, vec![(2, 2, "c".into())]);
-        assert_eq!(
-            buffer.written_keys(),
-            vec![parse_key_hash(&key(2)).unwrap()]
-        );
+        assert_eq!(buffer.messages(), 4);
     }
 
     #[test]
     fn op_type_comes_from_the_caller_per_key() {
-        let mut buffer = UpsertBuffer::default();
+        let mut buffer = buffer();
         buffer
             .add_batch(batch(&[(1, 0, 1, 10), (2, 0, 2, 10)]))
             .unwrap();
-        let old = parse_key_hash(&key(2)).unwrap();
-        let rows = ids_and_ops(
-            &buffer
-                .winning_batches(|k| if *k == old { "u" } else { "c" })
-                .unwrap(),
-        );
+        let rows = resolve(&mut buffer, &[2]).0;
         assert_eq!(rows, vec![(1, 1, "c".into()), (2, 2, "u".into())]);
+    }
+
+    #[test]
+    fn rows_spilled_to_disk_come_back_in_arrival_order_and_the_folder_goes_with_the_buffer() {
+        let mut buffer = buffer();
+        // More entries than stay in memory: they go to the bucket files.
+        let per_batch = 50_000usize;
+        let batches = entries::MEMORY_ENTRIES / per_batch + 2;
+        for b in 0..batches {
+            let rows: Vec<(u8, i32, i64, i64)> = (0..per_batch)
+                .map(|i| ((i % 200) as u8, 0, (b * per_batch + i) as i64, 0))
+                .collect();
+            buffer.add_batch(batch(&rows)).unwrap();
+        }
+        assert!(buffer.entries.spilled());
+        let dir = buffer.dir().to_path_buf();
+        let (rows, _) = resolve(&mut buffer, &[]);
+        // 200 keys; each key's last message (highest offset) wins, and the
+        // rows come out in arrival (offset) order.
+        assert_eq!(rows.len(), 200);
+        let last = (batches * per_batch) as i64;
+        assert!(rows.iter().all(|(_, offset, _)| *offset >= last - 200));
+        assert!(rows.windows(2).all(|w| w[0].1 < w[1].1));
+        assert!(dir.exists());
+        drop(buffer);
+        assert!(!dir.exists(), "the spill folder is removed with the buffer");
     }
 
     #[test]

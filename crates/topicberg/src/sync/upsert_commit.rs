@@ -4,16 +4,19 @@
 //! all in one snapshot, and the key index records the new locations only
 //! after the commit landed.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
-use std::path::Path;
+use std::collections::{BTreeMap, HashMap};
+use std::fs::File;
+use std::io::{BufReader, BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
 
-use roaring::RoaringTreemap;
+use arrow_array::cast::AsArray;
+use roaring::{RoaringBitmap, RoaringTreemap};
 use topicberg_core::config::DeleteFormat;
-use topicberg_iceberg::key_index::{IndexState, KeyIndex, RowLocation};
+use topicberg_iceberg::key_index::{IndexState, KeyIndex};
 use topicberg_iceberg::row_delta::RowDelta;
 use topicberg_iceberg::{CommittedSnapshot, IcebergTarget, TableHandle};
 
-use super::upsert::{KeyHash, UpsertBuffer};
+use super::upsert::{parse_key_hash, winning_rows, KeyHash, Slot, UpsertBuffer};
 
 /// What an upsert commit did.
 pub struct UpsertCommit {
@@ -40,7 +43,7 @@ const UPSERT_ATTEMPTS: u32 = 5;
 pub async fn commit_upsert(
     target: &IcebergTarget,
     handle: &mut TableHandle,
-    buffer: UpsertBuffer,
+    mut buffer: UpsertBuffer,
     delete_format: DeleteFormat,
     state_dir: &Path,
     summary_extra: BTreeMap<String, String>,
@@ -52,7 +55,7 @@ pub async fn commit_upsert(
         let outcome = commit_upsert_once(
             target,
             handle,
-            &buffer,
+            &mut buffer,
             delete_format,
             state_dir,
             summary_extra.clone(),
@@ -92,7 +95,7 @@ enum Attempt {
 async fn commit_upsert_once(
     target: &IcebergTarget,
     handle: &mut TableHandle,
-    buffer: &UpsertBuffer,
+    buffer: &mut UpsertBuffer,
     delete_format: DeleteFormat,
     state_dir: &Path,
     summary_extra: BTreeMap<String, String>,
@@ -108,7 +111,10 @@ struct PreparedUpsert {
     table: String,
     index: KeyIndex,
     delta: RowDelta,
-    upserts: Vec<(KeyHash, String, u64)>,
+    /// The written rows' keys, 16 bytes each, in the order of the rows in
+    /// the data files (kept on disk: one per key of the sync).
+    written_keys: PathBuf,
+    rows: u64,
     deleted: Vec<KeyHash>,
     deletes: u64,
 }
@@ -124,18 +130,23 @@ impl PreparedUpsert {
             table,
             mut index,
             mut delta,
-            upserts,
+            written_keys,
+            rows,
             deleted,
             deletes,
         } = self;
         delta.summary_extra = summary_extra;
+        let delta_files: Vec<(String, u64)> = delta
+            .data_files
+            .iter()
+            .map(|f| (f.file_path().to_string(), f.record_count()))
+            .collect();
         let written: Vec<iceberg::spec::DataFile> = delta
             .data_files
             .iter()
             .chain(&delta.delete_files)
             .cloned()
             .collect();
-        let rows = upserts.len() as u64;
         // One request: a conflict comes back here to be recomputed.
         let snapshot = match target.commit_row_delta_with_retry(handle, delta, 1).await {
             Ok(snapshot) => snapshot,
@@ -147,12 +158,20 @@ impl PreparedUpsert {
             Err(e) => return Attempt::Failed(format!("committing the snapshot: {e}")),
         };
         super::fault_point("before_key_index_update");
-        if let Err(e) = index.apply(
-            snapshot.snapshot_id,
-            snapshot.parent_snapshot_id,
-            &upserts,
-            &deleted,
-        ) {
+        let files: Vec<String> = delta_files.iter().map(|(p, _)| p.clone()).collect();
+        let counts: Vec<u64> = delta_files.iter().map(|(_, n)| *n).collect();
+        let applied = WrittenRows::open(&written_keys, counts).and_then(|upserts| {
+            index
+                .apply_each(
+                    snapshot.snapshot_id,
+                    snapshot.parent_snapshot_id,
+                    &files,
+                    upserts,
+                    &deleted,
+                )
+                .map_err(|e| e.to_string())
+        });
+        if let Err(e) = applied {
             // The table is right; the index catches up from the table next time.
             tracing::warn!(table = %table, error = %e, "recording the commit in the key index failed; the next sync replays it");
         }
@@ -179,7 +198,7 @@ fn moved_on(e: &topicberg_iceberg::IcebergError) -> bool {
 async fn prepare_upsert(
     target: &IcebergTarget,
     handle: &mut TableHandle,
-    buffer: &UpsertBuffer,
+    buffer: &mut UpsertBuffer,
     delete_format: DeleteFormat,
     state_dir: &Path,
 ) -> Result<PreparedUpsert, String> {
@@ -191,71 +210,95 @@ async fn prepare_upsert(
         IndexState::Fresh => {}
         state => tracing::info!(table = %table, state = ?state, "key index brought up to date"),
     }
-    let written = buffer.written_keys();
-    let deleted = buffer.deleted_keys();
-    let old_written = index
-        .lookup(written.iter().copied())
-        .map_err(|e| e.to_string())?;
-    let old_deleted = index
-        .lookup(deleted.iter().copied())
-        .map_err(|e| e.to_string())?;
-    let existing: HashSet<KeyHash> = written
-        .iter()
-        .zip(&old_written)
-        .filter(|(_, old)| old.is_some())
-        .map(|(k, _)| *k)
-        .collect();
 
-    // The winning rows, `u` for keys the table already has.
-    let batches = buffer.winning_batches(|k| if existing.contains(k) { "u" } else { "c" })?;
+    // Every key's winner, in key order, against the key index: which held
+    // rows are written (`u` for keys the table has), which old rows retire.
+    let reader = index.reader().map_err(|e| e.to_string())?;
+    let mut winners = RoaringBitmap::new();
+    let mut updates = RoaringBitmap::new();
+    let mut deleted: Vec<KeyHash> = Vec::new();
+    let mut retired_keys: Vec<KeyHash> = Vec::new();
+    let mut retire_by_id: BTreeMap<u32, RoaringTreemap> = BTreeMap::new();
+    let mut deletes = 0u64;
+    buffer.for_each_winner(|key, slot| {
+        let old = reader.get(key).map_err(|e| e.to_string())?;
+        match slot {
+            Slot::Row(row) => {
+                winners.insert(row);
+                if old.is_some() {
+                    updates.insert(row);
+                }
+            }
+            Slot::Tombstone if old.is_some() => deleted.push(*key),
+            Slot::Tombstone => {}
+        }
+        if let Some((file, pos)) = old {
+            retire_by_id.entry(file).or_default().insert(pos);
+            deletes += 1;
+            if delete_format == DeleteFormat::Equality {
+                retired_keys.push(*key);
+            }
+        }
+        Ok(())
+    })?;
+    let mut retire: BTreeMap<String, RoaringTreemap> = BTreeMap::new();
+    for (id, positions) in retire_by_id {
+        retire.insert(reader.path(id).map_err(|e| e.to_string())?, positions);
+    }
+    drop(reader);
+
+    // The winning rows, read back from the held files, fitted to the
+    // table's final columns; their keys noted in row order.
+    let schema = handle.arrow_schema().clone();
+    let written_keys = buffer.dir().join("written.keys");
+    let mut keys_out = BufWriter::new(
+        File::create(&written_keys).map_err(|e| format!("{}: {e}", written_keys.display()))?,
+    );
     let mut writer = target
         .data_file_writer(handle)
         .await
         .map_err(|e| e.to_string())?;
-    for batch in &batches {
-        writer.write(batch).await.map_err(|e| e.to_string())?;
-    }
-    let data_files = writer.finish().await.map_err(|e| e.to_string())?;
-    // Rows were written in `written` order, file after file.
-    let mut upserts: Vec<(KeyHash, String, u64)> = Vec::with_capacity(written.len());
-    let mut keys = written.iter();
-    for file in &data_files {
-        for pos in 0..file.record_count() {
-            let key = keys
-                .next()
-                .ok_or("more rows in the data files than keys written")?;
-            upserts.push((*key, file.file_path().to_string(), pos));
+    let mut rows = 0u64;
+    for item in buffer.batches() {
+        let (first_row, batch) = item?;
+        let Some(mut batch) = winning_rows(&batch, first_row, &winners, &updates)? else {
+            continue;
+        };
+        if batch.schema() != schema {
+            batch = topicberg_iceberg::conform::conform(&batch, &schema)?;
         }
+        let ids = batch
+            .column_by_name("_olake_id")
+            .ok_or("the batch has no _olake_id column")?
+            .as_string::<i32>();
+        for row in 0..batch.num_rows() {
+            let key = parse_key_hash(ids.value(row)).ok_or("bad _olake_id")?;
+            keys_out
+                .write_all(&key)
+                .map_err(|e| format!("{}: {e}", written_keys.display()))?;
+        }
+        rows += batch.num_rows() as u64;
+        writer.write(&batch).await.map_err(|e| e.to_string())?;
     }
-    if keys.next().is_some() {
-        return Err("fewer rows in the data files than keys written".into());
+    keys_out
+        .flush()
+        .map_err(|e| format!("{}: {e}", written_keys.display()))?;
+    let data_files = writer.finish().await.map_err(|e| e.to_string())?;
+    let in_files: u64 = data_files.iter().map(|f| f.record_count()).sum();
+    if in_files != rows {
+        return Err(format!("{in_files} rows in the data files, {rows} written"));
     }
 
     // What to retire: the old row of every written key, and of every
     // tombstoned key the table has. Equality deletes name those keys
     // instead: rows with that `_olake_id` in earlier commits go, this
     // commit's new rows (same sequence number) stay.
-    let retired_keys: Vec<KeyHash> = written
-        .iter()
-        .zip(&old_written)
-        .chain(deleted.iter().zip(&old_deleted))
-        .filter(|(_, old)| old.is_some())
-        .map(|(k, _)| *k)
-        .collect();
-    let mut retire: BTreeMap<String, Vec<u64>> = BTreeMap::new();
-    for RowLocation { data_file, pos } in old_written.into_iter().chain(old_deleted).flatten() {
-        retire.entry(data_file).or_default().push(pos);
-    }
-    let deletes: u64 = retire.values().map(|p| p.len() as u64).sum();
     let (delete_files, replaced_dvs) = match delete_format {
         _ if retire.is_empty() => (Vec::new(), Vec::new()),
         DeleteFormat::Position => {
             let grouped: Vec<(String, Vec<u64>)> = retire
                 .into_iter()
-                .map(|(f, mut p)| {
-                    p.sort_unstable();
-                    (f, p)
-                })
+                .map(|(f, p)| (f, p.into_iter().collect()))
                 .collect();
             let file = target
                 .write_position_deletes(handle, &grouped)
@@ -270,8 +313,7 @@ async fn prepare_upsert(
                 .map_err(|e| e.to_string())?;
             let mut vectors = Vec::new();
             let mut replaced = Vec::new();
-            for (data_file, positions) in retire {
-                let mut bitmap: RoaringTreemap = positions.into_iter().collect();
+            for (data_file, mut bitmap) in retire {
                 if let Some(old) = current.get(&data_file) {
                     bitmap |= target
                         .read_deletion_vector(old)
@@ -288,6 +330,7 @@ async fn prepare_upsert(
             (files, replaced)
         }
         DeleteFormat::Equality => {
+            retired_keys.sort_unstable();
             let file = target
                 .write_equality_deletes(handle, &retired_keys)
                 .await
@@ -304,8 +347,53 @@ async fn prepare_upsert(
             replaced_dvs,
             summary_extra: BTreeMap::new(),
         },
-        upserts,
+        written_keys,
+        rows,
         deleted,
         deletes,
     })
+}
+
+/// The written rows' (key, data file number, position), read back from
+/// the keys file with the data files' row counts.
+struct WrittenRows {
+    keys: BufReader<File>,
+    path: PathBuf,
+    counts: Vec<u64>,
+    file: usize,
+    pos: u64,
+}
+
+impl WrittenRows {
+    fn open(path: &Path, counts: Vec<u64>) -> Result<Self, String> {
+        let file = File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        Ok(WrittenRows {
+            keys: BufReader::with_capacity(1 << 20, file),
+            path: path.to_path_buf(),
+            counts,
+            file: 0,
+            pos: 0,
+        })
+    }
+}
+
+impl Iterator for WrittenRows {
+    type Item = Result<([u8; 16], usize, u64), String>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        while self.file < self.counts.len() && self.pos == self.counts[self.file] {
+            self.file += 1;
+            self.pos = 0;
+        }
+        if self.file == self.counts.len() {
+            return None;
+        }
+        let mut key = [0u8; 16];
+        if let Err(e) = self.keys.read_exact(&mut key) {
+            return Some(Err(format!("{}: {e}", self.path.display())));
+        }
+        let item = (key, self.file, self.pos);
+        self.pos += 1;
+        Some(Ok(item))
+    }
 }

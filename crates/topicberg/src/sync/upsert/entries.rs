@@ -1,0 +1,282 @@
+//! The (key, version, row) entry of every message of an upsert sync, and
+//! the winner per key found from them with memory bounded by a constant.
+//!
+//! Entries are kept in memory up to [`MEMORY_ENTRIES`]; past that, all of
+//! them go to 256 bucket files on local disk by the key's first byte (so a
+//! bucket holds about 1/256 of the keys). Resolving reads one bucket at a
+//! time, sorts it by key (stable, so a key's entries stay in arrival order)
+//! and folds each key's entries into its winner: keys come out in
+//! ascending order, which also makes the key index lookups sequential.
+
+use std::fs::File;
+use std::io::{BufReader, BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+
+use super::{KeyHash, Slot, Version};
+
+/// Entries held in memory before spilling to the bucket files (40 MiB).
+pub const MEMORY_ENTRIES: usize = 1 << 20;
+const BUCKETS: usize = 256;
+const ENTRY_BYTES: usize = 40;
+/// The row number standing for a tombstone.
+const TOMBSTONE: u32 = u32::MAX;
+
+/// One message of the sync: its key, where it is in the stream and which
+/// held row it is (or a tombstone).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Entry {
+    pub key: KeyHash,
+    pub version: Version,
+    pub row: u32,
+}
+
+impl Entry {
+    pub fn slot(&self) -> Slot {
+        if self.row == TOMBSTONE {
+            Slot::Tombstone
+        } else {
+            Slot::Row(self.row)
+        }
+    }
+
+    pub fn row_or_tombstone(slot: Slot) -> u32 {
+        match slot {
+            Slot::Row(row) => row,
+            Slot::Tombstone => TOMBSTONE,
+        }
+    }
+
+    fn encode(&self, out: &mut [u8; ENTRY_BYTES]) {
+        out[..16].copy_from_slice(&self.key);
+        out[16..24].copy_from_slice(&self.version.timestamp.to_le_bytes());
+        out[24..32].copy_from_slice(&self.version.offset.to_le_bytes());
+        out[32..36].copy_from_slice(&self.version.partition.to_le_bytes());
+        out[36..40].copy_from_slice(&self.row.to_le_bytes());
+    }
+
+    fn decode(b: &[u8; ENTRY_BYTES]) -> Self {
+        let mut key = [0u8; 16];
+        key.copy_from_slice(&b[..16]);
+        let i64_at = |i: usize| i64::from_le_bytes(b[i..i + 8].try_into().expect("8 bytes"));
+        let u32_at = |i: usize| u32::from_le_bytes(b[i..i + 4].try_into().expect("4 bytes"));
+        Entry {
+            key,
+            version: Version {
+                timestamp: i64_at(16),
+                offset: i64_at(24),
+                partition: u32_at(32) as i32,
+            },
+            row: u32_at(36),
+        }
+    }
+}
+
+/// Every entry of one upsert table's sync.
+pub(super) struct Entries {
+    dir: PathBuf,
+    memory: Vec<Entry>,
+    buckets: Option<Vec<BufWriter<File>>>,
+    count: u64,
+}
+
+impl Entries {
+    pub fn new(dir: &Path) -> Self {
+        Entries {
+            dir: dir.to_path_buf(),
+            memory: Vec::new(),
+            buckets: None,
+            count: 0,
+        }
+    }
+
+    /// Entries taken so far.
+    pub fn len(&self) -> u64 {
+        self.count
+    }
+
+    /// Whether entries went to disk.
+    pub fn spilled(&self) -> bool {
+        self.buckets.is_some()
+    }
+
+    pub fn push(&mut self, entry: Entry) -> Result<(), String> {
+        self.memory.push(entry);
+        self.count += 1;
+        if self.memory.len() >= MEMORY_ENTRIES {
+            self.spill()?;
+        }
+        Ok(())
+    }
+
+    fn bucket_path(&self, bucket: usize) -> PathBuf {
+        self.dir.join(format!("entries-{bucket:03}"))
+    }
+
+    fn spill(&mut self) -> Result<(), String> {
+        if self.buckets.is_none() {
+            let mut files = Vec::with_capacity(BUCKETS);
+            for bucket in 0..BUCKETS {
+                let path = self.bucket_path(bucket);
+                let file = File::create(&path).map_err(|e| spill_error(&path, e))?;
+                files.push(BufWriter::with_capacity(64 * 1024, file));
+            }
+            self.buckets = Some(files);
+        }
+        let dir = self.dir.clone();
+        let buckets = self.buckets.as_mut().expect("opened above");
+        let mut bytes = [0u8; ENTRY_BYTES];
+        for entry in self.memory.drain(..) {
+            entry.encode(&mut bytes);
+            buckets[entry.key[0] as usize]
+                .write_all(&bytes)
+                .map_err(|e| spill_error(&dir, e))?;
+        }
+        Ok(())
+    }
+
+    /// Calls `f` with every key's winning entry, keys in ascending order.
+    /// Can be called again (a commit attempt that must be recomputed).
+    pub fn for_each_winner(
+        &mut self,
+        mut f: impl FnMut(&KeyHash, Slot) -> Result<(), String>,
+    ) -> Result<(), String> {
+        if !self.spilled() {
+            let mut sorted = self.memory.clone();
+            return resolve_sorted(&mut sorted, &mut f);
+        }
+        if !self.memory.is_empty() {
+            self.spill()?;
+        }
+        for file in self.buckets.as_mut().expect("spilled") {
+            file.flush().map_err(|e| spill_error(&self.dir, e))?;
+        }
+        let mut bucket = Vec::new();
+        for index in 0..BUCKETS {
+            let path = self.bucket_path(index);
+            let file = File::open(&path).map_err(|e| spill_error(&path, e))?;
+            let mut reader = BufReader::with_capacity(256 * 1024, file);
+            let mut bytes = [0u8; ENTRY_BYTES];
+            bucket.clear();
+            loop {
+                match reader.read_exact(&mut bytes) {
+                    Ok(()) => bucket.push(Entry::decode(&bytes)),
+                    Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => break,
+                    Err(e) => return Err(spill_error(&path, e)),
+                }
+            }
+            resolve_sorted(&mut bucket, &mut f)?;
+        }
+        Ok(())
+    }
+}
+
+/// Sorts entries by key (stable: a key's entries keep their arrival order)
+/// and hands each key's winner to `f`.
+fn resolve_sorted(
+    entries: &mut [Entry],
+    f: &mut impl FnMut(&KeyHash, Slot) -> Result<(), String>,
+) -> Result<(), String> {
+    entries.sort_by_key(|e| e.key);
+    let mut i = 0;
+    while i < entries.len() {
+        let mut winner = entries[i];
+        let mut j = i + 1;
+        while j < entries.len() && entries[j].key == winner.key {
+            if entries[j].version.supersedes(&winner.version) {
+                winner = entries[j];
+            }
+            j += 1;
+        }
+        f(&winner.key, winner.slot())?;
+        i = j;
+    }
+    Ok(())
+}
+
+pub(super) fn spill_error(path: &Path, e: std::io::Error) -> String {
+    format!("upsert spill file {}: {e}", path.display())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(key: u8, offset: i64, row: u32) -> Entry {
+        let mut k = [0u8; 16];
+        k[0] = key.wrapping_mul(37);
+        k[15] = key;
+        Entry {
+            key: k,
+            version: Version {
+                timestamp: 0,
+                partition: 0,
+                offset,
+            },
+            row,
+        }
+    }
+
+    fn winners(entries: &mut Entries) -> Vec<(KeyHash, Slot)> {
+        let mut out = Vec::new();
+        entries
+            .for_each_winner(|k, s| {
+                out.push((*k, s));
+                Ok(())
+            })
+            .unwrap();
+        out
+    }
+
+    #[test]
+    fn entries_round_trip_through_their_bytes() {
+        let e = Entry {
+            key: [7; 16],
+            version: Version {
+                timestamp: -5,
+                partition: 3,
+                offset: 1 << 40,
+            },
+            row: TOMBSTONE,
+        };
+        let mut b = [0u8; ENTRY_BYTES];
+        e.encode(&mut b);
+        let d = Entry::decode(&b);
+        assert_eq!((d.key, d.version, d.row), (e.key, e.version, e.row));
+    }
+
+    #[test]
+    fn spilled_entries_give_the_same_winners_as_in_memory_ones() {
+        let dir = std::env::temp_dir().join(format!(
+            "topicberg-entries-{}",
+            uuid::Uuid::new_v4().simple()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut memory = Entries::new(&dir);
+        let mut spilled = Entries::new(&dir);
+        // 3 versions of each of 200 keys, the middle one (highest offset) wins.
+        let mut row = 0;
+        for round in [1i64, 3, 2] {
+            for key in 0..200u8 {
+                let e = entry(key, round, row);
+                memory.push(e).unwrap();
+                spilled.push(e).unwrap();
+                if row % 97 == 0 {
+                    spilled.spill().unwrap();
+                }
+                row += 1;
+            }
+        }
+        assert!(spilled.spilled() && !memory.spilled());
+        let a = winners(&mut memory);
+        let b = winners(&mut spilled);
+        assert_eq!(a.len(), 200);
+        assert_eq!(a, b);
+        assert!(a.windows(2).all(|w| w[0].0 < w[1].0), "keys ascending");
+        assert!(a
+            .iter()
+            .all(|(_, s)| matches!(s, Slot::Row(r) if (200..400).contains(r))));
+        // Resolving twice gives the same answer (a recomputed commit).
+        assert_eq!(winners(&mut spilled), b);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
