@@ -202,6 +202,11 @@ impl UpsertBuffer {
         })
     }
 
+    /// Rows held (row numbers are `0..rows()`).
+    pub fn rows(&self) -> u32 {
+        self.rows
+    }
+
     /// Messages taken (rows and tombstones).
     pub fn messages(&self) -> u64 {
         self.entries.len()

@@ -9,14 +9,13 @@ use std::fs::File;
 use std::io::{BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
-use arrow_array::cast::AsArray;
 use roaring::{RoaringBitmap, RoaringTreemap};
 use topicberg_core::config::DeleteFormat;
 use topicberg_iceberg::key_index::{IndexState, KeyIndex};
 use topicberg_iceberg::row_delta::RowDelta;
 use topicberg_iceberg::{CommittedSnapshot, IcebergTarget, TableHandle};
 
-use super::upsert::{parse_key_hash, winning_rows, KeyHash, Slot, UpsertBuffer};
+use super::upsert::{winning_rows, KeyHash, Slot, UpsertBuffer};
 
 /// What an upsert commit did.
 pub struct UpsertCommit {
@@ -111,9 +110,11 @@ struct PreparedUpsert {
     table: String,
     index: KeyIndex,
     delta: RowDelta,
-    /// The written rows' keys, 16 bytes each, in the order of the rows in
-    /// the data files (kept on disk: one per key of the sync).
-    written_keys: PathBuf,
+    /// The written keys and their held row numbers, in key order (kept on
+    /// disk: one per key of the sync).
+    winner_keys: PathBuf,
+    /// Held row number -> position among the written rows.
+    ranks: RowRanks,
     rows: u64,
     deleted: Vec<KeyHash>,
     deletes: u64,
@@ -130,7 +131,8 @@ impl PreparedUpsert {
             table,
             mut index,
             mut delta,
-            written_keys,
+            winner_keys,
+            ranks,
             rows,
             deleted,
             deletes,
@@ -160,7 +162,7 @@ impl PreparedUpsert {
         super::fault_point("before_key_index_update");
         let files: Vec<String> = delta_files.iter().map(|(p, _)| p.clone()).collect();
         let counts: Vec<u64> = delta_files.iter().map(|(_, n)| *n).collect();
-        let applied = WrittenRows::open(&written_keys, counts).and_then(|upserts| {
+        let applied = WrittenRows::open(&winner_keys, &ranks, &counts).and_then(|upserts| {
             index
                 .apply_each(
                     snapshot.snapshot_id,
@@ -220,6 +222,12 @@ async fn prepare_upsert(
     let mut retired_keys: Vec<KeyHash> = Vec::new();
     let mut retire_by_id: BTreeMap<u32, RoaringTreemap> = BTreeMap::new();
     let mut deletes = 0u64;
+    // The written keys with their held row, in key order: the key index is
+    // updated in that order after the commit (sequential B-tree inserts).
+    let winner_keys = buffer.dir().join("winners.bin");
+    let mut keys_out = BufWriter::new(
+        File::create(&winner_keys).map_err(|e| format!("{}: {e}", winner_keys.display()))?,
+    );
     buffer.for_each_winner(|key, slot| {
         let old = reader.get(key).map_err(|e| e.to_string())?;
         match slot {
@@ -228,6 +236,10 @@ async fn prepare_upsert(
                 if old.is_some() {
                     updates.insert(row);
                 }
+                keys_out
+                    .write_all(key)
+                    .and_then(|_| keys_out.write_all(&row.to_le_bytes()))
+                    .map_err(|e| format!("{}: {e}", winner_keys.display()))?;
             }
             Slot::Tombstone if old.is_some() => deleted.push(*key),
             Slot::Tombstone => {}
@@ -241,6 +253,10 @@ async fn prepare_upsert(
         }
         Ok(())
     })?;
+    keys_out
+        .flush()
+        .map_err(|e| format!("{}: {e}", winner_keys.display()))?;
+    drop(keys_out);
     let mut retire: BTreeMap<String, RoaringTreemap> = BTreeMap::new();
     for (id, positions) in retire_by_id {
         retire.insert(reader.path(id).map_err(|e| e.to_string())?, positions);
@@ -248,12 +264,8 @@ async fn prepare_upsert(
     drop(reader);
 
     // The winning rows, read back from the held files, fitted to the
-    // table's final columns; their keys noted in row order.
+    // table's final columns.
     let schema = handle.arrow_schema().clone();
-    let written_keys = buffer.dir().join("written.keys");
-    let mut keys_out = BufWriter::new(
-        File::create(&written_keys).map_err(|e| format!("{}: {e}", written_keys.display()))?,
-    );
     let mut writer = target
         .data_file_writer(handle)
         .await
@@ -267,22 +279,9 @@ async fn prepare_upsert(
         if batch.schema() != schema {
             batch = topicberg_iceberg::conform::conform(&batch, &schema)?;
         }
-        let ids = batch
-            .column_by_name("_olake_id")
-            .ok_or("the batch has no _olake_id column")?
-            .as_string::<i32>();
-        for row in 0..batch.num_rows() {
-            let key = parse_key_hash(ids.value(row)).ok_or("bad _olake_id")?;
-            keys_out
-                .write_all(&key)
-                .map_err(|e| format!("{}: {e}", written_keys.display()))?;
-        }
         rows += batch.num_rows() as u64;
         writer.write(&batch).await.map_err(|e| e.to_string())?;
     }
-    keys_out
-        .flush()
-        .map_err(|e| format!("{}: {e}", written_keys.display()))?;
     let data_files = writer.finish().await.map_err(|e| e.to_string())?;
     let in_files: u64 = data_files.iter().map(|f| f.record_count()).sum();
     if in_files != rows {
@@ -347,53 +346,124 @@ async fn prepare_upsert(
             replaced_dvs,
             summary_extra: BTreeMap::new(),
         },
-        written_keys,
+        winner_keys,
+        ranks: RowRanks::new(&winners, buffer.rows()),
         rows,
         deleted,
         deletes,
     })
 }
 
-/// The written rows' (key, data file number, position), read back from
-/// the keys file with the data files' row counts.
-struct WrittenRows {
-    keys: BufReader<File>,
-    path: PathBuf,
-    counts: Vec<u64>,
-    file: usize,
-    pos: u64,
+/// The position of a held row among the written (winning) rows: a rank
+/// over a bitset of the held rows, counted per 64 rows (O(1) per row).
+struct RowRanks {
+    words: Vec<u64>,
+    before: Vec<u64>,
 }
 
-impl WrittenRows {
-    fn open(path: &Path, counts: Vec<u64>) -> Result<Self, String> {
+impl RowRanks {
+    fn new(winners: &RoaringBitmap, rows: u32) -> Self {
+        let mut words = vec![0u64; (rows as usize).div_ceil(64)];
+        for row in winners {
+            words[row as usize / 64] |= 1 << (row % 64);
+        }
+        let mut before = Vec::with_capacity(words.len());
+        let mut count = 0u64;
+        for word in &words {
+            before.push(count);
+            count += u64::from(word.count_ones());
+        }
+        RowRanks { words, before }
+    }
+
+    /// Winning rows before `row`.
+    fn rank(&self, row: u32) -> u64 {
+        let (word, bit) = (row as usize / 64, row % 64);
+        self.before[word] + u64::from((self.words[word] & ((1u64 << bit) - 1)).count_ones())
+    }
+}
+
+/// The written rows' (key, data file number, position) in key order, read
+/// back from the winners file: a row's place among the written rows is
+/// its rank, and the data files hold the written rows in order.
+struct WrittenRows<'a> {
+    keys: BufReader<File>,
+    path: PathBuf,
+    ranks: &'a RowRanks,
+    /// Written rows before each data file, and after the last.
+    starts: Vec<u64>,
+}
+
+impl<'a> WrittenRows<'a> {
+    fn open(path: &Path, ranks: &'a RowRanks, counts: &[u64]) -> Result<Self, String> {
         let file = File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let mut starts = vec![0u64];
+        for count in counts {
+            starts.push(starts.last().expect("one at least") + count);
+        }
         Ok(WrittenRows {
             keys: BufReader::with_capacity(1 << 20, file),
             path: path.to_path_buf(),
-            counts,
-            file: 0,
-            pos: 0,
+            ranks,
+            starts,
         })
     }
 }
 
-impl Iterator for WrittenRows {
+impl Iterator for WrittenRows<'_> {
     type Item = Result<([u8; 16], usize, u64), String>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        while self.file < self.counts.len() && self.pos == self.counts[self.file] {
-            self.file += 1;
-            self.pos = 0;
-        }
-        if self.file == self.counts.len() {
-            return None;
+        let mut entry = [0u8; 20];
+        match self.keys.read_exact(&mut entry) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return None,
+            Err(e) => return Some(Err(format!("{}: {e}", self.path.display()))),
         }
         let mut key = [0u8; 16];
-        if let Err(e) = self.keys.read_exact(&mut key) {
-            return Some(Err(format!("{}: {e}", self.path.display())));
+        key.copy_from_slice(&entry[..16]);
+        let row = u32::from_le_bytes(entry[16..].try_into().expect("4 bytes"));
+        let at = self.ranks.rank(row);
+        // The data file whose rows include `at`.
+        let file = self.starts.partition_point(|start| *start <= at) - 1;
+        if file + 1 >= self.starts.len() {
+            return Some(Err(format!("written row {at} is beyond the data files")));
         }
-        let item = (key, self.file, self.pos);
-        self.pos += 1;
-        Some(Ok(item))
+        Some(Ok((key, file, at - self.starts[file])))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_rows_rank_counts_the_winning_rows_before_it() {
+        let winners: RoaringBitmap = [0u32, 3, 63, 64, 65, 200].into_iter().collect();
+        let ranks = RowRanks::new(&winners, 201);
+        let got: Vec<u64> = winners.iter().map(|r| ranks.rank(r)).collect();
+        assert_eq!(got, vec![0, 1, 2, 3, 4, 5]);
+    }
+
+    #[test]
+    fn written_rows_map_keys_in_key_order_to_their_file_and_position() {
+        // Held rows 1, 4, 5 and 9 won; written in row order into two files
+        // of 3 and 1 rows. The winners file lists them in key order.
+        let winners: RoaringBitmap = [1u32, 4, 5, 9].into_iter().collect();
+        let ranks = RowRanks::new(&winners, 10);
+        let path = std::env::temp_dir().join(format!("winners-{}.bin", uuid::Uuid::new_v4()));
+        let mut bytes = Vec::new();
+        for (key, row) in [(1u8, 9u32), (2, 4), (3, 1), (4, 5)] {
+            bytes.extend_from_slice(&[key; 16]);
+            bytes.extend_from_slice(&row.to_le_bytes());
+        }
+        std::fs::write(&path, bytes).unwrap();
+        let rows: Vec<_> = WrittenRows::open(&path, &ranks, &[3, 1])
+            .unwrap()
+            .map(|r| r.map(|(k, f, p)| (k[0], f, p)))
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(rows, vec![(1, 1, 0), (2, 0, 1), (3, 0, 0), (4, 0, 2)]);
+        std::fs::remove_file(&path).unwrap();
     }
 }
