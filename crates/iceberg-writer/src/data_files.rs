@@ -95,11 +95,20 @@ impl DataFileWriter {
         let level = ZstdLevel::try_new(options.zstd_level).map_err(|e| {
             IcebergError::new(IcebergErrorKind::Config, &step, format!("zstd level: {e}"))
         })?;
-        let props = WriterProperties::builder()
+        let mut props = WriterProperties::builder();
+        // Metadata columns distinct in (nearly) every row: a dictionary
+        // only costs time before the writer gives up on it.
+        for column in [
+            "_olake_id",
+            "_kafka_offset",
+            "_kafka_timestamp",
+            "_kafka_key",
+        ] {
+            props = props.set_column_dictionary_enabled(ColumnPath::from(column), false);
+        }
+        let props = props
             .set_compression(Compression::ZSTD(level))
             .set_max_row_group_bytes(Some(options.row_group_size.max(1)))
-            // A hash, distinct in every row: a dictionary only costs time.
-            .set_column_dictionary_enabled(ColumnPath::from("_olake_id"), false)
             .build();
         let locations = DefaultLocationGenerator::new(metadata)
             .map_err(|e| from_iceberg(&step, &e, IcebergErrorKind::Config))?;

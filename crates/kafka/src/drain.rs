@@ -143,9 +143,8 @@ where
     }
     let mut remaining = progress.values().filter(|p| !p.done).count();
     if remaining > 0 {
-        let consumer: BaseConsumer = connection
-            .client_config()
-            .set("group.id", &settings.group)
+        let mut cfg = connection.client_config();
+        cfg.set("group.id", &settings.group)
             // The broker sees (logs, quotas) which job is reading.
             .set("client.id", &settings.group)
             .set("enable.auto.commit", "false")
@@ -154,23 +153,30 @@ where
             .set("auto.offset.reset", "error")
             .set("fetch.wait.max.ms", "100")
             .set("queued.min.messages", "200000")
-            .set("queued.max.messages.kbytes", "16384")
+            .set("queued.max.messages.kbytes", "16384");
+        let consumer: BaseConsumer = cfg
             .create()
             .map_err(|e| KafkaError::new(KafkaErrorKind::Config, "creating the consumer", e))?;
         consumer
             .assign(&tpl)
             .map_err(|e| KafkaError::new(KafkaErrorKind::Broker, "assigning partitions", e))?;
+        // The clock is read only when a poll comes back empty: whether
+        // anything arrived since the last look is a flag, not a time per
+        // message.
         let mut last_progress = Instant::now();
+        let mut progressed = false;
         while remaining > 0 {
             check().map_err(DrainError::Sink)?;
             match consumer.poll(Duration::from_millis(200)) {
                 None => {
-                    if last_progress.elapsed() > settings.stall_timeout {
+                    if std::mem::take(&mut progressed) {
+                        last_progress = Instant::now();
+                    } else if last_progress.elapsed() > settings.stall_timeout {
                         return Err(stalled(topic, &progress, settings.stall_timeout).into());
                     }
                 }
                 Some(Ok(message)) => {
-                    last_progress = Instant::now();
+                    progressed = true;
                     let partition = message.partition();
                     let Some(p) = progress.get_mut(&partition) else {
                         continue;
@@ -220,7 +226,7 @@ where
                     }
                 }
                 Some(Err(RdKafkaError::PartitionEOF(partition))) => {
-                    last_progress = Instant::now();
+                    progressed = true;
                     // The end of the log below the watermark: what is left
                     // are control records (transaction markers) or an open
                     // transaction's messages, which a read_committed consumer

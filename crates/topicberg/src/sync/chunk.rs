@@ -134,6 +134,12 @@ fn drain_chunk(
     let kill_after = super::fault_after_records();
     let mut skips = SkipLog::default();
     let send = |item: Item| tx.blocking_send(item).map_err(|_| SinkError::WriterGone);
+    let mut unpublished = (0u64, 0u64);
+    let publish = |counts: &mut (u64, u64)| {
+        progress.records.fetch_add(counts.0, Ordering::Relaxed);
+        progress.bytes.fetch_add(counts.1, Ordering::Relaxed);
+        *counts = (0, 0);
+    };
     let drained = drain_checked(
         &shared.connection,
         &chunk.ranges,
@@ -205,15 +211,19 @@ fn drain_chunk(
                 }
                 return Ok(());
             }
-            let seen = progress.records.fetch_add(1, Ordering::Relaxed) + 1;
-            if kill_after.is_some_and(|n| seen >= n) {
-                super::kill_self();
+            // Counted here, published to the shared progress once a batch
+            // (no shared-cache-line traffic per message).
+            unpublished.0 += 1;
+            unpublished.1 +=
+                (record.key.map_or(0, <[u8]>::len) + record.value.map_or(0, <[u8]>::len)) as u64;
+            if let Some(n) = kill_after {
+                let seen = progress.records.load(Ordering::Relaxed) + unpublished.0;
+                if seen >= n {
+                    super::kill_self();
+                }
             }
-            progress.bytes.fetch_add(
-                (record.key.map_or(0, <[u8]>::len) + record.value.map_or(0, <[u8]>::len)) as u64,
-                Ordering::Relaxed,
-            );
             if decoder.len() >= shared.batch_rows {
+                publish(&mut unpublished);
                 send(Item::Batch(index, version, decoder.finish()))?;
                 skips.flush(&table.topic);
             }
@@ -221,6 +231,7 @@ fn drain_chunk(
         },
     );
     skips.flush(&table.topic);
+    publish(&mut unpublished);
     match drained {
         Ok(parts) => {
             if !decoder.is_empty() {

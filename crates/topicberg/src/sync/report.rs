@@ -80,6 +80,8 @@ pub struct CommitReport {
     pub added_equality_delete_files: u64,
     /// Rows deleted by them.
     pub added_equality_deletes: u64,
+    /// Bytes of every file the snapshot added (data and delete files).
+    pub added_files_size: u64,
 }
 
 impl CommitReport {
@@ -100,6 +102,7 @@ impl CommitReport {
             added_dvs: dvs,
             added_equality_delete_files: get("added-equality-delete-files"),
             added_equality_deletes: get("added-equality-deletes"),
+            added_files_size: get("added-files-size"),
         }
     }
 
