@@ -7,10 +7,10 @@ use std::time::{Duration, Instant};
 
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError as RdKafkaError;
-use rdkafka::message::Message;
 use rdkafka::{Offset, TopicPartitionList};
 use topicberg_core::SourceRecord;
 
+use crate::batch::{MessageBatch, Polled, POLL_WAIT_MS};
 use crate::{KafkaConnection, KafkaError, KafkaErrorKind};
 
 /// What to read from one partition: offsets `start..end` (end exclusive).
@@ -165,88 +165,99 @@ where
         // message.
         let mut last_progress = Instant::now();
         let mut progressed = false;
+        let mut batch = MessageBatch::new(&consumer);
         while remaining > 0 {
             check().map_err(DrainError::Sink)?;
-            match consumer.poll(Duration::from_millis(200)) {
-                None => {
-                    if std::mem::take(&mut progressed) {
-                        last_progress = Instant::now();
-                    } else if last_progress.elapsed() > settings.stall_timeout {
-                        return Err(stalled(topic, &progress, settings.stall_timeout).into());
-                    }
+            batch.poll(POLL_WAIT_MS);
+            if batch.is_empty() {
+                if std::mem::take(&mut progressed) {
+                    last_progress = Instant::now();
+                } else if last_progress.elapsed() > settings.stall_timeout {
+                    return Err(stalled(topic, &progress, settings.stall_timeout).into());
                 }
-                Some(Ok(message)) => {
-                    progressed = true;
-                    let partition = message.partition();
-                    let Some(p) = progress.get_mut(&partition) else {
-                        continue;
-                    };
-                    if p.done {
-                        continue;
-                    }
-                    let offset = message.offset();
-                    if offset < p.next {
-                        // Already handed to the sink (a refetch after a
-                        // reconnect must not write a message twice).
-                        p.redelivered += 1;
-                        if p.redelivered == 1 {
-                            tracing::warn!(
-                                topic = %topic, partition, offset, next = p.next,
-                                "message delivered again; skipped (logged once per partition)"
-                            );
+                continue;
+            }
+            progressed = true;
+            for polled in batch.messages() {
+                if remaining == 0 {
+                    break;
+                }
+                let message = match polled {
+                    Polled::Message(message) => message,
+                    Polled::Eof(partition) => {
+                        // The end of the log below the watermark: what is
+                        // left are control records (transaction markers)
+                        // or an open transaction's messages, which a
+                        // read_committed consumer does not see yet. Stop
+                        // here; the next sync resumes after the last
+                        // message we saw.
+                        if let Some(p) = progress.get_mut(&partition).filter(|p| !p.done) {
+                            p.done = true;
+                            remaining -= 1;
+                            pause(&consumer, topic, partition);
                         }
                         continue;
                     }
-                    if offset >= p.end {
-                        // Produced after the sync began: the next sync reads it.
-                        p.next = p.end;
-                        p.done = true;
-                        remaining -= 1;
-                        pause(&consumer, topic, partition);
+                    Polled::Error(e) if fetch_error_is_transient(&e) => {
+                        // librdkafka reconnects and refetches by itself; a
+                        // broker that stays away ends in the stall error.
+                        tracing::warn!(error = %e, "fetch error; librdkafka retries");
                         continue;
                     }
-                    let record = SourceRecord {
-                        topic,
-                        partition,
-                        offset,
-                        timestamp_ms: message.timestamp().to_millis(),
-                        key: message.key(),
-                        value: message.payload(),
-                    };
-                    sink(&record).map_err(DrainError::Sink)?;
-                    p.records += 1;
-                    p.bytes += (record.key.map_or(0, <[u8]>::len)
-                        + record.value.map_or(0, <[u8]>::len))
-                        as u64;
-                    p.next = offset + 1;
-                    if p.next >= p.end {
-                        p.done = true;
-                        remaining -= 1;
-                        pause(&consumer, topic, partition);
+                    Polled::Error(e) => {
+                        return Err(KafkaError::new(
+                            KafkaErrorKind::Broker,
+                            "fetching messages",
+                            e,
+                        )
+                        .into());
                     }
+                };
+                let partition = message.partition;
+                let Some(p) = progress.get_mut(&partition) else {
+                    continue;
+                };
+                if p.done {
+                    continue;
                 }
-                Some(Err(RdKafkaError::PartitionEOF(partition))) => {
-                    progressed = true;
-                    // The end of the log below the watermark: what is left
-                    // are control records (transaction markers) or an open
-                    // transaction's messages, which a read_committed consumer
-                    // does not see yet. Stop here; the next sync resumes
-                    // after the last message we saw.
-                    if let Some(p) = progress.get_mut(&partition).filter(|p| !p.done) {
-                        p.done = true;
-                        remaining -= 1;
-                        pause(&consumer, topic, partition);
+                let offset = message.offset;
+                if offset < p.next {
+                    // Already handed to the sink (a refetch after a
+                    // reconnect must not write a message twice).
+                    p.redelivered += 1;
+                    if p.redelivered == 1 {
+                        tracing::warn!(
+                            topic = %topic, partition, offset, next = p.next,
+                            "message delivered again; skipped (logged once per partition)"
+                        );
                     }
+                    continue;
                 }
-                Some(Err(e)) if fetch_error_is_transient(&e) => {
-                    // librdkafka reconnects and refetches by itself; a
-                    // broker that stays away ends in the stall error.
-                    tracing::warn!(error = %e, "fetch error; librdkafka retries");
+                if offset >= p.end {
+                    // Produced after the sync began: the next sync reads it.
+                    p.next = p.end;
+                    p.done = true;
+                    remaining -= 1;
+                    pause(&consumer, topic, partition);
+                    continue;
                 }
-                Some(Err(e)) => {
-                    return Err(
-                        KafkaError::new(KafkaErrorKind::Broker, "fetching messages", e).into(),
-                    );
+                let record = SourceRecord {
+                    topic,
+                    partition,
+                    offset,
+                    timestamp_ms: message.timestamp_ms,
+                    key: message.key,
+                    value: message.value,
+                };
+                sink(&record).map_err(DrainError::Sink)?;
+                p.records += 1;
+                p.bytes += (record.key.map_or(0, <[u8]>::len) + record.value.map_or(0, <[u8]>::len))
+                    as u64;
+                p.next = offset + 1;
+                if p.next >= p.end {
+                    p.done = true;
+                    remaining -= 1;
+                    pause(&consumer, topic, partition);
                 }
             }
         }

@@ -8,6 +8,7 @@
 //! Partition discovery, watermarks, offsets and the bounded drain build on
 //! these.
 
+mod batch;
 pub mod connection;
 pub mod drain;
 mod error;

@@ -21,7 +21,7 @@ use topicberg_core::TableColumns;
 use super::chunk::{worker, Chunk, ChunkResult, Item, Shared, TableShared};
 use super::evolve::EvolvingColumns;
 use super::invalid::DeadRecord;
-use super::split::{merge_pieces, split_ranges, MIN_CHUNK_MESSAGES};
+use super::split::{merge_pieces, min_chunk_messages, split_ranges};
 use super::upsert::UpsertBuffer;
 use crate::columns::iceberg_columns;
 use topicberg_iceberg::{DataFileWriter, IcebergTarget, TableHandle};
@@ -102,10 +102,11 @@ pub async fn drain_and_write(
     cancel: Arc<AtomicBool>,
 ) -> Vec<TableOutput> {
     let mut queue = VecDeque::new();
+    let min_chunk = min_chunk_messages();
     for (index, table) in tables.iter().enumerate() {
         // At most `threads` chunks of about equal size; every chunk reads
         // one topic (see `drain`).
-        let chunks = split_ranges(&table.ranges, threads, MIN_CHUNK_MESSAGES);
+        let chunks = split_ranges(&table.ranges, threads, min_chunk);
         queue.extend(chunks.into_iter().map(|ranges| Chunk {
             table: index,
             ranges,

@@ -19,6 +19,16 @@ use topicberg_kafka::{DrainedPartition, PartitionRange};
 /// The smallest chunk worth its own consumer.
 pub const MIN_CHUNK_MESSAGES: i64 = 100_000;
 
+/// [`MIN_CHUNK_MESSAGES`], or `TOPICBERG_MIN_CHUNK_MESSAGES` (a test hook:
+/// the integration tests cut small topics into pieces with it).
+pub fn min_chunk_messages() -> i64 {
+    std::env::var("TOPICBERG_MIN_CHUNK_MESSAGES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|n| *n > 0)
+        .unwrap_or(MIN_CHUNK_MESSAGES)
+}
+
 /// Cuts `ranges` (one topic) into at most `threads` chunks of about the
 /// same number of offsets, none smaller than `min_chunk` unless there is
 /// only one.

@@ -16,6 +16,16 @@ use super::{KeyHash, Slot, Version};
 
 /// Entries held in memory before spilling to the bucket files (40 MiB).
 pub const MEMORY_ENTRIES: usize = 1 << 20;
+
+/// [`MEMORY_ENTRIES`], or `TOPICBERG_UPSERT_MEMORY_ENTRIES` (a test hook:
+/// the integration tests make small syncs spill with it).
+fn memory_entries() -> usize {
+    std::env::var("TOPICBERG_UPSERT_MEMORY_ENTRIES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|n| *n > 0)
+        .unwrap_or(MEMORY_ENTRIES)
+}
 const BUCKETS: usize = 256;
 const ENTRY_BYTES: usize = 40;
 /// The row number standing for a tombstone.
@@ -74,6 +84,7 @@ impl Entry {
 /// Every entry of one upsert table's sync.
 pub(super) struct Entries {
     dir: PathBuf,
+    limit: usize,
     memory: Vec<Entry>,
     buckets: Option<Vec<BufWriter<File>>>,
     count: u64,
@@ -83,6 +94,7 @@ impl Entries {
     pub fn new(dir: &Path) -> Self {
         Entries {
             dir: dir.to_path_buf(),
+            limit: memory_entries(),
             memory: Vec::new(),
             buckets: None,
             count: 0,
@@ -102,7 +114,7 @@ impl Entries {
     pub fn push(&mut self, entry: Entry) -> Result<(), String> {
         self.memory.push(entry);
         self.count += 1;
-        if self.memory.len() >= MEMORY_ENTRIES {
+        if self.memory.len() >= self.limit {
             self.spill()?;
         }
         Ok(())
