@@ -452,9 +452,24 @@ pub fn group_offsets(
     for p in 0..partitions {
         tpl.add_partition(topic, p);
     }
-    let committed = consumer
-        .committed_offsets(tpl, Duration::from_secs(20))
-        .unwrap_or_else(|e| panic!("committed offsets of group {group}: {e}"));
+    // Right after a broker restart the group coordinator may not be ready
+    // yet (NotCoordinator, CoordinatorLoadInProgress): ask again, for a
+    // bounded time.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let committed = loop {
+        match consumer.committed_offsets(tpl.clone(), Duration::from_secs(20)) {
+            Ok(committed) => break committed,
+            Err(e)
+                if std::time::Instant::now() < deadline
+                    && (e.to_string().contains("Not coordinator")
+                        || e.to_string().contains("Coordinator load in progress")
+                        || e.to_string().contains("Coordinator not available")) =>
+            {
+                std::thread::sleep(Duration::from_millis(250));
+            }
+            Err(e) => panic!("committed offsets of group {group}: {e}"),
+        }
+    };
     (0..partitions)
         .map(
             |p| match committed.find_partition(topic, p).map(|e| e.offset()) {
