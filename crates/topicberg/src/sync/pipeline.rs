@@ -137,7 +137,7 @@ pub async fn drain_and_write(
         progress,
         cancel,
     });
-    let (tx, mut rx) = mpsc::channel::<Item>(workers.max(1) * 2);
+    let (tx, mut rx) = mpsc::channel::<Item>(workers.max(1));
     let results: Arc<Mutex<Vec<ChunkResult>>> = Arc::default();
     let mut threads = Vec::new();
     // The threads log inside the caller's span (a service run's log is
