@@ -296,30 +296,18 @@ impl KeyIndex {
         &self,
         keys: impl IntoIterator<Item = [u8; 16]>,
     ) -> Result<Vec<Option<RowLocation>>, IcebergError> {
-        let step = format!("looking up keys in {}", self.path.display());
-        let err = |e: StoreError| store_err(&step, e);
-        let tx = self.db.begin_read().map_err(|e| err(e.into()))?;
-        let table = tx.open_table(KEYS).map_err(|e| err(e.into()))?;
-        let files = tx.open_table(FILES).map_err(|e| err(e.into()))?;
+        let reader = self.reader()?;
         let mut paths: HashMap<u32, String> = HashMap::new();
         let mut out = Vec::new();
         for key in keys {
-            let Some((file, pos)) = table
-                .get(&key)
-                .map_err(|e| err(e.into()))?
-                .map(|v| v.value())
-            else {
+            let Some((file, pos)) = reader.get(&key)? else {
                 out.push(None);
                 continue;
             };
             let data_file = match paths.get(&file) {
                 Some(p) => p.clone(),
                 None => {
-                    let path = files
-                        .get(file)
-                        .map_err(|e| err(e.into()))?
-                        .map(|v| v.value().to_string())
-                        .ok_or_else(|| store_err(&step, format!("no path for file id {file}")))?;
+                    let path = reader.path(file)?;
                     paths.insert(file, path.clone());
                     path
                 }
