@@ -18,6 +18,7 @@ use iceberg::spec::{
 };
 
 use crate::error::{from_iceberg, IcebergError, IcebergErrorKind};
+use crate::offsets::OffsetsAdvance;
 use crate::snapshot_commit::{
     build_snapshot, new_snapshot_id, renew_snapshot_id_if_taken, write_new_manifest, BuiltSnapshot,
     PendingCommit,
@@ -34,6 +35,8 @@ pub(crate) struct PendingAppend {
     pub(crate) commit_id: String,
     pub(crate) data_files: Vec<DataFile>,
     pub(crate) summary_extra: BTreeMap<String, String>,
+    /// The offsets the append moves (checked on every attempt).
+    pub(crate) offsets: Option<OffsetsAdvance>,
     /// The manifest of `data_files`, written for `snapshot_id`.
     manifest: Option<ManifestFile>,
 }
@@ -49,6 +52,7 @@ impl PendingAppend {
             commit_id: uuid::Uuid::new_v4().to_string(),
             data_files,
             summary_extra,
+            offsets: None,
             manifest: None,
         }
     }
@@ -57,6 +61,14 @@ impl PendingAppend {
 impl PendingCommit for PendingAppend {
     fn commit_id(&self) -> &str {
         &self.commit_id
+    }
+
+    fn offsets(&self) -> Option<&OffsetsAdvance> {
+        self.offsets.as_ref()
+    }
+
+    fn summary_extra_mut(&mut self) -> &mut BTreeMap<String, String> {
+        &mut self.summary_extra
     }
 
     /// Writes the manifest (once per snapshot id) and the manifest list and

@@ -282,6 +282,7 @@ async fn position_deletes_on_v2_and_the_format_rules() {
             RowDelta {
                 delete_files: vec![deletes.clone()],
                 summary_extra: BTreeMap::from([("topicberg.offsets".into(), "{}".into())]),
+                offsets: None,
                 ..RowDelta::default()
             },
         )

@@ -72,6 +72,11 @@ pub enum IcebergErrorKind {
     Data,
     /// The configuration cannot work (bad endpoint, unsupported location).
     Config,
+    /// Another writer committed the offsets this commit started from first
+    /// (another sync of the same job ran at once): the commit did not land,
+    /// since landing it would write the same messages twice. Not retryable
+    /// as is; the next sync plans from the new offsets.
+    Superseded,
 }
 
 /// An error on topicberg's Iceberg write path: the catalog, storage, the

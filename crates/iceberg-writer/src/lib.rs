@@ -52,6 +52,7 @@ mod error;
 pub mod key_index;
 #[cfg(test)]
 mod local_tests;
+pub mod offsets;
 pub mod position_deletes;
 pub mod rest;
 pub mod row_delta;
@@ -68,6 +69,7 @@ pub use data_files::{DataFileWriter, WriteOptions};
 pub use deletion_vectors::{decode_deletion_vector, encode_deletion_vector, read_deletion_vector};
 pub use error::{CatalogError, CatalogErrorKind, IcebergError, IcebergErrorKind};
 pub use iceberg::spec::{DataFile, FormatVersion};
+pub use offsets::{OffsetsAdvance, TableOffsets, OFFSETS_PROPERTY};
 pub use roaring::RoaringTreemap;
 pub use row_delta::{is_stale_deletes, RowDelta};
 pub use schema::{Column, ColumnType};

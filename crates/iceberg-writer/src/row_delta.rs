@@ -33,6 +33,7 @@ use iceberg::spec::{
 use crate::delete_summary::summary;
 use crate::deletion_vectors::is_deletion_vector;
 use crate::error::{from_iceberg, CatalogErrorKind, IcebergError, IcebergErrorKind};
+use crate::offsets::OffsetsAdvance;
 use crate::snapshot_commit::{
     build_snapshot, manifest_writer, new_snapshot_id, renew_snapshot_id_if_taken,
     write_new_manifest, BuiltSnapshot, PendingCommit,
@@ -52,8 +53,11 @@ pub struct RowDelta {
     /// The current DV entries the new DVs replace, as listed by
     /// [`list_deletion_vectors`] (matched by Puffin path and offset).
     pub replaced_dvs: Vec<DataFile>,
-    /// Extra summary properties, e.g. `topicberg.offsets`.
+    /// Extra summary properties.
     pub summary_extra: BTreeMap<String, String>,
+    /// The offsets the commit moves: checked against every table state it
+    /// is built on, recorded in the table's properties and the summary.
+    pub offsets: Option<OffsetsAdvance>,
 }
 
 /// The step text of the error a row delta fails with when its deletes no
@@ -430,6 +434,14 @@ impl PendingRowDelta {
 impl PendingCommit for PendingRowDelta {
     fn commit_id(&self) -> &str {
         &self.commit_id
+    }
+
+    fn offsets(&self) -> Option<&OffsetsAdvance> {
+        self.delta.offsets.as_ref()
+    }
+
+    fn summary_extra_mut(&mut self) -> &mut BTreeMap<String, String> {
+        &mut self.delta.summary_extra
     }
 
     /// Writes what is missing and builds the snapshot on `metadata`'s

@@ -7,6 +7,7 @@
 //! [`PendingCommit`] is what [`crate::IcebergTarget`]'s commit retry loop
 //! needs from either kind of pending snapshot.
 
+use std::collections::BTreeMap;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use iceberg::io::FileIO;
@@ -18,6 +19,7 @@ use iceberg::spec::{
 use iceberg::{TableRequirement, TableUpdate};
 
 use crate::error::{from_iceberg, IcebergError, IcebergErrorKind};
+use crate::offsets::OffsetsAdvance;
 
 /// A snapshot ready to commit.
 pub(crate) struct BuiltSnapshot {
@@ -33,6 +35,14 @@ pub(crate) struct BuiltSnapshot {
 pub(crate) trait PendingCommit {
     /// The `topicberg.commit-id` the snapshot carries.
     fn commit_id(&self) -> &str;
+
+    /// The offsets the commit moves, checked against every table state it
+    /// is built on (see [`crate::offsets`]).
+    fn offsets(&self) -> Option<&OffsetsAdvance>;
+
+    /// The extra summary properties, where the commit loop puts the
+    /// offsets record of the table state it builds on.
+    fn summary_extra_mut(&mut self) -> &mut BTreeMap<String, String>;
 
     /// Writes what is missing and builds the snapshot on `metadata`'s
     /// current `main` snapshot. `attempt` numbers the files written per

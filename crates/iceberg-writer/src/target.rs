@@ -1,18 +1,20 @@
 //! The library API the sync command uses: connect to a catalog and a store,
 //! make sure a table exists, write data files, commit an append.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use arrow_array::RecordBatch;
 use arrow_schema::SchemaRef as ArrowSchemaRef;
 use iceberg::io::FileIO;
 use iceberg::spec::{DataFile, FormatVersion, SchemaRef, TableMetadata};
+use iceberg::TableUpdate;
 
 use crate::append::{PendingAppend, COMMIT_ID_PROPERTY};
 use crate::catalog::Catalog;
 use crate::data_files::{DataFileWriter, WriteOptions};
 use crate::error::{IcebergError, IcebergErrorKind};
+use crate::offsets::{OffsetsAdvance, OFFSETS_PROPERTY};
 use crate::rest::{LoadedTable, Namespace, RestCatalog, RestCatalogConfig};
 use crate::schema::{arrow_schema, iceberg_schema, schema_differences, Column};
 use crate::schema_evolution::{reapply_pending_schema, PendingSchema};
@@ -371,6 +373,24 @@ impl IcebergTarget {
         self.commit_with_retry(handle, pending, max_attempts).await
     }
 
+    /// Commits the data files (possibly none) as one `append` snapshot that
+    /// moves `offsets`: it lands only on a table that still records the
+    /// offsets the plan read (else [`IcebergErrorKind::Superseded`]), and
+    /// records the new ones in the table's properties and the snapshot's
+    /// summary (see [`crate::offsets`]). Retries as
+    /// [`Self::commit_append_with_retry`].
+    pub async fn commit_append_moving(
+        &self,
+        handle: &mut TableHandle,
+        data_files: Vec<DataFile>,
+        offsets: OffsetsAdvance,
+    ) -> Result<CommittedSnapshot, IcebergError> {
+        let mut pending = PendingAppend::new(handle.metadata(), data_files, BTreeMap::new());
+        pending.offsets = Some(offsets);
+        self.commit_with_retry(handle, pending, DEFAULT_COMMIT_ATTEMPTS)
+            .await
+    }
+
     /// The commit loop of [`Self::commit_append_with_retry`] and
     /// [`Self::commit_row_delta_with_retry`], with the retry rules
     /// documented on the former. What must still hold on a reloaded table
@@ -384,6 +404,16 @@ impl IcebergTarget {
         let mut attempt = 0;
         loop {
             attempt += 1;
+            // The offsets first: a table another sync moved is not built on.
+            let offsets = match pending.offsets() {
+                Some(advance) => Some(advance.on(handle.metadata())?),
+                None => None,
+            };
+            if let Some(update) = &offsets {
+                pending
+                    .summary_extra_mut()
+                    .insert(OFFSETS_PROPERTY.to_string(), update.summary.clone());
+            }
             let built = pending
                 .build(&self.file_io, handle.metadata(), attempt)
                 .await?;
@@ -392,6 +422,11 @@ impl IcebergTarget {
                 None => (Vec::new(), Vec::new()),
             };
             updates.extend(built.updates.iter().cloned());
+            if let Some(update) = offsets {
+                updates.push(TableUpdate::SetProperties {
+                    updates: HashMap::from([update.property]),
+                });
+            }
             requirements.extend(built.requirements.iter().cloned());
             let sent = self
                 .catalog

@@ -75,7 +75,11 @@ pub async fn check_kafka(config: &JobConfig) -> Vec<CheckStep> {
     match crate::topic_pattern(config)
         .map_err(|e| e.to_string())
         .and_then(|pattern| {
-            select_topics(&connection, &pattern, PING_TIMEOUT).map_err(|e| e.to_string())
+            let selection =
+                select_topics(&connection, &pattern, PING_TIMEOUT).map_err(|e| e.to_string())?;
+            let names = selection.selected.iter().map(|t| t.name.as_str());
+            crate::check_table_collisions(config, names).map_err(|e| e.to_string())?;
+            Ok(selection)
         }) {
         Ok(selection) => steps.push(CheckStep {
             step: "topics",

@@ -36,6 +36,7 @@ pub fn discover(config: &JobConfig) -> Result<Vec<DiscoveredTopic>, SetupError> 
     let pattern = crate::topic_pattern(config)?;
     let selection = select_topics(&connection, &pattern, KAFKA_TIMEOUT)?;
     crate::log_skipped(config, &selection.skipped);
+    crate::check_table_collisions(config, selection.selected.iter().map(|t| t.name.as_str()))?;
     let group = config.consumer_group();
     let states = read_partition_states(&connection, &group, &selection.selected, KAFKA_TIMEOUT)?;
     let settings = DrainSettings {

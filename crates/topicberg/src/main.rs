@@ -176,7 +176,15 @@ async fn run(cli: Cli, log_capture: LogCapture) -> anyhow::Result<ExitCode> {
             report_json,
         } => {
             let config = JobConfig::load(&config)?;
-            let report = run_sync(&config).await?;
+            let report = match run_sync(&config).await {
+                Ok(report) => report,
+                Err(topicberg::target::SetupError::AlreadyRunning(why)) => {
+                    eprintln!("topicberg sync: {why}");
+                    // EX_TEMPFAIL: nothing went wrong; try again later.
+                    return Ok(ExitCode::from(75));
+                }
+                Err(e) => return Err(e.into()),
+            };
             print!("{}", report.to_text());
             if let Some(path) = report_json {
                 std::fs::write(&path, serde_json::to_vec_pretty(&report)?)

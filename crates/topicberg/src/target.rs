@@ -18,6 +18,12 @@ pub enum SetupError {
     /// The job file asks for something this build cannot do.
     #[error("{0}")]
     Unsupported(String),
+    /// Another sync of the job holds its lock on this machine.
+    #[error("{0}")]
+    AlreadyRunning(String),
+    /// Two selected topics would be written into one table.
+    #[error("{0}")]
+    TableCollision(String),
 }
 
 /// The Iceberg namespace of the job's tables.

@@ -329,6 +329,7 @@ mod tests {
             orphan_files: Vec::new(),
             duration_ms: 1,
             commit: None,
+            note: None,
             error: None,
         }
     }

@@ -3,12 +3,11 @@
 //! offset, timestamp and the error text.
 //!
 //! It is committed just before the stream's table, in the same sync, and
-//! its snapshot carries the same `topicberg.offsets`. A crash between the
+//! records the same offsets (table property and summary). A crash between the
 //! two commits leaves the dead-letter table ahead: the rerun reads those
 //! messages again and writes to the dead-letter table only those at or
 //! after its recorded offsets, so no message is lost or written twice.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use arrow_array::builder::{
@@ -16,10 +15,12 @@ use arrow_array::builder::{
 };
 use arrow_array::{ArrayRef, RecordBatch};
 use base64::Engine as _;
-use topicberg_iceberg::{Column, ColumnType, FormatVersion, IcebergTarget};
+use topicberg_iceberg::{
+    Column, ColumnType, FormatVersion, IcebergErrorKind, IcebergTarget, OffsetsAdvance,
+};
 
 use super::invalid::DeadRecord;
-use super::plan::{TableOffsets, OFFSETS_PROPERTY};
+use super::plan::TableOffsets;
 
 /// The suffix of a dead-letter table's name.
 pub const DLQ_SUFFIX: &str = "__dlq";
@@ -54,64 +55,82 @@ pub struct DeadLetterCommit {
     pub already_there: u64,
 }
 
-/// Writes `dead` (messages of `topic`) to `<table>__dlq`, creating it when
-/// missing, in one snapshot whose offsets are `offsets` (the stream table's
-/// offsets after this sync) merged with the ones it had.
+/// Attempts at a dead-letter commit that meets another sync's commit of
+/// the same dead-letter table (each one filters again on the new offsets).
+const DEAD_LETTER_ATTEMPTS: u32 = 5;
+
+/// Writes `dead` (invalid messages of the stream's topic) to
+/// `<table>__dlq`, creating it when missing, in one snapshot that moves the
+/// dead-letter table's offsets to the stream table's (`advance`), never
+/// back. Messages the dead-letter table already holds (at or past its
+/// recorded offsets: an interrupted sync, or another sync of the job
+/// running at once) are not written again.
 pub async fn commit_dead_letters(
     target: &IcebergTarget,
     namespace: &Vec<String>,
     table: &str,
-    topic: &str,
     dead: &[DeadRecord],
-    offsets: &TableOffsets,
+    advance: &OffsetsAdvance,
     olake_timestamp_micros: i64,
 ) -> Result<DeadLetterCommit, String> {
     let name = format!("{table}{DLQ_SUFFIX}");
     let qualified = format!("{}.{name}", namespace.join("."));
-    let mut handle = target
-        .ensure_table(namespace, &name, &dlq_columns(), FormatVersion::V2)
-        .await
-        .map_err(|e| format!("dead-letter table {qualified}: {e}"))?;
-    let recorded = TableOffsets::of_table(&handle)?;
-    let fresh: Vec<&DeadRecord> = dead
-        .iter()
-        .filter(|d| {
-            recorded
-                .get(topic, d.partition)
-                .is_none_or(|next| d.offset >= next)
-        })
-        .collect();
-    let already_there = (dead.len() - fresh.len()) as u64;
-    if fresh.is_empty() {
-        return Ok(DeadLetterCommit {
-            table: qualified,
-            written: 0,
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let mut handle = target
+            .ensure_table(namespace, &name, &dlq_columns(), FormatVersion::V2)
+            .await
+            .map_err(|e| format!("dead-letter table {qualified}: {e}"))?;
+        let recorded = TableOffsets::of_metadata(handle.metadata())?;
+        let topic = advance.topic.as_str();
+        let fresh: Vec<&DeadRecord> = dead
+            .iter()
+            .filter(|d| {
+                recorded
+                    .get(topic, d.partition)
+                    .is_none_or(|next| d.offset >= next)
+            })
+            .collect();
+        let already_there = (dead.len() - fresh.len()) as u64;
+        let done = DeadLetterCommit {
+            table: qualified.clone(),
+            written: fresh.len() as u64,
             already_there,
-        });
-    }
-    let batch = dead_letter_batch(topic, &fresh, olake_timestamp_micros, &handle)?;
-    let files = target
-        .write_data_files(&handle, [batch])
-        .await
-        .map_err(|e| format!("dead-letter table {qualified}: {e}"))?;
-    let mut merged = recorded;
-    for (t, partitions) in &offsets.0 {
-        for (partition, next) in partitions {
-            let keep = merged.get(t, *partition).map_or(*next, |n| n.max(*next));
-            merged.set(t, *partition, keep);
+        };
+        if fresh.is_empty() {
+            return Ok(done);
+        }
+        let batch = dead_letter_batch(topic, &fresh, olake_timestamp_micros, &handle)?;
+        let files = target
+            .write_data_files(&handle, [batch])
+            .await
+            .map_err(|e| format!("dead-letter table {qualified}: {e}"))?;
+        // From what this table records (not the stream table's plan) to
+        // the stream table's next offsets, never back.
+        let moves = OffsetsAdvance {
+            topic: topic.to_string(),
+            partitions: advance
+                .partitions
+                .iter()
+                .map(|(p, (_, next))| {
+                    let now = recorded.get(topic, *p);
+                    (*p, (now, now.map_or(*next, |n| n.max(*next))))
+                })
+                .collect(),
+        };
+        match target.commit_append_moving(&mut handle, files.clone(), moves).await {
+            Ok(_) => {
+                tracing::warn!(table = %qualified, written = fresh.len(), "invalid messages written to the dead-letter table");
+                return Ok(done);
+            }
+            Err(e) if e.kind == IcebergErrorKind::Superseded && attempt < DEAD_LETTER_ATTEMPTS => {
+                // Another sync wrote dead letters first: filter again.
+                target.delete_uncommitted(&files).await;
+            }
+            Err(e) => return Err(format!("committing dead-letter table {qualified}: {e}")),
         }
     }
-    let extra = BTreeMap::from([(OFFSETS_PROPERTY.to_string(), merged.to_summary_value())]);
-    target
-        .commit_append(&mut handle, files, extra)
-        .await
-        .map_err(|e| format!("committing dead-letter table {qualified}: {e}"))?;
-    tracing::warn!(table = %qualified, written = fresh.len(), "invalid messages written to the dead-letter table");
-    Ok(DeadLetterCommit {
-        table: qualified,
-        written: fresh.len() as u64,
-        already_there,
-    })
 }
 
 fn dead_letter_batch(

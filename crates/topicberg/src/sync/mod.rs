@@ -7,6 +7,7 @@ mod chunk;
 mod dlq;
 mod evolve;
 mod invalid;
+pub mod lock;
 mod pipeline;
 pub mod plan;
 pub mod report;
@@ -29,7 +30,8 @@ use topicberg_kafka::{
 use crate::columns::{iceberg_columns, table_columns};
 use crate::target::{connect_target, namespace_of, SetupError};
 use pipeline::{drain_and_write, Progress, TableInput, UpsertInput, PROGRESS_INTERVAL};
-use plan::{plan_partitions, PartitionPlan, TableOffsets, OFFSETS_PROPERTY};
+use plan::{plan_partitions, PartitionPlan, TableOffsets};
+use topicberg_iceberg::OffsetsAdvance;
 use report::{CommitReport, SyncReport, TableReport, TableStatus};
 use topicberg_core::config::ResolvedUpsert;
 use tracing::Instrument;
@@ -60,6 +62,54 @@ impl TableState {
 
     fn failed(&self) -> bool {
         self.report.status == TableStatus::Failed
+    }
+
+    /// Another sync committed this table's offsets first: nothing of this
+    /// sync lands in the table (see [`TableStatus::Superseded`]).
+    fn supersede(&mut self, why: impl Into<String>) {
+        let why = why.into();
+        tracing::warn!(table = %self.table, topic = %self.topic, "{why}");
+        self.report.status = TableStatus::Superseded;
+        self.report.note = Some(why);
+    }
+
+    /// What committing `drained` does to the table's offsets: each
+    /// partition from the offset the plan read to where the drain ended.
+    fn advance(&self, drained: &[topicberg_kafka::DrainedPartition]) -> OffsetsAdvance {
+        OffsetsAdvance {
+            topic: self.topic.clone(),
+            partitions: drained
+                .iter()
+                .map(|d| {
+                    let planned = self.offsets.get(&d.topic, d.partition);
+                    (d.partition, (planned, d.next_offset))
+                })
+                .collect(),
+        }
+    }
+
+    /// Records a committed advance as the table's offsets.
+    fn committed(&mut self, advance: &OffsetsAdvance) {
+        for (partition, (_, next)) in &advance.partitions {
+            self.offsets.set(&advance.topic, *partition, *next);
+        }
+    }
+}
+
+/// Why a table's commit did not land.
+pub(crate) enum CommitRefused {
+    /// Another sync committed the offsets first (the message says which).
+    Superseded(String),
+    /// Anything else.
+    Failed(String),
+}
+
+impl CommitRefused {
+    fn from_iceberg(context: &str, e: &topicberg_iceberg::IcebergError) -> Self {
+        match e.kind {
+            IcebergErrorKind::Superseded => Self::Superseded(e.detail.clone()),
+            _ => Self::Failed(format!("{context}: {e}")),
+        }
     }
 }
 
@@ -99,8 +149,10 @@ pub async fn run_sync_with(
     let olake_timestamp_micros = now_micros();
     let group = config.consumer_group();
     let connection = KafkaConnection::from_source(&config.source);
+    let _lock = lock::JobLock::acquire(&config.sync.state_dir, &group)?;
     let selection = select_topics(&connection, &crate::topic_pattern(config)?, KAFKA_TIMEOUT)?;
     crate::log_skipped(config, &selection.skipped);
+    crate::check_table_collisions(config, selection.selected.iter().map(|t| t.name.as_str()))?;
     let states = read_partition_states(&connection, &group, &selection.selected, KAFKA_TIMEOUT)?;
     let target = connect_target(config).await?;
     let namespace = namespace_of(config);
@@ -144,6 +196,7 @@ pub async fn run_sync_with(
                 orphan_files: Vec::new(),
                 duration_ms: 0,
                 commit: None,
+                note: None,
                 error: None,
             },
             started: Instant::now(),
@@ -165,7 +218,7 @@ pub async fn run_sync_with(
         }
         match target.load_table(&namespace, &settings.table).await {
             Ok(handle) => {
-                match TableOffsets::of_table(&handle) {
+                match TableOffsets::of_metadata(handle.metadata()) {
                     Ok(o) => state.offsets = o,
                     Err(e) => state.fail(e),
                 }
@@ -318,6 +371,7 @@ pub async fn run_sync_with(
 
     // Commit one snapshot per table, then the group's offsets.
     fault_point("before_iceberg_commit");
+    pause_point("before_iceberg_commit").await;
     let mut first_commit_done = false;
     let mut group_offsets = BTreeMap::new();
     let mut outputs: Vec<Option<pipeline::TableOutput>> = outputs.into_iter().map(Some).collect();
@@ -347,7 +401,7 @@ pub async fn run_sync_with(
                 }
             }
         }
-        if !state.failed() {
+        if !state.failed() && state.report.status != TableStatus::Superseded {
             for plan in &state.plans {
                 let key = (plan.range.topic.clone(), plan.range.partition);
                 let next = state
@@ -434,24 +488,20 @@ async fn commit_table(
         .saturating_sub(invalid);
     state.report.records = records;
     state.report.bytes = output.drained.iter().map(|d| d.bytes).sum();
-    let mut offsets = state.offsets.clone();
-    for d in &output.drained {
-        offsets.set(&d.topic, d.partition, d.next_offset);
-    }
+    let advance = state.advance(&output.drained);
     if !output.dead.is_empty() {
         // The dead letters first: a crash before the table's commit leaves
         // them ahead, and the rerun skips what they already hold.
-        match dlq::commit_dead_letters(
+        let done = dlq::commit_dead_letters(
             target,
             handle.namespace(),
             handle.name(),
-            &state.topic,
             &output.dead,
-            &offsets,
+            &advance,
             olake_timestamp_micros,
         )
-        .await
-        {
+        .await;
+        match done {
             Ok(done) => {
                 state.report.dead_letter_records = output.dead.len() as u64;
                 state.report.dead_letter_table = Some(done.table);
@@ -468,41 +518,38 @@ async fn commit_table(
         if buffer.messages() == 0 {
             if invalid > 0 {
                 // Only invalid messages: a snapshot that just moves the offsets.
-                commit_files(target, state, handle, Vec::new(), offsets, records).await;
+                commit_files(target, state, handle, Vec::new(), advance, records).await;
             }
             return;
         }
         let (plan, _) = state.upsert.as_ref().expect("upsert table");
-        let extra = BTreeMap::from([(OFFSETS_PROPERTY.to_string(), offsets.to_summary_value())]);
-        match upsert_commit::commit_upsert(
+        let delete_format = plan.delete_format;
+        let state_dir = &config.sync.state_dir;
+        let done = upsert_commit::commit_upsert(
             target,
             handle,
             buffer,
-            plan.delete_format,
-            &config.sync.state_dir,
-            extra,
+            delete_format,
+            state_dir,
+            advance.clone(),
         )
-        .await
-        {
+        .await;
+        match done {
             Ok(done) => {
+                let snapshot_id = done.snapshot.snapshot_id;
+                let commit = CommitReport::from_summary(snapshot_id, &done.snapshot.summary);
                 state.report.status = TableStatus::Committed;
-                state.report.snapshot_id = Some(done.snapshot.snapshot_id);
-                state.report.commit = Some(CommitReport::from_summary(
-                    done.snapshot.snapshot_id,
-                    &done.snapshot.summary,
-                ));
-                state.report.data_files = state
-                    .report
-                    .commit
-                    .as_ref()
-                    .map_or(0, |c| c.added_data_files as usize);
-                state.offsets = offsets;
+                state.report.snapshot_id = Some(snapshot_id);
+                state.report.data_files = commit.added_data_files as usize;
+                state.report.commit = Some(commit);
+                state.committed(&advance);
                 tracing::info!(
-                    table = %state.table, snapshot_id = done.snapshot.snapshot_id, records, rows = done.rows,
+                    table = %state.table, snapshot_id, records, rows = done.rows,
                     deletes = done.deletes, attempts = done.snapshot.attempts, "committed upsert snapshot"
                 );
             }
-            Err(e) => state.fail(e),
+            Err(CommitRefused::Superseded(why)) => state.supersede(why),
+            Err(CommitRefused::Failed(e)) => state.fail(e),
         }
         return;
     }
@@ -511,7 +558,7 @@ async fn commit_table(
         // table keeps its offsets and the group is repaired to them.
         return;
     }
-    commit_files(target, state, handle, output.data_files, offsets, records).await;
+    commit_files(target, state, handle, output.data_files, advance, records).await;
 }
 
 /// Commits an append of `data_files` (possibly none: only the offsets move)
@@ -521,14 +568,16 @@ async fn commit_files(
     state: &mut TableState,
     handle: &mut TableHandle,
     data_files: Vec<iceberg::spec::DataFile>,
-    offsets: TableOffsets,
+    advance: OffsetsAdvance,
     records: u64,
 ) {
     state.report.data_files = data_files.len();
     state.report.data_file_bytes = data_files.iter().map(|f| f.file_size_in_bytes()).sum();
-    let extra = BTreeMap::from([(OFFSETS_PROPERTY.to_string(), offsets.to_summary_value())]);
     let written = data_files.clone();
-    match target.commit_append(handle, data_files, extra).await {
+    match target
+        .commit_append_moving(handle, data_files, advance.clone())
+        .await
+    {
         Ok(snapshot) => {
             state.report.status = TableStatus::Committed;
             state.report.snapshot_id = Some(snapshot.snapshot_id);
@@ -536,14 +585,21 @@ async fn commit_files(
                 snapshot.snapshot_id,
                 &snapshot.summary,
             ));
-            state.offsets = offsets;
+            state.committed(&advance);
             tracing::info!(
                 table = %state.table, snapshot_id = snapshot.snapshot_id, records,
                 data_files = state.report.data_files, attempts = snapshot.attempts, "committed snapshot"
             );
         }
         Err(e) => {
-            state.fail(format!("committing the snapshot: {e}"));
+            match CommitRefused::from_iceberg("committing the snapshot", &e) {
+                CommitRefused::Superseded(why) => {
+                    state.report.data_files = 0;
+                    state.report.data_file_bytes = 0;
+                    state.supersede(why);
+                }
+                CommitRefused::Failed(why) => state.fail(why),
+            }
             state.report.orphan_files = if commit_surely_failed(&e) {
                 remove_uncommitted(target, &written).await
             } else {
@@ -663,6 +719,33 @@ pub fn now_micros() -> i64 {
 pub(crate) fn fault_point(point: &str) {
     if std::env::var("TOPICBERG_FAULT").is_ok_and(|f| f == point) {
         kill_self();
+    }
+}
+
+/// Overlap-test hook: `TOPICBERG_PAUSE=<point>:<file>` makes the sync, at
+/// `<point>`, create `<file>.ready` and wait until `<file>` exists (at most
+/// 5 minutes), so a test can run another sync of the job in between.
+/// Points: `before_iceberg_commit`. Inert when the variable is unset.
+pub(crate) async fn pause_point(point: &str) {
+    let Ok(value) = std::env::var("TOPICBERG_PAUSE") else {
+        return;
+    };
+    let Some(file) = value
+        .strip_prefix(point)
+        .and_then(|rest| rest.strip_prefix(':'))
+    else {
+        return;
+    };
+    let release = std::path::PathBuf::from(file);
+    let ready = release.with_extension("ready");
+    if let Err(e) = std::fs::write(&ready, b"") {
+        eprintln!("TOPICBERG_PAUSE: cannot write {}: {e}", ready.display());
+        return;
+    }
+    eprintln!("TOPICBERG_PAUSE: paused at {point} until {} exists", release.display());
+    let deadline = Instant::now() + Duration::from_secs(300);
+    while !release.exists() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 

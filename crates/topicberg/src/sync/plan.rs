@@ -1,72 +1,9 @@
 //! Planning a sync: which partitions to read, from where to where, decided
 //! from the table (the truth) and the consumer group (a copy).
 
-use std::collections::BTreeMap;
-
-use serde::{Deserialize, Serialize};
 use topicberg_kafka::{PartitionRange, PartitionState};
 
-/// The snapshot summary property holding the job's next offset for every
-/// partition it ever wrote: `{"<topic>": {"<partition>": <next offset>}}`.
-pub const OFFSETS_PROPERTY: &str = "topicberg.offsets";
-
-/// Next offsets per partition of one topic, as kept in a table's snapshot.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct TableOffsets(pub BTreeMap<String, BTreeMap<i32, i64>>);
-
-impl TableOffsets {
-    /// Parses the summary property; an absent property means no offsets.
-    pub fn from_summary(summary: Option<&BTreeMap<String, String>>) -> Result<Self, String> {
-        match summary.and_then(|s| s.get(OFFSETS_PROPERTY)) {
-            None => Ok(Self::default()),
-            Some(text) => serde_json::from_str(text).map_err(|e| {
-                format!("the table's {OFFSETS_PROPERTY} summary property is not valid: {e}")
-            }),
-        }
-    }
-
-    /// The offsets of the newest snapshot (of `summaries`, newest first)
-    /// that records them. Another writer's snapshot on top (a compaction,
-    /// a Spark job) carries no offsets of ours and must not hide them:
-    /// reading from the earliest offset again would duplicate everything.
-    pub fn from_history<'a>(
-        summaries: impl IntoIterator<Item = &'a BTreeMap<String, String>>,
-    ) -> Result<Self, String> {
-        match summaries
-            .into_iter()
-            .find(|s| s.contains_key(OFFSETS_PROPERTY))
-        {
-            Some(summary) => Self::from_summary(Some(summary)),
-            None => Ok(Self::default()),
-        }
-    }
-
-    /// The offsets recorded in a loaded table's `main` history
-    /// ([`Self::from_history`]).
-    pub fn of_table(handle: &topicberg_iceberg::TableHandle) -> Result<Self, String> {
-        let history = handle.snapshot_summaries();
-        Self::from_history(history.iter().map(|s| &s.summary))
-    }
-
-    /// The next offset recorded for a partition.
-    pub fn get(&self, topic: &str, partition: i32) -> Option<i64> {
-        self.0.get(topic).and_then(|p| p.get(&partition)).copied()
-    }
-
-    /// Records a partition's next offset.
-    pub fn set(&mut self, topic: &str, partition: i32, next: i64) {
-        self.0
-            .entry(topic.to_string())
-            .or_default()
-            .insert(partition, next);
-    }
-
-    /// The JSON text for the summary property.
-    pub fn to_summary_value(&self) -> String {
-        serde_json::to_string(self).expect("offsets serialise")
-    }
-}
+pub use topicberg_iceberg::offsets::{TableOffsets, OFFSETS_PROPERTY};
 
 /// One partition's plan.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -213,10 +150,15 @@ pub fn plan_partitions(
                         reason: format!(
                             "consumer group {group} has committed offset {g} but table {table} has no record of this \
                              partition (a new or recreated table?); starting from the group would skip {} messages \
-                             the table never got. Delete the group's offsets (kafka-consumer-groups.sh --group {group} \
-                             --delete-offsets --topic {}) or use a new consumer_group",
+                             the table never got. If the table is new or was recreated empty, delete the group's \
+                             offsets (kafka-consumer-groups.sh --group {group} --delete-offsets --topic {}) or use a \
+                             new consumer_group. If the table already holds this partition's messages, record where \
+                             they end instead (deleting the offsets would write them again): ALTER TABLE {table} SET \
+                             TBLPROPERTIES ('topicberg.offsets.{}' = '{{\"{}\": <next offset>}}')",
                             g - s.low,
-                            s.topic
+                            s.topic,
+                            s.topic,
+                            s.partition
                         ),
                     })
                 }
@@ -427,29 +369,5 @@ mod tests {
         assert_eq!((plan[1].range.start, plan[1].range.end), (0, 7));
         assert_eq!(plan[1].expired, 0);
         assert!(plan[1].repair_group);
-    }
-
-    #[test]
-    fn offsets_survive_another_writers_snapshot_on_top() {
-        let mut t = TableOffsets::default();
-        t.set("orders", 0, 48);
-        let ours = BTreeMap::from([(OFFSETS_PROPERTY.to_string(), t.to_summary_value())]);
-        let compaction = BTreeMap::from([("added-data-files".to_string(), "1".to_string())]);
-        let newest_first = [&compaction, &ours];
-        assert_eq!(TableOffsets::from_history(newest_first).unwrap(), t);
-        assert_eq!(
-            TableOffsets::from_history([&compaction]).unwrap(),
-            TableOffsets::default()
-        );
-    }
-
-    #[test]
-    fn offsets_round_trip_through_the_summary() {
-        let mut t = TableOffsets::default();
-        t.set("orders", 0, 48);
-        t.set("orders", 3, 7);
-        let summary = BTreeMap::from([(OFFSETS_PROPERTY.to_string(), t.to_summary_value())]);
-        assert_eq!(TableOffsets::from_summary(Some(&summary)).unwrap(), t);
-        assert_eq!(t.to_summary_value(), r#"{"orders":{"0":48,"3":7}}"#);
     }
 }

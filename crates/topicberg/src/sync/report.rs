@@ -16,6 +16,12 @@ pub enum TableStatus {
     /// The sync was cancelled before its commit phase: nothing committed for
     /// this table, its offsets did not move, the files it wrote were deleted.
     Cancelled,
+    /// Another sync of the job (running at the same time) committed the
+    /// offsets this one started from first: the messages are in the table
+    /// from that sync; this one committed nothing for the table (committing
+    /// would duplicate them) and deleted its files. Not a failure; `note`
+    /// says which offsets.
+    Superseded,
 }
 
 /// One table's figures.
@@ -54,6 +60,10 @@ pub struct TableReport {
     pub duration_ms: u64,
     /// The commit report of the snapshot, if one was committed.
     pub commit: Option<CommitReport>,
+    /// What the user should know that is not a failure (a superseded
+    /// table's offsets).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
     /// Why it failed.
     pub error: Option<String>,
 }
@@ -180,6 +190,9 @@ impl SyncReport {
             if let Some(c) = &t.commit {
                 out.push_str(&format!("\n    commit report: {}", c.to_text()));
             }
+            if let Some(note) = &t.note {
+                out.push_str(&format!("\n    note: {note}"));
+            }
             if let Some(e) = &t.error {
                 out.push_str(&format!("\n    error: {e}"));
             }
@@ -246,6 +259,7 @@ mod tests {
                 orphan_files: Vec::new(),
                 duration_ms: 0,
                 commit: None,
+                note: None,
                 error: None,
             }],
         }

@@ -13,9 +13,10 @@ use roaring::{RoaringBitmap, RoaringTreemap};
 use topicberg_core::config::DeleteFormat;
 use topicberg_iceberg::key_index::{IndexState, KeyIndex};
 use topicberg_iceberg::row_delta::RowDelta;
-use topicberg_iceberg::{CommittedSnapshot, IcebergTarget, TableHandle};
+use topicberg_iceberg::{CommittedSnapshot, IcebergTarget, OffsetsAdvance, TableHandle};
 
 use super::upsert::{winning_rows, KeyHash, Slot, UpsertBuffer};
+use super::CommitRefused;
 
 /// What an upsert commit did.
 pub struct UpsertCommit {
@@ -45,8 +46,8 @@ pub async fn commit_upsert(
     mut buffer: UpsertBuffer,
     delete_format: DeleteFormat,
     state_dir: &Path,
-    summary_extra: BTreeMap<String, String>,
-) -> Result<UpsertCommit, String> {
+    offsets: OffsetsAdvance,
+) -> Result<UpsertCommit, CommitRefused> {
     let table = format!("{}.{}", handle.namespace().join("."), handle.name());
     let mut attempt = 0;
     loop {
@@ -57,7 +58,7 @@ pub async fn commit_upsert(
             &mut buffer,
             delete_format,
             state_dir,
-            summary_extra.clone(),
+            offsets.clone(),
         )
         .await;
         match outcome {
@@ -73,9 +74,9 @@ pub async fn commit_upsert(
                 }
             }
             Attempt::Moved(e, _) => {
-                return Err(format!(
+                return Err(CommitRefused::Failed(format!(
                     "committing the snapshot: {e} (gave up after {attempt} attempts)"
-                ))
+                )))
             }
         }
     }
@@ -88,7 +89,7 @@ enum Attempt {
     /// now): recompute and try again. The files this attempt wrote, when
     /// the commit surely failed (else they are kept: it may still land).
     Moved(String, Option<Vec<iceberg::spec::DataFile>>),
-    Failed(String),
+    Failed(CommitRefused),
 }
 
 async fn commit_upsert_once(
@@ -97,11 +98,11 @@ async fn commit_upsert_once(
     buffer: &mut UpsertBuffer,
     delete_format: DeleteFormat,
     state_dir: &Path,
-    summary_extra: BTreeMap<String, String>,
+    offsets: OffsetsAdvance,
 ) -> Attempt {
     match prepare_upsert(target, handle, buffer, delete_format, state_dir).await {
-        Err(e) => Attempt::Failed(e),
-        Ok(prepared) => prepared.commit(target, handle, summary_extra).await,
+        Err(e) => Attempt::Failed(CommitRefused::Failed(e)),
+        Ok(prepared) => prepared.commit(target, handle, offsets).await,
     }
 }
 
@@ -125,7 +126,7 @@ impl PreparedUpsert {
         self,
         target: &IcebergTarget,
         handle: &mut TableHandle,
-        summary_extra: BTreeMap<String, String>,
+        offsets: OffsetsAdvance,
     ) -> Attempt {
         let Self {
             table,
@@ -137,7 +138,7 @@ impl PreparedUpsert {
             deleted,
             deletes,
         } = self;
-        delta.summary_extra = summary_extra;
+        delta.offsets = Some(offsets);
         let delta_files: Vec<(String, u64)> = delta
             .data_files
             .iter()
@@ -157,7 +158,16 @@ impl PreparedUpsert {
                 let written = super::commit_surely_failed(&e).then_some(written);
                 return Attempt::Moved(e.to_string(), written);
             }
-            Err(e) => return Attempt::Failed(format!("committing the snapshot: {e}")),
+            Err(e) => {
+                let refused = CommitRefused::from_iceberg("committing the snapshot", &e);
+                if matches!(refused, CommitRefused::Superseded(_)) && super::commit_surely_failed(&e) {
+                    let left = target.delete_uncommitted(&written).await;
+                    for (path, error) in left {
+                        tracing::warn!(path = %path, error = %error, "could not delete an uncommitted file; delete it by hand");
+                    }
+                }
+                return Attempt::Failed(refused);
+            }
         };
         super::fault_point("before_key_index_update");
         let files: Vec<String> = delta_files.iter().map(|(p, _)| p.clone()).collect();
@@ -345,6 +355,7 @@ async fn prepare_upsert(
             delete_files,
             replaced_dvs,
             summary_extra: BTreeMap::new(),
+            offsets: None,
         },
         winner_keys,
         ranks: RowRanks::new(&winners, buffer.rows()),

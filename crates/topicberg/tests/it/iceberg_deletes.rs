@@ -120,6 +120,7 @@ async fn position_deletes_read_back(catalog: &str) {
                 delete_files: vec![file],
                 replaced_dvs: Vec::new(),
                 summary_extra: offsets(520),
+                offsets: None,
             },
         )
         .await
@@ -155,6 +156,7 @@ async fn position_deletes_read_back(catalog: &str) {
             RowDelta {
                 delete_files: vec![file],
                 summary_extra: offsets(522),
+                offsets: None,
                 ..RowDelta::default()
             },
         )
@@ -258,6 +260,7 @@ async fn deletion_vectors_merge_and_replace(
                 delete_files: dvs,
                 replaced_dvs: Vec::new(),
                 summary_extra: offsets(520),
+                offsets: None,
             },
         )
         .await
@@ -292,6 +295,7 @@ async fn deletion_vectors_merge_and_replace(
                 delete_files: new_a.clone(),
                 replaced_dvs: vec![old_a.clone()],
                 summary_extra: offsets(522),
+                offsets: None,
                 ..RowDelta::default()
             },
         )

@@ -188,6 +188,7 @@ fn classify_names_the_failed_tables() {
             orphan_files: vec![],
             duration_ms: 0,
             commit: None,
+            note: None,
             error: (status == TableStatus::Failed).then(|| "boom at offset 7".to_string()),
         }],
     };
