@@ -262,7 +262,11 @@ mod tests {
             .unwrap();
 
         let done = target
-            .commit_append_moving(&mut first, Vec::new(), advance(&[(0, None, 100), (1, None, 40)]))
+            .commit_append_moving(
+                &mut first,
+                Vec::new(),
+                advance(&[(0, None, 100), (1, None, 40)]),
+            )
             .await
             .unwrap();
         assert_eq!(
@@ -275,8 +279,9 @@ mod tests {
             .unwrap_err();
         assert_eq!(err.kind, IcebergErrorKind::Superseded, "{err}");
         assert!(
-            err.detail
-                .contains("another sync of this job committed first (partition 0: offsets the start..100"),
+            err.detail.contains(
+                "another sync of this job committed first (partition 0: offsets the start..100"
+            ),
             "{err}"
         );
         // The table is as the first commit left it; the next plan reads on.

@@ -119,7 +119,10 @@ pub async fn commit_dead_letters(
                 })
                 .collect(),
         };
-        match target.commit_append_moving(&mut handle, files.clone(), moves).await {
+        match target
+            .commit_append_moving(&mut handle, files.clone(), moves)
+            .await
+        {
             Ok(_) => {
                 tracing::warn!(table = %qualified, written = fresh.len(), "invalid messages written to the dead-letter table");
                 return Ok(done);

@@ -31,9 +31,9 @@ use crate::columns::{iceberg_columns, table_columns};
 use crate::target::{connect_target, namespace_of, SetupError};
 use pipeline::{drain_and_write, Progress, TableInput, UpsertInput, PROGRESS_INTERVAL};
 use plan::{plan_partitions, PartitionPlan, TableOffsets};
-use topicberg_iceberg::OffsetsAdvance;
 use report::{CommitReport, SyncReport, TableReport, TableStatus};
 use topicberg_core::config::ResolvedUpsert;
+use topicberg_iceberg::OffsetsAdvance;
 use tracing::Instrument;
 
 /// Messages read per partition to infer a new table's columns.
@@ -742,7 +742,10 @@ pub(crate) async fn pause_point(point: &str) {
         eprintln!("TOPICBERG_PAUSE: cannot write {}: {e}", ready.display());
         return;
     }
-    eprintln!("TOPICBERG_PAUSE: paused at {point} until {} exists", release.display());
+    eprintln!(
+        "TOPICBERG_PAUSE: paused at {point} until {} exists",
+        release.display()
+    );
     let deadline = Instant::now() + Duration::from_secs(300);
     while !release.exists() && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(20)).await;

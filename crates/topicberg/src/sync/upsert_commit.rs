@@ -160,7 +160,9 @@ impl PreparedUpsert {
             }
             Err(e) => {
                 let refused = CommitRefused::from_iceberg("committing the snapshot", &e);
-                if matches!(refused, CommitRefused::Superseded(_)) && super::commit_surely_failed(&e) {
+                if matches!(refused, CommitRefused::Superseded(_))
+                    && super::commit_surely_failed(&e)
+                {
                     let left = target.delete_uncommitted(&written).await;
                     for (path, error) in left {
                         tracing::warn!(path = %path, error = %error, "could not delete an uncommitted file; delete it by hand");

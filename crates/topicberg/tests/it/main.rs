@@ -24,6 +24,7 @@ mod sql_catalog;
 mod storage_faults;
 mod support;
 mod sync_append;
+mod sync_concurrent;
 mod sync_evolution;
 mod sync_invalid;
 mod sync_split;
