@@ -14,6 +14,7 @@ mod iceberg_commit_faults;
 mod iceberg_deletes;
 mod kafka_faults;
 mod kafka_smoke;
+mod maintenance_by_other_engines;
 mod readers_smoke;
 mod serve_api;
 mod serve_browser;

@@ -1,0 +1,120 @@
+#!/usr/bin/env python3
+"""Maintain Iceberg tables with Apache Spark the way a lakehouse team does,
+through the same REST catalog topicberg writes to: what the product pages
+advise (rewrite_data_files) and what every lakehouse runs on a schedule.
+
+    spark_maintain.py [--catalog seaweed|fixture ...] [--steps a,b,...] ns.t [ns.t ...]
+
+Steps, in this order, on every table (default: all):
+  compact           CALL system.rewrite_data_files(rewrite-all): applies the
+                    position deletes / deletion vectors, one file per table
+  rewrite_deletes   CALL system.rewrite_position_delete_files(rewrite-all)
+  rewrite_manifests CALL system.rewrite_manifests
+  alter             ALTER TABLE ADD COLUMN spark_note string, SET TBLPROPERTIES
+  expire            CALL system.expire_snapshots(retain_last => 1, all older)
+  orphans           remove orphan files (Action API: every unreferenced file, however new)
+  tag               ALTER TABLE CREATE TAG maintained (on the current snapshot)
+
+Prints one JSON line per table: the snapshots left and each step's result.
+One Spark session for all tables (the JVM start is most of the time).
+Exit codes as the readers (common.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import common  # noqa: E402
+import spark_reader  # noqa: E402
+from common import EXIT_FAILURE, ReaderError  # noqa: E402
+
+STEPS = ["compact", "rewrite_deletes", "rewrite_manifests", "alter", "expire", "orphans", "tag"]
+FAR_FUTURE = "TIMESTAMP '2999-01-01 00:00:00'"
+
+
+def die(message: str, code: int) -> None:
+    sys.stderr.write(f"spark_maintain: error: {message}\n")
+    sys.exit(code)
+
+
+def statements(step: str, name: str, dotted: str) -> list[str]:
+    cat = spark_reader.CATALOG
+    return {
+        "compact": [f"CALL {cat}.system.rewrite_data_files(table => '{dotted}', "
+                    "options => map('rewrite-all', 'true'))"],
+        "rewrite_deletes": [f"CALL {cat}.system.rewrite_position_delete_files(table => '{dotted}', "
+                            "options => map('rewrite-all', 'true'))"],
+        "rewrite_manifests": [f"CALL {cat}.system.rewrite_manifests(table => '{dotted}')"],
+        "alter": [f"ALTER TABLE {name} ADD COLUMN spark_note string",
+                  f"ALTER TABLE {name} SET TBLPROPERTIES ('maintained-by' = 'spark')"],
+        "expire": [f"CALL {cat}.system.expire_snapshots(table => '{dotted}', "
+                   f"older_than => {FAR_FUTURE}, retain_last => 1)"],
+        # The procedure refuses intervals under 24 hours; the action does not.
+        "orphans": [],
+        "tag": [f"ALTER TABLE {name} CREATE TAG maintained"],
+    }[step]
+
+
+def remove_orphan_files(spark, name: str) -> list[str]:
+    """Every file under the table's location that no snapshot references,
+    however new (the Action API; the procedure needs 24 hours)."""
+    jvm = spark._jvm
+    table = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, name)
+    cutoff = int(time.time() * 1000) + 60_000
+    result = (jvm.org.apache.iceberg.spark.actions.SparkActions.get(spark._jsparkSession)
+              .deleteOrphanFiles(table).usePrefixListing(True).olderThan(cutoff).execute())
+    return [str(f) for f in result.orphanFileLocations()]
+
+
+def maintain(spark, table: common.TableName, steps: list[str]) -> dict:
+    name = ".".join(spark_reader.quote(x)
+                    for x in (spark_reader.CATALOG,) + table.namespace + (table.name,))
+    dotted = ".".join(table.namespace + (table.name,))
+    done = {"table": table.dotted}
+    for step in steps:
+        results = []
+        for sql in statements(step, name, dotted):
+            rows = spark.sql(sql).collect()
+            results.extend([str(v) for v in r] for r in rows)
+        if step == "orphans":
+            results.append(remove_orphan_files(spark, name))
+        done[step] = results
+    snapshots = spark.sql(f"SELECT snapshot_id, operation FROM {name}.snapshots").collect()
+    done["snapshots"] = [[str(r[0]), r[1]] for r in snapshots]
+    return done
+
+
+def main() -> int:
+    import argparse
+
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    common.add_catalog_args(p)
+    p.add_argument("--steps", default=",".join(STEPS), help="comma-separated subset of the steps")
+    p.add_argument("tables", nargs="+", help="namespace.table")
+    args = p.parse_args()
+    steps = [s for s in STEPS if s in args.steps.split(",")]
+    unknown = set(args.steps.split(",")) - set(STEPS)
+    if unknown:
+        die(f"unknown steps: {sorted(unknown)}", common.EXIT_USAGE)
+    try:
+        cfg = common.resolve_catalog(args)
+        spark = spark_reader.session(cfg)
+        try:
+            for t in args.tables:
+                print(json.dumps(maintain(spark, common.parse_table(t), steps)), flush=True)
+        finally:
+            spark.stop()
+    except ReaderError as e:
+        die(str(e), e.code)
+    except Exception as e:  # noqa: BLE001 - one line, not a Java stack trace
+        die(spark_reader.java_error(e), EXIT_FAILURE)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
