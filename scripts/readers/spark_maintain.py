@@ -11,6 +11,7 @@ Steps, in this order, on every table (default: all):
   rewrite_deletes   CALL system.rewrite_position_delete_files(rewrite-all)
   rewrite_manifests CALL system.rewrite_manifests
   alter             ALTER TABLE ADD COLUMN spark_note string, SET TBLPROPERTIES
+  partition         ALTER TABLE ADD PARTITION FIELD bucket(4, id)
   expire            CALL system.expire_snapshots(retain_last => 1, all older)
   orphans           remove orphan files (Action API: every unreferenced file, however new)
   tag               ALTER TABLE CREATE TAG maintained (on the current snapshot)
@@ -33,7 +34,8 @@ import common  # noqa: E402
 import spark_reader  # noqa: E402
 from common import EXIT_FAILURE, ReaderError  # noqa: E402
 
-STEPS = ["compact", "rewrite_deletes", "rewrite_manifests", "alter", "expire", "orphans", "tag"]
+STEPS = ["compact", "rewrite_deletes", "rewrite_manifests", "alter", "partition", "expire", "orphans",
+         "tag"]
 FAR_FUTURE = "TIMESTAMP '2999-01-01 00:00:00'"
 
 
@@ -52,6 +54,7 @@ def statements(step: str, name: str, dotted: str) -> list[str]:
         "rewrite_manifests": [f"CALL {cat}.system.rewrite_manifests(table => '{dotted}')"],
         "alter": [f"ALTER TABLE {name} ADD COLUMN spark_note string",
                   f"ALTER TABLE {name} SET TBLPROPERTIES ('maintained-by' = 'spark')"],
+        "partition": [f"ALTER TABLE {name} ADD PARTITION FIELD bucket(4, id)"],
         "expire": [f"CALL {cat}.system.expire_snapshots(table => '{dotted}', "
                    f"older_than => {FAR_FUTURE}, retain_last => 1)"],
         # The procedure refuses intervals under 24 hours; the action does not.

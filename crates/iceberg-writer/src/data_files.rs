@@ -82,13 +82,14 @@ impl DataFileWriter {
     ) -> Result<Self, IcebergError> {
         let table = metadata.location().to_string();
         let step = format!("opening a data file writer for {table}");
-        let spec = metadata.default_partition_spec();
-        if !spec.is_unpartitioned() {
-            return Err(IcebergError::new(
-                IcebergErrorKind::Config,
-                step,
-                "the table is partitioned; topicberg writes unpartitioned tables only",
-            ));
+        let spec = crate::snapshot_commit::write_spec(metadata)?;
+        if spec.spec_id() != metadata.default_partition_spec_id() {
+            tracing::warn!(
+                table = %table, default_spec = metadata.default_partition_spec_id(), written_spec = spec.spec_id(),
+                "another engine made the table's partition spec partitioned; new files are written \
+                 under its unpartitioned spec (valid Iceberg, readable by every engine; queries \
+                 prune only the partitioned files)"
+            );
         }
         let schema = metadata.current_schema().clone();
         let arrow_schema = arrow_schema(&schema)?;

@@ -257,7 +257,7 @@ pub async fn write_deletion_vectors(
         .await
         .map_err(storage_err)?
         .size;
-    let spec_id = metadata.default_partition_spec_id();
+    let spec_id = crate::snapshot_commit::write_spec(metadata)?.spec_id();
     blobs
         .into_iter()
         .map(|(path, offset, length, cardinality)| {

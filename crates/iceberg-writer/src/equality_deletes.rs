@@ -129,7 +129,7 @@ pub async fn write_equality_delete_file(
         &ids,
         key_field_id,
         size,
-        metadata.default_partition_spec_id(),
+        crate::snapshot_commit::write_spec(metadata)?.spec_id(),
     )
     .map_err(data_err)?;
     Ok(Some(entry))

@@ -395,8 +395,19 @@ impl PendingRowDelta {
                     IcebergErrorKind::Data,
                 )
             };
-            let mut writer = manifest_writer(file_io, metadata, &location, self.snapshot_id, true)
-                .map_err(err)?;
+            // The rewritten manifest keeps the spec of the one it replaces.
+            let spec = metadata
+                .partition_spec_by_id(manifest.partition_spec_id)
+                .cloned()
+                .ok_or_else(|| {
+                    stale(format!(
+                        "manifest {} names partition spec {}, which the table does not have",
+                        manifest.manifest_path, manifest.partition_spec_id
+                    ))
+                })?;
+            let mut writer =
+                manifest_writer(file_io, metadata, &location, self.snapshot_id, true, &spec)
+                    .map_err(err)?;
             for entry in entries {
                 if is_deletion_vector(&entry.file) && replaced.contains_key(&dv_key(&entry.file)) {
                     writer

@@ -13,8 +13,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use iceberg::io::FileIO;
 use iceberg::spec::{
     DataContentType, DataFile, FormatVersion, ManifestFile, ManifestListWriter, ManifestWriter,
-    ManifestWriterBuilder, Snapshot, SnapshotReference, SnapshotRetention, Summary, TableMetadata,
-    MAIN_BRANCH, UNASSIGNED_SEQUENCE_NUMBER,
+    ManifestWriterBuilder, PartitionSpecRef, Snapshot, SnapshotReference, SnapshotRetention,
+    Summary, TableMetadata, MAIN_BRANCH, UNASSIGNED_SEQUENCE_NUMBER,
 };
 use iceberg::{TableRequirement, TableUpdate};
 
@@ -88,6 +88,35 @@ fn now_ms() -> i64 {
         .unwrap_or(0)
 }
 
+/// The partition spec new files are written under: the table's default
+/// spec when it is unpartitioned; when another engine made the default
+/// spec partitioned (Spark `ALTER TABLE ... ADD PARTITION FIELD`), the
+/// unpartitioned spec the table still has (files of an older spec are valid
+/// Iceberg: every reader reads them; queries prune only the partitioned
+/// files). A table with no unpartitioned spec is refused.
+pub(crate) fn write_spec(metadata: &TableMetadata) -> Result<PartitionSpecRef, IcebergError> {
+    let default = metadata.default_partition_spec();
+    if default.is_unpartitioned() {
+        return Ok(default.clone());
+    }
+    metadata
+        .partition_specs_iter()
+        .filter(|s| s.is_unpartitioned())
+        .min_by_key(|s| s.spec_id())
+        .cloned()
+        .ok_or_else(|| {
+            IcebergError::new(
+                IcebergErrorKind::Config,
+                format!("choosing the partition spec of {}", metadata.location()),
+                format!(
+                    "the table is partitioned (spec {}) and has no unpartitioned spec; topicberg \
+                     writes unpartitioned files only",
+                    default.spec_id()
+                ),
+            )
+        })
+}
+
 /// A manifest writer for the table's format: data or delete entries.
 pub(crate) fn manifest_writer(
     file_io: &FileIO,
@@ -95,12 +124,13 @@ pub(crate) fn manifest_writer(
     location: &str,
     snapshot_id: i64,
     deletes: bool,
+    spec: &PartitionSpecRef,
 ) -> Result<ManifestWriter, iceberg::Error> {
     let builder = ManifestWriterBuilder::new(
         file_io.new_output(location)?,
         Some(snapshot_id),
         metadata.current_schema().clone(),
-        metadata.default_partition_spec().as_ref().clone(),
+        spec.as_ref().clone(),
     );
     Ok(match (metadata.format_version(), deletes) {
         (FormatVersion::V3, false) => builder.build_v3_data(),
@@ -133,8 +163,9 @@ pub(crate) async fn write_new_manifest(
             IcebergErrorKind::Data,
         )
     };
+    let spec = write_spec(metadata)?;
     let mut writer =
-        manifest_writer(file_io, metadata, &location, snapshot_id, deletes).map_err(err)?;
+        manifest_writer(file_io, metadata, &location, snapshot_id, deletes, &spec).map_err(err)?;
     for file in files {
         // Unassigned: the entry inherits the manifest's sequence number.
         writer
