@@ -22,6 +22,9 @@ JAR_DIR=$TB_CACHE/spark-jars
 ARTIFACTS=(
   "org.apache.iceberg:iceberg-spark-runtime-${SPARK_SCALA}:${ICEBERG_VERSION}"
   "org.apache.iceberg:iceberg-aws-bundle:${ICEBERG_VERSION}"
+  # The embedded catalog through Iceberg's JdbcCatalog (spark_maintain.py);
+  # the same driver version as the reference catalog's (testbed.d/fixture).
+  "org.xerial:sqlite-jdbc:3.50.3.0"
 )
 
 jar_path() { # g:a:v -> $JAR_DIR/a-v.jar

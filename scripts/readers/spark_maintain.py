@@ -44,8 +44,7 @@ def die(message: str, code: int) -> None:
     sys.exit(code)
 
 
-def statements(step: str, name: str, dotted: str) -> list[str]:
-    cat = spark_reader.CATALOG
+def statements(cat: str, step: str, name: str, dotted: str) -> list[str]:
     return {
         "compact": [f"CALL {cat}.system.rewrite_data_files(table => '{dotted}', "
                     "options => map('rewrite-all', 'true'))"],
@@ -63,6 +62,21 @@ def statements(step: str, name: str, dotted: str) -> list[str]:
     }[step]
 
 
+def jdbc_catalog(cfg: common.CatalogConfig) -> tuple[str, dict[str, str]]:
+    """topicberg's embedded catalog (a SQLite file in Iceberg's JDBC catalog
+    layout) as a Spark catalog: Iceberg's JdbcCatalog names its rows by the
+    catalog's name, so the Spark catalog takes the embedded catalog's name."""
+    name = cfg.sql_name
+    p = f"spark.sql.catalog.{name}"
+    return name, {
+        p: "org.apache.iceberg.spark.SparkCatalog",
+        f"{p}.type": "jdbc",
+        f"{p}.uri": "jdbc:sqlite:" + common.sql_catalog_file(cfg),
+        f"{p}.warehouse": "file://" + os.path.abspath(cfg.sql_path),
+        f"{p}.cache-enabled": "false",
+    }
+
+
 def remove_orphan_files(spark, name: str) -> list[str]:
     """Every file under the table's location that no snapshot references,
     however new (the Action API; the procedure needs 24 hours)."""
@@ -74,14 +88,13 @@ def remove_orphan_files(spark, name: str) -> list[str]:
     return [str(f) for f in result.orphanFileLocations()]
 
 
-def maintain(spark, table: common.TableName, steps: list[str]) -> dict:
-    name = ".".join(spark_reader.quote(x)
-                    for x in (spark_reader.CATALOG,) + table.namespace + (table.name,))
+def maintain(spark, cat: str, table: common.TableName, steps: list[str]) -> dict:
+    name = ".".join(spark_reader.quote(x) for x in (cat,) + table.namespace + (table.name,))
     dotted = ".".join(table.namespace + (table.name,))
     done = {"table": table.dotted}
     for step in steps:
         results = []
-        for sql in statements(step, name, dotted):
+        for sql in statements(spark_reader.quote(cat), step, name, dotted):
             rows = spark.sql(sql).collect()
             results.extend([str(v) for v in r] for r in rows)
         if step == "orphans":
@@ -106,10 +119,13 @@ def main() -> int:
         die(f"unknown steps: {sorted(unknown)}", common.EXIT_USAGE)
     try:
         cfg = common.resolve_catalog(args)
-        spark = spark_reader.session(cfg)
+        cat, extra = spark_reader.CATALOG, {}
+        if cfg.catalog == "sql":
+            cat, extra = jdbc_catalog(cfg)
+        spark = spark_reader.session(cfg, extra)
         try:
             for t in args.tables:
-                print(json.dumps(maintain(spark, common.parse_table(t), steps)), flush=True)
+                print(json.dumps(maintain(spark, cat, common.parse_table(t), steps)), flush=True)
         finally:
             spark.stop()
     except ReaderError as e:

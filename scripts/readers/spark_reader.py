@@ -65,7 +65,7 @@ def catalog_conf(cfg: common.CatalogConfig) -> dict[str, str]:
     return conf
 
 
-def session(cfg: common.CatalogConfig):
+def session(cfg: common.CatalogConfig, extra: dict[str, str] | None = None):
     from pyspark.sql import SparkSession
 
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -95,6 +95,8 @@ def session(cfg: common.CatalogConfig):
     if cfg.catalog != "sql":  # the embedded catalog's tables are read by path
         for k, v in catalog_conf(cfg).items():
             b = b.config(k, v)
+    for k, v in (extra or {}).items():
+        b = b.config(k, v)
     return b.getOrCreate()
 
 

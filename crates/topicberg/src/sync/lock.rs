@@ -46,9 +46,9 @@ impl JobLock {
                 let mut holder = String::new();
                 let _ = file.read_to_string(&mut holder);
                 return Err(SetupError::AlreadyRunning(format!(
-                    "another sync of this job (consumer group {group}) is already running on this \
-                     machine ({}; lock {}); this run did nothing. It ends by itself; the next run \
-                     goes on from where it stops",
+                    "another sync of this job (consumer group {group}) is already running elsewhere \
+                     on this machine ({}; lock {}); this run did nothing. That sync ends by itself; \
+                     the next run goes on from where it stops",
                     holder.trim(),
                     path.display()
                 )));

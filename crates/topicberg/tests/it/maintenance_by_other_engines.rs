@@ -13,16 +13,63 @@ use std::collections::BTreeMap;
 use serde_json::{json, Value};
 
 use crate::support::{
-    create_topic, group_offsets, plaintext, produce_to_partitions, read_rows, table_report,
+    create_topic, group_offsets, plaintext, produce_to_partitions, read_lines, table_report,
     Catalog, Job,
 };
 use crate::testbed::{command, get, unique_name};
 
+/// Where the tables live: a test-bed REST catalog, or a job's embedded
+/// catalog (Spark reaches its SQLite file through Iceberg's JdbcCatalog).
+#[derive(Clone, Copy)]
+enum Bed {
+    Rest(Catalog),
+    Embedded,
+}
+
+impl Bed {
+    fn job(self, topics: &[&str], streams: &str) -> Job {
+        match self {
+            Bed::Rest(catalog) => Job::new(catalog, topics, "", streams),
+            Bed::Embedded => {
+                let job = Job::embedded(topics);
+                job.append(streams);
+                job
+            }
+        }
+    }
+
+    fn catalog_args(self, job: &Job) -> Vec<String> {
+        match self {
+            Bed::Rest(catalog) => vec!["--catalog".into(), catalog.reader_name().into()],
+            Bed::Embedded => {
+                let warehouse = job.path.with_file_name("warehouse");
+                vec![
+                    "--catalog".into(),
+                    "sql".into(),
+                    "--sql-path".into(),
+                    warehouse.display().to_string(),
+                ]
+            }
+        }
+    }
+
+    fn read(self, job: &Job, engine: &str, table: &str) -> Vec<Value> {
+        let lines = match self {
+            Bed::Rest(catalog) => read_lines(engine, catalog, table),
+            Bed::Embedded => job.read_embedded(engine, table),
+        };
+        lines
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+}
+
 /// Runs `scripts/readers/maintain` (Spark) on `tables`; one JSON per table.
-fn spark_maintain(catalog: Catalog, tables: &[String]) -> Vec<Value> {
+fn spark_maintain(bed: Bed, job: &Job, tables: &[String]) -> Vec<Value> {
     let maintain = format!("{}/maintain", get("TESTBED_READERS"));
     let out = command(&maintain)
-        .args(["--catalog", catalog.reader_name()])
+        .args(bed.catalog_args(job))
         .args(tables)
         .output()
         .unwrap();
@@ -58,10 +105,10 @@ struct Model {
     latest: BTreeMap<i64, i64>,
 }
 
-fn check(engine: &str, catalog: Catalog, job: &Job, topics: &[(String, bool)], model: &Model) {
+fn check(engine: &str, bed: Bed, job: &Job, topics: &[(String, bool)], model: &Model) {
     for (topic, upsert) in topics {
         let table = job.table(topic);
-        let rows = read_rows(engine, catalog, &table);
+        let rows = bed.read(job, engine, &table);
         if *upsert {
             let mut got = BTreeMap::new();
             for r in &rows {
@@ -82,7 +129,7 @@ fn check(engine: &str, catalog: Catalog, job: &Job, topics: &[(String, bool)], m
     }
 }
 
-fn maintained_then_synced(catalog: Catalog, formats: &[&str]) {
+fn maintained_then_synced(bed: Bed, formats: &[&str]) {
     let kafka = plaintext();
     let append = unique_name("maint_append");
     let mut topics = vec![(append.clone(), false)];
@@ -98,7 +145,7 @@ fn maintained_then_synced(catalog: Catalog, formats: &[&str]) {
         create_topic(topic, 3);
     }
     let names: Vec<&str> = topics.iter().map(|(t, _)| t.as_str()).collect();
-    let job = Job::new(catalog, &names, "", &streams);
+    let job = bed.job(&names, &streams);
     let mut model = Model {
         messages: Vec::new(),
         latest: BTreeMap::new(),
@@ -132,7 +179,7 @@ fn maintained_then_synced(catalog: Catalog, formats: &[&str]) {
     round(30);
 
     let tables: Vec<String> = topics.iter().map(|(t, _)| job.table(t)).collect();
-    for done in spark_maintain(catalog, &tables) {
+    for done in spark_maintain(bed, &job, &tables) {
         // Every snapshot that carried offsets in its summary is gone.
         let snapshots = done["snapshots"].as_array().unwrap();
         assert_eq!(snapshots.len(), 1, "{done}");
@@ -145,10 +192,10 @@ fn maintained_then_synced(catalog: Catalog, formats: &[&str]) {
     round(25);
     model.messages.sort_unstable();
     for engine in ["duckdb", "spark"] {
-        check(engine, catalog, &job, &topics, &model);
+        check(engine, bed, &job, &topics, &model);
     }
     if !formats.contains(&"dv") {
-        check("pyiceberg", catalog, &job, &topics, &model);
+        check("pyiceberg", bed, &job, &topics, &model);
     }
     for (topic, _) in &topics {
         assert_eq!(
@@ -161,10 +208,15 @@ fn maintained_then_synced(catalog: Catalog, formats: &[&str]) {
 #[test]
 fn syncs_after_spark_maintenance_on_seaweed_go_on_exactly_once() {
     // SeaweedFS's table bucket refuses *.puffin: no deletion vectors here.
-    maintained_then_synced(Catalog::Seaweed, &["position"]);
+    maintained_then_synced(Bed::Rest(Catalog::Seaweed), &["position"]);
 }
 
 #[test]
 fn syncs_after_spark_maintenance_on_the_reference_catalog_go_on_exactly_once() {
-    maintained_then_synced(Catalog::Fixture, &["position", "dv"]);
+    maintained_then_synced(Bed::Rest(Catalog::Fixture), &["position", "dv"]);
+}
+
+#[test]
+fn syncs_after_spark_maintenance_on_the_embedded_catalog_go_on_exactly_once() {
+    maintained_then_synced(Bed::Embedded, &["position", "dv"]);
 }

@@ -253,7 +253,7 @@ fn a_sync_whose_offsets_another_sync_committed_first_commits_nothing() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(75), "{stderr}");
     assert!(
-        stderr.contains("is already running on this machine"),
+        stderr.contains("is already running elsewhere on this machine"),
         "{stderr}"
     );
 
