@@ -14,7 +14,7 @@ Steps, in this order, on every table (default: all):
   partition         ALTER TABLE ADD PARTITION FIELD bucket(4, id)
   expire            CALL system.expire_snapshots(retain_last => 1, all older)
   orphans           remove orphan files (Action API: every unreferenced file, however new)
-  tag               ALTER TABLE CREATE TAG maintained (on the current snapshot)
+  tag               ALTER TABLE CREATE TAG maintained, CREATE BRANCH audit
 
 Prints one JSON line per table: the snapshots left and each step's result.
 One Spark session for all tables (the JVM start is most of the time).
@@ -58,7 +58,8 @@ def statements(cat: str, step: str, name: str, dotted: str) -> list[str]:
                    f"older_than => {FAR_FUTURE}, retain_last => 1)"],
         # The procedure refuses intervals under 24 hours; the action does not.
         "orphans": [],
-        "tag": [f"ALTER TABLE {name} CREATE TAG maintained"],
+        "tag": [f"ALTER TABLE {name} CREATE TAG maintained",
+                f"ALTER TABLE {name} CREATE BRANCH audit"],
     }[step]
 
 
