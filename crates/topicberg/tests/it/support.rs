@@ -152,7 +152,7 @@ impl Job {
             r#"name = "{name}"
 [source]
 bootstrap_servers = "{bootstrap}"
-topic_pattern = "{pattern}"
+topic_pattern = '{pattern}'
 max_threads = 3
 {source_extra}
 [destination]
@@ -276,6 +276,16 @@ pub fn table_report<'a>(report: &'a Value, table: &str) -> &'a Value {
         .iter()
         .find(|t| t["table"] == table)
         .unwrap_or_else(|| panic!("{table} missing from report {report}"))
+}
+
+/// Runs an independent reader on a table, whatever it answers (exit code
+/// 4: no such table).
+pub fn try_read(engine: &str, catalog: Catalog, table: &str) -> Output {
+    let read = format!("{}/read", get("TESTBED_READERS"));
+    command(&read)
+        .args([engine, "--catalog", catalog.reader_name(), table])
+        .output()
+        .unwrap()
 }
 
 /// Reads a table with an independent reader: raw canonical lines.
