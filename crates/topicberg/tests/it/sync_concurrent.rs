@@ -191,7 +191,7 @@ fn overlapping_syncs_of_one_job_commit_every_message_once_and_the_latest_per_key
     eprintln!("overlapping syncs: {superseded} table commits superseded in {ROUNDS} rounds");
 
     let per_partition = ROUNDS * PER_ROUND;
-    for engine in ["duckdb", "pyiceberg"] {
+    for engine in ["duckdb", "pyiceberg", "spark"] {
         assert_each_message_once(engine, Catalog::Seaweed, &job.table(&append), per_partition);
         assert_latest_per_key(engine, Catalog::Seaweed, &job.table(&upsert), &want);
     }
