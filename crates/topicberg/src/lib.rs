@@ -37,30 +37,20 @@ pub fn topic_pattern(config: &JobConfig) -> Result<Regex, SetupError> {
 
 /// Refuses a selection in which two topics would be written into one
 /// table (`a.b-c` and `a_b_c` both become table `a_b_c`): their rows would
-/// mix and their offsets records collide. Names every collision and the fix.
+/// mix and their offsets records collide. Names every clash and the fix.
 pub fn check_table_collisions<'a>(
     config: &JobConfig,
     topics: impl IntoIterator<Item = &'a str>,
 ) -> Result<(), SetupError> {
-    let mut by_table: std::collections::BTreeMap<String, Vec<&str>> = Default::default();
-    for topic in topics {
-        by_table
-            .entry(config.stream_for(topic).table)
-            .or_default()
-            .push(topic);
-    }
-    let collisions: Vec<String> = by_table
-        .iter()
-        .filter(|(_, topics)| topics.len() > 1)
-        .map(|(table, topics)| format!("topics {} all map to table {table}", topics.join(", ")))
-        .collect();
-    if collisions.is_empty() {
+    let topics: Vec<&str> = topics.into_iter().collect();
+    let problems = config.table_conflicts(&topics);
+    if problems.is_empty() {
         return Ok(());
     }
+    let problems: Vec<String> = problems.iter().map(|p| p.message.clone()).collect();
     Err(SetupError::TableCollision(format!(
-        "{}; nothing was written. Give each of them its own table with a [[streams]] entry \
-         (topic = \"...\", table = \"...\"), or narrow topic_pattern",
-        collisions.join("; ")
+        "{}; nothing was read or written",
+        problems.join("; ")
     )))
 }
 

@@ -25,7 +25,7 @@ fn topics_that_sanitise_to_one_table_are_refused_before_anything_is_written() {
         assert!(!out.status.success(), "{command} must refuse:\n{text}");
         assert!(
             text.contains(&format!(
-                "topics {dotted}, {underscored} all map to table {underscored}"
+                "topics \"{dotted}\" and \"{underscored}\" would both write table \"{underscored}\""
             )),
             "{command}:\n{text}"
         );

@@ -1,5 +1,6 @@
 //! An upsert commit that meets another writer's commit (HTTP 409): the
-//! other writer replaced rows of keys this sync also replaces. A blind
+//! other writer (another job, syncing another topic into the same table)
+//! replaced rows of keys this sync also replaces. A blind
 //! rebase would retire the old rows only and leave the other writer's new
 //! ones beside ours; topicberg recomputes from the table instead, so every
 //! key keeps exactly one row.
@@ -35,19 +36,31 @@ fn sync_upsert_conflict_with_another_writer_rechecks_keys_and_keeps_one_row_per_
         ),
     )
     .unwrap();
-    // The other writer: the same job file with its own consumer group and
-    // key index (another folder), talking to the catalog directly.
+    // The other writer: another job (its own consumer group and key index,
+    // in another folder) syncing another topic into the same table, talking
+    // to the catalog directly. (The same topic would be another sync of
+    // the same messages: superseded, see sync_concurrent.)
+    let other_topic = unique_name("contender");
+    create_topic(&other_topic, 1);
     let other_dir = job.path.with_file_name("other");
     std::fs::create_dir_all(&other_dir).unwrap();
     let other_path = other_dir.join("job.toml");
-    let other_text = std::fs::read_to_string(&job.path).unwrap().replacen(
-        "[source]\n",
-        &format!(
-            "[source]\nconsumer_group = \"{}\"\n",
-            unique_name("other_writer")
-        ),
-        1,
-    );
+    let other_text = std::fs::read_to_string(&job.path)
+        .unwrap()
+        .replace(&topic, &other_topic)
+        .replacen(
+            "[source]\n",
+            &format!(
+                "[source]\nconsumer_group = \"{}\"\n",
+                unique_name("other_writer")
+            ),
+            1,
+        )
+        .replacen(
+            "mode = \"upsert\"\n",
+            &format!("mode = \"upsert\"\ntable = \"{}\"\n", topic.to_lowercase()),
+            1,
+        );
     std::fs::write(&other_path, other_text).unwrap();
 
     let proxy = FaultProxy::start(&get("TESTBED_SEAWEED_URI"));
@@ -58,6 +71,7 @@ fn sync_upsert_conflict_with_another_writer_rechecks_keys_and_keeps_one_row_per_
     // Ids 10..30 change; the other writer commits them first, right before
     // our commit reaches the catalog.
     produce(&topic, &messages(10..30, 2));
+    produce(&other_topic, &messages(10..30, 3));
     let table_path = format!("/tables/{}", topic.to_lowercase());
     let hook_path = other_path.clone();
     proxy.add(
