@@ -28,5 +28,5 @@ pub use decode::{
 pub use infer::{merge_types, InferError, SchemaInference};
 pub use olake_id::{append_olake_id, kafka_key_olake_id, upsert_olake_id, KeyValue};
 pub use record::SourceRecord;
-pub use secret::Secret;
+pub use secret::{Secret, SECRET_FIELDS};
 pub use timestamp::parse_timestamp_micros;

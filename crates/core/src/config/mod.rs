@@ -24,6 +24,9 @@ mod source;
 mod streams;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_errors;
+mod unknown;
 mod validate;
 
 use std::path::{Path, PathBuf};
@@ -322,4 +325,18 @@ where
 {
     let text: Option<String> = Option::deserialize(deserializer)?;
     Ok(text.filter(|t| !t.is_empty()).map(T::from))
+}
+
+/// [`empty_as_none`] for a secret: anything but a string is refused with a
+/// message that leaves the value out (see [`Secret`](crate::Secret)).
+fn secret_or_none<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: From<String>,
+{
+    let secret: Option<crate::Secret> = Option::deserialize(deserializer)?;
+    Ok(secret
+        .map(crate::Secret::into_exposed)
+        .filter(|t| !t.is_empty())
+        .map(T::from))
 }

@@ -355,11 +355,13 @@ pub fn validate_piece(kind: PieceKind, piece: &Piece) -> Result<(), PieceError> 
         )),
         Err(e) => {
             let prefix = format!("{}.", kind.table());
+            // Unknown keys are reported on the table: `[source]`.
+            let table = format!("[{}]", kind.table());
             let no_pattern = !piece.contains_key("topic_pattern");
             let problems: Vec<String> = e
                 .problems()
                 .iter()
-                .filter(|p| p.field.starts_with(&prefix))
+                .filter(|p| p.field.starts_with(&prefix) || p.field == table)
                 // Without a pattern the job's [[streams]] select the topics.
                 .filter(|p| !(no_pattern && p.field == "source.topic_pattern"))
                 .map(ToString::to_string)
