@@ -172,3 +172,16 @@ sasl_pasword = "x"
     assert!(found[0].starts_with("source.bootstrap_servers: environment variable NO_SUCH_BROKERS"));
     assert!(found[1].starts_with("[source]: unknown field \"sasl_pasword\""));
 }
+
+#[test]
+fn a_uri_without_scheme_is_refused_without_its_password() {
+    let text = REST.replace("http://127.0.0.1:8181", "user:secretpass@127.0.0.1:8181");
+    let shown = JobConfig::from_toml_str(&text, |_| None)
+        .unwrap_err()
+        .to_string();
+    assert!(!shown.contains("secretpass"), "{shown}");
+    assert!(
+        shown.contains("destination.uri: is not an http:// or https:// URI; write e.g. \"https://user:***@127.0.0.1:8181\""),
+        "{shown}"
+    );
+}

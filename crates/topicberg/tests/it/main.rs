@@ -15,6 +15,7 @@ mod iceberg_deletes;
 mod kafka_faults;
 mod kafka_smoke;
 mod readers_smoke;
+mod secrets_errors;
 mod serve_api;
 mod serve_browser;
 mod serve_runner;
