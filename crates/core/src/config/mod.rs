@@ -1,16 +1,17 @@
 //! The job file: one TOML file that says which topics go to which tables.
 //!
 //! [`JobConfig::load`] reads a file, replaces `${VAR}` in string values from
-//! the environment, parses it (an unknown key is an error naming the key,
-//! its table and its line) and validates it, reporting every problem at
-//! once with a hint on how to fix it. The result holds typed values only:
+//! the environment, parses it (every unknown key is an error naming the key,
+//! its table, its line and a near match) and validates it, reporting every
+//! problem, unknown keys included, at once with a hint on how to fix it. The result holds typed values only:
 //! the Kafka and Iceberg crates turn [`SourceConfig`] and
 //! [`DestinationConfig`] into their connection settings without parsing
 //! anything again. Every field is documented in README.md ("The job file").
 //!
 //! Secrets (`sasl_password`, `s3_secret_key`, `token`, the whole
 //! `credential`) are [`Secret`](crate::Secret)s: `Debug` of a config and
-//! every error message leave them out.
+//! every error message leave them out, also when the value is not a string
+//! or is malformed.
 
 #![warn(missing_docs)]
 

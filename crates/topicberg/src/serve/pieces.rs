@@ -565,4 +565,28 @@ mod tests {
         let e = validate_piece(PieceKind::Destination, &dest).unwrap_err();
         assert!(e.message.contains("destination.uri"), "{}", e.message);
     }
+
+    #[test]
+    fn a_secret_of_the_wrong_type_is_refused_without_its_value() {
+        for value in [
+            json!(739152864),
+            json!(["a739152864"]),
+            json!({"x": "739152864"}),
+        ] {
+            let source = piece(json!({"bootstrap_servers": "b:1", "sasl_password": value}));
+            let e = validate_piece(PieceKind::Source, &source).unwrap_err();
+            assert!(!format!("{e:?}").contains("739152864"), "{e:?}");
+            assert!(
+                e.message.contains("must be a quoted string"),
+                "{}",
+                e.message
+            );
+            let dest = piece(
+                json!({"catalog": "rest", "uri": "http://h", "warehouse": "w",
+                "s3_secret_key": value}),
+            );
+            let e = validate_piece(PieceKind::Destination, &dest).unwrap_err();
+            assert!(!format!("{e:?}").contains("739152864"), "{e:?}");
+        }
+    }
 }
