@@ -180,7 +180,8 @@ fn secrets_a_password_in_the_catalog_uri_is_redacted_in_check_and_sync() {
         .replace(&uri, "http://user:secretpass@127.0.0.1:9/api/catalog");
     std::fs::write(&job.path, text).unwrap();
     for command in ["check", "sync"] {
-        let out = job.run(command, &[], &[]);
+        // Debug logging: the libraries' own lines go through the same filter.
+        let out = job.run(command, &[], &[("TOPICBERG_LOG", "debug")]);
         let shown = text_of(&out);
         assert!(!out.status.success(), "{command}: {shown}");
         assert!(!shown.contains("secretpass"), "{command} leaked: {shown}");
@@ -284,4 +285,65 @@ batch_row = 5
         "{reply}"
     );
     server.stop();
+}
+
+/// In the service: a destination whose URI carries `user:secretpass@`
+/// (nothing listens there): its connection test, the run's error, the
+/// run's log and the service's log show the URL redacted.
+#[test]
+fn secrets_a_password_in_the_catalog_uri_is_redacted_in_the_service() {
+    let dir = temp_data_dir();
+    let mut server = Server::start(&dir, Some(ADMIN_PASSWORD));
+    let mut client = server.client();
+    client.login(ADMIN_PASSWORD).expect(200);
+    let source = json!({"name": "s", "bootstrap_servers": get("TESTBED_KAFKA_BOOTSTRAP"),
+        "topic_pattern": format!("^{}$", unique_name("it_none"))});
+    let sid = client
+        .json("POST", "/api/sources", Some(&source))
+        .expect(201)
+        .json()["id"]
+        .clone();
+    let destination = json!({"name": "d", "catalog": "rest",
+        "uri": "http://user:secretpass@127.0.0.1:9/api/catalog", "warehouse": "w",
+        "credential": "id:secret"});
+    let did = client
+        .json("POST", "/api/destinations", Some(&destination))
+        .expect(201)
+        .json()["id"]
+        .clone();
+    let test = client
+        .json("POST", &format!("/api/destinations/{did}/test"), None)
+        .expect(200)
+        .json();
+    assert_eq!(test["ok"], false, "{test}");
+    let job = json!({"name": unique_name("it_redact"), "source_id": sid, "destination_id": did});
+    let jid = client
+        .json("POST", "/api/jobs", Some(&job))
+        .expect(201)
+        .json()["id"]
+        .clone();
+    let run_id = client
+        .json("POST", &format!("/api/jobs/{jid}/sync"), None)
+        .expect(202)
+        .json()["run_id"]
+        .clone();
+    let run = client.poll(
+        &format!("/api/runs/{run_id}"),
+        Duration::from_secs(120),
+        |v| v["status"] != "running",
+    );
+    assert_eq!(run["status"], "failed", "{run}");
+    let log = client
+        .get(&format!("/api/runs/{run_id}/log"))
+        .expect(200)
+        .body;
+    let expected = "http://user:***@127.0.0.1:9/api/catalog/v1/oauth/tokens";
+    assert!(test.to_string().contains(expected), "{test}");
+    assert!(run.to_string().contains(expected), "{run}");
+    for body in client.seen.borrow().iter() {
+        assert!(!body.contains("secretpass"), "leaked: {body}");
+    }
+    assert!(!log.contains("secretpass"), "{log}");
+    server.stop();
+    assert!(!server.log().contains("secretpass"), "{}", server.log());
 }
