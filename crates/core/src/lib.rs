@@ -16,6 +16,7 @@ pub mod decode;
 pub mod infer;
 mod olake_id;
 mod record;
+mod redact;
 mod secret;
 mod timestamp;
 
@@ -28,5 +29,6 @@ pub use decode::{
 pub use infer::{merge_types, InferError, SchemaInference};
 pub use olake_id::{append_olake_id, kafka_key_olake_id, upsert_olake_id, KeyValue};
 pub use record::SourceRecord;
-pub use secret::Secret;
+pub use redact::redact_urls;
+pub use secret::{Secret, SECRET_FIELDS};
 pub use timestamp::parse_timestamp_micros;

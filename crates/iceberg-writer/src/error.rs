@@ -1,3 +1,5 @@
+use topicberg_core::redact_urls;
+
 /// What kind of failure a [`CatalogError`] is; decides whether a retry can help.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CatalogErrorKind {
@@ -19,8 +21,10 @@ pub enum CatalogErrorKind {
 
 /// An error talking to an Iceberg REST catalog.
 ///
-/// The message names the step, the URL (never a secret) and what the
-/// catalog said, so that a user can fix it.
+/// The message names the step, the URL and what the catalog said, so that
+/// a user can fix it. Every URL in it has gone through
+/// [`redact_urls`] when the error was made: no userinfo password, no
+/// `token=`-like query value.
 #[derive(Debug, thiserror::Error)]
 #[error("{step}: {detail}")]
 pub struct CatalogError {
@@ -40,8 +44,8 @@ impl CatalogError {
     ) -> Self {
         Self {
             kind,
-            step: step.into(),
-            detail: detail.into(),
+            step: redact_urls(&step.into()),
+            detail: redact_urls(&detail.into()),
         }
     }
 
@@ -83,7 +87,7 @@ pub enum IcebergErrorKind {
 /// data, or the commit.
 ///
 /// Like [`CatalogError`], the message names the step and the object (a URL
-/// or file location, never a secret).
+/// or file location, passed through [`redact_urls`]).
 #[derive(Debug, thiserror::Error)]
 #[error("{step}: {detail}")]
 pub struct IcebergError {
@@ -111,8 +115,8 @@ impl IcebergError {
         };
         Self {
             kind,
-            step: step.into(),
-            detail: detail.into(),
+            step: redact_urls(&step.into()),
+            detail: redact_urls(&detail.into()),
             transient,
         }
     }
@@ -123,7 +127,7 @@ impl IcebergError {
     }
 
     pub(crate) fn with_detail_suffix(mut self, suffix: &str) -> Self {
-        self.detail.push_str(suffix);
+        self.detail.push_str(&redact_urls(suffix));
         self
     }
 
@@ -175,5 +179,33 @@ pub(crate) fn from_iceberg(
             IcebergError::new(IcebergErrorKind::Storage, step, detail).with_retryable(retryable)
         }
         None => IcebergError::new(otherwise, step, detail),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_url_in_an_error_is_redacted_when_it_is_made() {
+        let err = CatalogError::new(
+            CatalogErrorKind::Unreachable,
+            "token exchange at http://user:secretpass@h:9/v1/oauth/tokens",
+            "error sending request for url (http://user:secretpass@h:9/v1/oauth/tokens?token=t0k)",
+        );
+        let text = err.to_string();
+        assert!(
+            !text.contains("secretpass") && !text.contains("t0k"),
+            "{text}"
+        );
+        assert!(text.starts_with("token exchange at http://user:***@h:9/v1/oauth/tokens: "));
+        let err = IcebergError::from(err).with_detail_suffix(" (see https://a:pw2@h/)");
+        let text = err.to_string();
+        assert!(
+            !text.contains("secretpass") && !text.contains("pw2"),
+            "{text}"
+        );
+        let err = IcebergError::new(IcebergErrorKind::Storage, "https://k:pw3@s3/b", "x");
+        assert_eq!(err.step, "https://k:***@s3/b");
     }
 }

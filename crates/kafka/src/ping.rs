@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 
 use rdkafka::client::ClientContext;
 use rdkafka::error::KafkaError as RdKafkaError;
+use rdkafka::metadata::Metadata;
 use rdkafka::producer::{BaseProducer, Producer};
 use rdkafka::types::RDKafkaErrorCode;
 
@@ -69,43 +70,50 @@ impl rdkafka::producer::ProducerContext for ErrorRecordingContext {
 /// credentials (reported as soon as it happens, without waiting for the
 /// deadline), [`KafkaErrorKind::Unreachable`] when no broker answered.
 pub fn ping(connection: &KafkaConnection, timeout: Duration) -> Result<BrokerMetadata, KafkaError> {
-    const CONTEXT: &str = "failed to ping kafka brokers";
+    let metadata = fetch_metadata(connection, timeout, "failed to ping kafka brokers")?;
+    let brokers = metadata
+        .brokers()
+        .iter()
+        .map(|b| (b.id(), format!("{}:{}", b.host(), b.port())))
+        .collect();
+    let mut topics: Vec<String> = metadata
+        .topics()
+        .iter()
+        .map(|t| t.name().to_string())
+        .collect();
+    topics.sort();
+    Ok(BrokerMetadata { brokers, topics })
+}
+
+/// The cluster's metadata (every topic), asked in short attempts until
+/// `timeout`; the first thing every command asks of the cluster. A refused
+/// login is reported as soon as librdkafka reports it in the background
+/// ([`KafkaErrorKind::Authentication`], naming the user, mechanism and
+/// bootstrap servers), not after the deadline as a transport failure.
+/// `context` starts the error message.
+pub(crate) fn fetch_metadata(
+    connection: &KafkaConnection,
+    timeout: Duration,
+    context: &str,
+) -> Result<Metadata, KafkaError> {
     // A producer handle serves librdkafka's background events (where
     // authentication failures arrive) whenever it is polled.
     let producer: BaseProducer<ErrorRecordingContext> = connection
         .client_config()
         .create_with_context(ErrorRecordingContext::default())
-        .map_err(|e| KafkaError::new(KafkaErrorKind::Config, CONTEXT, e))?;
+        .map_err(|e| KafkaError::new(KafkaErrorKind::Config, context, e))?;
     let deadline = Instant::now() + timeout;
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         let attempt = left.min(Duration::from_millis(500));
         match producer.client().fetch_metadata(None, attempt) {
-            Ok(metadata) => {
-                let brokers = metadata
-                    .brokers()
-                    .iter()
-                    .map(|b| (b.id(), format!("{}:{}", b.host(), b.port())))
-                    .collect();
-                let mut topics: Vec<String> = metadata
-                    .topics()
-                    .iter()
-                    .map(|t| t.name().to_string())
-                    .collect();
-                topics.sort();
-                return Ok(BrokerMetadata { brokers, topics });
-            }
+            Ok(metadata) => return Ok(metadata),
             Err(err) => {
                 producer.poll(Duration::ZERO);
                 let background = producer.context().last_error();
                 let auth_failed = matches!(background, Some((RDKafkaErrorCode::Authentication, _)));
                 if auth_failed || Instant::now() >= deadline {
-                    return Err(classify(
-                        &connection.bootstrap_servers,
-                        timeout,
-                        err,
-                        background,
-                    ));
+                    return Err(classify(connection, context, timeout, err, background));
                 }
             }
         }
@@ -113,27 +121,49 @@ pub fn ping(connection: &KafkaConnection, timeout: Duration) -> Result<BrokerMet
 }
 
 fn classify(
-    bootstrap: &str,
+    connection: &KafkaConnection,
+    context: &str,
     timeout: Duration,
     err: RdKafkaError,
     background: Option<(RDKafkaErrorCode, String)>,
 ) -> KafkaError {
-    const CONTEXT: &str = "failed to ping kafka brokers";
+    let bootstrap = &connection.bootstrap_servers;
     match background {
         Some((RDKafkaErrorCode::Authentication, reason)) => KafkaError::new(
             KafkaErrorKind::Authentication,
-            CONTEXT,
-            format!("authentication failed at {bootstrap}: {reason} (check the SASL mechanism, username and password)"),
+            context,
+            authentication_failed(connection, &reason),
         ),
         Some((_, reason)) => KafkaError::new(
             KafkaErrorKind::Unreachable,
-            CONTEXT,
+            context,
             format!("no broker at {bootstrap} answered within {timeout:?}: {reason}"),
         ),
         None => KafkaError::new(
             KafkaErrorKind::Unreachable,
-            CONTEXT,
+            context,
             format!("no broker at {bootstrap} answered within {timeout:?}: {err}"),
+        ),
+    }
+}
+
+/// `authentication failed for user "u" with mechanism PLAIN on bootstrap
+/// h:9093 (<librdkafka's reason>); check sasl_username and sasl_password`.
+fn authentication_failed(connection: &KafkaConnection, reason: &str) -> String {
+    let bootstrap = &connection.bootstrap_servers;
+    let protocol = connection.security_protocol.as_str();
+    match &connection.sasl {
+        Some(sasl) => format!(
+            "authentication failed for user \"{}\" with mechanism {} on bootstrap {bootstrap} \
+             ({protocol}): {reason}; check sasl_username and sasl_password (and that the \
+             brokers enable sasl_mechanism {})",
+            sasl.username,
+            sasl.mechanism.as_str(),
+            sasl.mechanism.as_str()
+        ),
+        None => format!(
+            "authentication failed on bootstrap {bootstrap} ({protocol}): {reason}; check \
+             security_protocol and the SASL or TLS settings"
         ),
     }
 }
@@ -141,6 +171,7 @@ fn classify(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::SaslMechanism;
 
     #[test]
     fn authentication_failure_is_reported_over_a_later_transport_error() {
@@ -153,17 +184,31 @@ mod tests {
             RdKafkaError::Global(RDKafkaErrorCode::AllBrokersDown),
             "1/1 brokers are down",
         );
+        let conn =
+            KafkaConnection::sasl_plaintext("h:9093", SaslMechanism::ScramSha512, "alice", "pw");
         let err = classify(
-            "h:9093",
+            &conn,
+            "failed to ping kafka brokers",
             Duration::from_secs(1),
             RdKafkaError::MetadataFetch(RDKafkaErrorCode::OperationTimedOut),
             ctx.last_error(),
         );
         assert_eq!(err.kind, KafkaErrorKind::Authentication);
         assert!(!err.retryable());
-        assert!(err
-            .to_string()
-            .starts_with("failed to ping kafka brokers: authentication failed"));
+        let text = err.to_string();
+        assert!(
+            text.starts_with(
+                "failed to ping kafka brokers: authentication failed for user \"alice\" \
+                 with mechanism SCRAM-SHA-512 on bootstrap h:9093 (SASL_PLAINTEXT): \
+                 SASL authentication error"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("check sasl_username and sasl_password"),
+            "{text}"
+        );
+        assert!(!text.contains("pw\""), "{text}");
     }
 
     #[test]

@@ -3,7 +3,6 @@
 
 use std::time::Duration;
 
-use rdkafka::consumer::{BaseConsumer, Consumer};
 use regex::Regex;
 
 use crate::{KafkaConnection, KafkaError, KafkaErrorKind};
@@ -26,7 +25,8 @@ pub struct TopicSelection {
     pub skipped: Vec<String>,
 }
 
-/// Lists the cluster's topics and splits them by `pattern`.
+/// Lists the cluster's topics and splits them by `pattern`. Wrong
+/// credentials fail fast with [`KafkaErrorKind::Authentication`].
 ///
 /// Internal topics (`__consumer_offsets`, `__transaction_state`, ...) are
 /// never selected nor reported as skipped.
@@ -35,13 +35,10 @@ pub fn select_topics(
     pattern: &Regex,
     timeout: Duration,
 ) -> Result<TopicSelection, KafkaError> {
-    let consumer: BaseConsumer = connection
-        .client_config()
-        .create()
-        .map_err(|e| KafkaError::new(KafkaErrorKind::Config, "creating a metadata client", e))?;
-    let metadata = consumer
-        .fetch_metadata(None, timeout)
-        .map_err(|e| KafkaError::new(KafkaErrorKind::Unreachable, "listing topics", e))?;
+    // Asked like `check`'s ping, so that a refused login fails in seconds
+    // with the user and mechanism named, not as a transport failure at the
+    // deadline.
+    let metadata = crate::ping::fetch_metadata(connection, timeout, "listing topics")?;
     let mut selection = TopicSelection::default();
     for topic in metadata.topics() {
         let name = topic.name();

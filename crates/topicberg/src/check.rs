@@ -59,7 +59,8 @@ pub async fn check_kafka(config: &JobConfig) -> Vec<CheckStep> {
         }),
         Err(e) => {
             let hint = match e.kind {
-                KafkaErrorKind::Authentication => " (check sasl_mechanism, sasl_username and sasl_password)",
+                // The error itself names the user, mechanism and fields.
+                KafkaErrorKind::Authentication => "",
                 KafkaErrorKind::Unreachable => {
                     " (check bootstrap_servers and that the brokers advertise an address this machine can reach)"
                 }

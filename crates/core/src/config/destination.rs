@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 
-use super::{defaults, empty_as_none};
+use super::{defaults, empty_as_none, secret_or_none};
 use crate::Secret;
 
 /// Which Iceberg catalog the tables live in.
@@ -116,11 +116,11 @@ pub struct DestinationConfig {
     pub warehouse: Option<String>,
     /// REST: OAuth2 client credentials `client_id:client_secret`, exchanged
     /// for a token. Mutually exclusive with `token`.
-    #[serde(default, deserialize_with = "empty_as_none")]
+    #[serde(default, deserialize_with = "secret_or_none")]
     pub credential: Option<Credential>,
     /// REST: a static bearer token (Unity personal access token); never
     /// printed. Mutually exclusive with `credential`.
-    #[serde(default, deserialize_with = "empty_as_none")]
+    #[serde(default, deserialize_with = "secret_or_none")]
     pub token: Option<Secret>,
     /// REST: the OAuth2 token endpoint. Unset: `<uri>/v1/oauth/tokens`.
     #[serde(default, deserialize_with = "empty_as_none")]
@@ -139,7 +139,7 @@ pub struct DestinationConfig {
     #[serde(default, deserialize_with = "empty_as_none")]
     pub s3_access_key: Option<String>,
     /// REST: S3 secret access key; never printed.
-    #[serde(default, deserialize_with = "empty_as_none")]
+    #[serde(default, deserialize_with = "secret_or_none")]
     pub s3_secret_key: Option<Secret>,
     /// REST: path-style S3 addressing. Unset: true when `s3_endpoint` is set.
     #[serde(default)]

@@ -43,9 +43,9 @@ pub enum ConfigError {
         #[source]
         source: std::io::Error,
     },
-    /// The file is not valid TOML, or a key or value does not fit the job
-    /// file's shape (unknown key, wrong type, unknown variant). TOML stops
-    /// at the first such error.
+    /// The file is not valid TOML, or a value does not fit the job file's
+    /// shape (wrong type, unknown variant, missing field). TOML stops at
+    /// the first such error; the message never quotes a secret.
     #[error("{file}: {}{message}", location(*.line, *.column))]
     Parse {
         /// The path as given.
@@ -57,8 +57,8 @@ pub enum ConfigError {
         /// What is wrong; names the key for an unknown key.
         message: String,
     },
-    /// The file parsed but has problems (missing environment variables,
-    /// invalid values, contradictions); all of them, at once.
+    /// The file parsed but has problems (unknown keys, missing environment
+    /// variables, invalid values, contradictions); all of them, at once.
     #[error("{file} is not a valid job file ({} problem{}):\n{}",
         .problems.len(),
         if .problems.len() == 1 { "" } else { "s" },

@@ -1,16 +1,17 @@
 //! The job file: one TOML file that says which topics go to which tables.
 //!
 //! [`JobConfig::load`] reads a file, replaces `${VAR}` in string values from
-//! the environment, parses it (an unknown key is an error naming the key,
-//! its table and its line) and validates it, reporting every problem at
-//! once with a hint on how to fix it. The result holds typed values only:
+//! the environment, parses it (every unknown key is an error naming the key,
+//! its table, its line and a near match) and validates it, reporting every
+//! problem, unknown keys included, at once with a hint on how to fix it. The result holds typed values only:
 //! the Kafka and Iceberg crates turn [`SourceConfig`] and
 //! [`DestinationConfig`] into their connection settings without parsing
 //! anything again. Every field is documented in README.md ("The job file").
 //!
 //! Secrets (`sasl_password`, `s3_secret_key`, `token`, the whole
 //! `credential`) are [`Secret`](crate::Secret)s: `Debug` of a config and
-//! every error message leave them out.
+//! every error message leave them out, also when the value is not a string
+//! or is malformed.
 
 #![warn(missing_docs)]
 
@@ -24,6 +25,9 @@ mod source;
 mod streams;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_errors;
+mod unknown;
 mod validate;
 
 use std::path::{Path, PathBuf};
@@ -322,4 +326,18 @@ where
 {
     let text: Option<String> = Option::deserialize(deserializer)?;
     Ok(text.filter(|t| !t.is_empty()).map(T::from))
+}
+
+/// [`empty_as_none`] for a secret: anything but a string is refused with a
+/// message that leaves the value out (see [`Secret`](crate::Secret)).
+fn secret_or_none<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: From<String>,
+{
+    let secret: Option<crate::Secret> = Option::deserialize(deserializer)?;
+    Ok(secret
+        .map(crate::Secret::into_exposed)
+        .filter(|t| !t.is_empty())
+        .map(T::from))
 }

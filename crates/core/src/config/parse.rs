@@ -8,7 +8,7 @@ use serde::Deserialize;
 use toml::de::{DeTable, DeValue, Deserializer};
 
 use super::interpolate::{interpolate, InterpolationError};
-use super::{defaults, validate, CatalogKind, ConfigError, ConfigProblem, JobConfig};
+use super::{defaults, unknown, validate, CatalogKind, ConfigError, ConfigProblem, JobConfig};
 
 type Env<'a> = &'a dyn Fn(&str) -> Option<String>;
 
@@ -24,7 +24,9 @@ pub(super) fn load_text(
 
     let mut found = Vec::new();
     interpolate_table(root.get_mut(), "", text, env, &mut found);
+    let unknown = unknown::take_unknown_keys(root.get_mut(), text);
     if !found.is_empty() {
+        found.extend(unknown);
         found.sort_by_key(|(at, _)| *at);
         return Err(ConfigError::Invalid {
             file: file.to_string(),
@@ -35,7 +37,8 @@ pub(super) fn load_text(
     let mut config = JobConfig::deserialize(Deserializer::from(root))
         .map_err(|e| parse_error(file, text, &e))?;
 
-    let mut problems = resolve(&mut config, base);
+    let mut problems: Vec<ConfigProblem> = unknown.into_iter().map(|(_, p)| p).collect();
+    problems.extend(resolve(&mut config, base));
     problems.extend(validate::problems(&config));
     if problems.is_empty() {
         Ok(config)
@@ -73,8 +76,16 @@ fn parse_error(file: &str, text: &str, err: &toml::de::Error) -> ConfigError {
     }
 }
 
+/// Whether the dotted `path` (`source.sasl_password`, `a.b[0]`) ends in a
+/// secret field.
+fn is_secret_path(path: &str) -> bool {
+    let last = path.rsplit('.').next().unwrap_or(path);
+    let last = last.split('[').next().unwrap_or(last);
+    crate::SECRET_FIELDS.contains(&last)
+}
+
 /// 1-based line and column (in characters) of a byte offset.
-fn line_column(text: &str, offset: usize) -> (usize, usize) {
+pub(super) fn line_column(text: &str, offset: usize) -> (usize, usize) {
     let offset = offset.min(text.len());
     let before = text.get(..offset).unwrap_or(text);
     let line = before.matches('\n').count() + 1;
@@ -122,8 +133,13 @@ fn interpolate_value(
                              export {var}, or write $${{ for a literal ${{"
                         ),
                         InterpolationError::Malformed(what) => format!(
-                            "malformed {what} (line {line}); write ${{NAME}} with letters, \
-                             digits and underscores, or $${{ for a literal ${{"
+                            "malformed {} (line {line}); write ${{NAME}} with letters, \
+                             digits and underscores, or $${{ for a literal ${{",
+                            if is_secret_path(path) {
+                                "${...} (not shown: the field holds a secret)".to_string()
+                            } else {
+                                what
+                            }
                         ),
                     };
                     found.push((start, ConfigProblem::new(path, message)));

@@ -2,7 +2,7 @@
 
 use serde::Deserialize;
 
-use super::{defaults, empty_as_none};
+use super::{defaults, empty_as_none, secret_or_none};
 use crate::Secret;
 
 /// How the client talks to the brokers (Kafka's `security.protocol`).
@@ -100,7 +100,7 @@ pub struct SourceConfig {
     #[serde(default, deserialize_with = "empty_as_none")]
     pub sasl_username: Option<String>,
     /// SASL password; required with a SASL protocol; never printed.
-    #[serde(default, deserialize_with = "empty_as_none")]
+    #[serde(default, deserialize_with = "secret_or_none")]
     pub sasl_password: Option<Secret>,
     /// CA certificate(s) that signed the brokers' certificates, for `SSL`
     /// and `SASL_SSL`: PEM text, or a path to a PEM file (relative to the

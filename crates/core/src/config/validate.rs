@@ -159,6 +159,12 @@ fn source(config: &JobConfig, out: &mut Vec<ConfigProblem>) {
     }
 }
 
+/// `uri` without a leading `scheme://` (the value may hold a password, so
+/// the message shows only the redacted suggestion).
+fn without_scheme(uri: &str) -> &str {
+    uri.split_once("://").map_or(uri, |(_, rest)| rest)
+}
+
 fn destination(config: &JobConfig, out: &mut Vec<ConfigProblem>) {
     let d = &config.destination;
     match d.catalog {
@@ -174,7 +180,8 @@ fn destination(config: &JobConfig, out: &mut Vec<ConfigProblem>) {
                     out,
                     "destination.uri",
                     format!(
-                        "\"{uri}\" is not an http:// or https:// URI; write e.g. \"https://{uri}\""
+                        "is not an http:// or https:// URI; write e.g. \"{}\"",
+                        crate::redact_urls(&format!("https://{}", without_scheme(uri)))
                     ),
                 ),
                 Some(_) => {}

@@ -69,7 +69,10 @@ impl PieceError {
     }
 }
 
-/// The piece with every set secret replaced by `{"set": true}`.
+/// The piece with every set secret replaced by `{"set": true}`, and the
+/// URLs (`uri`, `oauth2_server_uri`, `s3_endpoint`) through
+/// [`redact_urls`](topicberg_core::redact_urls): a password written into a
+/// URL comes back as `***`.
 pub fn redact(kind: PieceKind, piece: &Piece) -> Piece {
     let mut out = piece.clone();
     for field in kind.secrets() {
@@ -77,7 +80,30 @@ pub fn redact(kind: PieceKind, piece: &Piece) -> Piece {
             out.insert(field.to_string(), serde_json::json!({ "set": true }));
         }
     }
+    for field in URL_FIELDS {
+        if let Some(Value::String(url)) = out.get(field) {
+            let shown = topicberg_core::redact_urls(url);
+            out.insert(field.to_string(), Value::String(shown));
+        }
+    }
     out
+}
+
+/// The fields of a piece that hold URLs.
+const URL_FIELDS: [&str; 3] = ["uri", "oauth2_server_uri", "s3_endpoint"];
+
+/// A URL sent back as [`redact`] showed it keeps the stored one (with its
+/// password); any other value replaces it.
+fn keep_redacted_urls(old: Option<&Piece>, new: &mut Piece) {
+    for field in URL_FIELDS {
+        let stored = old.and_then(|o| o.get(field)).and_then(Value::as_str);
+        let sent = new.get(field).and_then(Value::as_str);
+        if let (Some(stored), Some(sent)) = (stored, sent) {
+            if sent != stored && sent == topicberg_core::redact_urls(stored) {
+                new.insert(field.to_string(), Value::String(stored.to_string()));
+            }
+        }
+    }
 }
 
 /// Whether a value sent for a secret means "keep the stored one": absent,
@@ -91,8 +117,10 @@ fn keeps_secret(value: Option<&Value>) -> bool {
 }
 
 /// `new` with the secrets it leaves out (or sends as `{"set": true}`) taken
-/// from `old`; a secret sent as `null` or `""` is removed.
+/// from `old`; a secret sent as `null` or `""` is removed. A URL sent back
+/// redacted, as [`redact`] shows it, keeps the stored URL.
 pub fn merge_secrets(kind: PieceKind, old: Option<&Piece>, mut new: Piece) -> Piece {
+    keep_redacted_urls(old, &mut new);
     for field in kind.secrets() {
         if keeps_secret(new.get(*field)) {
             new.remove(*field);
@@ -355,11 +383,13 @@ pub fn validate_piece(kind: PieceKind, piece: &Piece) -> Result<(), PieceError> 
         )),
         Err(e) => {
             let prefix = format!("{}.", kind.table());
+            // Unknown keys are reported on the table: `[source]`.
+            let table = format!("[{}]", kind.table());
             let no_pattern = !piece.contains_key("topic_pattern");
             let problems: Vec<String> = e
                 .problems()
                 .iter()
-                .filter(|p| p.field.starts_with(&prefix))
+                .filter(|p| p.field.starts_with(&prefix) || p.field == table)
                 // Without a pattern the job's [[streams]] select the topics.
                 .filter(|p| !(no_pattern && p.field == "source.topic_pattern"))
                 .map(ToString::to_string)
@@ -501,6 +531,18 @@ mod tests {
     }
 
     #[test]
+    fn a_password_in_a_url_is_shown_redacted_and_kept_on_update() {
+        let stored = piece(json!({"catalog": "rest", "uri": "http://u:pw9@h/c", "warehouse": "w"}));
+        let shown = redact(PieceKind::Destination, &stored);
+        assert_eq!(shown["uri"], "http://u:***@h/c");
+        let kept = merge_secrets(PieceKind::Destination, Some(&stored), shown.clone());
+        assert_eq!(kept["uri"], "http://u:pw9@h/c");
+        let changed = piece(json!({"catalog": "rest", "uri": "http://h2/c", "warehouse": "w"}));
+        let changed = merge_secrets(PieceKind::Destination, Some(&stored), changed);
+        assert_eq!(changed["uri"], "http://h2/c");
+    }
+
+    #[test]
     fn assemble_split_round_trip_with_placeholders() {
         let source = piece(json!({
             "bootstrap_servers": "b:1", "security_protocol": "SASL_PLAINTEXT",
@@ -562,5 +604,29 @@ mod tests {
         let dest = piece(json!({"catalog": "rest"}));
         let e = validate_piece(PieceKind::Destination, &dest).unwrap_err();
         assert!(e.message.contains("destination.uri"), "{}", e.message);
+    }
+
+    #[test]
+    fn a_secret_of_the_wrong_type_is_refused_without_its_value() {
+        for value in [
+            json!(739152864),
+            json!(["a739152864"]),
+            json!({"x": "739152864"}),
+        ] {
+            let source = piece(json!({"bootstrap_servers": "b:1", "sasl_password": value}));
+            let e = validate_piece(PieceKind::Source, &source).unwrap_err();
+            assert!(!format!("{e:?}").contains("739152864"), "{e:?}");
+            assert!(
+                e.message.contains("must be a quoted string"),
+                "{}",
+                e.message
+            );
+            let dest = piece(
+                json!({"catalog": "rest", "uri": "http://h", "warehouse": "w",
+                "s3_secret_key": value}),
+            );
+            let e = validate_piece(PieceKind::Destination, &dest).unwrap_err();
+            assert!(!format!("{e:?}").contains("739152864"), "{e:?}");
+        }
     }
 }

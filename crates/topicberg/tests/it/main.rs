@@ -16,6 +16,7 @@ mod kafka_faults;
 mod kafka_smoke;
 mod maintenance_by_other_engines;
 mod readers_smoke;
+mod secrets_errors;
 mod serve_api;
 mod serve_browser;
 mod serve_runner;

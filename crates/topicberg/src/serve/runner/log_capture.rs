@@ -61,6 +61,7 @@ impl LogCapture {
     }
 
     pub(crate) fn append(&self, run_id: i64, line: &str) {
+        let line = &topicberg_core::redact_urls(line);
         if let Some(log) = self.runs().get_mut(&run_id) {
             if log.text.len() + line.len() > MAX_RUN_LOG_BYTES {
                 log.dropped_lines += 1;
