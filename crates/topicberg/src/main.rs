@@ -152,6 +152,11 @@ async fn run(cli: Cli, log_capture: LogCapture) -> anyhow::Result<ExitCode> {
                     for (name, ty) in &t.columns {
                         println!("    {name:<30} {ty}");
                     }
+                    for (field, column) in &t.renamed {
+                        println!(
+                            "    note: field {field:?} is stored in column {column:?} (a metadata column, or a column differing only in case, has its name)"
+                        );
+                    }
                     println!("{}", t.streams_block);
                 }
             }
