@@ -26,6 +26,7 @@ mod support;
 mod sync_append;
 mod sync_evolution;
 mod sync_invalid;
+mod sync_names;
 mod sync_split;
 mod sync_upsert;
 mod sync_upsert_conflict;
