@@ -35,7 +35,11 @@ fn sync_keeps_metadata_named_case_colliding_and_wide_integer_fields_under_docume
 
     // discover says where each field goes.
     let out = job.run("discover", &["--json"], &[]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let found: Value = serde_json::from_slice(&out.stdout).unwrap();
     let renamed = &found[0]["renamed"];
     for pair in [
@@ -45,7 +49,10 @@ fn sync_keeps_metadata_named_case_colliding_and_wide_integer_fields_under_docume
         ["_op_type", "_op_type_payload"],
     ] {
         assert!(
-            renamed.as_array().unwrap().contains(&serde_json::json!(pair)),
+            renamed
+                .as_array()
+                .unwrap()
+                .contains(&serde_json::json!(pair)),
             "{pair:?} in {renamed}"
         );
     }
@@ -64,7 +71,10 @@ fn sync_keeps_metadata_named_case_colliding_and_wide_integer_fields_under_docume
         1,
         "{text}"
     );
-    assert!(text.contains("_kafka_offset -> _kafka_offset_payload"), "{text}");
+    assert!(
+        text.contains("_kafka_offset -> _kafka_offset_payload"),
+        "{text}"
+    );
 
     // A later sync adds another spelling and another metadata name.
     produce(
@@ -133,7 +143,10 @@ fn sync_keeps_metadata_named_case_colliding_and_wide_integer_fields_under_docume
         r#"{topic}[0]@3: field "exact": expected long, found integer 9223372036854775808, which is out of range"#
     );
     assert!(text.contains(&wanted), "wanted {wanted:?} in:\n{text}");
-    assert_eq!(by_offset(&read_lines("duckdb", Catalog::Seaweed, &table)).len(), 3);
+    assert_eq!(
+        by_offset(&read_lines("duckdb", Catalog::Seaweed, &table)).len(),
+        3
+    );
 }
 
 #[test]
