@@ -193,7 +193,7 @@ fn sync_column_limit_refuses_a_new_table_and_a_message_naming_offset_and_setting
     assert_eq!(out.status.code(), Some(1));
     let text = String::from_utf8_lossy(&out.stdout);
     let wanted = format!(
-        "{small}[0]@2: the table would have 14 columns (metadata included), more than sync.max_columns = 12"
+        "{small}[0]@2: field \"d\": the table would have 14 columns (metadata included), more than sync.max_columns = 12"
     );
     assert!(text.contains(&wanted), "wanted {wanted:?} in:\n{text}");
     assert_eq!(
