@@ -72,6 +72,15 @@ pub fn source_field<'a>(column: &'a str, earlier: &HashSet<String>) -> Option<&'
     Some(column)
 }
 
+/// Why `field` has a column of another name, in words.
+pub fn rename_reason(field: &str) -> &'static str {
+    if is_metadata_fold(&field.to_lowercase()) {
+        "its name is a metadata column's"
+    } else {
+        "its name differs only in case from an earlier column's"
+    }
+}
+
 fn is_metadata_fold(lower: &str) -> bool {
     METADATA_COLUMNS.iter().any(|(name, _)| *name == lower)
 }
@@ -210,6 +219,11 @@ mod tests {
             Some("_kafka_offset_payload")
         );
         assert_eq!(names.renamed().len(), 3);
+        assert_eq!(
+            rename_reason("_OLAKE_ID"),
+            "its name is a metadata column's"
+        );
+        assert!(rename_reason("ID").contains("case"));
     }
 
     #[test]

@@ -154,7 +154,8 @@ async fn run(cli: Cli, log_capture: LogCapture) -> anyhow::Result<ExitCode> {
                     }
                     for (field, column) in &t.renamed {
                         println!(
-                            "    note: field {field:?} is stored in column {column:?} (a metadata column, or a column differing only in case, has its name)"
+                            "    note: field {field:?} is stored in column {column:?}: {}",
+                            topicberg_core::names::rename_reason(field)
                         );
                     }
                     println!("{}", t.streams_block);

@@ -66,7 +66,7 @@ use serde::de::{Deserializer as _, IgnoredAny};
 
 pub use error::{DecodeError, DecodeErrorKind, UnknownField};
 
-use crate::columns::{self, TableColumns};
+use crate::columns::{self, metadata_column_type, TableColumns};
 use crate::infer::non_object_kind;
 use crate::names::ColumnNames;
 use crate::olake_id::{encode_append, encode_key_value, hash_hex};
@@ -225,12 +225,14 @@ impl BatchDecoder {
                         if k == columns::OLAKE_ID {
                             return Err(DecoderConfigError::IdInKey);
                         }
-                        // A payload field's name, or a column's.
-                        names
-                            .iter()
-                            .position(|n| **n == *k)
-                            .or_else(|| cols.iter().position(|c| c.name == k))
-                            .ok_or(DecoderConfigError::UnknownKeyColumn(k))
+                        // `_kafka_key` is the metadata column; any other
+                        // key names a payload field (maybe renamed).
+                        let position = if metadata_column_type(&k).is_some() {
+                            cols.iter().position(|c| c.name == k)
+                        } else {
+                            fields.iter().position(|f| f.as_deref() == Some(&k))
+                        };
+                        position.ok_or(DecoderConfigError::UnknownKeyColumn(k))
                     })
                     .collect::<Result<_, _>>()?,
             ),

@@ -185,6 +185,24 @@ fn fields_named_like_metadata_columns_go_to_their_renamed_columns() {
         strings(&b, "_olake_id")[0],
         Some(append_olake_id("orders", 2, 5))
     );
+    // Upsert keys name message fields; `_kafka_key` stays the message key.
+    let keyed_table = table(&[
+        ("id", ColumnType::Long),
+        ("_kafka_key_payload", ColumnType::String),
+        ("ID__2", ColumnType::Long),
+    ]);
+    let keyed = |keys: &[&str]| {
+        let mut options = DecoderOptions::append(WRITTEN);
+        options.id_mode = IdMode::Upsert {
+            key_columns: keys.iter().map(|k| k.to_string()).collect(),
+        };
+        let mut d = BatchDecoder::new(&keyed_table, options).unwrap();
+        d.append(&record(5, r#"{"ID":7,"_kafka_key":"payload key"}"#))
+            .unwrap_or_else(|e| panic!("{e}"));
+        strings(&d.finish(), "_olake_id")[0].clone()
+    };
+    assert_eq!(keyed(&["ID"]), Some(upsert_olake_id(&[KeyValue::Long(7)])));
+    assert_eq!(keyed(&["_kafka_key"]), Some(kafka_key_olake_id(b"3")));
     // Errors name the message field, not the column.
     let e = d.append(&record(7, r#"{"ID":"seven"}"#)).unwrap_err();
     assert_eq!(e.field.as_deref(), Some("ID"));

@@ -4,7 +4,7 @@ use arrow_array::{Array, RecordBatch};
 
 use super::*;
 use crate::columns::{Column, ColumnType};
-use crate::olake_id::{append_olake_id, upsert_olake_id, KeyValue};
+use crate::olake_id::{append_olake_id, kafka_key_olake_id, upsert_olake_id, KeyValue};
 
 mod batch;
 mod fuzz;
