@@ -147,6 +147,29 @@ fn sync_keeps_metadata_named_case_colliding_and_wide_integer_fields_under_docume
         by_offset(&read_lines("duckdb", Catalog::Seaweed, &table)).len(),
         3
     );
+
+    // With `on_invalid = "dlq"` the same message goes to the dead-letter
+    // table, the error naming its field, and the sync goes on.
+    job.append(&format!(
+        "[[streams]]\ntopic = \"{topic}\"\non_invalid = \"dlq\"\n"
+    ));
+    let report = job.sync();
+    let t = table_report(&report, &table);
+    assert_eq!(t["status"], "committed", "{t}");
+    assert_eq!(t["dead_letter_records"], 1, "{t}");
+    let dead = by_offset(&read_lines(
+        "duckdb",
+        Catalog::Seaweed,
+        &format!("{table}__dlq"),
+    ));
+    assert_eq!(dead.len(), 1);
+    assert_eq!(dead[0]["_kafka_offset"], 3);
+    assert_eq!(dead[0]["_error_field"], "exact");
+    assert!(
+        dead[0]["_error"].as_str().unwrap().contains(&wanted),
+        "{}",
+        dead[0]
+    );
 }
 
 #[test]
