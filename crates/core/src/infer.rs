@@ -1,12 +1,15 @@
 //! Schema inference from a sample of JSON values.
 //!
-//! Each top-level field of an object becomes a column, in first-seen order.
-//! A value's type:
+//! Each top-level field of an object becomes a column, in first-seen order,
+//! named by [`crate::names`] (a field named like a metadata column goes to
+//! `<field>_payload`, a later spelling of a name that differs only in case
+//! to `<field>__<n>`). A value's type:
 //!
 //! | JSON value | type |
 //! |---|---|
-//! | integer (fits i64) | `long` |
-//! | integer beyond i64, number with a fraction or an exponent | `double` |
+//! | integer that fits i64 | `long` |
+//! | integer beyond i64 | `json` (its exact digits as text; a double would round it) |
+//! | number with a fraction or an exponent | `double` |
 //! | `true` / `false` | `boolean` |
 //! | string that parses as a timestamp ([`crate::parse_timestamp_micros`]) | `timestamptz` |
 //! | any other string | `string` |
@@ -18,18 +21,20 @@
 //! any other disagreement (say `boolean` and `long`, or `string` and
 //! `long`) -> `json`: a `json` column takes every value as its JSON text, so
 //! every sampled message still decodes, where a `string` column would reject
-//! the numbers. A field that is only ever null becomes `string`.
-//!
-//! Fields named like a metadata column (`_kafka_offset`, ...) are left out:
-//! the metadata column holds the Kafka value. [`SchemaInference::shadowed`]
-//! lists them so `discover` can warn.
+//! the numbers. A field that is only ever null becomes `string`. A field
+//! with `long` and `double` values where some integer is beyond 2^53 (which
+//! a double cannot hold exactly) becomes `json` instead of `double`.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
+use std::sync::Arc;
 
-use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
+use serde::Deserialize;
+use serde_json::value::RawValue;
 
-use crate::columns::{metadata_column_type, ColumnType};
+use crate::columns::{ColumnType, METADATA_COLUMNS};
+use crate::names::{ColumnNames, NameError};
 use crate::timestamp::parse_timestamp_micros;
 
 /// The type both `a` and `b` values fit in (see the [module docs](self)).
@@ -62,15 +67,55 @@ pub enum InferError {
     /// The value is JSON but not an object.
     #[error("value is not a JSON object, found {0}")]
     NotAnObject(&'static str),
+    /// A field that cannot get a column name.
+    #[error("{0}")]
+    ColumnName(NameError),
+    /// The value's fields would take the table past its column limit.
+    #[error("{}", too_many_columns(*.columns, *.limit))]
+    TooManyColumns {
+        /// Columns the table would have, metadata included.
+        columns: usize,
+        /// `sync.max_columns`.
+        limit: usize,
+    },
+}
+
+/// The words of a column-limit error, shared with the decoder's.
+pub fn too_many_columns(columns: usize, limit: usize) -> String {
+    format!(
+        "the table would have {columns} columns (metadata included), more than sync.max_columns = {limit}; \
+         raise `max_columns` under [sync] in the job file, or keep only the fields you need with the stream's `columns`"
+    )
+}
+
+#[derive(Debug, Clone)]
+struct Field {
+    name: String,
+    column: String,
+    ty: Option<ColumnType>,
+    /// An integer beyond 2^53 was seen: `double` would round it.
+    wide: bool,
 }
 
 /// Accumulates the payload columns of a topic from sampled values.
 #[derive(Debug, Default, Clone)]
 pub struct SchemaInference {
-    fields: Vec<(String, Option<ColumnType>)>,
+    fields: Vec<Field>,
     index: HashMap<String, usize>,
-    shadowed: Vec<String>,
+    names: ColumnNames,
+    keep: Option<Arc<HashSet<String>>>,
+    max_columns: Option<usize>,
     messages: usize,
+}
+
+/// What one message changed, to undo it when it is refused.
+#[derive(Default)]
+struct Undo {
+    /// `names` before the message's first new field.
+    names: Option<ColumnNames>,
+    /// `(field, type, wide)` before the message changed them.
+    types: Vec<(usize, Option<ColumnType>, bool)>,
+    failure: Option<NameError>,
 }
 
 impl SchemaInference {
@@ -79,8 +124,22 @@ impl SchemaInference {
         Self::default()
     }
 
-    /// Adds one message value. A value that is not a JSON object changes
-    /// nothing and is returned as an error for the caller to count or log.
+    /// Only these fields become columns (the stream's `columns`).
+    pub fn keep_only(mut self, fields: Option<Arc<HashSet<String>>>) -> Self {
+        self.keep = fields;
+        self
+    }
+
+    /// At most this many columns, the metadata columns included: a value
+    /// whose fields would pass it is refused and changes nothing.
+    pub fn max_columns(mut self, limit: usize) -> Self {
+        self.max_columns = Some(limit);
+        self
+    }
+
+    /// Adds one message value. A value that is not a JSON object, or that
+    /// cannot contribute its fields, changes nothing and is returned as an
+    /// error for the caller to count or log.
     pub fn add(&mut self, value: &[u8]) -> Result<(), InferError> {
         // Check the whole value first so that a broken message adds no column.
         serde_json::from_slice::<IgnoredAny>(value)
@@ -88,11 +147,47 @@ impl SchemaInference {
         if let Some(kind) = non_object_kind(value) {
             return Err(InferError::NotAnObject(kind));
         }
+        let mark = self.fields.len();
+        let mut undo = Undo::default();
         let mut de = serde_json::Deserializer::from_slice(value);
-        de.deserialize_map(ObjectVisitor { inference: self })
-            .map_err(|e| InferError::NotJson(e.to_string()))?;
+        let parsed = de.deserialize_map(ObjectVisitor {
+            inference: self,
+            undo: &mut undo,
+        });
+        let refused = match (parsed, undo.failure.take()) {
+            (_, Some(name)) => Some(InferError::ColumnName(name)),
+            (Err(e), None) => Some(InferError::NotJson(e.to_string())),
+            (Ok(()), None) => {
+                let columns = self.fields.len() + METADATA_COLUMNS.len();
+                match self.max_columns {
+                    Some(limit) if self.fields.len() > mark && columns > limit => {
+                        Some(InferError::TooManyColumns { columns, limit })
+                    }
+                    _ => None,
+                }
+            }
+        };
+        if let Some(e) = refused {
+            self.rollback(mark, undo);
+            return Err(e);
+        }
         self.messages += 1;
         Ok(())
+    }
+
+    fn rollback(&mut self, mark: usize, undo: Undo) {
+        for f in self.fields.drain(mark..) {
+            self.index.remove(&f.name);
+        }
+        for (i, ty, wide) in undo.types.into_iter().rev() {
+            if let Some(f) = self.fields.get_mut(i) {
+                f.ty = ty;
+                f.wide = wide;
+            }
+        }
+        if let Some(names) = undo.names {
+            self.names = names;
+        }
     }
 
     /// How many values were added.
@@ -100,33 +195,53 @@ impl SchemaInference {
         self.messages
     }
 
-    /// The payload columns so far, in first-seen order; null-only fields
-    /// are `string`.
+    /// The payload columns so far, in first-seen order, by column name;
+    /// null-only fields are `string`.
     pub fn columns(&self) -> Vec<(String, ColumnType)> {
         self.fields
             .iter()
-            .map(|(name, ty)| (name.clone(), ty.unwrap_or(ColumnType::String)))
+            .map(|f| {
+                let ty = match f.ty {
+                    None => ColumnType::String,
+                    Some(ColumnType::Double) if f.wide => ColumnType::Json,
+                    Some(ty) => ty,
+                };
+                (f.column.clone(), ty)
+            })
             .collect()
     }
 
-    /// Fields left out because a metadata column has their name.
-    pub fn shadowed(&self) -> &[String] {
-        &self.shadowed
+    /// `(field, column)` for each field whose column has another name
+    /// (see [`crate::names`]), in first-seen order.
+    pub fn renamed(&self) -> &[(String, String)] {
+        self.names.renamed()
     }
 
-    fn slot(&mut self, name: &str) -> Option<usize> {
+    fn slot(&mut self, name: &str, undo: &mut Undo) -> Result<Option<usize>, ()> {
         if let Some(&i) = self.index.get(name) {
-            return Some(i);
+            return Ok(Some(i));
         }
-        if metadata_column_type(name).is_some() {
-            if !self.shadowed.iter().any(|s| s == name) {
-                self.shadowed.push(name.to_owned());
+        if self.keep.as_ref().is_some_and(|keep| !keep.contains(name)) {
+            return Ok(None);
+        }
+        if undo.names.is_none() {
+            undo.names = Some(self.names.clone());
+        }
+        let column = match self.names.assign(name) {
+            Ok(column) => column,
+            Err(e) => {
+                undo.failure = Some(e);
+                return Err(());
             }
-            return None;
-        }
-        self.fields.push((name.to_owned(), None));
+        };
+        self.fields.push(Field {
+            name: name.to_owned(),
+            column,
+            ty: None,
+            wide: false,
+        });
         self.index.insert(name.to_owned(), self.fields.len() - 1);
-        Some(self.fields.len() - 1)
+        Ok(Some(self.fields.len() - 1))
     }
 }
 
@@ -144,6 +259,7 @@ pub(crate) fn non_object_kind(json: &[u8]) -> Option<&'static str> {
 
 struct ObjectVisitor<'a> {
     inference: &'a mut SchemaInference,
+    undo: &'a mut Undo,
 }
 
 impl<'de> Visitor<'de> for ObjectVisitor<'_> {
@@ -156,20 +272,28 @@ impl<'de> Visitor<'de> for ObjectVisitor<'_> {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
         while let Some(slot) = map.next_key_seed(FieldSlot {
             inference: &mut *self.inference,
+            undo: &mut *self.undo,
         })? {
-            let ty = map.next_value_seed(TypeOf)?;
+            let raw = map.next_value::<&RawValue>()?;
             if let Some(i) = slot {
-                let field = &mut self.inference.fields[i].1;
-                *field = merge_optional(*field, ty);
+                let (ty, wide) = classify(raw.get()).map_err(serde::de::Error::custom)?;
+                let field = &mut self.inference.fields[i];
+                let merged = merge_optional(field.ty, ty);
+                if merged != field.ty || (wide && !field.wide) {
+                    self.undo.types.push((i, field.ty, field.wide));
+                    field.ty = merged;
+                    field.wide |= wide;
+                }
             }
         }
         Ok(())
     }
 }
 
-/// Finds (or adds) the field a key names; `None` for a metadata name.
+/// Finds (or adds) the field a key names; `None` for a field left out.
 struct FieldSlot<'a> {
     inference: &'a mut SchemaInference,
+    undo: &'a mut Undo,
 }
 
 impl<'de> DeserializeSeed<'de> for FieldSlot<'_> {
@@ -188,8 +312,46 @@ impl<'de> Visitor<'de> for FieldSlot<'_> {
     }
 
     fn visit_str<E: serde::de::Error>(self, name: &str) -> Result<Self::Value, E> {
-        Ok(self.inference.slot(name))
+        self.inference
+            .slot(name, self.undo)
+            .map_err(|()| E::custom("field refused"))
     }
+}
+
+/// The inferred type of one JSON value's text (`None` for null), and
+/// whether it is an integer beyond 2^53 (which a double cannot hold
+/// exactly). Nested values are not looked into. A number beyond f64's
+/// range is an error, as serde_json has it.
+pub(crate) fn classify(raw: &str) -> Result<(Option<ColumnType>, bool), &'static str> {
+    const EXACT_IN_DOUBLE: u64 = 1 << 53;
+    let ty = match raw.as_bytes().first() {
+        Some(b'n') => None,
+        Some(b't' | b'f') => Some(ColumnType::Boolean),
+        Some(b'{' | b'[') => Some(ColumnType::Json),
+        Some(b'"') => {
+            let inner = &raw[1..raw.len() - 1];
+            let timestamp = if inner.contains('\\') {
+                let text = serde_json::from_str::<String>(raw).map_err(|_| "invalid string")?;
+                parse_timestamp_micros(&text)
+            } else {
+                parse_timestamp_micros(inner)
+            };
+            Some(if timestamp.is_some() {
+                ColumnType::TimestampTz
+            } else {
+                ColumnType::String
+            })
+        }
+        _ if !raw.parse::<f64>().is_ok_and(f64::is_finite) => return Err("number out of range"),
+        // serde_json reads `-0` as the float -0.0, as the decoder sees it.
+        _ if raw.contains(['.', 'e', 'E']) || raw == "-0" => Some(ColumnType::Double),
+        // An integer: within i64 a long, beyond it its exact digits.
+        _ => match raw.parse::<i64>() {
+            Ok(v) => return Ok((Some(ColumnType::Long), v.unsigned_abs() > EXACT_IN_DOUBLE)),
+            Err(_) => Some(ColumnType::Json),
+        },
+    };
+    Ok((ty, false))
 }
 
 /// Reads one value and returns its inferred type (`None` for null), without
@@ -200,61 +362,10 @@ impl<'de> DeserializeSeed<'de> for TypeOf {
     type Value = Option<ColumnType>;
 
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-        d.deserialize_any(self)
-    }
-}
-
-impl<'de> Visitor<'de> for TypeOf {
-    type Value = Option<ColumnType>;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("any JSON value")
-    }
-
-    fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
-        Ok(Some(ColumnType::Boolean))
-    }
-
-    fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
-        Ok(Some(ColumnType::Long))
-    }
-
-    fn visit_u64<E>(self, v: u64) -> Result<Self::Value, E> {
-        Ok(Some(if i64::try_from(v).is_ok() {
-            ColumnType::Long
-        } else {
-            ColumnType::Double
-        }))
-    }
-
-    fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
-        Ok(Some(ColumnType::Double))
-    }
-
-    fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
-        Ok(Some(if parse_timestamp_micros(v).is_some() {
-            ColumnType::TimestampTz
-        } else {
-            ColumnType::String
-        }))
-    }
-
-    fn visit_unit<E>(self) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-
-    fn visit_none<E>(self) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-        Ok(Some(ColumnType::Json))
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-        while seq.next_element::<IgnoredAny>()?.is_some() {}
-        Ok(Some(ColumnType::Json))
+        let raw = <&'de RawValue>::deserialize(d)?;
+        classify(raw.get())
+            .map(|(ty, _)| ty)
+            .map_err(serde::de::Error::custom)
     }
 }
 
@@ -300,7 +411,7 @@ mod tests {
             infer(&[v]),
             cols(&[
                 ("i", Long),
-                ("big", Double),
+                ("big", Json),
                 ("f", Double),
                 ("e", Double),
                 ("z", Double),
@@ -396,13 +507,95 @@ mod tests {
     }
 
     #[test]
-    fn metadata_names_are_shadowed() {
+    fn metadata_names_and_case_variants_get_renamed_columns() {
         let mut inf = SchemaInference::new();
-        inf.add(br#"{"id":1,"_kafka_offset":5,"_op_type":"u"}"#)
+        inf.add(br#"{"id":1,"_kafka_offset":5,"_op_type":"u","ID":"x"}"#)
             .unwrap();
-        inf.add(br#"{"_op_type":"c"}"#).unwrap();
-        assert_eq!(inf.columns(), cols(&[("id", Long)]));
-        assert_eq!(inf.shadowed(), ["_kafka_offset", "_op_type"]);
+        inf.add(br#"{"_op_type":"c","Id":true}"#).unwrap();
+        assert_eq!(
+            inf.columns(),
+            cols(&[
+                ("id", Long),
+                ("_kafka_offset_payload", Long),
+                ("_op_type_payload", String),
+                ("ID__2", String),
+                ("Id__3", Boolean),
+            ])
+        );
+        let renamed: Vec<_> = inf.renamed().iter().map(|(f, _)| f.as_str()).collect();
+        assert_eq!(renamed, ["_kafka_offset", "_op_type", "ID", "Id"]);
         assert_eq!(inf.messages(), 2);
+        // The literal name of a renamed column: numbered like a case variant.
+        inf.add(br#"{"_op_type_payload":"u"}"#).unwrap();
+        assert_eq!(inf.columns()[5].0, "_op_type_payload__2");
+        // A field whose name would read as a renamed column: refused,
+        // nothing of its message kept.
+        let mut inf = SchemaInference::new();
+        let e = inf.add(br#"{"new":1,"_op_type_payload":"u"}"#).unwrap_err();
+        assert!(
+            matches!(e, InferError::ColumnName(NameError::ReadsAsRenamed { .. })),
+            "{e}"
+        );
+        assert!(inf.columns().is_empty());
+        assert_eq!(inf.messages(), 0);
+        inf.add(br#"{"new":1}"#).unwrap();
+        assert_eq!(inf.columns(), cols(&[("new", Long)]));
+    }
+
+    #[test]
+    fn integers_beyond_64_bits_keep_their_digits() {
+        // 2^64 and 2^53 + 1: neither may reach a double.
+        assert_eq!(
+            infer(&[
+                r#"{"big":18446744073709551616,"huge":123456789012345678901234567890,"neg":-9223372036854775809}"#
+            ]),
+            cols(&[("big", Json), ("huge", Json), ("neg", Json)])
+        );
+        assert_eq!(
+            infer(&[
+                r#"{"a":9007199254740993,"b":9007199254740992}"#,
+                r#"{"a":1.5,"b":1.5}"#
+            ]),
+            cols(&[("a", Json), ("b", Double)])
+        );
+        assert_eq!(
+            infer(&[r#"{"a":9007199254740993}"#, r#"{"a":-9223372036854775808}"#]),
+            cols(&[("a", Long)])
+        );
+    }
+
+    #[test]
+    fn column_limit_refuses_the_message_that_passes_it() {
+        let mut inf = SchemaInference::new().max_columns(11);
+        inf.add(br#"{"a":1,"b":2}"#).unwrap();
+        inf.add(br#"{"a":2,"c":"x"}"#).unwrap();
+        let e = inf.add(br#"{"a":2.5,"d":1,"e":2}"#).unwrap_err();
+        assert_eq!(
+            e,
+            InferError::TooManyColumns {
+                columns: 13,
+                limit: 11
+            }
+        );
+        assert!(
+            e.to_string().contains("raise `max_columns` under [sync]"),
+            "{e}"
+        );
+        // Refused whole: no new column, and `a` is still a long.
+        assert_eq!(
+            inf.columns(),
+            cols(&[("a", Long), ("b", Long), ("c", String)])
+        );
+        // Known fields only: within the limit.
+        inf.add(br#"{"a":3,"b":4,"c":"y"}"#).unwrap();
+        assert_eq!(inf.messages(), 3);
+    }
+
+    #[test]
+    fn kept_fields_only() {
+        let keep = Arc::new(HashSet::from(["a".to_owned()]));
+        let mut inf = SchemaInference::new().keep_only(Some(keep)).max_columns(9);
+        inf.add(br#"{"a":1,"b":2,"c":3}"#).unwrap();
+        assert_eq!(inf.columns(), cols(&[("a", Long)]));
     }
 }

@@ -1,7 +1,8 @@
 //! `topicberg discover`: which topics the job selects, and the columns a
 //! sample of each topic's messages implies.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Serialize;
@@ -24,6 +25,10 @@ pub struct DiscoveredTopic {
     pub sampled_messages: usize,
     /// Inferred payload columns, in first-seen order: (name, Iceberg type).
     pub columns: Vec<(String, String)>,
+    /// `(field, column)` for each field stored under another name: its own
+    /// is a metadata column's, or differs only in case from an earlier
+    /// column's (README, "Column names").
+    pub renamed: Vec<(String, String)>,
     /// The table the topic syncs into.
     pub table: String,
     /// A ready-to-paste `[[streams]]` block.
@@ -55,15 +60,27 @@ pub fn discover(config: &JobConfig) -> Result<Vec<DiscoveredTopic>, SetupError> 
                 end: s.high.min(s.low + SAMPLE_PER_PARTITION),
             })
             .collect();
-        let inference = infer_columns(&connection, &settings, &ranges, false)
-            .map_err(SetupError::Unsupported)?;
+        let stream = config.stream_for(&topic.name);
+        let keep = stream
+            .columns
+            .as_ref()
+            .map(|k| Arc::new(k.iter().cloned().collect()));
+        let inference = infer_columns(
+            &connection,
+            &settings,
+            &ranges,
+            false,
+            keep,
+            config.sync.max_columns,
+        )
+        .map_err(SetupError::Unsupported)?;
         let columns: Vec<(String, String)> = inference
             .columns()
             .into_iter()
             .map(|(name, ty)| (name, ty.iceberg_type().to_string()))
             .collect();
-        let stream = config.stream_for(&topic.name);
-        let streams_block = format!(
+        let renamed = inference.renamed().to_vec();
+        let mut streams_block = format!(
             "[[streams]]\ntopic = {:?}\nmode = {:?}\n# columns: {}\n",
             topic.name,
             stream.mode.as_str(),
@@ -73,11 +90,17 @@ pub fn discover(config: &JobConfig) -> Result<Vec<DiscoveredTopic>, SetupError> 
                 .collect::<Vec<_>>()
                 .join(", ")
         );
+        for (field, column) in &renamed {
+            streams_block.push_str(&format!(
+                "# field {field:?} is stored in column {column:?}\n"
+            ));
+        }
         out.push(DiscoveredTopic {
             topic: topic.name.clone(),
             partitions: topic.partitions.len(),
             sampled_messages: inference.messages(),
             columns,
+            renamed,
             table: format!("{}.{}", config.namespace(), stream.table),
             streams_block,
         });
@@ -88,15 +111,20 @@ pub fn discover(config: &JobConfig) -> Result<Vec<DiscoveredTopic>, SetupError> 
 /// Infers payload columns from every message value in `ranges`.
 ///
 /// With `skip_invalid` (streams whose `on_invalid` is `skip` or `dlq`), a
-/// value that is not a JSON object is left out of the sample instead of
-/// failing it.
+/// value that is not a JSON object, has a field that cannot be named, or
+/// would pass `max_columns` is left out of the sample instead of failing
+/// it. Only the fields in `keep` count, when set.
 pub fn infer_columns(
     connection: &KafkaConnection,
     settings: &DrainSettings,
     ranges: &[PartitionRange],
     skip_invalid: bool,
+    keep: Option<Arc<HashSet<String>>>,
+    max_columns: usize,
 ) -> Result<SchemaInference, String> {
-    let mut inference = SchemaInference::new();
+    let mut inference = SchemaInference::new()
+        .keep_only(keep)
+        .max_columns(max_columns);
     let mut by_topic: BTreeMap<&str, Vec<PartitionRange>> = BTreeMap::new();
     for r in ranges.iter().filter(|r| r.start < r.end) {
         by_topic.entry(&r.topic).or_default().push(r.clone());

@@ -152,6 +152,12 @@ async fn run(cli: Cli, log_capture: LogCapture) -> anyhow::Result<ExitCode> {
                     for (name, ty) in &t.columns {
                         println!("    {name:<30} {ty}");
                     }
+                    for (field, column) in &t.renamed {
+                        println!(
+                            "    note: field {field:?} is stored in column {column:?}: {}",
+                            topicberg_core::names::rename_reason(field)
+                        );
+                    }
                     println!("{}", t.streams_block);
                 }
             }

@@ -78,6 +78,18 @@ pub fn zstd_level() -> i32 {
     1
 }
 
+/// `sync.max_columns`: columns a table may have, metadata included. A
+/// message with thousands of distinct keys (a map keyed by ids) would
+/// otherwise make a table no engine queries well; a real record type
+/// rarely has more than a few hundred fields.
+pub fn max_columns() -> usize {
+    1_000
+}
+
+/// The least `sync.max_columns` accepts: the 8 metadata columns and one
+/// payload column.
+pub const MIN_MAX_COLUMNS: usize = 9;
+
 /// Deadline of each request to a REST catalog.
 pub const CATALOG_REQUEST_TIMEOUT_SECS: u64 = 30;
 

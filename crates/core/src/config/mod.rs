@@ -125,6 +125,12 @@ pub struct SyncConfig {
     /// zstd level of the Parquet data files, 1 (fastest) to 22 (smallest).
     #[serde(default = "defaults::zstd_level")]
     pub zstd_level: i32,
+    /// The most columns a table may have, metadata columns included: a
+    /// new table whose sample implies more, or a message that would add
+    /// columns beyond it mid-sync, is refused naming topic, partition and
+    /// offset. At least 9 (the 8 metadata columns and one payload column).
+    #[serde(default = "defaults::max_columns")]
+    pub max_columns: usize,
 }
 
 impl Default for SyncConfig {
@@ -134,6 +140,7 @@ impl Default for SyncConfig {
             batch_rows: defaults::batch_rows(),
             state_dir: defaults::state_dir(),
             zstd_level: defaults::zstd_level(),
+            max_columns: defaults::max_columns(),
         }
     }
 }

@@ -172,6 +172,7 @@ fn a_minimal_file_gets_every_default() {
     assert_eq!(c.sync, SyncConfig::default());
     assert_eq!(c.sync.target_file_size_mb, 128);
     assert_eq!(c.sync.batch_rows, 65_536);
+    assert_eq!(c.sync.max_columns, 1_000);
     assert!(c.target_engines.is_empty());
     let orders = c.stream_for("orders");
     assert_eq!(orders, StreamSettings::defaults_for("orders"));
@@ -586,6 +587,13 @@ fn sync_problems() {
     one_problem(&with("[sync]\nbatch_rows = 0\n"), "sync.batch_rows", "is 0");
     let c = load(&with("[sync]\nbatch_rows = 1000\n")).unwrap();
     assert_eq!(c.sync.batch_rows, 1000);
+    let c = load(&with("[sync]\nmax_columns = 20000\n")).unwrap();
+    assert_eq!(c.sync.max_columns, 20_000);
+    one_problem(
+        &with("[sync]\nmax_columns = 8\n"),
+        "sync.max_columns",
+        "8 is too few",
+    );
     assert_eq!(c.sync.target_file_size_mb, 128);
 }
 

@@ -6,8 +6,8 @@ use std::collections::{BTreeSet, HashMap};
 use regex::Regex;
 
 use super::{
-    is_identifier, resolve_delete_format, CatalogKind, ConfigProblem, JobConfig, StreamMode,
-    TargetEngine, KAFKA_KEY_COLUMN, METADATA_COLUMNS,
+    defaults, is_identifier, resolve_delete_format, CatalogKind, ConfigProblem, JobConfig,
+    StreamMode, TargetEngine, KAFKA_KEY_COLUMN, METADATA_COLUMNS,
 };
 
 pub(super) fn problems(config: &JobConfig) -> Vec<ConfigProblem> {
@@ -502,6 +502,18 @@ fn sync(config: &JobConfig, out: &mut Vec<ConfigProblem>) {
             out,
             "sync.batch_rows",
             "is 0; set the rows per batch, e.g. 65536",
+        );
+    }
+    if config.sync.max_columns < defaults::MIN_MAX_COLUMNS {
+        push(
+            out,
+            "sync.max_columns",
+            format!(
+                "{} is too few: a table has 8 metadata columns; set at least {} (default {})",
+                config.sync.max_columns,
+                defaults::MIN_MAX_COLUMNS,
+                defaults::max_columns()
+            ),
         );
     }
 }

@@ -3,6 +3,7 @@
 use std::fmt;
 
 use crate::columns::ColumnType;
+use crate::names::NameError;
 
 /// A field of a message that the table has no column for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -53,8 +54,14 @@ pub enum DecodeErrorKind {
     NotAnObject { found: &'static str },
     /// The field's value does not fit its column type.
     TypeMismatch { expected: ColumnType, found: String },
-    /// An integer too large for its `long` or `int` column.
+    /// An integer too large for its `long` or `int` column, or one a
+    /// `double` column cannot hold exactly (beyond 2^53).
     OutOfRange { expected: ColumnType, found: String },
+    /// A new field cannot get a column name (see [`crate::names`]).
+    ColumnName(NameError),
+    /// The message's new fields would take the table past
+    /// `sync.max_columns`.
+    TooManyColumns { columns: usize, limit: usize },
     /// The message has fields the table has no column for (with
     /// [`crate::UnknownFieldPolicy::Reject`]). Add the columns, rebuild the
     /// decoder and append the record again: nothing is lost.
@@ -91,7 +98,10 @@ impl fmt::Display for DecodeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}[{}]@{}: ", self.topic, self.partition, self.offset)?;
         if let Some(field) = &self.field {
-            if !matches!(self.kind, DecodeErrorKind::UnknownFields(_)) {
+            if !matches!(
+                self.kind,
+                DecodeErrorKind::UnknownFields(_) | DecodeErrorKind::ColumnName(_)
+            ) {
                 write!(f, "field {field:?}: ")?;
             }
         }
@@ -124,6 +134,10 @@ impl fmt::Display for DecodeError {
                 } else {
                     " is not a column of the table"
                 })
+            }
+            DecodeErrorKind::ColumnName(e) => write!(f, "{e}"),
+            DecodeErrorKind::TooManyColumns { columns, limit } => {
+                f.write_str(&crate::infer::too_many_columns(*columns, *limit))
             }
             DecodeErrorKind::NullKey => f.write_str("dedup key value is null"),
             DecodeErrorKind::BatchFull => f.write_str(

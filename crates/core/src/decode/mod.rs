@@ -39,8 +39,17 @@
 //!   With [`DecoderOptions::payload_fields`] set (the stream's `columns`),
 //!   fields outside that list are ignored. With `Reject`, a field whose
 //!   value is null is not reported (it reads null without a column).
-//! - **Fields named like a metadata column** (`_kafka_offset`, ...) are
-//!   skipped: the metadata column holds the Kafka value.
+//! - **Column names**: a column holds the message field [`ColumnNames::of`]
+//!   reads from its name (a field named like a metadata column sits in
+//!   `<field>_payload`, a case variant of an earlier name in
+//!   `<field>__<n>`; see [`crate::names`]); the lookup table is built once
+//!   per column set in [`BatchDecoder::new`]. A metadata column always
+//!   holds the Kafka value; a message field of that name is payload.
+//! - **`double` columns** take integers a double holds exactly (|v| <=
+//!   2^53, or any that converts without change); another integer is
+//!   `OutOfRange`, never rounded. An integer literal beyond 64 bits reaches
+//!   the decoder as a float (serde_json), so it is checked against `long`
+//!   and `int` columns (a mismatch) but stored rounded in a `double` column.
 
 mod buffer;
 mod error;
@@ -59,10 +68,11 @@ pub use error::{DecodeError, DecodeErrorKind, UnknownField};
 
 use crate::columns::{self, metadata_column_type, TableColumns};
 use crate::infer::non_object_kind;
+use crate::names::ColumnNames;
 use crate::olake_id::{encode_append, encode_key_value, hash_hex};
 use crate::record::SourceRecord;
 use buffer::ColumnBuffer;
-use seed::{Failure, FieldIndex, Row, Slot};
+use seed::{Failure, FieldIndex, Row};
 
 /// How `_olake_id` is computed (see [`crate::append_olake_id`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -174,33 +184,35 @@ impl BatchDecoder {
         options: DecoderOptions,
     ) -> Result<Self, DecoderConfigError> {
         let cols = columns.columns();
+        // Which field each column holds: decided once per column set.
+        let (_, fields) = ColumnNames::of(columns);
         let mut by_name = HashMap::with_capacity(cols.len());
         let mut metadata = MetadataColumns::default();
         let mut payload = Vec::new();
-        for (i, c) in cols.iter().enumerate() {
-            if metadata_column_type(&c.name).is_some() {
-                by_name.insert(c.name.clone().into_boxed_str(), Slot::Reserved);
-                let slot = match c.name.as_str() {
-                    columns::KAFKA_KEY => &mut metadata.key,
-                    columns::KAFKA_PARTITION => &mut metadata.partition,
-                    columns::KAFKA_OFFSET => &mut metadata.offset,
-                    columns::KAFKA_TIMESTAMP => &mut metadata.timestamp,
-                    columns::OLAKE_ID => &mut metadata.id,
-                    columns::OP_TYPE => &mut metadata.op_type,
-                    columns::OLAKE_TIMESTAMP => &mut metadata.olake_timestamp,
-                    _ => &mut metadata.cdc_timestamp,
-                };
-                *slot = Some(i);
-            } else {
-                by_name.insert(c.name.clone().into_boxed_str(), Slot::Column(i));
+        for (i, (c, field)) in cols.iter().zip(&fields).enumerate() {
+            if let Some(field) = field {
+                by_name.insert(field.clone().into_boxed_str(), i);
                 payload.push(i);
+                continue;
             }
+            let slot = match c.name.as_str() {
+                columns::KAFKA_KEY => &mut metadata.key,
+                columns::KAFKA_PARTITION => &mut metadata.partition,
+                columns::KAFKA_OFFSET => &mut metadata.offset,
+                columns::KAFKA_TIMESTAMP => &mut metadata.timestamp,
+                columns::OLAKE_ID => &mut metadata.id,
+                columns::OP_TYPE => &mut metadata.op_type,
+                columns::OLAKE_TIMESTAMP => &mut metadata.olake_timestamp,
+                _ => &mut metadata.cdc_timestamp,
+            };
+            *slot = Some(i);
         }
-        // Names a message could use for a metadata column the table lacks
-        // are still not payload.
-        for (name, _) in columns::METADATA_COLUMNS {
-            by_name.entry(name.into()).or_insert(Slot::Reserved);
-        }
+        // Errors and the positional hint speak of message fields.
+        let names: Vec<Box<str>> = cols
+            .iter()
+            .zip(&fields)
+            .map(|(c, f)| f.as_deref().unwrap_or(&c.name).into())
+            .collect();
         let key_columns = match options.id_mode {
             IdMode::Append => None,
             IdMode::Upsert { key_columns } if key_columns.is_empty() => {
@@ -213,9 +225,14 @@ impl BatchDecoder {
                         if k == columns::OLAKE_ID {
                             return Err(DecoderConfigError::IdInKey);
                         }
-                        cols.iter()
-                            .position(|c| c.name == k)
-                            .ok_or(DecoderConfigError::UnknownKeyColumn(k))
+                        // `_kafka_key` is the metadata column; any other
+                        // key names a payload field (maybe renamed).
+                        let position = if metadata_column_type(&k).is_some() {
+                            cols.iter().position(|c| c.name == k)
+                        } else {
+                            fields.iter().position(|f| f.as_deref() == Some(&k))
+                        };
+                        position.ok_or(DecoderConfigError::UnknownKeyColumn(k))
                     })
                     .collect::<Result<_, _>>()?,
             ),
@@ -225,10 +242,7 @@ impl BatchDecoder {
             buffers: cols.iter().map(|c| ColumnBuffer::new(c.ty)).collect(),
             fields: FieldIndex {
                 by_name,
-                names: cols
-                    .iter()
-                    .map(|c| c.name.clone().into_boxed_str())
-                    .collect(),
+                names,
                 hint: Vec::new(),
                 seen: vec![0; cols.len()],
                 stamp: 0,

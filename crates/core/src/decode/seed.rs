@@ -23,19 +23,14 @@ pub(super) enum Failure {
     BatchFull { column: usize },
 }
 
-/// What a message key names.
-#[derive(Clone, Copy)]
-pub(super) enum Slot {
-    Column(usize),
-    /// A metadata column's name: the Kafka value wins, the field is skipped.
-    Reserved,
-}
-
 /// Field name -> column, plus the per-row bookkeeping of which columns a
 /// message set.
 pub(super) struct FieldIndex {
-    pub(super) by_name: HashMap<Box<str>, Slot>,
-    /// Column names by column index.
+    /// Message field name -> column index (a renamed column under its
+    /// field's name; metadata columns are not listed).
+    pub(super) by_name: HashMap<Box<str>, usize>,
+    /// The message field each column holds, by column index (a metadata
+    /// column: its own name).
     pub(super) names: Vec<Box<str>>,
     /// The column the key at each position of the previous message named:
     /// messages of a topic usually list fields in one order, so one string
@@ -50,7 +45,7 @@ pub(super) struct FieldIndex {
 
 impl FieldIndex {
     #[inline]
-    fn lookup(&mut self, position: usize, name: &str) -> Option<Slot> {
+    fn lookup(&mut self, position: usize, name: &str) -> Option<usize> {
         // Positions that named no payload column hold usize::MAX: no name.
         let hinted = self
             .hint
@@ -58,17 +53,15 @@ impl FieldIndex {
             .and_then(|&c| Some((c, self.names.get(c)?)));
         if let Some((column, hinted_name)) = hinted {
             if **hinted_name == *name {
-                return Some(Slot::Column(column));
+                return Some(column);
             }
         }
-        let slot = *self.by_name.get(name)?;
-        if let Slot::Column(column) = slot {
-            if position >= self.hint.len() {
-                self.hint.resize(position + 1, usize::MAX);
-            }
-            self.hint[position] = column;
+        let column = *self.by_name.get(name)?;
+        if position >= self.hint.len() {
+            self.hint.resize(position + 1, usize::MAX);
         }
-        Some(slot)
+        self.hint[position] = column;
+        Some(column)
     }
 }
 
@@ -126,7 +119,7 @@ impl<'de> Visitor<'de> for Row<'_> {
                         field.ty = merged;
                     }
                 }
-                Key::Reserved => {
+                Key::Ignored => {
                     map.next_value::<IgnoredAny>()?;
                 }
             }
@@ -140,7 +133,8 @@ enum Key {
     Column(usize),
     /// Index into the unknown-field list.
     Unknown(usize),
-    Reserved,
+    /// Not in the stream's `columns`.
+    Ignored,
 }
 
 struct KeySeed<'a> {
@@ -169,12 +163,11 @@ impl<'de> Visitor<'de> for KeySeed<'_> {
     // Borrowed or unescaped into serde_json's scratch: either way no copy.
     fn visit_str<E: de::Error>(self, name: &str) -> Result<Key, E> {
         match self.fields.lookup(self.position, name) {
-            Some(Slot::Column(column)) => Ok(Key::Column(column)),
-            Some(Slot::Reserved) => Ok(Key::Reserved),
+            Some(column) => Ok(Key::Column(column)),
             None => {
                 if let Some(allowed) = &self.fields.allowed {
                     if !allowed.contains(name) {
-                        return Ok(Key::Reserved);
+                        return Ok(Key::Ignored);
                     }
                 }
                 if let Some(i) = self.unknown.iter().position(|u| u.name == name) {
@@ -284,7 +277,11 @@ impl<'de> Visitor<'de> for ValueSeed<'_> {
     fn visit_i64<E: de::Error>(self, v: i64) -> Result<(), E> {
         match self.buffer.ty {
             ColumnType::Long => self.buffer.push_i64(v),
-            ColumnType::Double => self.buffer.push_f64(v as f64),
+            // Only integers a double holds exactly: never a rounded value.
+            ColumnType::Double if (v as f64) as i128 == i128::from(v) => {
+                self.buffer.push_f64(v as f64)
+            }
+            ColumnType::Double => return self.out_of_range(format!("integer {v}")),
             ColumnType::Float => self.buffer.push_f32(v as f32),
             ColumnType::Int => match i32::try_from(v) {
                 Ok(v) => self.buffer.push_i32(v),
@@ -301,7 +298,10 @@ impl<'de> Visitor<'de> for ValueSeed<'_> {
                 Ok(v) => self.buffer.push_i64(v),
                 Err(_) => return self.out_of_range(format!("integer {v}")),
             },
-            ColumnType::Double => self.buffer.push_f64(v as f64),
+            ColumnType::Double if (v as f64) as u128 == u128::from(v) => {
+                self.buffer.push_f64(v as f64)
+            }
+            ColumnType::Double => return self.out_of_range(format!("integer {v}")),
             ColumnType::Float => self.buffer.push_f32(v as f32),
             ColumnType::Int => match i32::try_from(v) {
                 Ok(v) => self.buffer.push_i32(v),

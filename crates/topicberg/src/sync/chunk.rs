@@ -18,7 +18,7 @@ use topicberg_kafka::{
     drain_checked, DrainError, DrainSettings, DrainedPartition, KafkaConnection, PartitionRange,
 };
 
-use super::evolve::{ColumnsWanted, EvolvingColumns};
+use super::evolve::{ColumnsWanted, EvolvingColumns, Refused};
 use super::invalid::{is_invalid, DeadRecord, SkipLog};
 use super::pipeline::{Progress, UpsertInput};
 use super::upsert::{parse_key_hash, KeyHash, Version};
@@ -183,14 +183,28 @@ fn drain_chunk(
                 }
                 if let Some(wanted) = ColumnsWanted::from_error(&e).filter(|_| !last) {
                     let evolved = table.columns.lock().expect("columns").apply(&wanted);
-                    if let Ok((columns, latest)) = evolved {
-                        if !decoder.is_empty() {
-                            send(Item::Batch(index, version, decoder.finish()))?;
+                    match evolved {
+                        Ok((columns, latest)) => {
+                            if !decoder.is_empty() {
+                                send(Item::Batch(index, version, decoder.finish()))?;
+                            }
+                            decoder = BatchDecoder::new(&columns, options.clone())
+                                .map_err(|e| SinkError::Decoder(e.to_string()))?;
+                            version = latest;
+                            continue;
                         }
-                        decoder = BatchDecoder::new(&columns, options.clone())
-                            .map_err(|e| SinkError::Decoder(e.to_string()))?;
-                        version = latest;
-                        continue;
+                        // A field that cannot be named, or too many columns:
+                        // the message is invalid, named as the decoder would.
+                        Err(Refused::Invalid { field, kind }) => {
+                            break Err(DecodeError {
+                                topic: record.topic.to_owned(),
+                                partition: record.partition,
+                                offset: record.offset,
+                                field,
+                                kind,
+                            });
+                        }
+                        Err(Refused::Other(_)) => {}
                     }
                 }
                 break Err(e);

@@ -6,8 +6,14 @@
 //! file writer knows when to start files with the new schema. The changes
 //! reach the catalog with the table's snapshot (see
 //! `topicberg_iceberg::schema_evolution`).
+//!
+//! A new field's column is named by `topicberg_core::names` (a field named
+//! like a metadata column goes to `<field>_payload`, a case variant of an
+//! existing name to `<field>__<n>`), the same rule inference uses; a field
+//! that cannot be named, or new columns past `sync.max_columns`, make the
+//! message invalid (`on_invalid` decides), and the table is unchanged.
 
-use topicberg_core::{Column, ColumnType, DecodeError, DecodeErrorKind, TableColumns};
+use topicberg_core::{Column, ColumnNames, ColumnType, DecodeError, DecodeErrorKind, TableColumns};
 
 /// What a decode error asks of the table's columns.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,10 +50,24 @@ impl ColumnsWanted {
     }
 }
 
+/// Why the columns a message asks for cannot be added.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refused {
+    /// The message is invalid: the field at fault and why.
+    Invalid {
+        field: Option<String>,
+        kind: DecodeErrorKind,
+    },
+    /// An evolution Iceberg does not allow, in words.
+    Other(String),
+}
+
 /// The shared, growing column list of one table during one sync.
 #[derive(Debug)]
 pub struct EvolvingColumns {
     columns: TableColumns,
+    names: ColumnNames,
+    max_columns: usize,
     next_field_id: i32,
     version: u64,
     changes: Vec<String>,
@@ -55,15 +75,24 @@ pub struct EvolvingColumns {
 
 impl EvolvingColumns {
     /// Starts from the table's columns; new columns get field ids after
-    /// `last_column_id` (the table's, which may exceed every current id).
-    pub fn new(columns: TableColumns, last_column_id: i32) -> Self {
+    /// `last_column_id` (the table's, which may exceed every current id),
+    /// and the table never grows past `max_columns`.
+    pub fn new(columns: TableColumns, last_column_id: i32, max_columns: usize) -> Self {
         let next_field_id = last_column_id.max(columns.max_field_id()) + 1;
+        let (names, _) = ColumnNames::of(&columns);
         Self {
             columns,
+            names,
+            max_columns,
             next_field_id,
             version: 0,
             changes: Vec::new(),
         }
+    }
+
+    /// `(field, column)` for each payload field stored under another name.
+    pub fn renamed(&self) -> &[(String, String)] {
+        self.names.renamed()
     }
 
     /// The current columns and their version (0: as loaded).
@@ -78,42 +107,67 @@ impl EvolvingColumns {
 
     /// Applies what a record asked for (parts another thread already
     /// applied are skipped) and returns the columns to decode it with.
-    /// An evolution Iceberg does not allow is an error in words.
-    pub fn apply(&mut self, wanted: &ColumnsWanted) -> Result<(TableColumns, u64), String> {
+    pub fn apply(&mut self, wanted: &ColumnsWanted) -> Result<(TableColumns, u64), Refused> {
         let mut columns: Vec<Column> = self.columns.columns().to_vec();
         let mut changed = Vec::new();
         match wanted {
             ColumnsWanted::Add(fields) => {
-                for (name, ty) in fields {
-                    if columns.iter().any(|c| &c.name == name) {
+                let mut names = self.names.clone();
+                let mut next_field_id = self.next_field_id;
+                for (field, ty) in fields {
+                    if names.column_of(field).is_some() {
                         continue;
                     }
-                    columns.push(Column::new(self.next_field_id, name.clone(), *ty));
-                    self.next_field_id += 1;
-                    changed.push(format!("added column {name} ({ty})"));
+                    let name = names.assign(field).map_err(|e| Refused::Invalid {
+                        field: Some(field.clone()),
+                        kind: DecodeErrorKind::ColumnName(e),
+                    })?;
+                    columns.push(Column::new(next_field_id, name.clone(), *ty));
+                    next_field_id += 1;
+                    changed.push(if &name == field {
+                        format!("added column {name} ({ty})")
+                    } else {
+                        format!("added column {name} ({ty}) for field {field}")
+                    });
                 }
+                if !changed.is_empty() && columns.len() > self.max_columns {
+                    return Err(Refused::Invalid {
+                        field: fields.first().map(|(f, _)| f.clone()),
+                        kind: DecodeErrorKind::TooManyColumns {
+                            columns: columns.len(),
+                            limit: self.max_columns,
+                        },
+                    });
+                }
+                self.names = names;
+                self.next_field_id = next_field_id;
             }
             ColumnsWanted::WidenToLong(name) | ColumnsWanted::WidenToDouble(name) => {
                 let (from, to) = match wanted {
                     ColumnsWanted::WidenToLong(_) => (ColumnType::Int, ColumnType::Long),
                     _ => (ColumnType::Float, ColumnType::Double),
                 };
-                let Some(column) = columns.iter_mut().find(|c| &c.name == name) else {
-                    return Err(format!("column {name} is not in the table"));
+                // The error names the message field; find its column.
+                let column_name = self.names.column_of(name).unwrap_or(name);
+                let Some(column) = columns.iter_mut().find(|c| c.name == column_name) else {
+                    return Err(Refused::Other(format!("column {name} is not in the table")));
                 };
                 if column.ty == from {
                     column.ty = to;
-                    changed.push(format!("widened column {name} from {from} to {to}"));
+                    changed.push(format!(
+                        "widened column {} from {from} to {to}",
+                        column.name
+                    ));
                 } else if column.ty != to {
-                    return Err(format!(
+                    return Err(Refused::Other(format!(
                         "column {name} is {}; only {from} columns widen to {to}",
                         column.ty
-                    ));
+                    )));
                 }
             }
         }
         if !changed.is_empty() {
-            self.columns = TableColumns::new(columns).map_err(|e| e.to_string())?;
+            self.columns = TableColumns::new(columns).map_err(|e| Refused::Other(e.to_string()))?;
             self.version += 1;
             self.changes.extend(changed);
         }
@@ -136,7 +190,7 @@ mod tests {
 
     #[test]
     fn new_fields_get_ids_after_the_last_assigned_one_and_once_only() {
-        let mut e = EvolvingColumns::new(table(), 7);
+        let mut e = EvolvingColumns::new(table(), 7, 1000);
         let add = ColumnsWanted::Add(vec![("coupon".into(), ColumnType::String)]);
         let (columns, version) = e.apply(&add).unwrap();
         assert_eq!(version, 1);
@@ -149,7 +203,7 @@ mod tests {
 
     #[test]
     fn int_widens_to_long_and_nothing_else_widens() {
-        let mut e = EvolvingColumns::new(table(), 3);
+        let mut e = EvolvingColumns::new(table(), 3, 1000);
         let (columns, version) = e.apply(&ColumnsWanted::WidenToLong("qty".into())).unwrap();
         assert_eq!(columns.get("qty").unwrap().ty, ColumnType::Long);
         assert_eq!(version, 1);
@@ -157,6 +211,7 @@ mod tests {
         let mut e = EvolvingColumns::new(
             TableColumns::new(vec![Column::new(1, "ratio", ColumnType::Float)]).unwrap(),
             1,
+            1000,
         );
         let (columns, _) = e
             .apply(&ColumnsWanted::WidenToDouble("ratio".into()))
@@ -166,7 +221,79 @@ mod tests {
         let mut e = EvolvingColumns::new(
             TableColumns::new(vec![Column::new(1, "name", ColumnType::String)]).unwrap(),
             1,
+            1000,
         );
         assert!(e.apply(&ColumnsWanted::WidenToLong("name".into())).is_err());
+    }
+
+    #[test]
+    fn new_fields_are_named_like_inference_names_them() {
+        let mut e = EvolvingColumns::new(table(), 3, 1000);
+        let add = ColumnsWanted::Add(vec![
+            ("_kafka_offset".into(), ColumnType::String),
+            ("ID".into(), ColumnType::Long),
+            ("QTY".into(), ColumnType::Long),
+        ]);
+        let (columns, _) = e.apply(&add).unwrap();
+        let names: Vec<_> = columns.columns().iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "id",
+                "qty",
+                "_kafka_partition",
+                "_kafka_offset_payload",
+                "ID__2",
+                "QTY__2"
+            ]
+        );
+        assert_eq!(e.changes()[1], "added column ID__2 (long) for field ID");
+        assert_eq!(e.renamed().len(), 3);
+        // Again (another thread): nothing new.
+        let (_, version) = e.apply(&add).unwrap();
+        assert_eq!(version, 1);
+        // Reloaded from the table, the same fields find the same columns.
+        let mut reloaded = EvolvingColumns::new(columns, 6, 1000);
+        assert_eq!(reloaded.apply(&add).unwrap().1, 0);
+        // A field that would read as a renamed column is refused whole.
+        let refused = reloaded
+            .apply(&ColumnsWanted::Add(vec![
+                ("ok".into(), ColumnType::Long),
+                ("Id__3".into(), ColumnType::Long),
+            ]))
+            .unwrap_err();
+        assert!(
+            matches!(&refused, Refused::Invalid { field: Some(f), kind: DecodeErrorKind::ColumnName(_) } if f == "Id__3"),
+            "{refused:?}"
+        );
+        assert_eq!(reloaded.current().1, 0);
+        assert!(reloaded.current().0.get("ok").is_none());
+    }
+
+    #[test]
+    fn columns_past_the_limit_are_refused_and_nothing_is_added() {
+        let mut e = EvolvingColumns::new(table(), 3, 4);
+        e.apply(&ColumnsWanted::Add(vec![("a".into(), ColumnType::Long)]))
+            .unwrap();
+        let refused = e
+            .apply(&ColumnsWanted::Add(vec![
+                ("b".into(), ColumnType::Long),
+                ("c".into(), ColumnType::Long),
+            ]))
+            .unwrap_err();
+        assert_eq!(
+            refused,
+            Refused::Invalid {
+                field: Some("b".into()),
+                kind: DecodeErrorKind::TooManyColumns {
+                    columns: 6,
+                    limit: 4
+                }
+            }
+        );
+        assert_eq!(e.current().0.len(), 4);
+        // The ids of refused columns are not used up.
+        let (columns, _) = e.apply(&ColumnsWanted::WidenToLong("qty".into())).unwrap();
+        assert_eq!(columns.get("a").unwrap().field_id, 4);
     }
 }

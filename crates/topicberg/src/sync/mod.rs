@@ -288,6 +288,7 @@ pub async fn run_sync_with(
             format_version,
             settings.columns.as_ref(),
             settings.on_invalid != topicberg_core::config::OnInvalid::Fail,
+            config.sync.max_columns,
         )
         .await
         {
@@ -330,6 +331,7 @@ pub async fn run_sync_with(
                     columns,
                     handle: handle.clone(),
                     ranges,
+                    max_columns: config.sync.max_columns,
                 });
             }
             Err(e) => {
@@ -379,6 +381,7 @@ pub async fn run_sync_with(
         let output = input.and_then(|i| outputs[i].take());
         if let Some(mut output) = output {
             state.report.schema_changes = std::mem::take(&mut output.schema_changes);
+            log_renamed(&state.topic, &output.renamed);
             state.report.skipped_records = output.skipped;
             if let Some(e) = output.error.take() {
                 state.fail(e);
@@ -654,6 +657,7 @@ async fn create_table(
     format_version: topicberg_iceberg::FormatVersion,
     keep_columns: Option<&Vec<String>>,
     skip_invalid: bool,
+    max_columns: usize,
 ) -> Result<TableHandle, String> {
     let sample: Vec<PartitionRange> = ranges
         .iter()
@@ -662,18 +666,42 @@ async fn create_table(
             ..r.clone()
         })
         .collect();
-    let inference = crate::discover::infer_columns(connection, settings, &sample, skip_invalid)?;
-    let mut payload = inference.columns();
-    if let Some(keep) = keep_columns {
-        // The stream's `columns`: only these fields become columns.
-        payload.retain(|(name, _)| keep.contains(name));
-    }
+    // The stream's `columns`: only these fields become columns.
+    let keep = keep_columns.map(|k| Arc::new(k.iter().cloned().collect()));
+    let inference = crate::discover::infer_columns(
+        connection,
+        settings,
+        &sample,
+        skip_invalid,
+        keep,
+        max_columns,
+    )?;
+    let payload = inference.columns();
     let columns = TableColumns::for_new_table(&payload)
         .map_err(|e| format!("building the table's columns: {e}"))?;
     target
         .ensure_table(namespace, table, &iceberg_columns(&columns), format_version)
         .await
         .map_err(|e| format!("creating the table: {e}"))
+}
+
+/// One warning per table and sync when payload fields are stored under
+/// other names than their own (README, "Column names").
+fn log_renamed(topic: &str, renamed: &[(String, String)]) {
+    if renamed.is_empty() {
+        return;
+    }
+    let fields = renamed
+        .iter()
+        .map(|(field, column)| format!("{field} -> {column}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    tracing::warn!(
+        topic,
+        renamed = %fields,
+        count = renamed.len(),
+        "payload fields stored under renamed columns: their own name is a metadata column's, or differs only in case from an earlier column's"
+    );
 }
 
 fn spawn_progress_line(progress: Arc<Progress>) -> tokio::task::JoinHandle<()> {

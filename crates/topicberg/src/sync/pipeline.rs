@@ -54,6 +54,8 @@ pub struct TableInput {
     pub on_invalid: OnInvalid,
     /// The stream's `columns` list, if set.
     pub payload_fields: Option<Arc<HashSet<String>>>,
+    /// `sync.max_columns`: the table never grows past it.
+    pub max_columns: usize,
 }
 
 /// One table's outcome.
@@ -72,6 +74,8 @@ pub struct TableOutput {
     pub handle: TableHandle,
     /// Columns added or widened, in words.
     pub schema_changes: Vec<String>,
+    /// `(field, column)` for each payload field stored under another name.
+    pub renamed: Vec<(String, String)>,
     /// Invalid messages for the dead-letter table (`on_invalid = "dlq"`).
     pub dead: Vec<DeadRecord>,
     /// Invalid messages skipped (`on_invalid = "skip"`).
@@ -123,6 +127,7 @@ pub async fn drain_and_write(
                 columns: Mutex::new(EvolvingColumns::new(
                     t.columns.clone(),
                     t.handle.metadata().last_column_id(),
+                    t.max_columns,
                 )),
                 upsert: t.upsert.clone(),
                 on_invalid: t.on_invalid,
@@ -245,9 +250,13 @@ pub async fn drain_and_write(
     let mut outputs = Vec::with_capacity(tables.len());
     for (index, mut sink) in sinks.into_iter().enumerate() {
         let table = &shared.tables[index];
-        let (schema_changes, latest) = {
+        let (schema_changes, renamed, latest) = {
             let columns = table.columns.lock().expect("columns");
-            (columns.changes().to_vec(), columns.current())
+            (
+                columns.changes().to_vec(),
+                columns.renamed().to_vec(),
+                columns.current(),
+            )
         };
         let finished = sink.finish(latest).await;
         if let Err(e) = finished {
@@ -260,6 +269,7 @@ pub async fn drain_and_write(
             error: sink.error,
             handle: sink.handle,
             schema_changes,
+            renamed,
             dead: sink.dead,
             skipped: table.skipped.load(Ordering::Relaxed),
         });

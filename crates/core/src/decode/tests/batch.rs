@@ -137,19 +137,75 @@ fn unknown_fields_collected() {
 }
 
 #[test]
-fn fields_named_like_metadata_columns_are_skipped() {
+fn fields_named_like_metadata_columns_go_to_their_renamed_columns() {
+    // Without a renamed column, the field is new (never dropped).
     let mut d = decoder(&orders());
-    d.append(&record(
-        5,
-        r#"{"id":1,"_kafka_offset":"fake","_olake_id":{"x":1}}"#,
-    ))
-    .unwrap();
-    let b = d.finish();
-    assert_eq!(longs(&b, "_kafka_offset"), [Some(5)]);
+    let e = d
+        .append(&record(5, r#"{"id":1,"_kafka_offset":"fake"}"#))
+        .unwrap_err();
     assert_eq!(
-        strings(&b, "_olake_id"),
-        [Some(append_olake_id("orders", 2, 5))]
+        e.kind,
+        DecodeErrorKind::UnknownFields(vec![UnknownField {
+            name: "_kafka_offset".into(),
+            ty: Some(ColumnType::String),
+            partition: 2,
+            offset: 5
+        }])
     );
+    let columns = table(&[
+        ("id", ColumnType::Long),
+        ("_kafka_offset_payload", ColumnType::String),
+        ("_olake_id_payload", ColumnType::Json),
+        ("ID__2", ColumnType::Long),
+    ]);
+    let mut d = decoder(&columns);
+    for _ in 0..2 {
+        d.append(&record(
+            5,
+            r#"{"id":1,"_kafka_offset":"fake","_olake_id":{"x":1},"ID":7}"#,
+        ))
+        .unwrap();
+    }
+    // A field literally named like the renamed column is another field.
+    let e = d.append(&record(6, r#"{"id":1,"ID__2":3}"#)).unwrap_err();
+    assert!(matches!(e.kind, DecodeErrorKind::UnknownFields(_)), "{e}");
+    let b = d.finish();
+    assert_eq!(longs(&b, "_kafka_offset"), [Some(5), Some(5)]);
+    assert_eq!(
+        strings(&b, "_kafka_offset_payload")[0].as_deref(),
+        Some("fake")
+    );
+    assert_eq!(
+        strings(&b, "_olake_id_payload")[1].as_deref(),
+        Some(r#"{"x":1}"#)
+    );
+    assert_eq!(longs(&b, "ID__2"), [Some(7), Some(7)]);
+    assert_eq!(longs(&b, "id"), [Some(1), Some(1)]);
+    assert_eq!(
+        strings(&b, "_olake_id")[0],
+        Some(append_olake_id("orders", 2, 5))
+    );
+    // Upsert keys name message fields; `_kafka_key` stays the message key.
+    let keyed_table = table(&[
+        ("id", ColumnType::Long),
+        ("_kafka_key_payload", ColumnType::String),
+        ("ID__2", ColumnType::Long),
+    ]);
+    let keyed = |keys: &[&str]| {
+        let mut options = DecoderOptions::append(WRITTEN);
+        options.id_mode = IdMode::Upsert {
+            key_columns: keys.iter().map(|k| k.to_string()).collect(),
+        };
+        let mut d = BatchDecoder::new(&keyed_table, options).unwrap();
+        d.append(&record(5, r#"{"ID":7,"_kafka_key":"payload key"}"#))
+            .unwrap_or_else(|e| panic!("{e}"));
+        strings(&d.finish(), "_olake_id")[0].clone()
+    };
+    assert_eq!(keyed(&["ID"]), Some(upsert_olake_id(&[KeyValue::Long(7)])));
+    assert_eq!(keyed(&["_kafka_key"]), Some(kafka_key_olake_id(b"3")));
+    // Errors name the message field, not the column.
+    let e = d.append(&record(7, r#"{"ID":"seven"}"#)).unwrap_err();
+    assert_eq!(e.field.as_deref(), Some("ID"));
 }
 
 #[test]
@@ -257,8 +313,12 @@ fn tables_in_another_order_or_without_some_metadata() {
     ])
     .unwrap();
     let mut d = decoder(&columns);
-    d.append(&record(9, r#"{"name":"x","id":4,"_op_type":"u"}"#))
-        .unwrap();
+    d.append(&record(9, r#"{"name":"x","id":4}"#)).unwrap();
+    // A metadata name the table lacks is still a payload field.
+    let e = d
+        .append(&record(10, r#"{"name":"x","_op_type":"u"}"#))
+        .unwrap_err();
+    assert!(matches!(e.kind, DecodeErrorKind::UnknownFields(_)), "{e}");
     let b = d.finish();
     assert_eq!(b.num_columns(), 3);
     assert_eq!(longs(&b, "_kafka_offset"), [Some(9)]);

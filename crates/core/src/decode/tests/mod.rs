@@ -4,7 +4,7 @@ use arrow_array::{Array, RecordBatch};
 
 use super::*;
 use crate::columns::{Column, ColumnType};
-use crate::olake_id::{append_olake_id, upsert_olake_id, KeyValue};
+use crate::olake_id::{append_olake_id, kafka_key_olake_id, upsert_olake_id, KeyValue};
 
 mod batch;
 mod fuzz;
@@ -261,7 +261,8 @@ fn double_rules_and_exact_round_trip() {
         &[
             r#"{"v":1}"#,
             r#"{"v":-2.5e-3}"#,
-            r#"{"v":18446744073709551615}"#,
+            r#"{"v":9007199254740992}"#,
+            r#"{"v":18446744073709551616}"#,
             r#"{"v":null}"#,
         ],
     )
@@ -269,7 +270,32 @@ fn double_rules_and_exact_round_trip() {
     let v: Vec<_> = b.column(0).as_primitive::<Float64Type>().iter().collect();
     assert_eq!(
         v,
-        [Some(1.0), Some(-0.0025), Some(18446744073709551615.0), None]
+        [
+            Some(1.0),
+            Some(-0.0025),
+            Some(9007199254740992.0),
+            Some(18446744073709551616.0),
+            None
+        ]
+    );
+    // Integers a double cannot hold exactly are refused, never rounded.
+    for v in [
+        "9007199254740993",
+        "-9007199254740993",
+        "18446744073709551615",
+    ] {
+        let e = err(ColumnType::Double, &format!(r#"{{"v":{v}}}"#));
+        assert_eq!(
+            e.kind,
+            DecodeErrorKind::OutOfRange {
+                expected: ColumnType::Double,
+                found: format!("integer {v}")
+            }
+        );
+    }
+    assert_eq!(
+        err(ColumnType::Long, r#"{"v":9223372036854775808}"#).to_string(),
+        r#"orders[2]@1234: field "v": expected long, found integer 9223372036854775808, which is out of range"#
     );
     assert_eq!(
         err(ColumnType::Double, r#"{"v":"abc"}"#).found(),

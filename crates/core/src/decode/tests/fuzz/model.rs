@@ -243,9 +243,11 @@ fn convert(name: &str, raw: &str, ty: ColumnType) -> Result<Cell, Expected> {
             _ => mismatch(),
         },
         (Value::Number(n), ColumnType::Double) => {
+            // Integers only where a double holds them exactly.
             let f = match (n.as_i64(), n.as_u64(), n.as_f64()) {
-                (Some(i), _, _) => i as f64,
-                (None, Some(u), _) => u as f64,
+                (Some(i), _, _) if (i as f64) as i128 == i128::from(i) => i as f64,
+                (None, Some(u), _) if (u as f64) as u128 == u128::from(u) => u as f64,
+                (Some(_), _, _) | (None, Some(_), _) => return out_of_range(),
                 (None, None, f) => f.expect("a JSON number"),
             };
             Ok(Cell::Double(f.to_bits()))
@@ -281,7 +283,12 @@ fn type_of(raw: &str) -> Result<Option<ColumnType>, Expected> {
         Value::Null => None,
         Value::Bool(_) => Some(ColumnType::Boolean),
         Value::Number(n) if n.as_i64().is_some() => Some(ColumnType::Long),
-        Value::Number(_) => Some(ColumnType::Double),
+        // serde_json reads `-0` as a float; an integer beyond i64 keeps
+        // its digits in a `json` column.
+        Value::Number(_) if raw.contains(['.', 'e', 'E']) || raw == "-0" => {
+            Some(ColumnType::Double)
+        }
+        Value::Number(_) => Some(ColumnType::Json),
         Value::String(s) if parse_timestamp_micros(&s).is_some() => Some(ColumnType::TimestampTz),
         Value::String(_) => Some(ColumnType::String),
         Value::Array(_) | Value::Object(_) => Some(ColumnType::Json),
@@ -384,10 +391,12 @@ impl Checker {
         let mut row = vec![Cell::Null; cols.len()];
         let mut new_unknown = Vec::new();
         for (name, raw) in &pairs {
-            if metadata_column_type(name).is_some() {
-                continue;
-            }
-            match cols.iter().position(|c| &c.name == name) {
+            // A field named like a metadata column is payload: it has a
+            // column only under a renamed name (none of these tables has one).
+            let payload_column = cols
+                .iter()
+                .position(|c| &c.name == name && metadata_column_type(name).is_none());
+            match payload_column {
                 Some(i) => match convert(name, raw.get(), cols[i].ty) {
                     Ok(cell) => row[i] = cell,
                     Err(e) => return (Err(e), unknown),
@@ -585,7 +594,7 @@ fn cell(array: &dyn Array, ty: ColumnType, row: usize) -> Cell {
     }
 }
 
-/// Every metadata column name (fields named so are skipped).
+/// Every metadata column name.
 pub fn metadata_names() -> impl Iterator<Item = &'static str> {
     METADATA_COLUMNS.iter().map(|(n, _)| *n)
 }
