@@ -6,11 +6,11 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use topicberg::check::run_check;
-use topicberg::discover::discover;
-use topicberg::serve::runner::LogCapture;
-use topicberg::sync::run_sync;
 use topicberg_core::JobConfig;
+use topicberg_serve::runner::LogCapture;
+use topicberg_sync::check::run_check;
+use topicberg_sync::discover::discover;
+use topicberg_sync::sync::run_sync;
 
 /// Kafka topics into Apache Iceberg tables.
 #[derive(Parser)]
@@ -52,11 +52,11 @@ enum Command {
         #[arg(long, value_name = "DIR")]
         data_dir: PathBuf,
         /// Address to listen on (loopback by default).
-        #[arg(long, value_name = "ADDR", default_value = topicberg::serve::DEFAULT_LISTEN)]
+        #[arg(long, value_name = "ADDR", default_value = topicberg_serve::DEFAULT_LISTEN)]
         listen: SocketAddr,
         /// Warn on a job's page when it has not succeeded for longer than
         /// this fraction of its topics' shortest retention.
-        #[arg(long, value_name = "FRACTION", default_value_t = topicberg::serve::warnings::DEFAULT_RETENTION_WARNING_FRACTION)]
+        #[arg(long, value_name = "FRACTION", default_value_t = topicberg_serve::warnings::DEFAULT_RETENTION_WARNING_FRACTION)]
         retention_warning_fraction: f64,
     },
 }
@@ -78,7 +78,7 @@ fn main() -> ExitCode {
     let filter = tracing_subscriber::EnvFilter::try_from_env("TOPICBERG_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     // `serve` keeps each run's log (INFO and above) apart from stderr's filter.
-    let (capture_layer, log_capture) = topicberg::serve::runner::log_capture_layer();
+    let (capture_layer, log_capture) = topicberg_serve::runner::log_capture_layer();
     // rdkafka logs (through the `log` crate) at trace level for every
     // message it frees: cap `log` at the most verbose level anything here
     // shows (stderr's filter, the service's INFO capture), so those calls
@@ -89,7 +89,7 @@ fn main() -> ExitCode {
     tracing_subscriber::registry()
         .with(
             tracing_subscriber::fmt::layer()
-                .with_writer(|| topicberg::log_writer::RedactedStderr)
+                .with_writer(|| topicberg_sync::log_writer::RedactedStderr)
                 .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
                 .with_filter(filter),
         )
@@ -168,7 +168,7 @@ async fn run(cli: Cli, log_capture: LogCapture) -> anyhow::Result<ExitCode> {
             listen,
             retention_warning_fraction,
         } => {
-            topicberg::serve::serve(topicberg::serve::ServeArgs {
+            topicberg_serve::serve(topicberg_serve::ServeArgs {
                 data_dir,
                 listen,
                 log_capture,
@@ -184,7 +184,7 @@ async fn run(cli: Cli, log_capture: LogCapture) -> anyhow::Result<ExitCode> {
             let config = JobConfig::load(&config)?;
             let report = match run_sync(&config).await {
                 Ok(report) => report,
-                Err(topicberg::target::SetupError::AlreadyRunning(why)) => {
+                Err(topicberg_sync::target::SetupError::AlreadyRunning(why)) => {
                     eprintln!("topicberg sync: {why}");
                     // EX_TEMPFAIL: nothing went wrong; try again later.
                     return Ok(ExitCode::from(75));

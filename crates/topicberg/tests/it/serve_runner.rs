@@ -8,10 +8,10 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use topicberg::serve::metrics::Metrics;
-use topicberg::serve::run_store::{FinishedRun, RunStatus, RunStore, ScheduledJob, Trigger};
-use topicberg::serve::runner::{log_capture_layer, LogCapture, Runner, StartError};
 use topicberg_core::JobConfig;
+use topicberg_serve::metrics::Metrics;
+use topicberg_serve::run_store::{FinishedRun, RunStatus, RunStore, ScheduledJob, Trigger};
+use topicberg_serve::runner::{log_capture_layer, LogCapture, Runner, StartError};
 use tracing_subscriber::filter::LevelFilter;
 use tracing_subscriber::prelude::*;
 
@@ -130,7 +130,9 @@ fn table_state(
     table: &str,
 ) -> (Vec<String>, usize) {
     rt.block_on(async {
-        let target = topicberg::target::connect_target(config).await.unwrap();
+        let target = topicberg_sync::target::connect_target(config)
+            .await
+            .unwrap();
         let handle = target
             .load_table(&vec![config.namespace()], table)
             .await
@@ -314,7 +316,7 @@ fn a_cancelled_run_commits_nothing_and_the_next_run_reads_everything_once() {
     assert_eq!(t["skipped_records"], 1, "{t}");
     assert!(
         run.log
-            .contains("WARN topicberg::sync::invalid: skipped invalid messages"),
+            .contains("WARN topicberg_sync::sync::invalid: skipped invalid messages"),
         "the drain thread's line is in the run's log:\n{}",
         run.log
     );

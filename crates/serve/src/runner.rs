@@ -25,10 +25,10 @@ use tracing::Instrument;
 
 pub use log_capture::{log_capture_layer, LogCapture, LogCaptureLayer, MAX_RUN_LOG_BYTES};
 
-use crate::serve::metrics::{Metrics, PartitionLag};
-use crate::serve::run_store::{FinishedRun, RunStatus, RunStore, Trigger};
-use crate::sync::report::{SyncReport, TableStatus};
-use crate::sync::{run_sync_with, SyncOptions, KAFKA_TIMEOUT};
+use crate::metrics::{Metrics, PartitionLag};
+use crate::run_store::{FinishedRun, RunStatus, RunStore, Trigger};
+use topicberg_sync::sync::report::{SyncReport, TableStatus};
+use topicberg_sync::sync::{run_sync_with, SyncOptions, KAFKA_TIMEOUT};
 
 /// Why a run did not start.
 #[derive(Debug, thiserror::Error)]
@@ -374,7 +374,7 @@ fn resolve_paths(config: &mut JobConfig, dir: &Path) {
 /// its snapshots; no committed offset: minus the low watermark).
 fn read_lag(config: &JobConfig) -> Result<Vec<PartitionLag>, String> {
     let connection = KafkaConnection::from_source(&config.source);
-    let pattern = crate::topic_pattern(config).map_err(|e| e.to_string())?;
+    let pattern = topicberg_sync::topic_pattern(config).map_err(|e| e.to_string())?;
     let selection =
         select_topics(&connection, &pattern, KAFKA_TIMEOUT).map_err(|e| e.to_string())?;
     let states = read_partition_states(

@@ -18,8 +18,8 @@ use std::fmt::Write as _;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use crate::serve::run_store::RunStatus;
-use crate::sync::report::{SyncReport, TableStatus};
+use crate::run_store::RunStatus;
+use topicberg_sync::sync::report::{SyncReport, TableStatus};
 
 /// Upper bounds (seconds) of the sync duration histogram's buckets.
 pub const DURATION_BUCKETS: [f64; 11] = [
@@ -309,7 +309,7 @@ fn format_value(v: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sync::report::TableReport;
+    use topicberg_sync::sync::report::TableReport;
 
     fn table(name: &str, status: TableStatus, records: u64, bytes: u64) -> TableReport {
         TableReport {

@@ -225,15 +225,15 @@ fn new_and_edited_schedules_count_from_now_and_removed_jobs_are_forgotten() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_loop_starts_a_missed_run_at_start_and_stops_on_shutdown() {
-    use crate::serve::metrics::Metrics;
-    use crate::serve::runner::test_store::MemoryStore;
+    use crate::metrics::Metrics;
+    use crate::runner::test_store::MemoryStore;
 
     let store = Arc::new(MemoryStore::default());
     // An hourly job that last ran two hours ago (its file is incomplete:
     // the run fails at once, which is all this test needs).
     let job_id = store.add_job(
         "hourly",
-        Some(crate::serve::runner::now_ms() - 2 * 3600 * 1000),
+        Some(crate::runner::now_ms() - 2 * 3600 * 1000),
         "name = \"missed\"\n",
     );
     let runner = Runner::new(store.clone(), Metrics::default());

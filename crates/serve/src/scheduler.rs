@@ -24,8 +24,8 @@ use std::time::Duration;
 use chrono::{DateTime, Days, NaiveTime, TimeZone, Utc};
 use tokio::task::JoinHandle;
 
-use crate::serve::run_store::{RunStore, ScheduledJob, Trigger};
-use crate::serve::runner::{Runner, StartError};
+use crate::run_store::{RunStore, ScheduledJob, Trigger};
+use crate::runner::{Runner, StartError};
 
 /// The longest the loop sleeps, so new and edited schedules are picked up.
 pub const RESCAN_INTERVAL: Duration = Duration::from_secs(30);

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Mutex;
 
-use crate::serve::run_store::{FinishedRun, RunStore, ScheduledJob, Trigger};
+use crate::run_store::{FinishedRun, RunStore, ScheduledJob, Trigger};
 
 /// Run ids are unique across every store of the process (the tests share
 /// one log capture, keyed by run id).

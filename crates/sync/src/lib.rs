@@ -9,7 +9,6 @@ pub mod check;
 mod columns;
 pub mod discover;
 pub mod log_writer;
-pub mod serve;
 pub mod sync;
 pub mod target;
 

@@ -55,13 +55,13 @@ async fn an_invalid_job_file_fails_the_run_with_its_error_log_and_metrics() {
     assert_eq!(run.report_json, None);
     assert!(
         run.log
-            .contains(" INFO topicberg::serve::runner: run started"),
+            .contains(" INFO topicberg_serve::runner: run started"),
         "{}",
         run.log
     );
     assert!(
         run.log
-            .contains("ERROR topicberg::serve::runner: run failed")
+            .contains("ERROR topicberg_serve::runner: run failed")
             && run.log.contains("configuration is invalid"),
         "{}",
         run.log
@@ -171,7 +171,7 @@ fn classify_names_the_failed_tables() {
         duration_ms: 1,
         group_offsets_committed: group,
         cancelled,
-        tables: vec![crate::sync::report::TableReport {
+        tables: vec![topicberg_sync::sync::report::TableReport {
             topic: "t".into(),
             table: "ns.t".into(),
             status,
@@ -250,7 +250,7 @@ fn the_layer_keeps_a_runs_events_from_its_threads_as_plain_lines() {
     assert_eq!(lines.len(), 3, "{log}");
     let time = regex::Regex::new(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z ").unwrap();
     assert!(lines.iter().all(|l| time.is_match(l)), "{log}");
-    let target = "topicberg::serve::runner::tests";
+    let target = "topicberg_serve::runner::tests";
     assert!(
         lines[0].ends_with(&format!(
             "  INFO {target}: hello key=\"v\" n=3 shown=display"

@@ -21,7 +21,7 @@ use super::auth::{self, Session};
 use super::pieces::{self, Piece, PieceKind, Secrets};
 use super::store::{PieceRow, StoreError};
 use super::AppState;
-use crate::check::CheckStep;
+use topicberg_sync::check::CheckStep;
 
 /// An API error: a status and a message (never a secret).
 #[derive(Debug)]
@@ -346,8 +346,8 @@ async fn test_piece(state: &AppState, kind: PieceKind, id: i64) -> ApiResult<Jso
     let row = state.store.piece(kind, id)?;
     let config = test_config(state, kind, &row)?;
     let steps = match kind {
-        PieceKind::Source => crate::check::check_kafka(&config).await,
-        PieceKind::Destination => crate::check::check_destination(&config).await,
+        PieceKind::Source => topicberg_sync::check::check_kafka(&config).await,
+        PieceKind::Destination => topicberg_sync::check::check_destination(&config).await,
     };
     tracing::info!(
         id,

@@ -11,12 +11,12 @@ use topicberg_core::config::resolve_delete_format;
 use topicberg_core::JobConfig;
 
 use super::{iso, ApiError, ApiJson, ApiResult};
-use crate::serve::pieces::{self, Piece, PieceKind, Secrets};
-use crate::serve::run_store::{RunStatus, RunStore, Trigger};
-use crate::serve::runner::StartError;
-use crate::serve::scheduler;
-use crate::serve::store::{JobRow, RunRow};
-use crate::serve::AppState;
+use crate::pieces::{self, Piece, PieceKind, Secrets};
+use crate::run_store::{RunStatus, RunStore, Trigger};
+use crate::runner::StartError;
+use crate::scheduler;
+use crate::store::{JobRow, RunRow};
+use crate::AppState;
 
 /// The job routes.
 pub fn routes() -> Router<AppState> {
@@ -197,9 +197,9 @@ async fn job_warnings(state: &AppState, job: &JobRow) -> ApiResult<Vec<String>> 
     let Ok(config) = JobConfig::from_toml_str(&text, |_| None) else {
         return Ok(Vec::new());
     };
-    match crate::serve::warnings::job_topic_retention(&config).await {
-        Ok(retention) => Ok(crate::serve::warnings::retention_warning(
-            crate::serve::auth::now_ms() - since,
+    match crate::warnings::job_topic_retention(&config).await {
+        Ok(retention) => Ok(crate::warnings::retention_warning(
+            crate::auth::now_ms() - since,
             &retention,
             state.retention_warning_fraction,
             last_success.is_some(),
@@ -267,7 +267,7 @@ async fn streams(State(state): State<AppState>, Path(id): Path<i64>) -> ApiResul
         if offered.is_some() {
             config.source.topic_pattern = offered.clone();
         }
-        move || crate::discover::discover(&config)
+        move || topicberg_sync::discover::discover(&config)
     })
     .await
     .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?
