@@ -14,6 +14,7 @@ pub mod columns;
 pub mod config;
 pub mod decode;
 pub mod infer;
+pub mod job;
 pub mod names;
 mod olake_id;
 mod record;
@@ -28,6 +29,7 @@ pub use decode::{
     UnknownField, UnknownFieldPolicy,
 };
 pub use infer::{merge_types, InferError, SchemaInference};
+pub use job::{DedupKeys, Job, TableMode, TableSettings, Tuning, Upsert};
 pub use names::{ColumnNames, NameError};
 pub use olake_id::{append_olake_id, kafka_key_olake_id, upsert_olake_id, KeyValue};
 pub use record::SourceRecord;

@@ -345,9 +345,11 @@ fn steps_json(steps: &[CheckStep]) -> Json<Value> {
 async fn test_piece(state: &AppState, kind: PieceKind, id: i64) -> ApiResult<Json<Value>> {
     let row = state.store.piece(kind, id)?;
     let config = test_config(state, kind, &row)?;
+    let job = crate::runner::resolve_job(&config)
+        .map_err(|e| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, e))?;
     let steps = match kind {
-        PieceKind::Source => topicberg_sync::check::check_kafka(&config).await,
-        PieceKind::Destination => topicberg_sync::check::check_destination(&config).await,
+        PieceKind::Source => topicberg_sync::check::check_kafka(&job).await,
+        PieceKind::Destination => topicberg_sync::check::check_destination(&job).await,
     };
     tracing::info!(
         id,

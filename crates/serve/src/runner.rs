@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use topicberg_core::JobConfig;
+use topicberg_core::{Job, JobConfig};
 use topicberg_kafka::{read_partition_states, select_topics, KafkaConnection};
 use tracing::Instrument;
 
@@ -302,9 +302,11 @@ impl Runner {
             cancel: Some(Arc::clone(cancel)),
         };
         let runtime = tokio::runtime::Handle::current();
-        let result = runtime
-            .block_on(run_sync_with(&config, options).instrument(span.clone()))
-            .map_err(|e| e.to_string());
+        let result = resolve_job(&config).and_then(|job| {
+            runtime
+                .block_on(run_sync_with(&job, options).instrument(span.clone()))
+                .map_err(|e| e.to_string())
+        });
         let lag = match &result {
             Ok(_) => match read_lag(&config) {
                 Ok(lag) => Some(lag),
@@ -369,14 +371,25 @@ fn resolve_paths(config: &mut JobConfig, dir: &Path) {
     }
 }
 
+/// The job a configuration resolves to; the problems, joined, if any.
+pub(crate) fn resolve_job(config: &JobConfig) -> Result<Job, String> {
+    Job::resolve(config).map_err(|problems| {
+        problems
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("; ")
+    })
+}
+
 /// The consumer lag of every partition the job selects: high watermark
 /// minus the group's committed offset (the sync commits the group after
 /// its snapshots; no committed offset: minus the low watermark).
 fn read_lag(config: &JobConfig) -> Result<Vec<PartitionLag>, String> {
     let connection = KafkaConnection::from_source(&config.source);
-    let pattern = topicberg_sync::topic_pattern(config).map_err(|e| e.to_string())?;
+    let job = resolve_job(config)?;
     let selection =
-        select_topics(&connection, &pattern, KAFKA_TIMEOUT).map_err(|e| e.to_string())?;
+        select_topics(&connection, &job.topics, KAFKA_TIMEOUT).map_err(|e| e.to_string())?;
     let states = read_partition_states(
         &connection,
         &config.consumer_group(),

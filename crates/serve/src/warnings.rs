@@ -57,7 +57,7 @@ fn human(ms: i64) -> String {
 /// Each selected topic's retention, read from the brokers.
 pub async fn job_topic_retention(config: &JobConfig) -> Result<Vec<(String, Option<i64>)>, String> {
     let connection = KafkaConnection::from_source(&config.source);
-    let pattern = topicberg_sync::topic_pattern(config).map_err(|e| e.to_string())?;
+    let pattern = crate::runner::resolve_job(config)?.topics;
     let timeout = Duration::from_secs(10);
     let selected = tokio::task::spawn_blocking({
         let connection = connection.clone();

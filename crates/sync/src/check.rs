@@ -5,11 +5,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use arrow_array::{Int64Array, RecordBatch};
-use topicberg_core::JobConfig;
+use topicberg_core::Job;
 use topicberg_iceberg::{CatalogErrorKind, Column, ColumnType, IcebergErrorKind};
 use topicberg_kafka::{ping, select_topics, KafkaConnection, KafkaErrorKind};
 
-use crate::target::{connect_target, format_version, namespace_of};
+use crate::target::{connect_target, iceberg_format};
 
 /// Deadline for the broker ping.
 pub const PING_TIMEOUT: Duration = Duration::from_secs(20);
@@ -25,23 +25,23 @@ pub struct CheckStep {
 
 /// Runs the checks in order, stopping at the first failure of a step the
 /// later ones depend on.
-pub async fn run_check(config: &JobConfig) -> Vec<CheckStep> {
-    let mut steps = check_kafka(config).await;
+pub async fn run_check(job: &Job) -> Vec<CheckStep> {
+    let mut steps = check_kafka(job).await;
     if steps
         .iter()
         .any(|s| s.step == "kafka" && s.outcome.is_err())
     {
         return steps;
     }
-    steps.extend(check_destination(config).await);
+    steps.extend(check_destination(job).await);
     steps
 }
 
 /// The Kafka steps of [`run_check`]: ping the brokers, list the matching
 /// topics (the service's "Test connection" of a source).
-pub async fn check_kafka(config: &JobConfig) -> Vec<CheckStep> {
+pub async fn check_kafka(job: &Job) -> Vec<CheckStep> {
     let mut steps = Vec::new();
-    let connection = KafkaConnection::from_source(&config.source);
+    let connection = KafkaConnection::from_source(&job.source);
     let ping_result = tokio::task::spawn_blocking({
         let connection = connection.clone();
         move || ping(&connection, PING_TIMEOUT)
@@ -54,7 +54,7 @@ pub async fn check_kafka(config: &JobConfig) -> Vec<CheckStep> {
             outcome: Ok(format!(
                 "{} broker(s) answered at {}",
                 meta.brokers.len(),
-                config.source.bootstrap_servers
+                job.source.bootstrap_servers
             )),
         }),
         Err(e) => {
@@ -73,15 +73,13 @@ pub async fn check_kafka(config: &JobConfig) -> Vec<CheckStep> {
             return steps;
         }
     }
-    match crate::topic_pattern(config)
-        .map_err(|e| e.to_string())
-        .and_then(|pattern| {
-            let selection =
-                select_topics(&connection, &pattern, PING_TIMEOUT).map_err(|e| e.to_string())?;
-            let names = selection.selected.iter().map(|t| t.name.as_str());
-            crate::check_table_collisions(config, names).map_err(|e| e.to_string())?;
-            Ok(selection)
-        }) {
+    match Ok::<_, String>(&job.topics).and_then(|pattern| {
+        let selection =
+            select_topics(&connection, pattern, PING_TIMEOUT).map_err(|e| e.to_string())?;
+        let names = selection.selected.iter().map(|t| t.name.as_str());
+        crate::check_table_collisions(job, names).map_err(|e| e.to_string())?;
+        Ok(selection)
+    }) {
         Ok(selection) => steps.push(CheckStep {
             step: "topics",
             outcome: Ok(format!(
@@ -107,9 +105,9 @@ pub async fn check_kafka(config: &JobConfig) -> Vec<CheckStep> {
 /// configuration, create a throw-away table in the job's namespace, write
 /// one file, drop the table (the service's "Test connection" of a
 /// destination).
-pub async fn check_destination(config: &JobConfig) -> Vec<CheckStep> {
+pub async fn check_destination(job: &Job) -> Vec<CheckStep> {
     let mut steps = Vec::new();
-    let target = match connect_target(config).await {
+    let target = match connect_target(job).await {
         Ok(t) => {
             steps.push(CheckStep {
                 step: "catalog",
@@ -139,11 +137,16 @@ pub async fn check_destination(config: &JobConfig) -> Vec<CheckStep> {
         }
     };
 
-    let namespace = namespace_of(config);
+    let namespace = job.namespace_path();
     let table = format!("topicberg_check_{}", uuid::Uuid::new_v4().simple());
     let columns = [Column::optional("probe", 1, ColumnType::Long)];
     let handle = match target
-        .ensure_table(&namespace, &table, &columns, format_version(config))
+        .ensure_table(
+            &namespace,
+            &table,
+            &columns,
+            iceberg_format(job.format_version),
+        )
         .await
     {
         Ok(h) => {

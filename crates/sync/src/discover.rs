@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Serialize;
-use topicberg_core::{JobConfig, SchemaInference};
+use topicberg_core::{Job, SchemaInference};
 use topicberg_kafka::{
     drain, read_partition_states, select_topics, DrainSettings, KafkaConnection, PartitionRange,
 };
@@ -36,13 +36,12 @@ pub struct DiscoveredTopic {
 }
 
 /// Samples every selected topic and infers its columns.
-pub fn discover(config: &JobConfig) -> Result<Vec<DiscoveredTopic>, SetupError> {
-    let connection = KafkaConnection::from_source(&config.source);
-    let pattern = crate::topic_pattern(config)?;
-    let selection = select_topics(&connection, &pattern, KAFKA_TIMEOUT)?;
-    crate::log_skipped(config, &selection.skipped);
-    crate::check_table_collisions(config, selection.selected.iter().map(|t| t.name.as_str()))?;
-    let group = config.consumer_group();
+pub fn discover(job: &Job) -> Result<Vec<DiscoveredTopic>, SetupError> {
+    let connection = KafkaConnection::from_source(&job.source);
+    let selection = select_topics(&connection, &job.topics, KAFKA_TIMEOUT)?;
+    crate::log_skipped(job, &selection.skipped);
+    crate::check_table_collisions(job, selection.selected.iter().map(|t| t.name.as_str()))?;
+    let group = job.consumer_group.clone();
     let states = read_partition_states(&connection, &group, &selection.selected, KAFKA_TIMEOUT)?;
     let settings = DrainSettings {
         group,
@@ -60,7 +59,7 @@ pub fn discover(config: &JobConfig) -> Result<Vec<DiscoveredTopic>, SetupError> 
                 end: s.high.min(s.low + SAMPLE_PER_PARTITION),
             })
             .collect();
-        let stream = config.stream_for(&topic.name);
+        let stream = job.table_for(&topic.name);
         let keep = stream
             .columns
             .as_ref()
@@ -71,7 +70,7 @@ pub fn discover(config: &JobConfig) -> Result<Vec<DiscoveredTopic>, SetupError> 
             &ranges,
             false,
             keep,
-            config.sync.max_columns,
+            job.tuning.max_columns,
         )
         .map_err(SetupError::Unsupported)?;
         let columns: Vec<(String, String)> = inference
@@ -101,7 +100,7 @@ pub fn discover(config: &JobConfig) -> Result<Vec<DiscoveredTopic>, SetupError> 
             sampled_messages: inference.messages(),
             columns,
             renamed,
-            table: format!("{}.{}", config.namespace(), stream.table),
+            table: format!("{}.{}", job.namespace, stream.table),
             streams_block,
         });
     }

@@ -1,7 +1,7 @@
 //! The destination, built from the job file: catalog client and storage.
 
 use topicberg_core::config::{CatalogKind, FormatVersion as ConfigFormatVersion};
-use topicberg_core::JobConfig;
+use topicberg_core::Job;
 use topicberg_iceberg::rest::RestCatalogConfig;
 use topicberg_iceberg::{FormatVersion, IcebergError, IcebergTarget, S3Config, StorageConfig};
 use topicberg_kafka::KafkaError;
@@ -26,22 +26,17 @@ pub enum SetupError {
     TableCollision(String),
 }
 
-/// The Iceberg namespace of the job's tables.
-pub fn namespace_of(config: &JobConfig) -> Vec<String> {
-    vec![config.namespace()]
-}
-
-/// The format version new tables get.
-pub fn format_version(config: &JobConfig) -> FormatVersion {
-    match config.destination.format_version() {
+/// A format version as the Iceberg crate takes it (the one mapping).
+pub fn iceberg_format(version: ConfigFormatVersion) -> FormatVersion {
+    match version {
+        ConfigFormatVersion::V2 => FormatVersion::V2,
         ConfigFormatVersion::V3 => FormatVersion::V3,
-        _ => FormatVersion::V2,
     }
 }
 
 /// The storage the job writes to.
-pub fn storage_config(config: &JobConfig) -> StorageConfig {
-    let d = &config.destination;
+pub fn storage_config(job: &Job) -> StorageConfig {
+    let d = &job.destination;
     match (&d.s3_access_key, &d.s3_secret_key) {
         (Some(key), Some(secret)) => StorageConfig::S3(S3Config {
             endpoint: d.s3_endpoint.clone(),
@@ -59,24 +54,24 @@ pub fn storage_config(config: &JobConfig) -> StorageConfig {
 
 /// Connects to the job's catalog (REST: token exchange, `GET /v1/config`;
 /// embedded: opens or creates the SQLite catalog in `destination.path`).
-pub async fn connect_target(config: &JobConfig) -> Result<IcebergTarget, SetupError> {
+pub async fn connect_target(job: &Job) -> Result<IcebergTarget, SetupError> {
     let write_options = topicberg_iceberg::WriteOptions {
-        target_file_size: (config.sync.target_file_size_mb * 1024 * 1024) as usize,
-        zstd_level: config.sync.zstd_level,
+        target_file_size: job.tuning.target_file_size_bytes as usize,
+        zstd_level: job.tuning.zstd_level,
         ..Default::default()
     };
-    let target = match config.destination.catalog {
+    let target = match job.destination.catalog {
         CatalogKind::Rest => {
             let catalog =
-                RestCatalogConfig::from_destination(&config.destination).ok_or_else(|| {
+                RestCatalogConfig::from_destination(&job.destination).ok_or_else(|| {
                     SetupError::Unsupported(
                         "destination: a rest catalog needs uri and warehouse".into(),
                     )
                 })?;
-            IcebergTarget::connect(&catalog, storage_config(config)).await?
+            IcebergTarget::connect(&catalog, storage_config(job)).await?
         }
         CatalogKind::Sql => IcebergTarget::open_embedded(
-            &config.destination.sql_path(),
+            &job.destination.sql_path(),
             topicberg_iceberg::sql::DEFAULT_CATALOG_NAME,
         )?,
     };

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use topicberg_core::JobConfig;
+use topicberg_core::{Job, JobConfig};
 use topicberg_serve::runner::LogCapture;
 use topicberg_sync::check::run_check;
 use topicberg_sync::discover::discover;
@@ -117,11 +117,21 @@ fn main() -> ExitCode {
     }
 }
 
+/// Loads and validates the job file, then resolves it: every problem at
+/// once, each with its fix.
+fn load_job(path: &std::path::Path) -> anyhow::Result<Job> {
+    let config = JobConfig::load(path)?;
+    Job::resolve(&config).map_err(|problems| {
+        let problems: Vec<String> = problems.iter().map(ToString::to_string).collect();
+        anyhow::anyhow!("{}: {}", path.display(), problems.join("; "))
+    })
+}
+
 async fn run(cli: Cli, log_capture: LogCapture) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Check { config } => {
-            let config = JobConfig::load(&config)?;
-            let steps = run_check(&config).await;
+            let job = load_job(&config)?;
+            let steps = run_check(&job).await;
             let mut ok = true;
             for step in &steps {
                 match &step.outcome {
@@ -139,8 +149,8 @@ async fn run(cli: Cli, log_capture: LogCapture) -> anyhow::Result<ExitCode> {
             })
         }
         Command::Discover { config, json } => {
-            let config = JobConfig::load(&config)?;
-            let topics = tokio::task::spawn_blocking(move || discover(&config)).await??;
+            let job = load_job(&config)?;
+            let topics = tokio::task::spawn_blocking(move || discover(&job)).await??;
             if json {
                 println!("{}", serde_json::to_string_pretty(&topics)?);
             } else {
@@ -181,8 +191,8 @@ async fn run(cli: Cli, log_capture: LogCapture) -> anyhow::Result<ExitCode> {
             config,
             report_json,
         } => {
-            let config = JobConfig::load(&config)?;
-            let report = match run_sync(&config).await {
+            let job = load_job(&config)?;
+            let report = match run_sync(&job).await {
                 Ok(report) => report,
                 Err(topicberg_sync::target::SetupError::AlreadyRunning(why)) => {
                     eprintln!("topicberg sync: {why}");

@@ -32,7 +32,6 @@ mod validate;
 
 use std::path::{Path, PathBuf};
 
-use regex::Regex;
 use serde::{Deserialize, Deserializer};
 
 pub use defaults::CATALOG_REQUEST_TIMEOUT_SECS;
@@ -168,9 +167,6 @@ pub struct JobConfig {
     /// `[sync]`: tuning knobs.
     #[serde(default)]
     pub sync: SyncConfig,
-    /// `source.topic_pattern`, compiled once when the file is read.
-    #[serde(skip)]
-    topic_regex: Option<Regex>,
 }
 
 impl JobConfig {
@@ -229,16 +225,6 @@ impl JobConfig {
             .unwrap_or_else(|| defaults::namespace(&self.name))
     }
 
-    /// Whether the job syncs `topic`: it matches `topic_pattern`, or, with
-    /// no pattern, it has a `[[streams]]` entry.
-    pub fn selects(&self, topic: &str) -> bool {
-        match (&self.topic_regex, &self.source.topic_pattern) {
-            (Some(regex), _) => regex.is_match(topic),
-            (None, Some(pattern)) => Regex::new(pattern).is_ok_and(|r| r.is_match(topic)),
-            (None, None) => self.streams.iter().any(|s| s.topic == topic),
-        }
-    }
-
     /// The settings `topic` is synced with: its `[[streams]]` entry, or
     /// append mode with the defaults.
     pub fn stream_for(&self, topic: &str) -> StreamSettings {
@@ -247,43 +233,6 @@ impl JobConfig {
             .find(|s| s.topic == topic)
             .map(StreamSettings::from)
             .unwrap_or_else(|| StreamSettings::defaults_for(topic))
-    }
-
-    /// The table `topic` is written to (the `table` override, or the topic
-    /// name sanitised to lower-case letters, digits and underscores).
-    pub fn table_name(&self, topic: &str) -> String {
-        self.stream_for(topic).table
-    }
-
-    /// How upsert stream `topic` retires old rows: the delete format and
-    /// table format version resolved from `target_engines`, the stream's
-    /// `delete_format` and `destination.format_version` (see
-    /// [`resolve_delete_format`]). `Ok(None)` for an append stream. The
-    /// error names the topic, the engines and how to fix the job file;
-    /// [`JobConfig::validate`] reports the same problems.
-    pub fn upsert_plan(&self, topic: &str) -> Result<Option<ResolvedUpsert>, String> {
-        let stream = self.stream_for(topic);
-        if stream.mode != StreamMode::Upsert {
-            return Ok(None);
-        }
-        resolve_delete_format(
-            &self.engines(),
-            stream.delete_format,
-            self.destination.format_version,
-        )
-        .map(Some)
-        .map_err(|e| format!("upsert stream \"{topic}\": {e}"))
-    }
-
-    /// The format version of `topic`'s table when topicberg creates it: for
-    /// an upsert stream the version its delete format needs (v3 for
-    /// deletion vectors, e.g. with `databricks` among `target_engines`),
-    /// otherwise `destination.format_version` (default v2).
-    pub fn table_format_version(&self, topic: &str) -> FormatVersion {
-        match self.upsert_plan(topic) {
-            Ok(Some(plan)) => plan.format(),
-            _ => self.destination.format_version(),
-        }
     }
 
     /// The known engines of `target_engines`, without duplicates.
@@ -296,31 +245,6 @@ impl JobConfig {
         engines.sort();
         engines.dedup();
         engines
-    }
-
-    /// Topics among `topics` that would write to the same table (e.g.
-    /// `orders.v1` and `orders-v1`), one problem per clash; call it with
-    /// the selected topics once they are known.
-    pub fn table_conflicts<S: AsRef<str>>(&self, topics: &[S]) -> Vec<ConfigProblem> {
-        let mut seen: std::collections::BTreeMap<String, &str> = Default::default();
-        let mut problems = Vec::new();
-        for topic in topics.iter().map(AsRef::as_ref) {
-            let table = self.table_name(topic);
-            match seen.get(&table) {
-                Some(first) if *first != topic => problems.push(ConfigProblem::new(
-                    "streams",
-                    format!(
-                        "topics \"{first}\" and \"{topic}\" would both write table \"{table}\"; \
-                         add a [[streams]] entry with a distinct `table = \"...\"` for one of them"
-                    ),
-                )),
-                Some(_) => {}
-                None => {
-                    seen.insert(table, topic);
-                }
-            }
-        }
-        problems
     }
 }
 

@@ -3,7 +3,6 @@
 
 use std::path::{Component, Path, PathBuf};
 
-use regex::Regex;
 use serde::Deserialize;
 use toml::de::{DeTable, DeValue, Deserializer};
 
@@ -195,11 +194,6 @@ fn resolve(config: &mut JobConfig, base: Option<&Path>) -> Vec<ConfigProblem> {
         config.destination.path = Some(relative_to(base, &path));
     }
     config.sync.state_dir = relative_to(base, &config.sync.state_dir);
-    config.topic_regex = config
-        .source
-        .topic_pattern
-        .as_deref()
-        .and_then(|p| Regex::new(p).ok());
     problems
 }
 

@@ -152,7 +152,9 @@ fn the_issue_example_with_one_of_each_alternative_loads() {
     assert_eq!(c.namespace(), "kafka_to_iceberg_topics");
     assert_eq!(d.format_version(), FormatVersion::V2);
     assert_eq!(c.streams.len(), 1);
-    assert!(c.selects("orders") && c.selects("customers") && !c.selects("orders_v2"));
+    assert!(
+        job(&c).selects("orders") && job(&c).selects("customers") && !job(&c).selects("orders_v2")
+    );
     assert_eq!(c.stream_for("orders").mode, StreamMode::Append);
     assert!(c.stream_for("orders").configured);
 }
@@ -208,14 +210,8 @@ allow_data_loss = true
         Some(&["id".to_string(), "name".into()][..])
     );
     assert!(s.allow_data_loss && s.configured);
-    assert_eq!(c.table_name("Orders.EU-West"), "orders_eu_west");
+    assert_eq!(job(&c).table_for("Orders.EU-West").table, "orders_eu_west");
     assert_eq!(sanitize_identifier("Kafka To Iceberg"), "kafka_to_iceberg");
-    assert!(c
-        .table_conflicts(&["orders", "customers", "orders"])
-        .is_empty());
-    let clash = c.table_conflicts(&["orders.v1", "orders-v1"]);
-    assert_eq!(clash.len(), 1);
-    assert!(clash[0].message.contains("\"orders.v1\" and \"orders-v1\""));
 }
 
 #[test]
@@ -228,8 +224,8 @@ bootstrap_servers = "b:9092"
 topic = "orders"
 "#;
     let c = load(text).unwrap();
-    assert!(c.selects("orders"));
-    assert!(!c.selects("customers"));
+    assert!(job(&c).selects("orders"));
+    assert!(!job(&c).selects("customers"));
 }
 
 #[test]
@@ -703,6 +699,16 @@ fn the_example_job_files_are_valid() {
     assert_eq!(embedded.stream_for("orders").mode, StreamMode::Append);
 }
 
+fn job(c: &JobConfig) -> crate::Job {
+    crate::Job::resolve(c).unwrap()
+}
+
+/// The delete format and format version an upsert topic resolves to.
+fn upsert_plan(c: &JobConfig, topic: &str) -> (DeleteFormat, FormatVersion) {
+    let table = job(c).table_for(topic);
+    (table.upsert().unwrap().delete_format, table.format_version)
+}
+
 /// MINIMAL with `target_engines` and an upsert stream for "customers".
 fn upsert_job(engines: &str, stream_extra: &str, rest: &str) -> String {
     format!(
@@ -714,30 +720,36 @@ fn upsert_job(engines: &str, stream_extra: &str, rest: &str) -> String {
 #[test]
 fn target_engines_resolve_the_delete_format_of_upsert_streams() {
     let c = load(&upsert_job(r#"["spark", "duckdb", "trino"]"#, "", "")).unwrap();
-    let plan = c.upsert_plan("customers").unwrap().unwrap();
     assert_eq!(
-        (plan.delete_format, plan.format_version),
-        (DeleteFormat::Position, 2)
+        upsert_plan(&c, "customers"),
+        (DeleteFormat::Position, FormatVersion::V2)
     );
-    assert_eq!(c.table_format_version("customers"), FormatVersion::V2);
+    assert_eq!(
+        job(&c).table_for("customers").format_version,
+        FormatVersion::V2
+    );
     // Append streams (and topics without an entry) have no plan.
-    assert_eq!(c.upsert_plan("orders").unwrap(), None);
+    assert!(job(&c).table_for("orders").upsert().is_none());
 
     let c = load(&upsert_job(r#"["databricks", "duckdb", "spark"]"#, "", "")).unwrap();
-    let plan = c.upsert_plan("customers").unwrap().unwrap();
     assert_eq!(
-        (plan.delete_format, plan.format_version),
-        (DeleteFormat::Dv, 3)
+        upsert_plan(&c, "customers"),
+        (DeleteFormat::Dv, FormatVersion::V3)
     );
-    assert_eq!(c.table_format_version("customers"), FormatVersion::V3);
+    assert_eq!(
+        job(&c).table_for("customers").format_version,
+        FormatVersion::V3
+    );
     // Append tables keep destination.format_version.
-    assert_eq!(c.table_format_version("orders"), FormatVersion::V2);
+    assert_eq!(
+        job(&c).table_for("orders").format_version,
+        FormatVersion::V2
+    );
 
     let c = load(&upsert_job("[]", "", "")).unwrap();
-    let plan = c.upsert_plan("customers").unwrap().unwrap();
     assert_eq!(
-        (plan.delete_format, plan.format_version),
-        (DeleteFormat::Position, 2)
+        upsert_plan(&c, "customers"),
+        (DeleteFormat::Position, FormatVersion::V2)
     );
 }
 
@@ -806,9 +818,8 @@ fn an_explicit_delete_format_a_target_engine_cannot_read_fails_validation() {
         "",
     ))
     .unwrap();
-    let plan = c.upsert_plan("customers").unwrap().unwrap();
     assert_eq!(
-        (plan.delete_format, plan.format_version),
-        (DeleteFormat::Equality, 2)
+        upsert_plan(&c, "customers"),
+        (DeleteFormat::Equality, FormatVersion::V2)
     );
 }

@@ -267,7 +267,11 @@ async fn streams(State(state): State<AppState>, Path(id): Path<i64>) -> ApiResul
         if offered.is_some() {
             config.source.topic_pattern = offered.clone();
         }
-        move || topicberg_sync::discover::discover(&config)
+        move || {
+            let job = crate::runner::resolve_job(&config)
+                .map_err(topicberg_sync::target::SetupError::Unsupported)?;
+            topicberg_sync::discover::discover(&job)
+        }
     })
     .await
     .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?

@@ -131,7 +131,7 @@ fn drain_chunk(
     let mut decoder = BatchDecoder::new(&columns, options.clone()).map_err(|e| e.to_string())?;
     let tombstones_delete = upsert.is_some_and(|u| u.kafka_key_only);
     let progress = &shared.progress;
-    let kill_after = super::fault_after_records();
+    let kill_after = crate::hooks::hooks().fault_after_records();
     let mut skips = SkipLog::default();
     let send = |item: Item| tx.blocking_send(item).map_err(|_| SinkError::WriterGone);
     let mut unpublished = (0u64, 0u64);
@@ -233,7 +233,7 @@ fn drain_chunk(
             if let Some(n) = kill_after {
                 let seen = progress.records.load(Ordering::Relaxed) + unpublished.0;
                 if seen >= n {
-                    super::kill_self();
+                    crate::hooks::kill_self();
                 }
             }
             if decoder.len() >= shared.batch_rows {

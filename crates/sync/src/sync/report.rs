@@ -68,6 +68,32 @@ pub struct TableReport {
     pub error: Option<String>,
 }
 
+impl TableReport {
+    /// A table's report before the sync did anything to it.
+    pub fn new(topic: &str, table: &str) -> Self {
+        Self {
+            topic: topic.to_string(),
+            table: table.to_string(),
+            status: TableStatus::Unchanged,
+            records: 0,
+            bytes: 0,
+            data_files: 0,
+            data_file_bytes: 0,
+            snapshot_id: None,
+            expired_messages: 0,
+            skipped_records: 0,
+            dead_letter_records: 0,
+            dead_letter_table: None,
+            schema_changes: Vec::new(),
+            orphan_files: Vec::new(),
+            duration_ms: 0,
+            commit: None,
+            note: None,
+            error: None,
+        }
+    }
+}
+
 /// What a snapshot added, from its summary, under the names users of the
 /// product pages know from their commit reports.
 #[derive(Debug, Clone, Default, Serialize)]

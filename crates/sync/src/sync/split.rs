@@ -22,10 +22,8 @@ pub const MIN_CHUNK_MESSAGES: i64 = 100_000;
 /// [`MIN_CHUNK_MESSAGES`], or `TOPICBERG_MIN_CHUNK_MESSAGES` (a test hook:
 /// the integration tests cut small topics into pieces with it).
 pub fn min_chunk_messages() -> i64 {
-    std::env::var("TOPICBERG_MIN_CHUNK_MESSAGES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .filter(|n| *n > 0)
+    crate::hooks::hooks()
+        .min_chunk_messages
         .unwrap_or(MIN_CHUNK_MESSAGES)
 }
 

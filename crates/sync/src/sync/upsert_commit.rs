@@ -15,8 +15,8 @@ use topicberg_iceberg::key_index::{IndexState, KeyIndex};
 use topicberg_iceberg::row_delta::RowDelta;
 use topicberg_iceberg::{CommittedSnapshot, IcebergTarget, OffsetsAdvance, TableHandle};
 
+use super::table::CommitRefused;
 use super::upsert::{winning_rows, KeyHash, Slot, UpsertBuffer};
-use super::CommitRefused;
 
 /// What an upsert commit did.
 pub struct UpsertCommit {
@@ -171,7 +171,7 @@ impl PreparedUpsert {
                 return Attempt::Failed(refused);
             }
         };
-        super::fault_point("before_key_index_update");
+        crate::hooks::fault_point("before_key_index_update");
         let files: Vec<String> = delta_files.iter().map(|(p, _)| p.clone()).collect();
         let counts: Vec<u64> = delta_files.iter().map(|(_, n)| *n).collect();
         let applied = WrittenRows::open(&winner_keys, &ranks, &counts).and_then(|upserts| {

@@ -130,9 +130,8 @@ fn table_state(
     table: &str,
 ) -> (Vec<String>, usize) {
     rt.block_on(async {
-        let target = topicberg_sync::target::connect_target(config)
-            .await
-            .unwrap();
+        let job = topicberg_core::Job::resolve(config).unwrap();
+        let target = topicberg_sync::target::connect_target(&job).await.unwrap();
         let handle = target
             .load_table(&vec![config.namespace()], table)
             .await

@@ -20,10 +20,8 @@ pub const MEMORY_ENTRIES: usize = 1 << 20;
 /// [`MEMORY_ENTRIES`], or `TOPICBERG_UPSERT_MEMORY_ENTRIES` (a test hook:
 /// the integration tests make small syncs spill with it).
 fn memory_entries() -> usize {
-    std::env::var("TOPICBERG_UPSERT_MEMORY_ENTRIES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .filter(|n| *n > 0)
+    crate::hooks::hooks()
+        .upsert_memory_entries
         .unwrap_or(MEMORY_ENTRIES)
 }
 const BUCKETS: usize = 256;

@@ -1,0 +1,371 @@
+//! The settings a sync runs on: a loaded and validated [`JobConfig`]
+//! resolved once into a [`Job`], as ripgrep and uv turn their arguments
+//! into one settings value. Nothing downstream re-derives a setting: the
+//! consumer group, the namespace, each topic's table and mode (append, or
+//! upsert with its keys, delete format and format version), the paths
+//! (absolute) and the tuning knobs are decided here.
+
+use std::path::PathBuf;
+
+use regex::Regex;
+
+use crate::config::{
+    resolve_delete_format, CatalogKind, ConfigProblem, DeleteFormat, DestinationConfig,
+    FormatVersion, JobConfig, OnInvalid, SourceConfig, StreamMode, StreamSettings, TargetEngine,
+    KAFKA_KEY_COLUMN,
+};
+
+/// A job, resolved: what `topicberg sync`, `check`, `discover` and the
+/// service's runs read their settings from.
+#[derive(Debug, Clone)]
+pub struct Job {
+    /// The job's name.
+    pub name: String,
+    /// The consumer group whose offsets the sync commits.
+    pub consumer_group: String,
+    /// The Iceberg namespace of the job's tables.
+    pub namespace: String,
+    /// Which topics the job reads.
+    pub topics: Regex,
+    /// The Kafka cluster (turned into client settings by the Kafka crate).
+    pub source: SourceConfig,
+    /// The Iceberg catalog and storage (the embedded catalog's folder
+    /// absolute).
+    pub destination: DestinationConfig,
+    /// The folder of rebuildable local state (key index, spill, locks),
+    /// absolute.
+    pub state_dir: PathBuf,
+    /// The tuning knobs.
+    pub tuning: Tuning,
+    /// The engines that read the tables.
+    pub engines: Vec<TargetEngine>,
+    /// The format version of new append tables.
+    pub format_version: FormatVersion,
+    /// `[[streams]]` entries, resolved.
+    configured: Vec<TableSettings>,
+    /// `destination.format_version` as written, for upsert resolution.
+    explicit_format_version: Option<u8>,
+}
+
+/// How fast and how big: the `[sync]` knobs and `max_threads`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tuning {
+    /// Parallel drain threads.
+    pub max_threads: usize,
+    /// Messages per Arrow record batch.
+    pub batch_rows: usize,
+    /// Data files roll over at about this many bytes.
+    pub target_file_size_bytes: u64,
+    /// zstd level of the Parquet files.
+    pub zstd_level: i32,
+    /// Most columns a table may have (metadata included).
+    pub max_columns: usize,
+}
+
+/// One topic's table and how it is written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableSettings {
+    /// The topic.
+    pub topic: String,
+    /// The table name (in the job's namespace).
+    pub table: String,
+    /// Append or upsert.
+    pub mode: TableMode,
+    /// A message that cannot become a row.
+    pub on_invalid: OnInvalid,
+    /// The payload fields kept as columns; `None` keeps all.
+    pub columns: Option<Vec<String>>,
+    /// A retention gap is a warning instead of a failure.
+    pub allow_data_loss: bool,
+    /// The format version the table is created with.
+    pub format_version: FormatVersion,
+}
+
+/// How a table's rows relate to the messages.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TableMode {
+    /// Every message is a row.
+    Append,
+    /// One row per key.
+    Upsert(Upsert),
+}
+
+/// An upsert table's key and how old rows are retired.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Upsert {
+    /// The dedup key.
+    pub keys: DedupKeys,
+    /// Position deletes, deletion vectors or equality deletes.
+    pub delete_format: DeleteFormat,
+    /// Why this delete format (for the log).
+    pub reason: String,
+}
+
+/// An upsert table's key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DedupKeys {
+    /// The message key alone (`_kafka_key`): tombstones delete rows.
+    KafkaKey,
+    /// Columns (payload fields, possibly with `_kafka_key`), in key order.
+    Columns(Vec<String>),
+}
+
+impl TableMode {
+    /// `append` or `upsert`, as the job file writes it.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::Append => "append",
+            Self::Upsert(_) => "upsert",
+        }
+    }
+}
+
+impl DedupKeys {
+    fn from_names(names: &[String]) -> Self {
+        match names {
+            [only] if only == KAFKA_KEY_COLUMN => Self::KafkaKey,
+            _ => Self::Columns(names.to_vec()),
+        }
+    }
+
+    /// The key's column names, in key order.
+    pub fn columns(&self) -> Vec<String> {
+        match self {
+            Self::KafkaKey => vec![KAFKA_KEY_COLUMN.to_string()],
+            Self::Columns(names) => names.clone(),
+        }
+    }
+}
+
+impl TableSettings {
+    /// The upsert settings, `None` in append mode.
+    pub fn upsert(&self) -> Option<&Upsert> {
+        match &self.mode {
+            TableMode::Upsert(upsert) => Some(upsert),
+            TableMode::Append => None,
+        }
+    }
+}
+
+impl Job {
+    /// Resolves a loaded (and so validated) job file. The problems are the
+    /// ones [`JobConfig::validate`] reports about upsert streams, should a
+    /// config built in code skip it.
+    pub fn resolve(config: &JobConfig) -> Result<Self, Vec<ConfigProblem>> {
+        let topics = match &config.source.topic_pattern {
+            Some(pattern) => Regex::new(pattern).map_err(|e| {
+                vec![ConfigProblem::new(
+                    "source.topic_pattern",
+                    format!("is not a valid regular expression: {e}"),
+                )]
+            })?,
+            None => Regex::new(&format!(
+                "^({})$",
+                config
+                    .streams
+                    .iter()
+                    .map(|s| regex::escape(&s.topic))
+                    .collect::<Vec<_>>()
+                    .join("|")
+            ))
+            .expect("escaped topics make a valid pattern"),
+        };
+        let mut destination = config.destination.clone();
+        if destination.catalog == CatalogKind::Sql {
+            destination.path = Some(absolute(destination.sql_path()));
+        }
+        let mut job = Self {
+            name: config.name.clone(),
+            consumer_group: config.consumer_group(),
+            namespace: config.namespace(),
+            topics,
+            source: config.source.clone(),
+            destination,
+            state_dir: absolute(config.sync.state_dir.clone()),
+            tuning: Tuning {
+                max_threads: config.source.max_threads.max(1),
+                batch_rows: config.sync.batch_rows,
+                target_file_size_bytes: config.sync.target_file_size_mb * 1024 * 1024,
+                zstd_level: config.sync.zstd_level,
+                max_columns: config.sync.max_columns,
+            },
+            engines: config.engines(),
+            format_version: config.destination.format_version(),
+            configured: Vec::new(),
+            explicit_format_version: config.destination.format_version,
+        };
+        let mut problems = Vec::new();
+        for entry in &config.streams {
+            match job.settings(StreamSettings::from(entry)) {
+                Ok(settings) => job.configured.push(settings),
+                Err(problem) => problems.push(problem),
+            }
+        }
+        if problems.is_empty() {
+            Ok(job)
+        } else {
+            Err(problems)
+        }
+    }
+
+    /// Whether the job reads `topic`.
+    pub fn selects(&self, topic: &str) -> bool {
+        self.topics.is_match(topic)
+    }
+
+    /// The table `topic` goes to and how: its `[[streams]]` entry, or
+    /// append mode with the defaults.
+    pub fn table_for(&self, topic: &str) -> TableSettings {
+        self.configured
+            .iter()
+            .find(|t| t.topic == topic)
+            .cloned()
+            .unwrap_or_else(|| {
+                self.settings(StreamSettings::defaults_for(topic))
+                    .expect("append defaults always resolve")
+            })
+    }
+
+    /// Topics among `topics` that would write the same table (e.g.
+    /// `orders.v1` and `orders-v1`), one message per clash, naming the fix.
+    pub fn table_conflicts<'a>(&self, topics: impl IntoIterator<Item = &'a str>) -> Vec<String> {
+        let mut seen: std::collections::BTreeMap<String, &str> = Default::default();
+        let mut problems = Vec::new();
+        for topic in topics {
+            let table = self.table_for(topic).table;
+            match seen.get(&table) {
+                Some(first) if *first != topic => problems.push(format!(
+                    "topics \"{first}\" and \"{topic}\" would both write table \"{table}\"; \
+                     add a [[streams]] entry with a distinct `table = \"...\"` for one of them"
+                )),
+                Some(_) => {}
+                None => {
+                    seen.insert(table, topic);
+                }
+            }
+        }
+        problems
+    }
+
+    /// The namespace as the catalogs take it (one level).
+    pub fn namespace_path(&self) -> Vec<String> {
+        vec![self.namespace.clone()]
+    }
+
+    fn settings(&self, stream: StreamSettings) -> Result<TableSettings, ConfigProblem> {
+        let (mode, format_version) = match stream.mode {
+            StreamMode::Append => (TableMode::Append, self.format_version),
+            StreamMode::Upsert => {
+                let resolved = resolve_delete_format(
+                    &self.engines,
+                    stream.delete_format,
+                    self.explicit_format_version,
+                )
+                .map_err(|e| {
+                    ConfigProblem::new(
+                        "streams",
+                        format!("upsert stream \"{}\": {e}", stream.topic),
+                    )
+                })?;
+                let upsert = Upsert {
+                    keys: DedupKeys::from_names(&stream.dedup_keys),
+                    delete_format: resolved.delete_format,
+                    reason: resolved.reason.clone(),
+                };
+                (TableMode::Upsert(upsert), resolved.format())
+            }
+        };
+        Ok(TableSettings {
+            topic: stream.topic,
+            table: stream.table,
+            mode,
+            on_invalid: stream.on_invalid,
+            columns: stream.columns,
+            allow_data_loss: stream.allow_data_loss,
+            format_version,
+        })
+    }
+}
+
+/// `path` made absolute against the current folder (already-absolute
+/// paths as they are).
+fn absolute(path: PathBuf) -> PathBuf {
+    std::path::absolute(&path).unwrap_or(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(text: &str) -> Job {
+        let config = JobConfig::from_toml_str(text, |_| None).unwrap();
+        Job::resolve(&config).unwrap()
+    }
+
+    #[test]
+    fn every_setting_is_decided_once_with_absolute_paths() {
+        let job = job(r#"name = "shop"
+target_engines = ["databricks"]
+[source]
+bootstrap_servers = "k:9092"
+topic_pattern = "^shop\\..*"
+[[streams]]
+topic = "shop.orders"
+mode = "upsert"
+dedup_keys = ["id"]
+[[streams]]
+topic = "shop.customers"
+mode = "upsert"
+dedup_keys = ["_kafka_key"]
+[sync]
+state_dir = "state"
+target_file_size_mb = 2
+"#);
+        assert_eq!(job.consumer_group, "topicberg_shop");
+        assert_eq!(job.namespace, "shop_topics");
+        assert!(job.state_dir.is_absolute() && job.state_dir.ends_with("state"));
+        assert_eq!(job.tuning.target_file_size_bytes, 2 * 1024 * 1024);
+        assert!(job.selects("shop.orders") && !job.selects("other"));
+
+        let orders = job.table_for("shop.orders");
+        assert_eq!(orders.table, "shop_orders");
+        let upsert = orders.upsert().unwrap();
+        assert_eq!(upsert.keys, DedupKeys::Columns(vec!["id".into()]));
+        assert_eq!(upsert.delete_format, DeleteFormat::Dv);
+        assert_eq!(orders.format_version, FormatVersion::V3);
+        let customers = job.table_for("shop.customers");
+        assert_eq!(customers.upsert().unwrap().keys, DedupKeys::KafkaKey);
+        // A topic without an entry: append, the destination's version.
+        let events = job.table_for("shop.events-v1");
+        assert_eq!(events.mode, TableMode::Append);
+        assert_eq!(events.table, "shop_events_v1");
+        assert_eq!(events.format_version, FormatVersion::V2);
+    }
+
+    #[test]
+    fn topics_writing_one_table_are_named() {
+        let job =
+            job("name = \"j\"\n[source]\nbootstrap_servers = \"k:9092\"\ntopic_pattern = \".*\"\n");
+        assert!(job
+            .table_conflicts(["orders", "customers", "orders"])
+            .is_empty());
+        let clash = job.table_conflicts(["orders.v1", "orders-v1"]);
+        assert_eq!(clash.len(), 1);
+        assert!(
+            clash[0].contains("\"orders.v1\" and \"orders-v1\""),
+            "{clash:?}"
+        );
+    }
+
+    #[test]
+    fn without_a_pattern_the_streams_are_the_selection() {
+        let job = job(r#"name = "j"
+[source]
+bootstrap_servers = "k:9092"
+[[streams]]
+topic = "a.b"
+"#);
+        assert!(job.selects("a.b"));
+        assert!(!job.selects("aXb") && !job.selects("a.b.c"));
+    }
+}

@@ -1,0 +1,177 @@
+//! The commit stage of one table: dead letters, then the snapshot that
+//! moves the table's offsets; files of a commit that surely failed are
+//! deleted.
+
+use std::path::Path;
+
+use topicberg_iceberg::{IcebergTarget, OffsetsAdvance, TableHandle};
+
+use super::pipeline::TableOutput;
+use super::report::{CommitReport, TableStatus};
+use super::table::{CommitRefused, Stage, TableState};
+use super::{dlq, upsert_commit};
+use crate::hooks;
+
+/// Commits one table's sync: its dead letters first, then one snapshot
+/// (append, or the upsert's data and deletes) that moves its offsets.
+pub(super) async fn commit_table(
+    target: &IcebergTarget,
+    state_dir: &Path,
+    state: &mut TableState,
+    mut output: TableOutput,
+    handle: &mut TableHandle,
+    olake_timestamp_micros: i64,
+) {
+    let invalid = output.skipped + output.dead.len() as u64;
+    let records: u64 = output
+        .drained
+        .iter()
+        .map(|d| d.records)
+        .sum::<u64>()
+        .saturating_sub(invalid);
+    state.report.records = records;
+    state.report.bytes = output.drained.iter().map(|d| d.bytes).sum();
+    let advance = state.advance(&output.drained);
+    if !output.dead.is_empty() {
+        // The dead letters first: a crash before the table's commit leaves
+        // them ahead, and the rerun skips what they already hold.
+        let done = dlq::commit_dead_letters(
+            target,
+            handle.namespace(),
+            handle.name(),
+            &output.dead,
+            &advance,
+            olake_timestamp_micros,
+        )
+        .await;
+        match done {
+            Ok(done) => {
+                state.report.dead_letter_records = output.dead.len() as u64;
+                state.report.dead_letter_table = Some(done.table);
+                hooks::fault_point("after_dead_letter_commit");
+            }
+            Err(e) => {
+                state.fail(Stage::Commit, e);
+                state.report.orphan_files = remove_uncommitted(target, &output.data_files).await;
+                return;
+            }
+        }
+    }
+    if let Some(buffer) = output.upsert.take() {
+        if buffer.messages() == 0 {
+            if invalid > 0 {
+                // Only invalid messages: a snapshot that just moves the offsets.
+                commit_files(target, state, handle, Vec::new(), advance, records).await;
+            }
+            return;
+        }
+        let delete_format = state
+            .settings
+            .upsert()
+            .expect("an upsert table")
+            .delete_format;
+        let done = upsert_commit::commit_upsert(
+            target,
+            handle,
+            buffer,
+            delete_format,
+            state_dir,
+            advance.clone(),
+        )
+        .await;
+        match done {
+            Ok(done) => {
+                let snapshot_id = done.snapshot.snapshot_id;
+                let commit = CommitReport::from_summary(snapshot_id, &done.snapshot.summary);
+                state.report.status = TableStatus::Committed;
+                state.report.snapshot_id = Some(snapshot_id);
+                state.report.data_files = commit.added_data_files as usize;
+                state.report.commit = Some(commit);
+                state.committed(&advance);
+                tracing::info!(
+                    table = %state.table, snapshot_id, records, rows = done.rows,
+                    deletes = done.deletes, attempts = done.snapshot.attempts, "committed upsert snapshot"
+                );
+            }
+            Err(CommitRefused::Superseded(why)) => state.supersede(why),
+            Err(CommitRefused::Failed(e)) => state.fail(Stage::Commit, e),
+        }
+        return;
+    }
+    if (records == 0 || output.data_files.is_empty()) && invalid == 0 {
+        // Nothing to add (e.g. only transaction markers were left); the
+        // table keeps its offsets and the group is repaired to them.
+        return;
+    }
+    commit_files(target, state, handle, output.data_files, advance, records).await;
+}
+
+/// Commits an append of `data_files` (possibly none: only the offsets move)
+/// and records the outcome in the table's report.
+pub(super) async fn commit_files(
+    target: &IcebergTarget,
+    state: &mut TableState,
+    handle: &mut TableHandle,
+    data_files: Vec<iceberg::spec::DataFile>,
+    advance: OffsetsAdvance,
+    records: u64,
+) {
+    state.report.data_files = data_files.len();
+    state.report.data_file_bytes = data_files.iter().map(|f| f.file_size_in_bytes()).sum();
+    let written = data_files.clone();
+    match target
+        .commit_append_moving(handle, data_files, advance.clone())
+        .await
+    {
+        Ok(snapshot) => {
+            state.report.status = TableStatus::Committed;
+            state.report.snapshot_id = Some(snapshot.snapshot_id);
+            state.report.commit = Some(CommitReport::from_summary(
+                snapshot.snapshot_id,
+                &snapshot.summary,
+            ));
+            state.committed(&advance);
+            tracing::info!(
+                table = %state.table, snapshot_id = snapshot.snapshot_id, records,
+                data_files = state.report.data_files, attempts = snapshot.attempts, "committed snapshot"
+            );
+        }
+        Err(e) => {
+            match CommitRefused::from_iceberg("committing the snapshot", &e) {
+                CommitRefused::Superseded(why) => {
+                    state.report.data_files = 0;
+                    state.report.data_file_bytes = 0;
+                    state.supersede(why);
+                }
+                CommitRefused::Failed(why) => state.fail(Stage::Commit, why),
+            }
+            state.report.orphan_files = if super::commit_surely_failed(&e) {
+                remove_uncommitted(target, &written).await
+            } else {
+                // The commit may still land: the files may become live.
+                written.iter().map(|f| f.file_path().to_string()).collect()
+            };
+        }
+    }
+}
+
+/// Deletes files a failed table wrote and no snapshot references; returns
+/// those that could not be deleted (listed in the report for cleanup).
+pub(super) async fn remove_uncommitted(
+    target: &IcebergTarget,
+    files: &[iceberg::spec::DataFile],
+) -> Vec<String> {
+    if files.is_empty() {
+        return Vec::new();
+    }
+    let left = target.delete_uncommitted(files).await;
+    for (path, error) in &left {
+        tracing::warn!(path = %path, error = %error, "could not delete an uncommitted file; delete it by hand");
+    }
+    tracing::info!(
+        files = files.len(),
+        left = left.len(),
+        "deleted the files of a failed table"
+    );
+    left.into_iter().map(|(path, _)| path).collect()
+}

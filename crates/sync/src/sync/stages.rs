@@ -1,0 +1,323 @@
+//! The stages of a sync, each over every table: plan, create, columns,
+//! drain, commit, then the group's offsets. A stage that fails a table
+//! records why ([`TableState::fail`]) and the later stages skip it; the
+//! other tables go on.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use topicberg_core::config::OnInvalid;
+use topicberg_core::{Job, TableColumns, TableSettings};
+use topicberg_iceberg::{CatalogErrorKind, IcebergErrorKind, IcebergTarget, TableHandle};
+use topicberg_kafka::{
+    commit_group_offsets, DrainSettings, KafkaConnection, PartitionRange, PartitionState,
+    SelectedTopic,
+};
+
+use super::commit::{commit_table, remove_uncommitted};
+use super::pipeline::{drain_and_write, Progress, TableInput, UpsertInput};
+use super::plan::{plan_partitions, PartitionPlan, TableOffsets};
+use super::report::TableStatus;
+use super::table::{Stage, TableState};
+use super::SAMPLE_PER_PARTITION;
+use crate::columns::{iceberg_columns, table_columns};
+use crate::hooks;
+use crate::target::iceberg_format;
+
+/// What every stage needs: the job, its Kafka cluster and its catalog.
+pub(super) struct SyncContext<'a> {
+    pub(super) job: &'a Job,
+    pub(super) connection: KafkaConnection,
+    pub(super) target: IcebergTarget,
+    pub(super) drain: DrainSettings,
+    pub(super) olake_timestamp_micros: i64,
+}
+
+/// Plan: each selected topic's table loaded (if it exists), its recorded
+/// offsets read, its partitions planned against the group's offsets.
+pub(super) async fn plan_tables(
+    ctx: &SyncContext<'_>,
+    selected: &[SelectedTopic],
+    states: &[PartitionState],
+) -> Vec<TableState> {
+    let mut tables = Vec::new();
+    for topic in selected {
+        let settings = ctx.job.table_for(&topic.name);
+        let topic_states: Vec<PartitionState> = states
+            .iter()
+            .filter(|s| s.topic == topic.name)
+            .cloned()
+            .collect();
+        let table = format!("{}.{}", ctx.job.namespace, settings.table);
+        let mut state = TableState::new(settings, table, topic_states);
+        if let Some(upsert) = state.settings.upsert() {
+            tracing::info!(
+                topic = %topic.name, delete_format = upsert.delete_format.as_str(),
+                format_version = state.settings.format_version.number(), reason = %upsert.reason,
+                "upsert stream"
+            );
+        }
+        plan_table(ctx, &mut state).await;
+        tables.push(state);
+    }
+    tables
+}
+
+async fn plan_table(ctx: &SyncContext<'_>, state: &mut TableState) {
+    let namespace = ctx.job.namespace_path();
+    match ctx
+        .target
+        .load_table(&namespace, &state.settings.table)
+        .await
+    {
+        Ok(handle) => {
+            match TableOffsets::of_metadata(handle.metadata()) {
+                Ok(o) => state.offsets = o,
+                Err(e) => state.fail(Stage::Plan, e),
+            }
+            state.handle = Some(handle);
+        }
+        Err(e) if e.kind == IcebergErrorKind::Catalog(CatalogErrorKind::NotFound) => {}
+        Err(e) => state.fail(Stage::Plan, e.to_string()),
+    }
+    if state.failed() {
+        return;
+    }
+    let planned = plan_partitions(
+        &ctx.job.consumer_group,
+        &state.table,
+        &state.committed,
+        &state.offsets,
+        state.settings.allow_data_loss,
+    );
+    match planned {
+        Ok(plans) => {
+            state.report.expired_messages = plans.iter().map(|p| p.expired).sum();
+            for gap in plans.iter().filter_map(PartitionPlan::retention_gap) {
+                tracing::warn!(
+                    topic = %gap.topic, partition = gap.partition, lost_from = gap.from,
+                    lost_to = gap.to, lost = gap.lost(), "{}", gap.warning()
+                );
+            }
+            state.plans = plans;
+        }
+        Err(e) => state.fail(Stage::Plan, e.to_string()),
+    }
+}
+
+/// Create: the tables that do not exist yet and have messages to read, with
+/// columns inferred from a sample of them.
+pub(super) async fn create_tables(ctx: &SyncContext<'_>, tables: &mut [TableState]) {
+    for state in tables
+        .iter_mut()
+        .filter(|s| !s.failed() && s.handle.is_none())
+    {
+        let ranges = state.ranges_to_read();
+        if ranges.is_empty() {
+            continue;
+        }
+        match create_table(ctx, &state.settings, &ranges).await {
+            Ok(handle) => state.handle = Some(handle),
+            Err(e) => state.fail(Stage::Create, e),
+        }
+    }
+}
+
+async fn create_table(
+    ctx: &SyncContext<'_>,
+    settings: &TableSettings,
+    ranges: &[PartitionRange],
+) -> Result<TableHandle, String> {
+    let sample: Vec<PartitionRange> = ranges
+        .iter()
+        .map(|r| PartitionRange {
+            end: r.end.min(r.start + SAMPLE_PER_PARTITION),
+            ..r.clone()
+        })
+        .collect();
+    // The stream's `columns`: only these fields become columns.
+    let keep = settings
+        .columns
+        .as_ref()
+        .map(|k| Arc::new(k.iter().cloned().collect()));
+    let inference = crate::discover::infer_columns(
+        &ctx.connection,
+        &ctx.drain,
+        &sample,
+        settings.on_invalid != OnInvalid::Fail,
+        keep,
+        ctx.job.tuning.max_columns,
+    )?;
+    let payload = inference.columns();
+    let columns = TableColumns::for_new_table(&payload)
+        .map_err(|e| format!("building the table's columns: {e}"))?;
+    let namespace = ctx.job.namespace_path();
+    let format = iceberg_format(settings.format_version);
+    ctx.target
+        .ensure_table(
+            &namespace,
+            &settings.table,
+            &iceberg_columns(&columns),
+            format,
+        )
+        .await
+        .map_err(|e| format!("creating the table: {e}"))
+}
+
+/// Columns: what the drain needs per table with messages to read (the
+/// table's columns for the decoders, the ranges, the upsert key).
+pub(super) fn prepare_inputs(job: &Job, tables: &mut [TableState]) {
+    for state in tables.iter_mut().filter(|s| !s.failed()) {
+        let ranges = state.ranges_to_read();
+        let Some(handle) = state.handle.as_ref().filter(|_| !ranges.is_empty()) else {
+            continue;
+        };
+        let settings = &state.settings;
+        match table_columns(handle) {
+            Ok(columns) => {
+                state.input = Some(TableInput {
+                    topic: settings.topic.clone(),
+                    on_invalid: settings.on_invalid,
+                    payload_fields: settings
+                        .columns
+                        .as_ref()
+                        .map(|c| Arc::new(c.iter().cloned().collect())),
+                    upsert: settings.upsert().map(|upsert| UpsertInput {
+                        key_columns: upsert.keys.columns(),
+                        kafka_key_only: upsert.keys == topicberg_core::DedupKeys::KafkaKey,
+                        spill_dir: job.state_dir.join("spill"),
+                    }),
+                    columns,
+                    handle: handle.clone(),
+                    ranges,
+                    max_columns: job.tuning.max_columns,
+                });
+            }
+            Err(e) => state.fail(Stage::Columns, e),
+        }
+    }
+}
+
+/// Drain: every table's partitions read in parallel to the planned ends,
+/// decoded and written; each table's output kept beside it.
+pub(super) async fn drain_tables(
+    ctx: &SyncContext<'_>,
+    tables: &mut [TableState],
+    cancel: Arc<AtomicBool>,
+) {
+    let (indices, inputs): (Vec<usize>, Vec<TableInput>) = tables
+        .iter_mut()
+        .enumerate()
+        .filter_map(|(i, t)| t.input.take().map(|input| (i, input)))
+        .unzip();
+    let progress = Arc::new(Progress::default());
+    let ticker = super::spawn_progress_line(Arc::clone(&progress));
+    let outputs = drain_and_write(
+        &ctx.connection,
+        &ctx.drain,
+        &ctx.target,
+        &inputs,
+        ctx.job.tuning.max_threads,
+        ctx.job.tuning.batch_rows,
+        ctx.olake_timestamp_micros,
+        progress,
+        cancel,
+    )
+    .await;
+    ticker.abort();
+    for (index, output) in indices.into_iter().zip(outputs) {
+        tables[index].output = Some(output);
+    }
+}
+
+/// After a cancel: the files the drain wrote are deleted.
+pub(super) async fn discard_outputs(ctx: &SyncContext<'_>, tables: &mut [TableState]) {
+    for state in tables.iter_mut() {
+        if let Some(output) = state.output.take() {
+            state.report.orphan_files = remove_uncommitted(&ctx.target, &output.data_files).await;
+        }
+    }
+}
+
+/// Commit: one snapshot per table, in order; a table whose drain failed
+/// commits nothing and its files are deleted.
+pub(super) async fn commit_tables(ctx: &SyncContext<'_>, tables: &mut [TableState]) {
+    let mut first_commit_done = false;
+    for state in tables.iter_mut() {
+        if let Some(mut output) = state.output.take() {
+            state.report.schema_changes = std::mem::take(&mut output.schema_changes);
+            log_renamed(state.topic(), &output.renamed);
+            state.report.skipped_records = output.skipped;
+            if let Some(e) = output.error.take() {
+                state.fail(Stage::Drain, e);
+                state.report.orphan_files =
+                    remove_uncommitted(&ctx.target, &output.data_files).await;
+            } else {
+                let mut handle = output.handle.clone();
+                let micros = ctx.olake_timestamp_micros;
+                let state_dir = &ctx.job.state_dir;
+                commit_table(&ctx.target, state_dir, state, output, &mut handle, micros).await;
+                if state.report.status == TableStatus::Committed && !first_commit_done {
+                    first_commit_done = true;
+                    hooks::fault_point("after_first_table_commit");
+                }
+            }
+        }
+        state.report.duration_ms = state.started.elapsed().as_millis() as u64;
+    }
+}
+
+/// The group's offsets: every table that did not fail (nor was superseded)
+/// moves its partitions' group offsets to what the table records, where
+/// they differ. Whether the commit succeeded.
+pub(super) fn commit_group(ctx: &SyncContext<'_>, tables: &[TableState]) -> bool {
+    let mut group_offsets = BTreeMap::new();
+    let moving = tables
+        .iter()
+        .filter(|s| !s.failed() && s.report.status != TableStatus::Superseded);
+    for state in moving {
+        for plan in &state.plans {
+            let (topic, partition) = (&plan.range.topic, plan.range.partition);
+            let next = state
+                .offsets
+                .get(topic, partition)
+                .unwrap_or(plan.range.start);
+            let committed = state
+                .committed
+                .iter()
+                .find(|s| s.partition == partition)
+                .and_then(|s| s.committed);
+            if committed != Some(next) {
+                group_offsets.insert((topic.clone(), partition), next);
+            }
+        }
+    }
+    hooks::fault_point("before_group_commit");
+    match commit_group_offsets(&ctx.connection, &ctx.job.consumer_group, &group_offsets) {
+        Ok(()) => true,
+        Err(e) => {
+            tracing::error!(error = %e, "committing consumer-group offsets failed; the next sync repairs them from the tables");
+            false
+        }
+    }
+}
+
+/// One warning per table and sync when payload fields are stored under
+/// other names than their own (README, "Column names").
+fn log_renamed(topic: &str, renamed: &[(String, String)]) {
+    if renamed.is_empty() {
+        return;
+    }
+    let fields = renamed
+        .iter()
+        .map(|(field, column)| format!("{field} -> {column}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    tracing::warn!(
+        topic,
+        renamed = %fields,
+        count = renamed.len(),
+        "payload fields stored under renamed columns: their own name is a metadata column's, or differs only in case from an earlier column's"
+    );
+}

@@ -1,0 +1,165 @@
+//! One table's state through a sync's stages, and why a stage failed it.
+
+use std::time::Instant;
+
+use topicberg_core::TableSettings;
+use topicberg_iceberg::{IcebergErrorKind, OffsetsAdvance, TableHandle};
+use topicberg_kafka::{DrainedPartition, PartitionState};
+
+use super::pipeline::{TableInput, TableOutput};
+use super::plan::{PartitionPlan, TableOffsets};
+use super::report::{TableReport, TableStatus};
+
+/// The stage of a sync a table failed in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stage {
+    /// Loading the table and planning its partitions.
+    Plan,
+    /// Creating a new table from a sample of its messages.
+    Create,
+    /// Reading the table's columns for the decoders.
+    Columns,
+    /// Draining, decoding and writing files.
+    Drain,
+    /// Committing the dead letters and the table's snapshot.
+    Commit,
+}
+
+impl Stage {
+    /// The stage's name in logs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Plan => "plan",
+            Self::Create => "create",
+            Self::Columns => "columns",
+            Self::Drain => "drain",
+            Self::Commit => "commit",
+        }
+    }
+}
+
+/// Why a table failed: the stage and what went wrong (the text names the
+/// topic, partition, offset or file where one is known).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct TableError {
+    /// Where it failed.
+    pub stage: Stage,
+    /// What went wrong and how to fix it.
+    pub message: String,
+}
+
+/// One table as the sync goes through it.
+pub(super) struct TableState {
+    pub(super) settings: TableSettings,
+    /// `namespace.table`.
+    pub(super) table: String,
+    pub(super) handle: Option<TableHandle>,
+    /// The offsets the table recorded when planned (then as committed).
+    pub(super) offsets: TableOffsets,
+    pub(super) plans: Vec<PartitionPlan>,
+    /// The partitions' watermarks and group offsets at the start.
+    pub(super) committed: Vec<PartitionState>,
+    /// What the drain reads (set by the columns stage).
+    pub(super) input: Option<TableInput>,
+    /// What the drain wrote (set by the drain stage).
+    pub(super) output: Option<TableOutput>,
+    pub(super) report: TableReport,
+    pub(super) started: Instant,
+}
+
+impl TableState {
+    pub(super) fn new(
+        settings: TableSettings,
+        table: String,
+        committed: Vec<PartitionState>,
+    ) -> Self {
+        Self {
+            report: TableReport::new(&settings.topic, &table),
+            settings,
+            table,
+            handle: None,
+            offsets: TableOffsets::default(),
+            plans: Vec::new(),
+            committed,
+            input: None,
+            output: None,
+            started: Instant::now(),
+        }
+    }
+
+    pub(super) fn topic(&self) -> &str {
+        &self.settings.topic
+    }
+
+    pub(super) fn fail(&mut self, stage: Stage, error: impl Into<String>) {
+        let error = TableError {
+            stage,
+            message: error.into(),
+        };
+        tracing::error!(table = %self.table, stage = stage.as_str(), error = %error, "table failed");
+        self.report.status = TableStatus::Failed;
+        self.report.error = Some(error.message);
+    }
+
+    pub(super) fn failed(&self) -> bool {
+        self.report.status == TableStatus::Failed
+    }
+
+    /// Another sync committed this table's offsets first: nothing of this
+    /// sync lands in the table (see [`TableStatus::Superseded`]).
+    pub(super) fn supersede(&mut self, why: impl Into<String>) {
+        let why = why.into();
+        tracing::warn!(table = %self.table, topic = %self.settings.topic, "{why}");
+        self.report.status = TableStatus::Superseded;
+        self.report.note = Some(why);
+    }
+
+    /// What committing `drained` does to the table's offsets: each
+    /// partition from the offset the plan read to where the drain ended.
+    pub(super) fn advance(&self, drained: &[DrainedPartition]) -> OffsetsAdvance {
+        OffsetsAdvance {
+            topic: self.settings.topic.clone(),
+            partitions: drained
+                .iter()
+                .map(|d| {
+                    let planned = self.offsets.get(&d.topic, d.partition);
+                    (d.partition, (planned, d.next_offset))
+                })
+                .collect(),
+        }
+    }
+
+    /// Records a committed advance as the table's offsets.
+    pub(super) fn committed(&mut self, advance: &OffsetsAdvance) {
+        for (partition, (_, next)) in &advance.partitions {
+            self.offsets.set(&advance.topic, *partition, *next);
+        }
+    }
+
+    /// The partitions' ranges with something to read.
+    pub(super) fn ranges_to_read(&self) -> Vec<topicberg_kafka::PartitionRange> {
+        self.plans
+            .iter()
+            .map(|p| p.range.clone())
+            .filter(|r| r.start < r.end)
+            .collect()
+    }
+}
+
+/// Why a table's commit did not land.
+pub(crate) enum CommitRefused {
+    /// Another sync committed the offsets first (the message says which).
+    Superseded(String),
+    /// Anything else.
+    Failed(String),
+}
+
+impl CommitRefused {
+    pub(crate) fn from_iceberg(context: &str, e: &topicberg_iceberg::IcebergError) -> Self {
+        match e.kind {
+            IcebergErrorKind::Superseded => Self::Superseded(e.detail.clone()),
+            _ => Self::Failed(format!("{context}: {e}")),
+        }
+    }
+}
