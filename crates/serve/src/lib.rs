@@ -4,6 +4,7 @@
 
 pub mod api;
 pub mod auth;
+pub mod error;
 pub mod metrics;
 pub mod pieces;
 pub mod run_store;
@@ -102,8 +103,14 @@ pub fn router(state: AppState) -> Router {
         .with_state(state)
 }
 
-async fn healthz() -> Json<serde_json::Value> {
-    Json(serde_json::json!({ "status": "ok" }))
+/// `GET /healthz`: `{"status": "ok"}`.
+#[derive(serde::Serialize)]
+struct Health {
+    status: &'static str,
+}
+
+async fn healthz() -> Json<Health> {
+    Json(Health { status: "ok" })
 }
 
 async fn metrics_text(State(state): State<AppState>) -> impl IntoResponse {
@@ -119,7 +126,10 @@ async fn metrics_text(State(state): State<AppState>) -> impl IntoResponse {
 async fn not_found() -> impl IntoResponse {
     (
         StatusCode::NOT_FOUND,
-        Json(serde_json::json!({ "error": "no such route" })),
+        Json(error::ErrorBody {
+            error: "no such route",
+            problems: &[],
+        }),
     )
 }
 
