@@ -1,7 +1,8 @@
 //! The JSON API under `/api/` (docs/serve.md, "JSON API"): setup, login,
 //! sources, destinations and their connection tests; jobs, runs, import
-//! and export live in [`jobs`]. Errors are `{"error": "...", "problems":
-//! [...]}` with a fitting status; no response, log line or error carries a
+//! and export live in `api/jobs.rs`. Answers are the structs of
+//! [`answers`]; errors are [`ApiError`]s (`{"error": "...", "problems":
+//! [...]}` with a fitting status). No answer, log line or error carries a
 //! stored secret.
 
 pub mod answers;
@@ -22,8 +23,8 @@ use self::answers::{ConnectionTest, Done, PieceView, SessionInfo, SetupDone};
 use crate::auth::{self, Session};
 use crate::error::{ApiError, ApiResult};
 use crate::pieces::{self, Piece, PieceKind, Secrets};
+use crate::state::AppState;
 use crate::store::PieceRow;
-use crate::AppState;
 
 /// A JSON body whose errors name the place and kind of the problem but
 /// never quote a value (it may be a password).

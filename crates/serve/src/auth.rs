@@ -14,8 +14,8 @@ use base64::Engine as _;
 use sha2::{Digest, Sha256};
 
 use crate::error::ApiError;
+use crate::state::AppState;
 use crate::store::Store;
-use crate::AppState;
 
 /// The session cookie's name.
 pub const SESSION_COOKIE: &str = "topicberg_session";

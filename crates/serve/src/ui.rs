@@ -7,7 +7,7 @@
 use crate::api::answers::SessionInfo;
 use crate::auth::{self, Session};
 use crate::error::ApiError;
-use crate::AppState;
+use crate::state::AppState;
 use axum::extract::{Extension, State};
 use axum::http::header;
 use axum::response::IntoResponse;

@@ -17,8 +17,8 @@ use crate::pieces::{self, Piece, PieceKind, Secrets};
 use crate::run_store::{RunStatus, RunStore, Trigger};
 use crate::runner::StartError;
 use crate::scheduler;
+use crate::state::AppState;
 use crate::store::JobRow;
-use crate::AppState;
 
 /// The job routes.
 pub fn routes() -> Router<AppState> {
