@@ -1,9 +1,11 @@
 //! The JSON API under `/api/` (docs/serve.md, "JSON API"): setup, login,
 //! sources, destinations and their connection tests; jobs, runs, import
-//! and export live in [`jobs`]. Errors are `{"error": "...", "problems":
-//! [...]}` with a fitting status; no response, log line or error carries a
+//! and export live in `api/jobs.rs`. Answers are the structs of
+//! [`answers`]; errors are [`ApiError`]s (`{"error": "...", "problems":
+//! [...]}` with a fitting status). No answer, log line or error carries a
 //! stored secret.
 
+pub mod answers;
 mod jobs;
 
 use axum::body::Bytes;
@@ -14,74 +16,15 @@ use axum::routing::{get, post};
 use axum::{Extension, Json, Router};
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::Value;
 use topicberg_core::JobConfig;
 
-use super::auth::{self, Session};
-use super::pieces::{self, Piece, PieceKind, Secrets};
-use super::store::{PieceRow, StoreError};
-use super::AppState;
-use topicberg_sync::check::CheckStep;
-
-/// An API error: a status and a message (never a secret).
-#[derive(Debug)]
-pub struct ApiError {
-    status: StatusCode,
-    message: String,
-    problems: Vec<String>,
-}
-
-impl ApiError {
-    /// An error with `status` and `message`.
-    pub fn new(status: StatusCode, message: impl Into<String>) -> Self {
-        Self {
-            status,
-            message: message.into(),
-            problems: Vec::new(),
-        }
-    }
-
-    fn bad_request(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::BAD_REQUEST, message)
-    }
-}
-
-impl From<StoreError> for ApiError {
-    fn from(e: StoreError) -> Self {
-        let status = match &e {
-            StoreError::NotFound(_) => StatusCode::NOT_FOUND,
-            StoreError::Conflict(_) => StatusCode::CONFLICT,
-            StoreError::Piece(_) => StatusCode::BAD_REQUEST,
-            _ => {
-                tracing::error!(error = %e, "store error");
-                StatusCode::INTERNAL_SERVER_ERROR
-            }
-        };
-        Self::new(status, e.to_string())
-    }
-}
-
-impl From<pieces::PieceError> for ApiError {
-    fn from(e: pieces::PieceError) -> Self {
-        Self {
-            status: StatusCode::BAD_REQUEST,
-            message: e.message,
-            problems: e.problems,
-        }
-    }
-}
-
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        let mut body = json!({ "error": self.message });
-        if !self.problems.is_empty() {
-            body["problems"] = json!(self.problems);
-        }
-        (self.status, Json(body)).into_response()
-    }
-}
-
-type ApiResult<T> = Result<T, ApiError>;
+use self::answers::{ConnectionTest, Done, PieceView, SessionInfo, SetupDone};
+use crate::auth::{self, Session};
+use crate::error::{ApiError, ApiResult};
+use crate::pieces::{self, Piece, PieceKind, Secrets};
+use crate::state::AppState;
+use crate::store::PieceRow;
 
 /// A JSON body whose errors name the place and kind of the problem but
 /// never quote a value (it may be a password).
@@ -168,11 +111,15 @@ async fn setup(
     }
     let hash = tokio::task::spawn_blocking(move || auth::hash_password(&body.password))
         .await
-        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?
-        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e))?;
+        .map_err(ApiError::internal)?
+        .map_err(ApiError::internal)?;
     state.store.set_admin(auth::ADMIN_USER, &hash)?;
     tracing::info!("admin password set through /api/setup");
-    Ok(Json(json!({ "ok": true, "username": auth::ADMIN_USER })).into_response())
+    Ok(Json(SetupDone {
+        ok: true,
+        username: auth::ADMIN_USER,
+    })
+    .into_response())
 }
 
 #[derive(Deserialize)]
@@ -212,7 +159,7 @@ async fn login(
     )?;
     Ok((
         [(header::SET_COOKIE, auth::session_cookie(&token))],
-        Json(json!({ "csrf": csrf, "username": username })),
+        Json(SessionInfo { csrf, username }),
     )
         .into_response())
 }
@@ -225,7 +172,7 @@ async fn logout(
     state.store.delete_session(&session.token_hash)?;
     Ok((
         [(header::SET_COOKIE, auth::clear_cookie())],
-        Json(json!({ "ok": true })),
+        Json(Done { ok: true }),
     )
         .into_response())
 }
@@ -233,11 +180,8 @@ async fn logout(
 // --- sources and destinations ---
 
 /// A piece as the API shows it: id, name and the redacted table.
-fn piece_json(kind: PieceKind, row: &PieceRow) -> Value {
-    let mut out = pieces::redact(kind, &row.config);
-    out.insert("id".into(), json!(row.id));
-    out.insert("name".into(), json!(row.name));
-    Value::Object(out)
+fn piece_view(kind: PieceKind, row: &PieceRow) -> PieceView<'_> {
+    PieceView { kind, row }
 }
 
 /// Splits a request body into the name and the table (ids ignored).
@@ -250,11 +194,10 @@ fn piece_body(mut body: Piece) -> ApiResult<(String, Piece)> {
     Ok((name, body))
 }
 
-async fn list_pieces(state: &AppState, kind: PieceKind) -> ApiResult<Json<Value>> {
+async fn list_pieces(state: &AppState, kind: PieceKind) -> ApiResult<Response> {
     let rows = state.store.pieces(kind)?;
-    Ok(Json(Value::Array(
-        rows.iter().map(|r| piece_json(kind, r)).collect(),
-    )))
+    let views: Vec<PieceView> = rows.iter().map(|r| piece_view(kind, r)).collect();
+    Ok(Json(views).into_response())
 }
 
 async fn create_piece(state: &AppState, kind: PieceKind, body: Piece) -> ApiResult<Response> {
@@ -264,7 +207,7 @@ async fn create_piece(state: &AppState, kind: PieceKind, body: Piece) -> ApiResu
     let id = state.store.insert_piece(kind, &name, &config)?;
     tracing::info!(id, name = %name, "{} created", kind.table());
     let row = state.store.piece(kind, id)?;
-    Ok((StatusCode::CREATED, Json(piece_json(kind, &row))).into_response())
+    Ok((StatusCode::CREATED, Json(piece_view(kind, &row))).into_response())
 }
 
 async fn update_piece(
@@ -272,14 +215,20 @@ async fn update_piece(
     kind: PieceKind,
     id: i64,
     body: Piece,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Response> {
     let old = state.store.piece(kind, id)?;
     let (name, config) = piece_body(body)?;
     let config = pieces::merge_secrets(kind, Some(&old.config), config);
     pieces::validate_piece(kind, &config)?;
     state.store.update_piece(kind, id, &name, &config)?;
     tracing::info!(id, name = %name, "{} updated", kind.table());
-    Ok(Json(piece_json(kind, &state.store.piece(kind, id)?)))
+    let row = state.store.piece(kind, id)?;
+    Ok(Json(piece_view(kind, &row)).into_response())
+}
+
+fn get_piece(state: &AppState, kind: PieceKind, id: i64) -> ApiResult<Response> {
+    let row = state.store.piece(kind, id)?;
+    Ok(Json(piece_view(kind, &row)).into_response())
 }
 
 async fn delete_piece(state: &AppState, kind: PieceKind, id: i64) -> ApiResult<StatusCode> {
@@ -291,22 +240,19 @@ async fn delete_piece(state: &AppState, kind: PieceKind, id: i64) -> ApiResult<S
 /// The job file a connection test runs with: the piece, a stand-in for the
 /// other table, the real secrets.
 fn test_config(state: &AppState, kind: PieceKind, row: &PieceRow) -> ApiResult<JobConfig> {
-    let mut source: Piece = serde_json::from_value(json!({
-        "bootstrap_servers": "127.0.0.1:9",
-    }))
-    .expect("stand-in");
+    let mut source = Piece::from_iter([("bootstrap_servers".into(), "127.0.0.1:9".into())]);
     let empty = Piece::new();
     let destination = match kind {
         PieceKind::Source => {
             source = row.config.clone();
             if !source.contains_key("topic_pattern") {
                 // The job's [[streams]] select its topics; alone, none.
-                source.insert("topic_pattern".into(), json!("^$"));
+                source.insert("topic_pattern".into(), "^$".into());
             }
             &empty
         }
         PieceKind::Destination => {
-            source.insert("topic_pattern".into(), json!("^$"));
+            source.insert("topic_pattern".into(), "^$".into());
             &row.config
         }
     };
@@ -324,25 +270,11 @@ fn test_config(state: &AppState, kind: PieceKind, row: &PieceRow) -> ApiResult<J
             data_dir: state.store.data_dir(),
         },
     )?;
-    JobConfig::from_toml_str(&text, |name| std::env::var(name).ok()).map_err(|e| ApiError {
-        status: StatusCode::BAD_REQUEST,
-        message: e.to_string().replace("<inline>", kind.table()),
-        problems: e.problems().iter().map(ToString::to_string).collect(),
-    })
+    JobConfig::from_toml_str(&text, |name| std::env::var(name).ok())
+        .map_err(|e| ApiError::job_file(&e, kind.table()))
 }
 
-fn steps_json(steps: &[CheckStep]) -> Json<Value> {
-    let ok = !steps.is_empty() && steps.iter().all(|s| s.outcome.is_ok());
-    Json(json!({
-        "ok": ok,
-        "steps": steps.iter().map(|s| match &s.outcome {
-            Ok(text) => json!({"step": s.step, "ok": true, "message": text}),
-            Err(text) => json!({"step": s.step, "ok": false, "message": text}),
-        }).collect::<Vec<_>>(),
-    }))
-}
-
-async fn test_piece(state: &AppState, kind: PieceKind, id: i64) -> ApiResult<Json<Value>> {
+async fn test_piece(state: &AppState, kind: PieceKind, id: i64) -> ApiResult<Json<ConnectionTest>> {
     let row = state.store.piece(kind, id)?;
     let config = test_config(state, kind, &row)?;
     let job = crate::runner::resolve_job(&config)
@@ -357,10 +289,10 @@ async fn test_piece(state: &AppState, kind: PieceKind, id: i64) -> ApiResult<Jso
         "{} connection tested",
         kind.table()
     );
-    Ok(steps_json(&steps))
+    Ok(Json(ConnectionTest::new(&steps)))
 }
 
-async fn list_sources(State(s): State<AppState>) -> ApiResult<Json<Value>> {
+async fn list_sources(State(s): State<AppState>) -> ApiResult<Response> {
     list_pieces(&s, PieceKind::Source).await
 }
 async fn create_source(
@@ -369,26 +301,26 @@ async fn create_source(
 ) -> ApiResult<Response> {
     create_piece(&s, PieceKind::Source, b).await
 }
-async fn get_source(State(s): State<AppState>, Path(id): Path<i64>) -> ApiResult<Json<Value>> {
-    Ok(Json(piece_json(
-        PieceKind::Source,
-        &s.store.piece(PieceKind::Source, id)?,
-    )))
+async fn get_source(State(s): State<AppState>, Path(id): Path<i64>) -> ApiResult<Response> {
+    get_piece(&s, PieceKind::Source, id)
 }
 async fn update_source(
     State(s): State<AppState>,
     Path(id): Path<i64>,
     ApiJson(b): ApiJson<Piece>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Response> {
     update_piece(&s, PieceKind::Source, id, b).await
 }
 async fn delete_source(State(s): State<AppState>, Path(id): Path<i64>) -> ApiResult<StatusCode> {
     delete_piece(&s, PieceKind::Source, id).await
 }
-async fn test_source(State(s): State<AppState>, Path(id): Path<i64>) -> ApiResult<Json<Value>> {
+async fn test_source(
+    State(s): State<AppState>,
+    Path(id): Path<i64>,
+) -> ApiResult<Json<ConnectionTest>> {
     test_piece(&s, PieceKind::Source, id).await
 }
-async fn list_destinations(State(s): State<AppState>) -> ApiResult<Json<Value>> {
+async fn list_destinations(State(s): State<AppState>) -> ApiResult<Response> {
     list_pieces(&s, PieceKind::Destination).await
 }
 async fn create_destination(
@@ -397,15 +329,14 @@ async fn create_destination(
 ) -> ApiResult<Response> {
     create_piece(&s, PieceKind::Destination, b).await
 }
-async fn get_destination(State(s): State<AppState>, Path(id): Path<i64>) -> ApiResult<Json<Value>> {
-    let row = s.store.piece(PieceKind::Destination, id)?;
-    Ok(Json(piece_json(PieceKind::Destination, &row)))
+async fn get_destination(State(s): State<AppState>, Path(id): Path<i64>) -> ApiResult<Response> {
+    get_piece(&s, PieceKind::Destination, id)
 }
 async fn update_destination(
     State(s): State<AppState>,
     Path(id): Path<i64>,
     ApiJson(b): ApiJson<Piece>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Response> {
     update_piece(&s, PieceKind::Destination, id, b).await
 }
 async fn delete_destination(
@@ -417,12 +348,6 @@ async fn delete_destination(
 async fn test_destination(
     State(s): State<AppState>,
     Path(id): Path<i64>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<ConnectionTest>> {
     test_piece(&s, PieceKind::Destination, id).await
-}
-
-/// An ISO-8601 UTC time for ms since the epoch.
-pub(crate) fn iso(ms: i64) -> Option<String> {
-    chrono::DateTime::from_timestamp_millis(ms)
-        .map(|d| d.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
 }

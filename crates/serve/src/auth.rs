@@ -13,8 +13,9 @@ use axum::response::{IntoResponse, Response};
 use base64::Engine as _;
 use sha2::{Digest, Sha256};
 
-use super::api::ApiError;
-use super::AppState;
+use crate::error::ApiError;
+use crate::state::AppState;
+use crate::store::Store;
 
 /// The session cookie's name.
 pub const SESSION_COOKIE: &str = "topicberg_session";
@@ -111,7 +112,7 @@ pub fn now_ms() -> i64 {
 /// Sets the admin password from `TOPICBERG_ADMIN_PASSWORD` when given
 /// (replacing a stored one, which ends every session). Returns whether an
 /// admin password is now set.
-pub fn init_admin(store: &super::store::Store) -> Result<bool, String> {
+pub fn init_admin(store: &Store) -> Result<bool, String> {
     match std::env::var(ADMIN_PASSWORD_ENV) {
         Ok(password) if !password.is_empty() => {
             let unchanged = store

@@ -1,6 +1,6 @@
 //! The service's state: one SQLite file (`DIR/topicberg.db`, WAL) holding
 //! the admin user, sessions, sources, destinations, jobs and runs. A
-//! `schema_version` table and the [`MIGRATIONS`] list move old files
+//! `schema_version` table and the `MIGRATIONS` list move old files
 //! forward. Calls are short (one statement or one small transaction) and
 //! take a mutex around the one connection.
 

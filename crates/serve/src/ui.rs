@@ -4,16 +4,15 @@
 //! (validation, write-only secrets, CSRF). `GET /api/session` gives a page
 //! loaded with a valid session cookie its CSRF token back.
 
+use crate::api::answers::SessionInfo;
+use crate::auth::{self, Session};
+use crate::error::ApiError;
+use crate::state::AppState;
 use axum::extract::{Extension, State};
 use axum::http::header;
 use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::{Json, Router};
-use serde_json::json;
-
-use super::api::ApiError;
-use super::auth::Session;
-use super::AppState;
 
 const INDEX_HTML: &str = include_str!("ui/index.html");
 const APP_JS: &str = include_str!("ui/app.js");
@@ -59,12 +58,13 @@ async fn app_css() -> impl IntoResponse {
 async fn session(
     State(state): State<AppState>,
     Extension(session): Extension<Session>,
-) -> Result<Json<serde_json::Value>, ApiError> {
+) -> Result<Json<SessionInfo>, ApiError> {
     let (csrf, _) = state
         .store
         .session(&session.token_hash)?
         .ok_or_else(|| ApiError::new(axum::http::StatusCode::UNAUTHORIZED, "log in first"))?;
-    Ok(Json(
-        json!({ "csrf": csrf, "username": super::auth::ADMIN_USER }),
-    ))
+    Ok(Json(SessionInfo {
+        csrf,
+        username: auth::ADMIN_USER.to_string(),
+    }))
 }

@@ -72,38 +72,9 @@ fn main() -> ExitCode {
     unsafe {
         libc::mallopt(libc::M_ARENA_MAX, 2);
     }
-    use tracing_subscriber::layer::SubscriberExt as _;
-    use tracing_subscriber::util::SubscriberInitExt as _;
-    use tracing_subscriber::Layer as _;
-    let filter = tracing_subscriber::EnvFilter::try_from_env("TOPICBERG_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    // `serve` keeps each run's log (INFO and above) apart from stderr's filter.
-    let (capture_layer, log_capture) = topicberg_serve::runner::log_capture_layer();
-    // rdkafka logs (through the `log` crate) at trace level for every
-    // message it frees: cap `log` at the most verbose level anything here
-    // shows (stderr's filter, the service's INFO capture), so those calls
-    // stop at one atomic load instead of reaching tracing.
-    let shown = tracing_subscriber::Layer::<tracing_subscriber::Registry>::max_level_hint(&filter)
-        .unwrap_or(tracing::level_filters::LevelFilter::TRACE)
-        .max(tracing::level_filters::LevelFilter::INFO);
-    tracing_subscriber::registry()
-        .with(
-            tracing_subscriber::fmt::layer()
-                .with_writer(|| topicberg_sync::log_writer::RedactedStderr)
-                .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-                .with_filter(filter),
-        )
-        .with(capture_layer)
-        .init();
-    log::set_max_level(match shown.into_level() {
-        None => log::LevelFilter::Off,
-        Some(tracing::Level::ERROR) => log::LevelFilter::Error,
-        Some(tracing::Level::WARN) => log::LevelFilter::Warn,
-        Some(tracing::Level::INFO) => log::LevelFilter::Info,
-        Some(tracing::Level::DEBUG) => log::LevelFilter::Debug,
-        Some(tracing::Level::TRACE) => log::LevelFilter::Trace,
-    });
     let cli = Cli::parse();
+    // Only `serve` keeps each run's log; the other commands do not pay for it.
+    let log_capture = init_logging(matches!(cli.command, Command::Serve { .. }));
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -127,7 +98,60 @@ fn load_job(path: &std::path::Path) -> anyhow::Result<Job> {
     })
 }
 
-async fn run(cli: Cli, log_capture: LogCapture) -> anyhow::Result<ExitCode> {
+/// Logs to stderr (URLs redacted) at `TOPICBERG_LOG`'s filter (default
+/// `info`). With `capture_runs` also installs the per-run log layer (each
+/// run's `INFO` and above, apart from stderr's filter) and returns its
+/// buffers.
+fn init_logging(capture_runs: bool) -> Option<LogCapture> {
+    use tracing::level_filters::LevelFilter;
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+    use tracing_subscriber::Layer as _;
+    let filter = tracing_subscriber::EnvFilter::try_from_env("TOPICBERG_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let (capture_layer, log_capture) = if capture_runs {
+        let (layer, capture) = topicberg_serve::runner::log_capture_layer();
+        (Some(layer), Some(capture))
+    } else {
+        (None, None)
+    };
+    // rdkafka logs (through the `log` crate) at trace level for every
+    // message it frees: cap `log` at the most verbose level anything here
+    // shows (stderr's filter, the per-run capture's INFO), so those calls
+    // stop at one atomic load instead of reaching tracing.
+    let mut shown =
+        tracing_subscriber::Layer::<tracing_subscriber::Registry>::max_level_hint(&filter)
+            .unwrap_or(LevelFilter::TRACE);
+    if capture_runs {
+        shown = shown.max(LevelFilter::INFO);
+    }
+    tracing_subscriber::registry()
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_writer(|| topicberg_sync::log_writer::RedactedStderr)
+                .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+                .with_filter(filter),
+        )
+        .with(capture_layer)
+        .init();
+    log::set_max_level(log_level(shown));
+    log_capture
+}
+
+/// The `log` crate's level for tracing's `level`.
+fn log_level(level: tracing::level_filters::LevelFilter) -> log::LevelFilter {
+    match level.into_level() {
+        None => log::LevelFilter::Off,
+        Some(tracing::Level::ERROR) => log::LevelFilter::Error,
+        Some(tracing::Level::WARN) => log::LevelFilter::Warn,
+        Some(tracing::Level::INFO) => log::LevelFilter::Info,
+        Some(tracing::Level::DEBUG) => log::LevelFilter::Debug,
+        Some(tracing::Level::TRACE) => log::LevelFilter::Trace,
+    }
+}
+
+/// Runs the command; `log_capture` is the per-run log's buffers (`serve` only).
+async fn run(cli: Cli, log_capture: Option<LogCapture>) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Check { config } => {
             let job = load_job(&config)?;
@@ -181,7 +205,8 @@ async fn run(cli: Cli, log_capture: LogCapture) -> anyhow::Result<ExitCode> {
             topicberg_serve::serve(topicberg_serve::ServeArgs {
                 data_dir,
                 listen,
-                log_capture,
+                // Installed by `init_logging` for `serve`.
+                log_capture: log_capture.unwrap_or_default(),
                 retention_warning_fraction,
             })
             .await?;

@@ -6,17 +6,19 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::Value;
 use topicberg_core::config::resolve_delete_format;
 use topicberg_core::JobConfig;
 
-use super::{iso, ApiError, ApiJson, ApiResult};
+use super::answers::{Cancelled, JobView, RunTable, RunView, Streams, SyncStarted, TopicView};
+use super::ApiJson;
+use crate::error::{ApiError, ApiResult};
 use crate::pieces::{self, Piece, PieceKind, Secrets};
 use crate::run_store::{RunStatus, RunStore, Trigger};
 use crate::runner::StartError;
 use crate::scheduler;
-use crate::store::{JobRow, RunRow};
-use crate::AppState;
+use crate::state::AppState;
+use crate::store::JobRow;
 
 /// The job routes.
 pub fn routes() -> Router<AppState> {
@@ -98,35 +100,8 @@ fn validate_job(state: &AppState, job: &JobRow) -> ApiResult<()> {
     Ok(())
 }
 
-fn run_summary(run: &RunRow) -> Value {
-    let tables: Vec<&Value> = run
-        .report
-        .as_ref()
-        .and_then(|r| r["tables"].as_array())
-        .map(|t| t.iter().collect())
-        .unwrap_or_default();
-    let sum = |key: &str| tables.iter().filter_map(|t| t[key].as_u64()).sum::<u64>();
-    json!({
-        "id": run.id,
-        "job_id": run.job_id,
-        "trigger": run.trigger,
-        "status": run.status,
-        "started_ms": run.started_ms,
-        "started": iso(run.started_ms),
-        "finished_ms": run.finished_ms,
-        "finished": run.finished_ms.and_then(iso),
-        "duration_ms": run.finished_ms.map(|f| f - run.started_ms),
-        "error": run.error,
-        "records": sum("records"),
-        "bytes": sum("bytes"),
-        "tables": tables.iter().map(|t| json!({
-            "topic": t["topic"], "table": t["table"], "status": t["status"],
-            "records": t["records"], "bytes": t["bytes"],
-        })).collect::<Vec<_>>(),
-    })
-}
-
-fn job_json(state: &AppState, job: &JobRow) -> ApiResult<Value> {
+/// The view of `job`: is it running, its next run, its latest run.
+fn job_view(state: &AppState, job: &JobRow) -> ApiResult<JobView> {
     let last = state.store.runs(job.id, 1)?.into_iter().next();
     let next_run = if job.schedule.is_empty() || job.paused {
         None
@@ -134,27 +109,14 @@ fn job_json(state: &AppState, job: &JobRow) -> ApiResult<Value> {
         scheduler::next_run(&job.schedule, chrono::Utc::now())
             .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
     };
-    Ok(json!({
-        "id": job.id,
-        "name": job.name,
-        "source_id": job.source_id,
-        "destination_id": job.destination_id,
-        "target_engines": job.target_engines,
-        "namespace": job.namespace,
-        "sync": job.sync,
-        "streams": job.streams,
-        "schedule": job.schedule,
-        "paused": job.paused,
-        "running": state.runner.is_running(job.id),
-        "next_run": next_run,
-        "last_run": last.as_ref().map(run_summary),
-    }))
+    let running = state.runner.is_running(job.id);
+    Ok(JobView::new(job, running, next_run, last.as_ref()))
 }
 
-async fn list_jobs(State(state): State<AppState>) -> ApiResult<Json<Value>> {
+async fn list_jobs(State(state): State<AppState>) -> ApiResult<Json<Vec<JobView>>> {
     let jobs = state.store.jobs()?;
-    let out: Result<Vec<Value>, ApiError> = jobs.iter().map(|j| job_json(&state, j)).collect();
-    Ok(Json(Value::Array(out?)))
+    let views: ApiResult<Vec<JobView>> = jobs.iter().map(|j| job_view(&state, j)).collect();
+    Ok(Json(views?))
 }
 
 async fn create_job(
@@ -167,14 +129,14 @@ async fn create_job(
     tracing::info!(id, name = %job.name, "job created");
     state.runner.schedules_changed();
     let job = state.store.job(id)?;
-    Ok((StatusCode::CREATED, Json(job_json(&state, &job)?)).into_response())
+    Ok((StatusCode::CREATED, Json(job_view(&state, &job)?)).into_response())
 }
 
-async fn get_job(State(state): State<AppState>, Path(id): Path<i64>) -> ApiResult<Json<Value>> {
+async fn get_job(State(state): State<AppState>, Path(id): Path<i64>) -> ApiResult<Json<JobView>> {
     let job = state.store.job(id)?;
-    let mut out = job_json(&state, &job)?;
-    out["warnings"] = json!(job_warnings(&state, &job).await?);
-    Ok(Json(out))
+    let mut view = job_view(&state, &job)?;
+    view.warnings = Some(job_warnings(&state, &job).await?);
+    Ok(Json(view))
 }
 
 /// The warnings of a job's page: too long without a successful sync for
@@ -190,10 +152,7 @@ async fn job_warnings(state: &AppState, job: &JobRow) -> ApiResult<Vec<String>> 
     else {
         return Ok(Vec::new());
     };
-    let text = state
-        .store
-        .job_toml(job.id)
-        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e))?;
+    let text = state.store.job_toml(job.id).map_err(ApiError::internal)?;
     let Ok(config) = JobConfig::from_toml_str(&text, |_| None) else {
         return Ok(Vec::new());
     };
@@ -216,14 +175,14 @@ async fn update_job(
     State(state): State<AppState>,
     Path(id): Path<i64>,
     ApiJson(body): ApiJson<JobBody>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<JobView>> {
     state.store.job(id)?;
     let job = body.into_row(id);
     validate_job(&state, &job)?;
     state.store.update_job(&job)?;
     tracing::info!(id, name = %job.name, "job updated");
     state.runner.schedules_changed();
-    Ok(Json(job_json(&state, &state.store.job(id)?)?))
+    Ok(Json(job_view(&state, &state.store.job(id)?)?))
 }
 
 async fn delete_job(State(state): State<AppState>, Path(id): Path<i64>) -> ApiResult<StatusCode> {
@@ -242,7 +201,7 @@ async fn delete_job(State(state): State<AppState>, Path(id): Path<i64>) -> ApiRe
 /// `GET /api/jobs/{id}/streams`: the topics the source's pattern selects,
 /// their inferred columns, their stream settings, and the delete format an
 /// upsert table gets from `target_engines` (with the reason, or why none fits).
-async fn streams(State(state): State<AppState>, Path(id): Path<i64>) -> ApiResult<Json<Value>> {
+async fn streams(State(state): State<AppState>, Path(id): Path<i64>) -> ApiResult<Json<Streams>> {
     let job = state.store.job(id)?;
     let offered = state
         .store
@@ -251,21 +210,14 @@ async fn streams(State(state): State<AppState>, Path(id): Path<i64>) -> ApiResul
         .get("topic_pattern")
         .and_then(Value::as_str)
         .map(str::to_string);
-    let text = state
-        .store
-        .job_toml(id)
-        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e))?;
-    let config =
-        JobConfig::from_toml_str(&text, |n| std::env::var(n).ok()).map_err(|e| ApiError {
-            status: StatusCode::BAD_REQUEST,
-            message: e.to_string().replace("<inline>", "job"),
-            problems: e.problems().iter().map(ToString::to_string).collect(),
-        })?;
+    let text = state.store.job_toml(id).map_err(ApiError::internal)?;
+    let config = JobConfig::from_toml_str(&text, |n| std::env::var(n).ok())
+        .map_err(|e| ApiError::job_file(&e, "job"))?;
     let discovered = tokio::task::spawn_blocking({
         // Every topic the source offers, not only the ticked ones.
         let mut config = config.clone();
         if offered.is_some() {
-            config.source.topic_pattern = offered.clone();
+            config.source.topic_pattern = offered;
         }
         move || {
             let job = crate::runner::resolve_job(&config)
@@ -274,10 +226,10 @@ async fn streams(State(state): State<AppState>, Path(id): Path<i64>) -> ApiResul
         }
     })
     .await
-    .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?
+    .map_err(ApiError::internal)?
     .map_err(|e| ApiError::new(StatusCode::BAD_GATEWAY, format!("discovering topics: {e}")))?;
     let engines = config.engines();
-    let topics: Vec<Value> = discovered
+    let topics = discovered
         .iter()
         .map(|t| {
             let stream = config.stream_for(&t.topic);
@@ -286,36 +238,16 @@ async fn streams(State(state): State<AppState>, Path(id): Path<i64>) -> ApiResul
                 stream.delete_format,
                 config.destination.format_version,
             );
-            json!({
-                "topic": t.topic,
-                "partitions": t.partitions,
-                "sampled_messages": t.sampled_messages,
-                "columns": t.columns.iter().map(|(n, ty)| json!({"name": n, "type": ty})).collect::<Vec<_>>(),
-                "table": t.table,
-                "configured": stream.configured,
-                "mode": stream.mode.as_str(),
-                "dedup_keys": stream.dedup_keys,
-                "on_invalid": stream.on_invalid.as_str(),
-                "upsert_delete_format": match &upsert {
-                    Ok(plan) => json!({
-                        "delete_format": plan.delete_format.as_str(),
-                        "label": plan.delete_format.label(),
-                        "format_version": plan.format_version,
-                        "reason": plan.reason,
-                    }),
-                    Err(_) => Value::Null,
-                },
-                "upsert_delete_format_error": upsert.err(),
-            })
+            TopicView::new(t, stream, upsert)
         })
         .collect();
-    Ok(Json(json!({
-        "job_id": id,
-        "namespace": config.namespace(),
-        "target_engines": config.target_engines,
-        "topic_pattern": config.source.topic_pattern,
-        "topics": topics,
-    })))
+    Ok(Json(Streams {
+        job_id: id,
+        namespace: config.namespace(),
+        target_engines: config.target_engines.clone(),
+        topic_pattern: config.source.topic_pattern.clone(),
+        topics,
+    }))
 }
 
 async fn sync_now(State(state): State<AppState>, Path(id): Path<i64>) -> ApiResult<Response> {
@@ -323,7 +255,7 @@ async fn sync_now(State(state): State<AppState>, Path(id): Path<i64>) -> ApiResu
     match state.runner.start(id, Trigger::Manual) {
         Ok(run_id) => {
             tracing::info!(job_id = id, run_id, "sync started (manual)");
-            Ok((StatusCode::ACCEPTED, Json(json!({ "run_id": run_id }))).into_response())
+            Ok((StatusCode::ACCEPTED, Json(SyncStarted { run_id })).into_response())
         }
         Err(StartError::AlreadyRunning) => Err(ApiError::new(
             StatusCode::CONFLICT,
@@ -333,31 +265,28 @@ async fn sync_now(State(state): State<AppState>, Path(id): Path<i64>) -> ApiResu
             StatusCode::SERVICE_UNAVAILABLE,
             e.to_string(),
         )),
-        Err(e) => Err(ApiError::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            e.to_string(),
-        )),
+        Err(e) => Err(ApiError::internal(e)),
     }
 }
 
-async fn cancel(State(state): State<AppState>, Path(id): Path<i64>) -> ApiResult<Json<Value>> {
+async fn cancel(State(state): State<AppState>, Path(id): Path<i64>) -> ApiResult<Json<Cancelled>> {
     state.store.job(id)?;
     let cancelled = state.runner.cancel(id);
     tracing::info!(job_id = id, cancelled, "cancel asked");
-    Ok(Json(json!({ "cancelled": cancelled })))
+    Ok(Json(Cancelled { cancelled }))
 }
 
-async fn set_paused(state: &AppState, id: i64, paused: bool) -> ApiResult<Json<Value>> {
+async fn set_paused(state: &AppState, id: i64, paused: bool) -> ApiResult<Json<JobView>> {
     state.store.set_paused(id, paused)?;
     tracing::info!(job_id = id, paused, "schedule paused/resumed");
-    Ok(Json(job_json(state, &state.store.job(id)?)?))
+    Ok(Json(job_view(state, &state.store.job(id)?)?))
 }
 
-async fn pause(State(state): State<AppState>, Path(id): Path<i64>) -> ApiResult<Json<Value>> {
+async fn pause(State(state): State<AppState>, Path(id): Path<i64>) -> ApiResult<Json<JobView>> {
     set_paused(&state, id, true).await
 }
 
-async fn resume(State(state): State<AppState>, Path(id): Path<i64>) -> ApiResult<Json<Value>> {
+async fn resume(State(state): State<AppState>, Path(id): Path<i64>) -> ApiResult<Json<JobView>> {
     let resumed = set_paused(&state, id, false).await;
     state.runner.schedules_changed();
     resumed
@@ -453,7 +382,7 @@ async fn import_job(State(state): State<AppState>, body: String) -> ApiResult<Re
     };
     tracing::info!(id, name = %job.name, "job imported");
     let job = state.store.job(id)?;
-    Ok((StatusCode::CREATED, Json(job_json(&state, &job)?)).into_response())
+    Ok((StatusCode::CREATED, Json(job_view(&state, &job)?)).into_response())
 }
 
 /// Stores an imported piece as `<job>-source` (or `-2`, `-3`, ... when taken).
@@ -487,28 +416,22 @@ async fn list_runs(
     State(state): State<AppState>,
     Path(id): Path<i64>,
     Query(q): Query<RunsQuery>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<Vec<RunView<RunTable>>>> {
     state.store.job(id)?;
     let runs = state
         .store
         .runs(id, q.limit.unwrap_or(100).clamp(1, 1000))?;
-    Ok(Json(Value::Array(runs.iter().map(run_summary).collect())))
+    Ok(Json(runs.iter().map(RunView::summary).collect()))
 }
 
 /// `GET /api/runs/{id}`: the run, its per-table report (failed tables
 /// first) and the whole report.
-async fn get_run(State(state): State<AppState>, Path(id): Path<i64>) -> ApiResult<Json<Value>> {
+async fn get_run(
+    State(state): State<AppState>,
+    Path(id): Path<i64>,
+) -> ApiResult<Json<RunView<Value>>> {
     let run = state.store.run(id)?;
-    let mut out = run_summary(&run);
-    let mut tables: Vec<Value> = run
-        .report
-        .as_ref()
-        .and_then(|r| r["tables"].as_array().cloned())
-        .unwrap_or_default();
-    tables.sort_by_key(|t| t["status"] != "failed");
-    out["tables"] = Value::Array(tables);
-    out["report"] = run.report.clone().unwrap_or(Value::Null);
-    Ok(Json(out))
+    Ok(Json(RunView::detail(&run)))
 }
 
 /// `GET /api/runs/{id}/log`: the run's log as a text download.

@@ -1,0 +1,292 @@
+//! Every answer against a `json!` body with the same keys, byte for byte.
+
+use serde::Serialize;
+use serde_json::{json, Value};
+use topicberg_core::config::{DeleteFormat, ResolvedUpsert, StreamSettings};
+use topicberg_sync::check::CheckStep;
+use topicberg_sync::discover::DiscoveredTopic;
+
+use super::*;
+use crate::store::{JobRow, PieceRow, RunRow};
+
+/// `answer` written out is `expected` written out.
+fn same<T: Serialize>(answer: &T, expected: Value) {
+    assert_eq!(serde_json::to_string(answer).unwrap(), expected.to_string());
+}
+
+fn run(report: Option<Value>) -> RunRow {
+    RunRow {
+        id: 7,
+        job_id: 3,
+        trigger: "manual".into(),
+        started_ms: 1_700_000_000_000,
+        finished_ms: Some(1_700_000_002_500),
+        status: "failed".into(),
+        error: Some("boom".into()),
+        report,
+    }
+}
+
+fn report() -> Value {
+    json!({"tables": [
+        {"topic": "a", "table": "a", "status": "succeeded", "records": 5, "bytes": 50, "extra": 1},
+        {"topic": "b", "table": "b", "status": "failed", "records": 2, "bytes": 20},
+    ], "other": true})
+}
+
+/// A run in a list, as a `json!` body.
+fn summary_json(run: &RunRow) -> Value {
+    let tables: Vec<&Value> = run
+        .report
+        .as_ref()
+        .and_then(|r| r["tables"].as_array())
+        .map(|t| t.iter().collect())
+        .unwrap_or_default();
+    let sum = |key: &str| tables.iter().filter_map(|t| t[key].as_u64()).sum::<u64>();
+    json!({
+        "id": run.id,
+        "job_id": run.job_id,
+        "trigger": run.trigger,
+        "status": run.status,
+        "started_ms": run.started_ms,
+        "started": iso(run.started_ms),
+        "finished_ms": run.finished_ms,
+        "finished": run.finished_ms.and_then(iso),
+        "duration_ms": run.finished_ms.map(|f| f - run.started_ms),
+        "error": run.error,
+        "records": sum("records"),
+        "bytes": sum("bytes"),
+        "tables": tables.iter().map(|t| json!({
+            "topic": t["topic"], "table": t["table"], "status": t["status"],
+            "records": t["records"], "bytes": t["bytes"],
+        })).collect::<Vec<_>>(),
+    })
+}
+
+/// A run's page, as a `json!` body.
+fn detail_json(run: &RunRow) -> Value {
+    let mut detail = summary_json(run);
+    let mut tables: Vec<Value> = run
+        .report
+        .as_ref()
+        .and_then(|r| r["tables"].as_array().cloned())
+        .unwrap_or_default();
+    tables.sort_by_key(|t| t["status"] != "failed");
+    detail["tables"] = Value::Array(tables);
+    detail["report"] = run.report.clone().unwrap_or(Value::Null);
+    detail
+}
+
+#[test]
+fn runs() {
+    for report in [Some(report()), None, Some(json!({"tables": "odd"}))] {
+        let mut run = run(report);
+        same(&RunView::summary(&run), summary_json(&run));
+        same(&RunView::detail(&run), detail_json(&run));
+        run.finished_ms = None;
+        run.error = None;
+        same(&RunView::summary(&run), summary_json(&run));
+        same(&RunView::detail(&run), detail_json(&run));
+    }
+}
+
+#[test]
+fn jobs() {
+    let job = JobRow {
+        id: 3,
+        name: "orders".into(),
+        source_id: 1,
+        destination_id: 2,
+        target_engines: vec!["spark".into()],
+        namespace: None,
+        sync: serde_json::from_value(json!({"max_threads": 2})).unwrap(),
+        streams: vec![serde_json::from_value(json!({"topic": "a"})).unwrap()],
+        schedule: "every 5 minutes".into(),
+        paused: false,
+    };
+    let last = run(Some(report()));
+    let next = Some("2026-12-01T13:00:00Z".to_string());
+    let expected = |running: bool, next: &Option<String>, last: Option<&RunRow>| {
+        json!({
+            "id": job.id,
+            "name": job.name,
+            "source_id": job.source_id,
+            "destination_id": job.destination_id,
+            "target_engines": job.target_engines,
+            "namespace": job.namespace,
+            "sync": job.sync,
+            "streams": job.streams,
+            "schedule": job.schedule,
+            "paused": job.paused,
+            "running": running,
+            "next_run": next,
+            "last_run": last.map(summary_json),
+        })
+    };
+    let mut view = JobView::new(&job, true, next.clone(), Some(&last));
+    same(&view, expected(true, &next, Some(&last)));
+    let mut with_warnings = expected(true, &next, Some(&last));
+    with_warnings["warnings"] = json!(["too long"]);
+    view.warnings = Some(vec!["too long".into()]);
+    same(&view, with_warnings);
+    same(
+        &JobView::new(&job, false, None, None),
+        expected(false, &None, None),
+    );
+}
+
+#[test]
+fn pieces_and_small_answers() {
+    let row = PieceRow {
+        id: 4,
+        name: "kafka".into(),
+        config: serde_json::from_value(json!({
+            "bootstrap_servers": "b:1", "sasl_password": "s3cr3t", "topic_pattern": "^a"
+        }))
+        .unwrap(),
+    };
+    let mut expected = pieces::redact(PieceKind::Source, &row.config);
+    expected.insert("id".into(), json!(row.id));
+    expected.insert("name".into(), json!(row.name));
+    let view = PieceView {
+        kind: PieceKind::Source,
+        row: &row,
+    };
+    same(&view, Value::Object(expected));
+    assert!(!serde_json::to_string(&view).unwrap().contains("s3cr3t"));
+    same(&Done { ok: true }, json!({ "ok": true }));
+    same(
+        &SetupDone {
+            ok: true,
+            username: "admin",
+        },
+        json!({ "ok": true, "username": "admin" }),
+    );
+    same(
+        &SessionInfo {
+            csrf: "c".into(),
+            username: "admin".into(),
+        },
+        json!({ "csrf": "c", "username": "admin" }),
+    );
+    same(&SyncStarted { run_id: 9 }, json!({ "run_id": 9 }));
+    same(
+        &Cancelled { cancelled: false },
+        json!({ "cancelled": false }),
+    );
+    let problems = ["p".to_string()];
+    same(
+        &crate::error::ErrorBody {
+            error: "e",
+            problems: &problems,
+        },
+        json!({"error": "e", "problems": ["p"]}),
+    );
+    same(
+        &crate::error::ErrorBody {
+            error: "e",
+            problems: &[],
+        },
+        json!({"error": "e"}),
+    );
+}
+
+#[test]
+fn connection_tests() {
+    let steps = [
+        CheckStep {
+            step: "brokers",
+            outcome: Ok("reached".into()),
+        },
+        CheckStep {
+            step: "auth",
+            outcome: Err("refused".into()),
+        },
+    ];
+    let expected = |steps: &[CheckStep]| {
+        let ok = !steps.is_empty() && steps.iter().all(|s| s.outcome.is_ok());
+        json!({
+            "ok": ok,
+            "steps": steps.iter().map(|s| match &s.outcome {
+                Ok(text) => json!({"step": s.step, "ok": true, "message": text}),
+                Err(text) => json!({"step": s.step, "ok": false, "message": text}),
+            }).collect::<Vec<_>>(),
+        })
+    };
+    for steps in [&steps[..], &steps[..1], &[]] {
+        same(&ConnectionTest::new(steps), expected(steps));
+    }
+}
+
+/// A topic of the streams page, as a `json!` body.
+fn topic_json(
+    topic: &DiscoveredTopic,
+    stream: &StreamSettings,
+    upsert: &Result<ResolvedUpsert, String>,
+) -> Value {
+    json!({
+        "topic": topic.topic,
+        "partitions": topic.partitions,
+        "sampled_messages": topic.sampled_messages,
+        "columns": topic.columns.iter().map(|(n, ty)| json!({"name": n, "type": ty})).collect::<Vec<_>>(),
+        "table": topic.table,
+        "configured": stream.configured,
+        "mode": stream.mode.as_str(),
+        "dedup_keys": stream.dedup_keys,
+        "on_invalid": stream.on_invalid.as_str(),
+        "upsert_delete_format": match upsert {
+            Ok(plan) => json!({
+                "delete_format": plan.delete_format.as_str(),
+                "label": plan.delete_format.label(),
+                "format_version": plan.format_version,
+                "reason": plan.reason,
+            }),
+            Err(_) => Value::Null,
+        },
+        "upsert_delete_format_error": upsert.clone().err(),
+    })
+}
+
+#[test]
+fn streams() {
+    let topic = DiscoveredTopic {
+        topic: "orders".into(),
+        partitions: 3,
+        sampled_messages: 10,
+        columns: vec![
+            ("id".into(), "long".into()),
+            ("at".into(), "timestamp".into()),
+        ],
+        renamed: vec![],
+        table: "orders".into(),
+        streams_block: String::new(),
+    };
+    let stream = StreamSettings::defaults_for("orders");
+    let plan = ResolvedUpsert {
+        delete_format: DeleteFormat::Dv,
+        format_version: 3,
+        reason: "why".into(),
+    };
+    for upsert in [Ok(plan), Err("no common format".to_string())] {
+        let expected = topic_json(&topic, &stream, &upsert);
+        let view = TopicView::new(&topic, stream.clone(), upsert);
+        same(&view, expected.clone());
+        let answer = Streams {
+            job_id: 3,
+            namespace: "orders_topics".into(),
+            target_engines: vec!["spark".into()],
+            topic_pattern: None,
+            topics: vec![view],
+        };
+        same(
+            &answer,
+            json!({
+                "job_id": 3,
+                "namespace": "orders_topics",
+                "target_engines": ["spark"],
+                "topic_pattern": Value::Null,
+                "topics": [expected],
+            }),
+        );
+    }
+}

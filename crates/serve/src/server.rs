@@ -1,0 +1,195 @@
+//! The service's start-up and shutdown (`serve`), and the router: the
+//! JSON API, the web UI, `/metrics` and `/healthz`.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::{header, StatusCode};
+use axum::response::IntoResponse;
+use axum::routing::get;
+use axum::{middleware, Json, Router};
+
+use crate::metrics::Metrics;
+use crate::run_store::{self, RunStore};
+use crate::runner::{self, Runner};
+use crate::state::AppState;
+use crate::store::{self, Store};
+use crate::{api, auth, error, scheduler, ui};
+
+/// The default listen address: loopback only.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:8000";
+
+/// What `topicberg serve` is started with.
+#[derive(Clone)]
+pub struct ServeArgs {
+    /// The folder holding `topicberg.db`, the embedded catalog's default
+    /// folder and the upsert state.
+    pub data_dir: PathBuf,
+    /// Where to listen.
+    pub listen: SocketAddr,
+    /// The buffers of the per-run log layer installed in the process's
+    /// tracing subscriber (`runner::log_capture_layer`); runs' logs stay
+    /// empty without it.
+    pub log_capture: runner::LogCapture,
+    /// See [`AppState::retention_warning_fraction`].
+    pub retention_warning_fraction: f64,
+}
+
+/// Errors that stop the service from starting.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// The database could not be opened or migrated.
+    #[error(transparent)]
+    Store(#[from] store::StoreError),
+    /// The admin password from the environment could not be stored.
+    #[error("admin password: {0}")]
+    Admin(String),
+    /// The listen address could not be bound.
+    #[error("listening on {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The server failed.
+    #[error("http server: {0}")]
+    Server(#[source] std::io::Error),
+}
+
+/// The whole HTTP surface for `state`.
+pub fn router(state: AppState) -> Router {
+    let protected = api::protected_routes()
+        .merge(ui::protected_routes())
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            auth::require_session,
+        ));
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/metrics", get(metrics_text))
+        .merge(api::public_routes())
+        .merge(ui::public_routes())
+        .merge(protected)
+        .fallback(not_found)
+        .with_state(state)
+}
+
+/// `GET /healthz`: `{"status": "ok"}`.
+#[derive(serde::Serialize)]
+struct Health {
+    status: &'static str,
+}
+
+async fn healthz() -> Json<Health> {
+    Json(Health { status: "ok" })
+}
+
+async fn metrics_text(State(state): State<AppState>) -> impl IntoResponse {
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        state.metrics.render(),
+    )
+}
+
+async fn not_found() -> impl IntoResponse {
+    (
+        StatusCode::NOT_FOUND,
+        Json(error::ErrorBody {
+            error: "no such route",
+            problems: &[],
+        }),
+    )
+}
+
+/// Runs the service until Ctrl-C or SIGTERM: opens the store, sets the
+/// admin password from `TOPICBERG_ADMIN_PASSWORD` if given, starts the
+/// scheduler and the HTTP server; on a signal stops accepting, stops the
+/// scheduler and waits for running syncs to reach a safe point.
+pub async fn serve(args: ServeArgs) -> Result<(), ServeError> {
+    let store = Store::open(&args.data_dir)?;
+    let interrupted = store.fail_interrupted_runs(auth::now_ms())?;
+    if interrupted > 0 {
+        tracing::warn!(
+            runs = interrupted,
+            "runs left running by the previous process marked failed"
+        );
+    }
+    let admin_set = auth::init_admin(&store).map_err(ServeError::Admin)?;
+    if !admin_set {
+        tracing::warn!(
+            "no admin password: set {} or POST /api/setup {{\"password\": ...}}",
+            auth::ADMIN_PASSWORD_ENV
+        );
+    }
+    let metrics = Metrics::default();
+    // Seconds since the last success survive a restart: seed them from the history.
+    for job in store.jobs()? {
+        let (last_success, _) =
+            store.latest_run_with_status(job.id, run_store::RunStatus::Succeeded.as_str())?;
+        if let Some(done) = last_success.and_then(|r| r.finished_ms) {
+            metrics.set_last_success(&job.name, done);
+        }
+    }
+    let run_store: Arc<dyn RunStore> = Arc::new(store.clone());
+    let runner = Runner::new(Arc::clone(&run_store), metrics.clone())
+        .with_data_dir(store.data_dir())
+        .with_log_capture(args.log_capture.clone());
+    let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
+    let scheduler = scheduler::spawn_scheduler(run_store, runner.clone(), shutdown_rx);
+    let state = AppState {
+        store,
+        runner: runner.clone(),
+        metrics,
+        retention_warning_fraction: args.retention_warning_fraction,
+    };
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .map_err(|source| ServeError::Bind {
+            addr: args.listen,
+            source,
+        })?;
+    let addr = listener.local_addr().unwrap_or(args.listen);
+    tracing::info!(
+        %addr,
+        data_dir = %args.data_dir.display(),
+        "topicberg serve listening on http://{addr}"
+    );
+    let served = axum::serve(listener, router(state))
+        .with_graceful_shutdown(shutdown_signal())
+        .await;
+    tracing::info!("shutting down: stopping the scheduler, waiting for running syncs");
+    let _ = shutdown_tx.send(true);
+    let _ = scheduler.await;
+    runner.wait_idle().await;
+    tracing::info!("stopped");
+    served.map_err(ServeError::Server)
+}
+
+/// Resolves on Ctrl-C or SIGTERM.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+}
