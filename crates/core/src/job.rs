@@ -9,10 +9,10 @@ use std::path::PathBuf;
 
 use regex::Regex;
 
+use crate::columns::KAFKA_KEY;
 use crate::config::{
     resolve_delete_format, CatalogKind, ConfigProblem, DeleteFormat, DestinationConfig,
     FormatVersion, JobConfig, OnInvalid, SourceConfig, StreamMode, StreamSettings, TargetEngine,
-    KAFKA_KEY_COLUMN,
 };
 
 /// A job, resolved: what `topicberg sync`, `check`, `discover` and the
@@ -123,7 +123,7 @@ impl TableMode {
 impl DedupKeys {
     fn from_names(names: &[String]) -> Self {
         match names {
-            [only] if only == KAFKA_KEY_COLUMN => Self::KafkaKey,
+            [only] if only == KAFKA_KEY => Self::KafkaKey,
             _ => Self::Columns(names.to_vec()),
         }
     }
@@ -131,7 +131,7 @@ impl DedupKeys {
     /// The key's column names, in key order.
     pub fn columns(&self) -> Vec<String> {
         match self {
-            Self::KafkaKey => vec![KAFKA_KEY_COLUMN.to_string()],
+            Self::KafkaKey => vec![KAFKA_KEY.to_string()],
             Self::Columns(names) => names.clone(),
         }
     }

@@ -1,65 +1,11 @@
 //! Broker addresses, security protocol and credentials, and the single place
-//! where they become librdkafka settings.
+//! where they become librdkafka settings. The protocol and mechanism types
+//! are the job file's (`topicberg_core::config`): one type per concept.
 
 use rdkafka::ClientConfig;
 use topicberg_core::config::SourceConfig;
+pub use topicberg_core::config::{SaslMechanism, SecurityProtocol};
 use topicberg_core::Secret;
-
-/// How the client talks to the brokers (Kafka's `security.protocol`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum SecurityProtocol {
-    /// No TLS, no authentication.
-    #[default]
-    Plaintext,
-    /// TLS, no SASL.
-    Ssl,
-    /// SASL authentication without TLS.
-    SaslPlaintext,
-    /// SASL authentication over TLS.
-    SaslSsl,
-}
-
-impl SecurityProtocol {
-    /// The name librdkafka and the Kafka docs use.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Plaintext => "PLAINTEXT",
-            Self::Ssl => "SSL",
-            Self::SaslPlaintext => "SASL_PLAINTEXT",
-            Self::SaslSsl => "SASL_SSL",
-        }
-    }
-
-    fn uses_sasl(self) -> bool {
-        matches!(self, Self::SaslPlaintext | Self::SaslSsl)
-    }
-
-    fn uses_tls(self) -> bool {
-        matches!(self, Self::Ssl | Self::SaslSsl)
-    }
-}
-
-/// The SASL mechanism (Kafka's `sasl.mechanism`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SaslMechanism {
-    /// Username and password sent as is (use with TLS outside a test bed).
-    Plain,
-    /// Salted challenge-response with SHA-256.
-    ScramSha256,
-    /// Salted challenge-response with SHA-512.
-    ScramSha512,
-}
-
-impl SaslMechanism {
-    /// The name librdkafka and the Kafka docs use.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Plain => "PLAIN",
-            Self::ScramSha256 => "SCRAM-SHA-256",
-            Self::ScramSha512 => "SCRAM-SHA-512",
-        }
-    }
-}
 
 /// Everything needed to open a connection to a Kafka cluster.
 #[derive(Debug, Clone, Default)]
@@ -145,13 +91,7 @@ impl KafkaConnection {
     /// The connection a job file's `[source]` describes (already validated:
     /// a SASL protocol comes with mechanism, username and password).
     pub fn from_source(source: &SourceConfig) -> Self {
-        use topicberg_core::config::{SaslMechanism as M, SecurityProtocol as P};
-        let security_protocol = match source.security_protocol {
-            P::Plaintext => SecurityProtocol::Plaintext,
-            P::Ssl => SecurityProtocol::Ssl,
-            P::SaslPlaintext => SecurityProtocol::SaslPlaintext,
-            P::SaslSsl => SecurityProtocol::SaslSsl,
-        };
+        let security_protocol = source.security_protocol;
         let sasl = match (
             source.sasl_mechanism,
             &source.sasl_username,
@@ -159,11 +99,7 @@ impl KafkaConnection {
         ) {
             (Some(mechanism), Some(username), Some(password)) if security_protocol.uses_sasl() => {
                 Some(SaslCredentials {
-                    mechanism: match mechanism {
-                        M::Plain => SaslMechanism::Plain,
-                        M::ScramSha256 => SaslMechanism::ScramSha256,
-                        M::ScramSha512 => SaslMechanism::ScramSha512,
-                    },
+                    mechanism,
                     username: username.clone(),
                     password: password.clone(),
                 })

@@ -41,7 +41,7 @@ pub use error::{ConfigError, ConfigProblem};
 pub use source::{SaslMechanism, SecurityProtocol, SourceConfig};
 pub use streams::{
     is_identifier, sanitize_identifier, DeleteFormat, OnInvalid, StreamConfig, StreamMode,
-    StreamSettings, KAFKA_KEY_COLUMN, METADATA_COLUMNS,
+    StreamSettings,
 };
 
 /// A query engine that will read the tables (`target_engines`); upsert

@@ -94,24 +94,6 @@ impl Default for OnInvalid {
     }
 }
 
-/// The metadata column holding the base64 of the message key; the only
-/// metadata column that can be (part of) a dedup key.
-pub const KAFKA_KEY_COLUMN: &str = "_kafka_key";
-
-/// The metadata columns every table carries (issue 3); payload fields may
-/// not use these names in `columns`, and only [`KAFKA_KEY_COLUMN`] may be a
-/// dedup key.
-pub const METADATA_COLUMNS: [&str; 8] = [
-    "_kafka_key",
-    "_kafka_partition",
-    "_kafka_offset",
-    "_kafka_timestamp",
-    "_olake_id",
-    "_op_type",
-    "_olake_timestamp",
-    "_cdc_timestamp",
-];
-
 /// One `[[streams]]` entry, as written.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]

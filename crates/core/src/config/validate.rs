@@ -5,9 +5,11 @@ use std::collections::{BTreeSet, HashMap};
 
 use regex::Regex;
 
+use crate::columns::{KAFKA_KEY, METADATA_COLUMNS};
+
 use super::{
     defaults, is_identifier, resolve_delete_format, CatalogKind, ConfigProblem, JobConfig,
-    StreamMode, TargetEngine, KAFKA_KEY_COLUMN, METADATA_COLUMNS,
+    StreamMode, TargetEngine,
 };
 
 pub(super) fn problems(config: &JobConfig) -> Vec<ConfigProblem> {
@@ -414,7 +416,7 @@ fn streams(config: &JobConfig, out: &mut Vec<ConfigProblem>) {
             for c in columns {
                 if c.is_empty() {
                     push(out, at("columns"), "holds an empty name; remove it");
-                } else if METADATA_COLUMNS.contains(&c.as_str()) {
+                } else if is_metadata_column(c) {
                     push(
                         out,
                         at("columns"),
@@ -445,11 +447,11 @@ fn dedup_keys(s: &super::StreamConfig, at: &dyn Fn(&str) -> String, out: &mut Ve
     for key in &s.dedup_keys {
         if key.is_empty() {
             push(out, at("dedup_keys"), "holds an empty name; remove it");
-        } else if key != KAFKA_KEY_COLUMN && METADATA_COLUMNS.contains(&key.as_str()) {
+        } else if key != KAFKA_KEY && is_metadata_column(key) {
             push(
                 out,
                 at("dedup_keys"),
-                format!("\"{key}\" is a metadata column; only \"{KAFKA_KEY_COLUMN}\" and payload fields can be dedup keys"),
+                format!("\"{key}\" is a metadata column; only \"{KAFKA_KEY}\" and payload fields can be dedup keys"),
             );
         } else if !seen.insert(key.as_str()) {
             push(
@@ -458,7 +460,7 @@ fn dedup_keys(s: &super::StreamConfig, at: &dyn Fn(&str) -> String, out: &mut Ve
                 format!("\"{key}\" is listed twice; remove one"),
             );
         } else if let Some(columns) = &s.columns {
-            if key != KAFKA_KEY_COLUMN && !columns.contains(key) {
+            if key != KAFKA_KEY && !columns.contains(key) {
                 push(
                     out,
                     at("dedup_keys"),
@@ -516,4 +518,11 @@ fn sync(config: &JobConfig, out: &mut Vec<ConfigProblem>) {
             ),
         );
     }
+}
+
+/// Whether `name` is one of the metadata columns every table carries.
+fn is_metadata_column(name: &str) -> bool {
+    METADATA_COLUMNS
+        .iter()
+        .any(|(metadata, _)| *metadata == name)
 }
