@@ -1,14 +1,19 @@
-//! The model shared by every part of topicberg.
+//! The model shared by every part of topicberg: the job and its settings,
+//! the record and column model, and decoding.
 //!
-//! Today this holds [`Secret`], the type every password, client secret and
-//! token travels in so that none of them can reach a log line, an error
-//! message or a report by accident. Configuration, the record model and
-//! decoding land here as they get a second user.
-//!
-//! The record path: a Kafka message as a borrowed [`SourceRecord`], the
-//! table's [`TableColumns`] (payload columns from [`SchemaInference`], then
-//! the metadata columns), and [`BatchDecoder`], which decodes JSON values
-//! straight into Arrow record batches.
+//! Layout:
+//! - [`config`]: the job file (`JobConfig`): fields, defaults, `${VAR}`,
+//!   validation that reports every problem at once;
+//! - [`job`]: the job resolved once into the settings a sync runs on
+//!   ([`Job`]: per table its mode, keys, delete format, format version);
+//! - [`columns`], [`names`]: the table's columns (payload, then metadata)
+//!   and how a field's name becomes a column's;
+//! - [`infer`]: columns inferred from sampled messages;
+//! - [`decode`]: JSON values straight into Arrow record batches
+//!   ([`BatchDecoder`]), errors naming topic, partition, offset and field;
+//! - `record`, `olake_id`, `timestamp`: a message as a borrowed
+//!   [`SourceRecord`], the `_olake_id` hash, RFC 3339 timestamps;
+//! - `secret`, `redact`: [`Secret`] (never printed) and URL redaction.
 
 pub mod columns;
 pub mod config;

@@ -23,7 +23,7 @@
 //! Sources (checked 2026-11):
 //! - Spark, Flink: the Iceberg Java library applies all three; deletion
 //!   vectors from 1.8 on (`data/.../BaseDeleteLoader.java`, `readDV`, used by
-//!   Spark's readers and Flink's `DeleteFilter`); REFERENCE.md section 3.
+//!   Spark's readers and Flink's `DeleteFilter`).
 //! - Trino: deletion vectors in trinodb/trino#27788 (merged January 2026,
 //!   Trino 480; an earlier attempt, #24882, was reverted by #25550 before
 //!   release); position and equality deletes long before.
@@ -44,7 +44,7 @@
 //!   (docs.aws.amazon.com/athena/latest/ug/querying-iceberg.html); the AWS
 //!   Iceberg v3 support table lists Amazon Athena as "No"
 //!   (prescriptive-guidance/apache-iceberg-on-aws/table-spec-v3); it writes
-//!   and reads position deletes and reads equality deletes (REFERENCE.md 3).
+//!   and reads position deletes and reads equality deletes.
 //! - PyIceberg 0.12.0, read in its installed source: `_read_deletes` in
 //!   `pyiceberg/io/pyarrow.py` reads Parquet position deletes and Puffin
 //!   deletion vectors (it parses the whole Puffin file and keys each blob by

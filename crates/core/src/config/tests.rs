@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use super::*;
 
-/// The job file of issue 3, verbatim.
+/// A full job file, every section filled in.
 const ISSUE_EXAMPLE: &str = r#"
 name = "kafka_to_iceberg"          # job name; Iceberg namespace = "<name>_topics"
 target_engines = ["spark", "duckdb", "trino"]   # used by the upsert issue; accept it now

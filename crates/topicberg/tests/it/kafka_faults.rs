@@ -1,4 +1,4 @@
-//! Kafka-side faults (issue 5): a retention gap, partitions added between
+//! Kafka-side faults: a retention gap, partitions added between
 //! syncs, another member joining the job's consumer group during a sync,
 //! and a broker restart during a sync. Every test compares what the tables
 //! hold (read with DuckDB) with what was produced: nothing lost (unless the
