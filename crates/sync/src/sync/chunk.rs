@@ -13,6 +13,7 @@ use tokio::sync::mpsc;
 use topicberg_core::config::OnInvalid;
 use topicberg_core::{
     kafka_key_olake_id, BatchDecoder, DecodeError, DecodeErrorKind, DecoderOptions, IdMode,
+    SourceRecord,
 };
 use topicberg_kafka::{
     drain_checked, DrainError, DrainSettings, DrainedPartition, KafkaConnection, PartitionRange,
@@ -117,146 +118,236 @@ fn drain_chunk(
     tx: &mpsc::Sender<Item>,
     chunk: &Chunk,
 ) -> Result<Vec<DrainedPartition>, String> {
-    let index = chunk.table;
-    let table = &shared.tables[index];
-    let upsert = table.upsert.as_ref();
-    let mut options = DecoderOptions::append(shared.olake_timestamp_micros);
-    if let Some(u) = upsert {
-        options.id_mode = IdMode::Upsert {
-            key_columns: u.key_columns.clone(),
-        };
-    }
-    options.payload_fields = table.payload_fields.clone();
-    let (columns, mut version) = table.columns.lock().expect("columns").current();
-    let mut decoder = BatchDecoder::new(&columns, options.clone()).map_err(|e| e.to_string())?;
-    let tombstones_delete = upsert.is_some_and(|u| u.kafka_key_only);
-    let progress = &shared.progress;
-    let kill_after = crate::hooks::hooks().fault_after_records();
-    let mut skips = SkipLog::default();
-    let send = |item: Item| tx.blocking_send(item).map_err(|_| SinkError::WriterGone);
-    let mut unpublished = (0u64, 0u64);
-    let publish = |counts: &mut (u64, u64)| {
-        progress.records.fetch_add(counts.0, Ordering::Relaxed);
-        progress.bytes.fetch_add(counts.1, Ordering::Relaxed);
-        *counts = (0, 0);
+    let mut writer = ChunkWriter::new(shared, tx, chunk.table)?;
+    let cancelled = || {
+        if shared.cancel.load(Ordering::Relaxed) {
+            return Err(SinkError::Cancelled);
+        }
+        Ok(())
     };
     let drained = drain_checked(
         &shared.connection,
         &chunk.ranges,
         &shared.settings,
-        || {
-            if shared.cancel.load(Ordering::Relaxed) {
-                return Err(SinkError::Cancelled);
+        cancelled,
+        |record| writer.take(record),
+    );
+    writer.finish(drained)
+}
+
+/// One chunk's decoding: the decoder for the table's current columns, and
+/// what goes to the file writer (batches, tombstones, dead letters).
+struct ChunkWriter<'a> {
+    shared: &'a Shared,
+    table: &'a TableShared,
+    index: usize,
+    tx: &'a mpsc::Sender<Item>,
+    options: DecoderOptions,
+    decoder: BatchDecoder,
+    /// The columns version `decoder` decodes into.
+    version: u64,
+    /// Tombstones delete rows (a `_kafka_key` upsert stream).
+    tombstones_delete: bool,
+    /// The `after_records:<n>` crash hook.
+    kill_after: Option<u64>,
+    skips: SkipLog,
+    /// Records and bytes not yet added to the shared progress.
+    unpublished: (u64, u64),
+}
+
+impl<'a> ChunkWriter<'a> {
+    fn new(shared: &'a Shared, tx: &'a mpsc::Sender<Item>, index: usize) -> Result<Self, String> {
+        let table = &shared.tables[index];
+        let upsert = table.upsert.as_ref();
+        let mut options = DecoderOptions::append(shared.olake_timestamp_micros);
+        if let Some(u) = upsert {
+            options.id_mode = IdMode::Upsert {
+                key_columns: u.key_columns.clone(),
+            };
+        }
+        options.payload_fields = table.payload_fields.clone();
+        let (columns, version) = table.columns.lock().expect("columns").current();
+        let decoder = BatchDecoder::new(&columns, options.clone()).map_err(|e| e.to_string())?;
+        Ok(Self {
+            shared,
+            table,
+            index,
+            tx,
+            options,
+            decoder,
+            version,
+            tombstones_delete: upsert.is_some_and(|u| u.kafka_key_only),
+            kill_after: crate::hooks::hooks().fault_after_records(),
+            skips: SkipLog::default(),
+            unpublished: (0, 0),
+        })
+    }
+
+    fn send(&self, item: Item) -> Result<(), SinkError> {
+        self.tx
+            .blocking_send(item)
+            .map_err(|_| SinkError::WriterGone)
+    }
+
+    fn send_batch(&mut self) -> Result<(), SinkError> {
+        let batch = self.decoder.finish();
+        self.send(Item::Batch(self.index, self.version, batch))
+    }
+
+    fn publish(&mut self) {
+        let progress = &self.shared.progress;
+        progress
+            .records
+            .fetch_add(self.unpublished.0, Ordering::Relaxed);
+        progress
+            .bytes
+            .fetch_add(self.unpublished.1, Ordering::Relaxed);
+        self.unpublished = (0, 0);
+    }
+
+    /// One message: decoded into the batch (or a tombstone, or invalid as
+    /// `on_invalid` says); a full batch goes to the writer.
+    fn take(&mut self, record: &SourceRecord<'_>) -> Result<(), SinkError> {
+        if self.shared.cancel.load(Ordering::Relaxed) {
+            return Err(SinkError::Cancelled);
+        }
+        if self.table.failed.load(Ordering::Relaxed) {
+            return Err(SinkError::Aborted);
+        }
+        match self.decode(record)? {
+            Decoded::Row => {}
+            Decoded::Tombstone => return Ok(()),
+            Decoded::Invalid(e) => return self.invalid(record, e),
+        }
+        // Counted here, published to the shared progress once a batch
+        // (no shared-cache-line traffic per message).
+        self.unpublished.0 += 1;
+        self.unpublished.1 +=
+            (record.key.map_or(0, <[u8]>::len) + record.value.map_or(0, <[u8]>::len)) as u64;
+        if let Some(n) = self.kill_after {
+            let seen = self.shared.progress.records.load(Ordering::Relaxed) + self.unpublished.0;
+            if seen >= n {
+                crate::hooks::kill_self();
             }
-            Ok(())
-        },
-        |record| {
-            if shared.cancel.load(Ordering::Relaxed) {
-                return Err(SinkError::Cancelled);
+        }
+        if self.decoder.len() >= self.shared.batch_rows {
+            self.publish();
+            self.send_batch()?;
+            self.skips.flush(&self.table.topic);
+        }
+        Ok(())
+    }
+
+    /// Decodes one message, sending a full batch or moving to grown
+    /// columns first when the decoder asks (at most
+    /// [`ATTEMPTS_PER_MESSAGE`] attempts).
+    fn decode(&mut self, record: &SourceRecord<'_>) -> Result<Decoded, SinkError> {
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let e = match self.decoder.append(record) {
+                Ok(()) => return Ok(Decoded::Row),
+                Err(e) => e,
+            };
+            let last = attempt >= ATTEMPTS_PER_MESSAGE;
+            if e.kind == DecodeErrorKind::BatchFull && !last && !self.decoder.is_empty() {
+                self.send_batch()?;
+                continue;
             }
-            if table.failed.load(Ordering::Relaxed) {
-                return Err(SinkError::Aborted);
-            }
-            let mut attempt = 0;
-            let outcome = loop {
-                attempt += 1;
-                let e = match decoder.append(record) {
-                    Ok(()) => break Ok(()),
-                    Err(e) => e,
-                };
-                let last = attempt >= ATTEMPTS_PER_MESSAGE;
-                if e.kind == DecodeErrorKind::BatchFull && !last && !decoder.is_empty() {
-                    send(Item::Batch(index, version, decoder.finish()))?;
-                    continue;
+            if self.tombstones_delete && e.kind == DecodeErrorKind::Tombstone {
+                if let Some(key) = record.key {
+                    let hash = parse_key_hash(&kafka_key_olake_id(key)).expect("32 hex digits");
+                    let version = Version {
+                        timestamp: record.timestamp_ms.map_or(i64::MIN, |ms| ms * 1000),
+                        partition: record.partition,
+                        offset: record.offset,
+                    };
+                    self.send(Item::Tombstone(self.index, hash, version))?;
+                    return Ok(Decoded::Tombstone);
                 }
-                if tombstones_delete && e.kind == DecodeErrorKind::Tombstone {
-                    if let Some(key) = record.key {
-                        let hash = parse_key_hash(&kafka_key_olake_id(key)).expect("32 hex digits");
-                        let version = Version {
-                            timestamp: record.timestamp_ms.map_or(i64::MIN, |ms| ms * 1000),
+            }
+            if let Some(wanted) = ColumnsWanted::from_error(&e).filter(|_| !last) {
+                let evolved = self.table.columns.lock().expect("columns").apply(&wanted);
+                match evolved {
+                    Ok((columns, latest)) => {
+                        if !self.decoder.is_empty() {
+                            self.send_batch()?;
+                        }
+                        self.decoder = BatchDecoder::new(&columns, self.options.clone())
+                            .map_err(|e| SinkError::Decoder(e.to_string()))?;
+                        self.version = latest;
+                        continue;
+                    }
+                    // A field that cannot be named, or too many columns:
+                    // the message is invalid, named as the decoder would.
+                    Err(Refused::Invalid { field, kind }) => {
+                        return Ok(Decoded::Invalid(DecodeError {
+                            topic: record.topic.to_owned(),
                             partition: record.partition,
                             offset: record.offset,
-                        };
-                        send(Item::Tombstone(index, hash, version))?;
-                        return Ok(());
+                            field,
+                            kind,
+                        }));
                     }
-                }
-                if let Some(wanted) = ColumnsWanted::from_error(&e).filter(|_| !last) {
-                    let evolved = table.columns.lock().expect("columns").apply(&wanted);
-                    match evolved {
-                        Ok((columns, latest)) => {
-                            if !decoder.is_empty() {
-                                send(Item::Batch(index, version, decoder.finish()))?;
-                            }
-                            decoder = BatchDecoder::new(&columns, options.clone())
-                                .map_err(|e| SinkError::Decoder(e.to_string()))?;
-                            version = latest;
-                            continue;
-                        }
-                        // A field that cannot be named, or too many columns:
-                        // the message is invalid, named as the decoder would.
-                        Err(Refused::Invalid { field, kind }) => {
-                            break Err(DecodeError {
-                                topic: record.topic.to_owned(),
-                                partition: record.partition,
-                                offset: record.offset,
-                                field,
-                                kind,
-                            });
-                        }
-                        Err(Refused::Other(_)) => {}
-                    }
-                }
-                break Err(e);
-            };
-            if let Err(e) = outcome {
-                if !is_invalid(&e) {
-                    return Err(SinkError::Decode(e));
-                }
-                match table.on_invalid {
-                    OnInvalid::Fail => return Err(SinkError::Decode(e)),
-                    OnInvalid::Skip => {
-                        skips.record(&e);
-                        table.skipped.fetch_add(1, Ordering::Relaxed);
-                    }
-                    OnInvalid::Dlq => {
-                        send(Item::Dead(index, Box::new(DeadRecord::new(record, &e))))?
-                    }
-                }
-                return Ok(());
-            }
-            // Counted here, published to the shared progress once a batch
-            // (no shared-cache-line traffic per message).
-            unpublished.0 += 1;
-            unpublished.1 +=
-                (record.key.map_or(0, <[u8]>::len) + record.value.map_or(0, <[u8]>::len)) as u64;
-            if let Some(n) = kill_after {
-                let seen = progress.records.load(Ordering::Relaxed) + unpublished.0;
-                if seen >= n {
-                    crate::hooks::kill_self();
+                    Err(Refused::Other(_)) => {}
                 }
             }
-            if decoder.len() >= shared.batch_rows {
-                publish(&mut unpublished);
-                send(Item::Batch(index, version, decoder.finish()))?;
-                skips.flush(&table.topic);
-            }
-            Ok(())
-        },
-    );
-    skips.flush(&table.topic);
-    publish(&mut unpublished);
-    match drained {
-        Ok(parts) => {
-            if !decoder.is_empty() {
-                tx.blocking_send(Item::Batch(index, version, decoder.finish()))
-                    .map_err(|_| "the file writer stopped".to_string())?;
-            }
-            Ok(parts)
+            return Ok(Decoded::Invalid(e));
         }
-        Err(DrainError::Sink(SinkError::Aborted)) => {
-            Err("stopped: another part of this table failed".into())
-        }
-        Err(e) => Err(e.to_string()),
     }
+
+    /// A message that did not decode: the stream's `on_invalid` for an
+    /// invalid message, a failure for anything else.
+    fn invalid(&mut self, record: &SourceRecord<'_>, e: DecodeError) -> Result<(), SinkError> {
+        if !is_invalid(&e) {
+            return Err(SinkError::Decode(e));
+        }
+        match self.table.on_invalid {
+            OnInvalid::Fail => return Err(SinkError::Decode(e)),
+            OnInvalid::Skip => {
+                self.skips.record(&e);
+                self.table.skipped.fetch_add(1, Ordering::Relaxed);
+            }
+            OnInvalid::Dlq => {
+                let dead = Box::new(DeadRecord::new(record, &e));
+                self.send(Item::Dead(self.index, dead))?
+            }
+        }
+        Ok(())
+    }
+
+    /// The chunk's end: the last rows sent, the drain's outcome as the
+    /// chunk's result.
+    fn finish(
+        mut self,
+        drained: Result<Vec<DrainedPartition>, DrainError<SinkError>>,
+    ) -> Result<Vec<DrainedPartition>, String> {
+        self.skips.flush(&self.table.topic);
+        self.publish();
+        match drained {
+            Ok(parts) => {
+                if !self.decoder.is_empty() {
+                    let batch = self.decoder.finish();
+                    self.tx
+                        .blocking_send(Item::Batch(self.index, self.version, batch))
+                        .map_err(|_| "the file writer stopped".to_string())?;
+                }
+                Ok(parts)
+            }
+            Err(DrainError::Sink(SinkError::Aborted)) => {
+                Err("stopped: another part of this table failed".into())
+            }
+            Err(e) => Err(e.to_string()),
+        }
+    }
+}
+
+/// What became of one message.
+enum Decoded {
+    /// A row in the batch.
+    Row,
+    /// A tombstone sent to the writer.
+    Tombstone,
+    /// Not decodable: the error names the message and field.
+    Invalid(DecodeError),
 }

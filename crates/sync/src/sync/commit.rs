@@ -32,30 +32,11 @@ pub(super) async fn commit_table(
     state.report.records = records;
     state.report.bytes = output.drained.iter().map(|d| d.bytes).sum();
     let advance = state.advance(&output.drained);
-    if !output.dead.is_empty() {
-        // The dead letters first: a crash before the table's commit leaves
-        // them ahead, and the rerun skips what they already hold.
-        let done = dlq::commit_dead_letters(
-            target,
-            handle.namespace(),
-            handle.name(),
-            &output.dead,
-            &advance,
-            olake_timestamp_micros,
-        )
-        .await;
-        match done {
-            Ok(done) => {
-                state.report.dead_letter_records = output.dead.len() as u64;
-                state.report.dead_letter_table = Some(done.table);
-                hooks::fault_point("after_dead_letter_commit");
-            }
-            Err(e) => {
-                state.fail(Stage::Commit, e);
-                state.report.orphan_files = remove_uncommitted(target, &output.data_files).await;
-                return;
-            }
-        }
+    let micros = olake_timestamp_micros;
+    let dead_letters = commit_dead_letters(target, state, &output, handle, &advance, micros);
+    if !dead_letters.await {
+        state.report.orphan_files = remove_uncommitted(target, &output.data_files).await;
+        return;
     }
     if let Some(buffer) = output.upsert.take() {
         if buffer.messages() == 0 {
@@ -104,6 +85,35 @@ pub(super) async fn commit_table(
         return;
     }
     commit_files(target, state, handle, output.data_files, advance, records).await;
+}
+
+/// The dead letters first: a crash before the table's commit leaves them
+/// ahead, and the rerun skips what they already hold. False when their
+/// commit failed (the table then commits nothing).
+async fn commit_dead_letters(
+    target: &IcebergTarget,
+    state: &mut TableState,
+    output: &TableOutput,
+    handle: &TableHandle,
+    advance: &OffsetsAdvance,
+    micros: i64,
+) -> bool {
+    if output.dead.is_empty() {
+        return true;
+    }
+    let (namespace, table) = (handle.namespace(), handle.name());
+    match dlq::commit_dead_letters(target, namespace, table, &output.dead, advance, micros).await {
+        Ok(done) => {
+            state.report.dead_letter_records = output.dead.len() as u64;
+            state.report.dead_letter_table = Some(done.table);
+            hooks::fault_point("after_dead_letter_commit");
+            true
+        }
+        Err(e) => {
+            state.fail(Stage::Commit, e);
+            false
+        }
+    }
 }
 
 /// Commits an append of `data_files` (possibly none: only the offsets move)

@@ -105,84 +105,76 @@ pub async fn drain_and_write(
     progress: Arc<Progress>,
     cancel: Arc<AtomicBool>,
 ) -> Vec<TableOutput> {
-    let mut queue = VecDeque::new();
-    let min_chunk = min_chunk_messages();
-    for (index, table) in tables.iter().enumerate() {
-        // At most `threads` chunks of about equal size; every chunk reads
-        // one topic (see `drain`).
-        let chunks = split_ranges(&table.ranges, threads, min_chunk);
-        queue.extend(chunks.into_iter().map(|ranges| Chunk {
-            table: index,
-            ranges,
-        }));
-    }
+    let queue = chunks(tables, threads);
     let workers = queue.len().min(threads.max(1));
     let shared = Arc::new(Shared {
         connection: connection.clone(),
         settings: settings.clone(),
-        tables: tables
-            .iter()
-            .map(|t| TableShared {
-                topic: t.topic.clone(),
-                columns: Mutex::new(EvolvingColumns::new(
-                    t.columns.clone(),
-                    t.handle.metadata().last_column_id(),
-                    t.max_columns,
-                )),
-                upsert: t.upsert.clone(),
-                on_invalid: t.on_invalid,
-                payload_fields: t.payload_fields.clone(),
-                failed: AtomicBool::new(false),
-                skipped: AtomicU64::new(0),
-            })
-            .collect(),
+        tables: tables.iter().map(TableShared::new).collect(),
         queue: Mutex::new(queue),
         batch_rows: batch_rows.max(1),
         olake_timestamp_micros,
         progress,
         cancel,
     });
-    let (tx, mut rx) = mpsc::channel::<Item>(workers.max(1));
+    let (tx, rx) = mpsc::channel::<Item>(workers.max(1));
     let results: Arc<Mutex<Vec<ChunkResult>>> = Arc::default();
-    let mut threads = Vec::new();
     // The threads log inside the caller's span (a service run's log is
     // captured by the `run_id` of its span).
     let span = tracing::Span::current();
-    for _ in 0..workers {
-        let shared = Arc::clone(&shared);
-        let tx = tx.clone();
-        let results = Arc::clone(&results);
-        let span = span.clone();
-        threads.push(std::thread::spawn(move || {
-            let _entered = span.enter();
-            worker(&shared, &tx, &results)
-        }));
-    }
-    drop(tx);
-
-    let mut sinks: Vec<TableSink> = tables
-        .iter()
-        .map(|t| {
-            let buffer = t
-                .upsert
-                .as_ref()
-                .map(|u| UpsertBuffer::new(&u.spill_dir))
-                .transpose();
-            let (buffer, error) = match buffer {
-                Ok(buffer) => (buffer, None),
-                Err(e) => (None, Some(e)),
-            };
-            TableSink {
-                handle: t.handle.clone(),
-                writer: None,
-                writer_version: 0,
-                files: Vec::new(),
-                buffer,
-                dead: Vec::new(),
-                error,
-            }
+    let threads: Vec<_> = (0..workers)
+        .map(|_| {
+            let (shared, tx) = (Arc::clone(&shared), tx.clone());
+            let (results, span) = (Arc::clone(&results), span.clone());
+            std::thread::spawn(move || {
+                let _entered = span.enter();
+                worker(&shared, &tx, &results)
+            })
         })
         .collect();
+    drop(tx);
+
+    let mut sinks: Vec<TableSink> = tables.iter().map(TableSink::new).collect();
+    receive(rx, &mut sinks, &shared, target).await;
+    let joined = tokio::task::spawn_blocking(move || {
+        for t in threads {
+            let _ = t.join();
+        }
+    })
+    .await;
+    if joined.is_err() {
+        for sink in sinks.iter_mut().filter(|s| s.error.is_none()) {
+            sink.error = Some("a drain thread panicked".into());
+        }
+    }
+    let results = std::mem::take(&mut *results.lock().expect("results"));
+    let pieces = drained_pieces(results, &mut sinks, tables.len());
+    finish_outputs(sinks, &shared, pieces).await
+}
+
+/// Every table's offsets cut into at most `threads` chunks of about equal
+/// size; every chunk reads one topic (see `drain`).
+fn chunks(tables: &[TableInput], threads: usize) -> VecDeque<Chunk> {
+    let min_chunk = min_chunk_messages();
+    let mut queue = VecDeque::new();
+    for (index, table) in tables.iter().enumerate() {
+        let chunks = split_ranges(&table.ranges, threads, min_chunk);
+        queue.extend(chunks.into_iter().map(|ranges| Chunk {
+            table: index,
+            ranges,
+        }));
+    }
+    queue
+}
+
+/// The writer's loop: every batch, tombstone and dead letter the drain
+/// threads send goes to its table's sink, until every thread is done.
+async fn receive(
+    mut rx: mpsc::Receiver<Item>,
+    sinks: &mut [TableSink],
+    shared: &Shared,
+    target: &IcebergTarget,
+) {
     while let Some(item) = rx.recv().await {
         let index = match &item {
             Item::Batch(index, ..) | Item::Tombstone(index, ..) | Item::Dead(index, _) => *index,
@@ -214,21 +206,17 @@ pub async fn drain_and_write(
             shared.tables[index].failed.store(true, Ordering::Relaxed);
         }
     }
-    let joined = tokio::task::spawn_blocking(move || {
-        for t in threads {
-            let _ = t.join();
-        }
-    })
-    .await;
-    if joined.is_err() {
-        for sink in sinks.iter_mut().filter(|s| s.error.is_none()) {
-            sink.error = Some("a drain thread panicked".into());
-        }
-    }
+}
 
-    let mut pieces: Vec<Vec<(PartitionRange, DrainedPartition)>> =
-        tables.iter().map(|_| Vec::new()).collect();
-    for (index, ranges, result) in std::mem::take(&mut *results.lock().expect("results")) {
+/// The chunks' drained partitions, per table (a chunk's failure becomes
+/// its table's error).
+fn drained_pieces(
+    results: Vec<ChunkResult>,
+    sinks: &mut [TableSink],
+    tables: usize,
+) -> Vec<Vec<(PartitionRange, DrainedPartition)>> {
+    let mut pieces: Vec<Vec<(PartitionRange, DrainedPartition)>> = vec![Vec::new(); tables];
+    for (index, ranges, result) in results {
         match result {
             Ok(parts) => {
                 for part in parts {
@@ -241,13 +229,20 @@ pub async fn drain_and_write(
                 }
             }
             Err(e) => {
-                if sinks[index].error.is_none() {
-                    sinks[index].error = Some(e);
-                }
+                sinks[index].error.get_or_insert(e);
             }
         }
     }
-    let mut outputs = Vec::with_capacity(tables.len());
+    pieces
+}
+
+/// Each table's files finished and its output put together.
+async fn finish_outputs(
+    sinks: Vec<TableSink>,
+    shared: &Shared,
+    mut pieces: Vec<Vec<(PartitionRange, DrainedPartition)>>,
+) -> Vec<TableOutput> {
+    let mut outputs = Vec::with_capacity(sinks.len());
     for (index, mut sink) in sinks.into_iter().enumerate() {
         let table = &shared.tables[index];
         let (schema_changes, renamed, latest) = {
@@ -275,6 +270,47 @@ pub async fn drain_and_write(
         });
     }
     outputs
+}
+
+impl TableShared {
+    fn new(t: &TableInput) -> Self {
+        Self {
+            topic: t.topic.clone(),
+            columns: Mutex::new(EvolvingColumns::new(
+                t.columns.clone(),
+                t.handle.metadata().last_column_id(),
+                t.max_columns,
+            )),
+            upsert: t.upsert.clone(),
+            on_invalid: t.on_invalid,
+            payload_fields: t.payload_fields.clone(),
+            failed: AtomicBool::new(false),
+            skipped: AtomicU64::new(0),
+        }
+    }
+}
+
+impl TableSink {
+    fn new(t: &TableInput) -> Self {
+        let buffer = t
+            .upsert
+            .as_ref()
+            .map(|u| UpsertBuffer::new(&u.spill_dir))
+            .transpose();
+        let (buffer, error) = match buffer {
+            Ok(buffer) => (buffer, None),
+            Err(e) => (None, Some(e)),
+        };
+        Self {
+            handle: t.handle.clone(),
+            writer: None,
+            writer_version: 0,
+            files: Vec::new(),
+            buffer,
+            dead: Vec::new(),
+            error,
+        }
+    }
 }
 
 /// The writing side of one table.

@@ -127,80 +127,92 @@ pub fn plan_partitions(
         .iter()
         .map(|s| {
             let recorded = table_offsets.get(&s.topic, s.partition);
-            let start = match (recorded, s.committed) {
-                (Some(t), Some(g)) if g > t => {
-                    return Err(PlanError {
-                        topic: s.topic.clone(),
-                        partition: s.partition,
-                        reason: format!(
-                            "consumer group {group} is at offset {g} but table {table} holds messages only up to offset {t}; \
-                             something else moved the group, and starting from it would skip {} messages. \
-                             Reset the group to the table's offset (kafka-consumer-groups.sh --group {group} --reset-offsets \
-                             --topic {}:{} --to-offset {t} --execute) or use a new consumer_group",
-                            g - t,
-                            s.topic,
-                            s.partition
-                        ),
-                    })
-                }
-                (None, Some(g)) if g > s.low => {
-                    return Err(PlanError {
-                        topic: s.topic.clone(),
-                        partition: s.partition,
-                        reason: format!(
-                            "consumer group {group} has committed offset {g} but table {table} has no record of this \
-                             partition (a new or recreated table?); starting from the group would skip {} messages \
-                             the table never got. If the table is new or was recreated empty, delete the group's \
-                             offsets (kafka-consumer-groups.sh --group {group} --delete-offsets --topic {}) or use a \
-                             new consumer_group. If the table already holds this partition's messages, record where \
-                             they end instead (deleting the offsets would write them again): ALTER TABLE {table} SET \
-                             TBLPROPERTIES ('topicberg.offsets.{}' = '{{\"{}\": <next offset>}}')",
-                            g - s.low,
-                            s.topic,
-                            s.topic,
-                            s.partition
-                        ),
-                    })
-                }
-                (Some(t), _) if t > s.high => {
-                    return Err(PlanError {
-                        topic: s.topic.clone(),
-                        partition: s.partition,
-                        reason: format!(
-                            "table {table} holds messages up to offset {t} but the partition ends at offset {}; \
-                             the topic was deleted and recreated (or truncated). Sync it into a new table \
-                             (set `table` on its [[streams]] entry) or drop the table",
-                            s.high
-                        ),
-                    })
-                }
-                (Some(t), _) if t < s.low && !allow_data_loss => {
-                    return Err(RetentionGap {
-                        topic: s.topic.clone(),
-                        partition: s.partition,
-                        from: t,
-                        to: s.low,
-                    }
-                    .into_error())
-                }
-                (Some(t), _) => t,
-                (None, _) => s.low,
-            };
-            let expired = (s.low - start).max(0);
-            let start = start.max(s.low);
-            let end = s.high.max(start);
-            Ok(PartitionPlan {
-                range: PartitionRange {
-                    topic: s.topic.clone(),
-                    partition: s.partition,
-                    start,
-                    end,
-                },
-                repair_group: s.committed != Some(start),
-                expired,
-            })
+            plan_partition(group, table, s, recorded, allow_data_loss)
         })
         .collect()
+}
+
+/// One partition's plan (see [`plan_partitions`]), from the offset the
+/// table records for it.
+fn plan_partition(
+    group: &str,
+    table: &str,
+    s: &PartitionState,
+    recorded: Option<i64>,
+    allow_data_loss: bool,
+) -> Result<PartitionPlan, PlanError> {
+    let start = match (recorded, s.committed) {
+        (Some(t), Some(g)) if g > t => {
+            return Err(PlanError {
+                topic: s.topic.clone(),
+                partition: s.partition,
+                reason: format!(
+                    "consumer group {group} is at offset {g} but table {table} holds messages only up to offset {t}; \
+                     something else moved the group, and starting from it would skip {} messages. \
+                     Reset the group to the table's offset (kafka-consumer-groups.sh --group {group} --reset-offsets \
+                     --topic {}:{} --to-offset {t} --execute) or use a new consumer_group",
+                    g - t,
+                    s.topic,
+                    s.partition
+                ),
+            })
+        }
+        (None, Some(g)) if g > s.low => {
+            return Err(PlanError {
+                topic: s.topic.clone(),
+                partition: s.partition,
+                reason: format!(
+                    "consumer group {group} has committed offset {g} but table {table} has no record of this \
+                     partition (a new or recreated table?); starting from the group would skip {} messages \
+                     the table never got. If the table is new or was recreated empty, delete the group's \
+                     offsets (kafka-consumer-groups.sh --group {group} --delete-offsets --topic {}) or use a \
+                     new consumer_group. If the table already holds this partition's messages, record where \
+                     they end instead (deleting the offsets would write them again): ALTER TABLE {table} SET \
+                     TBLPROPERTIES ('topicberg.offsets.{}' = '{{\"{}\": <next offset>}}')",
+                    g - s.low,
+                    s.topic,
+                    s.topic,
+                    s.partition
+                ),
+            })
+        }
+        (Some(t), _) if t > s.high => {
+            return Err(PlanError {
+                topic: s.topic.clone(),
+                partition: s.partition,
+                reason: format!(
+                    "table {table} holds messages up to offset {t} but the partition ends at offset {}; \
+                     the topic was deleted and recreated (or truncated). Sync it into a new table \
+                     (set `table` on its [[streams]] entry) or drop the table",
+                    s.high
+                ),
+            })
+        }
+        (Some(t), _) if t < s.low && !allow_data_loss => {
+            return Err(RetentionGap {
+                topic: s.topic.clone(),
+                partition: s.partition,
+                from: t,
+                to: s.low,
+            }
+            .into_error())
+        }
+        (Some(t), _) => t,
+        (None, _) => s.low,
+    };
+    let expired = (s.low - start).max(0);
+    let start = start.max(s.low);
+    let end = s.high.max(start);
+    Ok(PartitionPlan {
+        range: PartitionRange {
+            topic: s.topic.clone(),
+            partition: s.partition,
+            start,
+            end,
+        },
+        repair_group: s.committed != Some(start),
+        expired,
+    })
 }
 
 #[cfg(test)]
