@@ -10,16 +10,16 @@ use iceberg::io::FileIO;
 use iceberg::spec::{DataFile, FormatVersion, SchemaRef, TableMetadata};
 use iceberg::TableUpdate;
 
-use crate::append::{PendingAppend, COMMIT_ID_PROPERTY};
+use crate::catalog::rest::{LoadedTable, Namespace, RestCatalog, RestCatalogConfig};
 use crate::catalog::Catalog;
-use crate::data_files::{DataFileWriter, WriteOptions};
+use crate::commit::append::{PendingAppend, COMMIT_ID_PROPERTY};
+use crate::commit::offsets::{OffsetsAdvance, OFFSETS_PROPERTY};
+use crate::commit::schema_evolution::{reapply_pending_schema, PendingSchema};
+use crate::commit::snapshot_commit::PendingCommit;
 use crate::error::{IcebergError, IcebergErrorKind};
-use crate::offsets::{OffsetsAdvance, OFFSETS_PROPERTY};
-use crate::rest::{LoadedTable, Namespace, RestCatalog, RestCatalogConfig};
-use crate::schema::{arrow_schema, iceberg_schema, schema_differences, Column};
-use crate::schema_evolution::{reapply_pending_schema, PendingSchema};
-use crate::snapshot_commit::PendingCommit;
-use crate::storage::{ObjectStorage, StorageConfig};
+use crate::write::data_files::{DataFileWriter, WriteOptions};
+use crate::write::schema::{arrow_schema, iceberg_schema, schema_differences, Column};
+use crate::write::storage::{ObjectStorage, StorageConfig};
 use crate::CatalogErrorKind;
 
 /// Attempts [`IcebergTarget::commit_append`] makes before giving up on
@@ -196,7 +196,7 @@ impl IcebergTarget {
         folder: &std::path::Path,
         catalog_name: &str,
     ) -> Result<Self, IcebergError> {
-        let catalog = Catalog::Sql(crate::sql::SqlCatalog::open(folder, catalog_name)?);
+        let catalog = Catalog::Sql(crate::catalog::sql::SqlCatalog::open(folder, catalog_name)?);
         Ok(Self::with_catalog(catalog, StorageConfig::Local))
     }
 
@@ -377,7 +377,7 @@ impl IcebergTarget {
     /// moves `offsets`: it lands only on a table that still records the
     /// offsets the plan read (else [`IcebergErrorKind::Superseded`]), and
     /// records the new ones in the table's properties and the snapshot's
-    /// summary (see [`crate::offsets`]). Retries as
+    /// summary (see [`crate::commit::offsets`]). Retries as
     /// [`Self::commit_append_with_retry`].
     pub async fn commit_append_moving(
         &self,

@@ -17,7 +17,7 @@ use iceberg::spec::{
 use parquet::arrow::{ParquetRecordBatchStreamBuilder, ProjectionMask};
 use roaring::RoaringTreemap;
 
-use crate::deletion_vectors::decode_deletion_vector;
+use crate::deletes::deletion_vectors::decode_deletion_vector;
 use crate::error::{from_iceberg, IcebergError, IcebergErrorKind};
 
 /// The column holding each row's key.

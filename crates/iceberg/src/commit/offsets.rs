@@ -239,7 +239,7 @@ mod tests {
     /// per topic that keeps other partitions and topics.
     #[tokio::test]
     async fn a_commit_lands_only_on_the_offsets_its_plan_read() {
-        use crate::schema::{Column, ColumnType};
+        use crate::write::schema::{Column, ColumnType};
         use crate::IcebergTarget;
         let dir = std::env::temp_dir().join(format!("tb-offsets-{}", uuid::Uuid::new_v4()));
         let target = IcebergTarget::open_embedded(&dir, "default").unwrap();

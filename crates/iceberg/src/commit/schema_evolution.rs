@@ -16,10 +16,10 @@ use std::fmt;
 use iceberg::spec::{Schema, TableMetadataBuilder};
 use iceberg::{TableRequirement, TableUpdate};
 
+use crate::catalog::rest::LoadedTable;
 use crate::error::{IcebergError, IcebergErrorKind};
-use crate::rest::LoadedTable;
-use crate::schema::{columns_of, iceberg_schema, Column, ColumnType};
 use crate::target::TableHandle;
+use crate::write::schema::{columns_of, iceberg_schema, Column, ColumnType};
 use crate::CatalogErrorKind;
 
 /// One change to a table's columns.

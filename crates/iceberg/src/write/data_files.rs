@@ -26,9 +26,9 @@ use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
 use parquet::schema::types::ColumnPath;
 
-use crate::conform::conform;
 use crate::error::{from_iceberg, IcebergError, IcebergErrorKind};
-use crate::schema::arrow_schema;
+use crate::write::conform::conform;
+use crate::write::schema::arrow_schema;
 
 /// How data files are written.
 #[derive(Debug, Clone)]
@@ -82,7 +82,7 @@ impl DataFileWriter {
     ) -> Result<Self, IcebergError> {
         let table = metadata.location().to_string();
         let step = format!("opening a data file writer for {table}");
-        let spec = crate::snapshot_commit::write_spec(metadata)?;
+        let spec = crate::commit::snapshot_commit::write_spec(metadata)?;
         if spec.spec_id() != metadata.default_partition_spec_id() {
             tracing::warn!(
                 table = %table, default_spec = metadata.default_partition_spec_id(), written_spec = spec.spec_id(),
@@ -149,7 +149,7 @@ impl DataFileWriter {
     }
 
     /// Writes one batch, made to fit the table's columns by
-    /// [`conform`](crate::conform::conform): by position, or by field id
+    /// [`conform`]: by position, or by field id
     /// for a batch decoded before the table gained columns (missing ones
     /// are null, `int` columns widen to `long`).
     pub async fn write(&mut self, batch: &RecordBatch) -> Result<(), IcebergError> {

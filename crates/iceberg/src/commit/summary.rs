@@ -8,8 +8,8 @@ use std::collections::{BTreeMap, HashMap};
 
 use iceberg::spec::{DataContentType, DataFile, Operation, Summary};
 
-use crate::append::COMMIT_ID_PROPERTY;
-use crate::deletion_vectors::is_deletion_vector;
+use crate::commit::append::COMMIT_ID_PROPERTY;
+use crate::deletes::deletion_vectors::is_deletion_vector;
 
 /// The bytes a file adds to the table: the blob for a DV, the file for
 /// anything else (as the Java library counts).
@@ -179,7 +179,7 @@ mod tests {
     use iceberg::spec::DataFileFormat;
 
     use super::*;
-    use crate::deletion_vectors::dv_entry;
+    use crate::deletes::deletion_vectors::dv_entry;
 
     fn data(records: u64, size: u64) -> DataFile {
         DataFileBuilder::default()

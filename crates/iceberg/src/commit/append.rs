@@ -17,12 +17,12 @@ use iceberg::spec::{
     TableMetadata,
 };
 
-use crate::error::{from_iceberg, IcebergError, IcebergErrorKind};
-use crate::offsets::OffsetsAdvance;
-use crate::snapshot_commit::{
+use crate::commit::offsets::OffsetsAdvance;
+use crate::commit::snapshot_commit::{
     build_snapshot, new_snapshot_id, renew_snapshot_id_if_taken, write_new_manifest, BuiltSnapshot,
     PendingCommit,
 };
+use crate::error::{from_iceberg, IcebergError, IcebergErrorKind};
 
 /// The snapshot summary property that identifies a topicberg commit, so
 /// that a commit whose answer was lost can be recognised after a reload.

@@ -3,18 +3,24 @@
 //! deletion vectors, and commit data and delete files together as one
 //! row-delta snapshot.
 
+pub mod deletion_vectors;
+pub mod equality;
+pub mod position;
+#[cfg(test)]
+mod tests;
+
 use std::collections::HashMap;
 
 use iceberg::spec::DataFile;
 use roaring::RoaringTreemap;
 
-use crate::deletion_vectors::{read_deletion_vector, write_deletion_vectors};
-use crate::equality_deletes::write_equality_delete_file;
+use crate::commit::row_delta::{list_deletion_vectors, PendingRowDelta, RowDelta};
 use crate::error::{IcebergError, IcebergErrorKind};
 use crate::key_index::scan::KEY_COLUMN;
-use crate::position_deletes::write_position_delete_file;
-use crate::row_delta::{list_deletion_vectors, PendingRowDelta, RowDelta};
 use crate::target::{CommittedSnapshot, IcebergTarget, TableHandle, DEFAULT_COMMIT_ATTEMPTS};
+use deletion_vectors::{read_deletion_vector, write_deletion_vectors};
+use equality::write_equality_delete_file;
+use position::write_position_delete_file;
 
 impl IcebergTarget {
     /// Writes one position delete file (format v2 tables) for `deletes`
