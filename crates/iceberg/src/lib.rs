@@ -8,7 +8,7 @@
 //! | [`catalog`] | the catalogs a table lives in, behind one [`Catalog`]: [`catalog::rest`] (our own REST client: OAuth2 tokens, `GET /v1/config`, namespaces, table load / create / drop / commit, bounded retries) and [`catalog::sql`] (the embedded SQLite catalog in PyIceberg's `SqlCatalog` layout, pointer compare-and-swap) |
 //! | [`write`](mod@write) | rows into files: the column list as Iceberg and Arrow schemas ([`write::schema`]), batches fitted to the table ([`write::conform`]), rolling zstd Parquet data files ([`write::data_files`]), S3 or local storage behind `FileIO` ([`write::storage`]) |
 //! | [`commit`] | snapshots and their commits: append ([`commit::append`]), row delta ([`commit::row_delta`]), what both share (`snapshot_commit`: manifests, manifest list, snapshot, requirements), the one summary builder both use (`summary`), the table's record of Kafka offsets ([`commit::offsets`]), the schema change that rides along ([`commit::schema_evolution`]) |
-//! | [`deletes`] | the delete side of upsert: position delete files (v2, [`deletes::position`]), deletion vectors (v3 Puffin, [`deletes::deletion_vectors`]), equality delete files on `_olake_id` ([`deletes::equality`]), and the choice between them (`IcebergTarget::write_deletes`) |
+//! | [`deletes`] | the delete side of upsert: position delete files (v2, [`deletes::position`]), deletion vectors (v3 Puffin, [`deletes::deletion_vectors`]), equality delete files on `_olake_id` ([`deletes::equality`]), and the choice between them ([`IcebergTarget::write_deletes`]) |
 //! | [`key_index`] | the upsert key index: `_olake_id` -> (data file, row position) in a redb file per table |
 //!
 //! At the root: [`IcebergTarget`] (the write-path API: connect, ensure a
@@ -54,6 +54,7 @@ pub use commit::{offsets, row_delta, schema_evolution};
 pub use deletes::deletion_vectors::{
     decode_deletion_vector, encode_deletion_vector, read_deletion_vector,
 };
+pub use deletes::WrittenDeletes;
 pub use error::{CatalogError, CatalogErrorKind, IcebergError, IcebergErrorKind};
 pub use iceberg::spec::{DataFile, FormatVersion};
 pub use roaring::RoaringTreemap;
