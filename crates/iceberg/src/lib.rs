@@ -46,10 +46,10 @@ mod target;
 pub mod write;
 
 pub use catalog::{rest, sql, Catalog};
-pub use commit::append::COMMIT_ID_PROPERTY;
 pub use commit::offsets::{OffsetsAdvance, TableOffsets, OFFSETS_PROPERTY};
 pub use commit::row_delta::{is_stale_deletes, RowDelta};
 pub use commit::schema_evolution::SchemaChange;
+pub use commit::summary::COMMIT_ID_PROPERTY;
 pub use commit::{offsets, row_delta, schema_evolution};
 pub use deletes::deletion_vectors::{
     decode_deletion_vector, encode_deletion_vector, read_deletion_vector,

@@ -12,10 +12,11 @@ use iceberg::TableUpdate;
 
 use crate::catalog::rest::{LoadedTable, Namespace, RestCatalog, RestCatalogConfig};
 use crate::catalog::Catalog;
-use crate::commit::append::{PendingAppend, COMMIT_ID_PROPERTY};
+use crate::commit::append::PendingAppend;
 use crate::commit::offsets::{OffsetsAdvance, OFFSETS_PROPERTY};
 use crate::commit::schema_evolution::{reapply_pending_schema, PendingSchema};
 use crate::commit::snapshot_commit::PendingCommit;
+use crate::commit::summary::COMMIT_ID_PROPERTY;
 use crate::error::{IcebergError, IcebergErrorKind};
 use crate::write::data_files::{DataFileWriter, WriteOptions};
 use crate::write::schema::{arrow_schema, iceberg_schema, schema_differences, Column};
