@@ -25,6 +25,7 @@ use iceberg::writer::{IcebergWriter, IcebergWriterBuilder};
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
 use parquet::schema::types::ColumnPath;
+use topicberg_core::columns::{KAFKA_KEY, KAFKA_OFFSET, KAFKA_TIMESTAMP, OLAKE_ID};
 
 use crate::error::{from_iceberg, IcebergError, IcebergErrorKind};
 use crate::write::conform::conform;
@@ -99,12 +100,7 @@ impl DataFileWriter {
         let mut props = WriterProperties::builder();
         // Metadata columns distinct in (nearly) every row: a dictionary
         // only costs time before the writer gives up on it.
-        for column in [
-            "_olake_id",
-            "_kafka_offset",
-            "_kafka_timestamp",
-            "_kafka_key",
-        ] {
+        for column in [OLAKE_ID, KAFKA_OFFSET, KAFKA_TIMESTAMP, KAFKA_KEY] {
             props = props.set_column_dictionary_enabled(ColumnPath::from(column), false);
         }
         let props = props
