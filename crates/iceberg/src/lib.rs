@@ -13,8 +13,9 @@
 //!
 //! At the root: [`IcebergTarget`] (the write-path API: connect, ensure a
 //! table, write data files, commit with conflict retries and a check for
-//! commits whose answer was lost), [`TableHandle`] (a loaded table) and the
-//! error kinds.
+//! commits whose answer was lost; `target.rs`), [`TableHandle`] (a loaded
+//! table and the schema change it carries to its next commit; `table.rs`)
+//! and the error kinds (`error.rs`).
 //!
 //! ```no_run
 //! # async fn demo(catalog: topicberg_iceberg::rest::RestCatalogConfig,
@@ -42,6 +43,7 @@ mod error;
 pub mod key_index;
 #[cfg(test)]
 mod local_tests;
+mod table;
 mod target;
 pub mod write;
 
@@ -58,9 +60,8 @@ pub use deletes::WrittenDeletes;
 pub use error::{CatalogError, CatalogErrorKind, IcebergError, IcebergErrorKind};
 pub use iceberg::spec::{DataFile, FormatVersion};
 pub use roaring::RoaringTreemap;
-pub use target::{
-    CommittedSnapshot, IcebergTarget, SnapshotInfo, TableHandle, DEFAULT_COMMIT_ATTEMPTS,
-};
+pub use table::{SnapshotInfo, TableHandle};
+pub use target::{CommittedSnapshot, IcebergTarget, DEFAULT_COMMIT_ATTEMPTS};
 pub use write::data_files::{DataFileWriter, WriteOptions};
 pub use write::schema::{Column, ColumnType};
 pub use write::storage::{ObjectStorage, S3Config, S3RetryPolicy, StorageConfig, S3_RETRY_ENV};

@@ -14,7 +14,8 @@ use roaring::RoaringTreemap;
 
 use crate::commit::row_delta::{is_stale_deletes, RowDelta};
 use crate::deletes::position::POS_FIELD_ID;
-use crate::target::{IcebergTarget, TableHandle};
+use crate::table::TableHandle;
+use crate::target::IcebergTarget;
 use crate::write::schema::{Column, ColumnType};
 use crate::IcebergErrorKind;
 

@@ -53,7 +53,7 @@ pub use build::BuildStats;
 pub use scan::parse_key;
 
 use crate::error::{IcebergError, IcebergErrorKind};
-use crate::target::TableHandle;
+use crate::table::TableHandle;
 use store::{store_err, Op, StoreError, FILES, KEYS};
 
 const FILE_NAME: &str = "keys.redb";
