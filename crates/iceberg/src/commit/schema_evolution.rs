@@ -18,7 +18,7 @@ use iceberg::{TableRequirement, TableUpdate};
 
 use crate::catalog::rest::LoadedTable;
 use crate::error::{IcebergError, IcebergErrorKind};
-use crate::write::schema::{columns_of, iceberg_schema, Column, ColumnType};
+use crate::write::schema::{columns_of, iceberg_schema, primitive_type, Column, ColumnType};
 use crate::CatalogErrorKind;
 
 /// One change to a table's columns.
@@ -46,28 +46,15 @@ impl fmt::Display for SchemaChange {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Added { column, ty } => {
-                write!(f, "added column {column} ({})", type_name(*ty))
+                write!(f, "added column {column} ({})", ty.name())
             }
             Self::Widened { column, from, to } => write!(
                 f,
                 "widened column {column} from {} to {}",
-                type_name(*from),
-                type_name(*to)
+                from.name(),
+                to.name()
             ),
         }
-    }
-}
-
-fn type_name(ty: ColumnType) -> &'static str {
-    match ty {
-        ColumnType::Int => "int",
-        ColumnType::Long => "long",
-        ColumnType::Double => "double",
-        ColumnType::Float => "float",
-        ColumnType::Boolean => "boolean",
-        ColumnType::String => "string",
-        ColumnType::Timestamptz => "timestamptz",
-        ColumnType::Json => "json",
     }
 }
 
@@ -161,7 +148,7 @@ pub fn plan_schema_change(
             )));
         }
         let same = w.column_type == h.column_type
-            || w.column_type.iceberg() == h.column_type.iceberg()
+            || primitive_type(w.column_type) == primitive_type(h.column_type)
                 && matches!(
                     (h.column_type, w.column_type),
                     (ColumnType::String, ColumnType::Json) | (ColumnType::Json, ColumnType::String)
@@ -171,8 +158,8 @@ pub fn plan_schema_change(
                 return Err(refuse(format!(
                     "column {} is {} and cannot become {}: Iceberg only promotes int to long, float to double and decimal precision",
                     h.name,
-                    type_name(h.column_type),
-                    type_name(w.column_type)
+                    h.column_type.name(),
+                    w.column_type.name()
                 )));
             }
             changes.push(SchemaChange::Widened {

@@ -128,7 +128,7 @@ mod tests {
     fn table_schema() -> ArrowSchemaRef {
         let columns = vec![
             Column::optional("id", 1, ColumnType::Long),
-            Column::optional("at", 2, ColumnType::Timestamptz),
+            Column::optional("at", 2, ColumnType::TimestampTz),
         ];
         arrow_schema(&iceberg_schema(&columns).unwrap()).unwrap()
     }
