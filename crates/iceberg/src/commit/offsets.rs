@@ -17,7 +17,7 @@
 //! [`OffsetsAdvance`] is what a commit does to one topic's record: the
 //! partitions it moves, from the offsets its plan read to the new ones. The
 //! commit loop checks it against every table it builds on
-//! ([`OffsetsAdvance::on`]); when another writer moved any of those
+//! (`OffsetsAdvance::on`); when another writer moved any of those
 //! partitions (another sync of the same job running at once), the commit
 //! does not land: an error of kind [`IcebergErrorKind::Superseded`].
 

@@ -3,7 +3,7 @@
 //! or a deletion vector needs.
 //!
 //! One [redb] file per table, `<state_dir>/<table uuid>/keys.redb` (see
-//! [`store`] for its tables). Keys are the 16 bytes of the `_olake_id` hex;
+//! `store` for its tables). Keys are the 16 bytes of the `_olake_id` hex;
 //! a location is a data file id (into a table of paths) and a row position,
 //! so an entry costs about 28 bytes plus B-tree overhead on disk. Nothing is
 //! held in memory per key: redb's page cache is capped (32 MiB), rebuilds

@@ -1,7 +1,7 @@
 //! The table columns topicberg writes, as Iceberg and Arrow schemas.
 //!
 //! The caller describes a table as a list of [`Column`]s; [`iceberg_schema`]
-//! turns it into the Iceberg schema sent to the catalog, and [`arrow_schema`]
+//! turns it into the Iceberg schema sent to the catalog, and [`arrow_schema()`]
 //! into the Arrow schema the decoder builds its arrays in: each Arrow field
 //! carries its Iceberg field id under `PARQUET:field_id`, which the Parquet
 //! writer copies into the file so that engines match columns by id.
