@@ -1,23 +1,21 @@
-//! topicberg's Iceberg side.
+//! topicberg's Iceberg side: catalogs, data and delete files, snapshots and
+//! their commits, and the upsert key index.
 //!
-//! - [`rest`]: our own Iceberg REST catalog client (the `iceberg` crate's
-//!   client cannot commit delete files or refresh OAuth2 tokens; see
-//!   REFERENCE.md): authentication, `GET /v1/config`, namespaces, and table
-//!   load / create / drop / commit.
-//! - [`sql`]: the embedded catalog (`catalog = "sql"`): a SQLite file in
-//!   PyIceberg's `SqlCatalog` / Iceberg JDBC layout plus a local warehouse
-//!   folder, with the same table operations as [`rest::RestCatalog`].
-//! - [`storage`]: S3 or local files behind the `iceberg` crate's `FileIO`.
-//! - [`schema`]: the column list -> Iceberg schema and Arrow schema.
-//! - [`IcebergTarget`]: the write path for append mode: ensure a table,
-//!   write Parquet data files ([`DataFileWriter`]), commit an append snapshot
-//!   (manifest, manifest list, summary with the caller's properties), with
-//!   conflict retries and a check for commits whose answer was lost.
-//! - The delete side of upsert: [`position_deletes`] (v2 Parquet position
-//!   delete files), [`deletion_vectors`] (v3 Puffin `deletion-vector-v1`
-//!   blobs), [`equality_deletes`] (Parquet equality delete files on
-//!   `_olake_id`, v2 and v3), and [`row_delta`]: data and delete files in one snapshot
-//!   ([`IcebergTarget::commit_row_delta`]), replacing a data file's DV.
+//! # Layout
+//!
+//! | folder | what it owns |
+//! |---|---|
+//! | [`catalog`] | the catalogs a table lives in, behind one [`Catalog`]: [`catalog::rest`] (our own REST client: OAuth2 tokens, `GET /v1/config`, namespaces, table load / create / drop / commit, bounded retries) and [`catalog::sql`] (the embedded SQLite catalog in PyIceberg's `SqlCatalog` layout, pointer compare-and-swap) |
+//! | [`write`](mod@write) | rows into files: the column list as Iceberg and Arrow schemas ([`write::schema`]), batches fitted to the table ([`write::conform`]), rolling zstd Parquet data files ([`write::data_files`]), S3 or local storage behind `FileIO` ([`write::storage`]) |
+//! | [`commit`] | snapshots and their commits: append ([`commit::append`]), row delta ([`commit::row_delta`]), what both share (`snapshot_commit`: manifests, manifest list, snapshot, requirements), the one summary builder both use (`summary`), the table's record of Kafka offsets ([`commit::offsets`]), the schema change that rides along ([`commit::schema_evolution`]) |
+//! | [`deletes`] | the delete side of upsert: position delete files (v2, [`deletes::position`]), deletion vectors (v3 Puffin, [`deletes::deletion_vectors`]), equality delete files on `_olake_id` ([`deletes::equality`]), and the choice between them ([`IcebergTarget::write_deletes`]) |
+//! | [`key_index`] | the upsert key index: `_olake_id` -> (data file, row position) in a redb file per table |
+//!
+//! At the root: [`IcebergTarget`] (the write-path API: connect, ensure a
+//! table, write data files, commit with conflict retries and a check for
+//! commits whose answer was lost; `target.rs`), [`TableHandle`] (a loaded
+//! table and the schema change it carries to its next commit; `table.rs`)
+//! and the error kinds (`error.rs`).
 //!
 //! ```no_run
 //! # async fn demo(catalog: topicberg_iceberg::rest::RestCatalogConfig,
@@ -38,43 +36,33 @@
 //! # Ok(()) }
 //! ```
 
-mod append;
-mod catalog;
-pub mod conform;
-mod data_files;
-#[cfg(test)]
-mod delete_local_tests;
-mod delete_summary;
-mod delete_target;
-pub mod deletion_vectors;
-pub mod equality_deletes;
+pub mod catalog;
+pub mod commit;
+pub mod deletes;
 mod error;
 pub mod key_index;
 #[cfg(test)]
 mod local_tests;
-pub mod offsets;
-pub mod position_deletes;
-pub mod rest;
-pub mod row_delta;
-pub mod schema;
-pub mod schema_evolution;
-mod snapshot_commit;
-pub mod sql;
-pub mod storage;
+mod table;
 mod target;
+pub mod write;
 
-pub use append::COMMIT_ID_PROPERTY;
-pub use catalog::Catalog;
-pub use data_files::{DataFileWriter, WriteOptions};
-pub use deletion_vectors::{decode_deletion_vector, encode_deletion_vector, read_deletion_vector};
+pub use catalog::{rest, sql, Catalog};
+pub use commit::offsets::{OffsetsAdvance, TableOffsets, OFFSETS_PROPERTY};
+pub use commit::row_delta::{is_stale_deletes, RowDelta};
+pub use commit::schema_evolution::SchemaChange;
+pub use commit::summary::COMMIT_ID_PROPERTY;
+pub use commit::{offsets, row_delta, schema_evolution};
+pub use deletes::deletion_vectors::{
+    decode_deletion_vector, encode_deletion_vector, read_deletion_vector,
+};
+pub use deletes::WrittenDeletes;
 pub use error::{CatalogError, CatalogErrorKind, IcebergError, IcebergErrorKind};
 pub use iceberg::spec::{DataFile, FormatVersion};
-pub use offsets::{OffsetsAdvance, TableOffsets, OFFSETS_PROPERTY};
 pub use roaring::RoaringTreemap;
-pub use row_delta::{is_stale_deletes, RowDelta};
-pub use schema::{Column, ColumnType};
-pub use schema_evolution::SchemaChange;
-pub use storage::{ObjectStorage, S3Config, S3RetryPolicy, StorageConfig, S3_RETRY_ENV};
-pub use target::{
-    CommittedSnapshot, IcebergTarget, SnapshotInfo, TableHandle, DEFAULT_COMMIT_ATTEMPTS,
-};
+pub use table::{SnapshotInfo, TableHandle};
+pub use target::{CommittedSnapshot, IcebergTarget, DEFAULT_COMMIT_ATTEMPTS};
+pub use write::data_files::{DataFileWriter, WriteOptions};
+pub use write::schema::{Column, ColumnType};
+pub use write::storage::{ObjectStorage, S3Config, S3RetryPolicy, StorageConfig, S3_RETRY_ENV};
+pub use write::{conform, schema, storage};

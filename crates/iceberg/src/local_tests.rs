@@ -14,11 +14,11 @@ use iceberg::spec::{
 use parquet::basic::Compression;
 use parquet::file::reader::{FileReader, SerializedFileReader};
 
-use crate::append::PendingAppend;
-use crate::data_files::{DataFileWriter, WriteOptions};
-use crate::schema::{iceberg_schema, Column, ColumnType};
-use crate::snapshot_commit::PendingCommit;
-use crate::storage::{ObjectStorage, StorageConfig};
+use crate::commit::append::PendingAppend;
+use crate::commit::snapshot_commit::PendingCommit;
+use crate::write::data_files::{DataFileWriter, WriteOptions};
+use crate::write::schema::{iceberg_schema, Column, ColumnType};
+use crate::write::storage::{ObjectStorage, StorageConfig};
 
 struct Fixture {
     dir: std::path::PathBuf,

@@ -5,21 +5,21 @@ use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use arrow_array::RecordBatch;
-use arrow_schema::SchemaRef as ArrowSchemaRef;
 use iceberg::io::FileIO;
-use iceberg::spec::{DataFile, FormatVersion, SchemaRef, TableMetadata};
+use iceberg::spec::{DataFile, FormatVersion};
 use iceberg::TableUpdate;
 
-use crate::append::{PendingAppend, COMMIT_ID_PROPERTY};
+use crate::catalog::rest::{Namespace, RestCatalog, RestCatalogConfig};
 use crate::catalog::Catalog;
-use crate::data_files::{DataFileWriter, WriteOptions};
+use crate::commit::append::PendingAppend;
+use crate::commit::offsets::{OffsetsAdvance, OFFSETS_PROPERTY};
+use crate::commit::snapshot_commit::PendingCommit;
+use crate::commit::summary::COMMIT_ID_PROPERTY;
 use crate::error::{IcebergError, IcebergErrorKind};
-use crate::offsets::{OffsetsAdvance, OFFSETS_PROPERTY};
-use crate::rest::{LoadedTable, Namespace, RestCatalog, RestCatalogConfig};
-use crate::schema::{arrow_schema, iceberg_schema, schema_differences, Column};
-use crate::schema_evolution::{reapply_pending_schema, PendingSchema};
-use crate::snapshot_commit::PendingCommit;
-use crate::storage::{ObjectStorage, StorageConfig};
+use crate::table::TableHandle;
+use crate::write::data_files::{DataFileWriter, WriteOptions};
+use crate::write::schema::{iceberg_schema, schema_differences, Column};
+use crate::write::storage::{ObjectStorage, StorageConfig};
 use crate::CatalogErrorKind;
 
 /// Attempts [`IcebergTarget::commit_append`] makes before giving up on
@@ -33,133 +33,6 @@ pub struct IcebergTarget {
     storage: ObjectStorage,
     file_io: FileIO,
     pub(crate) options: WriteOptions,
-}
-
-/// A loaded table: its identity, metadata and schemas. Refreshed by each
-/// commit made through it.
-#[derive(Debug, Clone)]
-pub struct TableHandle {
-    namespace: Namespace,
-    name: String,
-    pub(crate) table: LoadedTable,
-    arrow_schema: ArrowSchemaRef,
-    /// Columns added or widened locally, committed with the next snapshot
-    /// (see [`TableHandle::with_columns`]).
-    pub(crate) pending_schema: Option<Box<PendingSchema>>,
-}
-
-impl TableHandle {
-    pub(crate) fn new(
-        namespace: Namespace,
-        name: String,
-        table: LoadedTable,
-    ) -> Result<Self, IcebergError> {
-        let arrow_schema = arrow_schema(table.metadata.current_schema())?;
-        Ok(Self {
-            namespace,
-            name,
-            table,
-            arrow_schema,
-            pending_schema: None,
-        })
-    }
-
-    /// The namespace.
-    pub fn namespace(&self) -> &Namespace {
-        &self.namespace
-    }
-
-    /// The table name.
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-
-    /// The table's current Iceberg schema (field ids as the catalog assigned
-    /// them).
-    pub fn schema(&self) -> &SchemaRef {
-        self.table.metadata.current_schema()
-    }
-
-    /// The Arrow schema batches must be built in (field ids in
-    /// `PARQUET:field_id` metadata).
-    pub fn arrow_schema(&self) -> &ArrowSchemaRef {
-        &self.arrow_schema
-    }
-
-    /// The table metadata as last loaded or committed.
-    pub fn metadata(&self) -> &TableMetadata {
-        &self.table.metadata
-    }
-
-    /// Where the catalog keeps the current metadata file.
-    pub fn metadata_location(&self) -> Option<&str> {
-        self.table.metadata_location.as_deref()
-    }
-
-    /// The summaries of the `main` branch's snapshots, newest first (from the
-    /// loaded metadata: [`IcebergTarget::refresh`] first for the latest).
-    pub fn snapshot_summaries(&self) -> Vec<SnapshotInfo> {
-        let metadata = &self.table.metadata;
-        let mut out = Vec::new();
-        let mut next = metadata.current_snapshot_id();
-        while let Some(id) = next {
-            let Some(snapshot) = metadata.snapshot_by_id(id) else {
-                break;
-            };
-            out.push(SnapshotInfo {
-                snapshot_id: id,
-                parent_snapshot_id: snapshot.parent_snapshot_id(),
-                sequence_number: snapshot.sequence_number(),
-                timestamp_ms: snapshot.timestamp_ms(),
-                operation: snapshot.summary().operation.as_str().to_string(),
-                summary: snapshot
-                    .summary()
-                    .additional_properties
-                    .iter()
-                    .map(|(k, v)| (k.clone(), v.clone()))
-                    .collect(),
-            });
-            next = snapshot.parent_snapshot_id();
-        }
-        out
-    }
-
-    /// The summary of the current snapshot of `main` (`None` for an empty
-    /// table), e.g. to read `topicberg.offsets` back.
-    pub fn current_summary(&self) -> Option<BTreeMap<String, String>> {
-        let current = self.table.metadata.current_snapshot()?;
-        Some(
-            current
-                .summary()
-                .additional_properties
-                .iter()
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect(),
-        )
-    }
-
-    pub(crate) fn find_commit(&self, commit_id: &str) -> Option<SnapshotInfo> {
-        self.snapshot_summaries()
-            .into_iter()
-            .find(|s| s.summary.get(COMMIT_ID_PROPERTY).map(String::as_str) == Some(commit_id))
-    }
-}
-
-/// One snapshot of a table's `main` branch.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SnapshotInfo {
-    /// The snapshot id.
-    pub snapshot_id: i64,
-    /// The parent's id (`None` for the first snapshot).
-    pub parent_snapshot_id: Option<i64>,
-    /// The sequence number.
-    pub sequence_number: i64,
-    /// When it was committed (ms since the epoch).
-    pub timestamp_ms: i64,
-    /// `append`, `overwrite`, `delete` or `replace`.
-    pub operation: String,
-    /// The summary properties besides `operation`.
-    pub summary: BTreeMap<String, String>,
 }
 
 /// The snapshot an append committed.
@@ -196,7 +69,7 @@ impl IcebergTarget {
         folder: &std::path::Path,
         catalog_name: &str,
     ) -> Result<Self, IcebergError> {
-        let catalog = Catalog::Sql(crate::sql::SqlCatalog::open(folder, catalog_name)?);
+        let catalog = Catalog::Sql(crate::catalog::sql::SqlCatalog::open(folder, catalog_name)?);
         Ok(Self::with_catalog(catalog, StorageConfig::Local))
     }
 
@@ -377,7 +250,7 @@ impl IcebergTarget {
     /// moves `offsets`: it lands only on a table that still records the
     /// offsets the plan read (else [`IcebergErrorKind::Superseded`]), and
     /// records the new ones in the table's properties and the snapshot's
-    /// summary (see [`crate::offsets`]). Retries as
+    /// summary (see [`crate::commit::offsets`]). Retries as
     /// [`Self::commit_append_with_retry`].
     pub async fn commit_append_moving(
         &self,
@@ -489,7 +362,7 @@ impl IcebergTarget {
                 return Err(IcebergError::from(err)
                     .with_detail_suffix(&format!(" (gave up after {attempt} commit attempts)")));
             }
-            *handle = reapply_pending_schema(handle.clone(), schema)?;
+            *handle = handle.clone().reapply_pending_schema(schema)?;
         }
     }
 

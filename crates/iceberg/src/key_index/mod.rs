@@ -3,7 +3,7 @@
 //! or a deletion vector needs.
 //!
 //! One [redb] file per table, `<state_dir>/<table uuid>/keys.redb` (see
-//! [`store`] for its tables). Keys are the 16 bytes of the `_olake_id` hex;
+//! `store` for its tables). Keys are the 16 bytes of the `_olake_id` hex;
 //! a location is a data file id (into a table of paths) and a row position,
 //! so an entry costs about 28 bytes plus B-tree overhead on disk. Nothing is
 //! held in memory per key: redb's page cache is capped (32 MiB), rebuilds
@@ -53,7 +53,7 @@ pub use build::BuildStats;
 pub use scan::parse_key;
 
 use crate::error::{IcebergError, IcebergErrorKind};
-use crate::target::TableHandle;
+use crate::table::TableHandle;
 use store::{store_err, Op, StoreError, FILES, KEYS};
 
 const FILE_NAME: &str = "keys.redb";

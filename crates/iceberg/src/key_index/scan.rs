@@ -17,11 +17,11 @@ use iceberg::spec::{
 use parquet::arrow::{ParquetRecordBatchStreamBuilder, ProjectionMask};
 use roaring::RoaringTreemap;
 
-use crate::deletion_vectors::decode_deletion_vector;
+use crate::deletes::deletion_vectors::decode_deletion_vector;
 use crate::error::{from_iceberg, IcebergError, IcebergErrorKind};
 
 /// The column holding each row's key.
-pub(crate) const KEY_COLUMN: &str = "_olake_id";
+pub(crate) const KEY_COLUMN: &str = topicberg_core::columns::OLAKE_ID;
 /// Reserved field ids of a position delete file's columns.
 const FILE_PATH_FIELD_ID: i32 = 2147483546;
 const POS_FIELD_ID: i32 = 2147483545;

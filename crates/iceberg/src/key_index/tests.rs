@@ -16,7 +16,7 @@ use iceberg::{TableRequirement, TableUpdate};
 use topicberg_core::{upsert_olake_id, KeyValue};
 
 use super::*;
-use crate::schema::{Column, ColumnType};
+use crate::write::schema::{Column, ColumnType};
 use crate::IcebergTarget;
 
 struct TempDir(PathBuf);

@@ -31,12 +31,12 @@ pub fn dlq_columns() -> Vec<Column> {
         ("_kafka_topic", ColumnType::String),
         ("_kafka_partition", ColumnType::Int),
         ("_kafka_offset", ColumnType::Long),
-        ("_kafka_timestamp", ColumnType::Timestamptz),
+        ("_kafka_timestamp", ColumnType::TimestampTz),
         ("_kafka_key_base64", ColumnType::String),
         ("_kafka_value_base64", ColumnType::String),
         ("_error", ColumnType::String),
         ("_error_field", ColumnType::String),
-        ("_olake_timestamp", ColumnType::Timestamptz),
+        ("_olake_timestamp", ColumnType::TimestampTz),
     ]
     .into_iter()
     .enumerate()

@@ -4,7 +4,7 @@
 //! all in one snapshot, and the key index records the new locations only
 //! after the commit landed.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
@@ -304,58 +304,17 @@ async fn prepare_upsert(
     // tombstoned key the table has. Equality deletes name those keys
     // instead: rows with that `_olake_id` in earlier commits go, this
     // commit's new rows (same sequence number) stay.
-    let (delete_files, replaced_dvs) = match delete_format {
-        _ if retire.is_empty() => (Vec::new(), Vec::new()),
-        DeleteFormat::Position => {
-            let grouped: Vec<(String, Vec<u64>)> = retire
-                .into_iter()
-                .map(|(f, p)| (f, p.into_iter().collect()))
-                .collect();
-            let file = target
-                .write_position_deletes(handle, &grouped)
-                .await
-                .map_err(|e| e.to_string())?;
-            (file.into_iter().collect(), Vec::new())
-        }
-        DeleteFormat::Dv => {
-            let current: HashMap<String, iceberg::spec::DataFile> = target
-                .current_deletion_vectors(handle)
-                .await
-                .map_err(|e| e.to_string())?;
-            let mut vectors = Vec::new();
-            let mut replaced = Vec::new();
-            for (data_file, mut bitmap) in retire {
-                if let Some(old) = current.get(&data_file) {
-                    bitmap |= target
-                        .read_deletion_vector(old)
-                        .await
-                        .map_err(|e| e.to_string())?;
-                    replaced.push(old.clone());
-                }
-                vectors.push((data_file, bitmap));
-            }
-            let files = target
-                .write_deletion_vectors(handle, &vectors)
-                .await
-                .map_err(|e| e.to_string())?;
-            (files, replaced)
-        }
-        DeleteFormat::Equality => {
-            retired_keys.sort_unstable();
-            let file = target
-                .write_equality_deletes(handle, &retired_keys)
-                .await
-                .map_err(|e| e.to_string())?;
-            (file.into_iter().collect(), Vec::new())
-        }
-    };
+    let deletes_written = target
+        .write_deletes(handle, delete_format, retire, retired_keys)
+        .await
+        .map_err(|e| e.to_string())?;
     Ok(PreparedUpsert {
         table,
         index,
         delta: RowDelta {
             data_files,
-            delete_files,
-            replaced_dvs,
+            delete_files: deletes_written.delete_files,
+            replaced_dvs: deletes_written.replaced_dvs,
             summary_extra: BTreeMap::new(),
             offsets: None,
         },

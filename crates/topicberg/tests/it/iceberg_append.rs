@@ -57,7 +57,7 @@ pub(crate) fn columns() -> Vec<Column> {
         Column::optional("qty", 2, ColumnType::Int),
         Column::optional("amount", 3, ColumnType::Double),
         Column::optional("name", 4, ColumnType::String),
-        Column::optional("created_at", 5, ColumnType::Timestamptz),
+        Column::optional("created_at", 5, ColumnType::TimestampTz),
         Column::optional("flag", 6, ColumnType::Boolean),
     ]
 }

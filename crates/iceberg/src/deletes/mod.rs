@@ -1,22 +1,102 @@
 //! The delete side of upsert on [`IcebergTarget`]: write position delete
-//! files, deletion vectors or equality delete files, list a table's current
-//! deletion vectors, and commit data and delete files together as one
-//! row-delta snapshot.
+//! files, deletion vectors or equality delete files (one of them, by the
+//! table's delete format: [`IcebergTarget::write_deletes`]), list a table's
+//! current deletion vectors, and commit data and delete files together as
+//! one row-delta snapshot.
 
-use std::collections::HashMap;
+pub mod deletion_vectors;
+pub mod equality;
+pub mod position;
+#[cfg(test)]
+mod tests;
+
+use std::collections::{BTreeMap, HashMap};
 
 use iceberg::spec::DataFile;
 use roaring::RoaringTreemap;
+use topicberg_core::config::DeleteFormat;
 
-use crate::deletion_vectors::{read_deletion_vector, write_deletion_vectors};
-use crate::equality_deletes::write_equality_delete_file;
+use crate::commit::row_delta::{list_deletion_vectors, PendingRowDelta, RowDelta};
 use crate::error::{IcebergError, IcebergErrorKind};
 use crate::key_index::scan::KEY_COLUMN;
-use crate::position_deletes::write_position_delete_file;
-use crate::row_delta::{list_deletion_vectors, PendingRowDelta, RowDelta};
-use crate::target::{CommittedSnapshot, IcebergTarget, TableHandle, DEFAULT_COMMIT_ATTEMPTS};
+use crate::table::TableHandle;
+use crate::target::{CommittedSnapshot, IcebergTarget, DEFAULT_COMMIT_ATTEMPTS};
+use deletion_vectors::{read_deletion_vector, write_deletion_vectors};
+use equality::write_equality_delete_file;
+use position::write_position_delete_file;
+
+/// The delete files that retire rows, for [`RowDelta::delete_files`], and
+/// the deletion vectors they replace, for [`RowDelta::replaced_dvs`].
+#[derive(Debug, Default)]
+pub struct WrittenDeletes {
+    /// The new delete files.
+    pub delete_files: Vec<DataFile>,
+    /// The current deletion vectors that new ones replace (v3).
+    pub replaced_dvs: Vec<DataFile>,
+}
 
 impl IcebergTarget {
+    /// Writes the delete files that retire `rows` (data file path -> row
+    /// positions) in `format`:
+    /// - [`DeleteFormat::Position`]: one position delete file (format v2);
+    /// - [`DeleteFormat::Dv`]: one deletion vector per data file (format
+    ///   v3), merged with the data file's current vector, which it replaces;
+    /// - [`DeleteFormat::Equality`]: one equality delete file on
+    ///   `_olake_id` naming `keys` (the keys of those rows, in any order).
+    ///   It deletes only rows of earlier commits, so this commit's new rows
+    ///   with the same keys stay.
+    ///
+    /// Nothing is written when `rows` is empty.
+    pub async fn write_deletes(
+        &self,
+        handle: &TableHandle,
+        format: DeleteFormat,
+        rows: BTreeMap<String, RoaringTreemap>,
+        mut keys: Vec<[u8; 16]>,
+    ) -> Result<WrittenDeletes, IcebergError> {
+        if rows.is_empty() {
+            return Ok(WrittenDeletes::default());
+        }
+        match format {
+            DeleteFormat::Position => {
+                let grouped: Vec<(String, Vec<u64>)> = rows
+                    .into_iter()
+                    .map(|(f, p)| (f, p.into_iter().collect()))
+                    .collect();
+                let file = self.write_position_deletes(handle, &grouped).await?;
+                Ok(WrittenDeletes {
+                    delete_files: file.into_iter().collect(),
+                    replaced_dvs: Vec::new(),
+                })
+            }
+            DeleteFormat::Dv => {
+                let current = self.current_deletion_vectors(handle).await?;
+                let mut vectors = Vec::new();
+                let mut replaced = Vec::new();
+                for (data_file, mut bitmap) in rows {
+                    if let Some(old) = current.get(&data_file) {
+                        bitmap |= self.read_deletion_vector(old).await?;
+                        replaced.push(old.clone());
+                    }
+                    vectors.push((data_file, bitmap));
+                }
+                let files = self.write_deletion_vectors(handle, &vectors).await?;
+                Ok(WrittenDeletes {
+                    delete_files: files,
+                    replaced_dvs: replaced,
+                })
+            }
+            DeleteFormat::Equality => {
+                keys.sort_unstable();
+                let file = self.write_equality_deletes(handle, &keys).await?;
+                Ok(WrittenDeletes {
+                    delete_files: file.into_iter().collect(),
+                    replaced_dvs: Vec::new(),
+                })
+            }
+        }
+    }
+
     /// Writes one position delete file (format v2 tables) for `deletes`
     /// (data file path -> row positions) and returns its entry for
     /// [`RowDelta::delete_files`]; `None` when there is nothing to delete.

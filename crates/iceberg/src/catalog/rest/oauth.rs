@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use serde::Deserialize;
 use topicberg_core::Secret;
 
-use super::retry::{status_retryable, transport_retryable, Retry};
+use super::retry::{describe_transport, status_retryable, transport_retryable, Retry};
 use crate::{CatalogError, CatalogErrorKind};
 
 /// A bearer token and when it stops being valid.
@@ -73,7 +73,7 @@ pub async fn exchange_client_credentials(
                     &step,
                     format!(
                         "the catalog's token endpoint is unreachable: {}{}",
-                        super::client::describe_transport(&e),
+                        describe_transport(&e),
                         retry.note()
                     ),
                 ))

@@ -3,7 +3,7 @@
 //! `long`, `float` -> `double`), committed in the same request as the snapshot whose data files
 //! were written with them.
 //!
-//! [`TableHandle::with_columns`] gives a handle whose metadata already has
+//! [`crate::TableHandle::with_columns`] gives a handle whose metadata already has
 //! the new schema (so data files, manifests and the snapshot use it) and
 //! remembers the table as loaded. The commit then sends `add-schema` +
 //! `set-current-schema` before the snapshot, required to find the schema
@@ -16,10 +16,9 @@ use std::fmt;
 use iceberg::spec::{Schema, TableMetadataBuilder};
 use iceberg::{TableRequirement, TableUpdate};
 
+use crate::catalog::rest::LoadedTable;
 use crate::error::{IcebergError, IcebergErrorKind};
-use crate::rest::LoadedTable;
-use crate::schema::{columns_of, iceberg_schema, Column, ColumnType};
-use crate::target::TableHandle;
+use crate::write::schema::{columns_of, iceberg_schema, primitive_type, Column, ColumnType};
 use crate::CatalogErrorKind;
 
 /// One change to a table's columns.
@@ -47,28 +46,15 @@ impl fmt::Display for SchemaChange {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Added { column, ty } => {
-                write!(f, "added column {column} ({})", type_name(*ty))
+                write!(f, "added column {column} ({})", ty.name())
             }
             Self::Widened { column, from, to } => write!(
                 f,
                 "widened column {column} from {} to {}",
-                type_name(*from),
-                type_name(*to)
+                from.name(),
+                to.name()
             ),
         }
-    }
-}
-
-fn type_name(ty: ColumnType) -> &'static str {
-    match ty {
-        ColumnType::Int => "int",
-        ColumnType::Long => "long",
-        ColumnType::Double => "double",
-        ColumnType::Float => "float",
-        ColumnType::Boolean => "boolean",
-        ColumnType::String => "string",
-        ColumnType::Timestamptz => "timestamptz",
-        ColumnType::Json => "json",
     }
 }
 
@@ -162,7 +148,7 @@ pub fn plan_schema_change(
             )));
         }
         let same = w.column_type == h.column_type
-            || w.column_type.iceberg() == h.column_type.iceberg()
+            || primitive_type(w.column_type) == primitive_type(h.column_type)
                 && matches!(
                     (h.column_type, w.column_type),
                     (ColumnType::String, ColumnType::Json) | (ColumnType::Json, ColumnType::String)
@@ -172,8 +158,8 @@ pub fn plan_schema_change(
                 return Err(refuse(format!(
                     "column {} is {} and cannot become {}: Iceberg only promotes int to long, float to double and decimal precision",
                     h.name,
-                    type_name(h.column_type),
-                    type_name(w.column_type)
+                    h.column_type.name(),
+                    w.column_type.name()
                 )));
             }
             changes.push(SchemaChange::Widened {
@@ -213,45 +199,37 @@ pub fn plan_schema_change(
     Ok(changes)
 }
 
-impl TableHandle {
-    /// This table with `columns` as its schema, for writing data files now
-    /// and committing the change with the next snapshot through this handle
-    /// (see the module docs). `columns` lists every column with its field
-    /// id; new ones get ids above the table's last column id. Without
-    /// changes the handle comes back as it is.
-    pub fn with_columns(&self, columns: &[Column]) -> Result<TableHandle, IcebergError> {
-        let base = match &self.pending_schema {
-            Some(p) => p.base.clone(),
-            None => self.table.clone(),
-        };
+impl PendingSchema {
+    /// The change that gives `base` (the table as loaded) the schema
+    /// `columns` (every column with its field id; new ones above the
+    /// table's last column id), or `None` when nothing changes.
+    pub(crate) fn plan(
+        base: &LoadedTable,
+        columns: &[Column],
+    ) -> Result<Option<PendingSchema>, IcebergError> {
         let changes = plan_schema_change(
             base.metadata.current_schema(),
             base.metadata.last_column_id(),
             columns,
         )?;
         if changes.is_empty() {
-            return TableHandle::new(self.namespace().clone(), self.name().to_string(), base);
+            return Ok(None);
         }
         let schema = iceberg_schema(columns)?;
-        let pending = PendingSchema {
-            base,
+        Ok(Some(PendingSchema {
+            base: base.clone(),
             schema,
             changes,
-        };
-        self.with_pending_schema(pending)
+        }))
     }
 
-    /// The table as loaded in `pending.base`, with the pending schema
-    /// applied locally.
-    pub(crate) fn with_pending_schema(
-        &self,
-        pending: PendingSchema,
-    ) -> Result<TableHandle, IcebergError> {
+    /// The table as loaded in `base`, with the new schema applied locally.
+    pub(crate) fn apply(&self) -> Result<LoadedTable, IcebergError> {
         let built = TableMetadataBuilder::new_from_metadata(
-            pending.base.metadata.clone(),
-            pending.base.metadata_location.clone(),
+            self.base.metadata.clone(),
+            self.base.metadata_location.clone(),
         )
-        .add_current_schema(pending.schema.clone())
+        .add_current_schema(self.schema.clone())
         .and_then(|b| b.build())
         .map_err(|e| {
             IcebergError::new(
@@ -260,47 +238,33 @@ impl TableHandle {
                 e.message().to_string(),
             )
         })?;
-        let table = LoadedTable {
-            metadata_location: pending.base.metadata_location.clone(),
+        Ok(LoadedTable {
+            metadata_location: self.base.metadata_location.clone(),
             metadata: built.metadata,
-            config: pending.base.config.clone(),
-        };
-        let mut handle =
-            TableHandle::new(self.namespace().clone(), self.name().to_string(), table)?;
-        handle.pending_schema = Some(Box::new(pending));
-        Ok(handle)
+            config: self.base.config.clone(),
+        })
     }
 
-    /// The schema changes this handle will commit with its next snapshot.
-    pub fn pending_schema_changes(&self) -> &[SchemaChange] {
-        self.pending_schema
-            .as_ref()
-            .map_or(&[], |p| p.changes.as_slice())
+    /// After a reload: this change planned again on `reloaded` when its
+    /// schema is still the one the change was planned on; else a conflict
+    /// (nothing committed, the data files use field ids the table may have
+    /// given to other columns).
+    pub(crate) fn rebase(
+        mut self,
+        reloaded: &LoadedTable,
+        table: &str,
+    ) -> Result<PendingSchema, IcebergError> {
+        if !self.still_applies_to(reloaded) {
+            return Err(IcebergError::new(
+                IcebergErrorKind::Catalog(CatalogErrorKind::Conflict),
+                format!("committing to table {table}"),
+                "another writer changed the table's schema while this sync wrote files with new columns; \
+                 nothing was committed and the next sync starts from the new schema",
+            ));
+        }
+        self.base = reloaded.clone();
+        Ok(self)
     }
-}
-
-/// After a reload: the pending schema applied again on the reloaded table
-/// when its schema is still the one the change was planned on; else a
-/// conflict (nothing committed, the data files use field ids the table may
-/// have given to other columns).
-pub(crate) fn reapply_pending_schema(
-    reloaded: TableHandle,
-    pending: Option<Box<PendingSchema>>,
-) -> Result<TableHandle, IcebergError> {
-    let Some(pending) = pending else {
-        return Ok(reloaded);
-    };
-    if !pending.still_applies_to(&reloaded.table) {
-        return Err(IcebergError::new(
-            IcebergErrorKind::Catalog(CatalogErrorKind::Conflict),
-            format!("committing to table {}", reloaded.name()),
-            "another writer changed the table's schema while this sync wrote files with new columns; \
-             nothing was committed and the next sync starts from the new schema",
-        ));
-    }
-    let mut pending = *pending;
-    pending.base = reloaded.table.clone();
-    reloaded.with_pending_schema(pending)
 }
 
 #[cfg(test)]

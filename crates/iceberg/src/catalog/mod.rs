@@ -2,13 +2,16 @@
 //! SQLite catalog. Both take the same table operations and the same
 //! `requirements + updates` commits.
 
+pub mod rest;
+pub mod sql;
+
 use std::collections::HashMap;
 
 use iceberg::spec::Schema;
 use iceberg::{TableRequirement, TableUpdate};
 
-use crate::rest::{LoadedTable, Namespace, RestCatalog};
-use crate::sql::SqlCatalog;
+use crate::catalog::rest::{LoadedTable, Namespace, RestCatalog};
+use crate::catalog::sql::SqlCatalog;
 use crate::CatalogError;
 
 /// A REST catalog or the embedded SQLite catalog.

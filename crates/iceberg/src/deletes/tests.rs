@@ -12,10 +12,11 @@ use iceberg::puffin::{CompressionCodec, PuffinReader, DELETION_VECTOR_V1};
 use iceberg::spec::{DataFile, FormatVersion, ManifestContentType, ManifestList, ManifestStatus};
 use roaring::RoaringTreemap;
 
-use crate::position_deletes::POS_FIELD_ID;
-use crate::row_delta::{is_stale_deletes, RowDelta};
-use crate::schema::{Column, ColumnType};
-use crate::target::{IcebergTarget, TableHandle};
+use crate::commit::row_delta::{is_stale_deletes, RowDelta};
+use crate::deletes::position::POS_FIELD_ID;
+use crate::table::TableHandle;
+use crate::target::IcebergTarget;
+use crate::write::schema::{Column, ColumnType};
 use crate::IcebergErrorKind;
 
 struct Folder(std::path::PathBuf);
@@ -350,7 +351,7 @@ async fn position_deletes_on_v2_and_the_format_rules() {
 async fn equality_deletes_on_the_key_column() {
     use iceberg::spec::DataContentType;
 
-    use crate::equality_deletes::key_hex;
+    use crate::deletes::equality::key_hex;
     use crate::key_index::{IndexState, KeyIndex};
 
     for format in [FormatVersion::V2, FormatVersion::V3] {

@@ -1,7 +1,7 @@
 //! The table columns topicberg writes, as Iceberg and Arrow schemas.
 //!
 //! The caller describes a table as a list of [`Column`]s; [`iceberg_schema`]
-//! turns it into the Iceberg schema sent to the catalog, and [`arrow_schema`]
+//! turns it into the Iceberg schema sent to the catalog, and [`arrow_schema()`]
 //! into the Arrow schema the decoder builds its arrays in: each Arrow field
 //! carries its Iceberg field id under `PARQUET:field_id`, which the Parquet
 //! writer copies into the file so that engines match columns by id.
@@ -22,71 +22,55 @@ use crate::error::{IcebergError, IcebergErrorKind};
 /// The time zone Iceberg `timestamptz` columns carry in Arrow.
 pub const UTC: &str = "+00:00";
 
-/// The Iceberg types topicberg writes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ColumnType {
-    /// 32-bit signed integer (`int`).
-    Int,
-    /// 64-bit signed integer (`long`).
-    Long,
-    /// 64-bit IEEE 754 float (`double`).
-    Double,
-    /// 32-bit IEEE 754 float (`float`).
-    Float,
-    /// `boolean`.
-    Boolean,
-    /// UTF-8 text (`string`).
-    String,
-    /// Microseconds since the epoch, UTC (`timestamptz`).
-    Timestamptz,
-    /// JSON text (nested objects, arrays, mixed types): an Iceberg `string`
-    /// whose field doc is [`JSON_COLUMN_DOC`], so a reloaded table still
-    /// knows the column takes any JSON value.
-    Json,
-}
+/// The column types topicberg writes: the core column model's
+/// ([`topicberg_core::ColumnType`]), stored as the Iceberg types below.
+pub use topicberg_core::ColumnType;
 
-/// The field doc that marks a `string` column as holding JSON text.
+/// The field doc that marks a `string` column as holding JSON text, so a
+/// reloaded table still knows the column takes any JSON value.
 pub const JSON_COLUMN_DOC: &str = "JSON text (topicberg)";
 
-impl ColumnType {
-    /// The Iceberg primitive type.
-    pub fn iceberg(self) -> PrimitiveType {
-        match self {
-            ColumnType::Int => PrimitiveType::Int,
-            ColumnType::Long => PrimitiveType::Long,
-            ColumnType::Double => PrimitiveType::Double,
-            ColumnType::Float => PrimitiveType::Float,
-            ColumnType::Boolean => PrimitiveType::Boolean,
-            ColumnType::String | ColumnType::Json => PrimitiveType::String,
-            ColumnType::Timestamptz => PrimitiveType::Timestamptz,
-        }
+/// The Iceberg primitive type that stores a column type (`json` is a
+/// `string` whose field doc is [`JSON_COLUMN_DOC`]).
+pub fn primitive_type(ty: ColumnType) -> PrimitiveType {
+    match ty {
+        ColumnType::Int => PrimitiveType::Int,
+        ColumnType::Long => PrimitiveType::Long,
+        ColumnType::Double => PrimitiveType::Double,
+        ColumnType::Float => PrimitiveType::Float,
+        ColumnType::Boolean => PrimitiveType::Boolean,
+        ColumnType::String | ColumnType::Json => PrimitiveType::String,
+        ColumnType::TimestampTz => PrimitiveType::Timestamptz,
     }
+}
 
-    /// The Arrow type arrays of this column are built in.
-    pub fn arrow(self) -> DataType {
-        match self {
-            ColumnType::Int => DataType::Int32,
-            ColumnType::Long => DataType::Int64,
-            ColumnType::Double => DataType::Float64,
-            ColumnType::Float => DataType::Float32,
-            ColumnType::Boolean => DataType::Boolean,
-            ColumnType::String | ColumnType::Json => DataType::Utf8,
-            ColumnType::Timestamptz => DataType::Timestamp(TimeUnit::Microsecond, Some(UTC.into())),
-        }
+/// The Arrow type arrays of a column are built in for the table
+/// (`timestamptz` in the zone [`UTC`]).
+pub fn arrow_type(ty: ColumnType) -> DataType {
+    match ty {
+        ColumnType::Int => DataType::Int32,
+        ColumnType::Long => DataType::Int64,
+        ColumnType::Double => DataType::Float64,
+        ColumnType::Float => DataType::Float32,
+        ColumnType::Boolean => DataType::Boolean,
+        ColumnType::String | ColumnType::Json => DataType::Utf8,
+        ColumnType::TimestampTz => DataType::Timestamp(TimeUnit::Microsecond, Some(UTC.into())),
     }
+}
 
-    fn from_iceberg(t: &PrimitiveType) -> Option<Self> {
-        Some(match t {
-            PrimitiveType::Int => ColumnType::Int,
-            PrimitiveType::Long => ColumnType::Long,
-            PrimitiveType::Double => ColumnType::Double,
-            PrimitiveType::Float => ColumnType::Float,
-            PrimitiveType::Boolean => ColumnType::Boolean,
-            PrimitiveType::String => ColumnType::String,
-            PrimitiveType::Timestamptz => ColumnType::Timestamptz,
-            _ => return None,
-        })
-    }
+/// The column type of an Iceberg primitive type topicberg writes (a
+/// `string` reads as [`ColumnType::String`]).
+fn from_primitive(t: &PrimitiveType) -> Option<ColumnType> {
+    Some(match t {
+        PrimitiveType::Int => ColumnType::Int,
+        PrimitiveType::Long => ColumnType::Long,
+        PrimitiveType::Double => ColumnType::Double,
+        PrimitiveType::Float => ColumnType::Float,
+        PrimitiveType::Boolean => ColumnType::Boolean,
+        PrimitiveType::String => ColumnType::String,
+        PrimitiveType::Timestamptz => ColumnType::TimestampTz,
+        _ => return None,
+    })
 }
 
 /// One top-level column of a table.
@@ -114,13 +98,27 @@ impl Column {
     }
 }
 
+/// A table column of the core column model, as an optional column.
+impl From<&topicberg_core::Column> for Column {
+    fn from(c: &topicberg_core::Column) -> Self {
+        Column::optional(c.name.clone(), c.field_id, c.ty)
+    }
+}
+
+/// A table column in the core column model (which has no `required`).
+impl From<Column> for topicberg_core::Column {
+    fn from(c: Column) -> Self {
+        topicberg_core::Column::new(c.field_id, c.name, c.column_type)
+    }
+}
+
 /// The Iceberg schema (schema id 0) of a column list.
 pub fn iceberg_schema(columns: &[Column]) -> Result<Schema, IcebergError> {
     let fields = columns.iter().map(|c| {
         let field = NestedField::new(
             c.field_id,
             &c.name,
-            Type::Primitive(c.column_type.iceberg()),
+            Type::Primitive(primitive_type(c.column_type)),
             c.required,
         );
         Arc::new(if c.column_type == ColumnType::Json {
@@ -151,7 +149,7 @@ pub fn columns_of(schema: &Schema) -> Result<Vec<Column>, IcebergError> {
         .iter()
         .map(|f| {
             let column_type = match f.field_type.as_ref() {
-                Type::Primitive(p) => ColumnType::from_iceberg(p),
+                Type::Primitive(p) => from_primitive(p),
                 _ => None,
             }
             .ok_or_else(|| {
@@ -183,7 +181,7 @@ pub fn columns_of(schema: &Schema) -> Result<Vec<Column>, IcebergError> {
 /// The Arrow schema of an Iceberg schema, each field with its field id in
 /// `PARQUET:field_id` metadata: the `iceberg` crate's own conversion (the one
 /// its Parquet writer uses), which for topicberg's types gives
-/// [`ColumnType::arrow`]. Works for any Iceberg schema, so tables created by
+/// [`arrow_type`]. Works for any Iceberg schema, so tables created by
 /// other engines load too.
 pub fn arrow_schema(schema: &Schema) -> Result<ArrowSchemaRef, IcebergError> {
     iceberg::arrow::schema_to_arrow_schema(schema)
@@ -265,7 +263,7 @@ mod tests {
             Column::optional("n", 2, ColumnType::Int),
             Column::optional("amount", 3, ColumnType::Double),
             Column::optional("name", 4, ColumnType::String),
-            Column::optional("at", 5, ColumnType::Timestamptz),
+            Column::optional("at", 5, ColumnType::TimestampTz),
             Column::optional("flag", 6, ColumnType::Boolean),
         ]
     }
@@ -292,11 +290,11 @@ mod tests {
         );
         assert!(at.is_nullable());
         assert_eq!(at.metadata()[PARQUET_FIELD_ID_META_KEY], "5");
-        // Each field is ColumnType::arrow() with the field id, nullable unless required.
+        // Each field is arrow_type() with the field id, nullable unless required.
         let ours: Vec<Field> = columns()
             .iter()
             .map(|c| {
-                Field::new(&c.name, c.column_type.arrow(), !c.required).with_metadata(
+                Field::new(&c.name, arrow_type(c.column_type), !c.required).with_metadata(
                     HashMap::from([(
                         PARQUET_FIELD_ID_META_KEY.to_string(),
                         c.field_id.to_string(),

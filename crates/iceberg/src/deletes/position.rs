@@ -220,7 +220,7 @@ pub async fn write_position_delete_file(
     let bytes = encode_parquet(&rows, zstd_level).map_err(data_err)?;
     let size = bytes.len() as u64;
     store_file(file_io, &location, bytes, &step).await?;
-    let spec_id = crate::snapshot_commit::write_spec(metadata)?.spec_id();
+    let spec_id = crate::commit::snapshot_commit::write_spec(metadata)?.spec_id();
     let entry = delete_file_entry(&location, &rows, size, spec_id).map_err(data_err)?;
     Ok(Some(entry))
 }

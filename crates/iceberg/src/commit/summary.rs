@@ -1,15 +1,18 @@
-//! The snapshot summary of a row delta, with the metrics the Java library
-//! writes (`SnapshotSummary`): `added-*` / `removed-*` for data files,
-//! delete files, position delete files, deletion vectors (a DV counts its
-//! blob's size, as Java's `ScanTaskUtil.contentSizeInBytes` does), and the
-//! running `total-*` values.
+//! The snapshot summary of an append or a row delta, with the metrics the
+//! Java library writes (`SnapshotSummary`): `added-*` / `removed-*` for data
+//! files, delete files, position delete files, deletion vectors (a DV counts
+//! its blob's size, as Java's `ScanTaskUtil.contentSizeInBytes` does), the
+//! running `total-*` values, and the commit id.
 
 use std::collections::{BTreeMap, HashMap};
 
 use iceberg::spec::{DataContentType, DataFile, Operation, Summary};
 
-use crate::append::COMMIT_ID_PROPERTY;
-use crate::deletion_vectors::is_deletion_vector;
+use crate::deletes::deletion_vectors::is_deletion_vector;
+
+/// The snapshot summary property that identifies a topicberg commit, so
+/// that a commit whose answer was lost can be recognised after a reload.
+pub const COMMIT_ID_PROPERTY: &str = "topicberg.commit-id";
 
 /// The bytes a file adds to the table: the blob for a DV, the file for
 /// anything else (as the Java library counts).
@@ -91,9 +94,13 @@ const TOTALS: [(&str, &str); 6] = [
     ("total-equality-deletes", "equality-deletes"),
 ];
 
-/// The summary of a row delta: the caller's properties, the metrics (which
-/// win), the commit id. Like the Java library, a metric is written only
-/// when not zero, and a total the parent does not carry is left out.
+/// The summary of an append (no delete files, nothing removed) or a row
+/// delta: the caller's properties, the metrics (which win over a caller's
+/// key of the same name), the commit id. Like the Java library, a metric is
+/// written only when not zero, and a
+/// total (the parent's plus what is added, less what is removed) the parent
+/// does not carry is left out. The operation is `append` without deletes,
+/// `delete` without data files, else `overwrite`.
 pub(crate) fn summary(
     parent: Option<&Summary>,
     data_files: &[DataFile],
@@ -128,10 +135,9 @@ pub(crate) fn summary(
             "removed-records" => "deleted-records".to_string(),
             _ => key,
         };
+        // A zero metric is not written; a caller's key of its name is kept.
         if value > 0 {
             props.insert(key, value.to_string());
-        } else {
-            props.remove(&key);
         }
     }
     if !added_files.is_empty() || !removed.is_empty() {
@@ -179,7 +185,7 @@ mod tests {
     use iceberg::spec::DataFileFormat;
 
     use super::*;
-    use crate::deletion_vectors::dv_entry;
+    use crate::deletes::deletion_vectors::dv_entry;
 
     fn data(records: u64, size: u64) -> DataFile {
         DataFileBuilder::default()
@@ -216,6 +222,54 @@ mod tests {
             0,
         )
         .unwrap()
+    }
+
+    #[test]
+    fn first_append_totals_equal_what_it_adds() {
+        let extra = BTreeMap::from([
+            (
+                "topicberg.offsets".to_string(),
+                r#"{"t":{"0":5}}"#.to_string(),
+            ),
+            ("added-records".to_string(), "999".to_string()),
+        ]);
+        let s = summary(None, &[data(3, 100), data(2, 50)], &[], &[], &extra, "c1");
+        let p = &s.additional_properties;
+        assert_eq!(s.operation, Operation::Append);
+        assert_eq!(p["added-data-files"], "2");
+        assert_eq!(p["added-records"], "5", "computed metrics win");
+        assert_eq!(p["added-files-size"], "150");
+        assert_eq!(p["total-records"], "5");
+        assert_eq!(p["total-data-files"], "2");
+        assert_eq!(p["total-files-size"], "150");
+        assert_eq!(p["total-delete-files"], "0");
+        assert_eq!(p["total-position-deletes"], "0");
+        assert_eq!(p["total-equality-deletes"], "0");
+        assert_eq!(p["changed-partition-count"], "1");
+        assert_eq!(p["topicberg.offsets"], r#"{"t":{"0":5}}"#);
+        assert_eq!(p[COMMIT_ID_PROPERTY], "c1");
+        assert!(!p.contains_key("added-delete-files"));
+    }
+
+    #[test]
+    fn append_totals_add_to_the_parent_and_unknown_totals_stay_out() {
+        let none = BTreeMap::new();
+        let first = summary(None, &[data(3, 100)], &[], &[], &none, "c1");
+        let mut parent = first.clone();
+        parent.additional_properties.remove("total-files-size");
+        let s = summary(Some(&parent), &[data(4, 10)], &[], &[], &none, "c2");
+        let p = &s.additional_properties;
+        assert_eq!(s.operation, Operation::Append);
+        assert_eq!(p["total-records"], "7");
+        assert_eq!(p["total-data-files"], "2");
+        assert!(!p.contains_key("total-files-size"));
+        let empty = summary(Some(&first), &[], &[], &[], &none, "c3");
+        assert_eq!(empty.operation, Operation::Append);
+        assert_eq!(empty.additional_properties["total-records"], "3");
+        assert!(!empty.additional_properties.contains_key("added-records"));
+        assert!(!empty
+            .additional_properties
+            .contains_key("changed-partition-count"));
     }
 
     #[test]

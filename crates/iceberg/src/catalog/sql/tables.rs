@@ -1,5 +1,5 @@
 //! Table operations of the embedded catalog, in the shapes of
-//! [`RestCatalog`](crate::rest::RestCatalog)'s: load, create, drop, commit.
+//! [`RestCatalog`](crate::catalog::rest::RestCatalog)'s: load, create, drop, commit.
 
 use std::collections::HashMap;
 
@@ -10,7 +10,7 @@ use iceberg::{TableRequirement, TableUpdate};
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
 use super::{check_name, files, namespace_text, sql_error, Inner, SqlCatalog, TABLE_TYPE};
-use crate::rest::{LoadedTable, Namespace};
+use crate::catalog::rest::{LoadedTable, Namespace};
 use crate::{CatalogError, CatalogErrorKind};
 
 /// The table property that picks the format version at creation; it is a

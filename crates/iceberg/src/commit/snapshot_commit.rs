@@ -18,8 +18,8 @@ use iceberg::spec::{
 };
 use iceberg::{TableRequirement, TableUpdate};
 
+use crate::commit::offsets::OffsetsAdvance;
 use crate::error::{from_iceberg, IcebergError, IcebergErrorKind};
-use crate::offsets::OffsetsAdvance;
 
 /// A snapshot ready to commit.
 pub(crate) struct BuiltSnapshot {
@@ -37,7 +37,7 @@ pub(crate) trait PendingCommit {
     fn commit_id(&self) -> &str;
 
     /// The offsets the commit moves, checked against every table state it
-    /// is built on (see [`crate::offsets`]).
+    /// is built on (see [`crate::commit::offsets`]).
     fn offsets(&self) -> Option<&OffsetsAdvance>;
 
     /// The extra summary properties, where the commit loop puts the

@@ -30,14 +30,14 @@ use iceberg::spec::{
     ManifestList, Operation, TableMetadata,
 };
 
-use crate::delete_summary::summary;
-use crate::deletion_vectors::is_deletion_vector;
-use crate::error::{from_iceberg, CatalogErrorKind, IcebergError, IcebergErrorKind};
-use crate::offsets::OffsetsAdvance;
-use crate::snapshot_commit::{
+use crate::commit::offsets::OffsetsAdvance;
+use crate::commit::snapshot_commit::{
     build_snapshot, manifest_writer, new_snapshot_id, renew_snapshot_id_if_taken,
     write_new_manifest, BuiltSnapshot, PendingCommit,
 };
+use crate::commit::summary::summary;
+use crate::deletes::deletion_vectors::is_deletion_vector;
+use crate::error::{from_iceberg, CatalogErrorKind, IcebergError, IcebergErrorKind};
 
 /// What a row delta commits.
 #[derive(Debug, Clone, Default)]

@@ -11,7 +11,7 @@ use topicberg_core::config::{CatalogKind, DestinationConfig, CATALOG_REQUEST_TIM
 use topicberg_core::Secret;
 
 use super::oauth::{exchange_client_credentials, AccessToken};
-use super::retry::{status_retryable, transport_retryable, Retry};
+use super::retry::{describe_transport, status_retryable, transport_retryable, Retry};
 use crate::{CatalogError, CatalogErrorKind};
 
 /// How the client authenticates to the catalog.
@@ -428,18 +428,6 @@ fn status_error(status: StatusCode, body: &[u8], step: String) -> CatalogError {
         _ => (CatalogErrorKind::Protocol, ""),
     };
     CatalogError::new(kind, step, format!("HTTP {status}: {said}{hint}"))
-}
-
-/// A transport error in words: reqwest's Display hides the cause chain.
-pub(crate) fn describe_transport(err: &reqwest::Error) -> String {
-    let mut text = err.to_string();
-    let mut source = std::error::Error::source(err);
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 #[cfg(test)]

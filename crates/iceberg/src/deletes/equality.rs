@@ -18,9 +18,9 @@ use iceberg::spec::{
     DataContentType, DataFile, DataFileBuilder, DataFileFormat, Datum, Struct, TableMetadata,
 };
 
+use crate::deletes::position::{data_folder, encode_zstd_parquet, store_file};
 use crate::error::{IcebergError, IcebergErrorKind};
 use crate::key_index::scan::KEY_COLUMN;
-use crate::position_deletes::{data_folder, encode_zstd_parquet, store_file};
 
 /// The Arrow schema of an equality delete file on `_olake_id`: the one
 /// column, with the table's field id in `PARQUET:field_id`.
@@ -129,7 +129,7 @@ pub async fn write_equality_delete_file(
         &ids,
         key_field_id,
         size,
-        crate::snapshot_commit::write_spec(metadata)?.spec_id(),
+        crate::commit::snapshot_commit::write_spec(metadata)?.spec_id(),
     )
     .map_err(data_err)?;
     Ok(Some(entry))

@@ -49,7 +49,7 @@ use std::time::Duration;
 
 use rusqlite::{params, Connection, ErrorCode, OptionalExtension, TransactionBehavior};
 
-use crate::rest::Namespace;
+use crate::catalog::rest::Namespace;
 use crate::{CatalogError, CatalogErrorKind};
 
 /// The SQLite file's name inside the catalog folder.

@@ -17,7 +17,7 @@
 //! [`OffsetsAdvance`] is what a commit does to one topic's record: the
 //! partitions it moves, from the offsets its plan read to the new ones. The
 //! commit loop checks it against every table it builds on
-//! ([`OffsetsAdvance::on`]); when another writer moved any of those
+//! (`OffsetsAdvance::on`); when another writer moved any of those
 //! partitions (another sync of the same job running at once), the commit
 //! does not land: an error of kind [`IcebergErrorKind::Superseded`].
 
@@ -239,7 +239,7 @@ mod tests {
     /// per topic that keeps other partitions and topics.
     #[tokio::test]
     async fn a_commit_lands_only_on_the_offsets_its_plan_read() {
-        use crate::schema::{Column, ColumnType};
+        use crate::write::schema::{Column, ColumnType};
         use crate::IcebergTarget;
         let dir = std::env::temp_dir().join(format!("tb-offsets-{}", uuid::Uuid::new_v4()));
         let target = IcebergTarget::open_embedded(&dir, "default").unwrap();

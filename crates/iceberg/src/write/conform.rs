@@ -17,7 +17,7 @@ use arrow_array::types::{
 use arrow_array::{new_null_array, ArrayRef, RecordBatch, RecordBatchOptions};
 use arrow_schema::{DataType, Field, SchemaRef as ArrowSchemaRef, TimeUnit};
 
-use crate::schema::{PARQUET_FIELD_ID_META_KEY, UTC};
+use crate::write::schema::{PARQUET_FIELD_ID_META_KEY, UTC};
 
 fn field_id(field: &Field) -> Option<i32> {
     field
@@ -123,12 +123,12 @@ mod tests {
     use arrow_schema::{Field, Schema};
 
     use super::*;
-    use crate::schema::{arrow_schema, iceberg_schema, Column, ColumnType};
+    use crate::write::schema::{arrow_schema, iceberg_schema, Column, ColumnType};
 
     fn table_schema() -> ArrowSchemaRef {
         let columns = vec![
             Column::optional("id", 1, ColumnType::Long),
-            Column::optional("at", 2, ColumnType::Timestamptz),
+            Column::optional("at", 2, ColumnType::TimestampTz),
         ];
         arrow_schema(&iceberg_schema(&columns).unwrap()).unwrap()
     }

@@ -25,10 +25,11 @@ use iceberg::writer::{IcebergWriter, IcebergWriterBuilder};
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
 use parquet::schema::types::ColumnPath;
+use topicberg_core::columns::{KAFKA_KEY, KAFKA_OFFSET, KAFKA_TIMESTAMP, OLAKE_ID};
 
-use crate::conform::conform;
 use crate::error::{from_iceberg, IcebergError, IcebergErrorKind};
-use crate::schema::arrow_schema;
+use crate::write::conform::conform;
+use crate::write::schema::arrow_schema;
 
 /// How data files are written.
 #[derive(Debug, Clone)]
@@ -82,7 +83,7 @@ impl DataFileWriter {
     ) -> Result<Self, IcebergError> {
         let table = metadata.location().to_string();
         let step = format!("opening a data file writer for {table}");
-        let spec = crate::snapshot_commit::write_spec(metadata)?;
+        let spec = crate::commit::snapshot_commit::write_spec(metadata)?;
         if spec.spec_id() != metadata.default_partition_spec_id() {
             tracing::warn!(
                 table = %table, default_spec = metadata.default_partition_spec_id(), written_spec = spec.spec_id(),
@@ -99,12 +100,7 @@ impl DataFileWriter {
         let mut props = WriterProperties::builder();
         // Metadata columns distinct in (nearly) every row: a dictionary
         // only costs time before the writer gives up on it.
-        for column in [
-            "_olake_id",
-            "_kafka_offset",
-            "_kafka_timestamp",
-            "_kafka_key",
-        ] {
+        for column in [OLAKE_ID, KAFKA_OFFSET, KAFKA_TIMESTAMP, KAFKA_KEY] {
             props = props.set_column_dictionary_enabled(ColumnPath::from(column), false);
         }
         let props = props
@@ -149,7 +145,7 @@ impl DataFileWriter {
     }
 
     /// Writes one batch, made to fit the table's columns by
-    /// [`conform`](crate::conform::conform): by position, or by field id
+    /// [`conform`]: by position, or by field id
     /// for a batch decoded before the table gained columns (missing ones
     /// are null, `int` columns widen to `long`).
     pub async fn write(&mut self, batch: &RecordBatch) -> Result<(), IcebergError> {

@@ -30,8 +30,8 @@ use iceberg::spec::{
 };
 use roaring::RoaringTreemap;
 
+use crate::deletes::position::{data_folder, POS_FIELD_ID};
 use crate::error::{from_iceberg, IcebergError, IcebergErrorKind};
-use crate::position_deletes::{data_folder, POS_FIELD_ID};
 
 /// The magic bytes that start a `deletion-vector-v1` blob's payload.
 pub const DV_MAGIC: [u8; 4] = [0xD1, 0xD3, 0x39, 0x64];
@@ -257,7 +257,7 @@ pub async fn write_deletion_vectors(
         .await
         .map_err(storage_err)?
         .size;
-    let spec_id = crate::snapshot_commit::write_spec(metadata)?.spec_id();
+    let spec_id = crate::commit::snapshot_commit::write_spec(metadata)?.spec_id();
     blobs
         .into_iter()
         .map(|(path, offset, length, cardinality)| {

@@ -7,26 +7,23 @@
 //! their first row ids) from the manifest list, so after a conflict only the
 //! manifest list and the snapshot are rebuilt on the new parent; the
 //! manifest and the data files are reused. The manifest list, snapshot and
-//! commit are built by `snapshot_commit`, shared with the row delta.
+//! commit are built by `snapshot_commit`, and the summary by `summary`,
+//! both shared with the row delta.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use iceberg::io::FileIO;
 use iceberg::spec::{
-    DataContentType, DataFile, FormatVersion, ManifestFile, ManifestList, Operation, Summary,
-    TableMetadata,
+    DataContentType, DataFile, FormatVersion, ManifestFile, ManifestList, TableMetadata,
 };
 
-use crate::error::{from_iceberg, IcebergError, IcebergErrorKind};
-use crate::offsets::OffsetsAdvance;
-use crate::snapshot_commit::{
+use crate::commit::offsets::OffsetsAdvance;
+use crate::commit::snapshot_commit::{
     build_snapshot, new_snapshot_id, renew_snapshot_id_if_taken, write_new_manifest, BuiltSnapshot,
     PendingCommit,
 };
-
-/// The snapshot summary property that identifies a topicberg commit, so
-/// that a commit whose answer was lost can be recognised after a reload.
-pub const COMMIT_ID_PROPERTY: &str = "topicberg.commit-id";
+use crate::commit::summary::summary;
+use crate::error::{from_iceberg, IcebergError, IcebergErrorKind};
 
 /// An append being committed: the data files, the snapshot id and commit id
 /// it will carry, and its manifest once written.
@@ -155,6 +152,8 @@ impl PendingCommit for PendingAppend {
         let summary = summary(
             parent.map(|p| p.summary()),
             &self.data_files,
+            &[],
+            &[],
             &self.summary_extra,
             &self.commit_id,
         );
@@ -168,129 +167,5 @@ impl PendingCommit for PendingAppend {
             summary,
         )
         .await
-    }
-}
-
-/// The running totals and the `added-*` metric each one follows.
-const TOTALS: [(&str, &str); 6] = [
-    ("total-data-files", "added-data-files"),
-    ("total-delete-files", "added-delete-files"),
-    ("total-records", "added-records"),
-    ("total-files-size", "added-files-size"),
-    ("total-position-deletes", "added-position-deletes"),
-    ("total-equality-deletes", "added-equality-deletes"),
-];
-
-/// The summary of an append: the caller's properties, then the metrics the
-/// Java library writes (which win over a caller's key of the same name),
-/// then the commit id.
-///
-/// A total is the parent's total plus what this snapshot adds; like the Java
-/// library, a total the parent does not carry is left out (it is unknown).
-pub(crate) fn summary(
-    parent: Option<&Summary>,
-    data_files: &[DataFile],
-    extra: &BTreeMap<String, String>,
-    commit_id: &str,
-) -> Summary {
-    let mut props: HashMap<String, String> =
-        extra.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-    let files = data_files.len() as u64;
-    let records: u64 = data_files.iter().map(|f| f.record_count()).sum();
-    let size: u64 = data_files.iter().map(|f| f.file_size_in_bytes()).sum();
-    let mut added: HashMap<&str, u64> = HashMap::new();
-    if files > 0 {
-        added.insert("added-data-files", files);
-        added.insert("added-records", records);
-        added.insert("added-files-size", size);
-        // Unpartitioned: all files land in the one (empty) partition.
-        props.insert("changed-partition-count".into(), "1".into());
-    }
-    for (key, value) in &added {
-        props.insert((*key).to_string(), value.to_string());
-    }
-    for (total, added_key) in TOTALS {
-        let previous = match parent {
-            None => Some(0),
-            Some(p) => p
-                .additional_properties
-                .get(total)
-                .and_then(|v| v.parse::<u64>().ok()),
-        };
-        match previous {
-            Some(previous) => {
-                let now = previous + added.get(added_key).copied().unwrap_or(0);
-                props.insert(total.to_string(), now.to_string());
-            }
-            None => {
-                props.remove(total);
-            }
-        }
-    }
-    props.insert(COMMIT_ID_PROPERTY.to_string(), commit_id.to_string());
-    props.remove("operation");
-    Summary {
-        operation: Operation::Append,
-        additional_properties: props,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use iceberg::spec::{DataFileBuilder, Struct};
-
-    use super::*;
-
-    fn file(records: u64, size: u64) -> DataFile {
-        DataFileBuilder::default()
-            .content(DataContentType::Data)
-            .file_path(format!("s3://b/t/data/{records}.parquet"))
-            .file_format(iceberg::spec::DataFileFormat::Parquet)
-            .partition(Struct::empty())
-            .record_count(records)
-            .file_size_in_bytes(size)
-            .build()
-            .unwrap()
-    }
-
-    #[test]
-    fn first_append_totals_equal_what_it_adds() {
-        let extra = BTreeMap::from([
-            (
-                "topicberg.offsets".to_string(),
-                r#"{"t":{"0":5}}"#.to_string(),
-            ),
-            ("added-records".to_string(), "999".to_string()),
-        ]);
-        let s = summary(None, &[file(3, 100), file(2, 50)], &extra, "c1");
-        let p = &s.additional_properties;
-        assert_eq!(s.operation, Operation::Append);
-        assert_eq!(p["added-data-files"], "2");
-        assert_eq!(p["added-records"], "5", "computed metrics win");
-        assert_eq!(p["added-files-size"], "150");
-        assert_eq!(p["total-records"], "5");
-        assert_eq!(p["total-data-files"], "2");
-        assert_eq!(p["total-files-size"], "150");
-        assert_eq!(p["total-delete-files"], "0");
-        assert_eq!(p["total-position-deletes"], "0");
-        assert_eq!(p["total-equality-deletes"], "0");
-        assert_eq!(p["changed-partition-count"], "1");
-        assert_eq!(p["topicberg.offsets"], r#"{"t":{"0":5}}"#);
-        assert_eq!(p[COMMIT_ID_PROPERTY], "c1");
-    }
-
-    #[test]
-    fn totals_add_to_the_parent_and_unknown_totals_stay_out() {
-        let first = summary(None, &[file(3, 100)], &BTreeMap::new(), "c1");
-        let mut parent = first.clone();
-        parent.additional_properties.remove("total-files-size");
-        let s = summary(Some(&parent), &[file(4, 10)], &BTreeMap::new(), "c2");
-        let p = &s.additional_properties;
-        assert_eq!(p["total-records"], "7");
-        assert_eq!(p["total-data-files"], "2");
-        assert!(!p.contains_key("total-files-size"));
-        let empty = summary(Some(&first), &[], &BTreeMap::new(), "c3");
-        assert_eq!(empty.additional_properties["total-records"], "3");
-        assert!(!empty.additional_properties.contains_key("added-records"));
     }
 }

@@ -101,6 +101,18 @@ pub(crate) fn status_retryable(status: StatusCode, idempotent: bool) -> bool {
     idempotent && (status.is_server_error() || status == StatusCode::TOO_MANY_REQUESTS)
 }
 
+/// A transport error in words: reqwest's Display hides the cause chain.
+pub(crate) fn describe_transport(err: &reqwest::Error) -> String {
+    let mut text = err.to_string();
+    let mut source = std::error::Error::source(err);
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,0 +1,8 @@
+//! Writing rows: the column list as Iceberg and Arrow schemas, batches made
+//! to fit the table's schema, Parquet data files, and the storage (S3 or a
+//! local folder) every file goes to.
+
+pub mod conform;
+pub mod data_files;
+pub mod schema;
+pub mod storage;
