@@ -8,12 +8,12 @@
 //! | [`catalog`] | the catalogs a table lives in, behind one [`Catalog`]: [`catalog::rest`] (our own REST client: OAuth2 tokens, `GET /v1/config`, namespaces, table load / create / drop / commit, bounded retries) and [`catalog::sql`] (the embedded SQLite catalog in PyIceberg's `SqlCatalog` layout, pointer compare-and-swap) |
 //! | [`write`](mod@write) | rows into files: the column list as Iceberg and Arrow schemas ([`write::schema`]), batches fitted to the table ([`write::conform`]), rolling zstd Parquet data files ([`write::data_files`]), S3 or local storage behind `FileIO` ([`write::storage`]) |
 //! | [`commit`] | snapshots and their commits: append ([`commit::append`]), row delta ([`commit::row_delta`]), what both share (`snapshot_commit`: manifests, manifest list, snapshot, requirements), the one summary builder both use (`summary`), the table's record of Kafka offsets ([`commit::offsets`]), the schema change that rides along ([`commit::schema_evolution`]) |
-//! | [`deletes`] | the delete side of upsert: position delete files (v2, [`deletes::position`]), deletion vectors (v3 Puffin, [`deletes::deletion_vectors`]), equality delete files on `_olake_id` ([`deletes::equality`]), and the choice between them ([`IcebergTarget::write_deletes`]) |
+//! | [`deletes`] | the delete side of upsert: position delete files (v2, [`deletes::position`]), deletion vectors (v3 Puffin, [`deletes::deletion_vectors`]), equality delete files on `_olake_id` ([`deletes::equality`]), and the choice between them ([`Destination::write_deletes`]) |
 //! | [`key_index`] | the upsert key index: `_olake_id` -> (data file, row position) in a redb file per table |
 //!
-//! At the root: [`IcebergTarget`] (the write-path API: connect, ensure a
+//! At the root: [`Destination`] (the write-path API: connect, ensure a
 //! table, write data files, commit with conflict retries and a check for
-//! commits whose answer was lost; `target.rs`), [`TableHandle`] (a loaded
+//! commits whose answer was lost; `destination.rs`), [`TableHandle`] (a loaded
 //! table and the schema change it carries to its next commit; `table.rs`)
 //! and the error kinds (`error.rs`).
 //!
@@ -22,16 +22,16 @@
 //! #               storage: topicberg_iceberg::StorageConfig,
 //! #               batch: arrow_array::RecordBatch) -> Result<(), topicberg_iceberg::IcebergError> {
 //! use std::collections::BTreeMap;
-//! use topicberg_iceberg::{Column, ColumnType, FormatVersion, IcebergTarget};
+//! use topicberg_iceberg::{Column, ColumnType, FormatVersion, Destination};
 //!
-//! let target = IcebergTarget::connect(&catalog, storage).await?;
+//! let destination = Destination::connect(&catalog, storage).await?;
 //! let columns = [Column::optional("id", 1, ColumnType::Long)];
 //! let ns = vec!["kafka".to_string()];
-//! let mut table = target.ensure_table(&ns, "orders", &columns, FormatVersion::V2).await?;
+//! let mut table = destination.ensure_table(&ns, "orders", &columns, FormatVersion::V2).await?;
 //! // build `batch` in table.arrow_schema()
-//! let files = target.write_data_files(&table, [batch]).await?;
+//! let files = destination.write_data_files(&table, [batch]).await?;
 //! let offsets = BTreeMap::from([("topicberg.offsets".to_string(), r#"{"orders":{"0":42}}"#.to_string())]);
-//! let committed = target.commit_append(&mut table, files, offsets).await?;
+//! let committed = destination.commit_append(&mut table, files, offsets).await?;
 //! println!("snapshot {}", committed.snapshot_id);
 //! # Ok(()) }
 //! ```
@@ -39,12 +39,12 @@
 pub mod catalog;
 pub mod commit;
 pub mod deletes;
+mod destination;
 mod error;
 pub mod key_index;
 #[cfg(test)]
 mod local_tests;
 mod table;
-mod target;
 pub mod write;
 
 pub use catalog::{rest, sql, Catalog};
@@ -57,11 +57,11 @@ pub use deletes::deletion_vectors::{
     decode_deletion_vector, encode_deletion_vector, read_deletion_vector,
 };
 pub use deletes::WrittenDeletes;
+pub use destination::{CommittedSnapshot, Destination, DEFAULT_COMMIT_ATTEMPTS};
 pub use error::{CatalogError, CatalogErrorKind, IcebergError, IcebergErrorKind};
 pub use iceberg::spec::{DataFile, FormatVersion};
 pub use roaring::RoaringTreemap;
 pub use table::{SnapshotInfo, TableHandle};
-pub use target::{CommittedSnapshot, IcebergTarget, DEFAULT_COMMIT_ATTEMPTS};
 pub use write::data_files::{DataFileWriter, WriteOptions};
 pub use write::schema::{Column, ColumnType};
 pub use write::storage::{ObjectStorage, S3Config, S3RetryPolicy, StorageConfig, S3_RETRY_ENV};

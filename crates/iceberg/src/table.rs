@@ -74,7 +74,7 @@ impl TableHandle {
     }
 
     /// The summaries of the `main` branch's snapshots, newest first (from the
-    /// loaded metadata: [`crate::IcebergTarget::refresh`] first for the latest).
+    /// loaded metadata: [`crate::Destination::refresh`] first for the latest).
     pub fn snapshot_summaries(&self) -> Vec<SnapshotInfo> {
         let metadata = &self.table.metadata;
         let mut out = Vec::new();

@@ -9,7 +9,7 @@ use topicberg_core::Job;
 use topicberg_iceberg::{CatalogErrorKind, Column, ColumnType, IcebergErrorKind};
 use topicberg_kafka::{ping, select_topics, KafkaConnection, KafkaErrorKind};
 
-use crate::target::{connect_target, iceberg_format};
+use crate::destination::{connect_destination, iceberg_format};
 
 /// Deadline for the broker ping.
 pub const PING_TIMEOUT: Duration = Duration::from_secs(20);
@@ -107,7 +107,7 @@ pub async fn check_kafka(job: &Job) -> Vec<CheckStep> {
 /// destination).
 pub async fn check_destination(job: &Job) -> Vec<CheckStep> {
     let mut steps = Vec::new();
-    let target = match connect_target(job).await {
+    let destination = match connect_destination(job).await {
         Ok(t) => {
             steps.push(CheckStep {
                 step: "catalog",
@@ -140,7 +140,7 @@ pub async fn check_destination(job: &Job) -> Vec<CheckStep> {
     let namespace = job.namespace_path();
     let table = format!("topicberg_check_{}", uuid::Uuid::new_v4().simple());
     let columns = [Column::optional("probe", 1, ColumnType::Long)];
-    let handle = match target
+    let handle = match destination
         .ensure_table(
             &namespace,
             &table,
@@ -176,7 +176,7 @@ pub async fn check_destination(job: &Job) -> Vec<CheckStep> {
         vec![Arc::new(Int64Array::from(vec![1_i64]))],
     )
     .expect("one-column batch");
-    match target.write_data_files(&handle, [batch]).await {
+    match destination.write_data_files(&handle, [batch]).await {
         Ok(files) => steps.push(CheckStep {
             step: "write file",
             outcome: Ok(format!(
@@ -191,7 +191,7 @@ pub async fn check_destination(job: &Job) -> Vec<CheckStep> {
             )),
         }),
     }
-    match target.drop_table(&namespace, &table, true).await {
+    match destination.drop_table(&namespace, &table, true).await {
         Ok(()) => steps.push(CheckStep {
             step: "drop table",
             outcome: Ok(format!("dropped {}.{table}", namespace.join("."))),

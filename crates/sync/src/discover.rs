@@ -11,8 +11,8 @@ use topicberg_kafka::{
     drain, read_partition_states, select_topics, DrainSettings, KafkaConnection, PartitionRange,
 };
 
+use crate::destination::SetupError;
 use crate::sync::{KAFKA_TIMEOUT, SAMPLE_PER_PARTITION};
-use crate::target::SetupError;
 
 /// One selected topic and what its messages look like.
 #[derive(Debug, Clone, Serialize)]

@@ -7,22 +7,22 @@
 //! - [`discover`]: the selected topics and their inferred columns.
 //! - [`sync`]: one bounded, exactly-once sync (plan, drain, write, commit;
 //!   see its module doc for the stages).
-//! - [`target`]: the job's catalog and storage, connected.
+//! - [`destination`]: the job's catalog and storage, connected.
 //! - `columns`: decoder columns <-> Iceberg columns.
 //! - [`log_writer`]: the log's stderr writer, URLs redacted.
 //! - [`hooks`]: the test hooks (crash, pause, small limits), read once.
 
 pub mod check;
 mod columns;
+pub mod destination;
 pub mod discover;
 pub mod hooks;
 pub mod log_writer;
 pub mod sync;
-pub mod target;
 
 use topicberg_core::Job;
 
-use crate::target::SetupError;
+use crate::destination::SetupError;
 
 /// Refuses a selection in which two topics would be written into one
 /// table (`a.b-c` and `a_b_c` both become table `a_b_c`): their rows would

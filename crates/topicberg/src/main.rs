@@ -219,7 +219,7 @@ async fn run(cli: Cli, log_capture: Option<LogCapture>) -> anyhow::Result<ExitCo
             let job = load_job(&config)?;
             let report = match run_sync(&job).await {
                 Ok(report) => report,
-                Err(topicberg_sync::target::SetupError::AlreadyRunning(why)) => {
+                Err(topicberg_sync::destination::SetupError::AlreadyRunning(why)) => {
                     eprintln!("topicberg sync: {why}");
                     // EX_TEMPFAIL: nothing went wrong; try again later.
                     return Ok(ExitCode::from(75));

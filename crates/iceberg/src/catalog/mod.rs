@@ -1,4 +1,4 @@
-//! The catalogs a target can commit to: a REST catalog, or the embedded
+//! The catalogs a destination can commit to: a REST catalog, or the embedded
 //! SQLite catalog. Both take the same table operations and the same
 //! `requirements + updates` commits.
 

@@ -240,12 +240,12 @@ mod tests {
     #[tokio::test]
     async fn a_commit_lands_only_on_the_offsets_its_plan_read() {
         use crate::write::schema::{Column, ColumnType};
-        use crate::IcebergTarget;
+        use crate::Destination;
         let dir = std::env::temp_dir().join(format!("tb-offsets-{}", uuid::Uuid::new_v4()));
-        let target = IcebergTarget::open_embedded(&dir, "default").unwrap();
+        let destination = Destination::open_embedded(&dir, "default").unwrap();
         let ns = vec!["tb".to_string()];
         let columns = [Column::optional("id", 1, ColumnType::Long)];
-        let mut first = target
+        let mut first = destination
             .ensure_table(&ns, "t", &columns, iceberg::spec::FormatVersion::V2)
             .await
             .unwrap();
@@ -256,12 +256,12 @@ mod tests {
             topic: "customers".into(),
             ..other
         };
-        target
+        destination
             .commit_append_moving(&mut first, Vec::new(), other)
             .await
             .unwrap();
 
-        let done = target
+        let done = destination
             .commit_append_moving(
                 &mut first,
                 Vec::new(),
@@ -273,7 +273,7 @@ mod tests {
             done.summary[OFFSETS_PROPERTY],
             r#"{"orders.v1":{"0":100,"1":40}}"#
         );
-        let err = target
+        let err = destination
             .commit_append_moving(&mut second, Vec::new(), advance(&[(0, None, 250)]))
             .await
             .unwrap_err();
@@ -285,7 +285,7 @@ mod tests {
             "{err}"
         );
         // The table is as the first commit left it; the next plan reads on.
-        target.refresh(&mut second).await.unwrap();
+        destination.refresh(&mut second).await.unwrap();
         let recorded = TableOffsets::of_metadata(second.metadata()).unwrap();
         assert_eq!(recorded.get("orders.v1", 0), Some(100));
         assert_eq!(recorded.get("customers", 0), Some(7));
@@ -294,7 +294,7 @@ mod tests {
             r#"{"0":100,"1":40}"#
         );
         // Moving partition 1 only keeps partition 0's entry.
-        target
+        destination
             .commit_append_moving(&mut second, Vec::new(), advance(&[(1, Some(40), 55)]))
             .await
             .unwrap();

@@ -4,7 +4,7 @@
 //! are known, the manifest list, the snapshot (with v3 row lineage) and the
 //! commit (updates + requirements) for the catalog.
 //!
-//! [`PendingCommit`] is what [`crate::IcebergTarget`]'s commit retry loop
+//! [`PendingCommit`] is what [`crate::Destination`]'s commit retry loop
 //! needs from either kind of pending snapshot.
 
 use std::collections::BTreeMap;

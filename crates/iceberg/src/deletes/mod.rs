@@ -1,6 +1,6 @@
-//! The delete side of upsert on [`IcebergTarget`]: write position delete
+//! The delete side of upsert on [`Destination`]: write position delete
 //! files, deletion vectors or equality delete files (one of them, by the
-//! table's delete format: [`IcebergTarget::write_deletes`]), list a table's
+//! table's delete format: [`Destination::write_deletes`]), list a table's
 //! current deletion vectors, and commit data and delete files together as
 //! one row-delta snapshot.
 
@@ -17,10 +17,10 @@ use roaring::RoaringTreemap;
 use topicberg_core::config::DeleteFormat;
 
 use crate::commit::row_delta::{list_deletion_vectors, PendingRowDelta, RowDelta};
+use crate::destination::{CommittedSnapshot, Destination, DEFAULT_COMMIT_ATTEMPTS};
 use crate::error::{IcebergError, IcebergErrorKind};
 use crate::key_index::scan::KEY_COLUMN;
 use crate::table::TableHandle;
-use crate::target::{CommittedSnapshot, IcebergTarget, DEFAULT_COMMIT_ATTEMPTS};
 use deletion_vectors::{read_deletion_vector, write_deletion_vectors};
 use equality::write_equality_delete_file;
 use position::write_position_delete_file;
@@ -35,7 +35,7 @@ pub struct WrittenDeletes {
     pub replaced_dvs: Vec<DataFile>,
 }
 
-impl IcebergTarget {
+impl Destination {
     /// Writes the delete files that retire `rows` (data file path -> row
     /// positions) in `format`:
     /// - [`DeleteFormat::Position`]: one position delete file (format v2);

@@ -14,8 +14,8 @@ use roaring::RoaringTreemap;
 
 use crate::commit::row_delta::{is_stale_deletes, RowDelta};
 use crate::deletes::position::POS_FIELD_ID;
+use crate::destination::Destination;
 use crate::table::TableHandle;
-use crate::target::IcebergTarget;
 use crate::write::schema::{Column, ColumnType};
 use crate::IcebergErrorKind;
 
@@ -27,15 +27,15 @@ impl Drop for Folder {
     }
 }
 
-async fn table(format: FormatVersion) -> (Folder, IcebergTarget, TableHandle, DataFile) {
+async fn table(format: FormatVersion) -> (Folder, Destination, TableHandle, DataFile) {
     let folder = Folder(std::env::temp_dir().join(format!("tb-dels-{}", uuid::Uuid::new_v4())));
     std::fs::create_dir_all(&folder.0).unwrap();
-    let target = IcebergTarget::open_embedded(&folder.0, "t").unwrap();
+    let destination = Destination::open_embedded(&folder.0, "t").unwrap();
     let columns = [
         Column::optional("id", 1, ColumnType::Long),
         Column::optional("text", 2, ColumnType::String),
     ];
-    let mut handle = target
+    let mut handle = destination
         .ensure_table(&vec!["ns".to_string()], "orders", &columns, format)
         .await
         .unwrap();
@@ -50,13 +50,16 @@ async fn table(format: FormatVersion) -> (Folder, IcebergTarget, TableHandle, Da
         ],
     )
     .unwrap();
-    let files = target.write_data_files(&handle, [batch]).await.unwrap();
-    target
+    let files = destination
+        .write_data_files(&handle, [batch])
+        .await
+        .unwrap();
+    destination
         .commit_append(&mut handle, files.clone(), BTreeMap::new())
         .await
         .unwrap();
     let file = files.into_iter().next().unwrap();
-    (folder, target, handle, file)
+    (folder, destination, handle, file)
 }
 
 fn vector(positions: &[u64]) -> RoaringTreemap {
@@ -65,9 +68,9 @@ fn vector(positions: &[u64]) -> RoaringTreemap {
 
 /// (status, content, referenced data file) of every entry of the current
 /// snapshot's manifests.
-async fn entries(target: &IcebergTarget, handle: &TableHandle) -> Vec<(ManifestStatus, bool)> {
+async fn entries(destination: &Destination, handle: &TableHandle) -> Vec<(ManifestStatus, bool)> {
     let snapshot = handle.metadata().current_snapshot().unwrap();
-    let bytes = target
+    let bytes = destination
         .file_io()
         .new_input(snapshot.manifest_list())
         .unwrap()
@@ -78,7 +81,7 @@ async fn entries(target: &IcebergTarget, handle: &TableHandle) -> Vec<(ManifestS
         ManifestList::parse_with_version(&bytes, handle.metadata().format_version()).unwrap();
     let mut out = Vec::new();
     for manifest in list.entries() {
-        let loaded = manifest.load_manifest(target.file_io()).await.unwrap();
+        let loaded = manifest.load_manifest(destination.file_io()).await.unwrap();
         for e in loaded.entries() {
             out.push((e.status(), manifest.content == ManifestContentType::Deletes));
         }
@@ -88,16 +91,16 @@ async fn entries(target: &IcebergTarget, handle: &TableHandle) -> Vec<(ManifestS
 
 #[tokio::test]
 async fn deletion_vectors_are_written_merged_and_replaced() {
-    let (_folder, target, mut handle, file) = table(FormatVersion::V3).await;
+    let (_folder, destination, mut handle, file) = table(FormatVersion::V3).await;
     let path = file.file_path().to_string();
-    let dvs = target
+    let dvs = destination
         .write_deletion_vectors(&handle, &[(path.clone(), vector(&[1, 2]))])
         .await
         .unwrap();
     assert_eq!(dvs.len(), 1);
 
     // The Puffin file as the `iceberg` crate's reader sees it.
-    let reader = PuffinReader::new(target.file_io().new_input(dvs[0].file_path()).unwrap());
+    let reader = PuffinReader::new(destination.file_io().new_input(dvs[0].file_path()).unwrap());
     let meta = reader.file_metadata().await.unwrap().clone();
     assert_eq!(meta.blobs().len(), 1);
     let blob = &meta.blobs()[0];
@@ -116,7 +119,7 @@ async fn deletion_vectors_are_written_merged_and_replaced() {
         assert_eq!(size, dvs[0].file_size_in_bytes());
     }
 
-    let one = target
+    let one = destination
         .commit_row_delta(
             &mut handle,
             RowDelta {
@@ -135,18 +138,18 @@ async fn deletion_vectors_are_written_merged_and_replaced() {
     );
     let stale_view = handle.clone();
 
-    let current = target.current_deletion_vectors(&handle).await.unwrap();
+    let current = destination.current_deletion_vectors(&handle).await.unwrap();
     let old = current[&path].clone();
-    let mut merged = target.read_deletion_vector(&old).await.unwrap();
+    let mut merged = destination.read_deletion_vector(&old).await.unwrap();
     assert_eq!(merged, vector(&[1, 2]));
     merged.insert(7);
-    let new = target
+    let new = destination
         .write_deletion_vectors(&handle, &[(path.clone(), merged)])
         .await
         .unwrap();
 
     // Adding a second DV for the file without replacing the first is refused.
-    let err = target
+    let err = destination
         .commit_row_delta(
             &mut handle.clone(),
             RowDelta {
@@ -158,7 +161,7 @@ async fn deletion_vectors_are_written_merged_and_replaced() {
         .unwrap_err();
     assert!(is_stale_deletes(&err), "{err}");
 
-    let two = target
+    let two = destination
         .commit_row_delta(
             &mut handle,
             RowDelta {
@@ -173,13 +176,16 @@ async fn deletion_vectors_are_written_merged_and_replaced() {
     assert_eq!(two.summary["removed-dvs"], "1");
     assert_eq!(two.summary["total-position-deletes"], "3");
     assert_eq!(two.summary["total-delete-files"], "1");
-    let current = target.current_deletion_vectors(&handle).await.unwrap();
+    let current = destination.current_deletion_vectors(&handle).await.unwrap();
     assert_eq!(current.len(), 1);
     assert_eq!(
-        target.read_deletion_vector(&current[&path]).await.unwrap(),
+        destination
+            .read_deletion_vector(&current[&path])
+            .await
+            .unwrap(),
         vector(&[1, 2, 7])
     );
-    let mut seen = entries(&target, &handle).await;
+    let mut seen = entries(&destination, &handle).await;
     seen.sort_by_key(|(s, d)| (*s as i32, *d));
     assert_eq!(
         seen,
@@ -193,12 +199,12 @@ async fn deletion_vectors_are_written_merged_and_replaced() {
 
     // The next row delta leaves out the rewritten manifest, which holds
     // only the DELETED entry now.
-    let more = target
+    let more = destination
         .write_deletion_vectors(&handle, &[(path.clone(), vector(&[1, 2, 7, 8]))])
         .await
         .unwrap();
-    let current = target.current_deletion_vectors(&handle).await.unwrap();
-    target
+    let current = destination.current_deletion_vectors(&handle).await.unwrap();
+    destination
         .commit_row_delta(
             &mut handle,
             RowDelta {
@@ -209,7 +215,7 @@ async fn deletion_vectors_are_written_merged_and_replaced() {
         )
         .await
         .unwrap();
-    let mut seen = entries(&target, &handle).await;
+    let mut seen = entries(&destination, &handle).await;
     seen.sort_by_key(|(s, d)| (*s as i32, *d));
     assert_eq!(
         seen,
@@ -223,11 +229,11 @@ async fn deletion_vectors_are_written_merged_and_replaced() {
 
     // A writer that still sees the old DV: told to merge again.
     let mut stale = stale_view;
-    let again = target
+    let again = destination
         .write_deletion_vectors(&stale, &[(path.clone(), vector(&[1, 2, 3]))])
         .await
         .unwrap();
-    let err = target
+    let err = destination
         .commit_row_delta(
             &mut stale,
             RowDelta {
@@ -248,23 +254,23 @@ async fn deletion_vectors_are_written_merged_and_replaced() {
 
 #[tokio::test]
 async fn position_deletes_on_v2_and_the_format_rules() {
-    let (_folder, target, mut handle, file) = table(FormatVersion::V2).await;
+    let (_folder, destination, mut handle, file) = table(FormatVersion::V2).await;
     let path = file.file_path().to_string();
-    let deletes = target
+    let deletes = destination
         .write_position_deletes(&handle, &[(path.clone(), vec![4, 0])])
         .await
         .unwrap()
         .unwrap();
-    assert!(target
+    assert!(destination
         .write_position_deletes(&handle, &[(path.clone(), vec![])])
         .await
         .unwrap()
         .is_none());
-    let dv = target
+    let dv = destination
         .write_deletion_vectors(&handle, &[(path.clone(), vector(&[1]))])
         .await
         .unwrap();
-    let err = target
+    let err = destination
         .commit_row_delta(
             &mut handle,
             RowDelta {
@@ -277,7 +283,7 @@ async fn position_deletes_on_v2_and_the_format_rules() {
     assert_eq!(err.kind, IcebergErrorKind::Data, "{err}");
     assert!(err.detail.contains("version 3"), "{err}");
 
-    let committed = target
+    let committed = destination
         .commit_row_delta(
             &mut handle,
             RowDelta {
@@ -294,7 +300,7 @@ async fn position_deletes_on_v2_and_the_format_rules() {
     assert_eq!(s["added-position-deletes"], "2");
     assert_eq!(s["total-records"], "10");
     assert_eq!(s["topicberg.offsets"], "{}");
-    assert!(target
+    assert!(destination
         .current_deletion_vectors(&handle)
         .await
         .unwrap()
@@ -303,7 +309,7 @@ async fn position_deletes_on_v2_and_the_format_rules() {
     // Deletes computed before another commit removed data files (here a
     // snapshot whose summary says so) no longer apply.
     let before = handle.clone();
-    target
+    destination
         .commit_append(
             &mut handle,
             Vec::new(),
@@ -311,12 +317,12 @@ async fn position_deletes_on_v2_and_the_format_rules() {
         )
         .await
         .unwrap();
-    let late = target
+    let late = destination
         .write_position_deletes(&before, &[(path.clone(), vec![5])])
         .await
         .unwrap()
         .unwrap();
-    let err = target
+    let err = destination
         .commit_row_delta(
             &mut before.clone(),
             RowDelta {
@@ -357,12 +363,12 @@ async fn equality_deletes_on_the_key_column() {
     for format in [FormatVersion::V2, FormatVersion::V3] {
         let folder = Folder(std::env::temp_dir().join(format!("tb-eq-{}", uuid::Uuid::new_v4())));
         std::fs::create_dir_all(&folder.0).unwrap();
-        let target = IcebergTarget::open_embedded(&folder.0, "t").unwrap();
+        let destination = Destination::open_embedded(&folder.0, "t").unwrap();
         let columns = [
             Column::optional("_olake_id", 1, ColumnType::String),
             Column::optional("v", 2, ColumnType::Long),
         ];
-        let mut handle = target
+        let mut handle = destination
             .ensure_table(&vec!["ns".to_string()], "eq", &columns, format)
             .await
             .unwrap();
@@ -382,21 +388,27 @@ async fn equality_deletes_on_the_key_column() {
             .unwrap()
         };
         let first = batch(&[1, 2, 3, 4], 1);
-        let files = target.write_data_files(&handle, [first]).await.unwrap();
-        target
+        let files = destination
+            .write_data_files(&handle, [first])
+            .await
+            .unwrap();
+        destination
             .commit_append(&mut handle, files, BTreeMap::new())
             .await
             .unwrap();
 
         // Key 2 is rewritten, key 3 deleted; key 5 is new.
         let second = batch(&[2, 5], 2);
-        let data = target.write_data_files(&handle, [second]).await.unwrap();
-        let deletes = target
+        let data = destination
+            .write_data_files(&handle, [second])
+            .await
+            .unwrap();
+        let deletes = destination
             .write_equality_deletes(&handle, &[key(3), key(2), key(3)])
             .await
             .unwrap()
             .unwrap();
-        assert!(target
+        assert!(destination
             .write_equality_deletes(&handle, &[])
             .await
             .unwrap()
@@ -404,7 +416,7 @@ async fn equality_deletes_on_the_key_column() {
         assert_eq!(deletes.content_type(), DataContentType::EqualityDeletes);
         assert_eq!(deletes.equality_ids(), Some(vec![key_field]));
         assert_eq!(deletes.record_count(), 2);
-        let committed = target
+        let committed = destination
             .commit_row_delta(
                 &mut handle,
                 RowDelta {
@@ -424,7 +436,7 @@ async fn equality_deletes_on_the_key_column() {
         assert!(!s.contains_key("added-position-deletes"), "{s:?}");
 
         let snapshot = handle.metadata().current_snapshot().unwrap();
-        let bytes = target
+        let bytes = destination
             .file_io()
             .new_input(snapshot.manifest_list())
             .unwrap()
@@ -434,7 +446,7 @@ async fn equality_deletes_on_the_key_column() {
         let list = ManifestList::parse_with_version(&bytes, format).unwrap();
         let mut seen = 0;
         for manifest in list.entries() {
-            let loaded = manifest.load_manifest(target.file_io()).await.unwrap();
+            let loaded = manifest.load_manifest(destination.file_io()).await.unwrap();
             for e in loaded.entries() {
                 if e.content_type() == DataContentType::EqualityDeletes {
                     seen += 1;
@@ -450,7 +462,7 @@ async fn equality_deletes_on_the_key_column() {
         // A key index built from the table: keys 1, 4 in the first file,
         // 2 and 5 in the new one, 3 gone.
         let state = folder.0.join("state");
-        let index = KeyIndex::open(&state, &handle, target.file_io())
+        let index = KeyIndex::open(&state, &handle, destination.file_io())
             .await
             .unwrap();
         assert!(matches!(index.state(), IndexState::Rebuilt(_)));

@@ -17,7 +17,7 @@ use topicberg_core::{upsert_olake_id, KeyValue};
 
 use super::*;
 use crate::write::schema::{Column, ColumnType};
-use crate::IcebergTarget;
+use crate::Destination;
 
 struct TempDir(PathBuf);
 
@@ -46,7 +46,7 @@ fn key(i: i64) -> [u8; 16] {
 struct Fixture {
     _dir: TempDir,
     state: PathBuf,
-    target: IcebergTarget,
+    destination: Destination,
     table: TableHandle,
 }
 
@@ -54,19 +54,19 @@ impl Fixture {
     async fn new(format: FormatVersion) -> Self {
         let dir = TempDir::new();
         let state = dir.0.join("state");
-        let target = IcebergTarget::open_embedded(&dir.0.join("catalog"), "default").unwrap();
+        let destination = Destination::open_embedded(&dir.0.join("catalog"), "default").unwrap();
         let columns = [
             Column::optional("_olake_id", 1, ColumnType::String),
             Column::optional("v", 2, ColumnType::Long),
         ];
-        let table = target
+        let table = destination
             .ensure_table(&vec!["ns".to_string()], "t", &columns, format)
             .await
             .unwrap();
         Self {
             _dir: dir,
             state,
-            target,
+            destination,
             table,
         }
     }
@@ -86,7 +86,7 @@ impl Fixture {
         )
         .unwrap();
         let mut files = self
-            .target
+            .destination
             .write_data_files(&self.table, [batch])
             .await
             .unwrap();
@@ -100,7 +100,7 @@ impl Fixture {
         let file = self.data_file(keys, version).await;
         let path = file.file_path().to_string();
         let committed = self
-            .target
+            .destination
             .commit_append(&mut self.table, vec![file], BTreeMap::new())
             .await
             .unwrap();
@@ -108,7 +108,7 @@ impl Fixture {
     }
 
     async fn open(&self) -> KeyIndex {
-        KeyIndex::open(&self.state, &self.table, self.target.file_io())
+        KeyIndex::open(&self.state, &self.table, self.destination.file_io())
             .await
             .unwrap()
     }
@@ -122,7 +122,7 @@ impl Fixture {
     /// (one Puffin file) on v3.
     async fn commit_with_deletes(&mut self, data: DataFile, deletes: &[(&str, &[u64])]) {
         let metadata = self.table.metadata().clone();
-        let io = self.target.file_io();
+        let io = self.destination.file_io();
         let location = metadata.location().to_string();
         let snapshot_id = 424242 + metadata.snapshots().count() as i64;
         let v3 = metadata.format_version() == FormatVersion::V3;
@@ -185,7 +185,7 @@ impl Fixture {
         operation: Operation,
     ) {
         let metadata = self.table.metadata().clone();
-        let io = self.target.file_io();
+        let io = self.destination.file_io();
         let location = metadata.location().to_string();
         let v3 = metadata.format_version() == FormatVersion::V3;
         let parent = metadata.current_snapshot().unwrap();
@@ -232,7 +232,7 @@ impl Fixture {
         let requirements = vec![TableRequirement::UuidMatch {
             uuid: metadata.uuid(),
         }];
-        self.target
+        self.destination
             .catalog()
             .commit_table(
                 self.table.namespace(),
@@ -242,7 +242,7 @@ impl Fixture {
             )
             .await
             .unwrap();
-        self.target.refresh(&mut self.table).await.unwrap();
+        self.destination.refresh(&mut self.table).await.unwrap();
     }
 
     /// A position delete file with the reserved field ids.
@@ -280,7 +280,7 @@ impl Fixture {
             uuid::Uuid::new_v4()
         );
         let size = bytes.len() as u64;
-        let io = self.target.file_io();
+        let io = self.destination.file_io();
         io.new_output(&path)
             .unwrap()
             .write(bytes.into())
@@ -325,7 +325,7 @@ impl Fixture {
             ));
         }
         let size = bytes.len() as u64;
-        let io = self.target.file_io();
+        let io = self.destination.file_io();
         io.new_output(&path)
             .unwrap()
             .write(bytes.into())
@@ -559,7 +559,7 @@ async fn a_compaction_since_means_rebuild() {
     let mut fx = Fixture::new(FormatVersion::V2).await;
     let old = fx.data_file(&[1, 2], 0).await;
     let old_path = old.file_path().to_string();
-    fx.target
+    fx.destination
         .commit_append(&mut fx.table, vec![old.clone()], BTreeMap::new())
         .await
         .unwrap();
@@ -570,7 +570,7 @@ async fn a_compaction_since_means_rebuild() {
     let metadata = fx.table.metadata().clone();
     let snapshot_id = 777;
     let mut writer = ManifestWriterBuilder::new(
-        fx.target
+        fx.destination
             .file_io()
             .new_output(format!(
                 "{}/metadata/{snapshot_id}-m.avro",

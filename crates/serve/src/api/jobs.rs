@@ -221,7 +221,7 @@ async fn streams(State(state): State<AppState>, Path(id): Path<i64>) -> ApiResul
         }
         move || {
             let job = crate::runner::resolve_job(&config)
-                .map_err(topicberg_sync::target::SetupError::Unsupported)?;
+                .map_err(topicberg_sync::destination::SetupError::Unsupported)?;
             topicberg_sync::discover::discover(&job)
         }
     })

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use topicberg_iceberg::{IcebergTarget, OffsetsAdvance, TableHandle};
+use topicberg_iceberg::{Destination, OffsetsAdvance, TableHandle};
 
 use super::pipeline::TableOutput;
 use super::report::{CommitReport, TableStatus};
@@ -15,7 +15,7 @@ use crate::hooks;
 /// Commits one table's sync: its dead letters first, then one snapshot
 /// (append, or the upsert's data and deletes) that moves its offsets.
 pub(super) async fn commit_table(
-    target: &IcebergTarget,
+    destination: &Destination,
     state_dir: &Path,
     state: &mut TableState,
     mut output: TableOutput,
@@ -33,16 +33,16 @@ pub(super) async fn commit_table(
     state.report.bytes = output.drained.iter().map(|d| d.bytes).sum();
     let advance = state.advance(&output.drained);
     let micros = olake_timestamp_micros;
-    let dead_letters = commit_dead_letters(target, state, &output, handle, &advance, micros);
+    let dead_letters = commit_dead_letters(destination, state, &output, handle, &advance, micros);
     if !dead_letters.await {
-        state.report.orphan_files = remove_uncommitted(target, &output.data_files).await;
+        state.report.orphan_files = remove_uncommitted(destination, &output.data_files).await;
         return;
     }
     if let Some(buffer) = output.upsert.take() {
         if buffer.messages() == 0 {
             if invalid > 0 {
                 // Only invalid messages: a snapshot that just moves the offsets.
-                commit_files(target, state, handle, Vec::new(), advance, records).await;
+                commit_files(destination, state, handle, Vec::new(), advance, records).await;
             }
             return;
         }
@@ -52,7 +52,7 @@ pub(super) async fn commit_table(
             .expect("an upsert table")
             .delete_format;
         let done = upsert_commit::commit_upsert(
-            target,
+            destination,
             handle,
             buffer,
             delete_format,
@@ -84,14 +84,22 @@ pub(super) async fn commit_table(
         // table keeps its offsets and the group is repaired to them.
         return;
     }
-    commit_files(target, state, handle, output.data_files, advance, records).await;
+    commit_files(
+        destination,
+        state,
+        handle,
+        output.data_files,
+        advance,
+        records,
+    )
+    .await;
 }
 
 /// The dead letters first: a crash before the table's commit leaves them
 /// ahead, and the rerun skips what they already hold. False when their
 /// commit failed (the table then commits nothing).
 async fn commit_dead_letters(
-    target: &IcebergTarget,
+    destination: &Destination,
     state: &mut TableState,
     output: &TableOutput,
     handle: &TableHandle,
@@ -102,7 +110,9 @@ async fn commit_dead_letters(
         return true;
     }
     let (namespace, table) = (handle.namespace(), handle.name());
-    match dlq::commit_dead_letters(target, namespace, table, &output.dead, advance, micros).await {
+    match dlq::commit_dead_letters(destination, namespace, table, &output.dead, advance, micros)
+        .await
+    {
         Ok(done) => {
             state.report.dead_letter_records = output.dead.len() as u64;
             state.report.dead_letter_table = Some(done.table);
@@ -119,7 +129,7 @@ async fn commit_dead_letters(
 /// Commits an append of `data_files` (possibly none: only the offsets move)
 /// and records the outcome in the table's report.
 pub(super) async fn commit_files(
-    target: &IcebergTarget,
+    destination: &Destination,
     state: &mut TableState,
     handle: &mut TableHandle,
     data_files: Vec<iceberg::spec::DataFile>,
@@ -129,7 +139,7 @@ pub(super) async fn commit_files(
     state.report.data_files = data_files.len();
     state.report.data_file_bytes = data_files.iter().map(|f| f.file_size_in_bytes()).sum();
     let written = data_files.clone();
-    match target
+    match destination
         .commit_append_moving(handle, data_files, advance.clone())
         .await
     {
@@ -156,7 +166,7 @@ pub(super) async fn commit_files(
                 CommitRefused::Failed(why) => state.fail(Stage::Commit, why),
             }
             state.report.orphan_files = if super::commit_surely_failed(&e) {
-                remove_uncommitted(target, &written).await
+                remove_uncommitted(destination, &written).await
             } else {
                 // The commit may still land: the files may become live.
                 written.iter().map(|f| f.file_path().to_string()).collect()
@@ -168,13 +178,13 @@ pub(super) async fn commit_files(
 /// Deletes files a failed table wrote and no snapshot references; returns
 /// those that could not be deleted (listed in the report for cleanup).
 pub(super) async fn remove_uncommitted(
-    target: &IcebergTarget,
+    destination: &Destination,
     files: &[iceberg::spec::DataFile],
 ) -> Vec<String> {
     if files.is_empty() {
         return Vec::new();
     }
-    let left = target.delete_uncommitted(files).await;
+    let left = destination.delete_uncommitted(files).await;
     for (path, error) in &left {
         tracing::warn!(path = %path, error = %error, "could not delete an uncommitted file; delete it by hand");
     }

@@ -16,7 +16,7 @@ use arrow_array::builder::{
 use arrow_array::{ArrayRef, RecordBatch};
 use base64::Engine as _;
 use topicberg_iceberg::{
-    Column, ColumnType, FormatVersion, IcebergErrorKind, IcebergTarget, OffsetsAdvance,
+    Column, ColumnType, Destination, FormatVersion, IcebergErrorKind, OffsetsAdvance,
 };
 
 use super::invalid::DeadRecord;
@@ -66,7 +66,7 @@ const DEAD_LETTER_ATTEMPTS: u32 = 5;
 /// recorded offsets: an interrupted sync, or another sync of the job
 /// running at once) are not written again.
 pub async fn commit_dead_letters(
-    target: &IcebergTarget,
+    destination: &Destination,
     namespace: &Vec<String>,
     table: &str,
     dead: &[DeadRecord],
@@ -78,7 +78,7 @@ pub async fn commit_dead_letters(
     let mut attempt = 0;
     loop {
         attempt += 1;
-        let mut handle = target
+        let mut handle = destination
             .ensure_table(namespace, &name, &dlq_columns(), FormatVersion::V2)
             .await
             .map_err(|e| format!("dead-letter table {qualified}: {e}"))?;
@@ -102,7 +102,7 @@ pub async fn commit_dead_letters(
             return Ok(done);
         }
         let batch = dead_letter_batch(topic, &fresh, olake_timestamp_micros, &handle)?;
-        let files = target
+        let files = destination
             .write_data_files(&handle, [batch])
             .await
             .map_err(|e| format!("dead-letter table {qualified}: {e}"))?;
@@ -119,7 +119,7 @@ pub async fn commit_dead_letters(
                 })
                 .collect(),
         };
-        match target
+        match destination
             .commit_append_moving(&mut handle, files.clone(), moves)
             .await
         {
@@ -129,7 +129,7 @@ pub async fn commit_dead_letters(
             }
             Err(e) if e.kind == IcebergErrorKind::Superseded && attempt < DEAD_LETTER_ATTEMPTS => {
                 // Another sync wrote dead letters first: filter again.
-                target.delete_uncommitted(&files).await;
+                destination.delete_uncommitted(&files).await;
             }
             Err(e) => return Err(format!("committing dead-letter table {qualified}: {e}")),
         }

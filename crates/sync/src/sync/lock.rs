@@ -14,7 +14,7 @@ use std::fs::{File, OpenOptions, TryLockError};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
-use crate::target::SetupError;
+use crate::destination::SetupError;
 
 /// A held job lock; released when dropped (or when the process dies).
 #[derive(Debug)]

@@ -38,8 +38,8 @@ use topicberg_core::Job;
 use topicberg_kafka::{read_partition_states, select_topics, DrainSettings, KafkaConnection};
 use tracing::Instrument;
 
+use crate::destination::{connect_destination, SetupError};
 use crate::hooks;
-use crate::target::{connect_target, SetupError};
 use pipeline::{Progress, PROGRESS_INTERVAL};
 use report::{SyncReport, TableReport, TableStatus};
 use stages::SyncContext;
@@ -90,7 +90,7 @@ pub async fn run_sync_with(job: &Job, options: SyncOptions) -> Result<SyncReport
     let states = read_partition_states(&connection, group, &selection.selected, KAFKA_TIMEOUT)?;
     let ctx = SyncContext {
         job,
-        target: connect_target(job).await?,
+        destination: connect_destination(job).await?,
         drain: DrainSettings {
             group: group.clone(),
             stall_timeout: Duration::from_secs(120),

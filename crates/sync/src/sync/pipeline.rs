@@ -24,7 +24,7 @@ use super::invalid::DeadRecord;
 use super::split::{merge_pieces, min_chunk_messages, split_ranges};
 use super::upsert::UpsertBuffer;
 use crate::columns::iceberg_columns;
-use topicberg_iceberg::{DataFileWriter, IcebergTarget, TableHandle};
+use topicberg_iceberg::{DataFileWriter, Destination, TableHandle};
 use topicberg_kafka::{DrainSettings, DrainedPartition, KafkaConnection, PartitionRange};
 
 /// Upsert settings of a table.
@@ -97,7 +97,7 @@ pub struct Progress {
 pub async fn drain_and_write(
     connection: &KafkaConnection,
     settings: &DrainSettings,
-    target: &IcebergTarget,
+    destination: &Destination,
     tables: &[TableInput],
     threads: usize,
     batch_rows: usize,
@@ -135,7 +135,7 @@ pub async fn drain_and_write(
     drop(tx);
 
     let mut sinks: Vec<TableSink> = tables.iter().map(TableSink::new).collect();
-    receive(rx, &mut sinks, &shared, target).await;
+    receive(rx, &mut sinks, &shared, destination).await;
     let joined = tokio::task::spawn_blocking(move || {
         for t in threads {
             let _ = t.join();
@@ -173,7 +173,7 @@ async fn receive(
     mut rx: mpsc::Receiver<Item>,
     sinks: &mut [TableSink],
     shared: &Shared,
-    target: &IcebergTarget,
+    destination: &Destination,
 ) {
     while let Some(item) = rx.recv().await {
         let index = match &item {
@@ -197,7 +197,7 @@ async fn receive(
                 Ok(())
             }
             Item::Batch(_, version, batch) => {
-                sink.take_batch(target, &shared.tables[index], version, batch)
+                sink.take_batch(destination, &shared.tables[index], version, batch)
                     .await
             }
         };
@@ -334,7 +334,7 @@ impl TableSink {
     /// and starts new files.
     async fn take_batch(
         &mut self,
-        target: &IcebergTarget,
+        destination: &Destination,
         table: &TableShared,
         version: u64,
         batch: arrow_array::RecordBatch,
@@ -354,7 +354,7 @@ impl TableSink {
             }
         }
         if self.writer.is_none() {
-            let writer = target
+            let writer = destination
                 .data_file_writer(&self.handle)
                 .await
                 .map_err(|e| format!("opening a data file writer: {e}"))?;

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use topicberg_core::config::OnInvalid;
 use topicberg_core::{Job, TableColumns, TableSettings};
-use topicberg_iceberg::{CatalogErrorKind, IcebergErrorKind, IcebergTarget, TableHandle};
+use topicberg_iceberg::{CatalogErrorKind, Destination, IcebergErrorKind, TableHandle};
 use topicberg_kafka::{
     commit_group_offsets, DrainSettings, KafkaConnection, PartitionRange, PartitionState,
     SelectedTopic,
@@ -22,14 +22,14 @@ use super::report::TableStatus;
 use super::table::{Stage, TableState};
 use super::SAMPLE_PER_PARTITION;
 use crate::columns::{iceberg_columns, table_columns};
+use crate::destination::iceberg_format;
 use crate::hooks;
-use crate::target::iceberg_format;
 
 /// What every stage needs: the job, its Kafka cluster and its catalog.
 pub(super) struct SyncContext<'a> {
     pub(super) job: &'a Job,
     pub(super) connection: KafkaConnection,
-    pub(super) target: IcebergTarget,
+    pub(super) destination: Destination,
     pub(super) drain: DrainSettings,
     pub(super) olake_timestamp_micros: i64,
 }
@@ -67,7 +67,7 @@ pub(super) async fn plan_tables(
 async fn plan_table(ctx: &SyncContext<'_>, state: &mut TableState) {
     let namespace = ctx.job.namespace_path();
     match ctx
-        .target
+        .destination
         .load_table(&namespace, &state.settings.table)
         .await
     {
@@ -154,7 +154,7 @@ async fn create_table(
         .map_err(|e| format!("building the table's columns: {e}"))?;
     let namespace = ctx.job.namespace_path();
     let format = iceberg_format(settings.format_version);
-    ctx.target
+    ctx.destination
         .ensure_table(
             &namespace,
             &settings.table,
@@ -216,7 +216,7 @@ pub(super) async fn drain_tables(
     let outputs = drain_and_write(
         &ctx.connection,
         &ctx.drain,
-        &ctx.target,
+        &ctx.destination,
         &inputs,
         ctx.job.tuning.max_threads,
         ctx.job.tuning.batch_rows,
@@ -235,7 +235,8 @@ pub(super) async fn drain_tables(
 pub(super) async fn discard_outputs(ctx: &SyncContext<'_>, tables: &mut [TableState]) {
     for state in tables.iter_mut() {
         if let Some(output) = state.output.take() {
-            state.report.orphan_files = remove_uncommitted(&ctx.target, &output.data_files).await;
+            state.report.orphan_files =
+                remove_uncommitted(&ctx.destination, &output.data_files).await;
         }
     }
 }
@@ -252,12 +253,20 @@ pub(super) async fn commit_tables(ctx: &SyncContext<'_>, tables: &mut [TableStat
             if let Some(e) = output.error.take() {
                 state.fail(Stage::Drain, e);
                 state.report.orphan_files =
-                    remove_uncommitted(&ctx.target, &output.data_files).await;
+                    remove_uncommitted(&ctx.destination, &output.data_files).await;
             } else {
                 let mut handle = output.handle.clone();
                 let micros = ctx.olake_timestamp_micros;
                 let state_dir = &ctx.job.state_dir;
-                commit_table(&ctx.target, state_dir, state, output, &mut handle, micros).await;
+                commit_table(
+                    &ctx.destination,
+                    state_dir,
+                    state,
+                    output,
+                    &mut handle,
+                    micros,
+                )
+                .await;
                 if state.report.status == TableStatus::Committed && !first_commit_done {
                     first_commit_done = true;
                     hooks::fault_point("after_first_table_commit");

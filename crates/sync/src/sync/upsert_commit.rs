@@ -13,7 +13,7 @@ use roaring::{RoaringBitmap, RoaringTreemap};
 use topicberg_core::config::DeleteFormat;
 use topicberg_iceberg::key_index::{IndexState, KeyIndex};
 use topicberg_iceberg::row_delta::RowDelta;
-use topicberg_iceberg::{CommittedSnapshot, IcebergTarget, OffsetsAdvance, TableHandle};
+use topicberg_iceberg::{CommittedSnapshot, Destination, OffsetsAdvance, TableHandle};
 
 use super::table::CommitRefused;
 use super::upsert::{winning_rows, KeyHash, Slot, UpsertBuffer};
@@ -41,7 +41,7 @@ const UPSERT_ATTEMPTS: u32 = 5;
 /// deleted, the key index replays the other writer's snapshots, and the
 /// rows, deletes and `_op_type`s are computed again on the new table.
 pub async fn commit_upsert(
-    target: &IcebergTarget,
+    destination: &Destination,
     handle: &mut TableHandle,
     mut buffer: UpsertBuffer,
     delete_format: DeleteFormat,
@@ -53,7 +53,7 @@ pub async fn commit_upsert(
     loop {
         attempt += 1;
         let outcome = commit_upsert_once(
-            target,
+            destination,
             handle,
             &mut buffer,
             delete_format,
@@ -67,7 +67,7 @@ pub async fn commit_upsert(
             Attempt::Moved(e, written) if attempt < UPSERT_ATTEMPTS => {
                 tracing::warn!(table = %table, attempt, error = %e, "another writer committed first; recomputing the upsert on the new table");
                 if let Some(files) = written {
-                    let left = target.delete_uncommitted(&files).await;
+                    let left = destination.delete_uncommitted(&files).await;
                     for (path, error) in left {
                         tracing::warn!(path = %path, error = %error, "could not delete an uncommitted file; delete it by hand");
                     }
@@ -93,16 +93,16 @@ enum Attempt {
 }
 
 async fn commit_upsert_once(
-    target: &IcebergTarget,
+    destination: &Destination,
     handle: &mut TableHandle,
     buffer: &mut UpsertBuffer,
     delete_format: DeleteFormat,
     state_dir: &Path,
     offsets: OffsetsAdvance,
 ) -> Attempt {
-    match prepare_upsert(target, handle, buffer, delete_format, state_dir).await {
+    match prepare_upsert(destination, handle, buffer, delete_format, state_dir).await {
         Err(e) => Attempt::Failed(CommitRefused::Failed(e)),
-        Ok(prepared) => prepared.commit(target, handle, offsets).await,
+        Ok(prepared) => prepared.commit(destination, handle, offsets).await,
     }
 }
 
@@ -124,7 +124,7 @@ struct PreparedUpsert {
 impl PreparedUpsert {
     async fn commit(
         self,
-        target: &IcebergTarget,
+        destination: &Destination,
         handle: &mut TableHandle,
         offsets: OffsetsAdvance,
     ) -> Attempt {
@@ -151,7 +151,10 @@ impl PreparedUpsert {
             .cloned()
             .collect();
         // One request: a conflict comes back here to be recomputed.
-        let snapshot = match target.commit_row_delta_with_retry(handle, delta, 1).await {
+        let snapshot = match destination
+            .commit_row_delta_with_retry(handle, delta, 1)
+            .await
+        {
             Ok(snapshot) => snapshot,
             Err(e) if moved_on(&e) => {
                 drop(index);
@@ -163,7 +166,7 @@ impl PreparedUpsert {
                 if matches!(refused, CommitRefused::Superseded(_))
                     && super::commit_surely_failed(&e)
                 {
-                    let left = target.delete_uncommitted(&written).await;
+                    let left = destination.delete_uncommitted(&written).await;
                     for (path, error) in left {
                         tracing::warn!(path = %path, error = %error, "could not delete an uncommitted file; delete it by hand");
                     }
@@ -210,14 +213,14 @@ fn moved_on(e: &topicberg_iceberg::IcebergError) -> bool {
 }
 
 async fn prepare_upsert(
-    target: &IcebergTarget,
+    destination: &Destination,
     handle: &mut TableHandle,
     buffer: &mut UpsertBuffer,
     delete_format: DeleteFormat,
     state_dir: &Path,
 ) -> Result<PreparedUpsert, String> {
     let table = format!("{}.{}", handle.namespace().join("."), handle.name());
-    let index = KeyIndex::open(state_dir, handle, target.file_io())
+    let index = KeyIndex::open(state_dir, handle, destination.file_io())
         .await
         .map_err(|e| format!("opening the key index: {e}"))?;
     match index.state() {
@@ -278,7 +281,7 @@ async fn prepare_upsert(
     // The winning rows, read back from the held files, fitted to the
     // table's final columns.
     let schema = handle.arrow_schema().clone();
-    let mut writer = target
+    let mut writer = destination
         .data_file_writer(handle)
         .await
         .map_err(|e| e.to_string())?;
@@ -304,7 +307,7 @@ async fn prepare_upsert(
     // tombstoned key the table has. Equality deletes name those keys
     // instead: rows with that `_olake_id` in earlier commits go, this
     // commit's new rows (same sequence number) stay.
-    let deletes_written = target
+    let deletes_written = destination
         .write_deletes(handle, delete_format, retire, retired_keys)
         .await
         .map_err(|e| e.to_string())?;

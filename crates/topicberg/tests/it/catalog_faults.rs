@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use arrow_array::{new_null_array, ArrayRef, Int64Array, RecordBatch};
-use topicberg_iceberg::IcebergTarget;
+use topicberg_iceberg::Destination;
 
 use crate::fault_proxy::{is_table_commit, snapshot_count, Fault, FaultProxy, Rule, SyncRun};
 use crate::iceberg_append::{catalog_config, storage_config};
@@ -106,11 +106,14 @@ fn other_writer_appends(catalog: &'static str, namespace: String, table: String,
         .build()
         .unwrap();
     runtime.block_on(async move {
-        let target = IcebergTarget::connect(&catalog_config(catalog), storage_config())
+        let destination = Destination::connect(&catalog_config(catalog), storage_config())
             .await
             .expect("other writer connects");
         let namespace = vec![namespace];
-        let mut handle = target.load_table(&namespace, &table).await.expect("load");
+        let mut handle = destination
+            .load_table(&namespace, &table)
+            .await
+            .expect("load");
         let schema = handle.arrow_schema().clone();
         let columns: Vec<ArrayRef> = schema
             .fields()
@@ -121,11 +124,11 @@ fn other_writer_appends(catalog: &'static str, namespace: String, table: String,
             })
             .collect();
         let batch = RecordBatch::try_new(schema, columns).expect("batch");
-        let files = target
+        let files = destination
             .write_data_files(&handle, [batch])
             .await
             .expect("other writer's files");
-        target
+        destination
             .commit_append(&mut handle, files, Default::default())
             .await
             .expect("other writer commits");

@@ -36,7 +36,7 @@ use std::process::Output;
 use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
-use topicberg_iceberg::IcebergTarget;
+use topicberg_iceberg::Destination;
 
 use crate::iceberg_append::{catalog_config, storage_config};
 use crate::support::{Catalog, Job};
@@ -465,11 +465,11 @@ pub fn snapshot_count(catalog: Catalog, job: &Job, topic: &str) -> usize {
         .build()
         .unwrap();
     runtime.block_on(async {
-        let target = IcebergTarget::connect(&catalog_config(catalog.prefix()), storage_config())
+        let destination = Destination::connect(&catalog_config(catalog.prefix()), storage_config())
             .await
             .expect("connect");
         let namespace = vec![format!("{}_topics", job.name)];
-        let handle = target
+        let handle = destination
             .load_table(&namespace, &topic.to_lowercase())
             .await
             .expect("load table");

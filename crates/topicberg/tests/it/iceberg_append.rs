@@ -12,7 +12,7 @@ use arrow_array::{
 };
 use topicberg_iceberg::rest::{CatalogAuth, RestCatalogConfig};
 use topicberg_iceberg::{
-    Column, ColumnType, CommittedSnapshot, FormatVersion, IcebergTarget, S3Config, StorageConfig,
+    Column, ColumnType, CommittedSnapshot, Destination, FormatVersion, S3Config, StorageConfig,
     TableHandle,
 };
 
@@ -44,9 +44,9 @@ pub(crate) fn storage_config() -> StorageConfig {
     })
 }
 
-/// A target on the test bed's `catalog` (`SEAWEED` or `FIXTURE`) and S3.
-pub(crate) async fn connect(catalog: &str) -> IcebergTarget {
-    IcebergTarget::connect(&catalog_config(catalog), storage_config())
+/// A destination on the test bed's `catalog` (`SEAWEED` or `FIXTURE`) and S3.
+pub(crate) async fn connect(catalog: &str) -> Destination {
+    Destination::connect(&catalog_config(catalog), storage_config())
         .await
         .unwrap_or_else(|e| panic!("{catalog} catalog: {e}; run scripts/testbed up"))
 }
@@ -198,12 +198,12 @@ pub(crate) fn offsets(next: i64) -> BTreeMap<String, String> {
 }
 
 pub(crate) async fn append(
-    target: &IcebergTarget,
+    destination: &Destination,
     handle: &mut TableHandle,
     rows: &[Row],
     extra: BTreeMap<String, String>,
 ) -> CommittedSnapshot {
-    let files = target
+    let files = destination
         .write_data_files(handle, [batch(handle, rows)])
         .await
         .expect("write data files");
@@ -216,7 +216,7 @@ pub(crate) async fn append(
         "{}",
         file.file_path()
     );
-    let size = target
+    let size = destination
         .file_io()
         .new_input(file.file_path())
         .expect("input")
@@ -242,7 +242,7 @@ pub(crate) async fn append(
         ids.iter().max().map(|v| v.to_string())
     );
     assert!(file.column_sizes().get(&4).is_some_and(|s| *s > 0));
-    target
+    destination
         .commit_append(handle, files, extra)
         .await
         .expect("commit the append")
@@ -250,10 +250,10 @@ pub(crate) async fn append(
 
 /// Two appends, read back by every engine, with the summaries checked.
 async fn two_appends_read_back(catalog: &str, format: FormatVersion, engines: &[&str]) {
-    let target = connect(catalog).await;
+    let destination = connect(catalog).await;
     let namespace = vec![unique_name("it_append")];
     let name = "orders";
-    let mut handle = target
+    let mut handle = destination
         .ensure_table(&namespace, name, &columns(), format)
         .await
         .unwrap_or_else(|e| panic!("{catalog}: {e}"));
@@ -262,8 +262,8 @@ async fn two_appends_read_back(catalog: &str, format: FormatVersion, engines: &[
 
     let first = rows(0, 300);
     let second = rows(300, 250);
-    let one = append(&target, &mut handle, &first, offsets(300)).await;
-    let two = append(&target, &mut handle, &second, offsets(550)).await;
+    let one = append(&destination, &mut handle, &first, offsets(300)).await;
+    let two = append(&destination, &mut handle, &second, offsets(550)).await;
 
     assert_eq!(one.parent_snapshot_id, None);
     assert_eq!(two.parent_snapshot_id, Some(one.snapshot_id));
@@ -288,7 +288,10 @@ async fn two_appends_read_back(catalog: &str, format: FormatVersion, engines: &[
     assert_eq!(two.summary["total-files-size"], sizes.to_string());
 
     // What another process sees: a fresh load from the catalog.
-    let reloaded = target.load_table(&namespace, name).await.expect("reload");
+    let reloaded = destination
+        .load_table(&namespace, name)
+        .await
+        .expect("reload");
     let summaries = reloaded.snapshot_summaries();
     assert_eq!(summaries.len(), 2);
     assert_eq!(summaries[0].snapshot_id, two.snapshot_id);
@@ -321,11 +324,11 @@ async fn two_appends_read_back(catalog: &str, format: FormatVersion, engines: &[
         );
     }
 
-    target
+    destination
         .drop_table(&namespace, name, true)
         .await
         .unwrap_or_else(|e| panic!("{catalog}: {e}"));
-    target
+    destination
         .catalog()
         .drop_namespace(&namespace)
         .await
@@ -357,21 +360,21 @@ async fn iceberg_append_seaweed_v3_read_by_all_engines() {
 /// The second writer starts from the metadata before the first commit:
 /// its commit gets 409, reloads, and lands on top, both appends once.
 async fn stale_parent_is_rebased(catalog: &str) {
-    let target = connect(catalog).await;
+    let destination = connect(catalog).await;
     let namespace = vec![unique_name("it_race")];
     let name = "orders";
-    let mut fresh = target
+    let mut fresh = destination
         .ensure_table(&namespace, name, &columns(), FormatVersion::V2)
         .await
         .unwrap_or_else(|e| panic!("{catalog}: {e}"));
     let base = rows(0, 120);
-    append(&target, &mut fresh, &base, offsets(120)).await;
+    append(&destination, &mut fresh, &base, offsets(120)).await;
     let mut stale = fresh.clone();
 
     let winner_rows = rows(120, 200);
     let late_rows = rows(320, 180);
-    let winner = append(&target, &mut fresh, &winner_rows, offsets(320)).await;
-    let late = append(&target, &mut stale, &late_rows, offsets(500)).await;
+    let winner = append(&destination, &mut fresh, &winner_rows, offsets(320)).await;
+    let late = append(&destination, &mut stale, &late_rows, offsets(500)).await;
 
     assert_eq!(winner.attempts, 1);
     assert_eq!(late.attempts, 2, "the stale commit must be retried once");
@@ -381,13 +384,16 @@ async fn stale_parent_is_rebased(catalog: &str) {
     assert_eq!(late.summary["total-data-files"], "3");
     assert_eq!(late.summary["added-records"], "180");
 
-    let reloaded = target.load_table(&namespace, name).await.expect("reload");
+    let reloaded = destination
+        .load_table(&namespace, name)
+        .await
+        .expect("reload");
     let summaries = reloaded.snapshot_summaries();
     assert_eq!(summaries.len(), 3, "{summaries:?}");
     assert_eq!(summaries[0].snapshot_id, late.snapshot_id);
 
     // Offsets moved on but no row was written: an append without files.
-    let empty = target
+    let empty = destination
         .commit_append(&mut stale, Vec::new(), offsets(520))
         .await
         .expect("an append without files");
@@ -404,11 +410,11 @@ async fn stale_parent_is_rebased(catalog: &str) {
         .collect();
     assert_eq!(read("duckdb", catalog, &table), canonical(&all));
 
-    target
+    destination
         .drop_table(&namespace, name, true)
         .await
         .expect("drop");
-    target
+    destination
         .catalog()
         .drop_namespace(&namespace)
         .await
@@ -441,13 +447,13 @@ fn iceberg_append_timestamp_text_matches_the_readers() {
 /// Objects past the part size go up as S3 multipart uploads.
 #[tokio::test]
 async fn iceberg_append_storage_streams_a_large_object_to_s3() {
-    let target = connect("FIXTURE").await;
+    let destination = connect("FIXTURE").await;
     let location = format!(
         "s3://fixture-warehouse/{}/big.bin",
         unique_name("it_storage")
     );
     let chunk: Vec<u8> = (0..7 * 1024 * 1024u32).map(|i| (i % 251) as u8).collect();
-    let mut writer = target
+    let mut writer = destination
         .file_io()
         .new_output(&location)
         .expect("output")
@@ -461,7 +467,7 @@ async fn iceberg_append_storage_streams_a_large_object_to_s3() {
             .expect("write a part");
     }
     writer.close().await.expect("complete the upload");
-    let input = target.file_io().new_input(&location).expect("input");
+    let input = destination.file_io().new_input(&location).expect("input");
     assert_eq!(
         input.metadata().await.expect("stat").size,
         3 * chunk.len() as u64
@@ -473,6 +479,14 @@ async fn iceberg_append_storage_streams_a_large_object_to_s3() {
         .map(|i| ((i % chunk.len() as u64) % 251) as u8)
         .collect();
     assert_eq!(got.as_ref(), want.as_slice());
-    target.file_io().delete(&location).await.expect("delete");
-    assert!(!target.file_io().exists(&location).await.expect("exists"));
+    destination
+        .file_io()
+        .delete(&location)
+        .await
+        .expect("delete");
+    assert!(!destination
+        .file_io()
+        .exists(&location)
+        .await
+        .expect("exists"));
 }

@@ -4,7 +4,7 @@
 //! reloads too; the writer must neither lose nor duplicate an append. And
 //! the files a failed or retried commit leaves are cleaned up.
 
-use topicberg_iceberg::{FormatVersion, IcebergErrorKind, IcebergTarget};
+use topicberg_iceberg::{Destination, FormatVersion, IcebergErrorKind};
 
 use crate::fault_proxy::{is_table_commit, Fault, FaultProxy, Rule};
 use crate::iceberg_append::{
@@ -26,12 +26,12 @@ async fn iceberg_append_commit_with_lost_answer_lands_exactly_once() {
     let mut config = upstream.clone();
     config.uri = proxy.uri.clone();
     config.auth = topicberg_iceberg::rest::CatalogAuth::None;
-    let target = IcebergTarget::connect(&config, storage_config())
+    let destination = Destination::connect(&config, storage_config())
         .await
         .expect("connect through the proxy");
     let namespace = vec![unique_name("it_faults")];
     let name = "orders";
-    let mut handle = target
+    let mut handle = destination
         .ensure_table(&namespace, name, &columns(), FormatVersion::V2)
         .await
         .expect("create table");
@@ -39,14 +39,14 @@ async fn iceberg_append_commit_with_lost_answer_lands_exactly_once() {
     // The commit lands but its answer is lost: found on reload, not resent.
     proxy.add(commit_rule(Fault::LoseAnswer));
     let a = rows(0, 100);
-    let one = append(&target, &mut handle, &a, offsets(100)).await;
+    let one = append(&destination, &mut handle, &a, offsets(100)).await;
     assert_eq!(one.attempts, 1, "found after the reload, not sent again");
     assert_eq!(one.summary["total-records"], "100");
 
     // The commit fails before reaching the catalog: not found, sent again.
     proxy.add(commit_rule(Fault::Status(503)));
     let b = rows(100, 60);
-    let two = append(&target, &mut handle, &b, offsets(160)).await;
+    let two = append(&destination, &mut handle, &b, offsets(160)).await;
     assert_eq!(two.attempts, 2, "not found after the reload, so retried");
     assert_eq!(two.parent_snapshot_id, Some(one.snapshot_id));
     assert_eq!(two.summary["total-records"], "160");
@@ -55,11 +55,11 @@ async fn iceberg_append_commit_with_lost_answer_lands_exactly_once() {
     proxy.add(commit_rule(Fault::LoseAnswer));
     proxy.add(Rule::new(Fault::Status(503)));
     let c = rows(160, 40);
-    let files = target
+    let files = destination
         .write_data_files(&handle, [crate::iceberg_append::batch(&handle, &c)])
         .await
         .expect("write");
-    let err = target
+    let err = destination
         .commit_append(&mut handle, files, offsets(200))
         .await
         .expect_err("the outcome cannot be known");
@@ -68,7 +68,10 @@ async fn iceberg_append_commit_with_lost_answer_lands_exactly_once() {
     proxy.reset();
 
     // Reconciling from the snapshot summary: the third commit did land.
-    let reloaded = target.load_table(&namespace, name).await.expect("reload");
+    let reloaded = destination
+        .load_table(&namespace, name)
+        .await
+        .expect("reload");
     assert_eq!(
         reloaded.current_summary().unwrap()["topicberg.offsets"],
         r#"{"orders":{"0":200}}"#
@@ -78,11 +81,11 @@ async fn iceberg_append_commit_with_lost_answer_lands_exactly_once() {
     let all: Vec<Row> = a.into_iter().chain(b).chain(c).collect();
     assert_eq!(read("duckdb", "FIXTURE", &table), canonical(&all));
 
-    target
+    destination
         .drop_table(&namespace, name, true)
         .await
         .expect("drop");
-    target
+    destination
         .catalog()
         .drop_namespace(&namespace)
         .await
@@ -100,22 +103,22 @@ async fn iceberg_failed_commit_files_are_cleaned_up() {
     let proxy = FaultProxy::start(&upstream.uri);
     let mut config = upstream.clone();
     config.uri = proxy.uri.clone();
-    let target = IcebergTarget::connect(&config, storage_config())
+    let destination = Destination::connect(&config, storage_config())
         .await
         .expect("connect through the proxy");
     let namespace = vec![unique_name("it_cleanup")];
     let name = "orders";
-    let mut handle = target
+    let mut handle = destination
         .ensure_table(&namespace, name, &columns(), FormatVersion::V2)
         .await
         .expect("create table");
     let folder = format!("{}/metadata", handle.metadata().location());
-    let storage = target.storage();
+    let storage = destination.storage();
 
     // Landed on the second attempt (a made-up 409 first).
     proxy.add(commit_rule(Fault::Status(409)));
     let a = rows(0, 50);
-    let one = append(&target, &mut handle, &a, offsets(50)).await;
+    let one = append(&destination, &mut handle, &a, offsets(50)).await;
     assert_eq!(one.attempts, 2);
     let commit_id = one.summary[topicberg_iceberg::COMMIT_ID_PROPERTY].clone();
     let ours = |all: &[String]| -> Vec<String> {
@@ -130,13 +133,13 @@ async fn iceberg_failed_commit_files_are_cleaned_up() {
         3,
         "a manifest and two manifest lists: {before:#?}"
     );
-    let left = target
+    let left = destination
         .delete_commit_metadata(&handle, &commit_id)
         .await
         .expect("cleanup");
     assert!(left.is_empty(), "{left:?}");
     let after = ours(&storage.list(&folder).await.unwrap());
-    let live = target.load_table(&namespace, name).await.unwrap();
+    let live = destination.load_table(&namespace, name).await.unwrap();
     let live_list = live
         .metadata()
         .current_snapshot()
@@ -158,11 +161,11 @@ async fn iceberg_failed_commit_files_are_cleaned_up() {
     proxy.add(commit_rule(Fault::Status(503)).until_reset());
     let listed_before = storage.list(&folder).await.unwrap();
     let b = rows(50, 20);
-    let files = target
+    let files = destination
         .write_data_files(&handle, [crate::iceberg_append::batch(&handle, &b)])
         .await
         .expect("write");
-    let err = target
+    let err = destination
         .commit_append(&mut handle, files.clone(), offsets(70))
         .await
         .expect_err("every commit refused");
@@ -185,24 +188,24 @@ async fn iceberg_failed_commit_files_are_cleaned_up() {
         .next()
         .unwrap()
         .trim_end_matches("-m0.avro");
-    let left = target
+    let left = destination
         .delete_commit_metadata(&handle, failed_id)
         .await
         .expect("cleanup");
     assert!(left.is_empty(), "{left:?}");
     assert_eq!(storage.list(&folder).await.unwrap(), listed_before);
-    assert!(target.delete_uncommitted(&files).await.is_empty());
+    assert!(destination.delete_uncommitted(&files).await.is_empty());
     for f in &files {
-        assert!(!target.file_io().exists(f.file_path()).await.unwrap());
+        assert!(!destination.file_io().exists(f.file_path()).await.unwrap());
     }
     let table = format!("{}.{name}", namespace[0]);
     assert_eq!(read("duckdb", "FIXTURE", &table), canonical(&a));
 
-    target
+    destination
         .drop_table(&namespace, name, true)
         .await
         .expect("drop");
-    target
+    destination
         .catalog()
         .drop_namespace(&namespace)
         .await

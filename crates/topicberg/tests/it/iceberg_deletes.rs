@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use topicberg_iceberg::{
-    is_stale_deletes, DataFile, FormatVersion, IcebergTarget, RoaringTreemap, RowDelta, TableHandle,
+    is_stale_deletes, DataFile, Destination, FormatVersion, RoaringTreemap, RowDelta, TableHandle,
 };
 
 use crate::iceberg_append::{batch, canonical, columns, connect, read, rows, Row};
@@ -16,17 +16,17 @@ use crate::testbed::{command, get, unique_name};
 
 /// Appends rows with ids `first..first + count` as one data file; returns it.
 async fn append_file(
-    target: &IcebergTarget,
+    destination: &Destination,
     handle: &mut TableHandle,
     first: i64,
     count: i64,
 ) -> DataFile {
-    let files = target
+    let files = destination
         .write_data_files(handle, [batch(handle, &rows(first, count))])
         .await
         .expect("write a data file");
     assert_eq!(files.len(), 1);
-    target
+    destination
         .commit_append(handle, files.clone(), BTreeMap::new())
         .await
         .expect("append");
@@ -35,12 +35,12 @@ async fn append_file(
 
 /// New data files with ids `first..first + count`, not yet committed.
 async fn new_data(
-    target: &IcebergTarget,
+    destination: &Destination,
     handle: &TableHandle,
     first: i64,
     count: i64,
 ) -> Vec<DataFile> {
-    target
+    destination
         .write_data_files(handle, [batch(handle, &rows(first, count))])
         .await
         .expect("write a data file")
@@ -89,30 +89,30 @@ fn live_ids(deleted: &[i64], added: std::ops::Range<i64>) -> Vec<i64> {
 /// deleting rows of both and adding 20 rows (`overwrite`), then a
 /// delete-only row delta on A (`delete`).
 async fn position_deletes_read_back(catalog: &str) {
-    let target = connect(catalog).await;
+    let destination = connect(catalog).await;
     let namespace = vec![unique_name("it_pdel")];
     let name = "orders";
-    let mut handle = target
+    let mut handle = destination
         .ensure_table(&namespace, name, &columns(), FormatVersion::V2)
         .await
         .unwrap_or_else(|e| panic!("{catalog}: {e}"));
-    let a = append_file(&target, &mut handle, 0, 300).await;
-    let b = append_file(&target, &mut handle, 300, 200).await;
+    let a = append_file(&destination, &mut handle, 0, 300).await;
+    let b = append_file(&destination, &mut handle, 300, 200).await;
 
     let first_deletes = [3i64, 10, 50, 299, 300, 301, 450];
     let deletes = vec![
         (a.file_path().to_string(), vec![299, 3, 50, 10]),
         (b.file_path().to_string(), vec![150, 0, 1]),
     ];
-    let file = target
+    let file = destination
         .write_position_deletes(&handle, &deletes)
         .await
         .expect("write position deletes")
         .expect("a delete file");
     assert_eq!(file.record_count(), 7);
     assert_eq!(file.referenced_data_file(), None, "two data files");
-    let data = new_data(&target, &handle, 1000, 20).await;
-    let one = target
+    let data = new_data(&destination, &handle, 1000, 20).await;
+    let one = destination
         .commit_row_delta(
             &mut handle,
             RowDelta {
@@ -140,7 +140,7 @@ async fn position_deletes_read_back(catalog: &str) {
     assert!(!s.contains_key("added-dvs"), "{s:?}");
 
     let second_deletes = [5i64, 6];
-    let file = target
+    let file = destination
         .write_position_deletes(&handle, &[(a.file_path().to_string(), vec![6, 5])])
         .await
         .expect("write position deletes")
@@ -150,7 +150,7 @@ async fn position_deletes_read_back(catalog: &str) {
         Some(a.file_path()),
         "one data file"
     );
-    let two = target
+    let two = destination
         .commit_row_delta(
             &mut handle,
             RowDelta {
@@ -168,7 +168,10 @@ async fn position_deletes_read_back(catalog: &str) {
     assert_eq!(two.summary["total-delete-files"], "2");
     assert!(!two.summary.contains_key("added-records"));
 
-    let reloaded = target.load_table(&namespace, name).await.expect("reload");
+    let reloaded = destination
+        .load_table(&namespace, name)
+        .await
+        .expect("reload");
     let ops: Vec<String> = reloaded
         .snapshot_summaries()
         .iter()
@@ -193,13 +196,13 @@ async fn position_deletes_read_back(catalog: &str) {
 /// Drops the test table and namespace on a fresh connection (the old one's
 /// pooled connection may have idled out while Spark read).
 async fn drop_all(catalog: &str, namespace: &[String]) {
-    let target = connect(catalog).await;
+    let destination = connect(catalog).await;
     let namespace = namespace.to_vec();
-    target
+    destination
         .drop_table(&namespace, "orders", true)
         .await
         .expect("drop");
-    target
+    destination
         .catalog()
         .drop_namespace(&namespace)
         .await
@@ -220,26 +223,26 @@ async fn iceberg_deletes_position_deletes_v2_on_seaweed() {
 /// with its DV, replacing it in the same commit; a writer with a stale view
 /// of A's DV is told to merge again.
 async fn deletion_vectors_merge_and_replace(
-    target: &IcebergTarget,
+    destination: &Destination,
     namespace: &[String],
     read_table: &dyn Fn(&str) -> String,
 ) {
     let namespace = namespace.to_vec();
     let name = "orders";
-    let mut handle = target
+    let mut handle = destination
         .ensure_table(&namespace, name, &columns(), FormatVersion::V3)
         .await
         .expect("create a v3 table");
-    let a = append_file(target, &mut handle, 0, 300).await;
-    let b = append_file(target, &mut handle, 300, 200).await;
-    assert!(target
+    let a = append_file(destination, &mut handle, 0, 300).await;
+    let b = append_file(destination, &mut handle, 300, 200).await;
+    assert!(destination
         .current_deletion_vectors(&handle)
         .await
         .unwrap()
         .is_empty());
 
     let vector = |positions: &[u64]| positions.iter().copied().collect::<RoaringTreemap>();
-    let dvs = target
+    let dvs = destination
         .write_deletion_vectors(
             &handle,
             &[
@@ -251,8 +254,8 @@ async fn deletion_vectors_merge_and_replace(
         .expect("write deletion vectors");
     assert_eq!(dvs.len(), 2);
     assert_eq!(dvs[0].file_path(), dvs[1].file_path(), "one Puffin file");
-    let data = new_data(target, &handle, 1000, 20).await;
-    let one = target
+    let data = new_data(destination, &handle, 1000, 20).await;
+    let one = destination
         .commit_row_delta(
             &mut handle,
             RowDelta {
@@ -278,17 +281,20 @@ async fn deletion_vectors_merge_and_replace(
     let stale_view = handle.clone();
 
     // More deletes on A: merge with its current DV and replace it.
-    let current = target.current_deletion_vectors(&handle).await.unwrap();
+    let current = destination.current_deletion_vectors(&handle).await.unwrap();
     assert_eq!(current.len(), 2);
     let old_a = current[a.file_path()].clone();
-    let mut merged = target.read_deletion_vector(&old_a).await.expect("read DV");
+    let mut merged = destination
+        .read_deletion_vector(&old_a)
+        .await
+        .expect("read DV");
     assert_eq!(merged, vector(&[3, 10, 50]));
     merged.extend([11u64, 12]);
-    let new_a = target
+    let new_a = destination
         .write_deletion_vectors(&handle, &[(a.file_path().to_string(), merged.clone())])
         .await
         .expect("write the merged DV");
-    let two = target
+    let two = destination
         .commit_row_delta(
             &mut handle,
             RowDelta {
@@ -309,7 +315,7 @@ async fn deletion_vectors_merge_and_replace(
     assert_eq!(s["total-position-deletes"], "7", "{s:?}");
     assert_eq!(s["total-delete-files"], "2", "{s:?}");
     assert_eq!(s["total-records"], "520", "{s:?}");
-    let current = target.current_deletion_vectors(&handle).await.unwrap();
+    let current = destination.current_deletion_vectors(&handle).await.unwrap();
     assert_eq!(current.len(), 2, "one DV per data file");
     assert_eq!(current[a.file_path()].record_count(), 5);
     assert_eq!(current[a.file_path()].file_path(), new_a[0].file_path());
@@ -318,14 +324,14 @@ async fn deletion_vectors_merge_and_replace(
     // A writer that still sees the first DV of A: 409, reload, and the
     // DV it replaces is gone: a conflict the caller resolves by merging.
     let mut stale = stale_view;
-    let again = target
+    let again = destination
         .write_deletion_vectors(
             &stale,
             &[(a.file_path().to_string(), vector(&[3, 10, 50, 60]))],
         )
         .await
         .unwrap();
-    let err = target
+    let err = destination
         .commit_row_delta(
             &mut stale,
             RowDelta {
@@ -339,7 +345,10 @@ async fn deletion_vectors_merge_and_replace(
     assert!(is_stale_deletes(&err), "{err}");
     assert!(err.retryable(), "{err}");
 
-    let reloaded = target.load_table(&namespace, name).await.expect("reload");
+    let reloaded = destination
+        .load_table(&namespace, name)
+        .await
+        .expect("reload");
     let ops: Vec<String> = reloaded
         .snapshot_summaries()
         .iter()
@@ -358,10 +367,10 @@ async fn deletion_vectors_merge_and_replace(
 
 #[tokio::test]
 async fn iceberg_deletes_deletion_vectors_v3_on_fixture() {
-    let target = connect("FIXTURE").await;
+    let destination = connect("FIXTURE").await;
     let namespace = vec![unique_name("it_dv")];
     let table = format!("{}.orders", namespace[0]);
-    deletion_vectors_merge_and_replace(&target, &namespace, &|engine| {
+    deletion_vectors_merge_and_replace(&destination, &namespace, &|engine| {
         read(engine, "FIXTURE", &table)
     })
     .await;
@@ -382,11 +391,11 @@ async fn iceberg_deletes_deletion_vectors_v3_on_embedded_catalog() {
     const CATALOG: &str = "topicberg_it";
     let folder = Folder(std::env::temp_dir().join(unique_name("tb_it_dv")));
     std::fs::create_dir_all(&folder.0).unwrap();
-    let target = IcebergTarget::open_embedded(&folder.0, CATALOG).expect("embedded catalog");
+    let destination = Destination::open_embedded(&folder.0, CATALOG).expect("embedded catalog");
     let namespace = vec![unique_name("it_dv")];
     let table = format!("{}.orders", namespace[0]);
     let path = folder.0.to_str().unwrap().to_string();
-    deletion_vectors_merge_and_replace(&target, &namespace, &|engine| {
+    deletion_vectors_merge_and_replace(&destination, &namespace, &|engine| {
         let reader = format!("{}/read", get("TESTBED_READERS"));
         let args = [
             engine,

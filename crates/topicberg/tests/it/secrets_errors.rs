@@ -52,12 +52,12 @@ s3_secret_key = "sk"
     let lines: Vec<String> = text
         .lines()
         .map(|l| {
-            let target = if field == "token" {
+            let destination = if field == "token" {
                 "credential"
             } else {
                 field
             };
-            if l.starts_with(&format!("{target} = ")) {
+            if l.starts_with(&format!("{destination} = ")) {
                 format!("{field} = {value}")
             } else {
                 l.to_string()

@@ -131,13 +131,15 @@ fn table_state(
 ) -> (Vec<String>, usize) {
     rt.block_on(async {
         let job = topicberg_core::Job::resolve(config).unwrap();
-        let target = topicberg_sync::target::connect_target(&job).await.unwrap();
-        let handle = target
+        let destination = topicberg_sync::destination::connect_destination(&job)
+            .await
+            .unwrap();
+        let handle = destination
             .load_table(&vec![config.namespace()], table)
             .await
             .expect("table exists");
         let data = format!("{}/data", handle.metadata().location());
-        let files = target.storage().list(&data).await.unwrap();
+        let files = destination.storage().list(&data).await.unwrap();
         (files, handle.snapshot_summaries().len())
     })
 }

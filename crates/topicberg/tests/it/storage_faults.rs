@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 use std::time::Instant;
 
 use serde_json::Value;
-use topicberg_iceberg::{FormatVersion, IcebergTarget, StorageConfig};
+use topicberg_iceberg::{Destination, FormatVersion, StorageConfig};
 
 use crate::fault_proxy::{is_data_file, Fault, FaultProxy, Rule, SyncRun};
 use crate::iceberg_append::{
@@ -220,30 +220,30 @@ async fn delete_uncommitted_removes_unreferenced_files_and_lists_failures() {
     if let StorageConfig::S3(s3) = &mut storage {
         s3.endpoint = Some(proxy.uri.clone());
     }
-    let target = IcebergTarget::connect(&catalog_config("SEAWEED"), storage)
+    let destination = Destination::connect(&catalog_config("SEAWEED"), storage)
         .await
         .expect("connect");
     let namespace = vec![unique_name("it_cleanup")];
-    let mut handle = target
+    let mut handle = destination
         .ensure_table(&namespace, "t", &columns(), FormatVersion::V2)
         .await
         .expect("create table");
     let kept = rows(0, 30);
-    append(&target, &mut handle, &kept, offsets(30)).await;
+    append(&destination, &mut handle, &kept, offsets(30)).await;
 
     // Files of a commit that never happened: two data files.
     let orphans = rows(30, 20);
     let mut files = Vec::new();
     for chunk in orphans.chunks(10) {
         files.extend(
-            target
+            destination
                 .write_data_files(&handle, [batch(&handle, chunk)])
                 .await
                 .expect("write"),
         );
     }
     assert_eq!(files.len(), 2);
-    let io = target.file_io();
+    let io = destination.file_io();
     for f in &files {
         assert!(io.exists(f.file_path()).await.unwrap());
     }
@@ -263,7 +263,7 @@ async fn delete_uncommitted_removes_unreferenced_files_and_lists_failures() {
             .method("DELETE")
             .path_contains(&key),
     );
-    let left = target.delete_uncommitted(&files).await;
+    let left = destination.delete_uncommitted(&files).await;
     assert_eq!(left.len(), 1, "{left:?}");
     assert_eq!(left[0].0, refused);
     assert!(
@@ -275,19 +275,19 @@ async fn delete_uncommitted_removes_unreferenced_files_and_lists_failures() {
 
     // Healthy store: the rest goes; deleting again is fine (already gone).
     proxy.reset();
-    assert!(target.delete_uncommitted(&files).await.is_empty());
-    assert!(target.delete_uncommitted(&files).await.is_empty());
+    assert!(destination.delete_uncommitted(&files).await.is_empty());
+    assert!(destination.delete_uncommitted(&files).await.is_empty());
     for f in &files {
         assert!(!io.exists(f.file_path()).await.unwrap());
     }
     // The committed rows are untouched.
     let table = format!("{}.t", namespace[0]);
     assert_eq!(read("duckdb", "SEAWEED", &table), canonical(&kept));
-    target
+    destination
         .drop_table(&namespace, "t", true)
         .await
         .expect("drop");
-    target
+    destination
         .catalog()
         .drop_namespace(&namespace)
         .await

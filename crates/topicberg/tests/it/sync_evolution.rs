@@ -4,7 +4,7 @@
 //! `columns = [...]` limits which fields become columns.
 
 use serde_json::{json, Value};
-use topicberg_iceberg::{Column, ColumnType, FormatVersion, IcebergTarget};
+use topicberg_iceberg::{Column, ColumnType, Destination, FormatVersion};
 
 use crate::support::{create_topic, produce, read_lines, read_rows, table_report, Catalog, Job};
 use crate::testbed::unique_name;
@@ -23,7 +23,7 @@ fn by_id(rows: &[Value]) -> std::collections::BTreeMap<i64, Value> {
         .collect()
 }
 
-async fn connect(catalog: Catalog) -> IcebergTarget {
+async fn connect(catalog: Catalog) -> Destination {
     crate::iceberg_append::connect(catalog.prefix()).await
 }
 
@@ -33,8 +33,8 @@ fn snapshot_schemas(catalog: Catalog, table: &str) -> (Vec<Option<i32>>, i32) {
     let (namespace, name) = table.split_once('.').unwrap();
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
-        let target = connect(catalog).await;
-        let handle = target
+        let destination = connect(catalog).await;
+        let handle = destination
             .load_table(&vec![namespace.to_string()], name)
             .await
             .expect("load");
@@ -184,7 +184,7 @@ fn sync_int_and_float_columns_widen_and_a_decimal_in_a_long_column_fails_only_it
     // The table exists with qty as int (as another tool would make it).
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
-        let target = connect(Catalog::Seaweed).await;
+        let destination = connect(Catalog::Seaweed).await;
         let mut columns = vec![
             Column::optional("id", 1, ColumnType::Long),
             Column::optional("qty", 2, ColumnType::Int),
@@ -193,7 +193,7 @@ fn sync_int_and_float_columns_widen_and_a_decimal_in_a_long_column_fails_only_it
         for (i, (n, ty)) in topicberg_core::columns::METADATA_COLUMNS.iter().enumerate() {
             columns.push(Column::optional(*n, i as i32 + 4, *ty));
         }
-        target
+        destination
             .ensure_table(
                 &vec![namespace.to_string()],
                 name,

@@ -3,7 +3,7 @@
 use topicberg_core::config::{CatalogKind, FormatVersion as ConfigFormatVersion};
 use topicberg_core::Job;
 use topicberg_iceberg::rest::RestCatalogConfig;
-use topicberg_iceberg::{FormatVersion, IcebergError, IcebergTarget, S3Config, StorageConfig};
+use topicberg_iceberg::{Destination, FormatVersion, IcebergError, S3Config, StorageConfig};
 use topicberg_kafka::KafkaError;
 
 /// An error that stops a command before any table is touched.
@@ -54,7 +54,7 @@ pub fn storage_config(job: &Job) -> StorageConfig {
 
 /// Connects to the job's catalog (REST: token exchange, `GET /v1/config`;
 /// embedded: opens or creates the SQLite catalog in `destination.path`).
-pub async fn connect_target(job: &Job) -> Result<IcebergTarget, SetupError> {
+pub async fn connect_destination(job: &Job) -> Result<Destination, SetupError> {
     let write_options = topicberg_iceberg::WriteOptions {
         target_file_size: job.tuning.target_file_size_bytes as usize,
         zstd_level: job.tuning.zstd_level,
@@ -68,9 +68,9 @@ pub async fn connect_target(job: &Job) -> Result<IcebergTarget, SetupError> {
                         "destination: a rest catalog needs uri and warehouse".into(),
                     )
                 })?;
-            IcebergTarget::connect(&catalog, storage_config(job)).await?
+            Destination::connect(&catalog, storage_config(job)).await?
         }
-        CatalogKind::Sql => IcebergTarget::open_embedded(
+        CatalogKind::Sql => Destination::open_embedded(
             &job.destination.sql_path(),
             topicberg_iceberg::sql::DEFAULT_CATALOG_NAME,
         )?,

@@ -22,13 +22,13 @@ use crate::write::schema::{iceberg_schema, schema_differences, Column};
 use crate::write::storage::{ObjectStorage, StorageConfig};
 use crate::CatalogErrorKind;
 
-/// Attempts [`IcebergTarget::commit_append`] makes before giving up on
+/// Attempts [`Destination::commit_append`] makes before giving up on
 /// concurrent writers.
 pub const DEFAULT_COMMIT_ATTEMPTS: u32 = 5;
 
 /// A catalog plus the storage its tables live in.
 #[derive(Debug)]
-pub struct IcebergTarget {
+pub struct Destination {
     catalog: Catalog,
     storage: ObjectStorage,
     file_io: FileIO,
@@ -52,7 +52,7 @@ pub struct CommittedSnapshot {
     pub attempts: u32,
 }
 
-impl IcebergTarget {
+impl Destination {
     /// Connects to the catalog (token exchange, `GET /v1/config`); storage
     /// connects on first use.
     pub async fn connect(
@@ -388,7 +388,7 @@ impl IcebergTarget {
 }
 
 /// Cleaning up after a sync whose commit failed.
-impl IcebergTarget {
+impl Destination {
     /// Deletes, best effort, data and delete files that were written for a
     /// commit that did not land, so no snapshot references them. Returns
     /// `(location, error)` for each file that could not be deleted (for a
