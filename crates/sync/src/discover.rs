@@ -12,7 +12,7 @@ use topicberg_kafka::{
 };
 
 use crate::destination::SetupError;
-use crate::sync::{KAFKA_TIMEOUT, SAMPLE_PER_PARTITION};
+use crate::{KAFKA_TIMEOUT, SAMPLE_PER_PARTITION};
 
 /// One selected topic and what its messages look like.
 #[derive(Debug, Clone, Serialize)]

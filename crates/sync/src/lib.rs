@@ -20,9 +20,16 @@ pub mod hooks;
 pub mod log_writer;
 pub mod sync;
 
+use std::time::Duration;
+
 use topicberg_core::Job;
 
 use crate::destination::SetupError;
+
+/// Messages read per partition to infer a new table's columns.
+pub const SAMPLE_PER_PARTITION: i64 = 10_000;
+/// Deadline for metadata requests to Kafka.
+pub const KAFKA_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Refuses a selection in which two topics would be written into one
 /// table (`a.b-c` and `a_b_c` both become table `a_b_c`): their rows would

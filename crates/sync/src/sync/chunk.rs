@@ -21,8 +21,27 @@ use topicberg_kafka::{
 
 use super::evolve::{ColumnsWanted, EvolvingColumns, Refused};
 use super::invalid::{is_invalid, DeadRecord, SkipLog};
-use super::pipeline::{Progress, UpsertInput};
 use super::upsert::{parse_key_hash, KeyHash, Version};
+
+/// Upsert settings of a table.
+#[derive(Clone)]
+pub struct UpsertInput {
+    /// The dedup key columns.
+    pub key_columns: Vec<String>,
+    /// `_kafka_key` is the single dedup key: tombstones delete.
+    pub kafka_key_only: bool,
+    /// Where the sync's messages are held until the drain ends.
+    pub spill_dir: std::path::PathBuf,
+}
+
+/// Shared counters for the progress line.
+#[derive(Default)]
+pub struct Progress {
+    /// Records decoded so far.
+    pub records: AtomicU64,
+    /// Key and value bytes read so far.
+    pub bytes: AtomicU64,
+}
 
 /// What drain threads send to the file writers.
 pub(super) enum Item {

@@ -45,10 +45,7 @@ use report::{SyncReport, TableReport, TableStatus};
 use stages::SyncContext;
 use table::TableState;
 
-/// Messages read per partition to infer a new table's columns.
-pub const SAMPLE_PER_PARTITION: i64 = 10_000;
-/// Deadline for metadata requests to Kafka.
-pub const KAFKA_TIMEOUT: Duration = Duration::from_secs(30);
+pub use crate::{KAFKA_TIMEOUT, SAMPLE_PER_PARTITION};
 
 /// How a sync runs, beyond its job.
 #[derive(Debug, Clone, Default)]

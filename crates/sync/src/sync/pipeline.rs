@@ -19,6 +19,7 @@ use topicberg_core::config::OnInvalid;
 use topicberg_core::TableColumns;
 
 use super::chunk::{worker, Chunk, ChunkResult, Item, Shared, TableShared};
+pub use super::chunk::{Progress, UpsertInput};
 use super::evolve::EvolvingColumns;
 use super::invalid::DeadRecord;
 use super::split::{merge_pieces, min_chunk_messages, split_ranges};
@@ -26,17 +27,6 @@ use super::upsert::UpsertBuffer;
 use crate::columns::iceberg_columns;
 use topicberg_iceberg::{DataFileWriter, Destination, TableHandle};
 use topicberg_kafka::{DrainSettings, DrainedPartition, KafkaConnection, PartitionRange};
-
-/// Upsert settings of a table.
-#[derive(Clone)]
-pub struct UpsertInput {
-    /// The dedup key columns.
-    pub key_columns: Vec<String>,
-    /// `_kafka_key` is the single dedup key: tombstones delete.
-    pub kafka_key_only: bool,
-    /// Where the sync's messages are held until the drain ends.
-    pub spill_dir: std::path::PathBuf,
-}
 
 /// One table's share of the drain.
 pub struct TableInput {
@@ -80,15 +70,6 @@ pub struct TableOutput {
     pub dead: Vec<DeadRecord>,
     /// Invalid messages skipped (`on_invalid = "skip"`).
     pub skipped: u64,
-}
-
-/// Shared counters for the progress line.
-#[derive(Default)]
-pub struct Progress {
-    /// Records decoded so far.
-    pub records: AtomicU64,
-    /// Key and value bytes read so far.
-    pub bytes: AtomicU64,
 }
 
 /// Drains every table's ranges with up to `threads` parallel consumers and

@@ -20,10 +20,10 @@ use super::pipeline::{drain_and_write, Progress, TableInput, UpsertInput};
 use super::plan::{plan_partitions, PartitionPlan, TableOffsets};
 use super::report::TableStatus;
 use super::table::{Stage, TableState};
-use super::SAMPLE_PER_PARTITION;
 use crate::columns::{iceberg_columns, table_columns};
 use crate::destination::iceberg_format;
 use crate::hooks;
+use crate::SAMPLE_PER_PARTITION;
 
 /// What every stage needs: the job, its Kafka cluster and its catalog.
 pub(super) struct SyncContext<'a> {

@@ -257,7 +257,15 @@ fn broker_restart_during_a_sync_loses_and_duplicates_nothing() {
     create_topic_on(&broker, &topic, 3);
     let produced = messages(0..300_000, 3);
     produce_to_partitions(&broker, &topic, &produced);
-    let job = Job::new(Catalog::Seaweed, &[&topic], "", "");
+    // Small batches: the drain publishes its progress once a batch, and the
+    // restart waits for the first progress (65,536-row batches were only
+    // published near the end of a busy machine's drain).
+    let job = Job::new(
+        Catalog::Seaweed,
+        &[&topic],
+        "",
+        "[sync]\nbatch_rows = 4096\n",
+    );
     job.set_bootstrap(&get("TESTBED_KAFKA_FAULTS_BOOTSTRAP"));
     // About 10 MB on the wire: 1 MiB/s makes the drain last ~10 s, so the
     // restart lands in its middle.
