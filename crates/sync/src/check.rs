@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use arrow_array::{Int64Array, RecordBatch};
 use topicberg_core::Job;
-use topicberg_iceberg::{CatalogErrorKind, Column, ColumnType, IcebergErrorKind};
+use topicberg_iceberg::{
+    CatalogErrorKind, Column, ColumnType, Destination, IcebergErrorKind, TableHandle,
+};
 use topicberg_kafka::{ping, select_topics, KafkaConnection, KafkaErrorKind};
 
 use crate::destination::{connect_destination, iceberg_format};
@@ -107,99 +109,86 @@ pub async fn check_kafka(job: &Job) -> Vec<CheckStep> {
 /// destination).
 pub async fn check_destination(job: &Job) -> Vec<CheckStep> {
     let mut steps = Vec::new();
-    let destination = match connect_destination(job).await {
-        Ok(t) => {
-            steps.push(CheckStep {
-                step: "catalog",
-                outcome: Ok("credential exchanged, catalog configuration read".into()),
-            });
-            t
-        }
-        Err(e) => {
-            let text = e.to_string();
-            let hint = if text.contains("401")
-                || text.contains("Unauthorized")
-                || text.contains("invalid_client")
-            {
-                " (wrong client id or secret)"
-            } else if text.contains("403") {
-                " (the principal lacks a privilege on the catalog)"
-            } else if text.contains("404") {
-                " (check uri and warehouse)"
-            } else {
-                ""
-            };
-            steps.push(CheckStep {
-                step: "catalog",
-                outcome: Err(format!("{text}{hint}")),
-            });
-            return steps;
-        }
+    let connected = connect_destination(job).await;
+    steps.push(CheckStep {
+        step: "catalog",
+        outcome: match &connected {
+            Ok(_) => Ok("credential exchanged, catalog configuration read".into()),
+            Err(e) => Err(format!("{e}{}", catalog_hint(&e.to_string()))),
+        },
+    });
+    let Ok(destination) = connected else {
+        return steps;
     };
-
     let namespace = job.namespace_path();
     let table = format!("topicberg_check_{}", uuid::Uuid::new_v4().simple());
     let columns = [Column::optional("probe", 1, ColumnType::Long)];
-    let handle = match destination
-        .ensure_table(
-            &namespace,
-            &table,
-            &columns,
-            iceberg_format(job.format_version),
-        )
-        .await
-    {
-        Ok(h) => {
-            steps.push(CheckStep {
-                step: "create table",
-                outcome: Ok(format!("created {}.{table}", namespace.join("."))),
-            });
-            h
-        }
-        Err(e) => {
-            let hint = match e.kind {
-                IcebergErrorKind::Catalog(CatalogErrorKind::Forbidden) => {
-                    " (grant the principal the right to create namespaces and tables, e.g. CATALOG_MANAGE_CONTENT on Polaris)"
-                }
-                IcebergErrorKind::Catalog(CatalogErrorKind::NotFound) => " (check the warehouse name)",
-                _ => "",
-            };
-            steps.push(CheckStep {
-                step: "create table",
-                outcome: Err(format!("{e}{hint}")),
-            });
-            return steps;
-        }
+    let format = iceberg_format(job.format_version);
+    let created = destination
+        .ensure_table(&namespace, &table, &columns, format)
+        .await;
+    steps.push(CheckStep {
+        step: "create table",
+        outcome: match &created {
+            Ok(_) => Ok(format!("created {}.{table}", namespace.join("."))),
+            Err(e) => Err(format!("{e}{}", create_hint(e.kind))),
+        },
+    });
+    let Ok(handle) = created else {
+        return steps;
     };
+    steps.push(write_probe(&destination, &handle).await);
+    steps.push(CheckStep {
+        step: "drop table",
+        outcome: match destination.drop_table(&namespace, &table, true).await {
+            Ok(()) => Ok(format!("dropped {}.{table}", namespace.join("."))),
+            Err(e) => Err(e.to_string()),
+        },
+    });
+    steps
+}
+
+/// The likely fix of a failed catalog connection.
+fn catalog_hint(text: &str) -> &'static str {
+    if text.contains("401") || text.contains("Unauthorized") || text.contains("invalid_client") {
+        " (wrong client id or secret)"
+    } else if text.contains("403") {
+        " (the principal lacks a privilege on the catalog)"
+    } else if text.contains("404") {
+        " (check uri and warehouse)"
+    } else {
+        ""
+    }
+}
+
+/// The likely fix of a failed table creation.
+fn create_hint(kind: IcebergErrorKind) -> &'static str {
+    match kind {
+        IcebergErrorKind::Catalog(CatalogErrorKind::Forbidden) => {
+            " (grant the principal the right to create namespaces and tables, e.g. CATALOG_MANAGE_CONTENT on Polaris)"
+        }
+        IcebergErrorKind::Catalog(CatalogErrorKind::NotFound) => " (check the warehouse name)",
+        _ => "",
+    }
+}
+
+/// Writes one data file of one row into the throw-away table.
+async fn write_probe(destination: &Destination, handle: &TableHandle) -> CheckStep {
     let batch = RecordBatch::try_new(
         Arc::clone(handle.arrow_schema()),
         vec![Arc::new(Int64Array::from(vec![1_i64]))],
     )
     .expect("one-column batch");
-    match destination.write_data_files(&handle, [batch]).await {
-        Ok(files) => steps.push(CheckStep {
-            step: "write file",
-            outcome: Ok(format!(
+    CheckStep {
+        step: "write file",
+        outcome: match destination.write_data_files(handle, [batch]).await {
+            Ok(files) => Ok(format!(
                 "wrote {}",
                 files.first().map(|f| f.file_path().to_string()).unwrap_or_default()
             )),
-        }),
-        Err(e) => steps.push(CheckStep {
-            step: "write file",
-            outcome: Err(format!(
+            Err(e) => Err(format!(
                 "{e} (check s3_endpoint, s3_region, the S3 keys and that the bucket exists and is writable)"
             )),
-        }),
+        },
     }
-    match destination.drop_table(&namespace, &table, true).await {
-        Ok(()) => steps.push(CheckStep {
-            step: "drop table",
-            outcome: Ok(format!("dropped {}.{table}", namespace.join("."))),
-        }),
-        Err(e) => steps.push(CheckStep {
-            step: "drop table",
-            outcome: Err(e.to_string()),
-        }),
-    }
-    steps
 }

@@ -227,9 +227,63 @@ async fn prepare_upsert(
         IndexState::Fresh => {}
         state => tracing::info!(table = %table, state = ?state, "key index brought up to date"),
     }
+    let found = find_winners(&index, buffer, delete_format)?;
+    let (data_files, rows) = write_winning_rows(destination, handle, buffer, &found).await?;
 
-    // Every key's winner, in key order, against the key index: which held
-    // rows are written (`u` for keys the table has), which old rows retire.
+    // What to retire: the old row of every written key, and of every
+    // tombstoned key the table has. Equality deletes name those keys
+    // instead: rows with that `_olake_id` in earlier commits go, this
+    // commit's new rows (same sequence number) stay.
+    let deletes_written = destination
+        .write_deletes(handle, delete_format, found.retire, found.retired_keys)
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(PreparedUpsert {
+        table,
+        index,
+        delta: RowDelta {
+            data_files,
+            delete_files: deletes_written.delete_files,
+            replaced_dvs: deletes_written.replaced_dvs,
+            summary_extra: BTreeMap::new(),
+            offsets: None,
+        },
+        winner_keys: found.winner_keys,
+        ranks: RowRanks::new(&found.winners, buffer.rows()),
+        rows,
+        deleted: found.deleted,
+        deletes: found.deletes,
+    })
+}
+
+/// Every key's winner, against the key index.
+struct Winners {
+    /// Held rows to write.
+    winners: RoaringBitmap,
+    /// Of those, the ones whose key the table has (`_op_type` `u`).
+    updates: RoaringBitmap,
+    /// Tombstoned keys the table has.
+    deleted: Vec<KeyHash>,
+    /// Keys whose old row retires (equality deletes name them).
+    retired_keys: Vec<KeyHash>,
+    /// Old rows to retire: data file -> positions.
+    retire: BTreeMap<String, RoaringTreemap>,
+    /// How many old rows retire.
+    deletes: u64,
+    /// The written keys and their held row numbers, in key order.
+    winner_keys: PathBuf,
+}
+
+/// Every key's winner, in key order, against the key index: which held
+/// rows are written (`u` for keys the table has), which old rows retire.
+/// The written keys with their held row go to a file, in key order: the
+/// key index is updated in that order after the commit (sequential B-tree
+/// inserts).
+fn find_winners(
+    index: &KeyIndex,
+    buffer: &mut UpsertBuffer,
+    delete_format: DeleteFormat,
+) -> Result<Winners, String> {
     let reader = index.reader().map_err(|e| e.to_string())?;
     let mut winners = RoaringBitmap::new();
     let mut updates = RoaringBitmap::new();
@@ -237,12 +291,9 @@ async fn prepare_upsert(
     let mut retired_keys: Vec<KeyHash> = Vec::new();
     let mut retire_by_id: BTreeMap<u32, RoaringTreemap> = BTreeMap::new();
     let mut deletes = 0u64;
-    // The written keys with their held row, in key order: the key index is
-    // updated in that order after the commit (sequential B-tree inserts).
     let winner_keys = buffer.dir().join("winners.bin");
-    let mut keys_out = BufWriter::new(
-        File::create(&winner_keys).map_err(|e| format!("{}: {e}", winner_keys.display()))?,
-    );
+    let file_err = |e: std::io::Error| format!("{}: {e}", winner_keys.display());
+    let mut keys_out = BufWriter::new(File::create(&winner_keys).map_err(file_err)?);
     buffer.for_each_winner(|key, slot| {
         let old = reader.get(key).map_err(|e| e.to_string())?;
         match slot {
@@ -254,7 +305,7 @@ async fn prepare_upsert(
                 keys_out
                     .write_all(key)
                     .and_then(|_| keys_out.write_all(&row.to_le_bytes()))
-                    .map_err(|e| format!("{}: {e}", winner_keys.display()))?;
+                    .map_err(file_err)?;
             }
             Slot::Tombstone if old.is_some() => deleted.push(*key),
             Slot::Tombstone => {}
@@ -268,18 +319,31 @@ async fn prepare_upsert(
         }
         Ok(())
     })?;
-    keys_out
-        .flush()
-        .map_err(|e| format!("{}: {e}", winner_keys.display()))?;
+    keys_out.flush().map_err(file_err)?;
     drop(keys_out);
     let mut retire: BTreeMap<String, RoaringTreemap> = BTreeMap::new();
     for (id, positions) in retire_by_id {
         retire.insert(reader.path(id).map_err(|e| e.to_string())?, positions);
     }
-    drop(reader);
+    Ok(Winners {
+        winners,
+        updates,
+        deleted,
+        retired_keys,
+        retire,
+        deletes,
+        winner_keys,
+    })
+}
 
-    // The winning rows, read back from the held files, fitted to the
-    // table's final columns.
+/// The winning rows, read back from the held files, fitted to the table's
+/// final columns and written as data files; the files and the rows.
+async fn write_winning_rows(
+    destination: &Destination,
+    handle: &TableHandle,
+    buffer: &mut UpsertBuffer,
+    found: &Winners,
+) -> Result<(Vec<iceberg::spec::DataFile>, u64), String> {
     let schema = handle.arrow_schema().clone();
     let mut writer = destination
         .data_file_writer(handle)
@@ -288,7 +352,8 @@ async fn prepare_upsert(
     let mut rows = 0u64;
     for item in buffer.batches() {
         let (first_row, batch) = item?;
-        let Some(mut batch) = winning_rows(&batch, first_row, &winners, &updates)? else {
+        let Some(mut batch) = winning_rows(&batch, first_row, &found.winners, &found.updates)?
+        else {
             continue;
         };
         if batch.schema() != schema {
@@ -302,31 +367,7 @@ async fn prepare_upsert(
     if in_files != rows {
         return Err(format!("{in_files} rows in the data files, {rows} written"));
     }
-
-    // What to retire: the old row of every written key, and of every
-    // tombstoned key the table has. Equality deletes name those keys
-    // instead: rows with that `_olake_id` in earlier commits go, this
-    // commit's new rows (same sequence number) stay.
-    let deletes_written = destination
-        .write_deletes(handle, delete_format, retire, retired_keys)
-        .await
-        .map_err(|e| e.to_string())?;
-    Ok(PreparedUpsert {
-        table,
-        index,
-        delta: RowDelta {
-            data_files,
-            delete_files: deletes_written.delete_files,
-            replaced_dvs: deletes_written.replaced_dvs,
-            summary_extra: BTreeMap::new(),
-            offsets: None,
-        },
-        winner_keys,
-        ranks: RowRanks::new(&winners, buffer.rows()),
-        rows,
-        deleted,
-        deletes,
-    })
+    Ok((data_files, rows))
 }
 
 /// The position of a held row among the written (winning) rows: a rank
