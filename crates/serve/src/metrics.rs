@@ -313,24 +313,13 @@ mod tests {
 
     fn table(name: &str, status: TableStatus, records: u64, bytes: u64) -> TableReport {
         TableReport {
-            topic: name.to_string(),
-            table: format!("ns.{name}"),
             status,
             records,
             bytes,
             data_files: 1,
             data_file_bytes: 10,
-            snapshot_id: None,
-            expired_messages: 0,
-            skipped_records: 0,
-            dead_letter_records: 0,
-            dead_letter_table: None,
-            schema_changes: Vec::new(),
-            orphan_files: Vec::new(),
             duration_ms: 1,
-            commit: None,
-            note: None,
-            error: None,
+            ..TableReport::new(name, &format!("ns.{name}"))
         }
     }
 

@@ -172,24 +172,9 @@ fn classify_names_the_failed_tables() {
         group_offsets_committed: group,
         cancelled,
         tables: vec![topicberg_sync::sync::report::TableReport {
-            topic: "t".into(),
-            table: "ns.t".into(),
             status,
-            records: 0,
-            bytes: 0,
-            data_files: 0,
-            data_file_bytes: 0,
-            snapshot_id: None,
-            expired_messages: 0,
-            skipped_records: 0,
-            dead_letter_records: 0,
-            dead_letter_table: None,
-            schema_changes: vec![],
-            orphan_files: vec![],
-            duration_ms: 0,
-            commit: None,
-            note: None,
             error: (status == TableStatus::Failed).then(|| "boom at offset 7".to_string()),
+            ..topicberg_sync::sync::report::TableReport::new("t", "ns.t")
         }],
     };
     assert_eq!(

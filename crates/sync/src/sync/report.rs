@@ -269,24 +269,8 @@ mod tests {
             group_offsets_committed: !cancelled,
             cancelled,
             tables: vec![TableReport {
-                topic: "t".into(),
-                table: "j_topics.t".into(),
                 status,
-                records: 0,
-                bytes: 0,
-                data_files: 0,
-                data_file_bytes: 0,
-                snapshot_id: None,
-                expired_messages: 0,
-                skipped_records: 0,
-                dead_letter_records: 0,
-                dead_letter_table: None,
-                schema_changes: Vec::new(),
-                orphan_files: Vec::new(),
-                duration_ms: 0,
-                commit: None,
-                note: None,
-                error: None,
+                ..TableReport::new("t", "j_topics.t")
             }],
         }
     }
