@@ -272,7 +272,7 @@ impl Job {
                     delete_format: resolved.delete_format,
                     reason: resolved.reason.clone(),
                 };
-                (TableMode::Upsert(upsert), resolved.format())
+                (TableMode::Upsert(upsert), resolved.format_version)
             }
         };
         Ok(TableSettings {

@@ -208,20 +208,19 @@ impl TargetEngine {
 pub struct ResolvedUpsert {
     /// The delete format.
     pub delete_format: DeleteFormat,
-    /// The table's format version (2 or 3) that this delete format needs.
-    pub format_version: u8,
+    /// The table's format version that this delete format needs.
+    pub format_version: FormatVersion,
     /// Why this format was chosen, for the log and the report.
     pub reason: String,
 }
 
-impl ResolvedUpsert {
-    /// [`ResolvedUpsert::format_version`] as a [`FormatVersion`].
-    pub fn format(&self) -> FormatVersion {
-        if self.format_version == 3 {
-            FormatVersion::V3
-        } else {
-            FormatVersion::V2
-        }
+/// The format version numbered `version` (2 or 3; the matrix only asks
+/// about those two).
+fn format_version(version: u8) -> FormatVersion {
+    if version == 3 {
+        FormatVersion::V3
+    } else {
+        FormatVersion::V2
     }
 }
 
@@ -311,7 +310,7 @@ fn check_explicit(
         };
         return Ok(ResolvedUpsert {
             delete_format: format,
-            format_version: version,
+            format_version: format_version(version),
             reason,
         });
     }
@@ -352,7 +351,7 @@ fn choose(
         if engines.iter().all(|e| e.reads_deletes(format, version)) {
             return Ok(ResolvedUpsert {
                 delete_format: format,
-                format_version: version,
+                format_version: format_version(version),
                 reason: reason(engines, format, version, explicit_version),
             });
         }
@@ -384,10 +383,10 @@ fn choose(
         Some(v) => (
             format!(" on format v{v} (destination.format_version = {v})"),
             match choose(engines, None) {
-                Ok(r) if r.format_version != v => format!(
+                Ok(r) if r.format_version.number() != v => format!(
                     ", or remove destination.format_version to get {} on format v{}",
                     r.delete_format.label(),
-                    r.format_version
+                    r.format_version.number()
                 ),
                 _ => String::new(),
             },
@@ -491,40 +490,53 @@ mod tests {
     #[test]
     fn the_seeds_first_run_gets_position_deletes_on_v2() {
         let r = auto(&["spark", "duckdb", "trino"]).unwrap();
-        assert_eq!((r.delete_format, r.format_version), (Position, 2));
-        assert_eq!(r.format(), FormatVersion::V2);
+        assert_eq!(
+            (r.delete_format, r.format_version),
+            (Position, FormatVersion::V2)
+        );
         assert!(r.reason.contains("spark, trino, duckdb"), "{}", r.reason);
     }
 
     #[test]
     fn databricks_implies_deletion_vectors_on_v3() {
         let r = auto(&["databricks", "duckdb", "spark"]).unwrap();
-        assert_eq!((r.delete_format, r.format_version), (Dv, 3));
-        assert_eq!(r.format(), FormatVersion::V3);
+        assert_eq!((r.delete_format, r.format_version), (Dv, FormatVersion::V3));
         assert!(
             r.reason.contains("databricks reads no other delete format"),
             "{}",
             r.reason
         );
         let alone = auto(&["databricks"]).unwrap();
-        assert_eq!((alone.delete_format, alone.format_version), (Dv, 3));
+        assert_eq!(
+            (alone.delete_format, alone.format_version),
+            (Dv, FormatVersion::V3)
+        );
     }
 
     #[test]
     fn no_engines_means_position_deletes_on_v2() {
         let r = auto(&[]).unwrap();
-        assert_eq!((r.delete_format, r.format_version), (Position, 2));
+        assert_eq!(
+            (r.delete_format, r.format_version),
+            (Position, FormatVersion::V2)
+        );
         assert!(r.reason.contains("no target_engines"), "{}", r.reason);
         let v3 = resolve_delete_format(&[], None, Some(3)).unwrap();
-        assert_eq!((v3.delete_format, v3.format_version), (Dv, 3));
+        assert_eq!(
+            (v3.delete_format, v3.format_version),
+            (Dv, FormatVersion::V3)
+        );
     }
 
     #[test]
     fn format_version_3_asks_for_deletion_vectors_when_all_read_them() {
         let r = resolve_delete_format(&engines(&["spark", "trino"]), None, Some(3)).unwrap();
-        assert_eq!((r.delete_format, r.format_version), (Dv, 3));
+        assert_eq!((r.delete_format, r.format_version), (Dv, FormatVersion::V3));
         let v2 = resolve_delete_format(&engines(&["spark", "trino"]), None, Some(2)).unwrap();
-        assert_eq!((v2.delete_format, v2.format_version), (Position, 2));
+        assert_eq!(
+            (v2.delete_format, v2.format_version),
+            (Position, FormatVersion::V2)
+        );
     }
 
     #[test]
@@ -577,14 +589,23 @@ mod tests {
     #[test]
     fn an_explicit_format_all_engines_read_is_kept() {
         let r = resolve_delete_format(&[Spark, Flink, Trino], Some(Equality), None).unwrap();
-        assert_eq!((r.delete_format, r.format_version), (Equality, 2));
+        assert_eq!(
+            (r.delete_format, r.format_version),
+            (Equality, FormatVersion::V2)
+        );
         assert!(r.reason.contains("as set"), "{}", r.reason);
         let r = resolve_delete_format(&[Spark, Duckdb], Some(Dv), None).unwrap();
-        assert_eq!((r.delete_format, r.format_version), (Dv, 3));
+        assert_eq!((r.delete_format, r.format_version), (Dv, FormatVersion::V3));
         let r = resolve_delete_format(&[Spark], Some(Equality), Some(3)).unwrap();
-        assert_eq!((r.delete_format, r.format_version), (Equality, 3));
+        assert_eq!(
+            (r.delete_format, r.format_version),
+            (Equality, FormatVersion::V3)
+        );
         let r = resolve_delete_format(&[], Some(Position), Some(2)).unwrap();
-        assert_eq!((r.delete_format, r.format_version), (Position, 2));
+        assert_eq!(
+            (r.delete_format, r.format_version),
+            (Position, FormatVersion::V2)
+        );
     }
 
     #[test]

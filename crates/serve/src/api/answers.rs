@@ -382,7 +382,7 @@ impl DeleteFormatView {
     fn new(plan: ResolvedUpsert) -> Self {
         DeleteFormatView {
             delete_format: plan.delete_format.as_str(),
-            format_version: plan.format_version,
+            format_version: plan.format_version.number(),
             label: plan.delete_format.label(),
             reason: plan.reason,
         }

@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 use serde_json::{json, Value};
-use topicberg_core::config::{DeleteFormat, ResolvedUpsert, StreamSettings};
+use topicberg_core::config::{DeleteFormat, FormatVersion, ResolvedUpsert, StreamSettings};
 use topicberg_sync::check::CheckStep;
 use topicberg_sync::discover::DiscoveredTopic;
 
@@ -238,7 +238,7 @@ fn topic_json(
             Ok(plan) => json!({
                 "delete_format": plan.delete_format.as_str(),
                 "label": plan.delete_format.label(),
-                "format_version": plan.format_version,
+                "format_version": plan.format_version.number(),
                 "reason": plan.reason,
             }),
             Err(_) => Value::Null,
@@ -264,7 +264,7 @@ fn streams() {
     let stream = StreamSettings::defaults_for("orders");
     let plan = ResolvedUpsert {
         delete_format: DeleteFormat::Dv,
-        format_version: 3,
+        format_version: FormatVersion::V3,
         reason: "why".into(),
     };
     for upsert in [Ok(plan), Err("no common format".to_string())] {
