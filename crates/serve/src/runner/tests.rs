@@ -271,3 +271,24 @@ fn a_runs_log_is_capped() {
         &log[log.len() - 80..]
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_meeting_the_jobs_lock_fails_saying_it_is_already_running_elsewhere() {
+    let store = Arc::new(MemoryStore::default());
+    let state = std::env::temp_dir().join(format!("topicberg-lock-run-{}", uuid::Uuid::new_v4()));
+    let toml = format!(
+        "{}[sync]\nstate_dir = \"{}\"\n",
+        unreachable_job_toml("locked"),
+        state.display()
+    );
+    // Another sync of the job (a CLI sync, another serve) holds the lock.
+    let held = topicberg_sync::sync::lock::JobLock::acquire(&state, "topicberg_locked").unwrap();
+    let job = store.add_job("", None, &toml);
+    let run_id = runner(&store).start(job, Trigger::Manual).unwrap();
+    let run = finished(&store, run_id, Duration::from_secs(10)).await;
+    assert_eq!(run.status, RunStatus::Failed);
+    let error = run.error.unwrap();
+    assert!(error.contains("is already running elsewhere"), "{error}");
+    drop(held);
+    std::fs::remove_dir_all(&state).unwrap();
+}
