@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use arrow_schema::SchemaRef as ArrowSchemaRef;
-use iceberg::spec::{SchemaRef, TableMetadata};
+use iceberg::spec::{SchemaRef, SnapshotRef, TableMetadata};
 
 use crate::catalog::rest::{LoadedTable, Namespace};
 use crate::commit::schema_evolution::{PendingSchema, SchemaChange};
@@ -76,15 +76,9 @@ impl TableHandle {
     /// The summaries of the `main` branch's snapshots, newest first (from the
     /// loaded metadata: [`crate::Destination::refresh`] first for the latest).
     pub fn snapshot_summaries(&self) -> Vec<SnapshotInfo> {
-        let metadata = &self.table.metadata;
-        let mut out = Vec::new();
-        let mut next = metadata.current_snapshot_id();
-        while let Some(id) = next {
-            let Some(snapshot) = metadata.snapshot_by_id(id) else {
-                break;
-            };
-            out.push(SnapshotInfo {
-                snapshot_id: id,
+        main_history(&self.table.metadata)
+            .map(|snapshot| SnapshotInfo {
+                snapshot_id: snapshot.snapshot_id(),
                 parent_snapshot_id: snapshot.parent_snapshot_id(),
                 sequence_number: snapshot.sequence_number(),
                 timestamp_ms: snapshot.timestamp_ms(),
@@ -95,10 +89,8 @@ impl TableHandle {
                     .iter()
                     .map(|(k, v)| (k.clone(), v.clone()))
                     .collect(),
-            });
-            next = snapshot.parent_snapshot_id();
-        }
-        out
+            })
+            .collect()
     }
 
     /// The summary of the current snapshot of `main` (`None` for an empty
@@ -188,4 +180,15 @@ impl TableHandle {
         let pending = pending.rebase(&self.table, &self.name)?;
         self.with_pending_schema(pending)
     }
+}
+
+/// The snapshots of the `main` branch, newest first, as far back as the
+/// metadata still holds them (expired ones end the walk).
+pub(crate) fn main_history(metadata: &TableMetadata) -> impl Iterator<Item = &SnapshotRef> {
+    let mut next = metadata.current_snapshot_id();
+    std::iter::from_fn(move || {
+        let snapshot = metadata.snapshot_by_id(next?)?;
+        next = snapshot.parent_snapshot_id();
+        Some(snapshot)
+    })
 }

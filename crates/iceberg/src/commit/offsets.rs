@@ -27,6 +27,7 @@ use iceberg::spec::TableMetadata;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{IcebergError, IcebergErrorKind};
+use crate::table::main_history;
 
 /// The snapshot summary property: `{"<topic>": {"<partition>": <next>}}`.
 pub const OFFSETS_PROPERTY: &str = "topicberg.offsets";
@@ -41,27 +42,18 @@ pub const OFFSETS_TABLE_PROPERTY_PREFIX: &str = "topicberg.offsets.";
 pub struct TableOffsets(pub BTreeMap<String, BTreeMap<i32, i64>>);
 
 impl TableOffsets {
-    /// Parses a snapshot summary's property; absent means no offsets.
-    pub fn from_summary(summary: Option<&BTreeMap<String, String>>) -> Result<Self, String> {
-        match summary.and_then(|s| s.get(OFFSETS_PROPERTY)) {
-            None => Ok(Self::default()),
+    /// The offsets of the newest snapshot that records them, from the
+    /// values of its [`OFFSETS_PROPERTY`] summary entry along a history,
+    /// newest first (`None` for a snapshot without one). Another writer's
+    /// snapshot on top (a compaction, a Spark job) carries no offsets of
+    /// ours and must not hide them.
+    pub fn from_history<'a>(
+        recorded: impl IntoIterator<Item = Option<&'a String>>,
+    ) -> Result<Self, String> {
+        match recorded.into_iter().flatten().next() {
             Some(text) => serde_json::from_str(text).map_err(|e| {
                 format!("the table's {OFFSETS_PROPERTY} summary property is not valid: {e}")
             }),
-        }
-    }
-
-    /// The offsets of the newest snapshot (of `summaries`, newest first)
-    /// that records them. Another writer's snapshot on top (a compaction,
-    /// a Spark job) carries no offsets of ours and must not hide them.
-    pub fn from_history<'a>(
-        summaries: impl IntoIterator<Item = &'a BTreeMap<String, String>>,
-    ) -> Result<Self, String> {
-        match summaries
-            .into_iter()
-            .find(|s| s.contains_key(OFFSETS_PROPERTY))
-        {
-            Some(summary) => Self::from_summary(Some(summary)),
             None => Ok(Self::default()),
         }
     }
@@ -70,7 +62,9 @@ impl TableOffsets {
     /// without one (a table written before the properties existed) what
     /// the newest snapshot on `main` recording offsets says.
     pub fn of_metadata(metadata: &TableMetadata) -> Result<Self, String> {
-        let mut out = Self::from_history(main_summaries(metadata).iter())?;
+        let mut out = Self::from_history(
+            main_history(metadata).map(|s| s.summary().additional_properties.get(OFFSETS_PROPERTY)),
+        )?;
         for (key, value) in metadata.properties() {
             let Some(topic) = key.strip_prefix(OFFSETS_TABLE_PROPERTY_PREFIX) else {
                 continue;
@@ -100,24 +94,6 @@ impl TableOffsets {
     pub fn to_summary_value(&self) -> String {
         serde_json::to_string(self).expect("offsets serialise")
     }
-}
-
-/// The summaries of `main`'s snapshots, newest first.
-fn main_summaries(metadata: &TableMetadata) -> Vec<BTreeMap<String, String>> {
-    let mut out = Vec::new();
-    let mut next = metadata.current_snapshot_id();
-    while let Some(snapshot) = next.and_then(|id| metadata.snapshot_by_id(id)) {
-        out.push(
-            snapshot
-                .summary()
-                .additional_properties
-                .iter()
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect(),
-        );
-        next = snapshot.parent_snapshot_id();
-    }
-    out
 }
 
 /// What one commit does to one topic's record: each partition it wrote,
@@ -206,12 +182,12 @@ mod tests {
     fn offsets_survive_another_writers_snapshot_on_top() {
         let mut t = TableOffsets::default();
         t.set("orders", 0, 48);
-        let ours = BTreeMap::from([(OFFSETS_PROPERTY.to_string(), t.to_summary_value())]);
-        let compaction = BTreeMap::from([("added-data-files".to_string(), "1".to_string())]);
-        let newest_first = [&compaction, &ours];
+        let ours = t.to_summary_value();
+        let compaction = None;
+        let newest_first = [compaction, Some(&ours)];
         assert_eq!(TableOffsets::from_history(newest_first).unwrap(), t);
         assert_eq!(
-            TableOffsets::from_history([&compaction]).unwrap(),
+            TableOffsets::from_history([compaction]).unwrap(),
             TableOffsets::default()
         );
     }
@@ -221,9 +197,9 @@ mod tests {
         let mut t = TableOffsets::default();
         t.set("orders", 0, 48);
         t.set("orders", 3, 7);
-        let summary = BTreeMap::from([(OFFSETS_PROPERTY.to_string(), t.to_summary_value())]);
-        assert_eq!(TableOffsets::from_summary(Some(&summary)).unwrap(), t);
-        assert_eq!(t.to_summary_value(), r#"{"orders":{"0":48,"3":7}}"#);
+        let text = t.to_summary_value();
+        assert_eq!(TableOffsets::from_history([Some(&text)]).unwrap(), t);
+        assert_eq!(text, r#"{"orders":{"0":48,"3":7}}"#);
     }
 
     fn advance(partitions: &[(i32, Option<i64>, i64)]) -> OffsetsAdvance {
