@@ -28,7 +28,8 @@ pub use log_capture::{log_capture_layer, LogCapture, LogCaptureLayer, MAX_RUN_LO
 use crate::metrics::{Metrics, PartitionLag};
 use crate::run_store::{FinishedRun, RunStatus, RunStore, Trigger};
 use topicberg_sync::sync::report::{SyncReport, TableStatus};
-use topicberg_sync::sync::{run_sync_with, SyncOptions, KAFKA_TIMEOUT};
+use topicberg_sync::sync::{run_sync_with, SyncOptions};
+use topicberg_sync::KAFKA_TIMEOUT;
 
 /// Why a run did not start.
 #[derive(Debug, thiserror::Error)]

@@ -75,13 +75,14 @@ pub async fn check_kafka(job: &Job) -> Vec<CheckStep> {
             return steps;
         }
     }
-    match Ok::<_, String>(&job.topics).and_then(|pattern| {
-        let selection =
-            select_topics(&connection, pattern, PING_TIMEOUT).map_err(|e| e.to_string())?;
-        let names = selection.selected.iter().map(|t| t.name.as_str());
-        crate::check_table_collisions(job, names).map_err(|e| e.to_string())?;
-        Ok(selection)
-    }) {
+    let selected = select_topics(&connection, &job.topics, PING_TIMEOUT)
+        .map_err(|e| e.to_string())
+        .and_then(|selection| {
+            let names = selection.selected.iter().map(|t| t.name.as_str());
+            crate::check_table_collisions(job, names).map_err(|e| e.to_string())?;
+            Ok(selection)
+        });
+    match selected {
         Ok(selection) => steps.push(CheckStep {
             step: "topics",
             outcome: Ok(format!(

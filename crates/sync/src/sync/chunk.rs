@@ -12,8 +12,8 @@ use arrow_array::RecordBatch;
 use tokio::sync::mpsc;
 use topicberg_core::config::OnInvalid;
 use topicberg_core::{
-    kafka_key_olake_id, BatchDecoder, DecodeError, DecodeErrorKind, DecoderOptions, IdMode,
-    SourceRecord,
+    kafka_key_olake_id, BatchDecoder, DecodeError, DecodeErrorKind, DecoderOptions, DedupKeys,
+    IdMode, SourceRecord,
 };
 use topicberg_kafka::{
     drain_checked, DrainError, DrainSettings, DrainedPartition, KafkaConnection, PartitionRange,
@@ -26,10 +26,8 @@ use super::upsert::{parse_key_hash, KeyHash, Version};
 /// Upsert settings of a table.
 #[derive(Clone)]
 pub struct UpsertInput {
-    /// The dedup key columns.
-    pub key_columns: Vec<String>,
-    /// `_kafka_key` is the single dedup key: tombstones delete.
-    pub kafka_key_only: bool,
+    /// The dedup key (`_kafka_key` alone: tombstones delete).
+    pub keys: DedupKeys,
     /// Where the sync's messages are held until the drain ends.
     pub spill_dir: std::path::PathBuf,
 }
@@ -181,7 +179,7 @@ impl<'a> ChunkWriter<'a> {
         let mut options = DecoderOptions::append(shared.olake_timestamp_micros);
         if let Some(u) = upsert {
             options.id_mode = IdMode::Upsert {
-                key_columns: u.key_columns.clone(),
+                key_columns: u.keys.columns(),
             };
         }
         options.payload_fields = table.payload_fields.clone();
@@ -195,7 +193,7 @@ impl<'a> ChunkWriter<'a> {
             options,
             decoder,
             version,
-            tombstones_delete: upsert.is_some_and(|u| u.kafka_key_only),
+            tombstones_delete: upsert.is_some_and(|u| u.keys == DedupKeys::KafkaKey),
             kill_after: crate::hooks::hooks().fault_after_records(),
             skips: SkipLog::default(),
             unpublished: (0, 0),

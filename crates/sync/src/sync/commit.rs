@@ -68,7 +68,7 @@ pub(super) async fn commit_table(
                 state.report.snapshot_id = Some(snapshot_id);
                 state.report.data_files = commit.added_data_files as usize;
                 state.report.commit = Some(commit);
-                state.committed(&advance);
+                state.record_committed(&advance);
                 tracing::info!(
                     table = %state.table, snapshot_id, records, rows = done.rows,
                     deletes = done.deletes, attempts = done.snapshot.attempts, "committed upsert snapshot"
@@ -150,7 +150,7 @@ pub(super) async fn commit_files(
                 snapshot.snapshot_id,
                 &snapshot.summary,
             ));
-            state.committed(&advance);
+            state.record_committed(&advance);
             tracing::info!(
                 table = %state.table, snapshot_id = snapshot.snapshot_id, records,
                 data_files = state.report.data_files, attempts = snapshot.attempts, "committed snapshot"

@@ -45,7 +45,7 @@ use report::{SyncReport, TableReport, TableStatus};
 use stages::SyncContext;
 use table::TableState;
 
-pub use crate::{KAFKA_TIMEOUT, SAMPLE_PER_PARTITION};
+use crate::KAFKA_TIMEOUT;
 
 /// How a sync runs, beyond its job.
 #[derive(Debug, Clone, Default)]

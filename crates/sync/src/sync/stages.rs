@@ -184,8 +184,7 @@ pub(super) fn prepare_inputs(job: &Job, tables: &mut [TableState]) {
                         .as_ref()
                         .map(|c| Arc::new(c.iter().cloned().collect())),
                     upsert: settings.upsert().map(|upsert| UpsertInput {
-                        key_columns: upsert.keys.columns(),
-                        kafka_key_only: upsert.keys == topicberg_core::DedupKeys::KafkaKey,
+                        keys: upsert.keys.clone(),
                         spill_dir: job.state_dir.join("spill"),
                     }),
                     columns,

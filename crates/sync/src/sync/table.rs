@@ -131,7 +131,7 @@ impl TableState {
     }
 
     /// Records a committed advance as the table's offsets.
-    pub(super) fn committed(&mut self, advance: &OffsetsAdvance) {
+    pub(super) fn record_committed(&mut self, advance: &OffsetsAdvance) {
         for (partition, (_, next)) in &advance.partitions {
             self.offsets.set(&advance.topic, *partition, *next);
         }

@@ -521,6 +521,16 @@ impl Job {
     /// Starts `topicberg sync -c <job> --report-json <report>` in the
     /// background with its stderr (the log) going to `log`.
     pub fn spawn_sync(&self, report: &std::path::Path, log: &std::path::Path) -> Child {
+        self.spawn_sync_with(report, log, &[])
+    }
+
+    /// [`Job::spawn_sync`] with `env` set (e.g. a test hook).
+    pub fn spawn_sync_with(
+        &self,
+        report: &std::path::Path,
+        log: &std::path::Path,
+        env: &[(&str, &str)],
+    ) -> Child {
         let mut cmd = command(env!("CARGO_BIN_EXE_topicberg"));
         cmd.arg("sync")
             .arg("-c")
@@ -529,6 +539,9 @@ impl Job {
             .arg(report)
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(log).expect("log file"));
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
         cmd.spawn().expect("starting topicberg sync")
     }
 }

@@ -6,7 +6,6 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 use serde_json::{json, Value};
@@ -36,18 +35,7 @@ fn copy_of(job: &Job, n: usize) -> Job {
 fn spawn(job: &Job, env: &[(&str, &str)]) -> (std::process::Child, PathBuf, PathBuf) {
     let report = job.scratch_file("report.json");
     let log = job.scratch_file("sync.log");
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_topicberg"));
-    cmd.arg("sync")
-        .arg("-c")
-        .arg(&job.path)
-        .arg("--report-json")
-        .arg(&report)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap());
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    (cmd.spawn().expect("starting topicberg sync"), report, log)
+    (job.spawn_sync_with(&report, &log, env), report, log)
 }
 
 fn finish(child: &mut std::process::Child, report: &Path, log: &Path) -> Value {
