@@ -13,6 +13,8 @@
 //!   ([`BatchDecoder`]), errors naming topic, partition, offset and field;
 //! - `record`, `olake_id`, `timestamp`: a message as a borrowed
 //!   [`SourceRecord`], the `_olake_id` hash, RFC 3339 timestamps;
+//! - [`registry`]: the Confluent wire format, registered schemas and
+//!   where the decoder gets them ([`SchemaSource`]);
 //! - `secret`, `redact`: [`Secret`] (never printed) and URL redaction.
 
 pub mod columns;
@@ -24,6 +26,7 @@ pub mod names;
 mod olake_id;
 mod record;
 mod redact;
+pub mod registry;
 mod secret;
 mod timestamp;
 
@@ -39,5 +42,9 @@ pub use names::{ColumnNames, NameError};
 pub use olake_id::{append_olake_id, kafka_key_olake_id, upsert_olake_id, KeyValue};
 pub use record::SourceRecord;
 pub use redact::redact_urls;
+pub use registry::{
+    RegisteredSchema, RegistryError, RegistryErrorKind, SchemaKind, SchemaReference, SchemaSource,
+    ValueFormat,
+};
 pub use secret::{Secret, SECRET_FIELDS};
 pub use timestamp::parse_timestamp_micros;
