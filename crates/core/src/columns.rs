@@ -4,27 +4,34 @@
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::str::FromStr;
+use std::sync::Arc;
 
 use arrow_schema::{DataType, Field, Schema, TimeUnit};
 
 /// The Parquet field metadata key that carries an Iceberg field id.
 pub const PARQUET_FIELD_ID_KEY: &str = "PARQUET:field_id";
 
-/// The time zone of every `timestamptz` column in Arrow.
-pub const UTC: &str = "UTC";
+/// The time zone of every `timestamptz` column in Arrow (the one the
+/// `iceberg` crate gives, so batches match the table without a cast).
+pub const UTC: &str = "+00:00";
 
-/// The type of a column, as inferred from JSON and as stored.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// The type of a column, as inferred from JSON, as a registry schema
+/// declares it, and as stored.
+///
+/// JSON inference produces the first eight (see [`ColumnType::JSON`]);
+/// Avro and Protobuf schemas give the others too (see
+/// [`crate::decode::registry`]); tables made elsewhere may have any.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum ColumnType {
     /// 64-bit integer (Iceberg `long`).
     Long,
-    /// 32-bit integer (Iceberg `int`); only `_kafka_partition` and columns
-    /// of tables made elsewhere: inference never produces it.
+    /// 32-bit integer (Iceberg `int`): `_kafka_partition`, registry
+    /// schemas' 32-bit integers and columns of tables made elsewhere; JSON
+    /// inference never produces it.
     Int,
     /// 64-bit float (Iceberg `double`).
     Double,
-    /// 32-bit float (Iceberg `float`); only columns of tables made
-    /// elsewhere: inference never produces it.
+    /// 32-bit float (Iceberg `float`); JSON inference never produces it.
     Float,
     /// Iceberg `boolean`.
     Boolean,
@@ -35,11 +42,75 @@ pub enum ColumnType {
     /// Any JSON value stored as its JSON text in a string column: nested
     /// objects and arrays, and fields whose scalar types disagree.
     Json,
+    /// A fixed-point decimal (Iceberg `decimal(P,S)`, precision 1..=38).
+    Decimal {
+        /// Total digits.
+        precision: u8,
+        /// Digits after the point.
+        scale: u8,
+    },
+    /// Days since 1970-01-01 (Iceberg `date`).
+    Date,
+    /// Microseconds since midnight (Iceberg `time`).
+    Time,
+    /// Microseconds since the epoch, no zone (Iceberg `timestamp`).
+    Timestamp,
+    /// A 16-byte UUID (Iceberg `uuid`).
+    Uuid,
+    /// Bytes (Iceberg `binary`; Avro `fixed` too).
+    Binary,
+    /// Named fields (Iceberg `struct`).
+    Struct(Arc<[NestedField]>),
+    /// A list of the element field's type (Iceberg `list`).
+    List(Arc<NestedField>),
+    /// Keys to values (Iceberg `map`; keys are required).
+    Map(Arc<MapFields>),
 }
 
+/// A field inside a nested type: a struct's field, a list's element, a
+/// map's key or value. Every one has its own Iceberg field id.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct NestedField {
+    /// The Iceberg field id (unique in the table).
+    pub field_id: i32,
+    /// The name: the struct field's, or `element`, `key`, `value`.
+    pub name: String,
+    /// Its type.
+    pub ty: ColumnType,
+    /// Whether it may not be null (only map keys are, in tables
+    /// topicberg makes).
+    pub required: bool,
+}
+
+impl NestedField {
+    /// An optional field.
+    pub fn optional(field_id: i32, name: impl Into<String>, ty: ColumnType) -> Self {
+        Self {
+            field_id,
+            name: name.into(),
+            ty,
+            required: false,
+        }
+    }
+}
+
+/// A map's key and value fields.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct MapFields {
+    /// The key (named `key`, required).
+    pub key: NestedField,
+    /// The value (named `value`).
+    pub value: NestedField,
+}
+
+/// The Arrow name of a list's element field (Iceberg's).
+pub const LIST_ELEMENT: &str = "element";
+/// The Arrow name of a map's entries field (Iceberg's).
+pub const MAP_ENTRIES: &str = "key_value";
+
 impl ColumnType {
-    /// Every type, for exhaustive tests and listings.
-    pub const ALL: [ColumnType; 8] = [
+    /// The types JSON inference and the JSON decoder's widening deal in.
+    pub const JSON: [ColumnType; 8] = [
         ColumnType::Long,
         ColumnType::Int,
         ColumnType::Double,
@@ -51,30 +122,33 @@ impl ColumnType {
     ];
 
     /// The name used in messages and reports: `long`, `int`, `double`,
-    /// `boolean`, `string`, `timestamptz` or `json`. [`FromStr`] reads it back.
-    pub fn name(self) -> &'static str {
-        match self {
-            ColumnType::Long => "long",
-            ColumnType::Int => "int",
-            ColumnType::Double => "double",
-            ColumnType::Float => "float",
-            ColumnType::Boolean => "boolean",
-            ColumnType::String => "string",
-            ColumnType::TimestampTz => "timestamptz",
-            ColumnType::Json => "json",
-        }
+    /// `boolean`, `string`, `timestamptz`, `json`, `decimal(10,2)`, `date`,
+    /// ..., `struct<a: long>`, `list<string>`, `map<string, long>`.
+    /// [`FromStr`] reads back the primitive ones.
+    pub fn name(&self) -> String {
+        self.to_string()
     }
 
-    /// The Iceberg primitive type that stores it (`json` is a `string`).
-    pub fn iceberg_type(self) -> &'static str {
+    /// The Iceberg type that stores it (`json` is a `string`), as the
+    /// REST schema JSON spells a primitive; nested types as [`Self::name`].
+    pub fn iceberg_type(&self) -> String {
         match self {
-            ColumnType::Json => "string",
+            ColumnType::Json => "string".to_owned(),
             other => other.name(),
         }
     }
 
-    /// The Arrow type of its column.
-    pub fn arrow_type(self) -> DataType {
+    /// Whether it is a struct, list or map.
+    pub fn is_nested(&self) -> bool {
+        matches!(
+            self,
+            ColumnType::Struct(_) | ColumnType::List(_) | ColumnType::Map(_)
+        )
+    }
+
+    /// The Arrow type of its column (nested fields carry their field ids
+    /// in `PARQUET:field_id`, named as Iceberg names them).
+    pub fn arrow_type(&self) -> DataType {
         match self {
             ColumnType::Long => DataType::Int64,
             ColumnType::Int => DataType::Int32,
@@ -83,20 +157,128 @@ impl ColumnType {
             ColumnType::Boolean => DataType::Boolean,
             ColumnType::String | ColumnType::Json => DataType::Utf8,
             ColumnType::TimestampTz => DataType::Timestamp(TimeUnit::Microsecond, Some(UTC.into())),
+            ColumnType::Decimal { precision, scale } => {
+                DataType::Decimal128(*precision, *scale as i8)
+            }
+            ColumnType::Date => DataType::Date32,
+            ColumnType::Time => DataType::Time64(TimeUnit::Microsecond),
+            ColumnType::Timestamp => DataType::Timestamp(TimeUnit::Microsecond, None),
+            ColumnType::Uuid => DataType::FixedSizeBinary(16),
+            ColumnType::Binary => DataType::LargeBinary,
+            ColumnType::Struct(fields) => {
+                DataType::Struct(fields.iter().map(NestedField::arrow_field).collect())
+            }
+            ColumnType::List(element) => DataType::List(Arc::new(element.arrow_field())),
+            ColumnType::Map(kv) => DataType::Map(
+                Arc::new(Field::new(
+                    MAP_ENTRIES,
+                    DataType::Struct(vec![kv.key.arrow_field(), kv.value.arrow_field()].into()),
+                    false,
+                )),
+                false,
+            ),
         }
+    }
+
+    /// The highest field id inside it (0 for a primitive type).
+    pub fn max_nested_field_id(&self) -> i32 {
+        self.nested_fields()
+            .map(|f| f.field_id.max(f.ty.max_nested_field_id()))
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// The type with every nested field whose id is 0 (not assigned yet:
+    /// a type read from a registry schema) numbered from `next_id` on,
+    /// depth first; assigned ids are kept.
+    pub fn with_field_ids(&self, next_id: &mut i32) -> ColumnType {
+        let mut number = |f: &NestedField| {
+            let field_id = if f.field_id == 0 {
+                *next_id += 1;
+                *next_id - 1
+            } else {
+                f.field_id
+            };
+            NestedField {
+                field_id,
+                name: f.name.clone(),
+                ty: f.ty.with_field_ids(next_id),
+                required: f.required,
+            }
+        };
+        match self {
+            ColumnType::Struct(fields) => {
+                ColumnType::Struct(fields.iter().map(&mut number).collect())
+            }
+            ColumnType::List(element) => ColumnType::List(Arc::new(number(element))),
+            ColumnType::Map(kv) => {
+                let key = number(&kv.key);
+                let value = number(&kv.value);
+                ColumnType::Map(Arc::new(MapFields { key, value }))
+            }
+            other => other.clone(),
+        }
+    }
+
+    /// Its direct nested fields (struct fields, list element, map key and
+    /// value).
+    pub fn nested_fields(&self) -> Box<dyn Iterator<Item = &NestedField> + '_> {
+        match self {
+            ColumnType::Struct(fields) => Box::new(fields.iter()),
+            ColumnType::List(element) => Box::new(std::iter::once(element.as_ref())),
+            ColumnType::Map(kv) => Box::new([&kv.key, &kv.value].into_iter()),
+            _ => Box::new(std::iter::empty()),
+        }
+    }
+}
+
+impl NestedField {
+    /// Its Arrow field: nullable unless required, with its field id.
+    pub fn arrow_field(&self) -> Field {
+        Field::new(&self.name, self.ty.arrow_type(), !self.required).with_metadata(HashMap::from([
+            (PARQUET_FIELD_ID_KEY.to_owned(), self.field_id.to_string()),
+        ]))
     }
 }
 
 impl fmt::Display for ColumnType {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
+        let name = match self {
+            ColumnType::Long => "long",
+            ColumnType::Int => "int",
+            ColumnType::Double => "double",
+            ColumnType::Float => "float",
+            ColumnType::Boolean => "boolean",
+            ColumnType::String => "string",
+            ColumnType::TimestampTz => "timestamptz",
+            ColumnType::Json => "json",
+            ColumnType::Decimal { precision, scale } => {
+                return write!(f, "decimal({precision},{scale})")
+            }
+            ColumnType::Date => "date",
+            ColumnType::Time => "time",
+            ColumnType::Timestamp => "timestamp",
+            ColumnType::Uuid => "uuid",
+            ColumnType::Binary => "binary",
+            ColumnType::Struct(fields) => {
+                f.write_str("struct<")?;
+                for (i, field) in fields.iter().enumerate() {
+                    let sep = if i == 0 { "" } else { ", " };
+                    write!(f, "{sep}{}: {}", field.name, field.ty)?;
+                }
+                return f.write_str(">");
+            }
+            ColumnType::List(element) => return write!(f, "list<{}>", element.ty),
+            ColumnType::Map(kv) => return write!(f, "map<{}, {}>", kv.key.ty, kv.value.ty),
+        };
+        f.write_str(name)
     }
 }
 
-/// The text is not one of the names [`ColumnType::name`] returns.
+/// The text is not one of the primitive names [`ColumnType::name`] returns.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "unknown column type {0:?} (expected long, int, double, float, boolean, string, timestamptz or json)"
+    "unknown column type {0:?} (expected long, int, double, float, boolean, string, timestamptz, json, decimal(P,S), date, time, timestamp, uuid or binary)"
 )]
 pub struct UnknownColumnType(pub String);
 
@@ -104,10 +286,28 @@ impl FromStr for ColumnType {
     type Err = UnknownColumnType;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        ColumnType::ALL
+        let unknown = || UnknownColumnType(s.to_owned());
+        if let Some(args) = s.strip_prefix("decimal(").and_then(|r| r.strip_suffix(')')) {
+            let (p, sc) = args.split_once(',').ok_or_else(unknown)?;
+            let precision: u8 = p.trim().parse().map_err(|_| unknown())?;
+            let scale: u8 = sc.trim().parse().map_err(|_| unknown())?;
+            if precision == 0 || precision > 38 || scale > precision {
+                return Err(unknown());
+            }
+            return Ok(ColumnType::Decimal { precision, scale });
+        }
+        let extra = [
+            ColumnType::Date,
+            ColumnType::Time,
+            ColumnType::Timestamp,
+            ColumnType::Uuid,
+            ColumnType::Binary,
+        ];
+        ColumnType::JSON
             .into_iter()
+            .chain(extra)
             .find(|t| t.name() == s)
-            .ok_or_else(|| UnknownColumnType(s.to_owned()))
+            .ok_or_else(unknown)
     }
 }
 
@@ -169,7 +369,7 @@ pub fn metadata_column_type(name: &str) -> Option<ColumnType> {
     METADATA_COLUMNS
         .iter()
         .find(|(n, _)| *n == name)
-        .map(|(_, t)| *t)
+        .map(|(_, t)| t.clone())
 }
 
 /// A column list that cannot describe a table.
@@ -231,7 +431,7 @@ impl TableColumns {
                     return Err(ColumnsError::MetadataType {
                         name: c.name.clone(),
                         expected,
-                        found: c.ty,
+                        found: c.ty.clone(),
                     });
                 }
             }
@@ -260,8 +460,13 @@ impl TableColumns {
             if metadata_column_type(name).is_some() {
                 return Err(ColumnsError::ReservedName(name.clone()));
             }
-            columns.push(Column::new(next_id, name.clone(), *ty));
+            let id = next_id;
             next_id += 1;
+            columns.push(Column::new(
+                id,
+                name.clone(),
+                ty.with_field_ids(&mut next_id),
+            ));
         }
         if metadata {
             for (name, ty) in METADATA_COLUMNS {
@@ -301,9 +506,13 @@ impl TableColumns {
         self.columns.is_empty()
     }
 
-    /// The highest field id, 0 when empty.
+    /// The highest field id, nested fields included; 0 when empty.
     pub fn max_field_id(&self) -> i32 {
-        self.columns.iter().map(|c| c.field_id).max().unwrap_or(0)
+        self.columns
+            .iter()
+            .map(|c| c.field_id.max(c.ty.max_nested_field_id()))
+            .max()
+            .unwrap_or(0)
     }
 
     /// The Arrow schema of the batches the decoder produces: every field
@@ -368,7 +577,7 @@ mod tests {
     fn arrow_schema_types_nullability_and_field_ids() {
         let t = TableColumns::for_new_table(&orders_payload()).unwrap();
         let s = t.arrow_schema();
-        let utc = DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()));
+        let utc = DataType::Timestamp(TimeUnit::Microsecond, Some("+00:00".into()));
         let expected = [
             ("id", DataType::Int64),
             ("amount", DataType::Float64),
@@ -398,8 +607,8 @@ mod tests {
 
     #[test]
     fn type_names_round_trip() {
-        for t in ColumnType::ALL {
-            assert_eq!(t.name().parse::<ColumnType>(), Ok(t));
+        for t in ColumnType::JSON {
+            assert_eq!(t.name().parse::<ColumnType>(), Ok(t.clone()));
             assert_eq!(t.to_string(), t.name());
         }
         assert_eq!(ColumnType::Json.iceberg_type(), "string");

@@ -201,7 +201,7 @@ impl SchemaInference {
         self.fields
             .iter()
             .map(|f| {
-                let ty = match f.ty {
+                let ty = match f.ty.clone() {
                     None => ColumnType::String,
                     Some(ColumnType::Double) if f.wide => ColumnType::Json,
                     Some(ty) => ty,
@@ -278,9 +278,9 @@ impl<'de> Visitor<'de> for ObjectVisitor<'_> {
             if let Some(i) = slot {
                 let (ty, wide) = classify(raw.get()).map_err(serde::de::Error::custom)?;
                 let field = &mut self.inference.fields[i];
-                let merged = merge_optional(field.ty, ty);
+                let merged = merge_optional(field.ty.clone(), ty);
                 if merged != field.ty || (wide && !field.wide) {
-                    self.undo.types.push((i, field.ty, field.wide));
+                    self.undo.types.push((i, field.ty.clone(), field.wide));
                     field.ty = merged;
                     field.wide |= wide;
                 }
@@ -383,7 +383,10 @@ mod tests {
     }
 
     fn cols(pairs: &[(&str, ColumnType)]) -> Vec<(std::string::String, ColumnType)> {
-        pairs.iter().map(|(n, t)| (n.to_string(), *t)).collect()
+        pairs
+            .iter()
+            .map(|(n, t)| (n.to_string(), t.clone()))
+            .collect()
     }
 
     #[test]
@@ -456,11 +459,16 @@ mod tests {
         assert_eq!(merge_types(Boolean, Long), Json);
         assert_eq!(merge_types(TimestampTz, Long), Json);
         assert_eq!(merge_types(String, Double), Json);
-        for t in ColumnType::ALL {
-            assert_eq!(merge_types(t, t), t);
-            assert_eq!(merge_types(t, Json), Json);
-            for u in ColumnType::ALL {
-                assert_eq!(merge_types(t, u), merge_types(u, t), "{t} {u}");
+        for t in ColumnType::JSON {
+            assert_eq!(merge_types(t.clone(), t.clone()), t);
+            assert_eq!(merge_types(t.clone(), Json), Json);
+            for u in ColumnType::JSON {
+                let (a, b) = (t.clone(), u.clone());
+                assert_eq!(
+                    merge_types(a.clone(), b.clone()),
+                    merge_types(b, a),
+                    "{t} {u}"
+                );
             }
         }
         assert_eq!(merge_optional(None, Some(Long)), Some(Long));

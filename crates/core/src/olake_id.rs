@@ -27,6 +27,12 @@
 //!   boolean       0x03 | 0x00 or 0x01
 //!   string, json  0x04 | length in bytes, u32 big-endian | UTF-8 bytes
 //!   timestamptz   0x05 | microseconds since the epoch, i64 big-endian
+//!   decimal       0x06 | scale, u8 | unscaled value, i128 big-endian (a
+//!                        precision widening keeps every id)
+//!   date          0x07 | days since 1970-01-01, i64 big-endian
+//!   time          0x08 | microseconds since midnight, i64 big-endian
+//!   timestamp     0x09 | microseconds since the epoch, i64 big-endian
+//!   uuid, binary  0x0A | length in bytes, u32 big-endian | the bytes
 //! ```
 
 use xxhash_rust::xxh3::xxh3_128;
@@ -48,6 +54,16 @@ pub enum KeyValue<'a> {
     String(&'a str),
     /// A `timestamptz` value in microseconds since the epoch.
     TimestampMicros(i64),
+    /// A `decimal` value: unscaled value and scale.
+    Decimal(i128, u8),
+    /// A `date` value in days since 1970-01-01.
+    Date(i32),
+    /// A `time` value in microseconds since midnight.
+    Time(i64),
+    /// A `timestamp` (no zone) value in microseconds since the epoch.
+    Timestamp(i64),
+    /// A `uuid` or `binary` value.
+    Bytes(&'a [u8]),
 }
 
 /// `_olake_id` of a row in append mode: identifies the message.
@@ -117,6 +133,27 @@ pub(crate) fn encode_key_value(out: &mut Vec<u8>, value: &KeyValue<'_>) {
         KeyValue::TimestampMicros(v) => {
             out.push(0x05);
             out.extend_from_slice(&v.to_be_bytes());
+        }
+        KeyValue::Decimal(v, scale) => {
+            out.extend_from_slice(&[0x06, scale]);
+            out.extend_from_slice(&v.to_be_bytes());
+        }
+        KeyValue::Date(v) => {
+            out.push(0x07);
+            out.extend_from_slice(&i64::from(v).to_be_bytes());
+        }
+        KeyValue::Time(v) => {
+            out.push(0x08);
+            out.extend_from_slice(&v.to_be_bytes());
+        }
+        KeyValue::Timestamp(v) => {
+            out.push(0x09);
+            out.extend_from_slice(&v.to_be_bytes());
+        }
+        KeyValue::Bytes(b) => {
+            out.push(0x0A);
+            out.extend_from_slice(&(b.len() as u32).to_be_bytes());
+            out.extend_from_slice(b);
         }
     }
 }

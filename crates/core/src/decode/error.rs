@@ -4,6 +4,7 @@ use std::fmt;
 
 use crate::columns::ColumnType;
 use crate::names::NameError;
+use crate::registry::{RegistryError, ValueFormat};
 
 /// A field of a message that the table has no column for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -22,7 +23,7 @@ pub struct UnknownField {
 impl UnknownField {
     /// The type a new column for it should have (`string` if only null).
     pub fn column_type(&self) -> ColumnType {
-        self.ty.unwrap_or(ColumnType::String)
+        self.ty.clone().unwrap_or(ColumnType::String)
     }
 }
 
@@ -71,6 +72,34 @@ pub enum DecodeErrorKind {
     /// A string column of this batch would pass 2 GiB: finish the batch and
     /// append the record again.
     BatchFull,
+    /// The stream reads registry-framed values (`value_format` avro or
+    /// protobuf) and this value does not start with the magic byte 0 and a
+    /// schema id.
+    NotFramed { format: ValueFormat },
+    /// The registry has no schema with the value's id.
+    UnknownSchema { schema_id: u32, reason: String },
+    /// The writer schema cannot be read into a table (not parseable, a
+    /// recursive type, a decimal beyond 38 digits, ...).
+    UnsupportedSchema { schema_id: u32, reason: String },
+    /// The writer schema gives a field a type its column cannot take, and
+    /// Iceberg cannot widen the column to it. `previous` is the schema id
+    /// the table's columns were last read with in this sync, if any.
+    SchemaMismatch {
+        schema_id: u32,
+        previous: Option<u32>,
+        reason: String,
+    },
+    /// The body does not follow its writer schema (truncated, a bad union
+    /// or enum index, invalid UTF-8, ...).
+    BadBody { schema_id: u32, reason: String },
+    /// The registry could not be asked (unavailable after retries, or it
+    /// refused the credentials): not the message's fault; the table fails
+    /// and nothing is committed.
+    Registry(Box<RegistryError>),
+    /// Columns must widen to hold the writer schema's fields (`int` ->
+    /// `long`, decimal precision, new struct fields): `(field, new type)`.
+    /// Change the columns, rebuild the decoder and append the record again.
+    Widen(Vec<(String, ColumnType)>),
 }
 
 impl DecodeError {
@@ -78,7 +107,7 @@ impl DecodeError {
     pub fn expected(&self) -> Option<ColumnType> {
         match &self.kind {
             DecodeErrorKind::TypeMismatch { expected, .. }
-            | DecodeErrorKind::OutOfRange { expected, .. } => Some(*expected),
+            | DecodeErrorKind::OutOfRange { expected, .. } => Some(expected.clone()),
             _ => None,
         }
     }
@@ -124,7 +153,7 @@ impl fmt::Display for DecodeError {
                     if i > 0 {
                         f.write_str(", ")?;
                     }
-                    match u.ty {
+                    match &u.ty {
                         Some(ty) => write!(f, "{:?} ({ty})", u.name)?,
                         None => write!(f, "{:?} (null)", u.name)?,
                     }
@@ -143,6 +172,39 @@ impl fmt::Display for DecodeError {
             DecodeErrorKind::BatchFull => f.write_str(
                 "string data would pass 2 GiB in one batch; finish the batch and append the record again",
             ),
+            DecodeErrorKind::NotFramed { format } => write!(
+                f,
+                "value is not schema-registry framed (magic byte 0 and a 4-byte schema id), \
+                 but the stream's value_format is {format}"
+            ),
+            DecodeErrorKind::UnknownSchema { schema_id, reason } => {
+                write!(f, "schema id {schema_id} is unknown to the registry: {reason}")
+            }
+            DecodeErrorKind::UnsupportedSchema { schema_id, reason } => {
+                write!(f, "schema id {schema_id} cannot be read into a table: {reason}")
+            }
+            DecodeErrorKind::SchemaMismatch {
+                schema_id,
+                previous,
+                reason,
+            } => {
+                write!(f, "schema id {schema_id} does not fit the table")?;
+                if let Some(p) = previous {
+                    write!(f, " (its columns were read with schema id {p})")?;
+                }
+                write!(f, ": {reason}")
+            }
+            DecodeErrorKind::BadBody { schema_id, reason } => {
+                write!(f, "value does not follow its schema id {schema_id}: {reason}")
+            }
+            DecodeErrorKind::Registry(e) => write!(f, "{e}"),
+            DecodeErrorKind::Widen(fields) => {
+                for (i, (name, ty)) in fields.iter().enumerate() {
+                    let sep = if i == 0 { "" } else { ", " };
+                    write!(f, "{sep}column {name:?} must become {ty}")?;
+                }
+                Ok(())
+            }
         }
     }
 }

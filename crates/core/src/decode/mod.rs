@@ -51,8 +51,11 @@
 //!   the decoder as a float (serde_json), so it is checked against `long`
 //!   and `int` columns (a mismatch) but stored rounded in a `double` column.
 
+mod avro;
 mod buffer;
 mod error;
+pub mod fit;
+mod framed;
 mod seed;
 #[cfg(test)]
 mod tests;
@@ -64,7 +67,9 @@ use arrow_array::{RecordBatch, RecordBatchOptions};
 use arrow_schema::SchemaRef;
 use serde::de::{Deserializer as _, IgnoredAny};
 
+pub use avro::{parse_uuid, AvroType};
 pub use error::{DecodeError, DecodeErrorKind, UnknownField};
+pub use framed::RegistryValues;
 
 use crate::columns::{self, metadata_column_type, TableColumns};
 use crate::infer::non_object_kind;
@@ -72,6 +77,7 @@ use crate::names::ColumnNames;
 use crate::olake_id::{encode_append, encode_key_value, hash_hex};
 use crate::record::SourceRecord;
 use buffer::ColumnBuffer;
+use framed::Plan;
 use seed::{Failure, FieldIndex, Row};
 
 /// How `_olake_id` is computed (see [`crate::append_olake_id`]).
@@ -108,6 +114,9 @@ pub struct DecoderOptions {
     /// column and not in this list is ignored (never unknown, never a new
     /// column). `None`: every field counts.
     pub payload_fields: Option<Arc<HashSet<String>>>,
+    /// Registry-framed values (`value_format` avro, protobuf or auto), or
+    /// `None`: every value is a JSON object.
+    pub registry: Option<Arc<RegistryValues>>,
 }
 
 impl DecoderOptions {
@@ -118,6 +127,7 @@ impl DecoderOptions {
             olake_timestamp_micros,
             unknown_fields: UnknownFieldPolicy::Reject,
             payload_fields: None,
+            registry: None,
         }
     }
 }
@@ -165,6 +175,9 @@ pub struct BatchDecoder {
     unknown_undo: Vec<(usize, Option<columns::ColumnType>)>,
     scratch: Vec<u8>,
     rows: usize,
+    registry: Option<Arc<RegistryValues>>,
+    /// Writer schemas compiled for these columns, by schema id.
+    plans: HashMap<u32, Plan>,
 }
 
 impl std::fmt::Debug for BatchDecoder {
@@ -239,7 +252,10 @@ impl BatchDecoder {
         };
         Ok(Self {
             schema: Arc::new(columns.arrow_schema()),
-            buffers: cols.iter().map(|c| ColumnBuffer::new(c.ty)).collect(),
+            buffers: cols
+                .iter()
+                .map(|c| ColumnBuffer::new(c.ty.clone()))
+                .collect(),
             fields: FieldIndex {
                 by_name,
                 names,
@@ -257,6 +273,8 @@ impl BatchDecoder {
             unknown_undo: Vec::new(),
             scratch: Vec::with_capacity(64),
             rows: 0,
+            registry: options.registry,
+            plans: HashMap::new(),
         })
     }
 
@@ -275,6 +293,21 @@ impl BatchDecoder {
         let Some(value) = record.value else {
             return Err(error(record, None, DecodeErrorKind::Tombstone));
         };
+        if let Some(registry) = &self.registry {
+            match crate::registry::framing(value) {
+                Some(f) => return self.append_framed(record, f.schema_id, &value[f.body_start..]),
+                None if registry.format == crate::ValueFormat::Auto => {}
+                None => {
+                    let format = registry.format;
+                    return Err(error(record, None, DecodeErrorKind::NotFramed { format }));
+                }
+            }
+        }
+        self.append_json(record, value)
+    }
+
+    /// A JSON object value into a new row.
+    fn append_json(&mut self, record: &SourceRecord<'_>, value: &[u8]) -> Result<(), DecodeError> {
         let row = self.rows;
         if self.policy == UnknownFieldPolicy::Reject {
             self.unknown.clear();
@@ -330,12 +363,103 @@ impl BatchDecoder {
                 self.buffers[column].push_null();
             }
         }
+        self.finish_row(record, row, unknown_mark)
+    }
+
+    /// The metadata columns of the row just decoded; the row counts.
+    fn finish_row(
+        &mut self,
+        record: &SourceRecord<'_>,
+        row: usize,
+        unknown_mark: usize,
+    ) -> Result<(), DecodeError> {
         if let Err(e) = self.append_metadata(record, row) {
             self.rollback(row, unknown_mark);
             return Err(e);
         }
         self.rows += 1;
         Ok(())
+    }
+
+    /// A registry-framed value with writer schema `id` into a new row.
+    fn append_framed(
+        &mut self,
+        record: &SourceRecord<'_>,
+        id: u32,
+        body: &[u8],
+    ) -> Result<(), DecodeError> {
+        if !self.plans.contains_key(&id) {
+            let plan = self.compile(record, id)?;
+            self.plans.insert(id, plan);
+        }
+        let row = self.rows;
+        let unknown_mark = self.unknown.len();
+        match &self.plans[&id] {
+            Plan::Json => return self.append_json(record, body),
+            Plan::Fails(kind) => {
+                let field = match kind {
+                    DecodeErrorKind::UnknownFields(u) => u.first().map(|u| u.name.clone()),
+                    DecodeErrorKind::Widen(w) => w.first().map(|(n, _)| n.clone()),
+                    _ => None,
+                };
+                return Err(error(record, field, kind.clone()));
+            }
+            Plan::Avro {
+                fields,
+                names,
+                absent,
+            } => {
+                let mut cursor = avro::Cursor::new(body);
+                let read = avro::read_fields(fields, absent, &mut cursor, &mut self.buffers)
+                    .map_err(|(i, bad)| (Some(names[i].clone()), bad))
+                    .and_then(|()| match cursor.remaining() {
+                        0 => Ok(()),
+                        n => Err((None, avro::Bad::Trailing(n))),
+                    });
+                if let Err((field, bad)) = read {
+                    self.rollback(row, unknown_mark);
+                    let kind = match bad {
+                        avro::Bad::Full => DecodeErrorKind::BatchFull,
+                        bad => DecodeErrorKind::BadBody {
+                            schema_id: id,
+                            reason: bad.to_string(),
+                        },
+                    };
+                    return Err(error(record, field, kind));
+                }
+            }
+        }
+        if let Some(registry) = &self.registry {
+            registry.used(id);
+        }
+        self.finish_row(record, row, unknown_mark)
+    }
+
+    /// The plan for writer schema `id` against these columns; `Err` when
+    /// the registry could not be asked (not cached: a later message asks
+    /// again).
+    fn compile(&self, record: &SourceRecord<'_>, id: u32) -> Result<Plan, DecodeError> {
+        let registry = self
+            .registry
+            .as_ref()
+            .expect("framed values have a registry");
+        let parsed = registry
+            .parsed(id)
+            .map_err(|kind| error(record, None, kind))?;
+        let lookup = |name: &str| self.fields.by_name.get(name).copied();
+        let columns = framed::Columns {
+            lookup: &lookup,
+            types: self.buffers.iter().map(|b| &b.ty).collect(),
+            payload: &self.payload,
+            allowed: self.fields.allowed.as_deref(),
+        };
+        Ok(framed::plan(
+            id,
+            &parsed,
+            &columns,
+            registry.last_used(),
+            (record.partition, record.offset),
+        ))
     }
 
     fn append_metadata(
@@ -428,7 +552,7 @@ impl BatchDecoder {
         failure: Option<Failure>,
     ) -> DecodeError {
         let name = |column: usize| Some(self.fields.names[column].to_string());
-        let ty = |column: usize| self.buffers[column].ty;
+        let ty = |column: usize| self.buffers[column].ty.clone();
         let (field, kind) = match failure {
             Some(Failure::Mismatch { column, found }) => (
                 name(column),

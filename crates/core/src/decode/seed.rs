@@ -113,9 +113,9 @@ impl<'de> Visitor<'de> for Row<'_> {
                 Key::Unknown(i) => {
                     let ty = map.next_value_seed(TypeOf)?;
                     let field = &mut self.unknown[i];
-                    let merged = merge_optional(field.ty, ty);
+                    let merged = merge_optional(field.ty.clone(), ty.clone());
                     if merged != field.ty {
-                        self.unknown_undo.push((i, field.ty));
+                        self.unknown_undo.push((i, field.ty.clone()));
                         field.ty = merged;
                     }
                 }

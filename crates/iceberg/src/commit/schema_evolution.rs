@@ -18,7 +18,7 @@ use iceberg::{TableRequirement, TableUpdate};
 
 use crate::catalog::rest::LoadedTable;
 use crate::error::{IcebergError, IcebergErrorKind};
-use crate::write::schema::{columns_of, iceberg_schema, primitive_type, Column, ColumnType};
+use crate::write::schema::{columns_of, iceberg_schema, Column, ColumnType};
 use crate::CatalogErrorKind;
 
 /// One change to a table's columns.
@@ -59,12 +59,43 @@ impl fmt::Display for SchemaChange {
 }
 
 /// Whether Iceberg allows promoting a column of type `from` to `to` in place.
-pub fn is_allowed_promotion(from: ColumnType, to: ColumnType) -> bool {
-    from == to
-        || matches!(
-            (from, to),
-            (ColumnType::Int, ColumnType::Long) | (ColumnType::Float, ColumnType::Double)
-        )
+pub fn is_allowed_promotion(from: &ColumnType, to: &ColumnType) -> bool {
+    use ColumnType::*;
+    match (from, to) {
+        (a, b) if a == b => true,
+        (Int, Long) | (Float, Double) => true,
+        (
+            Decimal {
+                precision: p1,
+                scale: s1,
+            },
+            Decimal {
+                precision: p2,
+                scale: s2,
+            },
+        ) => s1 == s2 && p2 >= p1,
+        // A struct may gain optional fields and promote its own.
+        (Struct(a), Struct(b)) => {
+            a.iter().all(|fa| {
+                b.iter().any(|fb| {
+                    fb.field_id == fa.field_id
+                        && fb.name == fa.name
+                        && fb.required == fa.required
+                        && is_allowed_promotion(&fa.ty, &fb.ty)
+                })
+            }) && b
+                .iter()
+                .filter(|fb| !a.iter().any(|fa| fa.field_id == fb.field_id))
+                .all(|fb| !fb.required)
+        }
+        (List(a), List(b)) => a.field_id == b.field_id && is_allowed_promotion(&a.ty, &b.ty),
+        (Map(a), Map(b)) => {
+            a.key == b.key
+                && a.value.field_id == b.value.field_id
+                && is_allowed_promotion(&a.value.ty, &b.value.ty)
+        }
+        _ => false,
+    }
 }
 
 /// A schema to add in the next commit, and the table it was planned on.
@@ -148,15 +179,14 @@ pub fn plan_schema_change(
             )));
         }
         let same = w.column_type == h.column_type
-            || primitive_type(w.column_type) == primitive_type(h.column_type)
-                && matches!(
-                    (h.column_type, w.column_type),
-                    (ColumnType::String, ColumnType::Json) | (ColumnType::Json, ColumnType::String)
-                );
+            || matches!(
+                (&h.column_type, &w.column_type),
+                (ColumnType::String, ColumnType::Json) | (ColumnType::Json, ColumnType::String)
+            );
         if !same {
-            if !is_allowed_promotion(h.column_type, w.column_type) {
+            if !is_allowed_promotion(&h.column_type, &w.column_type) {
                 return Err(refuse(format!(
-                    "column {} is {} and cannot become {}: Iceberg only promotes int to long, float to double and decimal precision",
+                    "column {} is {} and cannot become {}: Iceberg only promotes int to long, float to double, decimal precision, and adds optional struct fields",
                     h.name,
                     h.column_type.name(),
                     w.column_type.name()
@@ -164,8 +194,8 @@ pub fn plan_schema_change(
             }
             changes.push(SchemaChange::Widened {
                 column: h.name.clone(),
-                from: h.column_type,
-                to: w.column_type,
+                from: h.column_type.clone(),
+                to: w.column_type.clone(),
             });
         }
     }
@@ -193,7 +223,7 @@ pub fn plan_schema_change(
         }
         changes.push(SchemaChange::Added {
             column: w.name.clone(),
-            ty: w.column_type,
+            ty: w.column_type.clone(),
         });
     }
     Ok(changes)

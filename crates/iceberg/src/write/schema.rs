@@ -12,10 +12,11 @@
 
 use std::sync::Arc;
 
-use arrow_schema::{DataType, SchemaRef as ArrowSchemaRef, TimeUnit};
-use iceberg::spec::{NestedField, PrimitiveType, Schema, Type};
+use arrow_schema::{DataType, SchemaRef as ArrowSchemaRef};
+use iceberg::spec::{ListType, MapType, NestedField, PrimitiveType, Schema, StructType, Type};
 /// The Arrow field metadata key that holds an Iceberg field id.
 pub use parquet::arrow::PARQUET_FIELD_ID_META_KEY;
+use topicberg_core::columns::{MapFields, NestedField as NestedColumn};
 
 use crate::error::{IcebergError, IcebergErrorKind};
 
@@ -30,10 +31,18 @@ pub use topicberg_core::ColumnType;
 /// reloaded table still knows the column takes any JSON value.
 pub const JSON_COLUMN_DOC: &str = "JSON text (topicberg)";
 
-/// The Iceberg primitive type that stores a column type (`json` is a
-/// `string` whose field doc is [`JSON_COLUMN_DOC`]).
-pub fn primitive_type(ty: ColumnType) -> PrimitiveType {
-    match ty {
+/// The Iceberg type that stores a column type (`json` is a `string` whose
+/// field doc is [`JSON_COLUMN_DOC`]; nested fields keep their ids).
+pub fn iceberg_type(ty: &ColumnType) -> Type {
+    let nested = |f: &NestedColumn| {
+        let field = NestedField::new(f.field_id, &f.name, iceberg_type(&f.ty), f.required);
+        Arc::new(if f.ty == ColumnType::Json {
+            field.with_doc(JSON_COLUMN_DOC)
+        } else {
+            field
+        })
+    };
+    Type::Primitive(match ty {
         ColumnType::Int => PrimitiveType::Int,
         ColumnType::Long => PrimitiveType::Long,
         ColumnType::Double => PrimitiveType::Double,
@@ -41,35 +50,74 @@ pub fn primitive_type(ty: ColumnType) -> PrimitiveType {
         ColumnType::Boolean => PrimitiveType::Boolean,
         ColumnType::String | ColumnType::Json => PrimitiveType::String,
         ColumnType::TimestampTz => PrimitiveType::Timestamptz,
-    }
+        ColumnType::Decimal { precision, scale } => PrimitiveType::Decimal {
+            precision: u32::from(*precision),
+            scale: u32::from(*scale),
+        },
+        ColumnType::Date => PrimitiveType::Date,
+        ColumnType::Time => PrimitiveType::Time,
+        ColumnType::Timestamp => PrimitiveType::Timestamp,
+        ColumnType::Uuid => PrimitiveType::Uuid,
+        ColumnType::Binary => PrimitiveType::Binary,
+        ColumnType::Struct(fields) => {
+            return Type::Struct(StructType::new(fields.iter().map(nested).collect()))
+        }
+        ColumnType::List(element) => return Type::List(ListType::new(nested(element))),
+        ColumnType::Map(kv) => return Type::Map(MapType::new(nested(&kv.key), nested(&kv.value))),
+    })
 }
 
 /// The Arrow type arrays of a column are built in for the table
-/// (`timestamptz` in the zone [`UTC`]).
-pub fn arrow_type(ty: ColumnType) -> DataType {
-    match ty {
-        ColumnType::Int => DataType::Int32,
-        ColumnType::Long => DataType::Int64,
-        ColumnType::Double => DataType::Float64,
-        ColumnType::Float => DataType::Float32,
-        ColumnType::Boolean => DataType::Boolean,
-        ColumnType::String | ColumnType::Json => DataType::Utf8,
-        ColumnType::TimestampTz => DataType::Timestamp(TimeUnit::Microsecond, Some(UTC.into())),
-    }
+/// (`timestamptz` in the zone [`UTC`]; nested fields with their ids).
+pub fn arrow_type(ty: &ColumnType) -> DataType {
+    ty.arrow_type()
 }
 
-/// The column type of an Iceberg primitive type topicberg writes (a
-/// `string` reads as [`ColumnType::String`]).
-fn from_primitive(t: &PrimitiveType) -> Option<ColumnType> {
+/// The column type of an Iceberg type (a `string` whose doc is
+/// [`JSON_COLUMN_DOC`] reads as [`ColumnType::Json`]), or `None` for one
+/// topicberg does not write (`fixed`, nanosecond timestamps).
+fn column_type_of(t: &Type, doc: Option<&str>) -> Option<ColumnType> {
+    let nested = |f: &NestedField| -> Option<NestedColumn> {
+        Some(NestedColumn {
+            field_id: f.id,
+            name: f.name.clone(),
+            ty: column_type_of(&f.field_type, f.doc.as_deref())?,
+            required: f.required,
+        })
+    };
     Some(match t {
-        PrimitiveType::Int => ColumnType::Int,
-        PrimitiveType::Long => ColumnType::Long,
-        PrimitiveType::Double => ColumnType::Double,
-        PrimitiveType::Float => ColumnType::Float,
-        PrimitiveType::Boolean => ColumnType::Boolean,
-        PrimitiveType::String => ColumnType::String,
-        PrimitiveType::Timestamptz => ColumnType::TimestampTz,
-        _ => return None,
+        Type::Primitive(p) => match p {
+            PrimitiveType::Int => ColumnType::Int,
+            PrimitiveType::Long => ColumnType::Long,
+            PrimitiveType::Double => ColumnType::Double,
+            PrimitiveType::Float => ColumnType::Float,
+            PrimitiveType::Boolean => ColumnType::Boolean,
+            PrimitiveType::String if doc == Some(JSON_COLUMN_DOC) => ColumnType::Json,
+            PrimitiveType::String => ColumnType::String,
+            PrimitiveType::Timestamptz => ColumnType::TimestampTz,
+            PrimitiveType::Decimal { precision, scale } => ColumnType::Decimal {
+                precision: u8::try_from(*precision).ok()?,
+                scale: u8::try_from(*scale).ok()?,
+            },
+            PrimitiveType::Date => ColumnType::Date,
+            PrimitiveType::Time => ColumnType::Time,
+            PrimitiveType::Timestamp => ColumnType::Timestamp,
+            PrimitiveType::Uuid => ColumnType::Uuid,
+            PrimitiveType::Binary => ColumnType::Binary,
+            _ => return None,
+        },
+        Type::Struct(s) => ColumnType::Struct(
+            s.fields()
+                .iter()
+                .map(|f| nested(f))
+                .collect::<Option<Vec<_>>>()?
+                .into(),
+        ),
+        Type::List(l) => ColumnType::List(Arc::new(nested(&l.element_field)?)),
+        Type::Map(m) => ColumnType::Map(Arc::new(MapFields {
+            key: nested(&m.key_field)?,
+            value: nested(&m.value_field)?,
+        })),
     })
 }
 
@@ -101,7 +149,7 @@ impl Column {
 /// A table column of the core column model, as an optional column.
 impl From<&topicberg_core::Column> for Column {
     fn from(c: &topicberg_core::Column) -> Self {
-        Column::optional(c.name.clone(), c.field_id, c.ty)
+        Column::optional(c.name.clone(), c.field_id, c.ty.clone())
     }
 }
 
@@ -118,7 +166,7 @@ pub fn iceberg_schema(columns: &[Column]) -> Result<Schema, IcebergError> {
         let field = NestedField::new(
             c.field_id,
             &c.name,
-            Type::Primitive(primitive_type(c.column_type)),
+            iceberg_type(&c.column_type),
             c.required,
         );
         Arc::new(if c.column_type == ColumnType::Json {
@@ -148,11 +196,7 @@ pub fn columns_of(schema: &Schema) -> Result<Vec<Column>, IcebergError> {
         .fields()
         .iter()
         .map(|f| {
-            let column_type = match f.field_type.as_ref() {
-                Type::Primitive(p) => from_primitive(p),
-                _ => None,
-            }
-            .ok_or_else(|| {
+            let column_type = column_type_of(&f.field_type, f.doc.as_deref()).ok_or_else(|| {
                 IcebergError::new(
                     IcebergErrorKind::Data,
                     "reading the table schema",
@@ -162,12 +206,6 @@ pub fn columns_of(schema: &Schema) -> Result<Vec<Column>, IcebergError> {
                     ),
                 )
             })?;
-            let column_type =
-                if column_type == ColumnType::String && f.doc.as_deref() == Some(JSON_COLUMN_DOC) {
-                    ColumnType::Json
-                } else {
-                    column_type
-                };
             Ok(Column {
                 name: f.name.clone(),
                 field_id: f.id,
@@ -286,7 +324,7 @@ mod tests {
         let at = arrow.field_with_name("at").unwrap();
         assert_eq!(
             at.data_type(),
-            &DataType::Timestamp(TimeUnit::Microsecond, Some("+00:00".into()))
+            &DataType::Timestamp(arrow_schema::TimeUnit::Microsecond, Some("+00:00".into()))
         );
         assert!(at.is_nullable());
         assert_eq!(at.metadata()[PARQUET_FIELD_ID_META_KEY], "5");
@@ -294,7 +332,7 @@ mod tests {
         let ours: Vec<Field> = columns()
             .iter()
             .map(|c| {
-                Field::new(&c.name, arrow_type(c.column_type), !c.required).with_metadata(
+                Field::new(&c.name, arrow_type(&c.column_type), !c.required).with_metadata(
                     HashMap::from([(
                         PARQUET_FIELD_ID_META_KEY.to_string(),
                         c.field_id.to_string(),

@@ -122,8 +122,10 @@ impl EvolvingColumns {
                         field: Some(field.clone()),
                         kind: DecodeErrorKind::ColumnName(e),
                     })?;
-                    columns.push(Column::new(next_field_id, name.clone(), *ty));
+                    let id = next_field_id;
                     next_field_id += 1;
+                    let ty = ty.with_field_ids(&mut next_field_id);
+                    columns.push(Column::new(id, name.clone(), ty.clone()));
                     changed.push(if &name == field {
                         format!("added column {name} ({ty})")
                     } else {
@@ -153,7 +155,7 @@ impl EvolvingColumns {
                     return Err(Refused::Other(format!("column {name} is not in the table")));
                 };
                 if column.ty == from {
-                    column.ty = to;
+                    column.ty = to.clone();
                     changed.push(format!(
                         "widened column {} from {from} to {to}",
                         column.name

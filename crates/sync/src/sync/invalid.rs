@@ -42,7 +42,10 @@ impl DeadRecord {
 /// Whether a decode error makes the message invalid (as opposed to asking
 /// the table to evolve, or the batch to be finished first).
 pub fn is_invalid(error: &DecodeError) -> bool {
-    !matches!(error.kind, DecodeErrorKind::BatchFull)
+    !matches!(
+        error.kind,
+        DecodeErrorKind::BatchFull | DecodeErrorKind::Registry(_)
+    )
 }
 
 /// Skipped messages of one drain thread since its last log line.

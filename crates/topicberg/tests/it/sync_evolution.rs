@@ -191,7 +191,7 @@ fn sync_int_and_float_columns_widen_and_a_decimal_in_a_long_column_fails_only_it
             Column::optional("ratio", 3, ColumnType::Float),
         ];
         for (i, (n, ty)) in topicberg_core::columns::METADATA_COLUMNS.iter().enumerate() {
-            columns.push(Column::optional(*n, i as i32 + 4, *ty));
+            columns.push(Column::optional(*n, i as i32 + 4, ty.clone()));
         }
         destination
             .ensure_table(

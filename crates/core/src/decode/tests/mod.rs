@@ -6,6 +6,7 @@ use super::*;
 use crate::columns::{Column, ColumnType};
 use crate::olake_id::{append_olake_id, kafka_key_olake_id, upsert_olake_id, KeyValue};
 
+mod avro;
 mod batch;
 mod fuzz;
 
@@ -15,7 +16,10 @@ const WRITTEN: i64 = 1_800_000_000_000_000;
 const ORDER: &str = r#"{"id":1,"customer_id":6,"product":"Keyboard","amount":99.19,"status":"shipped","created_at":"2026-10-29T15:22:04+00:00","updated_at":"2026-10-29T15:22:04+00:00"}"#;
 
 fn table(payload: &[(&str, ColumnType)]) -> TableColumns {
-    let payload: Vec<_> = payload.iter().map(|(n, t)| (n.to_string(), *t)).collect();
+    let payload: Vec<_> = payload
+        .iter()
+        .map(|(n, t)| (n.to_string(), t.clone()))
+        .collect();
     TableColumns::for_new_table(&payload).unwrap()
 }
 
