@@ -34,7 +34,7 @@ pub use columns::{Column, ColumnType, ColumnsError, TableColumns};
 pub use config::{ConfigError, JobConfig};
 pub use decode::{
     BatchDecoder, DecodeError, DecodeErrorKind, DecoderConfigError, DecoderOptions, IdMode,
-    UnknownField, UnknownFieldPolicy,
+    RegistryValues, UnknownField, UnknownFieldPolicy,
 };
 pub use infer::{merge_types, InferError, SchemaInference};
 pub use job::{DedupKeys, Job, TableMode, TableSettings, Tuning, Upsert};

@@ -88,6 +88,29 @@ impl RegistryValues {
         Ok(cache.entry(id).or_insert(parsed).clone())
     }
 
+    /// The payload fields writer schema `id` declares, in order, with the
+    /// column type each is stored as (nested field ids 0), for a new
+    /// table's columns; `None` for a JSON Schema (its values are JSON).
+    pub fn fields_of(&self, id: u32) -> Result<Option<Vec<(String, ColumnType)>>, DecodeErrorKind> {
+        let parsed = self.parsed(id)?;
+        let unsupported = |reason: String| DecodeErrorKind::UnsupportedSchema {
+            schema_id: id,
+            reason,
+        };
+        match parsed.as_ref() {
+            Parsed::Json => Ok(None),
+            Parsed::Unsupported(reason) => Err(unsupported(reason.clone())),
+            Parsed::Avro(writer) => top_level(writer)
+                .into_iter()
+                .map(|(name, ty)| match ty.column_type() {
+                    Ok(t) => Ok((name, t)),
+                    Err(reason) => Err(unsupported(format!("field {name}: {reason}"))),
+                })
+                .collect::<Result<Vec<_>, _>>()
+                .map(Some),
+        }
+    }
+
     /// Notes that `id` was read into the table.
     pub(crate) fn used(&self, id: u32) {
         self.last_used.store(u64::from(id) + 1, Ordering::Relaxed);
@@ -99,6 +122,15 @@ impl RegistryValues {
             0 => None,
             n => Some((n - 1) as u32),
         }
+    }
+}
+
+/// The payload fields of an Avro value: a record's fields, or the whole
+/// value as one field named `value`.
+fn top_level(writer: &AvroType) -> Vec<(String, AvroType)> {
+    match writer {
+        AvroType::Record(r) => r.fields.clone(),
+        other => vec![("value".to_owned(), other.clone())],
     }
 }
 
@@ -158,10 +190,7 @@ pub(crate) fn plan(
         }
         Parsed::Avro(t) => t,
     };
-    let top: Vec<(String, AvroType)> = match writer {
-        AvroType::Record(r) => r.fields.clone(),
-        other => vec![("value".to_owned(), other.clone())],
-    };
+    let top = top_level(writer);
     let mut fields = Vec::with_capacity(top.len());
     let mut unknown = Vec::new();
     let mut widen = Vec::new();

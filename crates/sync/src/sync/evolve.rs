@@ -24,6 +24,10 @@ pub enum ColumnsWanted {
     WidenToLong(String),
     /// A payload column promoted to `double`.
     WidenToDouble(String),
+    /// Payload columns (by message field) changed to a type that holds
+    /// what a writer schema declares: `int` -> `long`, decimal precision,
+    /// struct fields added (nested ids 0 until assigned here).
+    Retype(Vec<(String, ColumnType)>),
 }
 
 impl ColumnsWanted {
@@ -37,6 +41,7 @@ impl ColumnsWanted {
                     .map(|f| (f.name.clone(), f.column_type()))
                     .collect(),
             )),
+            DecodeErrorKind::Widen(fields) => Some(Self::Retype(fields.clone())),
             DecodeErrorKind::OutOfRange {
                 expected: ColumnType::Int,
                 ..
@@ -143,6 +148,25 @@ impl EvolvingColumns {
                 }
                 self.names = names;
                 self.next_field_id = next_field_id;
+            }
+            ColumnsWanted::Retype(fields) => {
+                for (field, to) in fields {
+                    let column_name = self.names.column_of(field).unwrap_or(field);
+                    let Some(column) = columns.iter_mut().find(|c| c.name == column_name) else {
+                        return Err(Refused::Other(format!(
+                            "column {field} is not in the table"
+                        )));
+                    };
+                    if column.ty == *to {
+                        continue;
+                    }
+                    let to = to.with_field_ids(&mut self.next_field_id);
+                    changed.push(format!(
+                        "changed column {} from {} to {to}",
+                        column.name, column.ty
+                    ));
+                    column.ty = to;
+                }
             }
             ColumnsWanted::WidenToLong(name) | ColumnsWanted::WidenToDouble(name) => {
                 let (from, to) = match wanted {

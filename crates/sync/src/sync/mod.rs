@@ -24,6 +24,7 @@ pub mod lock;
 mod pipeline;
 pub mod plan;
 pub mod report;
+mod schema_columns;
 pub mod split;
 mod stages;
 pub mod table;

@@ -16,7 +16,7 @@ use std::time::Duration;
 use iceberg::spec::DataFile;
 use tokio::sync::mpsc;
 use topicberg_core::config::OnInvalid;
-use topicberg_core::TableColumns;
+use topicberg_core::{RegistryValues, TableColumns};
 
 use super::chunk::{worker, Chunk, ChunkResult, Item, Shared, TableShared};
 pub use super::chunk::{Progress, UpsertInput};
@@ -46,6 +46,8 @@ pub struct TableInput {
     pub payload_fields: Option<Arc<HashSet<String>>>,
     /// `sync.max_columns`: the table never grows past it.
     pub max_columns: usize,
+    /// Registry-framed values; `None`: JSON.
+    pub registry: Option<Arc<RegistryValues>>,
 }
 
 /// One table's outcome.
@@ -265,6 +267,7 @@ impl TableShared {
             upsert: t.upsert.clone(),
             on_invalid: t.on_invalid,
             payload_fields: t.payload_fields.clone(),
+            registry: t.registry.clone(),
             failed: AtomicBool::new(false),
             skipped: AtomicU64::new(0),
         }

@@ -8,7 +8,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use topicberg_core::config::OnInvalid;
-use topicberg_core::{Job, TableColumns, TableSettings};
+use topicberg_core::{Job, RegistryValues, TableColumns, TableSettings};
 use topicberg_iceberg::{CatalogErrorKind, Destination, IcebergErrorKind, TableHandle};
 use topicberg_kafka::{
     commit_group_offsets, DrainSettings, KafkaConnection, PartitionRange, PartitionState,
@@ -117,7 +117,7 @@ pub(super) async fn create_tables(ctx: &SyncContext<'_>, tables: &mut [TableStat
         if ranges.is_empty() {
             continue;
         }
-        match create_table(ctx, &state.settings, &ranges).await {
+        match create_table(ctx, &state.settings, state.registry.as_deref(), &ranges).await {
             Ok(handle) => state.handle = Some(handle),
             Err(e) => state.fail(Stage::Create, e),
         }
@@ -127,6 +127,7 @@ pub(super) async fn create_tables(ctx: &SyncContext<'_>, tables: &mut [TableStat
 async fn create_table(
     ctx: &SyncContext<'_>,
     settings: &TableSettings,
+    registry: Option<&RegistryValues>,
     ranges: &[PartitionRange],
 ) -> Result<TableHandle, String> {
     let sample: Vec<PartitionRange> = ranges
@@ -141,15 +142,26 @@ async fn create_table(
         .columns
         .as_ref()
         .map(|k| Arc::new(k.iter().cloned().collect()));
-    let inference = crate::discover::infer_columns(
-        &ctx.connection,
-        &ctx.drain,
-        &sample,
-        settings.on_invalid != OnInvalid::Fail,
-        keep,
-        ctx.job.tuning.max_columns,
-    )?;
-    let payload = inference.columns();
+    let skip_invalid = settings.on_invalid != OnInvalid::Fail;
+    let payload = match registry {
+        Some(registry) => super::schema_columns::sample_columns(
+            &ctx.connection,
+            &ctx.drain,
+            &sample,
+            registry,
+            skip_invalid,
+            keep,
+        )?,
+        None => crate::discover::infer_columns(
+            &ctx.connection,
+            &ctx.drain,
+            &sample,
+            skip_invalid,
+            keep,
+            ctx.job.tuning.max_columns,
+        )?
+        .columns(),
+    };
     let columns = TableColumns::for_new_table(&payload)
         .map_err(|e| format!("building the table's columns: {e}"))?;
     let namespace = ctx.job.namespace_path();
@@ -191,6 +203,7 @@ pub(super) fn prepare_inputs(job: &Job, tables: &mut [TableState]) {
                     handle: handle.clone(),
                     ranges,
                     max_columns: job.tuning.max_columns,
+                    registry: state.registry.clone(),
                 });
             }
             Err(e) => state.fail(Stage::Columns, e),

@@ -1,8 +1,9 @@
 //! One table's state through a sync's stages, and why a stage failed it.
 
+use std::sync::Arc;
 use std::time::Instant;
 
-use topicberg_core::TableSettings;
+use topicberg_core::{RegistryValues, TableSettings};
 use topicberg_iceberg::{IcebergErrorKind, OffsetsAdvance, TableHandle};
 use topicberg_kafka::{DrainedPartition, PartitionState};
 
@@ -66,6 +67,9 @@ pub(super) struct TableState {
     pub(super) output: Option<TableOutput>,
     pub(super) report: TableReport,
     pub(super) started: Instant,
+    /// Registry-framed values (avro, protobuf or auto), decided at the
+    /// start of the sync; `None`: JSON.
+    pub(super) registry: Option<Arc<RegistryValues>>,
 }
 
 impl TableState {
@@ -85,6 +89,7 @@ impl TableState {
             input: None,
             output: None,
             started: Instant::now(),
+            registry: None,
         }
     }
 

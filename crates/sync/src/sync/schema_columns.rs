@@ -1,0 +1,142 @@
+//! A new registry table's columns: the payload fields of the writer
+//! schemas that a sample of its messages were written with, in first-seen
+//! order (a later schema's field widens an earlier one's column, as the
+//! drain would), typed from the schema, not guessed from values. In `auto`
+//! mode plain JSON values in the sample are inferred as JSON columns and
+//! added after them.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use topicberg_core::decode::fit::{fit, Fit};
+use topicberg_core::registry::framing;
+use topicberg_core::{
+    ColumnNames, ColumnType, DecodeErrorKind, RegistryValues, SchemaInference, ValueFormat,
+};
+use topicberg_kafka::{drain, DrainSettings, KafkaConnection, PartitionRange};
+
+/// What sampling found.
+#[derive(Debug, Default)]
+pub(super) struct SampledSchemas {
+    /// Writer schema ids, in first-seen order.
+    ids: Vec<u32>,
+    /// Plain JSON values (in `auto`), inferred.
+    json: Option<SchemaInference>,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct SampleError(String);
+
+/// The payload columns of a new table whose values are registry-framed.
+/// With `skip_invalid`, values that are not framed (avro, protobuf) or
+/// whose schema cannot become columns are left out instead of failing.
+pub(super) fn sample_columns(
+    connection: &KafkaConnection,
+    settings: &DrainSettings,
+    ranges: &[PartitionRange],
+    registry: &RegistryValues,
+    skip_invalid: bool,
+    keep: Option<Arc<HashSet<String>>>,
+) -> Result<Vec<(String, ColumnType)>, String> {
+    let mut found = SampledSchemas::default();
+    drain(connection, ranges, settings, |record| {
+        let Some(value) = record.value else {
+            return Ok(());
+        };
+        match framing(value) {
+            Some(f) if !found.ids.contains(&f.schema_id) => found.ids.push(f.schema_id),
+            Some(_) => {}
+            None if registry.format == ValueFormat::Auto => {
+                let json = found
+                    .json
+                    .get_or_insert_with(|| SchemaInference::new().keep_only(keep.clone()));
+                if let Err(e) = json.add(value) {
+                    if !skip_invalid {
+                        return Err(SampleError(format!(
+                            "{}[{}]@{}: {e}",
+                            record.topic, record.partition, record.offset
+                        )));
+                    }
+                }
+            }
+            None if skip_invalid => {}
+            None => {
+                return Err(SampleError(format!(
+                    "{}[{}]@{}: value is not schema-registry framed, but the stream's value_format is {}",
+                    record.topic, record.partition, record.offset, registry.format
+                )))
+            }
+        }
+        Ok(())
+    })
+    .map_err(|e| format!("sampling messages: {e}"))?;
+    merge(found, registry, skip_invalid, keep.as_deref())
+}
+
+/// The fields of every sampled schema merged into one column list, named
+/// as the decoder names them.
+fn merge(
+    found: SampledSchemas,
+    registry: &RegistryValues,
+    skip_invalid: bool,
+    keep: Option<&HashSet<String>>,
+) -> Result<Vec<(String, ColumnType)>, String> {
+    let mut fields: Vec<(String, ColumnType)> = Vec::new();
+    for id in &found.ids {
+        let declared = match registry.fields_of(*id) {
+            Ok(Some(declared)) => declared,
+            Ok(None) => continue,
+            Err(DecodeErrorKind::Registry(e)) => return Err(e.to_string()),
+            Err(_) if skip_invalid => continue,
+            Err(e) => return Err(format!("schema id {id}: {}", kind_text(&e))),
+        };
+        for (name, ty) in declared {
+            if keep.is_some_and(|k| !k.contains(&name)) {
+                continue;
+            }
+            match fields.iter_mut().find(|(n, _)| *n == name) {
+                None => fields.push((name, ty)),
+                Some((_, have)) => match fit(have, &ty) {
+                    Fit::Holds => {}
+                    Fit::Widen(to) => *have = to,
+                    Fit::Incompatible(_) if skip_invalid => {}
+                    Fit::Incompatible(reason) => {
+                        return Err(format!("schema id {id}: field {name}: {reason}"))
+                    }
+                },
+            }
+        }
+    }
+    if let Some(json) = found.json {
+        for (name, ty) in json.columns() {
+            if !fields.iter().any(|(n, _)| *n == name) {
+                fields.push((name, ty));
+            }
+        }
+    }
+    let mut names = ColumnNames::new();
+    fields
+        .into_iter()
+        .map(|(field, ty)| {
+            let column = names
+                .assign(&field)
+                .map_err(|e| format!("field {field}: {e}"))?;
+            Ok((column, ty))
+        })
+        .collect()
+}
+
+/// A decode error kind's text without the message position.
+fn kind_text(kind: &DecodeErrorKind) -> String {
+    let e = topicberg_core::DecodeError {
+        topic: String::new(),
+        partition: 0,
+        offset: 0,
+        field: None,
+        kind: kind.clone(),
+    };
+    let text = e.to_string();
+    text.split_once(": ")
+        .map_or(text.clone(), |(_, rest)| rest.to_owned())
+}
