@@ -14,7 +14,10 @@ use arrow_array::cast::AsArray;
 use arrow_array::types::{
     Float32Type, Float64Type, Int32Type, Int64Type, TimestampMicrosecondType,
 };
-use arrow_array::{new_null_array, ArrayRef, RecordBatch, RecordBatchOptions};
+use arrow_array::{
+    new_null_array, Array, ArrayRef, ListArray, MapArray, RecordBatch, RecordBatchOptions,
+    StructArray,
+};
 use arrow_schema::{DataType, Field, SchemaRef as ArrowSchemaRef, TimeUnit};
 
 use crate::write::schema::{PARQUET_FIELD_ID_META_KEY, UTC};
@@ -105,6 +108,57 @@ fn convert(column: &ArrayRef, field: &Field, i: usize) -> Result<ArrayRef, Strin
                 .as_primitive::<Int32Type>()
                 .unary::<_, Int64Type>(i64::from),
         ),
+        (DataType::Struct(_), DataType::Struct(fields)) => {
+            let source = column.as_struct();
+            let children = fields
+                .iter()
+                .map(|f| match source_child(source, f) {
+                    Some(child) => convert(child, f, i),
+                    None => Ok(new_null_array(f.data_type(), source.len())),
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            let nulls = source.nulls().cloned();
+            Arc::new(
+                StructArray::try_new(fields.clone(), children, nulls)
+                    .map_err(|e| format!("column {i} ({}): {e}", field.name()))?,
+            )
+        }
+        (DataType::List(_), DataType::List(element)) => {
+            let source = column.as_list::<i32>();
+            let values = convert(source.values(), element, i)?;
+            let (offsets, nulls) = (source.offsets().clone(), source.nulls().cloned());
+            Arc::new(
+                ListArray::try_new(element.clone(), offsets, values, nulls)
+                    .map_err(|e| format!("column {i} ({}): {e}", field.name()))?,
+            )
+        }
+        (DataType::Map(_, _), DataType::Map(entries, sorted)) => {
+            let source = column.as_map();
+            let pairs: ArrayRef = Arc::new(source.entries().clone());
+            let pairs = convert(&pairs, entries, i)?;
+            let (offsets, nulls) = (source.offsets().clone(), source.nulls().cloned());
+            Arc::new(
+                MapArray::try_new(
+                    entries.clone(),
+                    offsets,
+                    pairs.as_struct().clone(),
+                    nulls,
+                    *sorted,
+                )
+                .map_err(|e| format!("column {i} ({}): {e}", field.name()))?,
+            )
+        }
+        // Nested fields that differ only in metadata (field ids, docs) or a
+        // decimal whose precision the table widened: same layout, new type.
+        (a, b) if same_layout(a, b) => {
+            let data = column
+                .to_data()
+                .into_builder()
+                .data_type(b.clone())
+                .build()
+                .map_err(|e| format!("column {i} ({}): {e}", field.name()))?;
+            arrow_array::make_array(data)
+        }
         (a, b) => {
             return Err(format!(
                 "column {i} ({}) is {a} in the batch, {b} in the table",
@@ -112,6 +166,27 @@ fn convert(column: &ArrayRef, field: &Field, i: usize) -> Result<ArrayRef, Strin
             ))
         }
     })
+}
+
+/// The child of `source` that holds `field`: same field id, else same name.
+fn source_child<'a>(source: &'a StructArray, field: &Field) -> Option<&'a ArrayRef> {
+    let id = field_id(field);
+    let names = source.fields();
+    let position = names
+        .iter()
+        .position(|f| id.is_some() && field_id(f) == id)
+        .or_else(|| names.iter().position(|f| f.name() == field.name()))?;
+    Some(source.column(position))
+}
+
+/// Whether arrays of `a` can be read as `b` without touching their data:
+/// equal but for nested field metadata, or decimals of one scale whose
+/// precision only grew.
+fn same_layout(a: &DataType, b: &DataType) -> bool {
+    match (a, b) {
+        (DataType::Decimal128(p1, s1), DataType::Decimal128(p2, s2)) => s1 == s2 && p1 <= p2,
+        _ => a.equals_datatype(b),
+    }
 }
 
 #[cfg(test)]
@@ -219,5 +294,35 @@ mod tests {
             RecordBatch::try_new(unknown, vec![Arc::new(Int64Array::from(vec![1]))]).unwrap();
         let err = conform(&batch, &table).unwrap_err();
         assert!(err.contains("other"), "{err}");
+    }
+
+    #[test]
+    fn a_struct_batch_from_before_the_table_grew_gets_the_new_field_as_null_and_wider_ints() {
+        use topicberg_core::columns::NestedField;
+        let strukt = |fields: Vec<NestedField>| ColumnType::Struct(fields.into());
+        let old = strukt(vec![NestedField::optional(2, "qty", ColumnType::Int)]);
+        let new = strukt(vec![
+            NestedField::optional(2, "qty", ColumnType::Long),
+            NestedField::optional(3, "note", ColumnType::String),
+        ]);
+        let table =
+            arrow_schema(&iceberg_schema(&[Column::optional("line", 1, new)]).unwrap()).unwrap();
+        let DataType::Struct(old_fields) = old.arrow_type() else {
+            unreachable!()
+        };
+        let qty: ArrayRef = Arc::new(Int32Array::from(vec![Some(4), None]));
+        let column = StructArray::new(old_fields, vec![qty], None);
+        let batch_schema =
+            Schema::new(vec![with_id(Field::new("line", old.arrow_type(), true), 1)]);
+        let batch = RecordBatch::try_new(Arc::new(batch_schema), vec![Arc::new(column)]).unwrap();
+        let out = conform(&batch, &table).unwrap();
+        let line = out.column(0).as_struct();
+        let qty = line
+            .column(0)
+            .as_primitive::<arrow_array::types::Int64Type>();
+        assert_eq!(qty.value(0), 4);
+        assert!(qty.is_null(1));
+        assert_eq!(line.column(1).null_count(), 2);
+        assert_eq!(out.schema(), table);
     }
 }
