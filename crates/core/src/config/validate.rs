@@ -460,7 +460,8 @@ fn dedup_keys(s: &super::StreamConfig, at: &dyn Fn(&str) -> String, out: &mut Ve
                 format!("\"{key}\" is listed twice; remove one"),
             );
         } else if let Some(columns) = &s.columns {
-            if key != KAFKA_KEY && !columns.contains(key) {
+            let in_key = key.starts_with(crate::decode::KEY_FIELD_PREFIX);
+            if key != KAFKA_KEY && !in_key && !columns.contains(key) {
                 push(
                     out,
                     at("dedup_keys"),

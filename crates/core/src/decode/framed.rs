@@ -127,7 +127,7 @@ impl RegistryValues {
 
 /// The payload fields of an Avro value: a record's fields, or the whole
 /// value as one field named `value`.
-fn top_level(writer: &AvroType) -> Vec<(String, AvroType)> {
+pub(crate) fn top_level(writer: &AvroType) -> Vec<(String, AvroType)> {
     match writer {
         AvroType::Record(r) => r.fields.clone(),
         other => vec![("value".to_owned(), other.clone())],

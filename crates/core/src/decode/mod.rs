@@ -56,6 +56,7 @@ mod buffer;
 mod error;
 pub mod fit;
 mod framed;
+mod key_field;
 mod seed;
 #[cfg(test)]
 mod tests;
@@ -70,6 +71,8 @@ use serde::de::{Deserializer as _, IgnoredAny};
 pub use avro::{parse_uuid, AvroType};
 pub use error::{DecodeError, DecodeErrorKind, UnknownField};
 pub use framed::RegistryValues;
+use key_field::KeyField;
+pub use key_field::KEY_FIELD_PREFIX;
 
 use crate::columns::{self, metadata_column_type, TableColumns};
 use crate::infer::non_object_kind;
@@ -146,6 +149,14 @@ pub enum DecoderConfigError {
     IdInKey,
 }
 
+/// One part of an upsert key.
+enum KeyPart {
+    /// A column of the row.
+    Column(usize),
+    /// A field of the message key (`_kafka_key.<field>`).
+    KeyField(KeyField),
+}
+
 /// Where each metadata column sits (absent ones are not filled).
 #[derive(Default)]
 struct MetadataColumns {
@@ -166,8 +177,8 @@ pub struct BatchDecoder {
     fields: FieldIndex,
     payload: Vec<usize>,
     metadata: MetadataColumns,
-    /// `None` in append mode, else the key columns.
-    key_columns: Option<Vec<usize>>,
+    /// `None` in append mode, else the key's parts in order.
+    key_columns: Option<Vec<KeyPart>>,
     olake_timestamp_micros: i64,
     policy: UnknownFieldPolicy,
     unknown: Vec<UnknownField>,
@@ -238,6 +249,9 @@ impl BatchDecoder {
                         if k == columns::OLAKE_ID {
                             return Err(DecoderConfigError::IdInKey);
                         }
+                        if let Some(field) = k.strip_prefix(KEY_FIELD_PREFIX) {
+                            return Ok(KeyPart::KeyField(KeyField::new(field)));
+                        }
                         // `_kafka_key` is the metadata column; any other
                         // key names a payload field (maybe renamed).
                         let position = if metadata_column_type(&k).is_some() {
@@ -245,7 +259,9 @@ impl BatchDecoder {
                         } else {
                             fields.iter().position(|f| f.as_deref() == Some(&k))
                         };
-                        position.ok_or(DecoderConfigError::UnknownKeyColumn(k))
+                        position
+                            .map(KeyPart::Column)
+                            .ok_or(DecoderConfigError::UnknownKeyColumn(k))
                     })
                     .collect::<Result<_, _>>()?,
             ),
@@ -503,7 +519,7 @@ impl BatchDecoder {
         }
         // Last: in upsert mode the id hashes other columns of this row.
         if let Some(c) = m.id {
-            match &self.key_columns {
+            match &mut self.key_columns {
                 None => encode_append(
                     &mut self.scratch,
                     record.topic,
@@ -513,13 +529,23 @@ impl BatchDecoder {
                 Some(keys) => {
                     self.scratch.clear();
                     self.scratch.push(b'K');
-                    for &k in keys {
-                        let value = b[k].key_value(row);
-                        if value == crate::KeyValue::Null {
-                            let field = Some(self.fields.names[k].to_string());
-                            return Err(error(record, field, DecodeErrorKind::NullKey));
+                    for part in keys {
+                        match part {
+                            KeyPart::Column(k) => {
+                                let value = b[*k].key_value(row);
+                                if value == crate::KeyValue::Null {
+                                    let field = Some(self.fields.names[*k].to_string());
+                                    return Err(error(record, field, DecodeErrorKind::NullKey));
+                                }
+                                encode_key_value(&mut self.scratch, &value);
+                            }
+                            KeyPart::KeyField(f) => f
+                                .encode(self.registry.as_deref(), record.key, &mut self.scratch)
+                                .map_err(|kind| {
+                                    let field = format!("{KEY_FIELD_PREFIX}{}", f.name());
+                                    error(record, Some(field), kind)
+                                })?,
                         }
-                        encode_key_value(&mut self.scratch, &value);
                     }
                 }
             }

@@ -350,3 +350,43 @@ fn a_new_schema_version_adds_a_column_widens_int_and_refuses_what_iceberg_cannot
     );
     assert!(text.contains("field id"), "{text}");
 }
+
+#[test]
+fn a_dedup_key_field_of_an_avro_or_json_message_key_hashes_like_its_column() {
+    const KEY: &str = r#"{"type":"record","name":"OrderKey","fields":[
+      {"name":"region","type":"string"},{"name":"id","type":"long"}]}"#;
+    let registry = registry(ValueFormat::Avro, &[(7, ORDER_V1), (3, KEY)]);
+    let v1 = framed(7, ORDER_V1_PHYSICAL, order_value(1, None));
+    let columns = columns_asked(&registry, &v1);
+    let mut options = DecoderOptions::append(WRITTEN);
+    options.registry = Some(registry);
+    options.id_mode = IdMode::Upsert {
+        key_columns: vec!["_kafka_key.id".into()],
+    };
+    let mut d = BatchDecoder::new(&columns, options).unwrap();
+    let key_value = Avro::Record(vec![
+        ("region".into(), Avro::String("eu".into())),
+        ("id".into(), Avro::Long(42)),
+    ]);
+    let avro_key = framed(3, KEY, key_value);
+    let json_key = br#"{"region":"eu","id":42}"#;
+    for key in [avro_key.as_slice(), json_key] {
+        let mut r = bytes_record(1, &v1);
+        r.key = Some(key);
+        d.append(&r).unwrap();
+    }
+    let mut r = bytes_record(2, &v1);
+    r.key = Some(br#"{"region":"eu"}"#);
+    let e = d.append(&r).unwrap_err();
+    assert_eq!(e.kind, DecodeErrorKind::NullKey);
+    assert_eq!(e.field.as_deref(), Some("_kafka_key.id"));
+    let batch = d.finish();
+    let ids = batch
+        .column_by_name("_olake_id")
+        .unwrap()
+        .as_string::<i32>()
+        .clone();
+    let expected = upsert_olake_id(&[KeyValue::Long(42)]);
+    assert_eq!(ids.value(0), expected);
+    assert_eq!(ids.value(1), expected);
+}

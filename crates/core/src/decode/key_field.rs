@@ -1,0 +1,162 @@
+//! Dedup keys read from the message key: `_kafka_key.<field>` names a
+//! top-level field of the key, which is registry-framed (decoded with its
+//! writer schema, like values) or a JSON object. The field's value is
+//! hashed into `_olake_id` exactly as a column of its type would be; the
+//! key itself stays in `_kafka_key` (base64 of its bytes), so the id can be
+//! recomputed from the table and the registry.
+
+use std::collections::HashMap;
+
+use super::avro::{self, FieldOp};
+use super::buffer::ColumnBuffer;
+use super::error::DecodeErrorKind;
+use super::framed::{top_level, Parsed, RegistryValues};
+use crate::olake_id::{encode_key_value, KeyValue};
+use crate::registry::framing;
+
+/// The prefix of a dedup key that names a field of the message key.
+pub const KEY_FIELD_PREFIX: &str = "_kafka_key.";
+
+/// One `_kafka_key.<field>` part of a dedup key.
+pub(crate) struct KeyField {
+    /// The field's name in the key.
+    name: String,
+    /// Per key schema id: how to read the field into a one-value buffer.
+    plans: HashMap<u32, Result<(Vec<FieldOp>, ColumnBuffer), String>>,
+}
+
+impl KeyField {
+    pub(crate) fn new(name: &str) -> Self {
+        Self {
+            name: name.to_owned(),
+            plans: HashMap::new(),
+        }
+    }
+
+    /// The field's name in the key.
+    pub(crate) fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Appends the field's value in `key` to `out` as a key value is
+    /// encoded; a null or missing field is [`DecodeErrorKind::NullKey`].
+    pub(crate) fn encode(
+        &mut self,
+        registry: Option<&RegistryValues>,
+        key: Option<&[u8]>,
+        out: &mut Vec<u8>,
+    ) -> Result<(), DecodeErrorKind> {
+        let Some(key) = key else {
+            return Err(DecodeErrorKind::NullKey);
+        };
+        match (registry, framing(key)) {
+            (Some(registry), Some(f)) => {
+                self.encode_framed(registry, f.schema_id, &key[f.body_start..], out)
+            }
+            _ => self.encode_json(key, out),
+        }
+    }
+
+    fn encode_framed(
+        &mut self,
+        registry: &RegistryValues,
+        id: u32,
+        body: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Result<(), DecodeErrorKind> {
+        if !self.plans.contains_key(&id) {
+            let plan = key_plan(registry.parsed(id)?.as_ref(), &self.name);
+            self.plans.insert(id, plan);
+        }
+        let (fields, buffer) = match self.plans.get_mut(&id).expect("inserted above") {
+            Ok(plan) => plan,
+            Err(reason) => {
+                return Err(DecodeErrorKind::UnsupportedSchema {
+                    schema_id: id,
+                    reason: reason.clone(),
+                })
+            }
+        };
+        let mut cursor = avro::Cursor::new(body);
+        let read = avro::read_fields(fields, &[], &mut cursor, std::slice::from_mut(buffer));
+        let result = match read {
+            Err((_, bad)) => Err(DecodeErrorKind::BadBody {
+                schema_id: id,
+                reason: format!("in the message key: {bad}"),
+            }),
+            Ok(()) => match buffer.key_value(0) {
+                KeyValue::Null => Err(DecodeErrorKind::NullKey),
+                value => {
+                    encode_key_value(out, &value);
+                    Ok(())
+                }
+            },
+        };
+        buffer.truncate(0);
+        result
+    }
+
+    fn encode_json(&self, key: &[u8], out: &mut Vec<u8>) -> Result<(), DecodeErrorKind> {
+        let not_json = |reason: String| DecodeErrorKind::NotJson {
+            reason: format!(
+                "the message key is neither registry-framed nor a JSON object: {reason}"
+            ),
+        };
+        let object: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_slice(key).map_err(|e| not_json(e.to_string()))?;
+        let value = match object.get(&self.name) {
+            None | Some(serde_json::Value::Null) => return Err(DecodeErrorKind::NullKey),
+            Some(serde_json::Value::Bool(b)) => KeyValue::Boolean(*b),
+            Some(serde_json::Value::Number(n)) => match n.as_i64() {
+                Some(v) => KeyValue::Long(v),
+                None => KeyValue::Double(n.as_f64().unwrap_or(f64::NAN)),
+            },
+            Some(serde_json::Value::String(s)) => {
+                encode_key_value(out, &KeyValue::String(s));
+                return Ok(());
+            }
+            Some(other) => {
+                let text = other.to_string();
+                encode_key_value(out, &KeyValue::String(&text));
+                return Ok(());
+            }
+        };
+        encode_key_value(out, &value);
+        Ok(())
+    }
+}
+
+/// How to read field `name` of a key written with `parsed`.
+fn key_plan(parsed: &Parsed, name: &str) -> Result<(Vec<FieldOp>, ColumnBuffer), String> {
+    let Parsed::Avro(writer) = parsed else {
+        return Err("only Avro keys can be read for a _kafka_key.<field> dedup key".to_owned());
+    };
+    let fields = top_level(writer);
+    let (_, ty) = fields
+        .iter()
+        .find(|(n, _)| n == name)
+        .ok_or_else(|| format!("the key schema has no field {name:?}"))?;
+    let column = ty.column_type()?;
+    if column.is_nested() {
+        return Err(format!(
+            "key field {name:?} is a {column}, not a single value"
+        ));
+    }
+    let ops = fields
+        .iter()
+        .map(|(n, t)| {
+            Ok(if n == name {
+                FieldOp {
+                    op: avro::compile(t, &column)?,
+                    target: Some(0),
+                }
+            } else {
+                FieldOp {
+                    op: avro::skipper(t),
+                    target: None,
+                }
+            })
+        })
+        .collect::<Result<Vec<_>, String>>()?;
+    Ok((ops, ColumnBuffer::new(column)))
+}
