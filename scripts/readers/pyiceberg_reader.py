@@ -107,11 +107,51 @@ def ice_type(t) -> object:
     raise ReaderError(f"unsupported Iceberg type {t}", EXIT_FAILURE)
 
 
+def patch_null_nested() -> None:
+    """Keep null lists of structs and null maps with struct values null.
+
+    PyIceberg 0.12 rebuilds such arrays from their offsets when it projects a
+    file's columns onto the table schema (ArrowProjectionVisitor.list / .map,
+    both on read and on write) and drops their validity, so a null becomes an
+    empty list / map: apache/iceberg-python#3833 (open; fix proposed in #3834,
+    which passes the mask). This wrapper puts the input's nulls back on the
+    result. TB_PYICEBERG_UNPATCHED=1 turns it off (to see the bug).
+    """
+    import pyarrow as pa
+    from pyiceberg.io.pyarrow import ArrowProjectionVisitor as V
+
+    if getattr(V, "_topicberg_null_nested", False) or os.environ.get("TB_PYICEBERG_UNPATCHED"):
+        return
+
+    def keep_nulls(orig):
+        def wrapped(self, iceberg_type, array, *children):
+            out = orig(self, iceberg_type, array, *children)
+            if out is not None and array is not None and array.null_count > out.null_count:
+                # Same offsets, children and type (with its field ids), plus the
+                # nulls. (from_arrays refuses a mask with sliced offsets: copy them.)
+                mask = array.is_null()
+                offsets = out.offsets
+                if offsets.offset:
+                    offsets = pa.concat_arrays([offsets])
+                if isinstance(out, pa.MapArray):
+                    out = pa.MapArray.from_arrays(offsets, out.keys, out.items,
+                                                  type=out.type, mask=mask)
+                else:
+                    out = type(out).from_arrays(offsets, out.values, type=out.type, mask=mask)
+            return out
+        return wrapped
+
+    V.list = keep_nulls(V.list)
+    V.map = keep_nulls(V.map)
+    V._topicberg_null_nested = True
+
+
 def read(cfg: common.CatalogConfig, table: common.TableName):
     import pyarrow as pa
     import pyarrow.compute as pc
     from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
 
+    patch_null_nested()
     cat = load_catalog(cfg)
     try:
         tbl = cat.load_table(table.namespace + (table.name,))
