@@ -5,14 +5,24 @@
 //! - `parse only`: serde_json skipping every value (the floor of any JSON path);
 //! - `serde_json::Value`: a tree per message (what we avoid);
 //! - `BatchDecoder`: our decoder into Arrow batches, metadata columns included;
-//! - `SchemaInference`: the discover-time sampler.
+//! - `SchemaInference`: the discover-time sampler;
+//! - `apache-avro Value`: the same orders as registry-framed Avro, decoded
+//!   by the `apache-avro` crate into its value tree (the well-kept decoder
+//!   we did not pick);
+//! - `BatchDecoder avro`: our Avro reader into Arrow batches, metadata
+//!   columns included.
 //!
 //! No time is asserted: the numbers are for reading and comparing.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use topicberg_core::{BatchDecoder, DecoderOptions, SchemaInference, SourceRecord, TableColumns};
+use std::sync::Arc;
+
+use topicberg_core::{
+    BatchDecoder, DecoderOptions, RegisteredSchema, RegistryError, RegistryValues, SchemaInference,
+    SchemaKind, SchemaSource, SourceRecord, TableColumns, ValueFormat,
+};
 
 const PRODUCTS: [&str; 8] = [
     "Headphones",
@@ -126,6 +136,8 @@ fn main() {
     });
     assert!(rows == 0 || rows == ROUNDS * count);
 
+    avro(&messages);
+
     bench("SchemaInference", count, bytes, || {
         let mut inference = SchemaInference::new();
         for (_, v) in &messages {
@@ -133,4 +145,113 @@ fn main() {
         }
         black_box(inference.columns());
     });
+}
+
+const ORDER_AVRO: &str = r#"{"type":"record","name":"Order","fields":[
+  {"name":"id","type":"long"},{"name":"customer_id","type":"long"},
+  {"name":"product","type":"string"},{"name":"amount","type":"double"},
+  {"name":"status","type":"string"},
+  {"name":"created_at","type":{"type":"long","logicalType":"timestamp-micros"}},
+  {"name":"updated_at","type":{"type":"long","logicalType":"timestamp-micros"}}]}"#;
+
+#[derive(Debug)]
+struct OneSchema;
+
+impl SchemaSource for OneSchema {
+    fn schema_by_id(&self, id: u32) -> Result<Arc<RegisteredSchema>, RegistryError> {
+        Ok(Arc::new(RegisteredSchema {
+            id,
+            kind: SchemaKind::Avro,
+            schema: ORDER_AVRO.to_owned(),
+            references: Vec::new(),
+        }))
+    }
+}
+
+/// The same orders as registry-framed Avro (schema id 1).
+fn avro_orders(messages: &[(String, String)]) -> Vec<Vec<u8>> {
+    use apache_avro::types::Value;
+    let schema = apache_avro::Schema::parse_str(ORDER_AVRO).unwrap();
+    messages
+        .iter()
+        .map(|(_, v)| {
+            let json: serde_json::Value = serde_json::from_str(v).unwrap();
+            let micros = |f: &str| {
+                let t = json[f].as_str().unwrap();
+                topicberg_core::parse_timestamp_micros(t).unwrap()
+            };
+            let value = Value::Record(vec![
+                ("id".into(), Value::Long(json["id"].as_i64().unwrap())),
+                (
+                    "customer_id".into(),
+                    Value::Long(json["customer_id"].as_i64().unwrap()),
+                ),
+                (
+                    "product".into(),
+                    Value::String(json["product"].as_str().unwrap().into()),
+                ),
+                (
+                    "amount".into(),
+                    Value::Double(json["amount"].as_f64().unwrap()),
+                ),
+                (
+                    "status".into(),
+                    Value::String(json["status"].as_str().unwrap().into()),
+                ),
+                (
+                    "created_at".into(),
+                    Value::TimestampMicros(micros("created_at")),
+                ),
+                (
+                    "updated_at".into(),
+                    Value::TimestampMicros(micros("updated_at")),
+                ),
+            ]);
+            let mut out = vec![0, 0, 0, 0, 1];
+            out.extend(apache_avro::to_avro_datum(&schema, value).unwrap());
+            out
+        })
+        .collect()
+}
+
+fn avro(messages: &[(String, String)]) {
+    let count = messages.len();
+    let values = avro_orders(messages);
+    let bytes: usize = values.iter().map(Vec::len).sum();
+    println!(
+        "as Avro: {:.1} bytes per value on average (framing included)",
+        bytes as f64 / count as f64
+    );
+    let schema = apache_avro::Schema::parse_str(ORDER_AVRO).unwrap();
+    bench("apache-avro Value", count, bytes, || {
+        for v in &values {
+            let mut body = &v[5..];
+            black_box(apache_avro::from_avro_datum(&schema, &mut body, None).unwrap());
+        }
+    });
+    let registry = Arc::new(RegistryValues::new(ValueFormat::Avro, Arc::new(OneSchema)));
+    let fields = registry.fields_of(1).unwrap().unwrap();
+    let columns = TableColumns::for_new_table(&fields).unwrap();
+    let mut options = DecoderOptions::append(0);
+    options.registry = Some(registry);
+    let mut decoder = BatchDecoder::new(&columns, options).unwrap();
+    let mut rows = 0;
+    bench("BatchDecoder avro", count, bytes, || {
+        for (offset, ((key, _), value)) in messages.iter().zip(&values).enumerate() {
+            let record = SourceRecord {
+                topic: "orders",
+                partition: 0,
+                offset: offset as i64,
+                timestamp_ms: Some(1_793_287_324_000),
+                key: Some(key.as_bytes()),
+                value: Some(value),
+            };
+            decoder.append(&record).unwrap();
+            if decoder.len() == BATCH_ROWS {
+                rows += black_box(decoder.finish()).num_rows();
+            }
+        }
+        rows += black_box(decoder.finish()).num_rows();
+    });
+    assert!(rows == 0 || rows == ROUNDS * count);
 }
