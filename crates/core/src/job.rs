@@ -2,18 +2,23 @@
 //! resolved once into a [`Job`], as ripgrep and uv turn their arguments
 //! into one settings value. Nothing downstream re-derives a setting: the
 //! consumer group, the namespace, each topic's table and mode (append, or
-//! upsert with its keys, delete format and format version), the paths
-//! (absolute) and the tuning knobs are decided here.
+//! upsert with its keys, delete format and format version, the value and
+//! key formats), the schema registry, the paths (absolute) and the tuning
+//! knobs are decided here.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use regex::Regex;
 
 use crate::columns::KAFKA_KEY;
 use crate::config::{
-    resolve_delete_format, CatalogKind, ConfigProblem, DeleteFormat, DestinationConfig,
-    FormatVersion, JobConfig, OnInvalid, SourceConfig, StreamMode, StreamSettings, TargetEngine,
+    default_key_format, resolve_delete_format, value_format_without_schema, CatalogKind,
+    ConfigProblem, DeleteFormat, DestinationConfig, FormatVersion, JobConfig, OnInvalid,
+    SourceConfig, StreamMode, StreamSettings, TargetEngine, SCHEMA_REGISTRY_REQUEST_TIMEOUT_SECS,
 };
+use crate::registry::ValueFormat;
+use crate::Secret;
 
 /// A job, resolved: what `topicberg sync`, `check`, `discover` and the
 /// service's runs read their settings from.
@@ -29,6 +34,8 @@ pub struct Job {
     pub topics: Regex,
     /// The Kafka cluster (turned into client settings by the Kafka crate).
     pub source: SourceConfig,
+    /// The schema registry, when `source.schema_registry_url` is set.
+    pub registry: Option<RegistrySettings>,
     /// The Iceberg catalog and storage (the embedded catalog's folder
     /// absolute).
     pub destination: DestinationConfig,
@@ -45,6 +52,54 @@ pub struct Job {
     configured: Vec<TableSettings>,
     /// `destination.format_version` as written, for upsert resolution.
     explicit_format_version: Option<u8>,
+}
+
+/// A Confluent-compatible schema registry, resolved from `[source]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RegistrySettings {
+    /// Its base URL, without a trailing `/` (validated: http or https, no
+    /// credentials in it).
+    pub url: String,
+    /// Basic-auth credentials, when set.
+    pub credentials: Option<RegistryCredentials>,
+    /// PEM text of the CA(s) to trust besides the system's, for https.
+    pub ca_pem: Option<String>,
+    /// Deadline of each request.
+    pub request_timeout: Duration,
+}
+
+/// A registry's basic-auth user and password (Confluent Cloud: API key
+/// and secret).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RegistryCredentials {
+    /// The user (API key).
+    pub username: String,
+    /// The password (API secret); never printed.
+    pub password: Secret,
+}
+
+impl RegistrySettings {
+    /// The registry `[source]` names, if any (validated: user and password
+    /// come together).
+    pub fn from_source(source: &SourceConfig) -> Option<Self> {
+        let url = source.schema_registry_url.as_deref()?;
+        let credentials = match (
+            &source.schema_registry_username,
+            &source.schema_registry_password,
+        ) {
+            (Some(username), Some(password)) => Some(RegistryCredentials {
+                username: username.clone(),
+                password: password.clone(),
+            }),
+            _ => None,
+        };
+        Some(Self {
+            url: url.trim_end_matches('/').to_string(),
+            credentials,
+            ca_pem: source.schema_registry_ca_pem.clone(),
+            request_timeout: Duration::from_secs(SCHEMA_REGISTRY_REQUEST_TIMEOUT_SECS),
+        })
+    }
 }
 
 /// How fast and how big: the `[sync]` knobs and `max_threads`.
@@ -79,6 +134,13 @@ pub struct TableSettings {
     pub allow_data_loss: bool,
     /// The format version the table is created with.
     pub format_version: FormatVersion,
+    /// How the values are encoded; `None`: from the registry's
+    /// `<topic>-value` subject at sync start (only with a registry; without
+    /// one an unset format is `json`).
+    pub value_format: Option<ValueFormat>,
+    /// How the keys are encoded (unset: `auto` with a registry, `json`, the
+    /// raw bytes, without).
+    pub key_format: ValueFormat,
 }
 
 /// How a table's rows relate to the messages.
@@ -180,6 +242,7 @@ impl Job {
             namespace: config.namespace(),
             topics,
             source: config.source.clone(),
+            registry: RegistrySettings::from_source(&config.source),
             destination,
             state_dir: absolute(config.sync.state_dir.clone()),
             tuning: Tuning {
@@ -275,6 +338,27 @@ impl Job {
                 (TableMode::Upsert(upsert), resolved.format_version)
             }
         };
+        let has_registry = self.registry.is_some();
+        for format in [stream.value_format, stream.key_format]
+            .into_iter()
+            .flatten()
+        {
+            if format.uses_registry() && !has_registry {
+                return Err(ConfigProblem::new(
+                    "streams",
+                    format!(
+                        "stream \"{}\" reads {format} messages but [source] has no \
+                         schema_registry_url; set one, or the format to \"json\"",
+                        stream.topic
+                    ),
+                ));
+            }
+        }
+        let value_format = match stream.value_format {
+            Some(format) => Some(format),
+            None if has_registry => None,
+            None => Some(value_format_without_schema()),
+        };
         Ok(TableSettings {
             topic: stream.topic,
             table: stream.table,
@@ -283,6 +367,10 @@ impl Job {
             columns: stream.columns,
             allow_data_loss: stream.allow_data_loss,
             format_version,
+            value_format,
+            key_format: stream
+                .key_format
+                .unwrap_or_else(|| default_key_format(has_registry)),
         })
     }
 }
@@ -367,5 +455,53 @@ topic = "a.b"
 "#);
         assert!(job.selects("a.b"));
         assert!(!job.selects("aXb") && !job.selects("a.b.c"));
+    }
+
+    #[test]
+    fn formats_and_the_registry_are_resolved_once() {
+        let job = job(r#"name = "j"
+[source]
+bootstrap_servers = "k:9092"
+topic_pattern = ".*"
+schema_registry_url = "https://sr.example:8081/"
+schema_registry_username = "KEY"
+schema_registry_password = "${SR_SECRET}"
+[[streams]]
+topic = "orders"
+value_format = "avro"
+[[streams]]
+topic = "events"
+key_format = "json"
+"#
+        .replace("${SR_SECRET}", "s3cr3t")
+        .as_str());
+        let registry = job.registry.as_ref().unwrap();
+        assert_eq!(registry.url, "https://sr.example:8081");
+        let credentials = registry.credentials.as_ref().unwrap();
+        assert_eq!(credentials.username, "KEY");
+        assert_eq!(credentials.password.expose(), "s3cr3t");
+        assert!(!format!("{job:?}").contains("s3cr3t"));
+
+        let orders = job.table_for("orders");
+        assert_eq!(orders.value_format, Some(ValueFormat::Avro));
+        assert_eq!(orders.key_format, ValueFormat::Auto);
+        let events = job.table_for("events");
+        assert_eq!(events.value_format, None, "from the registry at sync start");
+        assert_eq!(events.key_format, ValueFormat::Json);
+        let other = job.table_for("other");
+        assert_eq!(
+            (other.value_format, other.key_format),
+            (None, ValueFormat::Auto)
+        );
+
+        let plain = self::job(
+            "name = \"j\"\n[source]\nbootstrap_servers = \"k:9092\"\ntopic_pattern = \".*\"\n",
+        );
+        assert!(plain.registry.is_none());
+        let t = plain.table_for("orders");
+        assert_eq!(
+            (t.value_format, t.key_format),
+            (Some(ValueFormat::Json), ValueFormat::Json)
+        );
     }
 }

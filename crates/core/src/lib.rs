@@ -37,7 +37,9 @@ pub use decode::{
     RegistryValues, UnknownField, UnknownFieldPolicy,
 };
 pub use infer::{merge_types, InferError, SchemaInference};
-pub use job::{DedupKeys, Job, TableMode, TableSettings, Tuning, Upsert};
+pub use job::{
+    DedupKeys, Job, RegistryCredentials, RegistrySettings, TableMode, TableSettings, Tuning, Upsert,
+};
 pub use names::{ColumnNames, NameError};
 pub use olake_id::{append_olake_id, kafka_key_olake_id, upsert_olake_id, KeyValue};
 pub use record::SourceRecord;

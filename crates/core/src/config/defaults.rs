@@ -5,6 +5,7 @@
 use std::path::PathBuf;
 
 use super::{CatalogKind, FormatVersion, OnInvalid, SecurityProtocol, StreamMode};
+use crate::registry::ValueFormat;
 
 /// `source.consumer_group`: one group per job.
 pub fn consumer_group(job_name: &str) -> String {
@@ -61,6 +62,37 @@ pub fn stream_mode() -> StreamMode {
 pub fn on_invalid() -> OnInvalid {
     OnInvalid::Fail
 }
+
+/// `[[streams]] value_format` when it is unset and there is no schema
+/// registry, or the registry has no `<topic>-value` subject: plain JSON.
+pub fn value_format_without_schema() -> ValueFormat {
+    ValueFormat::Json
+}
+
+/// `[[streams]] key_format` when it is unset: with a schema registry
+/// `auto` (registry-framed keys decoded by their schema, other keys kept
+/// as they are), without one `json` (keys kept as their raw bytes).
+pub fn key_format(has_registry: bool) -> ValueFormat {
+    if has_registry {
+        ValueFormat::Auto
+    } else {
+        ValueFormat::Json
+    }
+}
+
+/// The registry subject of a topic's values (Confluent's
+/// TopicNameStrategy), whose latest schema decides an unset `value_format`.
+pub fn value_subject(topic: &str) -> String {
+    format!("{topic}-value")
+}
+
+/// The registry subject of a topic's keys (TopicNameStrategy).
+pub fn key_subject(topic: &str) -> String {
+    format!("{topic}-key")
+}
+
+/// Deadline of each request to a schema registry.
+pub const SCHEMA_REGISTRY_REQUEST_TIMEOUT_SECS: u64 = 10;
 
 /// `sync.target_file_size_mb`.
 pub fn target_file_size_mb() -> u64 {

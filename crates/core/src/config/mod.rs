@@ -8,8 +8,8 @@
 //! [`DestinationConfig`] into their connection settings without parsing
 //! anything again. Every field is documented in README.md ("The job file").
 //!
-//! Secrets (`sasl_password`, `s3_secret_key`, `token`, the whole
-//! `credential`) are [`Secret`](crate::Secret)s: `Debug` of a config and
+//! Secrets (`sasl_password`, `schema_registry_password`, `s3_secret_key`,
+//! `token`, the whole `credential`) are [`Secret`](crate::Secret)s: `Debug` of a config and
 //! every error message leave them out, also when the value is not a string
 //! or is malformed.
 
@@ -27,6 +27,8 @@ mod streams;
 mod tests;
 #[cfg(test)]
 mod tests_errors;
+#[cfg(test)]
+mod tests_registry;
 mod unknown;
 mod validate;
 
@@ -34,7 +36,10 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Deserializer};
 
-pub use defaults::CATALOG_REQUEST_TIMEOUT_SECS;
+pub use defaults::{
+    key_format as default_key_format, key_subject, value_format_without_schema, value_subject,
+    CATALOG_REQUEST_TIMEOUT_SECS, SCHEMA_REGISTRY_REQUEST_TIMEOUT_SECS,
+};
 pub use destination::{CatalogKind, Credential, DestinationConfig, FormatVersion};
 pub use engines::{resolve_delete_format, EngineSupport, ResolvedUpsert};
 pub use error::{ConfigError, ConfigProblem};
@@ -172,7 +177,8 @@ pub struct JobConfig {
 impl JobConfig {
     /// Reads, interpolates, parses and validates the job file at `path`,
     /// taking `${VAR}` from the process environment. Relative paths inside
-    /// (`ssl_ca_pem`, `destination.path`) are relative to the file's folder.
+    /// (`ssl_ca_pem`, `schema_registry_ca_pem`, `destination.path`) are
+    /// relative to the file's folder.
     pub fn load(path: impl AsRef<Path>) -> Result<Self, ConfigError> {
         let path = path.as_ref();
         let file = path.display().to_string();

@@ -158,34 +158,24 @@ fn interpolate_value(
 }
 
 /// Fills in what depends on the job or the file's folder: the consumer
-/// group, the CA file's text, the embedded catalog's folder, the compiled
+/// group, the CA files' text, the embedded catalog's folder, the compiled
 /// topic pattern. Returns the files it could not read.
 fn resolve(config: &mut JobConfig, base: Option<&Path>) -> Vec<ConfigProblem> {
     let mut problems = Vec::new();
     if config.source.consumer_group.is_none() {
         config.source.consumer_group = Some(defaults::consumer_group(&config.name));
     }
-    if let Some(value) = &config.source.ssl_ca_pem {
-        if !value.contains("-----BEGIN") {
-            let path = relative_to(base, Path::new(value));
-            match std::fs::read_to_string(&path) {
-                Ok(pem) if pem.contains("-----BEGIN") => config.source.ssl_ca_pem = Some(pem),
-                Ok(_) => problems.push(ConfigProblem::new(
-                    "source.ssl_ca_pem",
-                    format!(
-                        "{} holds no PEM certificate (no -----BEGIN line); \
-                         give the CA certificate's PEM text or the path of its .pem file",
-                        path.display()
-                    ),
-                )),
-                Err(e) => problems.push(ConfigProblem::new(
-                    "source.ssl_ca_pem",
-                    format!(
-                        "is neither PEM text nor a readable file: {}: {e}; \
-                         give the PEM text or fix the path (relative to the job file's folder)",
-                        path.display()
-                    ),
-                )),
+    for (field, value) in [
+        ("source.ssl_ca_pem", &mut config.source.ssl_ca_pem),
+        (
+            "source.schema_registry_ca_pem",
+            &mut config.source.schema_registry_ca_pem,
+        ),
+    ] {
+        if let Some(text) = value.as_deref() {
+            match pem_text(text, base) {
+                Ok(pem) => *value = Some(pem),
+                Err(message) => problems.push(ConfigProblem::new(field, message)),
             }
         }
     }
@@ -195,6 +185,28 @@ fn resolve(config: &mut JobConfig, base: Option<&Path>) -> Vec<ConfigProblem> {
     }
     config.sync.state_dir = relative_to(base, &config.sync.state_dir);
     problems
+}
+
+/// A CA setting's PEM text: the value itself when it holds a `-----BEGIN`
+/// line, else the text of the file it names (relative to `base`).
+fn pem_text(value: &str, base: Option<&Path>) -> Result<String, String> {
+    if value.contains("-----BEGIN") {
+        return Ok(value.to_string());
+    }
+    let path = relative_to(base, Path::new(value));
+    match std::fs::read_to_string(&path) {
+        Ok(pem) if pem.contains("-----BEGIN") => Ok(pem),
+        Ok(_) => Err(format!(
+            "{} holds no PEM certificate (no -----BEGIN line); \
+             give the CA certificate's PEM text or the path of its .pem file",
+            path.display()
+        )),
+        Err(e) => Err(format!(
+            "is neither PEM text nor a readable file: {}: {e}; \
+             give the PEM text or fix the path (relative to the job file's folder)",
+            path.display()
+        )),
+    }
 }
 
 /// `path` joined to `base` when relative, without `.` components.

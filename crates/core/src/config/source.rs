@@ -110,6 +110,26 @@ pub struct SourceConfig {
     /// How many partitions are read in parallel.
     #[serde(default = "defaults::max_threads")]
     pub max_threads: usize,
+    /// A Confluent-compatible schema registry (Confluent, Karapace,
+    /// Apicurio's ccompat API), `http://` or `https://`, without
+    /// credentials in it. Needed by Avro and Protobuf streams; unset: every
+    /// stream reads plain JSON.
+    #[serde(default, deserialize_with = "empty_as_none")]
+    pub schema_registry_url: Option<String>,
+    /// The registry's basic-auth user (Confluent Cloud: the API key); set
+    /// together with `schema_registry_password`.
+    #[serde(default, deserialize_with = "empty_as_none")]
+    pub schema_registry_username: Option<String>,
+    /// The registry's basic-auth password (Confluent Cloud: the API
+    /// secret); never printed.
+    #[serde(default, deserialize_with = "secret_or_none")]
+    pub schema_registry_password: Option<Secret>,
+    /// CA certificate(s) that signed the registry's certificate, for an
+    /// `https://` registry the system trust store does not vouch for: PEM
+    /// text, or a path to a PEM file (relative to the job file's folder).
+    /// After loading, always the PEM text.
+    #[serde(default, deserialize_with = "empty_as_none")]
+    pub schema_registry_ca_pem: Option<String>,
 }
 
 impl SourceConfig {
@@ -135,6 +155,10 @@ impl Default for SourceConfig {
             sasl_password: None,
             ssl_ca_pem: None,
             max_threads: defaults::max_threads(),
+            schema_registry_url: None,
+            schema_registry_username: None,
+            schema_registry_password: None,
+            schema_registry_ca_pem: None,
         }
     }
 }

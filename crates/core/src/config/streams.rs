@@ -1,8 +1,9 @@
 //! `[[streams]]`: per-topic settings, and what a topic without an entry gets.
 
-use serde::Deserialize;
+use serde::{Deserialize, Deserializer};
 
 use super::{defaults, empty_as_none};
+use crate::registry::ValueFormat;
 
 /// How messages become rows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -126,6 +127,28 @@ pub struct StreamConfig {
     /// messages before they were read, instead of failing.
     #[serde(default)]
     pub allow_data_loss: bool,
+    /// How the values are encoded: `json`, `avro`, `protobuf` (framed with
+    /// a schema registry id) or `auto` (framed values by their schema,
+    /// plain JSON otherwise). Unset: the latest schema of the registry's
+    /// `<topic>-value` subject decides at sync start; no subject, or no
+    /// registry, is `json`.
+    #[serde(default, deserialize_with = "format_or_none")]
+    pub value_format: Option<ValueFormat>,
+    /// How the keys are encoded (same values). Unset: `auto` with a
+    /// registry (framed keys decoded by their schema), else the raw bytes
+    /// as without one.
+    #[serde(default, deserialize_with = "format_or_none")]
+    pub key_format: Option<ValueFormat>,
+}
+
+/// A format name (`json`, `avro`, `protobuf`, `auto`); `""` is unset.
+fn format_or_none<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<ValueFormat>, D::Error> {
+    let text: Option<String> = Option::deserialize(deserializer)?;
+    text.filter(|t| !t.is_empty())
+        .map(|t| t.parse().map_err(serde::de::Error::custom))
+        .transpose()
 }
 
 /// The settings a topic is synced with: its `[[streams]]` entry with the
@@ -148,6 +171,10 @@ pub struct StreamSettings {
     pub columns: Option<Vec<String>>,
     /// Whether a retention gap is logged instead of failing the sync.
     pub allow_data_loss: bool,
+    /// The values' format as written; `None`: decided at sync start.
+    pub value_format: Option<ValueFormat>,
+    /// The keys' format as written; `None`: `auto` with a registry.
+    pub key_format: Option<ValueFormat>,
     /// Whether the settings come from a `[[streams]]` entry.
     pub configured: bool,
 }
@@ -164,6 +191,8 @@ impl StreamSettings {
             on_invalid: defaults::on_invalid(),
             columns: None,
             allow_data_loss: false,
+            value_format: None,
+            key_format: None,
             configured: false,
         }
     }
@@ -183,6 +212,8 @@ impl From<&StreamConfig> for StreamSettings {
             on_invalid: entry.on_invalid,
             columns: entry.columns.clone(),
             allow_data_loss: entry.allow_data_loss,
+            value_format: entry.value_format,
+            key_format: entry.key_format,
             configured: true,
         }
     }

@@ -16,6 +16,7 @@ pub(super) fn problems(config: &JobConfig) -> Vec<ConfigProblem> {
     let mut out = Vec::new();
     job(config, &mut out);
     source(config, &mut out);
+    schema_registry(config, &mut out);
     destination(config, &mut out);
     streams(config, &mut out);
     sync(config, &mut out);
@@ -158,6 +159,117 @@ fn source(config: &JobConfig, out: &mut Vec<ConfigProblem>) {
             "source.max_threads",
             "is 0; set at least 1 (partitions read in parallel)",
         );
+    }
+}
+
+/// `source.schema_registry_*`: an http(s) URL without credentials in it,
+/// user and password together, a CA only for https, nothing without a URL.
+fn schema_registry(config: &JobConfig, out: &mut Vec<ConfigProblem>) {
+    let s = &config.source;
+    let Some(url) = &s.schema_registry_url else {
+        let set: Vec<&str> = [
+            (
+                "schema_registry_username",
+                s.schema_registry_username.is_some(),
+            ),
+            (
+                "schema_registry_password",
+                s.schema_registry_password.is_some(),
+            ),
+            ("schema_registry_ca_pem", s.schema_registry_ca_pem.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(name, is_set)| is_set.then_some(name))
+        .collect();
+        if !set.is_empty() {
+            push(
+                out,
+                "source.schema_registry_url",
+                format!(
+                    "is unset, so {} would not be used; set schema_registry_url = \
+                     \"http://host:8081\", or remove them",
+                    set.join(", ")
+                ),
+            );
+        }
+        return;
+    };
+    let field = "source.schema_registry_url";
+    let https = url.starts_with("https://");
+    if !(https || url.starts_with("http://")) {
+        push(
+            out,
+            field,
+            format!(
+                "is not an http:// or https:// URL; write e.g. \"{}\"",
+                crate::redact_urls(&format!("https://{}", without_scheme(url)))
+            ),
+        );
+    }
+    let authority = without_scheme(url)
+        .split(['/', '?', '#'])
+        .next()
+        .unwrap_or("");
+    if authority.contains('@') {
+        push(
+            out,
+            field,
+            "holds credentials (user:password@); write the URL without them, and set \
+             schema_registry_username and schema_registry_password = \"${REGISTRY_PASSWORD}\"",
+        );
+    }
+    match (&s.schema_registry_username, &s.schema_registry_password) {
+        (Some(_), None) => push(
+            out,
+            "source.schema_registry_password",
+            "is required with schema_registry_username; set schema_registry_password = \
+             \"${REGISTRY_PASSWORD}\" and export REGISTRY_PASSWORD (Confluent Cloud: the API \
+             secret), or remove the username",
+        ),
+        (None, Some(_)) => push(
+            out,
+            "source.schema_registry_username",
+            "is required with schema_registry_password; set the registry user (Confluent \
+             Cloud: the API key), or remove the password",
+        ),
+        _ => {}
+    }
+    if s.schema_registry_ca_pem.is_some() && url.starts_with("http://") {
+        push(
+            out,
+            "source.schema_registry_ca_pem",
+            "is set but schema_registry_url is http:// (no TLS); use an https:// URL, or \
+             remove schema_registry_ca_pem",
+        );
+    }
+}
+
+/// A stream's `value_format` / `key_format` that needs a registry the
+/// source lacks.
+fn stream_formats(
+    config: &JobConfig,
+    s: &super::StreamConfig,
+    at: &dyn Fn(&str) -> String,
+    out: &mut Vec<ConfigProblem>,
+) {
+    if config.source.schema_registry_url.is_some() {
+        return;
+    }
+    for (field, format) in [
+        ("value_format", s.value_format),
+        ("key_format", s.key_format),
+    ] {
+        if let Some(format) = format.filter(|f| f.uses_registry()) {
+            push(
+                out,
+                at(field),
+                format!(
+                    "is \"{format}\", which reads schema-registry framed messages, but \
+                     [source] has no schema_registry_url; set source.schema_registry_url = \
+                     \"http://host:8081\", or {field} = \"json\""
+                ),
+            );
+        }
     }
 }
 
@@ -411,6 +523,7 @@ fn streams(config: &JobConfig, out: &mut Vec<ConfigProblem>) {
                 }
             }
         }
+        stream_formats(config, s, &at, out);
         if let Some(columns) = &s.columns {
             let mut seen = BTreeSet::new();
             for c in columns {
