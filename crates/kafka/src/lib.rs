@@ -5,6 +5,11 @@
 //! - [`ping`]: a real metadata request with a deadline, whose error says what
 //!   went wrong (unreachable, authentication) in words a user can act on.
 //!
+//! - [`registry`]: the schema registry (Confluent-compatible) the source's
+//!   Avro and Protobuf messages are framed against: subjects, latest
+//!   versions, schemas by id (cached, references resolved), core's
+//!   `SchemaSource` for the decoder.
+//!
 //! Partition discovery, watermarks, offsets and the bounded drain build on
 //! these.
 
@@ -14,6 +19,7 @@ pub mod drain;
 mod error;
 pub mod offsets;
 pub mod ping;
+pub mod registry;
 mod retention;
 pub mod topics;
 
@@ -24,5 +30,6 @@ pub use drain::{
 pub use error::{KafkaError, KafkaErrorKind};
 pub use offsets::{commit_group_offsets, read_partition_states, PartitionState, TopicPartition};
 pub use ping::{ping, BrokerMetadata};
+pub use registry::{RegistryClient, RetryPolicy, SubjectVersion};
 pub use retention::topic_retention;
 pub use topics::{select_topics, SelectedTopic, TopicSelection};
