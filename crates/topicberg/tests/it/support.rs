@@ -74,6 +74,32 @@ pub fn produce(topic: &str, messages: &[(String, String)]) {
         .expect("every message acknowledged");
 }
 
+/// The first `count` raw values of a partition, from its start.
+pub fn fetch_values(topic: &str, partition: i32, count: usize) -> Vec<Vec<u8>> {
+    use rdkafka::Message;
+    let consumer: BaseConsumer = plaintext()
+        .client_config()
+        .set("group.id", unique_name("fetch"))
+        .set("enable.auto.commit", "false")
+        .create()
+        .expect("consumer");
+    let mut assignment = TopicPartitionList::new();
+    assignment
+        .add_partition_offset(topic, partition, Offset::Beginning)
+        .unwrap();
+    consumer.assign(&assignment).unwrap();
+    let mut values = Vec::new();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while values.len() < count && std::time::Instant::now() < deadline {
+        if let Some(message) = consumer.poll(Duration::from_millis(200)) {
+            let message = message.expect("a message");
+            values.push(message.payload().unwrap_or_default().to_vec());
+        }
+    }
+    assert_eq!(values.len(), count, "{topic}[{partition}]: messages read");
+    values
+}
+
 /// The seeds' sample messages (`scripts/demo.d/sample_messages.py`).
 pub fn sample_messages(topic_shape: &str, batch: &str) -> Vec<(String, String)> {
     let script = repo_root().join("scripts/demo.d/sample_messages.py");
