@@ -1,6 +1,8 @@
 //! `topicberg check`: every step a sync needs, tried for real, each failure
 //! named with its likely fix.
 
+mod registry;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -23,12 +25,25 @@ pub struct CheckStep {
     pub step: &'static str,
     /// What happened (or the error with its fix).
     pub outcome: Result<String, String>,
+    /// What may be wrong without failing the step (shown as warnings).
+    pub warnings: Vec<String>,
+}
+
+impl CheckStep {
+    /// A step without warnings.
+    pub fn new(step: &'static str, outcome: Result<String, String>) -> Self {
+        Self {
+            step,
+            outcome,
+            warnings: Vec::new(),
+        }
+    }
 }
 
 /// Runs the checks in order, stopping at the first failure of a step the
 /// later ones depend on.
 pub async fn run_check(job: &Job) -> Vec<CheckStep> {
-    let mut steps = check_kafka(job).await;
+    let mut steps = check_source(job).await;
     if steps
         .iter()
         .any(|s| s.step == "kafka" && s.outcome.is_err())
@@ -39,9 +54,24 @@ pub async fn run_check(job: &Job) -> Vec<CheckStep> {
     steps
 }
 
+/// The source steps of [`run_check`]: the Kafka steps, then the schema
+/// registry's (when the job names one, or a stream needs one): reachable
+/// with the credentials, and each selected topic's value format (the
+/// service's "Test connection" of a source).
+pub async fn check_source(job: &Job) -> Vec<CheckStep> {
+    let (mut steps, topics) = kafka_steps(job).await;
+    steps.extend(registry::check_registry(job, topics.as_deref()).await);
+    steps
+}
+
 /// The Kafka steps of [`run_check`]: ping the brokers, list the matching
-/// topics (the service's "Test connection" of a source).
+/// topics.
 pub async fn check_kafka(job: &Job) -> Vec<CheckStep> {
+    kafka_steps(job).await.0
+}
+
+/// The Kafka steps, and the selected topics when they could be listed.
+async fn kafka_steps(job: &Job) -> (Vec<CheckStep>, Option<Vec<String>>) {
     let mut steps = Vec::new();
     let connection = KafkaConnection::from_source(&job.source);
     let ping_result = tokio::task::spawn_blocking({
@@ -51,14 +81,14 @@ pub async fn check_kafka(job: &Job) -> Vec<CheckStep> {
     .await
     .expect("ping thread");
     match ping_result {
-        Ok(meta) => steps.push(CheckStep {
-            step: "kafka",
-            outcome: Ok(format!(
+        Ok(meta) => steps.push(CheckStep::new(
+            "kafka",
+            Ok(format!(
                 "{} broker(s) answered at {}",
                 meta.brokers.len(),
                 job.source.bootstrap_servers
             )),
-        }),
+        )),
         Err(e) => {
             let hint = match e.kind {
                 // The error itself names the user, mechanism and fields.
@@ -68,11 +98,8 @@ pub async fn check_kafka(job: &Job) -> Vec<CheckStep> {
                 }
                 _ => "",
             };
-            steps.push(CheckStep {
-                step: "kafka",
-                outcome: Err(format!("{e}{hint}")),
-            });
-            return steps;
+            steps.push(CheckStep::new("kafka", Err(format!("{e}{hint}"))));
+            return (steps, None);
         }
     }
     let selected = select_topics(&connection, &job.topics, PING_TIMEOUT)
@@ -83,25 +110,23 @@ pub async fn check_kafka(job: &Job) -> Vec<CheckStep> {
             Ok(selection)
         });
     match selected {
-        Ok(selection) => steps.push(CheckStep {
-            step: "topics",
-            outcome: Ok(format!(
-                "{} topic(s) match: {}",
-                selection.selected.len(),
-                selection
-                    .selected
-                    .iter()
-                    .map(|t| t.name.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )),
-        }),
-        Err(e) => steps.push(CheckStep {
-            step: "topics",
-            outcome: Err(e),
-        }),
+        Ok(selection) => {
+            let names: Vec<String> = selection.selected.iter().map(|t| t.name.clone()).collect();
+            steps.push(CheckStep::new(
+                "topics",
+                Ok(format!(
+                    "{} topic(s) match: {}",
+                    names.len(),
+                    names.join(", ")
+                )),
+            ));
+            (steps, Some(names))
+        }
+        Err(e) => {
+            steps.push(CheckStep::new("topics", Err(e)));
+            (steps, None)
+        }
     }
-    steps
 }
 
 /// The destination steps of [`run_check`]: token exchange and catalog
@@ -111,13 +136,13 @@ pub async fn check_kafka(job: &Job) -> Vec<CheckStep> {
 pub async fn check_destination(job: &Job) -> Vec<CheckStep> {
     let mut steps = Vec::new();
     let connected = connect_destination(job).await;
-    steps.push(CheckStep {
-        step: "catalog",
-        outcome: match &connected {
+    steps.push(CheckStep::new(
+        "catalog",
+        match &connected {
             Ok(_) => Ok("credential exchanged, catalog configuration read".into()),
             Err(e) => Err(format!("{e}{}", catalog_hint(&e.to_string()))),
         },
-    });
+    ));
     let Ok(destination) = connected else {
         return steps;
     };
@@ -128,24 +153,24 @@ pub async fn check_destination(job: &Job) -> Vec<CheckStep> {
     let created = destination
         .ensure_table(&namespace, &table, &columns, format)
         .await;
-    steps.push(CheckStep {
-        step: "create table",
-        outcome: match &created {
+    steps.push(CheckStep::new(
+        "create table",
+        match &created {
             Ok(_) => Ok(format!("created {}.{table}", namespace.join("."))),
             Err(e) => Err(format!("{e}{}", create_hint(e.kind))),
         },
-    });
+    ));
     let Ok(handle) = created else {
         return steps;
     };
     steps.push(write_probe(&destination, &handle).await);
-    steps.push(CheckStep {
-        step: "drop table",
-        outcome: match destination.drop_table(&namespace, &table, true).await {
+    steps.push(CheckStep::new(
+        "drop table",
+        match destination.drop_table(&namespace, &table, true).await {
             Ok(()) => Ok(format!("dropped {}.{table}", namespace.join("."))),
             Err(e) => Err(e.to_string()),
         },
-    });
+    ));
     steps
 }
 
@@ -180,9 +205,9 @@ async fn write_probe(destination: &Destination, handle: &TableHandle) -> CheckSt
         vec![Arc::new(Int64Array::from(vec![1_i64]))],
     )
     .expect("one-column batch");
-    CheckStep {
-        step: "write file",
-        outcome: match destination.write_data_files(handle, [batch]).await {
+    CheckStep::new(
+        "write file",
+        match destination.write_data_files(handle, [batch]).await {
             Ok(files) => Ok(format!(
                 "wrote {}",
                 files.first().map(|f| f.file_path().to_string()).unwrap_or_default()
@@ -191,5 +216,5 @@ async fn write_probe(destination: &Destination, handle: &TableHandle) -> CheckSt
                 "{e} (check s3_endpoint, s3_region, the S3 keys and that the bucket exists and is writable)"
             )),
         },
-    }
+    )
 }

@@ -1,7 +1,7 @@
 //! The destination, built from the job file: catalog client and storage.
 
 use topicberg_core::config::{CatalogKind, FormatVersion as ConfigFormatVersion};
-use topicberg_core::Job;
+use topicberg_core::{Job, RegistryError};
 use topicberg_iceberg::rest::RestCatalogConfig;
 use topicberg_iceberg::{Destination, FormatVersion, IcebergError, S3Config, StorageConfig};
 use topicberg_kafka::KafkaError;
@@ -15,6 +15,10 @@ pub enum SetupError {
     /// The catalog or the storage is unreachable or refused us.
     #[error(transparent)]
     Iceberg(#[from] IcebergError),
+    /// The schema registry is unreachable, refused us, or answered what
+    /// the client cannot use.
+    #[error(transparent)]
+    Registry(#[from] RegistryError),
     /// The job file asks for something this build cannot do.
     #[error("{0}")]
     Unsupported(String),

@@ -1,17 +1,24 @@
-//! `topicberg discover`: which topics the job selects, and the columns a
-//! sample of each topic's messages implies.
+//! `topicberg discover`: which topics the job selects, the format of each
+//! one's values (its `[[streams]]` entry's, else the registry's
+//! `<topic>-value` subject's, else JSON), and the columns a sample of each
+//! JSON topic's messages implies.
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Serialize;
-use topicberg_core::{Job, SchemaInference};
+use tokio::runtime::Handle;
+use topicberg_core::{Job, SchemaInference, TableSettings, ValueFormat};
 use topicberg_kafka::{
     drain, read_partition_states, select_topics, DrainSettings, KafkaConnection, PartitionRange,
+    RegistryClient,
 };
 
 use crate::destination::SetupError;
+use crate::registry::{
+    connect_registry, decide_value_format, format_without_registry, FormatChoice,
+};
 use crate::{KAFKA_TIMEOUT, SAMPLE_PER_PARTITION};
 
 /// One selected topic and what its messages look like.
@@ -23,7 +30,14 @@ pub struct DiscoveredTopic {
     pub partitions: usize,
     /// Messages sampled (up to 10,000 per partition, oldest first).
     pub sampled_messages: usize,
+    /// How its values are read: `json`, `avro`, `protobuf` or `auto`.
+    pub value_format: String,
+    /// Why that format: `set in the job`, `subject orders-value version 3
+    /// is AVRO (schema id 12)`, `no subject orders-value in the registry`.
+    pub value_format_reason: String,
     /// Inferred payload columns, in first-seen order: (name, Iceberg type).
+    /// Empty for Avro and Protobuf topics (their schema gives the columns
+    /// at sync start).
     pub columns: Vec<(String, String)>,
     /// `(field, column)` for each field stored under another name: its own
     /// is a metadata column's, or differs only in case from an earlier
@@ -35,8 +49,11 @@ pub struct DiscoveredTopic {
     pub streams_block: String,
 }
 
-/// Samples every selected topic and infers its columns.
+/// Samples every selected topic and infers its columns. With a schema
+/// registry, call it from a blocking thread of a tokio runtime
+/// (`spawn_blocking`): the registry client runs on that runtime.
 pub fn discover(job: &Job) -> Result<Vec<DiscoveredTopic>, SetupError> {
+    let registry = connect_registry(job)?;
     let connection = KafkaConnection::from_source(&job.source);
     let selection = select_topics(&connection, &job.topics, KAFKA_TIMEOUT)?;
     crate::log_skipped(job, &selection.skipped);
@@ -60,44 +77,42 @@ pub fn discover(job: &Job) -> Result<Vec<DiscoveredTopic>, SetupError> {
             })
             .collect();
         let stream = job.table_for(&topic.name);
-        let keep = stream
-            .columns
+        let choice = value_format(registry.as_deref(), &stream)?;
+        let (inference, columns) = match choice.format {
+            // TODO(registry columns): the columns of an Avro or Protobuf
+            // topic come from its schema, through the decoder's
+            // `topicberg_core::decode::registry_columns(&RegisteredSchema)
+            // -> Result<Vec<(String, ColumnType)>, _>` (being written):
+            // fetch the subject's latest schema (`RegistryClient::schema`
+            // with `FormatReason::Subject`'s id) and list its columns here.
+            // Until then they are reported empty, and the sample (not JSON)
+            // is not read.
+            ValueFormat::Avro | ValueFormat::Protobuf => (None, Vec::new()),
+            // `auto`: framed messages are not JSON and are left out of the
+            // sample; the plain JSON ones give the columns.
+            format => {
+                let skip_invalid = format == ValueFormat::Auto;
+                let inference =
+                    sample_columns(job, &connection, &settings, &ranges, &stream, skip_invalid)?;
+                let columns = inference
+                    .columns()
+                    .into_iter()
+                    .map(|(name, ty)| (name, ty.iceberg_type().to_string()))
+                    .collect();
+                (Some(inference), columns)
+            }
+        };
+        let renamed = inference
             .as_ref()
-            .map(|k| Arc::new(k.iter().cloned().collect()));
-        let inference = infer_columns(
-            &connection,
-            &settings,
-            &ranges,
-            false,
-            keep,
-            job.tuning.max_columns,
-        )
-        .map_err(SetupError::Unsupported)?;
-        let columns: Vec<(String, String)> = inference
-            .columns()
-            .into_iter()
-            .map(|(name, ty)| (name, ty.iceberg_type().to_string()))
-            .collect();
-        let renamed = inference.renamed().to_vec();
-        let mut streams_block = format!(
-            "[[streams]]\ntopic = {:?}\nmode = {:?}\n# columns: {}\n",
-            topic.name,
-            stream.mode.as_str(),
-            columns
-                .iter()
-                .map(|(n, t)| format!("{n} {t}"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
-        for (field, column) in &renamed {
-            streams_block.push_str(&format!(
-                "# field {field:?} is stored in column {column:?}\n"
-            ));
-        }
+            .map(|i| i.renamed().to_vec())
+            .unwrap_or_default();
+        let streams_block = streams_block(&topic.name, &stream, &choice, &columns, &renamed, job);
         out.push(DiscoveredTopic {
             topic: topic.name.clone(),
             partitions: topic.partitions.len(),
-            sampled_messages: inference.messages(),
+            sampled_messages: inference.as_ref().map_or(0, SchemaInference::messages),
+            value_format: choice.format.as_str().to_string(),
+            value_format_reason: choice.reason.to_string(),
             columns,
             renamed,
             table: format!("{}.{}", job.namespace, stream.table),
@@ -105,6 +120,81 @@ pub fn discover(job: &Job) -> Result<Vec<DiscoveredTopic>, SetupError> {
         });
     }
     Ok(out)
+}
+
+/// The topic's value format, asking the registry on this (blocking)
+/// thread's runtime when the stream leaves it unset.
+fn value_format(
+    registry: Option<&RegistryClient>,
+    stream: &TableSettings,
+) -> Result<FormatChoice, SetupError> {
+    let Some(client) = registry else {
+        return Ok(format_without_registry(stream));
+    };
+    // A client exists only inside a runtime (`connect_registry`).
+    let runtime = Handle::current();
+    let decide = decide_value_format(Some(client), stream);
+    Ok(tokio::task::block_in_place(|| runtime.block_on(decide))?)
+}
+
+/// The columns a sample of `ranges` implies (`skip_invalid`: leave out
+/// messages that are not JSON objects instead of failing).
+fn sample_columns(
+    job: &Job,
+    connection: &KafkaConnection,
+    settings: &DrainSettings,
+    ranges: &[PartitionRange],
+    stream: &TableSettings,
+    skip_invalid: bool,
+) -> Result<SchemaInference, SetupError> {
+    let keep = stream
+        .columns
+        .as_ref()
+        .map(|k| Arc::new(k.iter().cloned().collect()));
+    infer_columns(
+        connection,
+        settings,
+        ranges,
+        skip_invalid,
+        keep,
+        job.tuning.max_columns,
+    )
+    .map_err(SetupError::Unsupported)
+}
+
+/// A ready-to-paste `[[streams]]` block: mode, the value format when a
+/// registry decides it, the columns as comments.
+fn streams_block(
+    topic: &str,
+    stream: &TableSettings,
+    choice: &FormatChoice,
+    columns: &[(String, String)],
+    renamed: &[(String, String)],
+    job: &Job,
+) -> String {
+    let mut block = format!(
+        "[[streams]]\ntopic = {topic:?}\nmode = {:?}\n",
+        stream.mode.as_str()
+    );
+    if job.registry.is_some() {
+        block.push_str(&format!(
+            "value_format = {:?}  # {}\n",
+            choice.format.as_str(),
+            choice.reason
+        ));
+    }
+    if choice.format.uses_registry() && columns.is_empty() {
+        block.push_str("# columns: from the registry schema at sync start\n");
+    } else {
+        let list: Vec<String> = columns.iter().map(|(n, t)| format!("{n} {t}")).collect();
+        block.push_str(&format!("# columns: {}\n", list.join(", ")));
+    }
+    for (field, column) in renamed {
+        block.push_str(&format!(
+            "# field {field:?} is stored in column {column:?}\n"
+        ));
+    }
+    block
 }
 
 /// Infers payload columns from every message value in `ranges`.

@@ -8,6 +8,9 @@
 //! - [`sync`]: one bounded, exactly-once sync (plan, drain, write, commit;
 //!   see its module doc for the stages).
 //! - [`destination`]: the job's catalog and storage, connected.
+//! - [`registry`]: the job's schema registry, connected, and each table's
+//!   value format decided once (explicit, or from its `<topic>-value`
+//!   subject).
 //! - `columns`: decoder columns <-> Iceberg columns.
 //! - [`log_writer`]: the log's stderr writer, URLs redacted.
 //! - [`hooks`]: the test hooks (crash, pause, small limits), read once.
@@ -18,6 +21,7 @@ pub mod destination;
 pub mod discover;
 pub mod hooks;
 pub mod log_writer;
+pub mod registry;
 pub mod sync;
 
 use std::time::Duration;

@@ -165,6 +165,9 @@ async fn run(cli: Cli, log_capture: Option<LogCapture>) -> anyhow::Result<ExitCo
                         println!("FAIL  {:<13} {text}", step.step);
                     }
                 }
+                for warning in &step.warnings {
+                    println!("WARN  {:<13} {warning}", step.step);
+                }
             }
             Ok(if ok {
                 ExitCode::SUCCESS
@@ -182,6 +185,10 @@ async fn run(cli: Cli, log_capture: Option<LogCapture>) -> anyhow::Result<ExitCo
                     println!(
                         "topic {} ({} partitions, {} messages sampled) -> table {}",
                         t.topic, t.partitions, t.sampled_messages, t.table
+                    );
+                    println!(
+                        "    value format: {} ({})",
+                        t.value_format, t.value_format_reason
                     );
                     for (name, ty) in &t.columns {
                         println!("    {name:<30} {ty}");
