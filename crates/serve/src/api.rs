@@ -280,7 +280,7 @@ async fn test_piece(state: &AppState, kind: PieceKind, id: i64) -> ApiResult<Jso
     let job = crate::runner::resolve_job(&config)
         .map_err(|e| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, e))?;
     let steps = match kind {
-        PieceKind::Source => topicberg_sync::check::check_kafka(&job).await,
+        PieceKind::Source => topicberg_sync::check::check_source(&job).await,
         PieceKind::Destination => topicberg_sync::check::check_destination(&job).await,
     };
     tracing::info!(

@@ -34,7 +34,7 @@ impl PieceKind {
     /// The fields that hold secrets (write-only in the API).
     pub fn secrets(self) -> &'static [&'static str] {
         match self {
-            Self::Source => &["sasl_password"],
+            Self::Source => &["sasl_password", "schema_registry_password"],
             Self::Destination => &["credential", "token", "s3_secret_key"],
         }
     }
@@ -70,7 +70,8 @@ impl PieceError {
 }
 
 /// The piece with every set secret replaced by `{"set": true}`, and the
-/// URLs (`uri`, `oauth2_server_uri`, `s3_endpoint`) through
+/// URLs (`uri`, `oauth2_server_uri`, `s3_endpoint`, `schema_registry_url`)
+/// through
 /// [`redact_urls`](topicberg_core::redact_urls): a password written into a
 /// URL comes back as `***`.
 pub fn redact(kind: PieceKind, piece: &Piece) -> Piece {
@@ -90,7 +91,12 @@ pub fn redact(kind: PieceKind, piece: &Piece) -> Piece {
 }
 
 /// The fields of a piece that hold URLs.
-const URL_FIELDS: [&str; 3] = ["uri", "oauth2_server_uri", "s3_endpoint"];
+const URL_FIELDS: [&str; 4] = [
+    "uri",
+    "oauth2_server_uri",
+    "s3_endpoint",
+    "schema_registry_url",
+];
 
 /// A URL sent back as [`redact`] showed it keeps the stored one (with its
 /// password); any other value replaces it.
@@ -239,8 +245,8 @@ fn piece_table(
     Ok(table)
 }
 
-/// For a run inside the service: the embedded catalog's folder, a CA file
-/// path and the state folder are relative to the data folder (the service's
+/// For a run inside the service: the embedded catalog's folder, the CA
+/// file paths (Kafka's, the schema registry's) and the state folder are relative to the data folder (the service's
 /// working directory is nobody's job-file folder).
 fn absolutize_paths(
     source: &mut toml::Table,
@@ -250,10 +256,12 @@ fn absolutize_paths(
     data_dir: &Path,
 ) {
     let under = |value: &str| data_dir.join(value).display().to_string();
-    if let Some(toml::Value::String(ca)) = source.get("ssl_ca_pem") {
-        if !ca.contains("-----BEGIN") && Path::new(ca).is_relative() {
-            let path = under(ca);
-            source.insert("ssl_ca_pem".into(), toml::Value::String(path));
+    for field in ["ssl_ca_pem", "schema_registry_ca_pem"] {
+        if let Some(toml::Value::String(ca)) = source.get(field) {
+            if !ca.contains("-----BEGIN") && Path::new(ca).is_relative() {
+                let path = under(ca);
+                source.insert(field.into(), toml::Value::String(path));
+            }
         }
     }
     let sql = destination
@@ -628,5 +636,92 @@ mod tests {
             let e = validate_piece(PieceKind::Destination, &dest).unwrap_err();
             assert!(!format!("{e:?}").contains("739152864"), "{e:?}");
         }
+    }
+
+    #[test]
+    fn the_registry_password_is_write_only_and_exported_as_a_placeholder() {
+        let stored = piece(json!({
+            "bootstrap_servers": "b:1", "topic_pattern": "^orders$",
+            "schema_registry_url": "https://sr:8081",
+            "schema_registry_username": "APIKEY",
+            "schema_registry_password": "sr-s3cr3t",
+            "schema_registry_ca_pem": "-----BEGIN CERTIFICATE-----\nMIIB\n",
+        }));
+        validate_piece(PieceKind::Source, &stored).unwrap();
+        let shown = redact(PieceKind::Source, &stored);
+        assert_eq!(shown["schema_registry_password"], json!({"set": true}));
+        assert_eq!(shown["schema_registry_username"], "APIKEY");
+        assert!(!serde_json::to_string(&shown).unwrap().contains("sr-s3cr3t"));
+        let kept = merge_secrets(PieceKind::Source, Some(&stored), shown);
+        assert_eq!(
+            kept, stored,
+            "a form sending back what it was shown keeps it all"
+        );
+
+        let streams = vec![piece(
+            json!({"topic": "orders", "value_format": "avro", "key_format": "json"}),
+        )];
+        let job = JobPieces {
+            name: "j",
+            target_engines: &[],
+            namespace: None,
+            source: &stored,
+            destination: &Piece::new(),
+            sync: &Piece::new(),
+            streams: &streams,
+        };
+        let exported = assemble_job_toml(&job, Secrets::Placeholders).unwrap();
+        assert!(!exported.contains("sr-s3cr3t"), "{exported}");
+        assert!(
+            exported.contains("${TOPICBERG_SOURCE_SCHEMA_REGISTRY_PASSWORD}"),
+            "{exported}"
+        );
+        let split = split_job_toml(&exported).unwrap();
+        assert!(!split.source.contains_key("schema_registry_password"));
+        assert_eq!(split.source["schema_registry_url"], "https://sr:8081");
+        assert_eq!(
+            split.source["schema_registry_ca_pem"],
+            stored["schema_registry_ca_pem"]
+        );
+        assert_eq!(split.streams, streams, "the formats survive export/import");
+
+        let mut by_path = stored.clone();
+        by_path.insert("schema_registry_ca_pem".into(), json!("certs/sr.pem"));
+        let job = JobPieces {
+            source: &by_path,
+            ..job
+        };
+        let real = assemble_job_toml(
+            &job,
+            Secrets::Real {
+                data_dir: Path::new("/data"),
+            },
+        );
+        let real = real.unwrap();
+        assert!(
+            real.contains("schema_registry_ca_pem = \"/data/certs/sr.pem\""),
+            "{real}"
+        );
+        assert!(
+            real.contains("schema_registry_password = \"sr-s3cr3t\""),
+            "{real}"
+        );
+    }
+
+    #[test]
+    fn a_registry_url_with_a_password_is_refused_and_shown_redacted() {
+        let source = piece(json!({
+            "bootstrap_servers": "b:1",
+            "schema_registry_url": "https://key:pw77@sr:8081",
+        }));
+        let e = validate_piece(PieceKind::Source, &source).unwrap_err();
+        assert!(
+            e.message.contains("source.schema_registry_url"),
+            "{}",
+            e.message
+        );
+        assert!(!e.message.contains("pw77"), "{}", e.message);
+        let shown = redact(PieceKind::Source, &source);
+        assert_eq!(shown["schema_registry_url"], "https://key:***@sr:8081");
     }
 }

@@ -79,6 +79,9 @@ pub struct TestStep {
     pub ok: bool,
     /// What was tried.
     pub step: &'static str,
+    /// What may be wrong without failing the step; left out when none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 impl ConnectionTest {
@@ -92,6 +95,7 @@ impl ConnectionTest {
                 },
                 ok: s.outcome.is_ok(),
                 step: s.step,
+                warnings: s.warnings.clone(),
             })
             .collect();
         ConnectionTest {
@@ -319,6 +323,10 @@ pub struct TopicView {
     pub upsert_delete_format: Option<DeleteFormatView>,
     /// Why none fits.
     pub upsert_delete_format_error: Option<String>,
+    /// How its values are read: `json`, `avro`, `protobuf` or `auto`.
+    pub value_format: String,
+    /// Why that format (set in the job, or the registry's subject).
+    pub value_format_reason: String,
 }
 
 impl TopicView {
@@ -351,6 +359,8 @@ impl TopicView {
             topic: topic.topic.clone(),
             upsert_delete_format: format,
             upsert_delete_format_error: error,
+            value_format: topic.value_format.clone(),
+            value_format_reason: topic.value_format_reason.clone(),
         }
     }
 }

@@ -278,6 +278,10 @@ const FIELDS = {
     ["sasl_mechanism", "select", "", ["", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]],
     ["sasl_username", "text", ""],
     ["sasl_password", "secret", "write-only"],
+    ["schema_registry_url", "text", "Confluent-compatible schema registry (http:// or https://), for Avro and Protobuf topics"],
+    ["schema_registry_username", "text", "basic auth user (Confluent Cloud: the API key)"],
+    ["schema_registry_password", "secret", "write-only (Confluent Cloud: the API secret)"],
+    ["schema_registry_ca_pem", "textarea", "https with a private CA: its PEM text, or a file path"],
   ],
   destination: [
     ["catalog", "select", "rest: a REST catalog; sql: the embedded one", ["rest", "sql"]],
@@ -317,6 +321,9 @@ function pieceForm(kind, current) {
     if (type === "select") {
       input = h("select", { id }, options.map((o) => h("option", { value: o }, o || "(none)")));
       input.value = (current && current[name]) || options[0];
+    } else if (type === "textarea") {
+      input = h("textarea", { id, rows: 3 });
+      input.value = (current && current[name]) ?? "";
     } else if (type === "secret") {
       const set = current && current[name] && current[name].set;
       input = h("input", { type: "password", id, autocomplete: "off", placeholder: set ? "(set: leave empty to keep)" : "" });
@@ -329,11 +336,20 @@ function pieceForm(kind, current) {
   const name = h("input", { type: "text", id: `${kind}-name`, value: current ? current.name : "" });
   const msg = h("div", { id: `${kind}-result` });
   const body = () => {
-    const out = { name: name.value };
+    // Start from what is stored, so the fields this form does not show
+    // (consumer_group, ssl_ca_pem, max_threads, ... from an imported job)
+    // are kept; a set secret comes back as {set: true} and is kept too.
+    const out = {};
+    for (const [k, v] of Object.entries(current || {})) if (k !== "id" && k !== "name") out[k] = v;
+    out.name = name.value;
     for (const [k, [type, input]] of Object.entries(inputs)) {
       const v = input.value.trim();
-      if (type === "secret") { if (v) out[k] = v; else if (current && current[k]) out[k] = { set: true }; }
-      else if (v) out[k] = v;
+      if (type === "secret") {
+        if (v) out[k] = v;
+        else if (current && current[k]) out[k] = { set: true };
+        else delete out[k];
+      } else if (v) out[k] = v;
+      else delete out[k];
     }
     return out;
   };
@@ -363,7 +379,9 @@ function pieceForm(kind, current) {
             const steps = r.steps || [];
             const ok = steps.every((s) => s.ok);
             msg.replaceChildren(banner(ok ? "ok" : "bad", ok ? "Connection OK" : "Connection failed"),
-              h("ul", {}, steps.map((s) => h("li", { class: s.ok ? "ok" : "bad" }, `${s.step}: ${s.message}`))));
+              h("ul", {}, steps.map((s) => [
+                h("li", { class: s.ok ? "ok" : "bad" }, `${s.step}: ${s.message}`),
+                (s.warnings || []).map((w) => h("li", { class: "warn" }, `${s.step}: warning: ${w}`))])));
           } catch (e) { msg.replaceChildren(errorBanner(e)); }
         },
       }, "Test connection") : null,
@@ -379,6 +397,10 @@ function pieceForm(kind, current) {
 }
 
 // ---- job form and streams -------------------------------------------------
+
+// A stream's value_format / key_format; "" leaves it to the default
+// (the registry's subject for values, auto with a registry for keys).
+const FORMATS = ["", "json", "avro", "protobuf", "auto"];
 
 const ENGINES = ["spark", "trino", "duckdb", "databricks", "snowflake", "athena", "pyiceberg", "flink", "clickhouse"];
 
@@ -451,29 +473,45 @@ async function streamsPage(id) {
       const o = [...keys.options].find((x) => x.value === k);
       if (o) o.selected = true;
     }
+    const formatSelect = (cls, value) => {
+      const select = h("select", { class: cls },
+        FORMATS.map((f) => h("option", { value: f }, f || "(default)")));
+      select.value = value || "";
+      return select;
+    };
+    const valueFormat = formatSelect("value-format", configured && configured.value_format);
+    const keyFormat = formatSelect("key-format", configured && configured.key_format);
     const fmt = t.upsert_delete_format;
     return {
-      topic: t.topic, tick, mode, keys,
+      topic: t.topic, configured, tick, mode, keys, valueFormat, keyFormat,
       row: h("tr", { id: `stream-${t.topic}` },
         h("td", {}, tick), h("td", {}, t.topic), h("td", {}, t.partitions),
         h("td", { class: "cols" }, t.columns.map((c) => `${c.name}: ${c.type}`).join(", ")),
+        h("td", {}, valueFormat, h("div", { class: "hint" }, `reads ${t.value_format}: ${t.value_format_reason}`)),
+        h("td", {}, keyFormat),
         h("td", {}, mode), h("td", {}, keys),
         h("td", { class: "cols" }, fmt ? `${fmt.label} (v${fmt.format_version}): ${fmt.reason}` : h("span", { class: "bad" }, t.upsert_delete_format_error || "-"))),
     };
   });
   show(
     h("h1", {}, `Streams of ${job.name}`),
-    h("p", {}, "Topics matching ", h("code", {}, found.topic_pattern || "(the job's streams)"), "; columns inferred from a sample."),
+    h("p", {}, "Topics matching ", h("code", {}, found.topic_pattern || "(the job's streams)"), "; columns inferred from a sample (Avro and Protobuf topics: from their schema at sync start)."),
     h("label", { for: "streams-namespace" }, "Iceberg namespace"), namespace,
     h("table", { id: "streams-table" },
-      h("tr", {}, ["Sync", "Topic", "Partitions", "Columns", "Mode", "Dedup keys", "Upsert delete format"].map((t) => h("th", {}, t))),
+      h("tr", {}, ["Sync", "Topic", "Partitions", "Columns", "Value format", "Key format", "Mode", "Dedup keys", "Upsert delete format"].map((t) => h("th", {}, t))),
       rows.map((r) => r.row)),
     h("p", {}, h("button", {
       class: "primary", type: "button", id: "streams-save",
       onclick: async () => {
         const streams = rows.filter((r) => r.tick.checked).map((r) => {
-          const s = { topic: r.topic, mode: r.mode.value };
+          // The stored entry's other settings (on_invalid, columns, table,
+          // ...) are kept: this page does not show them.
+          const s = { ...(r.configured || {}), topic: r.topic, mode: r.mode.value };
           if (r.mode.value === "upsert") s.dedup_keys = [...r.keys.selectedOptions].map((o) => o.value);
+          else { delete s.dedup_keys; delete s.delete_format; }
+          for (const [field, select] of [["value_format", r.valueFormat], ["key_format", r.keyFormat]]) {
+            if (select.value) s[field] = select.value; else delete s[field];
+          }
           return s;
         });
         const body = { ...job, namespace: namespace.value === found.namespace ? job.namespace : namespace.value, streams };

@@ -193,27 +193,30 @@ fn pieces_and_small_answers() {
 
 #[test]
 fn connection_tests() {
+    let mut warned = CheckStep::new("format", Ok("orders: avro".into()));
+    warned.warnings.push("no subject".into());
     let steps = [
-        CheckStep {
-            step: "brokers",
-            outcome: Ok("reached".into()),
-        },
-        CheckStep {
-            step: "auth",
-            outcome: Err("refused".into()),
-        },
+        CheckStep::new("brokers", Ok("reached".into())),
+        CheckStep::new("auth", Err("refused".into())),
+        warned,
     ];
     let expected = |steps: &[CheckStep]| {
         let ok = !steps.is_empty() && steps.iter().all(|s| s.outcome.is_ok());
         json!({
             "ok": ok,
-            "steps": steps.iter().map(|s| match &s.outcome {
-                Ok(text) => json!({"step": s.step, "ok": true, "message": text}),
-                Err(text) => json!({"step": s.step, "ok": false, "message": text}),
+            "steps": steps.iter().map(|s| {
+                let mut step = match &s.outcome {
+                    Ok(text) => json!({"step": s.step, "ok": true, "message": text}),
+                    Err(text) => json!({"step": s.step, "ok": false, "message": text}),
+                };
+                if !s.warnings.is_empty() {
+                    step["warnings"] = json!(s.warnings);
+                }
+                step
             }).collect::<Vec<_>>(),
         })
     };
-    for steps in [&steps[..], &steps[..1], &[]] {
+    for steps in [&steps[..], &steps[..1], &steps[2..], &[]] {
         same(&ConnectionTest::new(steps), expected(steps));
     }
 }
@@ -244,6 +247,8 @@ fn topic_json(
             Err(_) => Value::Null,
         },
         "upsert_delete_format_error": upsert.clone().err(),
+        "value_format": topic.value_format,
+        "value_format_reason": topic.value_format_reason,
     })
 }
 
@@ -253,6 +258,8 @@ fn streams() {
         topic: "orders".into(),
         partitions: 3,
         sampled_messages: 10,
+        value_format: "json".into(),
+        value_format_reason: "set in the job".into(),
         columns: vec![
             ("id".into(), "long".into()),
             ("at".into(), "timestamp".into()),
