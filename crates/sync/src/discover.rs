@@ -9,7 +9,9 @@ use std::time::Duration;
 
 use serde::Serialize;
 use tokio::runtime::Handle;
-use topicberg_core::{Job, SchemaInference, TableSettings, ValueFormat};
+use topicberg_core::{
+    ColumnNames, Job, RegistryValues, SchemaInference, TableSettings, ValueFormat,
+};
 use topicberg_kafka::{
     drain, read_partition_states, select_topics, DrainSettings, KafkaConnection, PartitionRange,
     RegistryClient,
@@ -17,7 +19,8 @@ use topicberg_kafka::{
 
 use crate::destination::SetupError;
 use crate::registry::{
-    connect_registry, decide_value_format, format_without_registry, FormatChoice,
+    connect_registry, decide_value_format, format_without_registry, schema_source, FormatChoice,
+    FormatReason,
 };
 use crate::{KAFKA_TIMEOUT, SAMPLE_PER_PARTITION};
 
@@ -35,9 +38,10 @@ pub struct DiscoveredTopic {
     /// Why that format: `set in the job`, `subject orders-value version 3
     /// is AVRO (schema id 12)`, `no subject orders-value in the registry`.
     pub value_format_reason: String,
-    /// Inferred payload columns, in first-seen order: (name, Iceberg type).
-    /// Empty for Avro and Protobuf topics (their schema gives the columns
-    /// at sync start).
+    /// Payload columns, in first-seen order: (name, Iceberg type). JSON:
+    /// inferred from the sample; Avro and Protobuf: the fields of the
+    /// `<topic>-value` subject's latest schema (empty without a subject:
+    /// the writer schemas decide at sync start).
     pub columns: Vec<(String, String)>,
     /// `(field, column)` for each field stored under another name: its own
     /// is a metadata column's, or differs only in case from an earlier
@@ -79,15 +83,11 @@ pub fn discover(job: &Job) -> Result<Vec<DiscoveredTopic>, SetupError> {
         let stream = job.table_for(&topic.name);
         let choice = value_format(registry.as_deref(), &stream)?;
         let (inference, columns) = match choice.format {
-            // TODO(registry columns): the columns of an Avro or Protobuf
-            // topic come from its schema, through the decoder's
-            // `topicberg_core::decode::registry_columns(&RegisteredSchema)
-            // -> Result<Vec<(String, ColumnType)>, _>` (being written):
-            // fetch the subject's latest schema (`RegistryClient::schema`
-            // with `FormatReason::Subject`'s id) and list its columns here.
-            // Until then they are reported empty, and the sample (not JSON)
-            // is not read.
-            ValueFormat::Avro | ValueFormat::Protobuf => (None, Vec::new()),
+            // The columns of the subject's latest schema (the sync takes
+            // them from the writer schemas of the messages it samples).
+            ValueFormat::Avro | ValueFormat::Protobuf => {
+                (None, schema_columns(registry.as_ref(), &choice, &stream))
+            }
             // `auto`: framed messages are not JSON and are left out of the
             // sample; the plain JSON ones give the columns.
             format => {
@@ -137,6 +137,44 @@ fn value_format(
     Ok(tokio::task::block_in_place(|| runtime.block_on(decide))?)
 }
 
+/// The payload columns of the `<topic>-value` subject's latest schema,
+/// named as the decoder names them; empty (with a warning in the log) when
+/// there is no subject or its schema cannot become columns yet.
+fn schema_columns(
+    registry: Option<&Arc<RegistryClient>>,
+    choice: &FormatChoice,
+    stream: &TableSettings,
+) -> Vec<(String, String)> {
+    let (Some(client), FormatReason::Subject(version)) = (registry, &choice.reason) else {
+        return Vec::new();
+    };
+    let values = RegistryValues::new(choice.format, schema_source(client));
+    let fields = match values.fields_of(version.id) {
+        Ok(fields) => fields.unwrap_or_default(),
+        Err(e) => {
+            tracing::warn!(
+                topic = %stream.topic, schema_id = version.id, reason = ?e,
+                "the subject's schema does not give columns yet; the sync decides them"
+            );
+            return Vec::new();
+        }
+    };
+    let mut names = ColumnNames::new();
+    fields
+        .into_iter()
+        .filter(|(field, _)| {
+            stream
+                .columns
+                .as_ref()
+                .is_none_or(|keep| keep.contains(field))
+        })
+        .filter_map(|(field, ty)| {
+            let column = names.assign(&field).ok()?;
+            Some((column, ty.iceberg_type().to_string()))
+        })
+        .collect()
+}
+
 /// The columns a sample of `ranges` implies (`skip_invalid`: leave out
 /// messages that are not JSON objects instead of failing).
 fn sample_columns(
@@ -184,7 +222,7 @@ fn streams_block(
         ));
     }
     if choice.format.uses_registry() && columns.is_empty() {
-        block.push_str("# columns: from the registry schema at sync start\n");
+        block.push_str("# columns: from the writer schemas at sync start\n");
     } else {
         let list: Vec<String> = columns.iter().map(|(n, t)| format!("{n} {t}")).collect();
         block.push_str(&format!("# columns: {}\n", list.join(", ")));
