@@ -220,6 +220,25 @@ impl ColumnType {
         }
     }
 
+    /// The type with every nested field id 0: what two types that differ
+    /// only in how a catalog numbered their fields have in common.
+    pub fn without_field_ids(&self) -> ColumnType {
+        let cleared = |f: &NestedField| NestedField {
+            field_id: 0,
+            ty: f.ty.without_field_ids(),
+            ..f.clone()
+        };
+        match self {
+            ColumnType::Struct(fields) => ColumnType::Struct(fields.iter().map(cleared).collect()),
+            ColumnType::List(element) => ColumnType::List(Arc::new(cleared(element))),
+            ColumnType::Map(kv) => ColumnType::Map(Arc::new(MapFields {
+                key: cleared(&kv.key),
+                value: cleared(&kv.value),
+            })),
+            other => other.clone(),
+        }
+    }
+
     /// Its direct nested fields (struct fields, list element, map key and
     /// value).
     pub fn nested_fields(&self) -> Box<dyn Iterator<Item = &NestedField> + '_> {

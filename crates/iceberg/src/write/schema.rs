@@ -245,7 +245,9 @@ pub fn schema_differences(wanted: &[Column], table: &Schema) -> Vec<String> {
     for i in 0..wanted.len().max(have.len()) {
         match (wanted.get(i), have.get(i)) {
             (Some(w), Some(h)) => {
-                if w.name != h.name || w.column_type != h.column_type || w.required != h.required {
+                let same_type =
+                    w.column_type.without_field_ids() == h.column_type.without_field_ids();
+                if w.name != h.name || !same_type || w.required != h.required {
                     out.push(format!(
                         "column {i}: wanted {} {:?}{}, table has {} {:?}{}",
                         w.name,

@@ -95,6 +95,7 @@ pub async fn run_sync_with(job: &Job, options: SyncOptions) -> Result<SyncReport
         },
         connection,
         olake_timestamp_micros: now_micros(),
+        registry: crate::registry::connect_registry(job)?,
     };
 
     let mut tables = stages::plan_tables(&ctx, &selection.selected, &states).await;

@@ -18,8 +18,9 @@ use topicberg_kafka::{drain, DrainSettings, KafkaConnection, PartitionRange};
 /// What sampling found.
 #[derive(Debug, Default)]
 pub(super) struct SampledSchemas {
-    /// Writer schema ids, in first-seen order.
-    ids: Vec<u32>,
+    /// Writer schema ids in first-seen order, with their fields (`None`:
+    /// a JSON Schema, or one that cannot give columns and is skipped).
+    ids: Vec<(u32, Option<Vec<(String, ColumnType)>>)>,
     /// Plain JSON values (in `auto`), inferred.
     json: Option<SchemaInference>,
 }
@@ -44,8 +45,17 @@ pub(super) fn sample_columns(
         let Some(value) = record.value else {
             return Ok(());
         };
+        let at = || format!("{}[{}]@{}", record.topic, record.partition, record.offset);
         match framing(value) {
-            Some(f) if !found.ids.contains(&f.schema_id) => found.ids.push(f.schema_id),
+            Some(f) if !found.ids.iter().any(|(id, _)| *id == f.schema_id) => {
+                let fields = match registry.fields_of(f.schema_id) {
+                    Ok(fields) => fields,
+                    Err(DecodeErrorKind::Registry(e)) => return Err(SampleError(e.to_string())),
+                    Err(_) if skip_invalid => None,
+                    Err(e) => return Err(SampleError(format!("{}: {}", at(), kind_text(&e)))),
+                };
+                found.ids.push((f.schema_id, fields));
+            }
             Some(_) => {}
             None if registry.format == ValueFormat::Auto => {
                 let json = found
@@ -53,44 +63,35 @@ pub(super) fn sample_columns(
                     .get_or_insert_with(|| SchemaInference::new().keep_only(keep.clone()));
                 if let Err(e) = json.add(value) {
                     if !skip_invalid {
-                        return Err(SampleError(format!(
-                            "{}[{}]@{}: {e}",
-                            record.topic, record.partition, record.offset
-                        )));
+                        return Err(SampleError(format!("{}: {e}", at())));
                     }
                 }
             }
             None if skip_invalid => {}
             None => {
                 return Err(SampleError(format!(
-                    "{}[{}]@{}: value is not schema-registry framed, but the stream's value_format is {}",
-                    record.topic, record.partition, record.offset, registry.format
+                    "{}: value is not schema-registry framed, but the stream's value_format is {}",
+                    at(),
+                    registry.format
                 )))
             }
         }
         Ok(())
     })
     .map_err(|e| format!("sampling messages: {e}"))?;
-    merge(found, registry, skip_invalid, keep.as_deref())
+    merge(found, skip_invalid, keep.as_deref())
 }
 
 /// The fields of every sampled schema merged into one column list, named
 /// as the decoder names them.
 fn merge(
     found: SampledSchemas,
-    registry: &RegistryValues,
     skip_invalid: bool,
     keep: Option<&HashSet<String>>,
 ) -> Result<Vec<(String, ColumnType)>, String> {
     let mut fields: Vec<(String, ColumnType)> = Vec::new();
-    for id in &found.ids {
-        let declared = match registry.fields_of(*id) {
-            Ok(Some(declared)) => declared,
-            Ok(None) => continue,
-            Err(DecodeErrorKind::Registry(e)) => return Err(e.to_string()),
-            Err(_) if skip_invalid => continue,
-            Err(e) => return Err(format!("schema id {id}: {}", kind_text(&e))),
-        };
+    for (id, declared) in found.ids {
+        let Some(declared) = declared else { continue };
         for (name, ty) in declared {
             if keep.is_some_and(|k| !k.contains(&name)) {
                 continue;

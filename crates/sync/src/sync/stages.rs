@@ -12,7 +12,7 @@ use topicberg_core::{Job, RegistryValues, TableColumns, TableSettings};
 use topicberg_iceberg::{CatalogErrorKind, Destination, IcebergErrorKind, TableHandle};
 use topicberg_kafka::{
     commit_group_offsets, DrainSettings, KafkaConnection, PartitionRange, PartitionState,
-    SelectedTopic,
+    RegistryClient, SelectedTopic,
 };
 
 use super::commit::{commit_table, remove_uncommitted};
@@ -23,6 +23,7 @@ use super::table::{Stage, TableState};
 use crate::columns::{iceberg_columns, table_columns};
 use crate::destination::iceberg_format;
 use crate::hooks;
+use crate::registry::{decide_value_format, schema_source};
 use crate::SAMPLE_PER_PARTITION;
 
 /// What every stage needs: the job, its Kafka cluster and its catalog.
@@ -32,6 +33,8 @@ pub(super) struct SyncContext<'a> {
     pub(super) destination: Destination,
     pub(super) drain: DrainSettings,
     pub(super) olake_timestamp_micros: i64,
+    /// The job's schema registry, when it names one.
+    pub(super) registry: Option<Arc<RegistryClient>>,
 }
 
 /// Plan: each selected topic's table loaded (if it exists), its recorded
@@ -58,13 +61,35 @@ pub(super) async fn plan_tables(
                 "upsert stream"
             );
         }
+        value_format(ctx, &mut state).await;
         plan_table(ctx, &mut state).await;
         tables.push(state);
     }
     tables
 }
 
+/// How the table's values are read, decided once: registry-framed values
+/// get the registry's schemas (cached for the sync), JSON gets none.
+async fn value_format(ctx: &SyncContext<'_>, state: &mut TableState) {
+    match decide_value_format(ctx.registry.as_deref(), &state.settings).await {
+        Ok(choice) => {
+            tracing::info!(
+                topic = %state.settings.topic, value_format = %choice.format, reason = %choice.reason,
+                "value format"
+            );
+            if let (true, Some(client)) = (choice.format.uses_registry(), &ctx.registry) {
+                let values = RegistryValues::new(choice.format, schema_source(client));
+                state.registry = Some(Arc::new(values));
+            }
+        }
+        Err(e) => state.fail(Stage::Plan, e.to_string()),
+    }
+}
+
 async fn plan_table(ctx: &SyncContext<'_>, state: &mut TableState) {
+    if state.failed() {
+        return;
+    }
     let namespace = ctx.job.namespace_path();
     match ctx
         .destination

@@ -173,7 +173,11 @@ fn read_everywhere(catalog: Catalog, table: &str, engines: &[&str]) -> Vec<Value
     let first = read_lines(engines[0], catalog, table);
     for engine in &engines[1..] {
         let other = read_lines(engine, catalog, table);
-        assert_eq!(other, first, "{engine} and {} disagree on {table}", engines[0]);
+        assert_eq!(
+            other, first,
+            "{engine} and {} disagree on {table}",
+            engines[0]
+        );
     }
     first
         .lines()
@@ -240,7 +244,10 @@ fn avro_orders_two_syncs(catalog: Catalog, upsert: bool) {
     let second = orders("second", true);
     let summary = produce_registry(&topic, "avro", &orders_v2(), &second);
     let v2_id = summary["value_schema_id"].as_i64().unwrap();
-    assert_ne!(v1_id, v2_id, "the new optional field is a new schema version");
+    assert_ne!(
+        v1_id, v2_id,
+        "the new optional field is a new schema version"
+    );
     let report = job.sync();
     let t = table_report(&report, &table);
     assert_eq!(t["records"], second.len());
@@ -251,8 +258,16 @@ fn avro_orders_two_syncs(catalog: Catalog, upsert: bool) {
 
     let rows = read_everywhere(catalog, &table, &["duckdb", "pyiceberg", "spark"]);
     let fields = [
-        "id", "customer_id", "product", "amount", "status", "created_at", "updated_at",
-        "shipping", "tags", "coupon",
+        "id",
+        "customer_id",
+        "product",
+        "amount",
+        "status",
+        "created_at",
+        "updated_at",
+        "shipping",
+        "tags",
+        "coupon",
     ];
     let mut model: BTreeMap<i64, Value> = BTreeMap::new();
     let mut appended = Vec::new();
@@ -271,7 +286,12 @@ fn avro_orders_two_syncs(catalog: Catalog, upsert: bool) {
         // Repeated ids keep one row each in `payload_by_id`: compare all.
         let mut all: Vec<Value> = rows
             .iter()
-            .map(|r| payload_by_id(std::slice::from_ref(r), &fields).into_values().next().unwrap())
+            .map(|r| {
+                payload_by_id(std::slice::from_ref(r), &fields)
+                    .into_values()
+                    .next()
+                    .unwrap()
+            })
             .collect();
         all.sort_by_key(|v| v.to_string());
         assert_eq!(all, appended);
@@ -299,13 +319,25 @@ fn avro_customers_upsert_default_format_comes_from_the_registry() {
     let streams =
         format!("[[streams]]\ntopic = \"{topic}\"\nmode = \"upsert\"\ndedup_keys = [\"id\"]\n");
     let registry = get("TESTBED_SCHEMA_REGISTRY_URL");
-    let job = Job::new(Catalog::Fixture, &[&topic], &registry_source(&registry), &streams);
+    let job = Job::new(
+        Catalog::Fixture,
+        &[&topic],
+        &registry_source(&registry),
+        &streams,
+    );
     job.sync();
-    let rows = read_everywhere(Catalog::Fixture, &job.table(&topic), &["duckdb", "pyiceberg"]);
+    let rows = read_everywhere(
+        Catalog::Fixture,
+        &job.table(&topic),
+        &["duckdb", "pyiceberg"],
+    );
     let by_id = payload_by_id(&rows, &["name", "city", "tier", "updated_at"]);
     assert_eq!(by_id.len(), 10, "8 customers, 2 new ones, 2 updated");
     assert_eq!(by_id[&9]["city"], "Pune");
-    assert_eq!(by_id[&3]["updated_at"], canonical_ts("2026-10-30T09:05:41+00:00"));
+    assert_eq!(
+        by_id[&3]["updated_at"],
+        canonical_ts("2026-10-30T09:05:41+00:00")
+    );
 }
 
 fn protobuf_orders_two_syncs(catalog: Catalog, upsert: bool) {
@@ -326,7 +358,16 @@ fn protobuf_orders_two_syncs(catalog: Catalog, upsert: bool) {
     job.sync();
     let table = job.table(&topic);
     let rows = read_everywhere(catalog, &table, &["duckdb", "pyiceberg", "spark"]);
-    let fields = ["id", "product", "amount", "status", "created_at", "shipping", "tags", "coupon"];
+    let fields = [
+        "id",
+        "product",
+        "amount",
+        "status",
+        "created_at",
+        "shipping",
+        "tags",
+        "coupon",
+    ];
     let mut model = BTreeMap::new();
     for o in first.iter().chain(&second) {
         let mut e = json!({
@@ -381,7 +422,12 @@ fn registry_down_mid_sync_fails_the_table_naming_registry_and_id_and_commits_not
     produce_registry(&topic, "avro", ORDERS_V1, &first);
     let proxy = FaultProxy::start(&get("TESTBED_SCHEMA_REGISTRY_URL"));
     let streams = format!("[[streams]]\ntopic = \"{topic}\"\nvalue_format = \"avro\"\n");
-    let job = Job::new(Catalog::Fixture, &[&topic], &registry_source(&proxy.uri), &streams);
+    let job = Job::new(
+        Catalog::Fixture,
+        &[&topic],
+        &registry_source(&proxy.uri),
+        &streams,
+    );
     job.sync();
     let table = job.table(&topic);
     let before = read_lines("duckdb", Catalog::Fixture, &table);
@@ -390,14 +436,25 @@ fn registry_down_mid_sync_fails_the_table_naming_registry_and_id_and_commits_not
     let second = orders("second", true);
     let v2 = produce_registry(&topic, "avro", &orders_v2(), &second);
     let id = v2["value_schema_id"].as_i64().unwrap();
-    proxy.add(Rule::new(Fault::Status(503)).path_contains("/schemas/ids/").until_reset());
+    proxy.add(
+        Rule::new(Fault::Status(503))
+            .path_contains("/schemas/ids/")
+            .until_reset(),
+    );
     let (stderr, report) = failing_sync(&job);
     let t = table_report(&report, &table);
     assert_eq!(t["status"], "failed", "{t}");
     let error = t["error"].as_str().unwrap_or_default();
     assert!(error.contains(&format!("schema id {id}")), "{error}");
-    assert!(error.contains(&proxy.uri.clone().trim_end_matches('/').to_string()), "{error}\n{stderr}");
-    assert_eq!(read_lines("duckdb", Catalog::Fixture, &table), before, "nothing committed");
+    assert!(
+        error.contains(&proxy.uri.clone().trim_end_matches('/').to_string()),
+        "{error}\n{stderr}"
+    );
+    assert_eq!(
+        read_lines("duckdb", Catalog::Fixture, &table),
+        before,
+        "nothing committed"
+    );
 
     proxy.reset();
     let report = job.sync();
@@ -434,22 +491,43 @@ fn unknown_id_unframed_and_truncated_messages_follow_on_invalid_with_offset_and_
 
     // fail: the first bad message fails the table, naming its offset.
     let streams = format!("[[streams]]\ntopic = \"{topic}\"\nvalue_format = \"avro\"\n");
-    let job = Job::new(Catalog::Fixture, &[&topic], &registry_source(&registry), &streams);
+    let job = Job::new(
+        Catalog::Fixture,
+        &[&topic],
+        &registry_source(&registry),
+        &streams,
+    );
     let (_, report) = failing_sync(&job);
     let error = table_report(&report, &job.table(&topic))["error"].to_string();
-    assert!(error.contains("@3") && error.contains("schema id 999999"), "{error}");
-    assert_eq!(try_read("duckdb", Catalog::Fixture, &job.table(&topic)).status.code(), Some(4));
+    assert!(
+        error.contains("@3") && error.contains("schema id 999999"),
+        "{error}"
+    );
+    assert_eq!(
+        try_read("duckdb", Catalog::Fixture, &job.table(&topic))
+            .status
+            .code(),
+        Some(4)
+    );
 
     // dlq: the three land in the dead-letter table with their reasons.
     let streams = format!(
         "[[streams]]\ntopic = \"{topic}\"\nvalue_format = \"avro\"\non_invalid = \"dlq\"\n"
     );
-    let job = Job::new(Catalog::Fixture, &[&topic], &registry_source(&registry), &streams);
+    let job = Job::new(
+        Catalog::Fixture,
+        &[&topic],
+        &registry_source(&registry),
+        &streams,
+    );
     let report = job.sync();
     let table = job.table(&topic);
     assert_eq!(table_report(&report, &table)["records"], 5);
     let dead = read_lines("duckdb", Catalog::Fixture, &format!("{table}__dlq"));
-    let dead: Vec<Value> = dead.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let dead: Vec<Value> = dead
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     assert_eq!(dead.len(), 3, "{dead:?}");
     let text = serde_json::to_string(&dead).unwrap();
     assert!(text.contains("schema id 999999 is unknown"), "{text}");
@@ -464,7 +542,10 @@ fn a_schema_change_iceberg_cannot_follow_is_invalid_naming_both_schema_ids() {
     let first = orders("first", false);
     let v1 = produce_registry(&topic, "avro", ORDERS_V1, &first[..4]);
     // id becomes a string: a new subject version only with compatibility NONE.
-    let v3 = ORDERS_V1.replace(r#"{"name":"id","type":"long"}"#, r#"{"name":"id","type":"string"}"#);
+    let v3 = ORDERS_V1.replace(
+        r#"{"name":"id","type":"long"}"#,
+        r#"{"name":"id","type":"string"}"#,
+    );
     let changed: Vec<Value> = first[4..6]
         .iter()
         .map(|o| {
@@ -483,21 +564,36 @@ fn a_schema_change_iceberg_cannot_follow_is_invalid_naming_both_schema_ids() {
         .collect();
     let v3_summary = run_producer(
         &topic,
-        &["--value-format", "avro", "--value-schema", file.to_str().unwrap(), "--compatibility", "NONE"],
+        &[
+            "--value-format",
+            "avro",
+            "--value-schema",
+            file.to_str().unwrap(),
+            "--compatibility",
+            "NONE",
+        ],
         &lines,
     );
     let registry = get("TESTBED_SCHEMA_REGISTRY_URL");
     let streams = format!(
         "[[streams]]\ntopic = \"{topic}\"\nvalue_format = \"avro\"\non_invalid = \"skip\"\n"
     );
-    let job = Job::new(Catalog::Fixture, &[&topic], &registry_source(&registry), &streams);
+    let job = Job::new(
+        Catalog::Fixture,
+        &[&topic],
+        &registry_source(&registry),
+        &streams,
+    );
     let log = job.scratch_file("sync.log");
     let report = job.sync_logged(&log);
     let t = table_report(&report, &job.table(&topic));
     assert_eq!(t["records"], 4);
     assert_eq!(t["skipped_records"], 2, "{t}");
     let log = std::fs::read_to_string(&log).unwrap();
-    let (old, new) = (v1["value_schema_id"].as_i64().unwrap(), v3_summary["value_schema_id"].as_i64().unwrap());
+    let (old, new) = (
+        v1["value_schema_id"].as_i64().unwrap(),
+        v3_summary["value_schema_id"].as_i64().unwrap(),
+    );
     assert!(
         log.contains(&format!("schema id {new}")) && log.contains(&format!("schema id {old}")),
         "{log}"
