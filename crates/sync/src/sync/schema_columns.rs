@@ -15,12 +15,15 @@ use topicberg_core::{
 };
 use topicberg_kafka::{drain, DrainSettings, KafkaConnection, PartitionRange};
 
+/// Payload fields and the column type each is stored as.
+type Fields = Vec<(String, ColumnType)>;
+
 /// What sampling found.
 #[derive(Debug, Default)]
 pub(super) struct SampledSchemas {
     /// Writer schema ids in first-seen order, with their fields (`None`:
     /// a JSON Schema, or one that cannot give columns and is skipped).
-    ids: Vec<(u32, Option<Vec<(String, ColumnType)>>)>,
+    ids: Vec<(u32, Option<Fields>)>,
     /// Plain JSON values (in `auto`), inferred.
     json: Option<SchemaInference>,
 }
