@@ -294,6 +294,36 @@ impl BatchDecoder {
         })
     }
 
+    /// Whether the upsert key is read from the message key alone (every
+    /// part a `_kafka_key.<field>`), so a tombstone names the row it
+    /// deletes ([`BatchDecoder::key_olake_id`]).
+    pub fn key_from_message_key(&self) -> bool {
+        self.key_columns
+            .as_ref()
+            .is_some_and(|keys| keys.iter().all(|k| matches!(k, KeyPart::KeyField(_))))
+    }
+
+    /// `_olake_id` of the row a record's key identifies, when
+    /// [`BatchDecoder::key_from_message_key`]: what its tombstone deletes.
+    pub fn key_olake_id(&mut self, record: &SourceRecord<'_>) -> Result<String, DecodeError> {
+        self.scratch.clear();
+        self.scratch.push(b'K');
+        for part in self.key_columns.iter_mut().flatten() {
+            let KeyPart::KeyField(f) = part else {
+                unreachable!("asked only when every key part is a key field")
+            };
+            f.encode(self.registry.as_deref(), record.key, &mut self.scratch)
+                .map_err(|kind| {
+                    let field = format!("{KEY_FIELD_PREFIX}{}", f.name());
+                    error(record, Some(field), kind)
+                })?;
+        }
+        let hex = hash_hex(&self.scratch);
+        Ok(std::str::from_utf8(&hex)
+            .expect("hex digits are ASCII")
+            .to_owned())
+    }
+
     /// The schema of the batches [`BatchDecoder::finish`] returns.
     pub fn schema(&self) -> SchemaRef {
         self.schema.clone()

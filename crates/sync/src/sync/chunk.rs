@@ -273,15 +273,19 @@ impl<'a> ChunkWriter<'a> {
                 self.send_batch()?;
                 continue;
             }
+            if e.kind == DecodeErrorKind::Tombstone && self.decoder.key_from_message_key() {
+                let id = match self.decoder.key_olake_id(record) {
+                    Ok(id) => id,
+                    Err(e) => return Ok(Decoded::Invalid(e)),
+                };
+                let hash = parse_key_hash(&id).expect("32 hex digits");
+                self.send(Item::Tombstone(self.index, hash, version_of(record)))?;
+                return Ok(Decoded::Tombstone);
+            }
             if self.tombstones_delete && e.kind == DecodeErrorKind::Tombstone {
                 if let Some(key) = record.key {
                     let hash = parse_key_hash(&kafka_key_olake_id(key)).expect("32 hex digits");
-                    let version = Version {
-                        timestamp: record.timestamp_ms.map_or(i64::MIN, |ms| ms * 1000),
-                        partition: record.partition,
-                        offset: record.offset,
-                    };
-                    self.send(Item::Tombstone(self.index, hash, version))?;
+                    self.send(Item::Tombstone(self.index, hash, version_of(record)))?;
                     return Ok(Decoded::Tombstone);
                 }
             }
@@ -358,6 +362,15 @@ impl<'a> ChunkWriter<'a> {
             }
             Err(e) => Err(e.to_string()),
         }
+    }
+}
+
+/// A message's version, to order the messages of one key.
+fn version_of(record: &SourceRecord<'_>) -> Version {
+    Version {
+        timestamp: record.timestamp_ms.map_or(i64::MIN, |ms| ms * 1000),
+        partition: record.partition,
+        offset: record.offset,
     }
 }
 

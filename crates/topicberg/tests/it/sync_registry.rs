@@ -599,3 +599,60 @@ fn a_schema_change_iceberg_cannot_follow_is_invalid_naming_both_schema_ids() {
         "{log}"
     );
 }
+
+const ORDER_KEY: &str = r#"{"type":"record","name":"OrderKey","namespace":"shop","fields":[
+  {"name":"region","type":"string"},{"name":"id","type":"long"}]}"#;
+
+#[test]
+fn avro_keys_upsert_on_a_key_field_and_their_tombstones_delete() {
+    let topic = unique_name("orders_avro_keyed");
+    create_topic(&topic, 2);
+    let dir = std::env::temp_dir().join(unique_name("schemas"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (value_file, key_file) = (dir.join("value.avsc"), dir.join("key.avsc"));
+    std::fs::write(&value_file, ORDERS_V1).unwrap();
+    std::fs::write(&key_file, ORDER_KEY).unwrap();
+    let args = [
+        "--value-format",
+        "avro",
+        "--value-schema",
+        value_file.to_str().unwrap(),
+        "--key-format",
+        "avro",
+        "--key-schema",
+        key_file.to_str().unwrap(),
+        "--partition-by-key",
+    ];
+    let line = |id: i64, value: Option<&Value>| {
+        json!({"key": {"region": "eu", "id": id}, "value": value}).to_string() + "\n"
+    };
+    let first = orders("first", false);
+    let lines: String = first
+        .iter()
+        .map(|o| line(o["id"].as_i64().unwrap(), Some(o)))
+        .collect();
+    run_producer(&topic, &args, &lines);
+    let registry = get("TESTBED_SCHEMA_REGISTRY_URL");
+    let streams = format!(
+        "[[streams]]\ntopic = \"{topic}\"\nmode = \"upsert\"\ndedup_keys = [\"_kafka_key.id\"]\n"
+    );
+    let job = Job::new(
+        Catalog::Fixture,
+        &[&topic],
+        &registry_source(&registry),
+        &streams,
+    );
+    job.sync();
+    // Orders 2 and 5 are deleted by tombstones; order 7 changes status.
+    let mut seven = first[6].clone();
+    seven["status"] = json!("delivered");
+    let lines = line(2, None) + &line(5, None) + &line(7, Some(&seven));
+    run_producer(&topic, &args, &lines);
+    job.sync();
+    let table = job.table(&topic);
+    let rows = read_everywhere(Catalog::Fixture, &table, &["duckdb", "pyiceberg", "spark"]);
+    let by_id = payload_by_id(&rows, &["status"]);
+    assert_eq!(by_id.len(), first.len() - 2);
+    assert!(!by_id.contains_key(&2) && !by_id.contains_key(&5));
+    assert_eq!(by_id[&7]["status"], "delivered");
+}
