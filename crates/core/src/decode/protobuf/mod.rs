@@ -39,7 +39,8 @@
 //!   bytes): what every Protobuf reader sees. A field with presence (proto3
 //!   `optional`, proto2 fields, messages, oneof members, wrappers) reads
 //!   null when not sent. A repeated field or map not sent is empty, not
-//!   null.
+//!   null. A map entry without its key or value reads the default (a
+//!   message value: the message with every field absent).
 //! - **Wire**: unknown field numbers are read past (groups included);
 //!   packed and unpacked repeated scalars are both read; a singular field
 //!   sent more than once: the last value wins, and messages merge (every

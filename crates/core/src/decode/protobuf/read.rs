@@ -404,7 +404,7 @@ pub fn read_message(
 /// its fields' buffers, scanning at `depth`.
 fn message_into<'e>(
     op: &MessageOp,
-    occurrences: impl Iterator<Item = &'e Entry>,
+    mut occurrences: impl Iterator<Item = &'e Entry>,
     body: &[u8],
     scratch: &mut Scratch,
     depth: usize,
@@ -413,8 +413,7 @@ fn message_into<'e>(
     let mut frame = scratch.take(depth);
     frame.reset(op.fields.len(), op.oneofs);
     let result = occurrences
-        .map(|e| frame.scan(op, body, e.range()))
-        .collect::<Result<(), Fault>>()
+        .try_for_each(|e| frame.scan(op, body, e.range()))
         .and_then(|()| {
             for (i, field) in op.fields.iter().enumerate() {
                 let target = &mut out[field.target];
