@@ -190,7 +190,7 @@ pub struct BatchDecoder {
     rows: usize,
     registry: Option<Arc<RegistryValues>>,
     /// Writer schemas compiled for these columns, by schema id.
-    plans: HashMap<u32, Plan>,
+    plans: framed::Plans,
     /// The Protobuf reader's reusable state.
     wire: protobuf::Scratch,
 }
@@ -294,7 +294,7 @@ impl BatchDecoder {
             scratch: Vec::with_capacity(64),
             rows: 0,
             registry: options.registry,
-            plans: HashMap::new(),
+            plans: framed::Plans::default(),
             wire: protobuf::Scratch::default(),
         })
     }
@@ -509,7 +509,11 @@ impl BatchDecoder {
         let Some(Plan::Protobuf(messages)) = self.plans.get(&id) else {
             unreachable!("schema {id} has a Protobuf plan")
         };
-        if let Some(at) = messages.iter().position(|(p, _)| *p == self.wire.path) {
+        // Compared by hand: `==` on slices calls memcmp, which showed in
+        // the profile for one- or two-index paths.
+        let path = &self.wire.path;
+        let same = |p: &[i32]| p.len() == path.len() && p.iter().zip(path).all(|(a, b)| a == b);
+        if let Some(at) = messages.iter().position(|(p, _)| same(p)) {
             return Ok(at);
         }
         let plan = self.compile_message(record, id)?;
