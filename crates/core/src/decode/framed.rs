@@ -25,7 +25,7 @@ use std::sync::{Arc, Mutex};
 use super::avro::{self, AvroType, FieldOp};
 use super::error::{DecodeErrorKind, UnknownField};
 use super::fit::{fit, Fit};
-use super::protobuf::{self, MessageOp, ProtoMessage, ProtoSchema};
+use super::protobuf::{self, MessageOp, ProtoSchema};
 use crate::columns::ColumnType;
 use crate::registry::{RegistryErrorKind, SchemaKind, SchemaSource, ValueFormat};
 
@@ -117,10 +117,7 @@ impl RegistryValues {
                 })
                 .collect::<Result<Vec<_>, _>>()
                 .map(Some),
-            Parsed::Protobuf(schema) => match schema
-                .message_at(&[0])
-                .map(|m| ProtoMessage::from_descriptor(&m))
-            {
+            Parsed::Protobuf(schema) => match schema.message(&[0]) {
                 None => Err(unsupported("the schema defines no message".to_owned())),
                 Some(Err(reason)) => Err(unsupported(reason)),
                 Some(Ok(message)) => Ok(Some(
@@ -301,13 +298,13 @@ pub(crate) fn plan_message(
     previous: Option<u32>,
     at: (i32, i64),
 ) -> MessagePlan {
-    let Some(descriptor) = schema.message_at(path) else {
+    let Some(message) = schema.message(path) else {
         return MessagePlan::Fails(DecodeErrorKind::BadBody {
             schema_id: id,
             reason: format!("message indexes {path:?} name no message of the schema"),
         });
     };
-    let message = match ProtoMessage::from_descriptor(&descriptor) {
+    let message = match message {
         Ok(m) => m,
         Err(reason) => {
             return MessagePlan::Fails(DecodeErrorKind::UnsupportedSchema {

@@ -74,7 +74,7 @@ pub use error::{DecodeError, DecodeErrorKind, UnknownField};
 pub use framed::RegistryValues;
 use key_field::KeyField;
 pub use key_field::KEY_FIELD_PREFIX;
-pub use protobuf::{ProtoMessage, ProtoSchema};
+pub use protobuf::{ProtoField, ProtoMessage, ProtoSchema};
 
 use crate::columns::{self, metadata_column_type, TableColumns};
 use crate::infer::non_object_kind;
@@ -418,14 +418,7 @@ impl BatchDecoder {
         match &self.plans[&id] {
             Plan::Json => return self.append_json(record, body),
             Plan::Protobuf(_) => return self.append_protobuf(record, id, body),
-            Plan::Fails(kind) => {
-                let field = match kind {
-                    DecodeErrorKind::UnknownFields(u) => u.first().map(|u| u.name.clone()),
-                    DecodeErrorKind::Widen(w) => w.first().map(|(n, _)| n.clone()),
-                    _ => None,
-                };
-                return Err(error(record, field, kind.clone()));
-            }
+            Plan::Fails(kind) => return Err(plan_failure(record, kind)),
             Plan::Avro {
                 fields,
                 names,
@@ -455,102 +448,6 @@ impl BatchDecoder {
             registry.used(id);
         }
         self.finish_row(record, row, unknown_mark)
-    }
-
-    /// A Protobuf value (message indexes, then the message) with writer
-    /// schema `id` into a new row.
-    fn append_protobuf(
-        &mut self,
-        record: &SourceRecord<'_>,
-        id: u32,
-        body: &[u8],
-    ) -> Result<(), DecodeError> {
-        let bad_body = |bad: protobuf::Bad| match bad {
-            protobuf::Bad::Full => DecodeErrorKind::BatchFull,
-            bad => DecodeErrorKind::BadBody {
-                schema_id: id,
-                reason: bad.to_string(),
-            },
-        };
-        let start = protobuf::message_indexes(body, &mut self.wire.path)
-            .map_err(|bad| error(record, None, bad_body(bad)))?;
-        let at = self.message_plan(record, id)?;
-        let Some(Plan::Protobuf(messages)) = self.plans.get(&id) else {
-            unreachable!("schema {id} has a Protobuf plan")
-        };
-        let op = match &messages[at].1 {
-            framed::MessagePlan::Read(op) => op,
-            framed::MessagePlan::Fails(kind) => {
-                let field = match kind {
-                    DecodeErrorKind::UnknownFields(u) => u.first().map(|u| u.name.clone()),
-                    DecodeErrorKind::Widen(w) => w.first().map(|(n, _)| n.clone()),
-                    _ => None,
-                };
-                return Err(error(record, field, kind.clone()));
-            }
-        };
-        let row = self.rows;
-        let unknown_mark = self.unknown.len();
-        let read = protobuf::read_message(op, &body[start..], &mut self.wire, &mut self.buffers);
-        if let Err(fault) = read {
-            self.rollback(row, unknown_mark);
-            return Err(error(record, fault.field, bad_body(fault.bad)));
-        }
-        if let Some(registry) = &self.registry {
-            registry.used(id);
-        }
-        self.finish_row(record, row, unknown_mark)
-    }
-
-    /// Where the plan of the Protobuf message the current message indexes
-    /// (`self.wire.path`) name sits among schema `id`'s message plans,
-    /// made on first use.
-    fn message_plan(&mut self, record: &SourceRecord<'_>, id: u32) -> Result<usize, DecodeError> {
-        let Some(Plan::Protobuf(messages)) = self.plans.get(&id) else {
-            unreachable!("schema {id} has a Protobuf plan")
-        };
-        // Compared by hand: `==` on slices calls memcmp, which showed in
-        // the profile for one- or two-index paths.
-        let path = &self.wire.path;
-        let same = |p: &[i32]| p.len() == path.len() && p.iter().zip(path).all(|(a, b)| a == b);
-        if let Some(at) = messages.iter().position(|(p, _)| same(p)) {
-            return Ok(at);
-        }
-        let plan = self.compile_message(record, id)?;
-        let Some(Plan::Protobuf(messages)) = self.plans.get_mut(&id) else {
-            unreachable!("schema {id} has a Protobuf plan")
-        };
-        messages.push((self.wire.path.clone(), plan));
-        Ok(messages.len() - 1)
-    }
-
-    /// The plan for the Protobuf message at `self.wire.path` of schema
-    /// `id` against these columns.
-    fn compile_message(
-        &self,
-        record: &SourceRecord<'_>,
-        id: u32,
-    ) -> Result<framed::MessagePlan, DecodeError> {
-        let registry = self
-            .registry
-            .as_ref()
-            .expect("framed values have a registry");
-        let parsed = registry
-            .parsed(id)
-            .map_err(|kind| error(record, None, kind))?;
-        let framed::Parsed::Protobuf(schema) = &*parsed else {
-            unreachable!("schema {id} has a Protobuf plan")
-        };
-        let lookup = |name: &str| self.fields.by_name.get(name).copied();
-        let columns = self.columns(&lookup);
-        Ok(framed::plan_message(
-            id,
-            schema,
-            &self.wire.path,
-            &columns,
-            registry.last_used(),
-            (record.partition, record.offset),
-        ))
     }
 
     /// The plan for writer schema `id` against these columns; `Err` when
@@ -760,6 +657,17 @@ impl BatchDecoder {
         RecordBatch::try_new_with_options(self.schema.clone(), arrays, &options)
             .expect("every column has one value per row and the schema's type")
     }
+}
+
+/// A record refused by its schema's plan: the field named is the first
+/// one to add or widen.
+fn plan_failure(record: &SourceRecord<'_>, kind: &DecodeErrorKind) -> DecodeError {
+    let field = match kind {
+        DecodeErrorKind::UnknownFields(u) => u.first().map(|u| u.name.clone()),
+        DecodeErrorKind::Widen(w) => w.first().map(|(n, _)| n.clone()),
+        _ => None,
+    };
+    error(record, field, kind.clone())
 }
 
 fn error(record: &SourceRecord<'_>, field: Option<String>, kind: DecodeErrorKind) -> DecodeError {

@@ -53,10 +53,11 @@
 //!   column (typed), `int32` -> `int64` widens the column, a change
 //!   Iceberg cannot follow is refused naming both schema ids.
 
+mod append;
 mod plan;
 mod read;
 mod schema;
 
 pub(crate) use plan::{compile_top, MessageOp};
-pub(crate) use read::{message_indexes, read_message, Bad, Scratch};
-pub use schema::{ProtoMessage, ProtoSchema};
+pub(crate) use read::Scratch;
+pub use schema::{ProtoField, ProtoMessage, ProtoSchema};

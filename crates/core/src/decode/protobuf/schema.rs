@@ -49,10 +49,19 @@ impl ProtoSchema {
         })
     }
 
+    /// The message at a Confluent message-index path (see
+    /// [`ProtoSchema::message_at`]), with every type it uses; `None` if
+    /// there is none, `Err` if an Iceberg table cannot hold it (see
+    /// [`ProtoMessage::from_descriptor`]). Its top-level fields'
+    /// [`ProtoField::column_type`] are the columns it is read into.
+    pub fn message(&self, path: &[i32]) -> Option<Result<ProtoMessage, String>> {
+        Some(ProtoMessage::from_descriptor(&self.message_at(path)?))
+    }
+
     /// The message at a Confluent message-index path: the index of a
     /// top-level message of the file, then of a nested type in each
     /// (map entries count, as in the descriptor). `None` if there is none.
-    pub fn message_at(&self, path: &[i32]) -> Option<MessageDescriptor> {
+    pub(crate) fn message_at(&self, path: &[i32]) -> Option<MessageDescriptor> {
         let file = self.pool.get_file_by_name(MAIN_FILE)?;
         let (&first, rest) = path.split_first()?;
         let mut message = file.messages().nth(usize::try_from(first).ok()?)?;
@@ -250,7 +259,7 @@ impl ProtoMessage {
     /// The message `descriptor` describes, with every type it uses. `Err`
     /// names a message that contains itself (an Iceberg table cannot hold
     /// it) or a proto2 group.
-    pub fn from_descriptor(descriptor: &MessageDescriptor) -> Result<ProtoMessage, String> {
+    pub(crate) fn from_descriptor(descriptor: &MessageDescriptor) -> Result<ProtoMessage, String> {
         let mut within = Vec::new();
         message(descriptor, &mut within)
     }
@@ -440,7 +449,7 @@ mod tests {
 
     fn top(text: &str, path: &[i32]) -> Result<ProtoMessage, String> {
         let schema = ProtoSchema::parse(text, &[])?;
-        ProtoMessage::from_descriptor(&schema.message_at(path).expect("message"))
+        schema.message(path).expect("message")
     }
 
     fn types(m: &ProtoMessage) -> Vec<String> {
