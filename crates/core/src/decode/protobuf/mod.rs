@@ -54,10 +54,12 @@
 //!   Iceberg cannot follow is refused naming both schema ids.
 
 mod append;
+mod key;
 mod plan;
 mod read;
 mod schema;
 
+pub(crate) use key::ProtoKey;
 pub(crate) use plan::{compile_top, MessageOp};
 pub(crate) use read::Scratch;
 pub use schema::{ProtoField, ProtoMessage, ProtoSchema};
