@@ -49,6 +49,11 @@
 //!   field's, a truncated value, a varint past 10 bytes, invalid UTF-8 in
 //!   a string or message indexes naming no message make the message
 //!   invalid (`BadBody`, naming the field as a dotted path).
+//! - **Keys**: a `_kafka_key.<field>` dedup key reads a top-level scalar
+//!   field of a Protobuf message key the same way (message indexes, then
+//!   the field; an absent proto3 scalar is its default, an absent field
+//!   with presence a null key).
+//! - **Discover**: a schema's columns are its first message's (`[0]`).
 //! - **Evolution**: as for Avro (see `framed`): a new field asks for a
 //!   column (typed), `int32` -> `int64` widens the column, a change
 //!   Iceberg cannot follow is refused naming both schema ids.

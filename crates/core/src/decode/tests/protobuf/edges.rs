@@ -213,3 +213,13 @@ fn a_dedup_key_field_of_a_protobuf_message_key_hashes_like_its_column() {
     );
     assert_eq!(d.len(), 0);
 }
+
+#[test]
+fn fields_of_a_protobuf_schema_are_its_first_message_columns() {
+    let registry = registry(&[(3, ORDER_V1, vec![])]);
+    let fields = registry.fields_of(3).unwrap().unwrap();
+    let pool = pool(ORDER_V1, &[]);
+    let columns = columns_asked(&registry, &framed(3, &[0], &full_order(&pool, 1)));
+    let fields: Vec<_> = fields.iter().map(|(n, t)| format!("{n} {t}")).collect();
+    assert_eq!(fields, column_types(&columns));
+}
