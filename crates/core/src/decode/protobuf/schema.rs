@@ -49,11 +49,12 @@ impl ProtoSchema {
         })
     }
 
-    /// The message at a Confluent message-index path (see
-    /// [`ProtoSchema::message_at`]), with every type it uses; `None` if
-    /// there is none, `Err` if an Iceberg table cannot hold it (see
-    /// [`ProtoMessage::from_descriptor`]). Its top-level fields'
-    /// [`ProtoField::column_type`] are the columns it is read into.
+    /// The message at a Confluent message-index path (the index of a
+    /// top-level message of the file, then of a nested type in each), with
+    /// every type it uses; `None` if there is none, `Err` if an Iceberg
+    /// table cannot hold it (a message that contains itself, a proto2
+    /// group). Its top-level fields' [`ProtoField::column_type`] are the
+    /// columns it is read into.
     pub fn message(&self, path: &[i32]) -> Option<Result<ProtoMessage, String>> {
         Some(ProtoMessage::from_descriptor(&self.message_at(path)?))
     }
