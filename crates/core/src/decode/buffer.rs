@@ -293,8 +293,11 @@ impl ColumnBuffer {
     }
 
     /// Drops every row from `rows` on.
+    ///
+    /// A struct, list or map also drops the parts of a row that was being
+    /// read but not closed (children or elements beyond its rows).
     pub(crate) fn truncate(&mut self, rows: usize) {
-        if rows >= self.len() {
+        if rows > self.len() {
             return;
         }
         self.nulls.truncate(rows);

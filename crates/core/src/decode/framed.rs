@@ -12,15 +12,20 @@
 //! - a column whose type cannot hold the writer's field asks to widen
 //!   ([`crate::decode::fit`]), or makes the message invalid naming the
 //!   schema ids;
-//! - columns the writer schema does not have read null.
+//! - columns the writer schema does not have read null;
+//! - a Protobuf schema's message is the one the value's message indexes
+//!   name; its fields are the payload fields (see [`super::protobuf`]),
+//!   and a plan is made per message on first use.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::avro::{self, AvroType, FieldOp};
 use super::error::{DecodeErrorKind, UnknownField};
 use super::fit::{fit, Fit};
+use super::protobuf::{self, MessageOp, ProtoSchema};
 use crate::columns::ColumnType;
 use crate::registry::{RegistryErrorKind, SchemaKind, SchemaSource, ValueFormat};
 
@@ -80,9 +85,10 @@ impl RegistryValues {
                     Err(reason) => Parsed::Unsupported(reason),
                 }
             }
-            SchemaKind::Protobuf => {
-                Parsed::Unsupported("Protobuf values are not read yet".to_owned())
-            }
+            SchemaKind::Protobuf => match ProtoSchema::parse(&schema.schema, &schema.references) {
+                Ok(p) => Parsed::Protobuf(p),
+                Err(reason) => Parsed::Unsupported(reason),
+            },
         });
         let mut cache = self.parsed.lock().expect("schemas");
         Ok(cache.entry(id).or_insert(parsed).clone())
@@ -91,6 +97,9 @@ impl RegistryValues {
     /// The payload fields writer schema `id` declares, in order, with the
     /// column type each is stored as (nested field ids 0), for a new
     /// table's columns; `None` for a JSON Schema (its values are JSON).
+    /// For a Protobuf schema, the fields of its first message (message
+    /// indexes `[0]`: the one a producer of the file's first type sends;
+    /// values naming another message ask for their columns when read).
     pub fn fields_of(&self, id: u32) -> Result<Option<Vec<(String, ColumnType)>>, DecodeErrorKind> {
         let parsed = self.parsed(id)?;
         let unsupported = |reason: String| DecodeErrorKind::UnsupportedSchema {
@@ -108,6 +117,17 @@ impl RegistryValues {
                 })
                 .collect::<Result<Vec<_>, _>>()
                 .map(Some),
+            Parsed::Protobuf(schema) => match schema.message(&[0]) {
+                None => Err(unsupported("the schema defines no message".to_owned())),
+                Some(Err(reason)) => Err(unsupported(reason)),
+                Some(Ok(message)) => Ok(Some(
+                    message
+                        .fields
+                        .iter()
+                        .filter_map(|f| Some((f.name.clone(), f.column_type()?)))
+                        .collect(),
+                )),
+            },
         }
     }
 
@@ -138,10 +158,36 @@ pub(crate) fn top_level(writer: &AvroType) -> Vec<(String, AvroType)> {
 #[derive(Debug)]
 pub(crate) enum Parsed {
     Avro(AvroType),
+    Protobuf(ProtoSchema),
     /// A JSON Schema: the body is a plain JSON value.
     Json,
     /// Cannot be read into a table; why.
     Unsupported(String),
+}
+
+/// A decoder's plans by schema id. Hashed by [`SchemaIdHasher`]: SipHash
+/// of the id was a tenth of the Protobuf path's time per message.
+pub(crate) type Plans = HashMap<u32, Plan, BuildHasherDefault<SchemaIdHasher>>;
+
+/// Hashes a schema id (a small integer the registry hands out) by one
+/// multiplication.
+#[derive(Debug, Default)]
+pub(crate) struct SchemaIdHasher(u64);
+
+impl Hasher for SchemaIdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u32(u32::from(b) ^ (self.0 as u32).rotate_left(8));
+        }
+    }
+
+    fn write_u32(&mut self, id: u32) {
+        self.0 = u64::from(id).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
 }
 
 /// A writer schema compiled for one decoder's columns.
@@ -154,9 +200,21 @@ pub(crate) enum Plan {
         names: Vec<String>,
         absent: Vec<usize>,
     },
+    /// Read a Protobuf body: per message-index path, the message's plan
+    /// (made by [`plan_message`] when a value first names it).
+    Protobuf(Vec<(Vec<i32>, MessagePlan)>),
     /// Decode the body as a JSON object.
     Json,
     /// Every message of this schema id fails this way (for this decoder).
+    Fails(DecodeErrorKind),
+}
+
+/// One Protobuf message of a schema compiled for one decoder's columns.
+#[derive(Debug)]
+pub(crate) enum MessagePlan {
+    /// Read the message's fields into the columns.
+    Read(MessageOp),
+    /// Every value of this message fails this way (for this decoder).
     Fails(DecodeErrorKind),
 }
 
@@ -182,6 +240,7 @@ pub(crate) fn plan(
 ) -> Plan {
     let writer = match parsed {
         Parsed::Json => return Plan::Json,
+        Parsed::Protobuf(_) => return Plan::Protobuf(Vec::new()),
         Parsed::Unsupported(reason) => {
             return Plan::Fails(DecodeErrorKind::UnsupportedSchema {
                 schema_id: id,
@@ -191,78 +250,147 @@ pub(crate) fn plan(
         Parsed::Avro(t) => t,
     };
     let top = top_level(writer);
-    let mut fields = Vec::with_capacity(top.len());
-    let mut unknown = Vec::new();
-    let mut widen = Vec::new();
+    let mut wanted = Vec::with_capacity(top.len());
     for (name, ty) in &top {
-        let wanted = match ty.column_type() {
-            Ok(t) => t,
+        match ty.column_type() {
+            Ok(t) => wanted.push((name.as_str(), Some(t))),
             Err(reason) => {
                 return Plan::Fails(DecodeErrorKind::UnsupportedSchema {
                     schema_id: id,
                     reason: format!("field {name}: {reason}"),
                 })
             }
-        };
-        let Some(column) = (columns.lookup)(name) else {
-            if columns.allowed.is_some_and(|a| !a.contains(name)) {
-                fields.push(FieldOp {
-                    op: avro::skipper(ty),
-                    target: None,
-                });
-                continue;
-            }
-            unknown.push(UnknownField {
-                name: name.clone(),
-                ty: Some(wanted),
-                partition: at.0,
-                offset: at.1,
-            });
-            continue;
-        };
-        match fit(columns.types[column], &wanted) {
-            Fit::Holds => {}
-            Fit::Widen(to) => {
-                widen.push((name.clone(), to));
-                continue;
-            }
-            Fit::Incompatible(reason) => {
-                return Plan::Fails(DecodeErrorKind::SchemaMismatch {
-                    schema_id: id,
-                    previous,
-                    reason: format!("field {name}: {reason}"),
-                })
-            }
-        }
-        match avro::compile(ty, columns.types[column]) {
-            Ok(op) => fields.push(FieldOp {
-                op,
-                target: Some(column),
-            }),
-            Err(reason) => {
-                return Plan::Fails(DecodeErrorKind::SchemaMismatch {
-                    schema_id: id,
-                    previous,
-                    reason: format!("field {name}: {reason}"),
-                })
-            }
         }
     }
-    if !unknown.is_empty() {
-        return Plan::Fails(DecodeErrorKind::UnknownFields(unknown));
+    let targets = match place(id, &wanted, columns, previous, at) {
+        Ok(t) => t,
+        Err(kind) => return Plan::Fails(kind),
+    };
+    let mut fields = Vec::with_capacity(top.len());
+    for ((name, ty), target) in top.iter().zip(&targets) {
+        let op = match target {
+            None => avro::skipper(ty),
+            Some(column) => match avro::compile(ty, columns.types[*column]) {
+                Ok(op) => op,
+                Err(reason) => return Plan::Fails(mismatch(id, previous, name, &reason)),
+            },
+        };
+        fields.push(FieldOp {
+            op,
+            target: *target,
+        });
     }
-    if !widen.is_empty() {
-        return Plan::Fails(DecodeErrorKind::Widen(widen));
-    }
-    let absent = columns
-        .payload
-        .iter()
-        .copied()
-        .filter(|c| !fields.iter().any(|f| f.target == Some(*c)))
-        .collect();
+    let absent = absent_columns(columns, &targets);
     Plan::Avro {
         fields,
         names: top.into_iter().map(|(n, _)| n).collect(),
         absent,
+    }
+}
+
+/// The plan for the Protobuf message at `path` of schema `id` against
+/// `columns`.
+pub(crate) fn plan_message(
+    id: u32,
+    schema: &ProtoSchema,
+    path: &[i32],
+    columns: &Columns<'_>,
+    previous: Option<u32>,
+    at: (i32, i64),
+) -> MessagePlan {
+    let Some(message) = schema.message(path) else {
+        return MessagePlan::Fails(DecodeErrorKind::BadBody {
+            schema_id: id,
+            reason: format!("message indexes {path:?} name no message of the schema"),
+        });
+    };
+    let message = match message {
+        Ok(m) => m,
+        Err(reason) => {
+            return MessagePlan::Fails(DecodeErrorKind::UnsupportedSchema {
+                schema_id: id,
+                reason,
+            })
+        }
+    };
+    let wanted: Vec<(&str, Option<ColumnType>)> = message
+        .fields
+        .iter()
+        .map(|f| (f.name.as_str(), f.column_type()))
+        .collect();
+    let targets = match place(id, &wanted, columns, previous, at) {
+        Ok(t) => t,
+        Err(kind) => return MessagePlan::Fails(kind),
+    };
+    let absent = absent_columns(columns, &targets);
+    match protobuf::compile_top(&message, &targets, &columns.types, absent) {
+        Ok(op) => MessagePlan::Read(op),
+        Err((name, reason)) => MessagePlan::Fails(mismatch(id, previous, &name, &reason)),
+    }
+}
+
+/// The column of each top-level writer field (`wanted`: its column type;
+/// `None`: it has none and is read past), or why the schema cannot be
+/// read into these columns yet: fields without a column (unknown, typed;
+/// with the stream's `columns` list, fields outside it are read past),
+/// columns that must widen, or a column Iceberg cannot change.
+fn place(
+    id: u32,
+    wanted: &[(&str, Option<ColumnType>)],
+    columns: &Columns<'_>,
+    previous: Option<u32>,
+    at: (i32, i64),
+) -> Result<Vec<Option<usize>>, DecodeErrorKind> {
+    let mut targets = Vec::with_capacity(wanted.len());
+    let mut unknown = Vec::new();
+    let mut widen = Vec::new();
+    for (name, ty) in wanted {
+        let Some(ty) = ty else {
+            targets.push(None);
+            continue;
+        };
+        let Some(column) = (columns.lookup)(name) else {
+            targets.push(None);
+            if columns.allowed.is_none_or(|a| a.contains(*name)) {
+                unknown.push(UnknownField {
+                    name: (*name).to_owned(),
+                    ty: Some(ty.clone()),
+                    partition: at.0,
+                    offset: at.1,
+                });
+            }
+            continue;
+        };
+        targets.push(Some(column));
+        match fit(columns.types[column], ty) {
+            Fit::Holds => {}
+            Fit::Widen(to) => widen.push(((*name).to_owned(), to)),
+            Fit::Incompatible(reason) => return Err(mismatch(id, previous, name, &reason)),
+        }
+    }
+    if !unknown.is_empty() {
+        return Err(DecodeErrorKind::UnknownFields(unknown));
+    }
+    if !widen.is_empty() {
+        return Err(DecodeErrorKind::Widen(widen));
+    }
+    Ok(targets)
+}
+
+/// The payload columns no writer field fills (they read null).
+fn absent_columns(columns: &Columns<'_>, targets: &[Option<usize>]) -> Vec<usize> {
+    columns
+        .payload
+        .iter()
+        .copied()
+        .filter(|c| !targets.contains(&Some(*c)))
+        .collect()
+}
+
+fn mismatch(id: u32, previous: Option<u32>, field: &str, reason: &str) -> DecodeErrorKind {
+    DecodeErrorKind::SchemaMismatch {
+        schema_id: id,
+        previous,
+        reason: format!("field {field}: {reason}"),
     }
 }

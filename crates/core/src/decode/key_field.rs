@@ -3,7 +3,8 @@
 //! writer schema, like values) or a JSON object. The field's value is
 //! hashed into `_olake_id` exactly as a column of its type would be; the
 //! key itself stays in `_kafka_key` (base64 of its bytes), so the id can be
-//! recomputed from the table and the registry.
+//! recomputed from the table and the registry. Avro keys are read here,
+//! Protobuf keys by [`super::protobuf::ProtoKey`].
 
 use std::collections::HashMap;
 
@@ -11,6 +12,7 @@ use super::avro::{self, FieldOp};
 use super::buffer::ColumnBuffer;
 use super::error::DecodeErrorKind;
 use super::framed::{top_level, Parsed, RegistryValues};
+use super::protobuf::ProtoKey;
 use crate::olake_id::{encode_key_value, KeyValue};
 use crate::registry::framing;
 
@@ -23,6 +25,8 @@ pub(crate) struct KeyField {
     name: String,
     /// Per key schema id: how to read the field into a one-value buffer.
     plans: HashMap<u32, Result<(Vec<FieldOp>, ColumnBuffer), String>>,
+    /// Per Protobuf key schema id: its reader.
+    protobuf: HashMap<u32, ProtoKey>,
 }
 
 impl KeyField {
@@ -30,6 +34,7 @@ impl KeyField {
         Self {
             name: name.to_owned(),
             plans: HashMap::new(),
+            protobuf: HashMap::new(),
         }
     }
 
@@ -64,8 +69,16 @@ impl KeyField {
         body: &[u8],
         out: &mut Vec<u8>,
     ) -> Result<(), DecodeErrorKind> {
+        if let Some(key) = self.protobuf.get_mut(&id) {
+            return key.encode(id, &self.name, body, out);
+        }
         if !self.plans.contains_key(&id) {
-            let plan = key_plan(registry.parsed(id)?.as_ref(), &self.name);
+            let parsed = registry.parsed(id)?;
+            if let Parsed::Protobuf(_) = parsed.as_ref() {
+                let key = self.protobuf.entry(id).or_insert(ProtoKey::new(parsed));
+                return key.encode(id, &self.name, body, out);
+            }
+            let plan = key_plan(parsed.as_ref(), &self.name);
             self.plans.insert(id, plan);
         }
         let (fields, buffer) = match self.plans.get_mut(&id).expect("inserted above") {
@@ -129,7 +142,9 @@ impl KeyField {
 /// How to read field `name` of a key written with `parsed`.
 fn key_plan(parsed: &Parsed, name: &str) -> Result<(Vec<FieldOp>, ColumnBuffer), String> {
     let Parsed::Avro(writer) = parsed else {
-        return Err("only Avro keys can be read for a _kafka_key.<field> dedup key".to_owned());
+        return Err(
+            "only Avro and Protobuf keys can be read for a _kafka_key.<field> dedup key".to_owned(),
+        );
     };
     let fields = top_level(writer);
     let (_, ty) = fields

@@ -57,6 +57,7 @@ mod error;
 pub mod fit;
 mod framed;
 mod key_field;
+mod protobuf;
 mod seed;
 #[cfg(test)]
 mod tests;
@@ -73,6 +74,7 @@ pub use error::{DecodeError, DecodeErrorKind, UnknownField};
 pub use framed::RegistryValues;
 use key_field::KeyField;
 pub use key_field::KEY_FIELD_PREFIX;
+pub use protobuf::{ProtoField, ProtoMessage, ProtoSchema};
 
 use crate::columns::{self, metadata_column_type, TableColumns};
 use crate::infer::non_object_kind;
@@ -188,7 +190,9 @@ pub struct BatchDecoder {
     rows: usize,
     registry: Option<Arc<RegistryValues>>,
     /// Writer schemas compiled for these columns, by schema id.
-    plans: HashMap<u32, Plan>,
+    plans: framed::Plans,
+    /// The Protobuf reader's reusable state.
+    wire: protobuf::Scratch,
 }
 
 impl std::fmt::Debug for BatchDecoder {
@@ -290,7 +294,8 @@ impl BatchDecoder {
             scratch: Vec::with_capacity(64),
             rows: 0,
             registry: options.registry,
-            plans: HashMap::new(),
+            plans: framed::Plans::default(),
+            wire: protobuf::Scratch::default(),
         })
     }
 
@@ -442,14 +447,8 @@ impl BatchDecoder {
         let unknown_mark = self.unknown.len();
         match &self.plans[&id] {
             Plan::Json => return self.append_json(record, body),
-            Plan::Fails(kind) => {
-                let field = match kind {
-                    DecodeErrorKind::UnknownFields(u) => u.first().map(|u| u.name.clone()),
-                    DecodeErrorKind::Widen(w) => w.first().map(|(n, _)| n.clone()),
-                    _ => None,
-                };
-                return Err(error(record, field, kind.clone()));
-            }
+            Plan::Protobuf(_) => return self.append_protobuf(record, id, body),
+            Plan::Fails(kind) => return Err(plan_failure(record, kind)),
             Plan::Avro {
                 fields,
                 names,
@@ -493,12 +492,7 @@ impl BatchDecoder {
             .parsed(id)
             .map_err(|kind| error(record, None, kind))?;
         let lookup = |name: &str| self.fields.by_name.get(name).copied();
-        let columns = framed::Columns {
-            lookup: &lookup,
-            types: self.buffers.iter().map(|b| &b.ty).collect(),
-            payload: &self.payload,
-            allowed: self.fields.allowed.as_deref(),
-        };
+        let columns = self.columns(&lookup);
         Ok(framed::plan(
             id,
             &parsed,
@@ -506,6 +500,16 @@ impl BatchDecoder {
             registry.last_used(),
             (record.partition, record.offset),
         ))
+    }
+
+    /// What a plan needs to know about these columns.
+    fn columns<'a>(&'a self, lookup: &'a dyn Fn(&str) -> Option<usize>) -> framed::Columns<'a> {
+        framed::Columns {
+            lookup,
+            types: self.buffers.iter().map(|b| &b.ty).collect(),
+            payload: &self.payload,
+            allowed: self.fields.allowed.as_deref(),
+        }
     }
 
     fn append_metadata(
@@ -683,6 +687,17 @@ impl BatchDecoder {
         RecordBatch::try_new_with_options(self.schema.clone(), arrays, &options)
             .expect("every column has one value per row and the schema's type")
     }
+}
+
+/// A record refused by its schema's plan: the field named is the first
+/// one to add or widen.
+fn plan_failure(record: &SourceRecord<'_>, kind: &DecodeErrorKind) -> DecodeError {
+    let field = match kind {
+        DecodeErrorKind::UnknownFields(u) => u.first().map(|u| u.name.clone()),
+        DecodeErrorKind::Widen(w) => w.first().map(|(n, _)| n.clone()),
+        _ => None,
+    };
+    error(record, field, kind.clone())
 }
 
 fn error(record: &SourceRecord<'_>, field: Option<String>, kind: DecodeErrorKind) -> DecodeError {

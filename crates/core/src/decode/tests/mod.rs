@@ -9,6 +9,7 @@ use crate::olake_id::{append_olake_id, kafka_key_olake_id, upsert_olake_id, KeyV
 mod avro;
 mod batch;
 mod fuzz;
+mod protobuf;
 
 const T0: i64 = 1_793_287_324_000_000; // 2026-10-29T15:22:04Z
 const WRITTEN: i64 = 1_800_000_000_000_000;
