@@ -62,6 +62,7 @@ message Order {
   google.protobuf.Timestamp updated_at = 7;
   Shipping shipping = 8;
   repeated string tags = 9;
+  map<string, int64> attrs = 11;
   enum Status { placed = 0; shipped = 1; delivered = 2; }
   message Shipping { string city = 1; optional string zip = 2; }
 }
@@ -340,10 +341,20 @@ fn avro_customers_upsert_default_format_comes_from_the_registry() {
     );
 }
 
+/// Orders with a map (the registry gives maps back written out as
+/// repeated entry messages).
+fn proto_orders(batch: &str, coupons: bool) -> Vec<Value> {
+    let mut orders = orders(batch, coupons);
+    for o in &mut orders {
+        o["attrs"] = json!({"n": o["id"], "half": o["id"].as_i64().unwrap() / 2});
+    }
+    orders
+}
+
 fn protobuf_orders_two_syncs(catalog: Catalog, upsert: bool) {
     let topic = unique_name("orders_proto");
     create_topic(&topic, 2);
-    let first = orders("first", false);
+    let first = proto_orders("first", false);
     produce_registry(&topic, "protobuf", ORDERS_PROTO_V1, &first);
     let streams = if upsert {
         format!("[[streams]]\ntopic = \"{topic}\"\nmode = \"upsert\"\ndedup_keys = [\"id\"]\nvalue_format = \"protobuf\"\n")
@@ -353,7 +364,7 @@ fn protobuf_orders_two_syncs(catalog: Catalog, upsert: bool) {
     let registry = get("TESTBED_SCHEMA_REGISTRY_URL");
     let job = Job::new(catalog, &[&topic], &registry_source(&registry), &streams);
     job.sync();
-    let second = orders("second", true);
+    let second = proto_orders("second", true);
     produce_registry(&topic, "protobuf", &orders_proto_v2(), &second);
     job.sync();
     let table = job.table(&topic);
@@ -367,6 +378,7 @@ fn protobuf_orders_two_syncs(catalog: Catalog, upsert: bool) {
         "shipping",
         "tags",
         "coupon",
+        "attrs",
     ];
     let mut model = BTreeMap::new();
     for o in first.iter().chain(&second) {
@@ -375,6 +387,8 @@ fn protobuf_orders_two_syncs(catalog: Catalog, upsert: bool) {
             "status": o["status"], "created_at": canonical_ts(o["created_at"].as_str().unwrap()),
             "shipping": o["shipping"], "tags": o["tags"],
             "coupon": o.get("coupon").cloned().unwrap_or(Value::Null),
+            // Map entries as the readers print them: [key, value], by key.
+            "attrs": [["half", o["id"].as_i64().unwrap() / 2], ["n", o["id"]]],
         });
         if e["shipping"]["zip"].is_null() {
             e["shipping"]["zip"] = Value::Null;

@@ -359,6 +359,46 @@ fn message(
     })
 }
 
+/// The key and value fields of a map field: one declared `map<K, V>`, or
+/// the same written out as a registry may give it back (Karapace turns
+/// `map<string, int64> attrs = 6` into `repeated AttrsEntry attrs = 6` with
+/// a nested `message AttrsEntry { string key = 1; int64 value = 2; }`
+/// and no `map_entry` option): identical on the wire, so read as a map.
+fn map_entry(f: &FieldDescriptor) -> Option<(FieldDescriptor, FieldDescriptor)> {
+    let Kind::Message(entry) = f.kind() else {
+        return None;
+    };
+    if f.is_map() {
+        return Some((entry.map_entry_key_field(), entry.map_entry_value_field()));
+    }
+    let written_out = f.cardinality() == Cardinality::Repeated
+        && entry.parent_message().as_ref() == Some(f.parent_message())
+        && entry.name() == map_entry_name(f.name())
+        && entry.fields().count() == 2
+        && entry.child_messages().count() == 0;
+    let key = entry.get_field(1).filter(|k| k.name() == "key")?;
+    let value = entry.get_field(2).filter(|v| v.name() == "value")?;
+    written_out.then_some((key, value))
+}
+
+/// The entry message name protoc gives a map field: `attrs` ->
+/// `AttrsEntry`, `line_items` -> `LineItemsEntry`.
+fn map_entry_name(field: &str) -> String {
+    let mut name = String::with_capacity(field.len() + 5);
+    let mut upper = true;
+    for c in field.chars() {
+        if c == '_' {
+            upper = true;
+        } else if upper {
+            name.extend(c.to_uppercase());
+            upper = false;
+        } else {
+            name.push(c);
+        }
+    }
+    name + "Entry"
+}
+
 fn field(
     f: &FieldDescriptor,
     oneofs: &[String],
@@ -370,14 +410,11 @@ fn field(
             f.full_name()
         ));
     }
-    let (ty, label) = match f.kind() {
-        Kind::Message(entry) if f.is_map() => {
-            let key = Scalar::of(&entry.map_entry_key_field().kind())
+    let (ty, label) = match map_entry(f) {
+        Some((key, value)) => {
+            let key = Scalar::of(&key.kind())
                 .ok_or_else(|| format!("map field {} has a key that is not scalar", f.name()))?;
-            (
-                value_type(&entry.map_entry_value_field(), within)?,
-                Label::Map(key),
-            )
+            (value_type(&value, within)?, Label::Map(key))
         }
         _ if f.cardinality() == Cardinality::Repeated => (value_type(f, within)?, Label::Repeated),
         _ => (

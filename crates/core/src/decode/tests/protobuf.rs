@@ -643,3 +643,24 @@ fn a_recursive_message_is_refused_naming_it() {
         "{e}"
     );
 }
+
+#[test]
+fn a_map_written_out_as_the_registry_gives_it_back_still_reads_as_a_map() {
+    // Karapace answers `map<string, int64> attrs = 9` as a repeated entry
+    // message without the map_entry option: the same bytes on the wire.
+    let written_out = ORDER_V1.replace(
+        "  map<string, int64> attrs = 9;",
+        "  repeated AttrsEntry attrs = 9;\n  message AttrsEntry { string key = 1; int64 value = 2; }",
+    );
+    assert_ne!(written_out, ORDER_V1);
+    let registry = registry(&[(3, &written_out, vec![])]);
+    let pool = pool(ORDER_V1, &[]);
+    let v1 = framed(3, &[0], &full_order(&pool, 1));
+    let columns = columns_asked(&registry, &v1);
+    assert!(column_types(&columns).contains(&"attrs map<string, long>".to_owned()));
+    let mut d = proto_decoder(&columns, registry);
+    d.append(&bytes_record(1, &v1)).unwrap();
+    let batch = d.finish();
+    let attrs = batch.column_by_name("attrs").unwrap();
+    assert_eq!(attrs.as_map().keys().as_string::<i32>().value(0), "x");
+}
