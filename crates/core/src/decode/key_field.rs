@@ -14,7 +14,7 @@ use super::error::DecodeErrorKind;
 use super::framed::{top_level, Parsed, RegistryValues};
 use super::protobuf::ProtoKey;
 use crate::olake_id::{encode_key_value, KeyValue};
-use crate::registry::framing;
+use crate::registry::{framing, ValueFormat};
 
 /// The prefix of a dedup key that names a field of the message key.
 pub const KEY_FIELD_PREFIX: &str = "_kafka_key.";
@@ -23,6 +23,8 @@ pub const KEY_FIELD_PREFIX: &str = "_kafka_key.";
 pub(crate) struct KeyField {
     /// The field's name in the key.
     name: String,
+    /// How the keys are encoded (the stream's `key_format`).
+    format: ValueFormat,
     /// Per key schema id: how to read the field into a one-value buffer.
     plans: HashMap<u32, Result<(Vec<FieldOp>, ColumnBuffer), String>>,
     /// Per Protobuf key schema id: its reader.
@@ -30,9 +32,10 @@ pub(crate) struct KeyField {
 }
 
 impl KeyField {
-    pub(crate) fn new(name: &str) -> Self {
+    pub(crate) fn new(name: &str, format: ValueFormat) -> Self {
         Self {
             name: name.to_owned(),
+            format,
             plans: HashMap::new(),
             protobuf: HashMap::new(),
         }
@@ -54,9 +57,15 @@ impl KeyField {
         let Some(key) = key else {
             return Err(DecodeErrorKind::NullKey);
         };
-        match (registry, framing(key)) {
+        let framed = framing(key).filter(|_| self.format != ValueFormat::Json);
+        match (registry, framed) {
             (Some(registry), Some(f)) => {
                 self.encode_framed(registry, f.schema_id, &key[f.body_start..], out)
+            }
+            (_, None) if matches!(self.format, ValueFormat::Avro | ValueFormat::Protobuf) => {
+                Err(DecodeErrorKind::NotFramed {
+                    format: self.format,
+                })
             }
             _ => self.encode_json(key, out),
         }

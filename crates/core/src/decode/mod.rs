@@ -122,6 +122,10 @@ pub struct DecoderOptions {
     /// Registry-framed values (`value_format` avro, protobuf or auto), or
     /// `None`: every value is a JSON object.
     pub registry: Option<Arc<RegistryValues>>,
+    /// How message keys are encoded (the stream's `key_format`), for
+    /// `_kafka_key.<field>` dedup keys: `auto` reads framed keys by their
+    /// schema and others as JSON objects.
+    pub key_format: crate::ValueFormat,
 }
 
 impl DecoderOptions {
@@ -133,6 +137,7 @@ impl DecoderOptions {
             unknown_fields: UnknownFieldPolicy::Reject,
             payload_fields: None,
             registry: None,
+            key_format: crate::ValueFormat::Auto,
         }
     }
 }
@@ -254,7 +259,8 @@ impl BatchDecoder {
                             return Err(DecoderConfigError::IdInKey);
                         }
                         if let Some(field) = k.strip_prefix(KEY_FIELD_PREFIX) {
-                            return Ok(KeyPart::KeyField(KeyField::new(field)));
+                            let key = KeyField::new(field, options.key_format);
+                            return Ok(KeyPart::KeyField(key));
                         }
                         // `_kafka_key` is the metadata column; any other
                         // key names a payload field (maybe renamed).

@@ -13,7 +13,7 @@ use tokio::sync::mpsc;
 use topicberg_core::config::OnInvalid;
 use topicberg_core::{
     kafka_key_olake_id, BatchDecoder, DecodeError, DecodeErrorKind, DecoderOptions, DedupKeys,
-    IdMode, RegistryValues, SourceRecord,
+    IdMode, RegistryValues, SourceRecord, ValueFormat,
 };
 use topicberg_kafka::{
     drain_checked, DrainError, DrainSettings, DrainedPartition, KafkaConnection, PartitionRange,
@@ -79,6 +79,7 @@ pub(super) struct TableShared {
     pub(super) on_invalid: OnInvalid,
     pub(super) payload_fields: Option<Arc<HashSet<String>>>,
     pub(super) registry: Option<Arc<RegistryValues>>,
+    pub(super) key_format: ValueFormat,
     pub(super) failed: AtomicBool,
     pub(super) skipped: AtomicU64,
 }
@@ -185,6 +186,7 @@ impl<'a> ChunkWriter<'a> {
         }
         options.payload_fields = table.payload_fields.clone();
         options.registry = table.registry.clone();
+        options.key_format = table.key_format;
         let (columns, version) = table.columns.lock().expect("columns").current();
         let decoder = BatchDecoder::new(&columns, options.clone()).map_err(|e| e.to_string())?;
         Ok(Self {

@@ -16,7 +16,7 @@ use std::time::Duration;
 use iceberg::spec::DataFile;
 use tokio::sync::mpsc;
 use topicberg_core::config::OnInvalid;
-use topicberg_core::{RegistryValues, TableColumns};
+use topicberg_core::{RegistryValues, TableColumns, ValueFormat};
 
 use super::chunk::{worker, Chunk, ChunkResult, Item, Shared, TableShared};
 pub use super::chunk::{Progress, UpsertInput};
@@ -48,6 +48,8 @@ pub struct TableInput {
     pub max_columns: usize,
     /// Registry-framed values; `None`: JSON.
     pub registry: Option<Arc<RegistryValues>>,
+    /// How the message keys are encoded (`key_format`).
+    pub key_format: ValueFormat,
 }
 
 /// One table's outcome.
@@ -268,6 +270,7 @@ impl TableShared {
             on_invalid: t.on_invalid,
             payload_fields: t.payload_fields.clone(),
             registry: t.registry.clone(),
+            key_format: t.key_format,
             failed: AtomicBool::new(false),
             skipped: AtomicU64::new(0),
         }

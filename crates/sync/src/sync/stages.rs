@@ -229,6 +229,7 @@ pub(super) fn prepare_inputs(job: &Job, tables: &mut [TableState]) {
                     ranges,
                     max_columns: job.tuning.max_columns,
                     registry: state.registry.clone(),
+                    key_format: settings.key_format,
                 });
             }
             Err(e) => state.fail(Stage::Columns, e),

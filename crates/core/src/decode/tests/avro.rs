@@ -390,3 +390,51 @@ fn a_dedup_key_field_of_an_avro_or_json_message_key_hashes_like_its_column() {
     assert_eq!(ids.value(0), expected);
     assert_eq!(ids.value(1), expected);
 }
+
+#[test]
+fn key_format_decides_how_a_key_field_is_read() {
+    const KEY: &str = r#"{"type":"record","name":"K","fields":[{"name":"id","type":"long"}]}"#;
+    let registry = registry(ValueFormat::Avro, &[(7, ORDER_V1), (3, KEY)]);
+    let v1 = framed(7, ORDER_V1_PHYSICAL, order_value(1, None));
+    let columns = columns_asked(&registry, &v1);
+    let avro_key = framed(3, KEY, Avro::Record(vec![("id".into(), Avro::Long(9))]));
+    let decoder = |format| {
+        let mut options = DecoderOptions::append(WRITTEN);
+        options.registry = Some(registry.clone());
+        options.key_format = format;
+        options.id_mode = IdMode::Upsert {
+            key_columns: vec!["_kafka_key.id".into()],
+        };
+        BatchDecoder::new(&columns, options).unwrap()
+    };
+    let with_key = |key: &'static [u8]| {
+        let mut r = bytes_record(1, &v1);
+        r.key = Some(key);
+        r
+    };
+    let avro_key: &'static [u8] = Box::leak(avro_key.into_boxed_slice());
+    // avro: a JSON key is not what the stream says its keys are.
+    let e = decoder(ValueFormat::Avro)
+        .append(&with_key(br#"{"id":9}"#))
+        .unwrap_err();
+    assert!(matches!(e.kind, DecodeErrorKind::NotFramed { .. }), "{e}");
+    decoder(ValueFormat::Avro)
+        .append(&with_key(avro_key))
+        .unwrap();
+    // json: a framed key is read as JSON, and is not JSON.
+    let e = decoder(ValueFormat::Json)
+        .append(&with_key(avro_key))
+        .unwrap_err();
+    assert!(matches!(e.kind, DecodeErrorKind::NotJson { .. }), "{e}");
+    // auto: either.
+    let mut d = decoder(ValueFormat::Auto);
+    d.append(&with_key(avro_key)).unwrap();
+    d.append(&with_key(br#"{"id":9}"#)).unwrap();
+    let batch = d.finish();
+    let ids = batch
+        .column_by_name("_olake_id")
+        .unwrap()
+        .as_string::<i32>()
+        .clone();
+    assert_eq!(ids.value(0), ids.value(1));
+}

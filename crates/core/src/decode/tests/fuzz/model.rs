@@ -164,6 +164,7 @@ pub fn setup(
             )
         }),
         registry: None,
+        key_format: crate::ValueFormat::Auto,
     };
     (columns, options)
 }
