@@ -33,13 +33,20 @@ const ORDERS_V1: &str = r#"{"type":"record","name":"Order","namespace":"shop","f
   {"name":"tags","type":{"type":"array","items":"string"}}
 ]}"#;
 
-/// Version 2 adds an optional coupon (a compatible change).
+/// Version 2 adds an optional coupon, and an optional country inside the
+/// shipping record (compatible changes).
 fn orders_v2() -> String {
-    ORDERS_V1.replace(
-        r#"{"name":"tags","#,
-        r#"{"name":"coupon","type":["null","string"],"default":null},
+    ORDERS_V1
+        .replace(
+            r#"{"name":"tags","#,
+            r#"{"name":"coupon","type":["null","string"],"default":null},
   {"name":"tags","#,
-    )
+        )
+        .replace(
+            r#"{"name":"zip","type":["null","string"],"default":null}]}}"#,
+            r#"{"name":"zip","type":["null","string"],"default":null},
+     {"name":"country","type":["null","string"],"default":null}]}}"#,
+        )
 }
 
 const CUSTOMERS_V1: &str = r#"{"type":"record","name":"Customer","namespace":"shop","fields":[
@@ -87,6 +94,7 @@ fn orders(batch: &str, coupons: bool) -> Vec<Value> {
             o["tags"] = json!((0..id % 3).map(|t| format!("t{t}")).collect::<Vec<_>>());
             if coupons && id > 40 {
                 o["coupon"] = json!(format!("SAVE{id}"));
+                o["shipping"]["country"] = json!("NO");
             }
             o
         })
@@ -201,6 +209,8 @@ fn expected_order(o: &Value, with_coupon_column: bool) -> Value {
     });
     if with_coupon_column {
         e["coupon"] = o.get("coupon").cloned().unwrap_or(Value::Null);
+        let country = o["shipping"].get("country").cloned().unwrap_or(Value::Null);
+        e["shipping"]["country"] = country;
     }
     e
 }
@@ -252,9 +262,10 @@ fn avro_orders_two_syncs(catalog: Catalog, upsert: bool) {
     let report = job.sync();
     let t = table_report(&report, &table);
     assert_eq!(t["records"], second.len());
+    let changes = t["schema_changes"].to_string();
     assert!(
-        t["schema_changes"].to_string().contains("coupon"),
-        "the second sync adds the coupon column: {t}"
+        changes.contains("coupon") && changes.contains("country"),
+        "the second sync adds the coupon column and shipping.country: {t}"
     );
 
     let rows = read_everywhere(catalog, &table, &["duckdb", "pyiceberg", "spark"]);
@@ -347,6 +358,7 @@ fn proto_orders(batch: &str, coupons: bool) -> Vec<Value> {
     let mut orders = orders(batch, coupons);
     for o in &mut orders {
         o["attrs"] = json!({"n": o["id"], "half": o["id"].as_i64().unwrap() / 2});
+        o["shipping"].as_object_mut().unwrap().remove("country");
     }
     orders
 }
