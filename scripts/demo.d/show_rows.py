@@ -3,6 +3,7 @@
 
   show_rows.py customers < lines   one row per message: id, name, city, tier, offset, key
   show_rows.py orders < lines      orders by status: count and amount
+  show_rows.py shipments < lines   one row per shipment: its typed columns
 """
 import json
 import sys
@@ -27,9 +28,18 @@ def orders(rows):
     print(f"{'all':<10} {sum(count.values()):>3} orders  {sum(total.values()):>10.2f}")
 
 
+def shipments(rows):
+    rows = sorted(rows, key=lambda r: r["order_id"])
+    print(f"{'order_id':>8}  {'carrier':<7} {'weight_kg':>9}  {'shipped_at':<32} {'address':<28} tracking")
+    for r in rows:
+        address = f"{r['address']['city']}, {r['address']['country']}"
+        print(f"{r['order_id']:>8}  {r['carrier']:<7} {r['weight_kg']:>9}  {r['shipped_at']:<32} "
+              f"{address:<28} {r['tracking']}")
+
+
 def main():
     rows = [json.loads(line) for line in sys.stdin]
-    {"customers": customers, "orders": orders}[sys.argv[1]](rows)
+    {"customers": customers, "orders": orders, "shipments": shipments}[sys.argv[1]](rows)
 
 
 if __name__ == "__main__":

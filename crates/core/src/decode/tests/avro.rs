@@ -438,3 +438,25 @@ fn key_format_decides_how_a_key_field_is_read() {
         .clone();
     assert_eq!(ids.value(0), ids.value(1));
 }
+
+#[test]
+fn json_values_for_registry_typed_columns_are_refused_not_guessed() {
+    // `auto`: a plain JSON message on a table whose columns an Avro schema made.
+    let registry = registry(ValueFormat::Auto, &[(7, ORDER_V1)]);
+    let v1 = framed(7, ORDER_V1_PHYSICAL, order_value(1, None));
+    let columns = columns_asked(&registry, &v1);
+    let mut d = avro_decoder(&columns, registry);
+    let e = d
+        .append(&bytes_record(1, br#"{"id":2,"amount":1.5}"#))
+        .unwrap_err();
+    assert_eq!(e.field.as_deref(), Some("amount"));
+    assert!(
+        e.to_string().ends_with("expected decimal(10,2), found number 1.5"),
+        "{e}"
+    );
+    let e = d
+        .append(&bytes_record(2, br#"{"id":2,"address":{"city":"Oslo"}}"#))
+        .unwrap_err();
+    assert!(e.to_string().contains("expected struct<city: string>"), "{e}");
+    assert!(d.is_empty());
+}
