@@ -34,7 +34,7 @@ def shipments(rows):
     for r in rows:
         address = f"{r['address']['city']}, {r['address']['country']}"
         print(f"{r['order_id']:>8}  {r['carrier']:<7} {r['weight_kg']:>9}  {r['shipped_at']:<32} "
-              f"{address:<28} {r['tracking']}")
+              f"{address:<28} {r['tracking'] or '-'}")
 
 
 def main():
