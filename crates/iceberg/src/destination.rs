@@ -2,6 +2,7 @@
 //! make sure a table exists, write data files, commit an append.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 use std::time::Duration;
 
 use arrow_array::RecordBatch;
@@ -9,7 +10,7 @@ use iceberg::io::FileIO;
 use iceberg::spec::{DataFile, FormatVersion};
 use iceberg::TableUpdate;
 
-use crate::catalog::rest::{Namespace, RestCatalog, RestCatalogConfig};
+use crate::catalog::rest::{LoadedTable, Namespace, RestCatalog, RestCatalogConfig};
 use crate::catalog::Catalog;
 use crate::commit::append::PendingAppend;
 use crate::commit::offsets::{OffsetsAdvance, OFFSETS_PROPERTY};
@@ -17,9 +18,10 @@ use crate::commit::snapshot_commit::PendingCommit;
 use crate::commit::summary::COMMIT_ID_PROPERTY;
 use crate::error::{IcebergError, IcebergErrorKind};
 use crate::table::TableHandle;
+use crate::write::credentials::{Refresh, VendedS3};
 use crate::write::data_files::{DataFileWriter, WriteOptions};
 use crate::write::schema::{iceberg_schema, schema_differences, Column};
-use crate::write::storage::{ObjectStorage, StorageConfig};
+use crate::write::storage::{CredentialPath, ObjectStorage, StorageConfig};
 use crate::CatalogErrorKind;
 
 /// Attempts [`Destination::commit_append`] makes before giving up on
@@ -59,7 +61,7 @@ impl Destination {
         catalog: &RestCatalogConfig,
         storage: StorageConfig,
     ) -> Result<Self, IcebergError> {
-        let catalog = Catalog::Rest(Box::new(RestCatalog::connect(catalog).await?));
+        let catalog = Catalog::Rest(Arc::new(RestCatalog::connect(catalog).await?));
         Ok(Self::with_catalog(catalog, storage))
     }
 
@@ -112,7 +114,43 @@ impl Destination {
         table: &str,
     ) -> Result<TableHandle, IcebergError> {
         let loaded = self.catalog.load_table(namespace, table).await?;
+        self.use_vended_credentials(namespace, table, &loaded)?;
         TableHandle::new(namespace.clone(), table.to_string(), loaded)
+    }
+
+    /// A REST table whose catalog vended storage credentials is read and
+    /// written with them from now on, renewed through the catalog.
+    fn use_vended_credentials(
+        &self,
+        namespace: &Namespace,
+        table: &str,
+        loaded: &LoadedTable,
+    ) -> Result<(), IcebergError> {
+        let Catalog::Rest(rest) = &self.catalog else {
+            return Ok(());
+        };
+        let location = loaded.metadata.location();
+        let Some(vended) =
+            VendedS3::for_location(location, &loaded.storage_credentials, &loaded.config)
+        else {
+            return Ok(());
+        };
+        let qualified = format!("{}.{table}", namespace.join("."));
+        let refresh = vended_refresh(rest.clone(), namespace.clone(), table.to_string());
+        self.storage
+            .use_vended(&qualified, location, &vended, refresh)
+            .map_err(|e| {
+                IcebergError::new(
+                    IcebergErrorKind::Config,
+                    format!("using the storage credentials vended for table {qualified}"),
+                    e.message().to_string(),
+                )
+            })
+    }
+
+    /// Which credentials reach the table's files (for `check` and reports).
+    pub fn credential_path(&self, handle: &TableHandle) -> CredentialPath {
+        self.storage.credential_path(handle.metadata().location())
     }
 
     /// Reloads the handle's table from the catalog.
@@ -165,6 +203,7 @@ impl Destination {
             }
             Err(e) => return Err(e.into()),
         };
+        self.use_vended_credentials(namespace, table, &loaded)?;
         let differences = schema_differences(columns, loaded.metadata.current_schema());
         if !differences.is_empty() {
             return Err(IcebergError::new(
@@ -482,4 +521,35 @@ impl Destination {
         }
         Ok(left)
     }
+}
+
+/// Asks the catalog for the table's fresh credentials: its credentials
+/// endpoint, or (a catalog without one) a reload of the table.
+fn vended_refresh(rest: Arc<RestCatalog>, namespace: Namespace, table: String) -> Refresh {
+    Arc::new(move || {
+        let (rest, namespace, table) = (rest.clone(), namespace.clone(), table.clone());
+        Box::pin(async move {
+            let (location, entries, config) = match rest.load_credentials(&namespace, &table).await
+            {
+                Ok(entries) if !entries.is_empty() => (None, entries, Default::default()),
+                _ => {
+                    let loaded = rest
+                        .load_table(&namespace, &table)
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    let location = loaded.metadata.location().to_string();
+                    (Some(location), loaded.storage_credentials, loaded.config)
+                }
+            };
+            let location = location.unwrap_or_else(|| {
+                entries
+                    .iter()
+                    .map(|e| e.prefix.clone())
+                    .max_by_key(String::len)
+                    .unwrap_or_default()
+            });
+            VendedS3::for_location(&location, &entries, &config)
+                .ok_or_else(|| "the catalog vended no S3 credentials for the table".to_string())
+        })
+    })
 }

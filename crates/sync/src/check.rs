@@ -163,6 +163,10 @@ pub async fn check_destination(job: &Job) -> Vec<CheckStep> {
     let Ok(handle) = created else {
         return steps;
     };
+    steps.push(CheckStep::new(
+        "storage credentials",
+        Ok(destination.credential_path(&handle).to_string()),
+    ));
     steps.push(write_probe(&destination, &handle).await);
     steps.push(CheckStep::new(
         "drop table",
@@ -213,7 +217,7 @@ async fn write_probe(destination: &Destination, handle: &TableHandle) -> CheckSt
                 files.first().map(|f| f.file_path().to_string()).unwrap_or_default()
             )),
             Err(e) => Err(format!(
-                "{e} (check s3_endpoint, s3_region, the S3 keys and that the bucket exists and is writable)"
+                "{e} (check s3_endpoint, s3_region, the storage credentials named above and that the bucket exists and is writable)"
             )),
         },
     )

@@ -3,7 +3,9 @@
 use topicberg_core::config::{CatalogKind, FormatVersion as ConfigFormatVersion};
 use topicberg_core::{Job, RegistryError};
 use topicberg_iceberg::rest::RestCatalogConfig;
-use topicberg_iceberg::{Destination, FormatVersion, IcebergError, S3Config, StorageConfig};
+use topicberg_iceberg::{
+    Destination, FormatVersion, IcebergError, S3Config, S3Credentials, StorageConfig,
+};
 use topicberg_kafka::KafkaError;
 
 /// An error that stops a command before any table is touched.
@@ -38,22 +40,32 @@ pub fn iceberg_format(version: ConfigFormatVersion) -> FormatVersion {
     }
 }
 
-/// The storage the job writes to.
+/// The storage the job writes to: S3 with the job file's keys, or without
+/// them (a REST catalog, or an `s3_endpoint` / `s3_region` given) S3 with
+/// the environment's default chain, which tables whose catalog vends
+/// credentials do not use; the embedded catalog without S3 settings:
+/// local folders.
 pub fn storage_config(job: &Job) -> StorageConfig {
     let d = &job.destination;
-    match (&d.s3_access_key, &d.s3_secret_key) {
-        (Some(key), Some(secret)) => StorageConfig::S3(S3Config {
-            endpoint: d.s3_endpoint.clone(),
-            region: d
-                .s3_region
-                .clone()
-                .unwrap_or_else(|| "us-east-1".to_string()),
+    let credentials = match (&d.s3_access_key, &d.s3_secret_key) {
+        (Some(key), Some(secret)) => S3Credentials::Keys {
             access_key_id: key.clone(),
             secret_access_key: secret.clone(),
-            path_style: d.s3_path_style(),
-        }),
-        _ => StorageConfig::Local,
-    }
+        },
+        _ if d.catalog == CatalogKind::Rest || d.s3_endpoint.is_some() || d.s3_region.is_some() => {
+            S3Credentials::Environment
+        }
+        _ => return StorageConfig::Local,
+    };
+    StorageConfig::S3(S3Config {
+        endpoint: d.s3_endpoint.clone(),
+        region: d
+            .s3_region
+            .clone()
+            .unwrap_or_else(|| "us-east-1".to_string()),
+        credentials,
+        path_style: d.s3_path_style(),
+    })
 }
 
 /// Connects to the job's catalog (REST: token exchange, `GET /v1/config`;

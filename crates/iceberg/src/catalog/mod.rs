@@ -18,7 +18,7 @@ use crate::CatalogError;
 #[derive(Debug)]
 pub enum Catalog {
     /// An Iceberg REST catalog (Polaris, Unity, SeaweedFS, the reference server).
-    Rest(Box<RestCatalog>),
+    Rest(std::sync::Arc<RestCatalog>),
     /// The embedded catalog: a SQLite file and a local warehouse folder.
     Sql(SqlCatalog),
 }

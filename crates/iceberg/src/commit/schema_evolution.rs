@@ -272,6 +272,7 @@ impl PendingSchema {
             metadata_location: self.base.metadata_location.clone(),
             metadata: built.metadata,
             config: self.base.config.clone(),
+            storage_credentials: self.base.storage_credentials.clone(),
         })
     }
 

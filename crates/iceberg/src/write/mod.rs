@@ -3,6 +3,7 @@
 //! local folder) every file goes to.
 
 pub mod conform;
+pub mod credentials;
 pub mod data_files;
 pub mod schema;
 pub mod storage;

@@ -48,6 +48,8 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use tokio::io::AsyncWriteExt;
 use topicberg_core::Secret;
 
+use crate::write::credentials::{describe_expiry, Refresh, VendedProvider, VendedS3};
+
 /// Bytes buffered per object before switching to a multipart upload; also
 /// the part size.
 const PART_SIZE: usize = 8 * 1024 * 1024;
@@ -62,14 +64,42 @@ pub struct S3Config {
     pub endpoint: Option<String>,
     /// The region to sign requests for (`us-east-1` for most local stores).
     pub region: String,
-    /// The access key id.
-    pub access_key_id: String,
-    /// The secret access key; never printed.
-    pub secret_access_key: Secret,
+    /// Which credentials sign the requests.
+    pub credentials: S3Credentials,
     /// Path-style requests (`endpoint/bucket/key`) instead of virtual-hosted
     /// style (`bucket.endpoint/key`); local stores (MinIO, SeaweedFS) want
     /// `true`.
     pub path_style: bool,
+}
+
+/// Which credentials an [`S3Config`] signs with (tables whose catalog
+/// vends credentials use those instead: [`ObjectStorage::use_vended`]).
+#[derive(Debug, Clone)]
+pub enum S3Credentials {
+    /// The job file's access key and secret.
+    Keys {
+        /// The access key id.
+        access_key_id: String,
+        /// The secret access key; never printed.
+        secret_access_key: Secret,
+    },
+    /// The environment's default chain, as the AWS SDKs read it:
+    /// `AWS_ACCESS_KEY_ID` / `AWS_SECRET_ACCESS_KEY` (/ `AWS_SESSION_TOKEN`),
+    /// web identity (`AWS_WEB_IDENTITY_TOKEN_FILE` + `AWS_ROLE_ARN`, IRSA),
+    /// the ECS container endpoint, then the instance metadata service.
+    Environment,
+}
+
+impl S3Credentials {
+    /// Where the credentials come from, in words (`check`, logs).
+    pub fn describe(&self) -> &'static str {
+        match self {
+            Self::Keys { .. } => "the job file's keys (s3_access_key, s3_secret_key)",
+            Self::Environment => {
+                "the environment's default chain (AWS_* variables, web identity, ECS, instance metadata)"
+            }
+        }
+    }
 }
 
 /// How S3 requests are retried on transient failures (see the module
@@ -178,6 +208,47 @@ struct Inner {
     retry: S3RetryPolicy,
     buckets: Mutex<HashMap<String, Arc<dyn ObjectStore>>>,
     local: Arc<dyn ObjectStore>,
+    /// Tables whose catalog vends their credentials: by table location.
+    vended: Mutex<Vec<VendedTable>>,
+}
+
+/// A table's own store, signed with the credentials its catalog vends.
+struct VendedTable {
+    /// The table's location, without a trailing `/`.
+    location: String,
+    store: Arc<dyn ObjectStore>,
+    provider: Arc<VendedProvider>,
+}
+
+/// Which credentials reach a location: for `check` and reports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CredentialPath {
+    /// The job file's keys.
+    JobKeys,
+    /// Credentials the catalog vended for the table (expiry, if said).
+    Vended { expires_at: Option<String> },
+    /// The environment's default chain.
+    Environment,
+    /// A local folder: none needed.
+    Local,
+}
+
+impl fmt::Display for CredentialPath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::JobKeys => f.write_str("the job file's keys"),
+            Self::Vended { expires_at: Some(at) } => {
+                write!(f, "credentials vended by the catalog, expiring {at}")
+            }
+            Self::Vended { expires_at: None } => {
+                f.write_str("credentials vended by the catalog (no expiry given)")
+            }
+            Self::Environment => f.write_str(
+                "the environment's default chain (AWS_* variables, web identity, ECS, instance metadata)",
+            ),
+            Self::Local => f.write_str("a local folder (no credentials)"),
+        }
+    }
 }
 
 impl fmt::Debug for ObjectStorage {
@@ -258,6 +329,7 @@ impl ObjectStorage {
                 retry,
                 buckets: Mutex::new(HashMap::new()),
                 local: Arc::new(LocalFileSystem::new()),
+                vended: Mutex::new(Vec::new()),
             }),
         }
     }
@@ -310,6 +382,9 @@ impl ObjectStorage {
                     .host_str()
                     .filter(|b| !b.is_empty())
                     .ok_or_else(|| bad_location(location, "no bucket"))?;
+                if let Some(store) = self.vended_store(location) {
+                    return Ok((store, path));
+                }
                 Ok((self.bucket(bucket, location)?, path))
             }
             other => Err(bad_location(
@@ -331,30 +406,143 @@ impl ObjectStorage {
         let s3 = self.inner.s3.as_ref().ok_or_else(|| {
             bad_location(location, "an S3 location, but no S3 storage is configured")
         })?;
-        let mut builder = AmazonS3Builder::new()
+        let builder = match &s3.credentials {
+            S3Credentials::Keys {
+                access_key_id,
+                secret_access_key,
+            } => AmazonS3Builder::new()
+                .with_access_key_id(access_key_id)
+                .with_secret_access_key(secret_access_key.expose()),
+            S3Credentials::Environment => AmazonS3Builder::from_env(),
+        };
+        let store = self.build_s3(
+            builder,
+            bucket,
+            &s3.region,
+            s3.endpoint.as_deref(),
+            s3.path_style,
+        )?;
+        buckets.insert(bucket.to_string(), store.clone());
+        Ok(store)
+    }
+
+    /// An S3 store for `bucket` from a builder that holds its credentials.
+    fn build_s3(
+        &self,
+        builder: AmazonS3Builder,
+        bucket: &str,
+        region: &str,
+        endpoint: Option<&str>,
+        path_style: bool,
+    ) -> iceberg::Result<Arc<dyn ObjectStore>> {
+        let mut builder = builder
             .with_bucket_name(bucket)
-            .with_region(&s3.region)
-            .with_access_key_id(&s3.access_key_id)
-            .with_secret_access_key(s3.secret_access_key.expose())
-            .with_virtual_hosted_style_request(!s3.path_style)
+            .with_region(region)
+            .with_virtual_hosted_style_request(!path_style)
             .with_retry(self.inner.retry.retry_config());
-        if let Some(endpoint) = &s3.endpoint {
+        if let Some(endpoint) = endpoint {
             let endpoint = endpoint.trim_end_matches('/');
             builder = builder.with_allow_http(endpoint.starts_with("http://"));
-            builder = builder.with_endpoint(if s3.path_style {
+            builder = builder.with_endpoint(if path_style {
                 endpoint.to_string()
             } else {
                 virtual_host_endpoint(endpoint, bucket)
             });
         }
-        let store: Arc<dyn ObjectStore> = Arc::new(builder.build().map_err(|e| {
+        Ok(Arc::new(builder.build().map_err(|e| {
             let message = format!("configuring S3 for bucket {bucket}: {e}");
             iceberg::Error::new(iceberg::ErrorKind::DataInvalid, message)
                 .with_source(StorageFault { retryable: false })
-        })?);
-        buckets.insert(bucket.to_string(), store.clone());
-        Ok(store)
+        })?))
     }
+
+    /// The store of the vended table whose location holds `location`.
+    fn vended_store(&self, location: &str) -> Option<Arc<dyn ObjectStore>> {
+        let tables = self.inner.vended.lock().unwrap_or_else(|p| p.into_inner());
+        tables
+            .iter()
+            .filter(|t| within(location, &t.location))
+            .max_by_key(|t| t.location.len())
+            .map(|t| t.store.clone())
+    }
+
+    /// From now on, files under the table location `location` are read and
+    /// written with the credentials the catalog vended (`vended`), renewed
+    /// through `refresh` before they expire. Called again for the same
+    /// table (a reload), it takes the newly vended credentials.
+    pub fn use_vended(
+        &self,
+        table: &str,
+        location: &str,
+        vended: &VendedS3,
+        refresh: Refresh,
+    ) -> iceberg::Result<()> {
+        let location = location.trim_end_matches('/').to_string();
+        let mut tables = self.inner.vended.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(t) = tables.iter().find(|t| t.location == location) {
+            t.provider.replace(vended);
+            return Ok(());
+        }
+        let url =
+            url::Url::parse(&location).map_err(|e| bad_location(&location, &e.to_string()))?;
+        let bucket = url
+            .host_str()
+            .filter(|b| !b.is_empty())
+            .ok_or_else(|| bad_location(&location, "no bucket"))?
+            .to_string();
+        let job = self.inner.s3.as_ref();
+        let region = vended
+            .region
+            .clone()
+            .or_else(|| job.map(|s| s.region.clone()))
+            .unwrap_or_else(|| "us-east-1".to_string());
+        let endpoint = vended
+            .endpoint
+            .clone()
+            .or_else(|| job.and_then(|s| s.endpoint.clone()));
+        let path_style = vended
+            .path_style
+            .or(job.map(|s| s.path_style))
+            .unwrap_or(false);
+        let provider = Arc::new(VendedProvider::new(table, vended, refresh));
+        let builder = AmazonS3Builder::new().with_credentials(provider.clone());
+        let store = self.build_s3(builder, &bucket, &region, endpoint.as_deref(), path_style)?;
+        tables.push(VendedTable {
+            location,
+            store,
+            provider,
+        });
+        Ok(())
+    }
+
+    /// Which credentials reach `location` (a table's, or one of its files).
+    pub fn credential_path(&self, location: &str) -> CredentialPath {
+        if location.starts_with('/') || location.starts_with("file:") {
+            return CredentialPath::Local;
+        }
+        let tables = self.inner.vended.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(t) = tables
+            .iter()
+            .filter(|t| within(location, &t.location))
+            .max_by_key(|t| t.location.len())
+        {
+            return CredentialPath::Vended {
+                expires_at: t.provider.expires_at().map(describe_expiry),
+            };
+        }
+        match self.inner.s3.as_ref().map(|s| &s.credentials) {
+            Some(S3Credentials::Keys { .. }) => CredentialPath::JobKeys,
+            _ => CredentialPath::Environment,
+        }
+    }
+}
+
+/// Whether `location` is `folder` or inside it.
+fn within(location: &str, folder: &str) -> bool {
+    location == folder
+        || location
+            .strip_prefix(folder)
+            .is_some_and(|rest| rest.starts_with('/'))
 }
 
 /// `https://host:port` -> `https://bucket.host:port` (object_store wants the
@@ -585,8 +773,10 @@ mod tests {
         let storage = ObjectStorage::new(StorageConfig::S3(S3Config {
             endpoint: Some("http://127.0.0.1:1".into()),
             region: "us-east-1".into(),
-            access_key_id: "AKIA".into(),
-            secret_access_key: Secret::new("very-secret-key"),
+            credentials: S3Credentials::Keys {
+                access_key_id: "AKIA".into(),
+                secret_access_key: Secret::new("very-secret-key"),
+            },
             path_style: true,
         }));
         let text = format!("{storage:?} {:?}", storage.file_io());

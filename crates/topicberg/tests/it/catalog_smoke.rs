@@ -24,6 +24,7 @@ fn config(catalog: &str, secret_override: Option<&str>) -> RestCatalogConfig {
             scope: None,
         },
         request_timeout: Duration::from_secs(20),
+        vended_credentials: false,
     }
 }
 

@@ -12,8 +12,8 @@ use arrow_array::{
 };
 use topicberg_iceberg::rest::{CatalogAuth, RestCatalogConfig};
 use topicberg_iceberg::{
-    Column, ColumnType, CommittedSnapshot, Destination, FormatVersion, S3Config, StorageConfig,
-    TableHandle,
+    Column, ColumnType, CommittedSnapshot, Destination, FormatVersion, S3Config, S3Credentials,
+    StorageConfig, TableHandle,
 };
 
 use crate::testbed::{command, get, unique_name};
@@ -31,6 +31,7 @@ pub(crate) fn catalog_config(catalog: &str) -> RestCatalogConfig {
             scope: None,
         },
         request_timeout: Duration::from_secs(30),
+        vended_credentials: false,
     }
 }
 
@@ -38,8 +39,10 @@ pub(crate) fn storage_config() -> StorageConfig {
     StorageConfig::S3(S3Config {
         endpoint: Some(get("TESTBED_S3_ENDPOINT")),
         region: get("TESTBED_S3_REGION"),
-        access_key_id: get("TESTBED_S3_ACCESS_KEY"),
-        secret_access_key: get("TESTBED_S3_SECRET_KEY").into(),
+        credentials: S3Credentials::Keys {
+            access_key_id: get("TESTBED_S3_ACCESS_KEY"),
+            secret_access_key: get("TESTBED_S3_SECRET_KEY").into(),
+        },
         path_style: true,
     })
 }

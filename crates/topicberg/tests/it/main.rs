@@ -23,6 +23,7 @@ mod serve_runner;
 mod serve_schedule;
 mod serve_support;
 mod sql_catalog;
+mod storage_credentials;
 mod storage_faults;
 mod support;
 mod sync_append;

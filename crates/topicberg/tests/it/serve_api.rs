@@ -359,7 +359,13 @@ fn serve_api_end_to_end() {
     assert_test_green(
         &client,
         &format!("/api/destinations/{did}/test"),
-        &["catalog", "create table", "write file", "drop table"],
+        &[
+            "catalog",
+            "create table",
+            "storage credentials",
+            "write file",
+            "drop table",
+        ],
     );
 
     // --- jobs ---

@@ -46,7 +46,13 @@ fn serve_schedule_runs_and_survives_restart() {
     assert_test_green(
         &client,
         &format!("/api/destinations/{}/test", destination["id"]),
-        &["catalog", "create table", "write file", "drop table"],
+        &[
+            "catalog",
+            "create table",
+            "storage credentials",
+            "write file",
+            "drop table",
+        ],
     );
     let job = client
         .json(

@@ -451,12 +451,16 @@ fn json_values_for_registry_typed_columns_are_refused_not_guessed() {
         .unwrap_err();
     assert_eq!(e.field.as_deref(), Some("amount"));
     assert!(
-        e.to_string().ends_with("expected decimal(10,2), found number 1.5"),
+        e.to_string()
+            .ends_with("expected decimal(10,2), found number 1.5"),
         "{e}"
     );
     let e = d
         .append(&bytes_record(2, br#"{"id":2,"address":{"city":"Oslo"}}"#))
         .unwrap_err();
-    assert!(e.to_string().contains("expected struct<city: string>"), "{e}");
+    assert!(
+        e.to_string().contains("expected struct<city: string>"),
+        "{e}"
+    );
     assert!(d.is_empty());
 }

@@ -47,6 +47,9 @@ pub struct RestCatalogConfig {
     pub auth: CatalogAuth,
     /// Deadline for each HTTP request.
     pub request_timeout: Duration,
+    /// Ask for vended storage credentials (`X-Iceberg-Access-Delegation:
+    /// vended-credentials`): set when the job file has no storage keys.
+    pub vended_credentials: bool,
 }
 
 impl RestCatalogConfig {
@@ -72,9 +75,14 @@ impl RestCatalogConfig {
             warehouse: destination.warehouse.clone(),
             auth,
             request_timeout: Duration::from_secs(CATALOG_REQUEST_TIMEOUT_SECS),
+            vended_credentials: destination.s3_access_key.is_none()
+                || destination.s3_secret_key.is_none(),
         })
     }
 }
+
+/// The header that asks a catalog to vend storage credentials.
+const ACCESS_DELEGATION: &str = "X-Iceberg-Access-Delegation";
 
 /// An Iceberg namespace, one string per level.
 pub type Namespace = Vec<String>;
@@ -88,6 +96,7 @@ pub struct RestCatalog {
     auth: CatalogAuth,
     token: std::sync::Mutex<Option<AccessToken>>,
     properties: HashMap<String, String>,
+    vended_credentials: bool,
 }
 
 /// How long an idle connection to the catalog is kept for reuse: well
@@ -168,6 +177,7 @@ impl RestCatalog {
             auth,
             token: std::sync::Mutex::new(None),
             properties: HashMap::new(),
+            vended_credentials: config.vended_credentials,
         };
         // The first token exchange, so a wrong credential fails here.
         catalog.bearer(false).await?;
@@ -332,6 +342,9 @@ impl RestCatalog {
             if let Some(json) = json {
                 request = request.json(json);
             }
+            if self.vended_credentials {
+                request = request.header(ACCESS_DELEGATION, "vended-credentials");
+            }
             let answer = match request.send().await {
                 Ok(response) => {
                     let status = response.status();
@@ -460,6 +473,7 @@ mod tests {
             warehouse: None,
             auth: CatalogAuth::None,
             request_timeout: Duration::from_secs(2),
+            vended_credentials: false,
         };
         let err = RestCatalog::connect(&config).await.unwrap_err();
         assert_eq!(err.kind, CatalogErrorKind::Unreachable);

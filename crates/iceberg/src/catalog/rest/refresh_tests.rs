@@ -111,6 +111,7 @@ fn config(uri: String) -> RestCatalogConfig {
             scope: None,
         },
         request_timeout: Duration::from_secs(5),
+        vended_credentials: false,
     }
 }
 

@@ -9,6 +9,7 @@ use reqwest::Method;
 use serde::Deserialize;
 
 use super::client::{namespace_path, Namespace, RestCatalog};
+use crate::write::credentials::StorageCredential;
 use crate::{CatalogError, CatalogErrorKind};
 
 /// A table as the catalog returned it (`LoadTableResult`).
@@ -22,6 +23,9 @@ pub struct LoadedTable {
     /// Table-specific configuration (may hold vended storage credentials:
     /// `Debug` prints only the keys).
     pub config: HashMap<String, String>,
+    /// Vended storage credentials per location prefix (REST spec 1.7
+    /// `storage-credentials`; `Debug` prints only the keys).
+    pub storage_credentials: Vec<StorageCredential>,
 }
 
 impl fmt::Debug for LoadedTable {
@@ -34,6 +38,7 @@ impl fmt::Debug for LoadedTable {
             .field("location", &self.metadata.location())
             .field("current_snapshot_id", &self.metadata.current_snapshot_id())
             .field("config_keys", &keys)
+            .field("storage_credentials", &self.storage_credentials)
             .finish()
     }
 }
@@ -45,6 +50,31 @@ struct LoadTableResponse {
     metadata: TableMetadata,
     #[serde(default)]
     config: HashMap<String, String>,
+    #[serde(default, rename = "storage-credentials")]
+    storage_credentials: Vec<CredentialEntry>,
+}
+
+#[derive(Deserialize)]
+struct CredentialEntry {
+    prefix: String,
+    #[serde(default)]
+    config: HashMap<String, String>,
+}
+
+#[derive(Deserialize)]
+struct CredentialsResponse {
+    #[serde(default, rename = "storage-credentials")]
+    storage_credentials: Vec<CredentialEntry>,
+}
+
+fn credentials(entries: Vec<CredentialEntry>) -> Vec<StorageCredential> {
+    entries
+        .into_iter()
+        .map(|e| StorageCredential {
+            prefix: e.prefix,
+            config: e.config,
+        })
+        .collect()
 }
 
 impl From<LoadTableResponse> for LoadedTable {
@@ -53,6 +83,7 @@ impl From<LoadTableResponse> for LoadedTable {
             metadata_location: r.metadata_location,
             metadata: r.metadata,
             config: r.config,
+            storage_credentials: credentials(r.storage_credentials),
         }
     }
 }
@@ -89,6 +120,23 @@ impl RestCatalog {
             .request_json(Method::GET, &self.table_route(namespace, table), &[], &what)
             .await?;
         Ok(response.into())
+    }
+
+    /// The table's storage credentials, freshly vended (`GET
+    /// .../tables/{table}/credentials`, REST spec 1.7).
+    pub async fn load_credentials(
+        &self,
+        namespace: &Namespace,
+        table: &str,
+    ) -> Result<Vec<StorageCredential>, CatalogError> {
+        let what = format!(
+            "renewing the storage credentials of table {}",
+            table_name(namespace, table)
+        );
+        let path = format!("{}/credentials", self.table_route(namespace, table));
+        let response: CredentialsResponse =
+            self.request_json(Method::GET, &path, &[], &what).await?;
+        Ok(credentials(response.storage_credentials))
     }
 
     /// Creates an unpartitioned table with `schema` and `properties` (put

@@ -440,5 +440,6 @@ fn loaded(location: String, metadata: TableMetadata) -> LoadedTable {
         metadata_location: Some(location),
         metadata,
         config: HashMap::new(),
+        storage_credentials: Vec::new(),
     }
 }
