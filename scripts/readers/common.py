@@ -49,7 +49,7 @@ reader derives from its own engine's schema: strings for primitives, and tuples
 
 Catalog arguments
 =================
-  --catalog seaweed|fixture   pick defaults from the TESTBED_<CATALOG>_* and
+  --catalog seaweed|fixture|nessie   pick defaults from the TESTBED_<CATALOG>_* and
                               TESTBED_S3_* environment variables (eval
                               "$(scripts/testbed env)"); default: seaweed
   --catalog sql --sql-path DIR [--sql-name NAME]
@@ -59,6 +59,12 @@ Catalog arguments
                               column (default: default). No REST or S3 options.
   --uri --warehouse --credential --oauth2-server-uri --token --scope
   --s3-endpoint --s3-region --s3-access-key --s3-secret-key   explicit overrides
+  --remote-signing            the catalog signs the engine's S3 requests (Iceberg's
+                              s3.remote-signing-enabled / s3.signer.*): the engine
+                              gets no S3 keys. Implied by --catalog nessie.
+  --store-keys                with --catalog nessie: give the engine the store's
+                              own S3 keys (TESTBED_S3_*) instead of the signer
+                              (the only way DuckDB reads a Nessie table)
   table                       namespace.table (the last dot separates the table
                               name; a nested namespace is a.b.table)
 
@@ -131,6 +137,8 @@ class CatalogConfig:
     # --catalog sql: the embedded catalog's folder and catalog name.
     sql_path: Optional[str] = None
     sql_name: str = "default"
+    # The catalog signs S3 requests (Nessie): no S3 keys go to the engine.
+    remote_signing: bool = False
 
     @property
     def client_id(self) -> Optional[str]:
@@ -155,7 +163,9 @@ class TableName:
         return ".".join(self.namespace + (self.name,))
 
 
-CATALOGS = ("seaweed", "fixture", "sql")
+CATALOGS = ("seaweed", "fixture", "nessie", "sql")
+# Catalogs that sign their clients' S3 requests unless --store-keys.
+SIGNING_CATALOGS = ("nessie",)
 
 
 def _env(name: str) -> Optional[str]:
@@ -177,6 +187,12 @@ def add_catalog_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--s3-region")
     g.add_argument("--s3-access-key")
     g.add_argument("--s3-secret-key")
+    g.add_argument("--remote-signing", action="store_true",
+                   help="the catalog signs S3 requests: no S3 keys to the engine "
+                        "(default for --catalog nessie)")
+    g.add_argument("--store-keys", action="store_true",
+                   help="--catalog nessie: use the store's S3 keys (TESTBED_S3_*) "
+                        "instead of the catalog's signer")
     g.add_argument("--sql-path", help="--catalog sql: the embedded catalog's folder "
                                       "(holds catalog.db)")
     g.add_argument("--sql-name", default="default",
@@ -210,6 +226,8 @@ def resolve_catalog(args: argparse.Namespace) -> CatalogConfig:
         return v
 
     token = args.token or None
+    signing = bool(getattr(args, "remote_signing", False)) or (
+        args.catalog in SIGNING_CATALOGS and not getattr(args, "store_keys", False))
     cfg = CatalogConfig(
         catalog=args.catalog,
         uri=pick(args.uri, prefix + "URI", "uri").rstrip("/"),
@@ -221,8 +239,12 @@ def resolve_catalog(args: argparse.Namespace) -> CatalogConfig:
         scope=args.scope or None,
         s3_endpoint=pick(args.s3_endpoint, "TESTBED_S3_ENDPOINT", "s3-endpoint").rstrip("/"),
         s3_region=pick(args.s3_region, "TESTBED_S3_REGION", "s3-region"),
-        s3_access_key=pick(args.s3_access_key, "TESTBED_S3_ACCESS_KEY", "s3-access-key"),
-        s3_secret_key=pick(args.s3_secret_key, "TESTBED_S3_SECRET_KEY", "s3-secret-key"),
+        # With remote signing the engine gets no keys (they stay with the catalog).
+        s3_access_key="" if signing else
+        pick(args.s3_access_key, "TESTBED_S3_ACCESS_KEY", "s3-access-key"),
+        s3_secret_key="" if signing else
+        pick(args.s3_secret_key, "TESTBED_S3_SECRET_KEY", "s3-secret-key"),
+        remote_signing=signing,
     )
     if cfg.credential and cfg.oauth2_server_uri is None:
         cfg.oauth2_server_uri = cfg.uri + "/v1/oauth/tokens"

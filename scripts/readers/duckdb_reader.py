@@ -95,6 +95,16 @@ def connect(cfg: common.CatalogConfig) -> duckdb.DuckDBPyConnection:
     con.execute("SET TimeZone = 'UTC'")
     if cfg.catalog == "sql":
         return con  # local files: no S3 secret, no REST catalog to attach
+    if cfg.remote_signing:
+        # DuckDB's iceberg extension knows two access modes, 'none' (its own S3
+        # secret) and 'vended_credentials'; it ignores s3.remote-signing-enabled and
+        # s3.signer.* in a loadTable answer, so its S3 requests go out unsigned.
+        raise ReaderError(
+            "DuckDB (iceberg extension " + duckdb.__version__ + ") cannot use a remote S3 "
+            "signer: with ACCESS_DELEGATION_MODE 'vended_credentials' its unsigned GETs "
+            "get HTTP 403 AccessDenied, with 'none' it ignores the catalog's s3.endpoint; "
+            "--store-keys reads with the store's own keys instead", EXIT_FAILURE)
+
 
     ep = urllib.parse.urlsplit(cfg.s3_endpoint if "://" in cfg.s3_endpoint
                                else "http://" + cfg.s3_endpoint)

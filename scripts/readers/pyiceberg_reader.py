@@ -34,6 +34,16 @@ def catalog_properties(cfg: common.CatalogConfig) -> dict[str, str]:
         "s3.force-virtual-addressing": "false",
         "s3.resolve-region": "false",
     }
+    if cfg.remote_signing:
+        # The catalog signs every S3 request (Nessie): PyIceberg's signer hooks into
+        # botocore, so the fsspec/s3fs FileIO (PyArrowFileIO cannot sign remotely).
+        # PyIceberg asks for vended credentials by default, and Nessie answers that
+        # with neither keys nor signing: ask for remote signing instead.
+        for k in ("s3.access-key-id", "s3.secret-access-key"):
+            del props[k]
+        props["py-io-impl"] = "pyiceberg.io.fsspec.FsspecFileIO"
+        props["s3.signer"] = "S3V4RestSigner"
+        props["header.X-Iceberg-Access-Delegation"] = "remote-signing"
     if cfg.token:
         props["token"] = cfg.token
     elif cfg.credential:
@@ -45,11 +55,31 @@ def catalog_properties(cfg: common.CatalogConfig) -> dict[str, str]:
     return props
 
 
+def unshare_s3_filesystems() -> None:
+    """One s3fs client per FileIO and thread, so that remote signing is reliable.
+
+    PyIceberg 0.12's FsspecFileIO hooks its signer into the botocore client of
+    the S3FileSystem it builds (unregister, then register, under one fixed id),
+    once per FileIO and thread. fsspec hands out ONE cached S3FileSystem (one
+    client) for equal arguments in every thread, so (a) while another thread
+    re-registers, requests in flight on the shared client go out unsigned (seen:
+    a manifest PUT answered AccessDenied, ~1 make_sample_table.py run in 10),
+    and (b) the last table's signer (its signer URL names that table) signs
+    every table's requests. Without the instance cache each FileIO and thread
+    gets its own client.
+    """
+    import s3fs
+
+    s3fs.S3FileSystem.cachable = False
+
+
 def load_catalog(cfg: common.CatalogConfig):
     import requests
     from pyiceberg.catalog.rest import RestCatalog
     from pyiceberg.exceptions import OAuthError, RESTError
 
+    if cfg.remote_signing:
+        unshare_s3_filesystems()
     if cfg.catalog == "sql":
         from pyiceberg.catalog.sql import SqlCatalog
 

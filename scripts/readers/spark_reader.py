@@ -54,6 +54,13 @@ def catalog_conf(cfg: common.CatalogConfig) -> dict[str, str]:
         f"{p}.client.region": cfg.s3_region,
         f"{p}.cache-enabled": "false",
     }
+    if cfg.remote_signing:
+        # The catalog signs every S3 request (Nessie): S3FileIO follows the table's
+        # s3.remote-signing-enabled / s3.signer.uri / s3.signer.endpoint. No keys;
+        # ask for remote signing (Nessie answers "vended-credentials" alone with
+        # neither keys nor signing).
+        del conf[f"{p}.s3.access-key-id"], conf[f"{p}.s3.secret-access-key"]
+        conf[f"{p}.header.X-Iceberg-Access-Delegation"] = "remote-signing"
     if cfg.token:
         conf[f"{p}.token"] = cfg.token
     elif cfg.credential:
