@@ -21,6 +21,7 @@ use crate::table::TableHandle;
 use crate::write::credentials::{Refresh, VendedS3};
 use crate::write::data_files::{DataFileWriter, WriteOptions};
 use crate::write::schema::{iceberg_schema, schema_differences, Column};
+use crate::write::signing::{RemoteSigning, SignerToken};
 use crate::write::storage::{CredentialPath, ObjectStorage, StorageConfig};
 use crate::CatalogErrorKind;
 
@@ -129,23 +130,29 @@ impl Destination {
         let Catalog::Rest(rest) = &self.catalog else {
             return Ok(());
         };
+        if self.storage.has_job_keys() {
+            return Ok(());
+        }
         let location = loaded.metadata.location();
-        let Some(vended) =
-            VendedS3::for_location(location, &loaded.storage_credentials, &loaded.config)
-        else {
+        let qualified = format!("{}.{table}", namespace.join("."));
+        let vended = VendedS3::for_location(location, &loaded.storage_credentials, &loaded.config);
+        let used = if let Some(vended) = vended {
+            let refresh = vended_refresh(rest.clone(), namespace.clone(), table.to_string());
+            self.storage
+                .use_vended(&qualified, location, &vended, refresh)
+        } else if let Some(signing) = RemoteSigning::from_config(&loaded.config, rest.uri()) {
+            self.storage
+                .use_remote_signing(location, &signing, signer_token(rest.clone()))
+        } else {
             return Ok(());
         };
-        let qualified = format!("{}.{table}", namespace.join("."));
-        let refresh = vended_refresh(rest.clone(), namespace.clone(), table.to_string());
-        self.storage
-            .use_vended(&qualified, location, &vended, refresh)
-            .map_err(|e| {
-                IcebergError::new(
-                    IcebergErrorKind::Config,
-                    format!("using the storage credentials vended for table {qualified}"),
-                    e.message().to_string(),
-                )
-            })
+        used.map_err(|e| {
+            IcebergError::new(
+                IcebergErrorKind::Config,
+                format!("using the storage credentials vended for table {qualified}"),
+                e.message().to_string(),
+            )
+        })
     }
 
     /// Which credentials reach the table's files (for `check` and reports).
@@ -521,6 +528,14 @@ impl Destination {
         }
         Ok(left)
     }
+}
+
+/// The catalog's bearer token, for its S3 signer.
+fn signer_token(rest: Arc<RestCatalog>) -> SignerToken {
+    Arc::new(move || {
+        let rest = rest.clone();
+        Box::pin(async move { rest.bearer(false).await.map_err(|e| e.to_string()) })
+    })
 }
 
 /// Asks the catalog for the table's fresh credentials: its credentials

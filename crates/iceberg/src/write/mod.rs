@@ -6,4 +6,5 @@ pub mod conform;
 pub mod credentials;
 pub mod data_files;
 pub mod schema;
+pub mod signing;
 pub mod storage;

@@ -49,6 +49,7 @@ use tokio::io::AsyncWriteExt;
 use topicberg_core::Secret;
 
 use crate::write::credentials::{describe_expiry, Refresh, VendedProvider, VendedS3};
+use crate::write::signing::{RemoteSigning, SignerToken, SigningConnector};
 
 /// Bytes buffered per object before switching to a multipart upload; also
 /// the part size.
@@ -212,12 +213,19 @@ struct Inner {
     vended: Mutex<Vec<VendedTable>>,
 }
 
-/// A table's own store, signed with the credentials its catalog vends.
+/// A table's own store: signed with the credentials its catalog vends, or
+/// by its catalog's signer.
 struct VendedTable {
     /// The table's location, without a trailing `/`.
     location: String,
     store: Arc<dyn ObjectStore>,
-    provider: Arc<VendedProvider>,
+    source: TableCredentials,
+}
+
+enum TableCredentials {
+    Vended(Arc<VendedProvider>),
+    /// Signed remotely by this signer (shown without its token).
+    Signed(String),
 }
 
 /// Which credentials reach a location: for `check` and reports.
@@ -227,6 +235,8 @@ pub enum CredentialPath {
     JobKeys,
     /// Credentials the catalog vended for the table (expiry, if said).
     Vended { expires_at: Option<String> },
+    /// Requests signed by the catalog's signer (its URL, token hidden).
+    RemoteSigning { signer: String },
     /// The environment's default chain.
     Environment,
     /// A local folder: none needed.
@@ -242,6 +252,9 @@ impl fmt::Display for CredentialPath {
             }
             Self::Vended { expires_at: None } => {
                 f.write_str("credentials vended by the catalog (no expiry given)")
+            }
+            Self::RemoteSigning { signer } => {
+                write!(f, "requests signed by the catalog (remote signing, {signer})")
             }
             Self::Environment => f.write_str(
                 "the environment's default chain (AWS_* variables, web identity, ECS, instance metadata)",
@@ -480,9 +493,12 @@ impl ObjectStorage {
         let location = location.trim_end_matches('/').to_string();
         let mut tables = self.inner.vended.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(t) = tables.iter().find(|t| t.location == location) {
-            t.provider.replace(vended);
-            return Ok(());
+            if let TableCredentials::Vended(provider) = &t.source {
+                provider.replace(vended);
+                return Ok(());
+            }
         }
+        tables.retain(|t| t.location != location);
         let url =
             url::Url::parse(&location).map_err(|e| bad_location(&location, &e.to_string()))?;
         let bucket = url
@@ -510,9 +526,62 @@ impl ObjectStorage {
         tables.push(VendedTable {
             location,
             store,
-            provider,
+            source: TableCredentials::Vended(provider),
         });
         Ok(())
+    }
+
+    /// From now on, requests for files under the table location `location`
+    /// are signed by the catalog's signer (`signing`), with the catalog's
+    /// bearer token from `token`.
+    pub fn use_remote_signing(
+        &self,
+        location: &str,
+        signing: &RemoteSigning,
+        token: SignerToken,
+    ) -> iceberg::Result<()> {
+        let location = location.trim_end_matches('/').to_string();
+        let url =
+            url::Url::parse(&location).map_err(|e| bad_location(&location, &e.to_string()))?;
+        let bucket = url
+            .host_str()
+            .filter(|b| !b.is_empty())
+            .ok_or_else(|| bad_location(&location, "no bucket"))?
+            .to_string();
+        let job = self.inner.s3.as_ref();
+        let region = signing
+            .region
+            .clone()
+            .or_else(|| job.map(|s| s.region.clone()))
+            .unwrap_or_else(|| "us-east-1".to_string());
+        let endpoint = signing
+            .endpoint
+            .clone()
+            .or_else(|| job.and_then(|s| s.endpoint.clone()));
+        // The signers seen refuse virtual-hosted URIs: path style unless
+        // the catalog says otherwise.
+        let path_style = signing.path_style.unwrap_or(true);
+        let builder = AmazonS3Builder::new()
+            .with_skip_signature(true)
+            .with_http_connector(SigningConnector::new(signing, &region, token));
+        let store = self.build_s3(builder, &bucket, &region, endpoint.as_deref(), path_style)?;
+        let mut tables = self.inner.vended.lock().unwrap_or_else(|p| p.into_inner());
+        tables.retain(|t| t.location != location);
+        tables.push(VendedTable {
+            location,
+            store,
+            source: TableCredentials::Signed(signing.signer_shown()),
+        });
+        Ok(())
+    }
+
+    /// Whether the job file gave storage keys (they come first: a table's
+    /// vended credentials or signer are then not used).
+    pub fn has_job_keys(&self) -> bool {
+        matches!(
+            self.inner.s3.as_ref().map(|s| &s.credentials),
+            Some(S3Credentials::Keys { .. })
+        )
     }
 
     /// Which credentials reach `location` (a table's, or one of its files).
@@ -526,8 +595,13 @@ impl ObjectStorage {
             .filter(|t| within(location, &t.location))
             .max_by_key(|t| t.location.len())
         {
-            return CredentialPath::Vended {
-                expires_at: t.provider.expires_at().map(describe_expiry),
+            return match &t.source {
+                TableCredentials::Vended(provider) => CredentialPath::Vended {
+                    expires_at: provider.expires_at().map(describe_expiry),
+                },
+                TableCredentials::Signed(signer) => CredentialPath::RemoteSigning {
+                    signer: signer.clone(),
+                },
             };
         }
         match self.inner.s3.as_ref().map(|s| &s.credentials) {

@@ -201,6 +201,11 @@ impl RestCatalog {
         Ok(catalog)
     }
 
+    /// The catalog's base URI (without `/v1`).
+    pub fn uri(&self) -> &str {
+        &self.uri
+    }
+
     /// The properties `GET /v1/config` returned (defaults, then overrides).
     pub fn properties(&self) -> &HashMap<String, String> {
         &self.properties
@@ -286,7 +291,7 @@ impl RestCatalog {
     /// The bearer token to send: the static token, or the OAuth2 token,
     /// exchanged anew when missing, close to expiry, or `refresh` is set
     /// (the catalog answered 401).
-    async fn bearer(&self, refresh: bool) -> Result<Option<Secret>, CatalogError> {
+    pub(crate) async fn bearer(&self, refresh: bool) -> Result<Option<Secret>, CatalogError> {
         let CatalogAuth::ClientCredentials {
             client_id,
             client_secret,
@@ -343,7 +348,7 @@ impl RestCatalog {
                 request = request.json(json);
             }
             if self.vended_credentials {
-                request = request.header(ACCESS_DELEGATION, "vended-credentials");
+                request = request.header(ACCESS_DELEGATION, "vended-credentials,remote-signing");
             }
             let answer = match request.send().await {
                 Ok(response) => {
