@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use arrow_array::{Int64Array, RecordBatch};
+use topicberg_core::config::CatalogKind;
 use topicberg_core::Job;
 use topicberg_iceberg::{
     CatalogErrorKind, Column, ColumnType, Destination, IcebergErrorKind, TableHandle,
@@ -139,7 +140,7 @@ pub async fn check_destination(job: &Job) -> Vec<CheckStep> {
     steps.push(CheckStep::new(
         "catalog",
         match &connected {
-            Ok(_) => Ok("credential exchanged, catalog configuration read".into()),
+            Ok(_) => Ok(catalog_ok(job)),
             Err(e) => Err(format!("{e}{}", catalog_hint(&e.to_string()))),
         },
     ));
@@ -176,6 +177,17 @@ pub async fn check_destination(job: &Job) -> Vec<CheckStep> {
         },
     ));
     steps
+}
+
+/// What a successful catalog connection did, by how the job logs in.
+fn catalog_ok(job: &Job) -> String {
+    let d = &job.destination;
+    match (d.catalog, &d.credential, &d.token) {
+        (CatalogKind::Sql, _, _) => "embedded catalog opened".into(),
+        (_, Some(_), _) => "credential exchanged, catalog configuration read".into(),
+        (_, None, Some(_)) => "bearer token accepted, catalog configuration read".into(),
+        _ => "catalog configuration read (no authentication configured)".into(),
+    }
 }
 
 /// The likely fix of a failed catalog connection.
