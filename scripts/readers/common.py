@@ -52,6 +52,11 @@ Catalog arguments
   --catalog seaweed|fixture|nessie   pick defaults from the TESTBED_<CATALOG>_* and
                               TESTBED_S3_* environment variables (eval
                               "$(scripts/testbed env)"); default: seaweed
+  --catalog vending|unity     the test bed's catalogs that vend temporary S3
+                              credentials: the engine asks for them
+                              (X-Iceberg-Access-Delegation: vended-credentials) and
+                              gets no store keys; TESTBED_<CATALOG>_TOKEN (unity)
+                              and _SCOPE (vending) are used too
   --catalog sql --sql-path DIR [--sql-name NAME]
                               topicberg's embedded catalog: DIR/catalog.db (the
                               SQLite layout of PyIceberg's SqlCatalog) and the
@@ -139,6 +144,9 @@ class CatalogConfig:
     sql_name: str = "default"
     # The catalog signs S3 requests (Nessie): no S3 keys go to the engine.
     remote_signing: bool = False
+    # The catalog vends S3 credentials (vending, unity): the engine asks for them
+    # (X-Iceberg-Access-Delegation: vended-credentials) and gets no keys or endpoint.
+    vended: bool = False
 
     @property
     def client_id(self) -> Optional[str]:
@@ -163,9 +171,12 @@ class TableName:
         return ".".join(self.namespace + (self.name,))
 
 
-CATALOGS = ("seaweed", "fixture", "nessie", "sql")
+CATALOGS = ("seaweed", "fixture", "nessie", "vending", "unity", "sql")
 # Catalogs that sign their clients' S3 requests unless --store-keys.
 SIGNING_CATALOGS = ("nessie",)
+# Catalogs that vend temporary S3 credentials (emulations of the contracts of
+# Polaris-like catalogs and of Unity Catalog): no store keys, none needed.
+VENDING_CATALOGS = ("vending", "unity")
 
 
 def _env(name: str) -> Optional[str]:
@@ -246,6 +257,18 @@ def resolve_catalog(args: argparse.Namespace) -> CatalogConfig:
         pick(args.s3_secret_key, "TESTBED_S3_SECRET_KEY", "s3-secret-key"),
         remote_signing=signing,
     )
+    # TESTBED_<CATALOG>_TOKEN (unity: a static bearer token) and _SCOPE (vending:
+    # PRINCIPAL_ROLE:ALL) when not given.
+    if cfg.token is None and not args.credential:
+        cfg.token = _env(prefix + "TOKEN")
+        if cfg.token:
+            cfg.credential = None
+    if cfg.scope is None:
+        cfg.scope = _env(prefix + "SCOPE")
+    if args.catalog in VENDING_CATALOGS:
+        # The store and its temporary keys come from the catalog's answer only.
+        cfg.vended = True
+        cfg.s3_endpoint = cfg.s3_access_key = cfg.s3_secret_key = ""
     if cfg.credential and cfg.oauth2_server_uri is None:
         cfg.oauth2_server_uri = cfg.uri + "/v1/oauth/tokens"
     return cfg

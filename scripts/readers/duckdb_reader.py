@@ -106,12 +106,13 @@ def connect(cfg: common.CatalogConfig) -> duckdb.DuckDBPyConnection:
             "--store-keys reads with the store's own keys instead", EXIT_FAILURE)
 
 
-    ep = urllib.parse.urlsplit(cfg.s3_endpoint if "://" in cfg.s3_endpoint
-                               else "http://" + cfg.s3_endpoint)
-    con.execute(f"""CREATE SECRET tb_s3 (TYPE s3,
-        KEY_ID {sql_str(cfg.s3_access_key)}, SECRET {sql_str(cfg.s3_secret_key)},
-        REGION {sql_str(cfg.s3_region)}, ENDPOINT {sql_str(ep.netloc)},
-        URL_STYLE 'path', USE_SSL {'true' if ep.scheme == 'https' else 'false'})""")
+    if not cfg.vended:  # vending, unity: each table's answer brings its S3 secret
+        ep = urllib.parse.urlsplit(cfg.s3_endpoint if "://" in cfg.s3_endpoint
+                                   else "http://" + cfg.s3_endpoint)
+        con.execute(f"""CREATE SECRET tb_s3 (TYPE s3,
+            KEY_ID {sql_str(cfg.s3_access_key)}, SECRET {sql_str(cfg.s3_secret_key)},
+            REGION {sql_str(cfg.s3_region)}, ENDPOINT {sql_str(ep.netloc)},
+            URL_STYLE 'path', USE_SSL {'true' if ep.scheme == 'https' else 'false'})""")
 
     if cfg.token:
         opts = [f"TOKEN {sql_str(cfg.token)}"]
@@ -124,7 +125,8 @@ def connect(cfg: common.CatalogConfig) -> duckdb.DuckDBPyConnection:
     else:
         opts = None
     attach_opts = [f"TYPE iceberg", f"ENDPOINT {sql_str(cfg.uri)}",
-                   "ACCESS_DELEGATION_MODE 'none'"]
+                   "ACCESS_DELEGATION_MODE " + ("'vended_credentials'" if cfg.vended
+                                                else "'none'")]
     if opts is not None:
         try:  # the token request happens here
             con.execute(f"CREATE SECRET tb_iceberg (TYPE iceberg, {', '.join(opts)})")

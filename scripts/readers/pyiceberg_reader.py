@@ -44,6 +44,12 @@ def catalog_properties(cfg: common.CatalogConfig) -> dict[str, str]:
         props["py-io-impl"] = "pyiceberg.io.fsspec.FsspecFileIO"
         props["s3.signer"] = "S3V4RestSigner"
         props["header.X-Iceberg-Access-Delegation"] = "remote-signing"
+    if cfg.vended:
+        # The catalog vends temporary S3 credentials (vending, unity): ask for them;
+        # the table's config brings keys, session token, endpoint and region.
+        for k in ("s3.access-key-id", "s3.secret-access-key", "s3.endpoint"):
+            del props[k]
+        props["header.X-Iceberg-Access-Delegation"] = "vended-credentials"
     if cfg.token:
         props["token"] = cfg.token
     elif cfg.credential:

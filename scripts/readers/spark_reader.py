@@ -61,6 +61,13 @@ def catalog_conf(cfg: common.CatalogConfig) -> dict[str, str]:
         # neither keys nor signing).
         del conf[f"{p}.s3.access-key-id"], conf[f"{p}.s3.secret-access-key"]
         conf[f"{p}.header.X-Iceberg-Access-Delegation"] = "remote-signing"
+    if cfg.vended:
+        # The catalog vends temporary S3 credentials (vending, unity): ask for them;
+        # S3FileIO takes keys, session token, endpoint and region from the table's
+        # config / storage-credentials, and refreshes them at the endpoint it names.
+        for k in ("s3.access-key-id", "s3.secret-access-key", "s3.endpoint"):
+            del conf[f"{p}.{k}"]
+        conf[f"{p}.header.X-Iceberg-Access-Delegation"] = "vended-credentials"
     if cfg.token:
         conf[f"{p}.token"] = cfg.token
     elif cfg.credential:

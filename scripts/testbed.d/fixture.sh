@@ -20,9 +20,10 @@ FIXTURE_DB=$FIXTURE_DIR/catalog.db
 FIXTURE_MAIN=topicberg.testbed.LoopbackRestCatalog
 
 # fixture_install: resolve the pinned jars into $FIXTURE_LIB (once per pom.xml) and compile
-# the wrapper into $FIXTURE_CLASSES (once per source). No network when both are current.
+# the wrappers (fixture/*.java: this one, and vending.sh's VendingRestCatalog) into
+# $FIXTURE_CLASSES (once per source). No network when both are current.
 fixture_install() {
-  local pom=$FIXTURE_SRC/pom.xml src=$FIXTURE_SRC/LoopbackRestCatalog.java
+  local pom=$FIXTURE_SRC/pom.xml srcs=("$FIXTURE_SRC"/*.java)
   local want_lib want_cls
   want_lib=$(sha256sum "$pom" | cut -d' ' -f1)
   if [ "$(cat "$FIXTURE_LIB/.stamp" 2>/dev/null)" != "$want_lib" ]; then
@@ -41,12 +42,12 @@ fixture_install() {
     rm -rf "$FIXTURE_LIB" "$FIXTURE_CLASSES"
     mv "$FIXTURE_LIB.tmp" "$FIXTURE_LIB"
   fi
-  want_cls=$(cat "$src" "$FIXTURE_LIB/.stamp" | sha256sum | cut -d' ' -f1)
+  want_cls=$(cat "${srcs[@]}" "$FIXTURE_LIB/.stamp" | sha256sum | cut -d' ' -f1)
   if [ "$(cat "$FIXTURE_CLASSES/.stamp" 2>/dev/null)" != "$want_cls" ]; then
-    tb_log "fixture: compiling $(basename "$src")"
+    tb_log "fixture: compiling $(cd "$FIXTURE_SRC" && echo *.java)"
     rm -rf "$FIXTURE_CLASSES.tmp"
     mkdir -p "$FIXTURE_CLASSES.tmp"
-    javac --release 17 -nowarn -d "$FIXTURE_CLASSES.tmp" -cp "$FIXTURE_LIB/*" "$src" || return 1
+    javac --release 17 -nowarn -d "$FIXTURE_CLASSES.tmp" -cp "$FIXTURE_LIB/*" "${srcs[@]}" || return 1
     echo "$want_cls" >"$FIXTURE_CLASSES.tmp/.stamp"
     rm -rf "$FIXTURE_CLASSES"
     mv "$FIXTURE_CLASSES.tmp" "$FIXTURE_CLASSES"
