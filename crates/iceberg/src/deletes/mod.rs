@@ -57,6 +57,7 @@ impl Destination {
         if rows.is_empty() {
             return Ok(WrittenDeletes::default());
         }
+        check_format_version(handle, format)?;
         match format {
             DeleteFormat::Position => {
                 let grouped: Vec<(String, Vec<u64>)> = rows
@@ -204,4 +205,41 @@ impl Destination {
         let pending = PendingRowDelta::new(handle.metadata(), delta);
         self.commit_with_retry(handle, pending, max_attempts).await
     }
+}
+
+/// Deletion vectors exist from format v3 on, and v3 takes no new position
+/// delete files: a table whose version does not fit the delete format
+/// (made elsewhere, or a catalog that created another version than asked:
+/// Nessie 0.99 makes v2 tables only) is refused before anything is written.
+fn check_format_version(handle: &TableHandle, format: DeleteFormat) -> Result<(), IcebergError> {
+    let version = handle.metadata().format_version();
+    let fits = match format {
+        DeleteFormat::Dv => version >= iceberg::spec::FormatVersion::V3,
+        DeleteFormat::Position => version < iceberg::spec::FormatVersion::V3,
+        DeleteFormat::Equality => true,
+    };
+    if fits {
+        return Ok(());
+    }
+    let (wanted, advice) = match format {
+        DeleteFormat::Dv => (
+            "deletion vectors need format v3",
+            "choose target_engines that read position deletes, or set delete_format = \"position\"",
+        ),
+        _ => (
+            "format v3 takes deletion vectors, not position delete files",
+            "set delete_format = \"dv\" (or target_engines that read deletion vectors)",
+        ),
+    };
+    Err(IcebergError::new(
+        IcebergErrorKind::Config,
+        format!(
+            "writing the deletes of table {}.{}",
+            handle.namespace().join("."),
+            handle.name()
+        ),
+        format!(
+            "the table is format {version:?} (the catalog created or keeps it so); {wanted}: {advice}"
+        ),
+    ))
 }

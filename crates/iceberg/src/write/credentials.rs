@@ -367,6 +367,6 @@ mod tests {
     #[test]
     fn expiry_reads_as_utc_time() {
         assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
-        assert_eq!(rfc3339(1_796_141_026), "2026-12-01T15:23:46Z");
+        assert_eq!(rfc3339(1_796_141_026), "2026-12-01T16:03:46Z");
     }
 }
