@@ -158,3 +158,195 @@ fn nessie_signs_every_s3_request_append_and_upsert_read_back_by_pyiceberg_and_sp
         .iter()
         .all(|r| r["v"].as_str().unwrap().starts_with('b')));
 }
+
+fn vending_destination(uri: &str) -> String {
+    format!(
+        "catalog = \"rest\"\nuri = \"{uri}\"\nwarehouse = \"{}\"\ncredential = \"{}\"\noauth2_server_uri = \"{uri}/v1/oauth/tokens\"\nscope = \"{}\"\n",
+        get("TESTBED_VENDING_WAREHOUSE"),
+        get("TESTBED_VENDING_CREDENTIAL"),
+        get("TESTBED_VENDING_SCOPE"),
+    )
+}
+
+/// Pauses a sync before its commit; returns it with its report, log and
+/// the file that releases it.
+fn paused_sync(
+    job: &Job,
+) -> (
+    std::process::Child,
+    std::path::PathBuf,
+    std::path::PathBuf,
+    std::path::PathBuf,
+) {
+    let release = job.scratch_file("release");
+    let pause = format!("before_iceberg_commit:{}", release.display());
+    let report = job.scratch_file("report.json");
+    let log = job.scratch_file("sync.log");
+    let child = job.spawn_sync_with(&report, &log, &[("TOPICBERG_PAUSE", pause.as_str())]);
+    let ready = release.with_extension("ready");
+    crate::support::wait_until(
+        "the sync to reach its commit",
+        std::time::Duration::from_secs(120),
+        || ready.exists(),
+    );
+    (child, report, log, release)
+}
+
+#[test]
+fn vended_credentials_are_renewed_during_a_sync_longer_than_their_life_and_fail_clearly_when_they_cannot_be(
+) {
+    let renewed_topic = unique_name("vended_renew");
+    let refused_topic = unique_name("vended_refused");
+    for t in [&renewed_topic, &refused_topic] {
+        create_topic(t, 1);
+        produce(t, &messages(0..20, "a"));
+    }
+    let upsert = |t: &str| {
+        format!("[[streams]]\ntopic = \"{t}\"\nmode = \"upsert\"\ndedup_keys = [\"id\"]\n")
+    };
+    let uri = get("TESTBED_VENDING_URI");
+    let renewed = job_with_destination(
+        &[&renewed_topic],
+        &vending_destination(&uri),
+        &upsert(&renewed_topic),
+    );
+    let proxy = crate::fault_proxy::FaultProxy::start(&uri.replace("/api/catalog", ""));
+    let proxied = format!("{}/api/catalog", proxy.uri);
+    let refused = job_with_destination(
+        &[&refused_topic],
+        &vending_destination(&proxied),
+        &upsert(&refused_topic),
+    );
+    let check = renewed.run("check", &[], &[]);
+    let out = String::from_utf8_lossy(&check.stdout).into_owned();
+    assert!(
+        out.contains("credentials vended by the catalog, expiring"),
+        "{out}"
+    );
+    renewed.sync();
+    refused.sync();
+    for t in [&renewed_topic, &refused_topic] {
+        produce(t, &messages(10..30, "b"));
+    }
+    // Both syncs load their tables (and credentials), drain, and wait at
+    // their commit until every credential vended before has expired.
+    let (mut a, a_report, a_log, a_release) = paused_sync(&renewed);
+    let (mut b, b_report, _b_log, b_release) = paused_sync(&refused);
+    // The scenario is time passing: the credentials both syncs hold were
+    // vended before they paused, so they are all expired a TTL later.
+    let ttl: u64 = get("TESTBED_VENDING_TTL_S").parse().unwrap();
+    let expired = std::time::Instant::now() + std::time::Duration::from_secs(ttl + 5);
+    crate::support::wait_until(
+        "the vended credentials to expire",
+        std::time::Duration::from_secs(ttl + 30),
+        || std::time::Instant::now() >= expired,
+    );
+    // The refused job's catalog now answers nothing about credentials.
+    proxy.add(
+        crate::fault_proxy::Rule::new(crate::fault_proxy::Fault::Status(503))
+            .path_contains("/tables/")
+            .until_reset(),
+    );
+    std::fs::write(&a_release, "").unwrap();
+    std::fs::write(&b_release, "").unwrap();
+
+    assert!(
+        a.wait().unwrap().success(),
+        "{}",
+        std::fs::read_to_string(&a_log).unwrap()
+    );
+    let log = std::fs::read_to_string(&a_log).unwrap();
+    assert!(
+        log.contains("storage credentials renewed from the catalog"),
+        "{log}"
+    );
+    let report: Value = serde_json::from_slice(&std::fs::read(&a_report).unwrap()).unwrap();
+    assert_eq!(
+        table_report(&report, &renewed.table(&renewed_topic))["records"],
+        20
+    );
+    let rows = read_named("pyiceberg", "vending", &renewed.table(&renewed_topic));
+    assert_eq!(rows.lines().count(), 30);
+    assert_eq!(
+        rows,
+        read_named("spark", "vending", &renewed.table(&renewed_topic))
+    );
+
+    assert!(!b.wait().unwrap().success());
+    let report: Value = serde_json::from_slice(&std::fs::read(&b_report).unwrap()).unwrap();
+    let t = table_report(&report, &refused.table(&refused_topic));
+    assert_eq!(t["status"], "failed", "{t}");
+    let error = t["error"].as_str().unwrap();
+    assert!(
+        error.contains("expired and could not be renewed"),
+        "{error}"
+    );
+    proxy.reset();
+    let rows = read_named("pyiceberg", "vending", &refused.table(&refused_topic));
+    assert_eq!(
+        rows.lines().count(),
+        20,
+        "nothing of the failed sync is committed"
+    );
+}
+
+#[test]
+fn unity_contract_bearer_token_v3_deletion_vectors_and_other_deletes_refused() {
+    let dv_topic = unique_name("unity_dv");
+    let eq_topic = unique_name("unity_eq");
+    for t in [&dv_topic, &eq_topic] {
+        create_topic(t, 1);
+        produce(t, &messages(0..20, "a"));
+    }
+    let destination = format!(
+        "catalog = \"rest\"\nuri = \"{}\"\nwarehouse = \"{}\"\ntoken = \"{}\"\nformat_version = 3\n",
+        get("TESTBED_UNITY_URI"),
+        get("TESTBED_UNITY_WAREHOUSE"),
+        get("TESTBED_UNITY_TOKEN"),
+    );
+    let upsert = |t: &str, extra: &str| {
+        format!("[[streams]]\ntopic = \"{t}\"\nmode = \"upsert\"\ndedup_keys = [\"id\"]\n{extra}")
+    };
+    // Deletion vectors, as target_engines = ["databricks"] chooses.
+    let dv = job_with_destination(&[&dv_topic], &destination, &upsert(&dv_topic, ""));
+    let text = std::fs::read_to_string(&dv.path).unwrap();
+    std::fs::write(
+        &dv.path,
+        text.replacen('\n', "\ntarget_engines = [\"databricks\"]\n", 1),
+    )
+    .unwrap();
+    // Equality deletes, which Unity refuses.
+    let eq = job_with_destination(
+        &[&eq_topic],
+        &destination,
+        &upsert(&eq_topic, "delete_format = \"equality\"\n"),
+    );
+    dv.sync();
+    eq.sync();
+    for t in [&dv_topic, &eq_topic] {
+        produce(t, &messages(10..30, "b"));
+    }
+    let report = dv.sync();
+    let t = table_report(&report, &dv.table(&dv_topic));
+    assert_eq!(t["commit"]["addedDVs"], 1, "{t}");
+    let rows = read_named("pyiceberg", "unity", &dv.table(&dv_topic));
+    assert_eq!(rows.lines().count(), 30);
+    assert_eq!(rows, read_named("spark", "unity", &dv.table(&dv_topic)));
+
+    let path = eq.scratch_file("report.json");
+    let out = eq.run("sync", &["--report-json", path.to_str().unwrap()], &[]);
+    assert!(!out.status.success(), "the equality-delete table fails");
+    let report: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    let t = table_report(&report, &eq.table(&eq_topic));
+    assert_eq!(t["status"], "failed", "{t}");
+    assert!(
+        t["error"].as_str().unwrap().contains("deletion vectors"),
+        "{t}"
+    );
+    assert_eq!(
+        read_named("pyiceberg", "unity", &eq.table(&eq_topic))
+            .lines()
+            .count(),
+        20
+    );
+}
