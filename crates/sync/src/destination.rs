@@ -65,6 +65,7 @@ pub fn storage_config(job: &Job) -> StorageConfig {
             .unwrap_or_else(|| "us-east-1".to_string()),
         credentials,
         path_style: d.s3_path_style(),
+        ca_pem: d.ca_pem.clone(),
     })
 }
 

@@ -144,6 +144,12 @@ pub struct DestinationConfig {
     /// REST: path-style S3 addressing. Unset: true when `s3_endpoint` is set.
     #[serde(default)]
     pub s3_path_style: Option<bool>,
+    /// REST: CA certificate(s) to trust besides the system's, for an
+    /// `https://` catalog, its token endpoint, S3 store and signer behind a
+    /// private CA: PEM text, or a path to a PEM file (relative to the job
+    /// file's folder). After loading, always the PEM text.
+    #[serde(default, deserialize_with = "empty_as_none")]
+    pub ca_pem: Option<String>,
     /// SQL: the folder holding the SQLite catalog file and the table files,
     /// relative to the job file's folder. Unset: `./warehouse`. After
     /// loading a `sql` destination, always set.

@@ -171,6 +171,7 @@ fn resolve(config: &mut JobConfig, base: Option<&Path>) -> Vec<ConfigProblem> {
             "source.schema_registry_ca_pem",
             &mut config.source.schema_registry_ca_pem,
         ),
+        ("destination.ca_pem", &mut config.destination.ca_pem),
     ] {
         if let Some(text) = value.as_deref() {
             match pem_text(text, base) {

@@ -376,6 +376,7 @@ fn destination(config: &JobConfig, out: &mut Vec<ConfigProblem>) {
                 ("s3_access_key", d.s3_access_key.is_some()),
                 ("s3_secret_key", d.s3_secret_key.is_some()),
                 ("s3_path_style", d.s3_path_style.is_some()),
+                ("ca_pem", d.ca_pem.is_some()),
             ]
             .into_iter()
             .filter_map(|(name, is_set)| is_set.then_some(name))

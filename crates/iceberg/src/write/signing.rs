@@ -133,13 +133,25 @@ impl fmt::Debug for SigningConnector {
 impl SigningConnector {
     /// Requests signed by the signer of `signing`, for `region`, with the
     /// catalog's bearer token from `token`.
-    pub fn new(signing: &RemoteSigning, region: &str, token: SignerToken) -> Self {
+    pub fn new(
+        signing: &RemoteSigning,
+        region: &str,
+        token: SignerToken,
+        ca_pem: Option<&str>,
+    ) -> Self {
+        let mut http = reqwest::Client::builder();
+        for certificate in ca_pem
+            .and_then(|pem| reqwest::Certificate::from_pem_bundle(pem.as_bytes()).ok())
+            .unwrap_or_default()
+        {
+            http = http.add_root_certificate(certificate);
+        }
         Self {
             signer: Arc::new(Signer {
                 url: signing.signer_url.clone(),
                 shown: signing.signer_shown(),
                 region: region.to_string(),
-                http: reqwest::Client::new(),
+                http: http.build().unwrap_or_default(),
                 token,
             }),
         }

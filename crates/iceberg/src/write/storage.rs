@@ -71,6 +71,9 @@ pub struct S3Config {
     /// style (`bucket.endpoint/key`); local stores (MinIO, SeaweedFS) want
     /// `true`.
     pub path_style: bool,
+    /// PEM text of CA certificates to trust besides the system's (a
+    /// store, or a catalog's signer, behind a private CA).
+    pub ca_pem: Option<String>,
 }
 
 /// Which credentials an [`S3Config`] signs with (tables whose catalog
@@ -448,7 +451,20 @@ impl ObjectStorage {
         endpoint: Option<&str>,
         path_style: bool,
     ) -> iceberg::Result<Arc<dyn ObjectStore>> {
+        let mut options = object_store::ClientOptions::new();
+        if let Some(pem) = self.inner.s3.as_ref().and_then(|s| s.ca_pem.as_deref()) {
+            let certificates =
+                object_store::Certificate::from_pem_bundle(pem.as_bytes()).map_err(|e| {
+                    let message = format!("destination.ca_pem holds no usable certificate: {e}");
+                    iceberg::Error::new(iceberg::ErrorKind::DataInvalid, message)
+                        .with_source(StorageFault { retryable: false })
+                })?;
+            for certificate in certificates {
+                options = options.with_root_certificate(certificate);
+            }
+        }
         let mut builder = builder
+            .with_client_options(options)
             .with_bucket_name(bucket)
             .with_region(region)
             .with_virtual_hosted_style_request(!path_style)
@@ -563,7 +579,12 @@ impl ObjectStorage {
         let path_style = signing.path_style.unwrap_or(true);
         let builder = AmazonS3Builder::new()
             .with_skip_signature(true)
-            .with_http_connector(SigningConnector::new(signing, &region, token));
+            .with_http_connector(SigningConnector::new(
+                signing,
+                &region,
+                token,
+                job.and_then(|s| s.ca_pem.as_deref()),
+            ));
         let store = self.build_s3(builder, &bucket, &region, endpoint.as_deref(), path_style)?;
         let mut tables = self.inner.vended.lock().unwrap_or_else(|p| p.into_inner());
         tables.retain(|t| t.location != location);
@@ -852,6 +873,7 @@ mod tests {
                 secret_access_key: Secret::new("very-secret-key"),
             },
             path_style: true,
+            ca_pem: None,
         }));
         let text = format!("{storage:?} {:?}", storage.file_io());
         assert!(!text.contains("very-secret-key"), "{text}");

@@ -25,6 +25,7 @@ fn config(catalog: &str, secret_override: Option<&str>) -> RestCatalogConfig {
         },
         request_timeout: Duration::from_secs(20),
         vended_credentials: false,
+        ca_pem: None,
     }
 }
 

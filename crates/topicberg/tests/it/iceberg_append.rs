@@ -32,6 +32,7 @@ pub(crate) fn catalog_config(catalog: &str) -> RestCatalogConfig {
         },
         request_timeout: Duration::from_secs(30),
         vended_credentials: false,
+        ca_pem: None,
     }
 }
 
@@ -44,6 +45,7 @@ pub(crate) fn storage_config() -> StorageConfig {
             secret_access_key: get("TESTBED_S3_SECRET_KEY").into(),
         },
         path_style: true,
+        ca_pem: None,
     })
 }
 

@@ -350,3 +350,173 @@ fn unity_contract_bearer_token_v3_deletion_vectors_and_other_deletes_refused() {
         20
     );
 }
+
+/// A CA and a certificate for 127.0.0.1 it signed, made with openssl in
+/// `dir`: (ca.pem, cert.pem, key.pem).
+fn private_ca(
+    dir: &std::path::Path,
+) -> (std::path::PathBuf, std::path::PathBuf, std::path::PathBuf) {
+    let run = |args: &[&str]| {
+        let out = crate::testbed::command("openssl")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "openssl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    run(&[
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=topicberg test CA",
+    ]);
+    run(&[
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "key.pem",
+        "-out",
+        "cert.csr",
+        "-subj",
+        "/CN=127.0.0.1",
+    ]);
+    std::fs::write(dir.join("san.ext"), "subjectAltName=IP:127.0.0.1\n").unwrap();
+    run(&[
+        "x509",
+        "-req",
+        "-in",
+        "cert.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "cert.pem",
+        "-days",
+        "2",
+        "-extfile",
+        "san.ext",
+    ]);
+    (
+        dir.join("ca.pem"),
+        dir.join("cert.pem"),
+        dir.join("key.pem"),
+    )
+}
+
+/// A TLS front (socat) for the plain-HTTP `upstream` (`http://host:port`);
+/// killed on drop.
+struct TlsFront {
+    child: std::process::Child,
+    url: String,
+}
+
+impl Drop for TlsFront {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn tls_front(upstream: &str, cert: &std::path::Path, key: &std::path::Path) -> TlsFront {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let target = upstream.trim_start_matches("http://").trim_end_matches('/');
+    let child = crate::testbed::command("socat")
+        .arg(format!(
+            "OPENSSL-LISTEN:{port},bind=127.0.0.1,reuseaddr,fork,verify=0,cert={},key={}",
+            cert.display(),
+            key.display()
+        ))
+        .arg(format!("TCP:{target}"))
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("socat");
+    crate::support::wait_until(
+        "the TLS front to listen",
+        std::time::Duration::from_secs(20),
+        || std::net::TcpStream::connect(("127.0.0.1", port)).is_ok(),
+    );
+    TlsFront {
+        child,
+        url: format!("https://127.0.0.1:{port}"),
+    }
+}
+
+#[test]
+fn a_catalog_and_store_behind_a_private_ca_need_ca_pem_and_say_so_without_it() {
+    let topic = unique_name("private_ca");
+    create_topic(&topic, 1);
+    produce(&topic, &messages(0..10, "a"));
+    let dir = std::env::temp_dir().join(unique_name("ca"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (ca, cert, key) = private_ca(&dir);
+    let catalog = tls_front(&get("TESTBED_FIXTURE_URI"), &cert, &key);
+    let store = tls_front(&get("TESTBED_S3_ENDPOINT"), &cert, &key);
+    let destination = |ca: Option<&std::path::Path>| {
+        format!(
+            "catalog = \"rest\"\nuri = \"{}\"\nwarehouse = \"{}\"\ncredential = \"{}\"\n\
+             s3_endpoint = \"{}\"\ns3_region = \"us-east-1\"\ns3_access_key = \"{}\"\n\
+             s3_secret_key = \"{}\"\n{}",
+            catalog.url,
+            get("TESTBED_FIXTURE_WAREHOUSE"),
+            get("TESTBED_FIXTURE_CREDENTIAL"),
+            store.url,
+            get("TESTBED_S3_ACCESS_KEY"),
+            get("TESTBED_S3_SECRET_KEY"),
+            ca.map(|p| format!("ca_pem = \"{}\"\n", p.display()))
+                .unwrap_or_default(),
+        )
+    };
+    let without = job_with_destination(&[&topic], &destination(None), "");
+    let check = without.run("check", &[], &[]);
+    let out = String::from_utf8_lossy(&check.stdout).into_owned();
+    assert!(!check.status.success(), "{out}");
+    let line = out
+        .lines()
+        .find(|l| l.contains("catalog"))
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        line.starts_with("FAIL") && line.contains("destination.ca_pem"),
+        "{out}"
+    );
+
+    let with = job_with_destination(&[&topic], &destination(Some(&ca)), "");
+    let check = with.run("check", &[], &[]);
+    let out = String::from_utf8_lossy(&check.stdout).into_owned();
+    assert!(
+        check.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&check.stderr)
+    );
+    assert!(out.contains("wrote s3://"), "{out}");
+    let report = with.sync();
+    let table = with.table(&topic);
+    assert_eq!(table_report(&report, &table)["records"], 10);
+    assert_eq!(
+        read_lines("duckdb", Catalog::Fixture, &table)
+            .lines()
+            .count(),
+        10
+    );
+}

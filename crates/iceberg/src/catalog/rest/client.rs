@@ -11,7 +11,7 @@ use topicberg_core::config::{CatalogKind, DestinationConfig, CATALOG_REQUEST_TIM
 use topicberg_core::Secret;
 
 use super::oauth::{exchange_client_credentials, AccessToken};
-use super::retry::{describe_transport, status_retryable, transport_retryable, Retry};
+use super::retry::{describe_transport, status_retryable, tls_hint, transport_retryable, Retry};
 use crate::{CatalogError, CatalogErrorKind};
 
 /// How the client authenticates to the catalog.
@@ -50,6 +50,8 @@ pub struct RestCatalogConfig {
     /// Ask for vended storage credentials (`X-Iceberg-Access-Delegation:
     /// vended-credentials`): set when the job file has no storage keys.
     pub vended_credentials: bool,
+    /// PEM text of CA certificates to trust besides the system's.
+    pub ca_pem: Option<String>,
 }
 
 impl RestCatalogConfig {
@@ -77,6 +79,7 @@ impl RestCatalogConfig {
             request_timeout: Duration::from_secs(CATALOG_REQUEST_TIMEOUT_SECS),
             vended_credentials: destination.s3_access_key.is_none()
                 || destination.s3_secret_key.is_none(),
+            ca_pem: destination.ca_pem.clone(),
         })
     }
 }
@@ -138,20 +141,32 @@ impl RestCatalog {
     /// Authenticates and reads the catalog's configuration for the warehouse.
     pub async fn connect(config: &RestCatalogConfig) -> Result<Self, CatalogError> {
         let uri = config.uri.trim_end_matches('/').to_string();
-        let http = reqwest::Client::builder()
+        let mut builder = reqwest::Client::builder()
             .timeout(config.request_timeout)
             // Servers close idle keep-alive connections (Jetty after 30 s);
             // a request sent on one they just closed fails with "connection
             // closed before message completed". Drop ours first.
-            .pool_idle_timeout(POOL_IDLE_TIMEOUT)
-            .build()
-            .map_err(|e| {
-                CatalogError::new(
-                    CatalogErrorKind::Protocol,
-                    "building the HTTP client",
-                    e.to_string(),
-                )
-            })?;
+            .pool_idle_timeout(POOL_IDLE_TIMEOUT);
+        if let Some(pem) = &config.ca_pem {
+            let certificates =
+                reqwest::Certificate::from_pem_bundle(pem.as_bytes()).map_err(|e| {
+                    CatalogError::new(
+                        CatalogErrorKind::Protocol,
+                        "reading destination.ca_pem",
+                        format!("not PEM certificates: {e}"),
+                    )
+                })?;
+            for certificate in certificates {
+                builder = builder.add_root_certificate(certificate);
+            }
+        }
+        let http = builder.build().map_err(|e| {
+            CatalogError::new(
+                CatalogErrorKind::Protocol,
+                "building the HTTP client",
+                e.to_string(),
+            )
+        })?;
         let auth = match &config.auth {
             CatalogAuth::ClientCredentials {
                 client_id,
@@ -365,10 +380,11 @@ impl RestCatalog {
                         CatalogErrorKind::Unreachable,
                         &step,
                         format!(
-                            "the catalog at {} is unreachable: {}{}",
+                            "the catalog at {} is unreachable: {}{}{}",
                             self.uri,
                             describe_transport(&e),
-                            retry.note()
+                            retry.note(),
+                            tls_hint(&describe_transport(&e))
                         ),
                     ))
                 }
@@ -479,6 +495,7 @@ mod tests {
             auth: CatalogAuth::None,
             request_timeout: Duration::from_secs(2),
             vended_credentials: false,
+            ca_pem: None,
         };
         let err = RestCatalog::connect(&config).await.unwrap_err();
         assert_eq!(err.kind, CatalogErrorKind::Unreachable);

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use serde::Deserialize;
 use topicberg_core::Secret;
 
-use super::retry::{describe_transport, status_retryable, transport_retryable, Retry};
+use super::retry::{describe_transport, status_retryable, tls_hint, transport_retryable, Retry};
 use crate::{CatalogError, CatalogErrorKind};
 
 /// A bearer token and when it stops being valid.
@@ -72,9 +72,10 @@ pub async fn exchange_client_credentials(
                     CatalogErrorKind::Unreachable,
                     &step,
                     format!(
-                        "the catalog's token endpoint is unreachable: {}{}",
+                        "the catalog's token endpoint is unreachable: {}{}{}",
                         describe_transport(&e),
-                        retry.note()
+                        retry.note(),
+                        tls_hint(&describe_transport(&e))
                     ),
                 ))
             }

@@ -112,6 +112,7 @@ fn config(uri: String) -> RestCatalogConfig {
         },
         request_timeout: Duration::from_secs(5),
         vended_credentials: false,
+        ca_pem: None,
     }
 }
 

@@ -92,7 +92,24 @@ impl Retry {
 /// sent (the connection was never made), otherwise only for requests that
 /// change nothing.
 pub(crate) fn transport_retryable(err: &reqwest::Error, idempotent: bool) -> bool {
-    err.is_connect() || idempotent
+    // A certificate the client does not trust stays untrusted.
+    !is_tls_failure(&describe_transport(err)) && (err.is_connect() || idempotent)
+}
+
+/// Whether a transport failure's text is a TLS certificate problem.
+pub(crate) fn is_tls_failure(text: &str) -> bool {
+    text.contains("certificate") || text.contains("SSL routines") || text.contains("handshake")
+}
+
+/// The likely fix of a transport failure that is a TLS certificate problem.
+pub(crate) fn tls_hint(text: &str) -> &'static str {
+    if is_tls_failure(text) {
+        " (a TLS certificate this client does not trust, or that does not name the host: \
+         set destination.ca_pem to the CA that signed it, and use the host name the \
+         certificate names)"
+    } else {
+        ""
+    }
 }
 
 /// Whether an answer's status may be retried (for requests that change
