@@ -246,7 +246,8 @@ fn piece_table(
 }
 
 /// For a run inside the service: the embedded catalog's folder, the CA
-/// file paths (Kafka's, the schema registry's) and the state folder are relative to the data folder (the service's
+/// file paths (Kafka's, the schema registry's, the destination's) and the
+/// state folder are relative to the data folder (the service's
 /// working directory is nobody's job-file folder).
 fn absolutize_paths(
     source: &mut toml::Table,
@@ -262,6 +263,12 @@ fn absolutize_paths(
                 let path = under(ca);
                 source.insert(field.into(), toml::Value::String(path));
             }
+        }
+    }
+    if let Some(toml::Value::String(ca)) = destination.get("ca_pem") {
+        if !ca.contains("-----BEGIN") && Path::new(ca).is_relative() {
+            let path = under(ca);
+            destination.insert("ca_pem".into(), toml::Value::String(path));
         }
     }
     let sql = destination
