@@ -147,6 +147,9 @@ class CatalogConfig:
     # The catalog vends S3 credentials (vending, unity): the engine asks for them
     # (X-Iceberg-Access-Delegation: vended-credentials) and gets no keys or endpoint.
     vended: bool = False
+    # Azure Blob / GCS emulator settings (cloud_storage.py), for tables whose
+    # files live there (read through --catalog sql).
+    cloud: Optional[Any] = None
 
     @property
     def client_id(self) -> Optional[str]:
@@ -208,6 +211,8 @@ def add_catalog_args(p: argparse.ArgumentParser) -> None:
                                       "(holds catalog.db)")
     g.add_argument("--sql-name", default="default",
                    help="--catalog sql: the catalog name (default: default)")
+    import cloud_storage
+    cloud_storage.add_args(g)
 
 
 def add_table_arg(p: argparse.ArgumentParser) -> None:
@@ -219,10 +224,13 @@ def resolve_catalog(args: argparse.Namespace) -> CatalogConfig:
         if not args.sql_path:
             raise ReaderError("--catalog sql needs --sql-path DIR", EXIT_USAGE)
         return CatalogConfig(
-            catalog="sql", uri="", warehouse="", credential=None, oauth2_server_uri=None,
+            catalog="sql", uri="", credential=None, oauth2_server_uri=None,
             token=None, scope=None, s3_endpoint="", s3_region="", s3_access_key="",
             s3_secret_key="", sql_path=os.path.abspath(args.sql_path),
-            sql_name=args.sql_name)
+            sql_name=args.sql_name,
+            # --warehouse: where PyIceberg creates new tables (default: DIR), e.g.
+            # abfss://warehouse@devstoreaccount1.dfs.core.windows.net/tb or gs://warehouse/tb
+            warehouse=args.warehouse or "", cloud=_cloud(args))
     prefix = "TESTBED_" + args.catalog.upper() + "_"
 
     def pick(explicit: Optional[str], env_name: Optional[str], what: str,
@@ -272,6 +280,11 @@ def resolve_catalog(args: argparse.Namespace) -> CatalogConfig:
     if cfg.credential and cfg.oauth2_server_uri is None:
         cfg.oauth2_server_uri = cfg.uri + "/v1/oauth/tokens"
     return cfg
+
+
+def _cloud(args: argparse.Namespace):
+    import cloud_storage
+    return cloud_storage.resolve(args)
 
 
 def parse_table(s: str) -> TableName:

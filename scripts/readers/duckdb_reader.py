@@ -16,6 +16,7 @@ import sys
 import urllib.parse
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import cloud_storage  # noqa: E402
 import common  # noqa: E402
 from common import EXIT_FAILURE, EXIT_NO_TABLE, EXIT_UNREACHABLE, ReaderError  # noqa: E402
 
@@ -105,7 +106,6 @@ def connect(cfg: common.CatalogConfig) -> duckdb.DuckDBPyConnection:
             "get HTTP 403 AccessDenied, with 'none' it ignores the catalog's s3.endpoint; "
             "--store-keys reads with the store's own keys instead", EXIT_FAILURE)
 
-
     if not cfg.vended:  # vending, unity: each table's answer brings its S3 secret
         ep = urllib.parse.urlsplit(cfg.s3_endpoint if "://" in cfg.s3_endpoint
                                    else "http://" + cfg.s3_endpoint)
@@ -148,8 +148,15 @@ def read(cfg: common.CatalogConfig, table: common.TableName):
     con = connect(cfg)
     if cfg.catalog == "sql":
         # The embedded catalog: scan the current metadata file the SQLite
-        # catalog points at (DuckDB reads file:// locations as they are).
-        qname = f"iceberg_scan({sql_str(common.sql_metadata_location(cfg, table))})"
+        # catalog points at (DuckDB reads file:// locations as they are; Azure
+        # Blob and GCS ones through cloud_storage.py's settings).
+        location = common.sql_metadata_location(cfg, table)
+        if cloud_storage.is_remote(location):
+            try:
+                cloud_storage.duckdb_prepare(con, cfg.cloud, location, extension_path)
+            except ValueError as e:
+                raise ReaderError(str(e), common.EXIT_USAGE)
+        qname = f"iceberg_scan({sql_str(location)})"
     else:
         qname = f"cat.{ident('.'.join(table.namespace))}.{ident(table.name)}"
     try:

@@ -5,6 +5,7 @@
 #
 #   scripts/readers/fetch_spark_jars.sh        # ensure the jars exist
 #   scripts/readers/fetch_spark_jars.sh --list # print the jar paths, comma-separated
+#   scripts/readers/fetch_spark_jars.sh --cloud [--list]   also the GCS and Azure SDK bundles
 #
 # Why 1.10.1: iceberg-spark-runtime-3.5_2.12 is served up to 1.10.2, but
 # iceberg-aws-bundle skips 1.10.2 on Maven Central, and both must be the same
@@ -26,6 +27,18 @@ ARTIFACTS=(
   # the same driver version as the reference catalog's (testbed.d/fixture).
   "org.xerial:sqlite-jdbc:3.50.3.0"
 )
+# The SDKs of Iceberg's GCSFileIO and ADLSFileIO (their classes are in the
+# runtime jar), for tables in the test bed's GCS and Azure emulators; only with
+# --cloud. 1.10.0: the bundles are not on Maven Central for 1.10.1; they hold
+# only the (shaded) Google Cloud / Azure SDKs, no Iceberg classes.
+CLOUD_ARTIFACTS=(
+  "org.apache.iceberg:iceberg-gcp-bundle:1.10.0"
+  "org.apache.iceberg:iceberg-azure-bundle:1.10.0"
+)
+if [ "${1:-}" = "--cloud" ]; then
+  shift
+  ARTIFACTS+=("${CLOUD_ARTIFACTS[@]}")
+fi
 
 jar_path() { # g:a:v -> $JAR_DIR/a-v.jar
   local a v

@@ -89,8 +89,13 @@ def load_catalog(cfg: common.CatalogConfig):
     if cfg.catalog == "sql":
         from pyiceberg.catalog.sql import SqlCatalog
 
+        import cloud_storage
+
+        # Table files may live in Azure Blob / GCS (the test bed's emulators):
+        # cloud_storage.py's PyArrowFileIO settings reach them.
         return SqlCatalog(cfg.sql_name, uri=f"sqlite:///{common.sql_catalog_file(cfg)}",
-                          warehouse=f"file://{cfg.sql_path}")
+                          warehouse=cfg.warehouse or f"file://{cfg.sql_path}",
+                          **cloud_storage.pyiceberg_properties(cfg.cloud))
     try:
         return RestCatalog(f"tb_{cfg.catalog}", **catalog_properties(cfg))
     except (requests.exceptions.ConnectionError, requests.exceptions.Timeout) as e:

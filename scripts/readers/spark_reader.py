@@ -19,6 +19,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+import cloud_storage  # noqa: E402
 import common  # noqa: E402
 from common import EXIT_FAILURE, EXIT_NO_TABLE, EXIT_UNREACHABLE, ReaderError  # noqa: E402
 
@@ -30,9 +31,10 @@ os.environ["TZ"] = "UTC"
 time.tzset()
 
 
-def spark_jars() -> str:
+def spark_jars(cloud: bool = False) -> str:
     try:
-        out = subprocess.run([os.path.join(HERE, "fetch_spark_jars.sh"), "--list"],
+        out = subprocess.run([os.path.join(HERE, "fetch_spark_jars.sh")]
+                             + (["--cloud"] if cloud else []) + ["--list"],
                              check=True, stdout=subprocess.PIPE, text=True).stdout
     except subprocess.CalledProcessError as e:
         raise ReaderError(f"fetch_spark_jars.sh failed (exit {e.returncode})", EXIT_FAILURE)
@@ -187,11 +189,33 @@ def read(cfg: common.CatalogConfig, table: common.TableName):
     from pyspark.errors.exceptions.captured import CapturedException
     from py4j.protocol import Py4JJavaError
 
-    spark = session(cfg)
+    # The embedded catalog with its tables in Azure Blob / GCS (the test bed's
+    # emulators): Spark reads them through that catalog (cloud_storage.py).
+    cloud_location = None
+    if cfg.catalog == "sql":
+        location = common.sql_metadata_location(cfg, table)
+        if cloud_storage.is_remote(location):
+            cloud_location = location
+    if cloud_location:
+        try:
+            extra = cloud_storage.spark_catalog_conf(
+                cfg.cloud, cfg.sql_name, common.sql_catalog_file(cfg),
+                "file://" + cfg.sql_path, cloud_location)
+        except cloud_storage.Unsupported as e:
+            raise ReaderError(str(e), EXIT_FAILURE)
+        except ValueError as e:
+            raise ReaderError(str(e), common.EXIT_USAGE)
+        extra["spark.jars"] = spark_jars(cloud=True)
+        spark = session(cfg, extra)
+    else:
+        spark = session(cfg)
     try:
         name = ".".join(quote(x) for x in (CATALOG,) + table.namespace + (table.name,))
         try:
-            if cfg.catalog == "sql":
+            if cloud_location:
+                df = spark.table(".".join(quote(x) for x in
+                                          (cfg.sql_name,) + table.namespace + (table.name,)))
+            elif cfg.catalog == "sql":
                 # The embedded catalog: Iceberg loads a table from the current
                 # metadata file the SQLite catalog points at.
                 df = spark.read.format("iceberg").load(common.sql_metadata_location(cfg, table))
