@@ -65,7 +65,7 @@ pub use table::{SnapshotInfo, TableHandle};
 pub use write::data_files::{DataFileWriter, WriteOptions};
 pub use write::schema::{Column, ColumnType};
 pub use write::storage::{
-    CredentialPath, ObjectStorage, S3Config, S3Credentials, S3RetryPolicy, StorageConfig,
-    S3_RETRY_ENV,
+    AzureConfig, CredentialPath, GcsConfig, ObjectStorage, S3Config, S3Credentials, S3RetryPolicy,
+    StorageConfig, S3_RETRY_ENV,
 };
 pub use write::{conform, schema, storage};

@@ -40,7 +40,9 @@ use iceberg::io::{
     StorageConfig as IcebergStorageConfig, StorageFactory,
 };
 use object_store::aws::AmazonS3Builder;
+use object_store::azure::MicrosoftAzureBuilder;
 use object_store::buffered::BufWriter;
+use object_store::gcp::GoogleCloudStorageBuilder;
 use object_store::local::LocalFileSystem;
 use object_store::path::Path;
 use object_store::{BackoffConfig, ObjectStore, PutPayload, RetryConfig};
@@ -190,6 +192,30 @@ impl S3RetryPolicy {
     }
 }
 
+/// How to reach Azure Blob Storage / ADLS Gen2 (`abfss://`, `abfs://`,
+/// `wasbs://`, `wasb://`, `az://`). Unset parts come from the environment
+/// (`AZURE_STORAGE_ACCOUNT_NAME`, `AZURE_STORAGE_ACCOUNT_KEY`, a SAS, a
+/// managed identity, the Azure CLI: `object_store`'s chain).
+#[derive(Debug, Clone, Default)]
+pub struct AzureConfig {
+    /// The storage account, for locations that do not name one (`az://`).
+    pub account: Option<String>,
+    /// The account key; never printed.
+    pub access_key: Option<Secret>,
+    /// The Blob endpoint of a non-Azure store (an emulator, a private
+    /// endpoint), the account in its path: `http://127.0.0.1:10000/devstoreaccount1`.
+    pub endpoint: Option<String>,
+}
+
+/// How to reach Google Cloud Storage (`gs://`). Unset: application default
+/// credentials (`GOOGLE_APPLICATION_CREDENTIALS`, the metadata server).
+#[derive(Debug, Clone, Default)]
+pub struct GcsConfig {
+    /// A service account key file (its `gcs_base_url`, if any, moves the
+    /// client to another endpoint, as for an emulator).
+    pub service_account_path: Option<String>,
+}
+
 /// Which object stores a [`ObjectStorage`] can reach. Local paths
 /// (`file://`, `/...`) always work.
 #[derive(Debug, Clone)]
@@ -214,6 +240,8 @@ struct Inner {
     local: Arc<dyn ObjectStore>,
     /// Tables whose catalog vends their credentials: by table location.
     vended: Mutex<Vec<VendedTable>>,
+    azure: AzureConfig,
+    gcs: GcsConfig,
 }
 
 /// A table's own store: signed with the credentials its catalog vends, or
@@ -346,6 +374,8 @@ impl ObjectStorage {
                 buckets: Mutex::new(HashMap::new()),
                 local: Arc::new(LocalFileSystem::new()),
                 vended: Mutex::new(Vec::new()),
+                azure: AzureConfig::default(),
+                gcs: GcsConfig::default(),
             }),
         }
     }
@@ -369,7 +399,11 @@ impl ObjectStorage {
             "/".to_string()
         } else {
             let url = url::Url::parse(folder).map_err(|e| bad_location(folder, &e.to_string()))?;
-            format!("{}://{}/", url.scheme(), url.host_str().unwrap_or_default())
+            let host = url.host_str().unwrap_or_default();
+            match url.username() {
+                "" => format!("{}://{host}/", url.scheme()),
+                container => format!("{}://{container}@{host}/", url.scheme()),
+            }
         };
         let mut out = Vec::new();
         let mut listing = store.list(Some(&prefix));
@@ -403,9 +437,21 @@ impl ObjectStorage {
                 }
                 Ok((self.bucket(bucket, location)?, path))
             }
+            "abfss" | "abfs" | "wasbs" | "wasb" | "az" | "azure" | "adl" => {
+                Ok((self.azure_store(&url, location)?, path))
+            }
+            "gs" | "gcs" => {
+                let bucket = url
+                    .host_str()
+                    .filter(|b| !b.is_empty())
+                    .ok_or_else(|| bad_location(location, "no bucket"))?;
+                Ok((self.gcs_store(bucket, location)?, path))
+            }
             other => Err(bad_location(
                 location,
-                &format!("scheme {other}:// is not supported (s3://, file://)"),
+                &format!(
+                    "scheme {other}:// is not supported (s3://, gs://, abfss://, wasbs://, az://, file://)"
+                ),
             )),
         }
     }
@@ -440,6 +486,89 @@ impl ObjectStorage {
         )?;
         buckets.insert(bucket.to_string(), store.clone());
         Ok(store)
+    }
+
+    /// The Azure store of a location's container (and account): `abfss://`
+    /// and `wasbs://` name them as `container@account.<host>`, `az://` and
+    /// `azure://` the container only (the account from the environment).
+    fn azure_store(&self, url: &url::Url, location: &str) -> iceberg::Result<Arc<dyn ObjectStore>> {
+        let host = url.host_str().unwrap_or_default();
+        let (container, account) = match url.username() {
+            "" => (host.to_string(), None),
+            container => (
+                container.to_string(),
+                host.split('.').next().map(str::to_string),
+            ),
+        };
+        if container.is_empty() {
+            return Err(bad_location(location, "no container"));
+        }
+        let key = format!("azure:{}@{}", container, account.as_deref().unwrap_or(""));
+        let mut stores = self.inner.buckets.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(store) = stores.get(&key) {
+            return Ok(store.clone());
+        }
+        let config = &self.inner.azure;
+        let mut builder = MicrosoftAzureBuilder::from_env()
+            .with_container_name(&container)
+            .with_retry(self.inner.retry.retry_config());
+        if let Some(account) = account.as_ref().or(config.account.as_ref()) {
+            builder = builder.with_account(account);
+        }
+        if let Some(secret) = &config.access_key {
+            builder = builder.with_access_key(secret.expose());
+        }
+        if let Some(endpoint) = &config.endpoint {
+            let endpoint = endpoint.trim_end_matches('/');
+            builder = builder
+                .with_endpoint(endpoint.to_string())
+                .with_allow_http(endpoint.starts_with("http://"));
+        }
+        let store: Arc<dyn ObjectStore> = Arc::new(builder.build().map_err(|e| {
+            let message = format!("configuring Azure storage for {location}: {e}");
+            iceberg::Error::new(iceberg::ErrorKind::DataInvalid, message)
+                .with_source(StorageFault { retryable: false })
+        })?);
+        stores.insert(key, store.clone());
+        Ok(store)
+    }
+
+    /// The Google Cloud Storage store of a bucket.
+    fn gcs_store(&self, bucket: &str, location: &str) -> iceberg::Result<Arc<dyn ObjectStore>> {
+        let key = format!("gcs:{bucket}");
+        let mut stores = self.inner.buckets.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(store) = stores.get(&key) {
+            return Ok(store.clone());
+        }
+        let mut builder = GoogleCloudStorageBuilder::from_env()
+            .with_bucket_name(bucket)
+            .with_retry(self.inner.retry.retry_config());
+        if let Some(path) = &self.inner.gcs.service_account_path {
+            builder = builder.with_service_account_path(path);
+            // An emulator's base URL (in the key file) may be plain HTTP.
+            builder = builder
+                .with_client_options(object_store::ClientOptions::new().with_allow_http(true));
+        }
+        let store: Arc<dyn ObjectStore> = Arc::new(builder.build().map_err(|e| {
+            let message = format!("configuring Google Cloud Storage for {location}: {e}");
+            iceberg::Error::new(iceberg::ErrorKind::DataInvalid, message)
+                .with_source(StorageFault { retryable: false })
+        })?);
+        stores.insert(key, store.clone());
+        Ok(store)
+    }
+
+    /// This storage, reaching Azure and Google Cloud Storage as configured.
+    pub fn with_clouds(config: StorageConfig, azure: AzureConfig, gcs: GcsConfig) -> Self {
+        let storage = Self::new(config);
+        let inner = Arc::try_unwrap(storage.inner).unwrap_or_else(|_| unreachable!("just made"));
+        Self {
+            inner: Arc::new(Inner {
+                azure,
+                gcs,
+                ..inner
+            }),
+        }
     }
 
     /// An S3 store for `bucket` from a builder that holds its credentials.

@@ -7,6 +7,7 @@
 
 mod catalog_faults;
 mod catalog_smoke;
+mod cloud_storage;
 mod fault_injection;
 mod fault_proxy;
 mod iceberg_append;
