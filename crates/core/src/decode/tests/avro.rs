@@ -110,39 +110,6 @@ fn registry(format: ValueFormat, schemas: &[(u32, &str)]) -> Arc<RegistryValues>
     Arc::new(RegistryValues::new(format, Arc::new(source)))
 }
 
-fn avro_decoder(columns: &TableColumns, registry: Arc<RegistryValues>) -> BatchDecoder {
-    let mut options = DecoderOptions::append(WRITTEN);
-    options.registry = Some(registry);
-    BatchDecoder::new(columns, options).unwrap()
-}
-
-fn bytes_record(offset: i64, value: &[u8]) -> SourceRecord<'_> {
-    SourceRecord {
-        topic: "orders",
-        partition: 0,
-        offset,
-        timestamp_ms: Some(T0 / 1000),
-        key: None,
-        value: Some(value),
-    }
-}
-
-/// The columns the decoder asks for, added as the sync adds them.
-fn columns_asked(registry: &Arc<RegistryValues>, value: &[u8]) -> TableColumns {
-    let empty = TableColumns::for_new_table(&[]).unwrap();
-    let e = avro_decoder(&empty, registry.clone())
-        .append(&bytes_record(0, value))
-        .unwrap_err();
-    let DecodeErrorKind::UnknownFields(fields) = e.kind else {
-        panic!("{e}")
-    };
-    let added: Vec<_> = fields
-        .iter()
-        .map(|f| (f.name.clone(), f.column_type()))
-        .collect();
-    empty.with_added(&added, true).unwrap()
-}
-
 #[test]
 fn avro_values_decode_into_typed_columns() {
     let registry = registry(ValueFormat::Avro, &[(7, ORDER_V1)]);
@@ -169,7 +136,7 @@ fn avro_values_decode_into_typed_columns() {
             "attrs map<string, long>"
         ]
     );
-    let mut d = avro_decoder(&columns, registry);
+    let mut d = framed_decoder(&columns, registry);
     d.append(&bytes_record(10, &v1)).unwrap();
     let v2 = framed(7, ORDER_V1_PHYSICAL, order_value(2, None));
     d.append(&bytes_record(11, &v2)).unwrap();
@@ -222,7 +189,7 @@ fn bad_avro_input_is_refused_naming_offset_and_reason_and_changes_nothing() {
     let registry = registry(ValueFormat::Avro, &[(7, ORDER_V1)]);
     let v1 = framed(7, ORDER_V1_PHYSICAL, order_value(1, None));
     let columns = columns_asked(&registry, &v1);
-    let mut d = avro_decoder(&columns, registry);
+    let mut d = framed_decoder(&columns, registry);
     d.append(&bytes_record(1, &v1)).unwrap();
 
     let truncated = &v1[..v1.len() - 3];
@@ -265,7 +232,7 @@ fn auto_reads_framed_values_by_schema_and_plain_json_as_json() {
     let registry = registry(ValueFormat::Auto, &[(7, ORDER_V1)]);
     let v1 = framed(7, ORDER_V1_PHYSICAL, order_value(5, None));
     let columns = columns_asked(&registry, &v1);
-    let mut d = avro_decoder(&columns, registry);
+    let mut d = framed_decoder(&columns, registry);
     d.append(&bytes_record(1, &v1)).unwrap();
     d.append(&bytes_record(2, br#"{"id":6,"status":"NEW"}"#))
         .unwrap();
@@ -287,7 +254,7 @@ fn a_new_schema_version_adds_a_column_widens_int_and_refuses_what_iceberg_cannot
     let registry = registry(ValueFormat::Avro, &[(7, ORDER_V1), (8, V2), (9, V3)]);
     let v1 = framed(7, ORDER_V1_PHYSICAL, order_value(1, None));
     let columns = columns_asked(&registry, &v1);
-    let mut d = avro_decoder(&columns, registry.clone());
+    let mut d = framed_decoder(&columns, registry.clone());
     d.append(&bytes_record(1, &v1)).unwrap();
 
     let v2_value = Avro::Record(vec![
@@ -308,7 +275,7 @@ fn a_new_schema_version_adds_a_column_widens_int_and_refuses_what_iceberg_cannot
     let columns = columns
         .with_added(&[("note".into(), ColumnType::String)], false)
         .unwrap();
-    let mut d = avro_decoder(&columns, registry.clone());
+    let mut d = framed_decoder(&columns, registry.clone());
     let e = d.append(&bytes_record(2, &v2)).unwrap_err();
     assert_eq!(
         e.kind,
@@ -323,7 +290,7 @@ fn a_new_schema_version_adds_a_column_widens_int_and_refuses_what_iceberg_cannot
         })
         .collect();
     let columns = TableColumns::new(widened).unwrap();
-    let mut d = avro_decoder(&columns, registry.clone());
+    let mut d = framed_decoder(&columns, registry.clone());
     d.append(&bytes_record(2, &v2)).unwrap();
     // An older message into the wider columns: its int widens, note is null.
     d.append(&bytes_record(3, &v1)).unwrap();
@@ -445,7 +412,7 @@ fn json_values_for_registry_typed_columns_are_refused_not_guessed() {
     let registry = registry(ValueFormat::Auto, &[(7, ORDER_V1)]);
     let v1 = framed(7, ORDER_V1_PHYSICAL, order_value(1, None));
     let columns = columns_asked(&registry, &v1);
-    let mut d = avro_decoder(&columns, registry);
+    let mut d = framed_decoder(&columns, registry);
     let e = d
         .append(&bytes_record(1, br#"{"id":2,"amount":1.5}"#))
         .unwrap_err();

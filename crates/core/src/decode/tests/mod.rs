@@ -566,3 +566,39 @@ fn values_that_are_not_objects() {
     assert_eq!(e.to_string(), "orders[2]@7: null value (tombstone)");
     assert!(d.is_empty());
 }
+
+/// A decoder of registry-framed values (Avro and Protobuf tests).
+fn framed_decoder(columns: &TableColumns, registry: Arc<RegistryValues>) -> BatchDecoder {
+    let mut options = DecoderOptions::append(WRITTEN);
+    options.registry = Some(registry);
+    BatchDecoder::new(columns, options).unwrap()
+}
+
+/// A message of `orders` partition 0 at `offset` with `value`, no key.
+fn bytes_record(offset: i64, value: &[u8]) -> SourceRecord<'_> {
+    SourceRecord {
+        topic: "orders",
+        partition: 0,
+        offset,
+        timestamp_ms: Some(T0 / 1000),
+        key: None,
+        value: Some(value),
+    }
+}
+
+/// The columns a framed decoder asks for on an empty table, added as the
+/// sync adds them.
+fn columns_asked(registry: &Arc<RegistryValues>, value: &[u8]) -> TableColumns {
+    let empty = TableColumns::for_new_table(&[]).unwrap();
+    let e = framed_decoder(&empty, registry.clone())
+        .append(&bytes_record(0, value))
+        .unwrap_err();
+    let DecodeErrorKind::UnknownFields(fields) = e.kind else {
+        panic!("{e}")
+    };
+    let added: Vec<_> = fields
+        .iter()
+        .map(|f| (f.name.clone(), f.column_type()))
+        .collect();
+    empty.with_added(&added, true).unwrap()
+}

@@ -195,39 +195,6 @@ fn full_order(pool: &DescriptorPool, id: i64) -> Vec<u8> {
     .encode_to_vec()
 }
 
-fn proto_decoder(columns: &TableColumns, registry: Arc<RegistryValues>) -> BatchDecoder {
-    let mut options = DecoderOptions::append(WRITTEN);
-    options.registry = Some(registry);
-    BatchDecoder::new(columns, options).unwrap()
-}
-
-fn bytes_record(offset: i64, value: &[u8]) -> SourceRecord<'_> {
-    SourceRecord {
-        topic: "orders",
-        partition: 0,
-        offset,
-        timestamp_ms: Some(T0 / 1000),
-        key: None,
-        value: Some(value),
-    }
-}
-
-/// The columns the decoder asks for, added as the sync adds them.
-fn columns_asked(registry: &Arc<RegistryValues>, value: &[u8]) -> TableColumns {
-    let empty = TableColumns::for_new_table(&[]).unwrap();
-    let e = proto_decoder(&empty, registry.clone())
-        .append(&bytes_record(0, value))
-        .unwrap_err();
-    let DecodeErrorKind::UnknownFields(fields) = e.kind else {
-        panic!("{e}")
-    };
-    let added: Vec<_> = fields
-        .iter()
-        .map(|f| (f.name.clone(), f.column_type()))
-        .collect();
-    empty.with_added(&added, true).unwrap()
-}
-
 fn column_types(columns: &TableColumns) -> Vec<String> {
     columns
         .payload()
@@ -262,7 +229,7 @@ fn protobuf_values_decode_into_typed_columns() {
             "counts list<int>",
         ]
     );
-    let mut d = proto_decoder(&columns, registry);
+    let mut d = framed_decoder(&columns, registry);
     d.append(&bytes_record(10, &v1)).unwrap();
     // The full path form of [0] reads the same message.
     let long_form = [&v1[..5], &[2, 0], &v1[6..]].concat();
@@ -326,7 +293,7 @@ fn absent_proto3_scalars_read_defaults_and_fields_with_presence_read_null() {
     let registry = registry(&[(3, ORDER_V1, vec![])]);
     let pool = pool(ORDER_V1, &[]);
     let columns = columns_asked(&registry, &framed(3, &[0], &full_order(&pool, 1)));
-    let mut d = proto_decoder(&columns, registry);
+    let mut d = framed_decoder(&columns, registry);
     d.append(&bytes_record(1, &framed(3, &[0], &[]))).unwrap();
     let batch = d.finish();
     let col = |n: &str| batch.column_by_name(n).unwrap().clone();
@@ -373,7 +340,7 @@ fn the_last_value_sent_wins_messages_merge_and_unknown_numbers_are_skipped() {
         part(vec![("tags", Value::List(vec![s("b")]))]),
     ]
     .concat();
-    let mut d = proto_decoder(&columns, registry);
+    let mut d = framed_decoder(&columns, registry);
     d.append(&bytes_record(1, &framed(3, &[0], &body))).unwrap();
     let batch = d.finish();
     let col = |n: &str| batch.column_by_name(n).unwrap().clone();
@@ -412,7 +379,7 @@ fn message_indexes_select_a_nested_message_type() {
     let value = framed(3, &[1, 0], &address.encode_to_vec());
     let columns = columns_asked(&registry, &value);
     assert_eq!(column_types(&columns), ["city string", "zip string"]);
-    let mut d = proto_decoder(&columns, registry.clone());
+    let mut d = framed_decoder(&columns, registry.clone());
     d.append(&bytes_record(1, &value)).unwrap();
     assert_eq!(strings(&d.finish(), "city"), [Some("Bergen".into())]);
 
@@ -442,7 +409,7 @@ fn bad_protobuf_input_is_refused_naming_the_field_and_changes_nothing() {
     let pool = pool(ORDER_V1, &[]);
     let good = framed(3, &[0], &full_order(&pool, 1));
     let columns = columns_asked(&registry, &good);
-    let mut d = proto_decoder(&columns, registry);
+    let mut d = framed_decoder(&columns, registry);
     d.append(&bytes_record(1, &good)).unwrap();
 
     let truncated = &good[..good.len() - 3];
@@ -514,7 +481,7 @@ fn a_new_schema_version_adds_a_column_widens_int32_and_refuses_what_iceberg_cann
     };
     let v1 = encode(V1, 7, vec![("id", Value::I64(1)), ("qty", Value::I32(3))]);
     let columns = columns_asked(&registry, &v1);
-    let mut d = proto_decoder(&columns, registry.clone());
+    let mut d = framed_decoder(&columns, registry.clone());
     d.append(&bytes_record(1, &v1)).unwrap();
 
     let v2 = encode(
@@ -535,7 +502,7 @@ fn a_new_schema_version_adds_a_column_widens_int32_and_refuses_what_iceberg_cann
     let columns = columns
         .with_added(&[("note".into(), ColumnType::String)], false)
         .unwrap();
-    let mut d = proto_decoder(&columns, registry.clone());
+    let mut d = framed_decoder(&columns, registry.clone());
     let e = d.append(&bytes_record(2, &v2)).unwrap_err();
     assert_eq!(
         e.kind,
@@ -550,7 +517,7 @@ fn a_new_schema_version_adds_a_column_widens_int32_and_refuses_what_iceberg_cann
         })
         .collect();
     let columns = TableColumns::new(widened).unwrap();
-    let mut d = proto_decoder(&columns, registry.clone());
+    let mut d = framed_decoder(&columns, registry.clone());
     d.append(&bytes_record(2, &v2)).unwrap();
     // An older message into the wider columns: its int32 widens, note is null.
     d.append(&bytes_record(3, &v1)).unwrap();
@@ -607,7 +574,7 @@ fn an_import_given_as_a_reference_is_compiled() {
             "past list<struct<city: string>>"
         ]
     );
-    let mut d = proto_decoder(&columns, registry);
+    let mut d = framed_decoder(&columns, registry);
     d.append(&bytes_record(1, &value)).unwrap();
     let batch = d.finish();
     let past = batch
@@ -627,7 +594,7 @@ fn a_recursive_message_is_refused_naming_it() {
     const TREE: &str = r#"syntax = "proto3"; message Node { string name = 1; Node child = 2; }"#;
     let registry = registry(&[(5, TREE, vec![])]);
     let columns = TableColumns::for_new_table(&[]).unwrap();
-    let mut d = proto_decoder(&columns, registry);
+    let mut d = framed_decoder(&columns, registry);
     let e = d
         .append(&bytes_record(1, &framed(5, &[0], &[])))
         .unwrap_err();
@@ -658,7 +625,7 @@ fn a_map_written_out_as_the_registry_gives_it_back_still_reads_as_a_map() {
     let v1 = framed(3, &[0], &full_order(&pool, 1));
     let columns = columns_asked(&registry, &v1);
     assert!(column_types(&columns).contains(&"attrs map<string, long>".to_owned()));
-    let mut d = proto_decoder(&columns, registry);
+    let mut d = framed_decoder(&columns, registry);
     d.append(&bytes_record(1, &v1)).unwrap();
     let batch = d.finish();
     let attrs = batch.column_by_name("attrs").unwrap();

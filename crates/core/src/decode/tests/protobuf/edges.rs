@@ -48,7 +48,7 @@ fn map_keys_keep_their_type_and_absent_entry_parts_read_defaults() {
             "seen map<decimal(20,0), timestamptz>"
         ]
     );
-    let mut d = proto_decoder(&columns, registry);
+    let mut d = framed_decoder(&columns, registry);
     d.append(&bytes_record(1, &value)).unwrap();
     let batch = d.finish();
     let lines = batch.column_by_name("lines").unwrap().as_map().clone();
@@ -82,7 +82,7 @@ proptest::proptest! {
         let pool = pool(ORDER_V1, &[]);
         let good = framed(3, &[0], &full_order(&pool, 1));
         let columns = columns_asked(&registry, &good);
-        let mut d = proto_decoder(&columns, registry);
+        let mut d = framed_decoder(&columns, registry);
         d.append(&bytes_record(1, &good)).unwrap();
         let mut bad = good.clone();
         for (at, byte) in flips {
@@ -110,7 +110,7 @@ fn a_failure_inside_a_nested_value_leaves_no_part_of_it_behind() {
     let pool = pool(ORDER_V1, &[]);
     let good = framed(3, &[0], &full_order(&pool, 1));
     let columns = columns_asked(&registry, &good);
-    let mut d = proto_decoder(&columns, registry);
+    let mut d = framed_decoder(&columns, registry);
     // ship_to (7) whose city is read before its zip fails (not UTF-8);
     // then lines (15) whose first element is read before the second fails.
     let bad_struct = [0x3a, 0x06, 0x0a, 0x01, b'X', 0x12, 0x01, 0xff];
