@@ -1027,7 +1027,8 @@ mod tests {
         let storage = ObjectStorage::new(StorageConfig::Local);
         let err = storage.resolve("s3://bucket/key").unwrap_err();
         assert!(err.to_string().contains("no S3 storage"), "{err}");
-        assert!(storage.resolve("gs://bucket/key").is_err());
+        let err = storage.resolve("hdfs://namenode/key").unwrap_err();
+        assert!(err.to_string().contains("scheme hdfs:// is not supported"), "{err}");
     }
 
     #[tokio::test]
