@@ -1028,7 +1028,10 @@ mod tests {
         let err = storage.resolve("s3://bucket/key").unwrap_err();
         assert!(err.to_string().contains("no S3 storage"), "{err}");
         let err = storage.resolve("hdfs://namenode/key").unwrap_err();
-        assert!(err.to_string().contains("scheme hdfs:// is not supported"), "{err}");
+        assert!(
+            err.to_string().contains("scheme hdfs:// is not supported"),
+            "{err}"
+        );
     }
 
     #[tokio::test]
