@@ -644,23 +644,9 @@ impl ObjectStorage {
             }
         }
         tables.retain(|t| t.location != location);
-        let url =
-            url::Url::parse(&location).map_err(|e| bad_location(&location, &e.to_string()))?;
-        let bucket = url
-            .host_str()
-            .filter(|b| !b.is_empty())
-            .ok_or_else(|| bad_location(&location, "no bucket"))?
-            .to_string();
+        let (bucket, region, endpoint) =
+            self.table_target(&location, &vended.region, &vended.endpoint)?;
         let job = self.inner.s3.as_ref();
-        let region = vended
-            .region
-            .clone()
-            .or_else(|| job.map(|s| s.region.clone()))
-            .unwrap_or_else(|| "us-east-1".to_string());
-        let endpoint = vended
-            .endpoint
-            .clone()
-            .or_else(|| job.and_then(|s| s.endpoint.clone()));
         let path_style = vended
             .path_style
             .or(job.map(|s| s.path_style))
@@ -686,23 +672,9 @@ impl ObjectStorage {
         token: SignerToken,
     ) -> iceberg::Result<()> {
         let location = location.trim_end_matches('/').to_string();
-        let url =
-            url::Url::parse(&location).map_err(|e| bad_location(&location, &e.to_string()))?;
-        let bucket = url
-            .host_str()
-            .filter(|b| !b.is_empty())
-            .ok_or_else(|| bad_location(&location, "no bucket"))?
-            .to_string();
+        let (bucket, region, endpoint) =
+            self.table_target(&location, &signing.region, &signing.endpoint)?;
         let job = self.inner.s3.as_ref();
-        let region = signing
-            .region
-            .clone()
-            .or_else(|| job.map(|s| s.region.clone()))
-            .unwrap_or_else(|| "us-east-1".to_string());
-        let endpoint = signing
-            .endpoint
-            .clone()
-            .or_else(|| job.and_then(|s| s.endpoint.clone()));
         // The signers seen refuse virtual-hosted URIs: path style unless
         // the catalog says otherwise.
         let path_style = signing.path_style.unwrap_or(true);
@@ -723,6 +695,31 @@ impl ObjectStorage {
             source: TableCredentials::Signed(signing.signer_shown()),
         });
         Ok(())
+    }
+
+    /// A table's bucket, and the region and endpoint its catalog named (else
+    /// the job's, else `us-east-1` and AWS).
+    fn table_target(
+        &self,
+        location: &str,
+        region: &Option<String>,
+        endpoint: &Option<String>,
+    ) -> iceberg::Result<(String, String, Option<String>)> {
+        let url = url::Url::parse(location).map_err(|e| bad_location(location, &e.to_string()))?;
+        let bucket = url
+            .host_str()
+            .filter(|b| !b.is_empty())
+            .ok_or_else(|| bad_location(location, "no bucket"))?
+            .to_string();
+        let job = self.inner.s3.as_ref();
+        let region = region
+            .clone()
+            .or_else(|| job.map(|s| s.region.clone()))
+            .unwrap_or_else(|| "us-east-1".to_string());
+        let endpoint = endpoint
+            .clone()
+            .or_else(|| job.and_then(|s| s.endpoint.clone()));
+        Ok((bucket, region, endpoint))
     }
 
     /// Whether the job file gave storage keys (they come first: a table's
