@@ -18,6 +18,13 @@ TB_SEAWEED_VOLUME_PORT=${TB_SEAWEED_VOLUME_PORT:-9340}
 TB_SEAWEED_FILER_PORT=${TB_SEAWEED_FILER_PORT:-8888}
 TB_SEAWEED_ADMIN_PORT=${TB_SEAWEED_ADMIN_PORT:-23646}
 TB_SEAWEED_VOLUME_MB=128        # volume size limit (weed mini would pick 1 GiB)
+# How many volumes the volume server may hold. Left at 0, weed mini divides the
+# disk's free space at start by the volume size, so on a shared CI disk with a
+# fresh target/ it could allow fewer volumes than the test bed's buckets grow
+# (several per bucket): every PUT then failed with HTTP 500. Volumes are sparse
+# files that grow with their data (the suite writes a few hundred MB), so a
+# fixed count costs no disk.
+TB_SEAWEED_VOLUME_MAX=200
 TB_SEAWEED_GOMEMLIMIT=512MiB    # soft heap limit for the Go runtime
 TB_SEAWEED_WAIT_S=${TB_SEAWEED_WAIT_S:-120}
 TB_SEAWEED_DIR=$TB_RUN/seaweed
@@ -121,7 +128,8 @@ _seaweed_launch() {
   # flag, so keep the recorded value in line with ours.
   opts=$dir/mini.options
   if [ -f "$opts" ]; then
-    sed -i "s/^master\.volumeSizeLimitMB=.*/master.volumeSizeLimitMB=$TB_SEAWEED_VOLUME_MB/" "$opts"
+    sed -i -e "s/^master\.volumeSizeLimitMB=.*/master.volumeSizeLimitMB=$TB_SEAWEED_VOLUME_MB/" \
+      -e "s/^volume\.max=.*/volume.max=$TB_SEAWEED_VOLUME_MAX/" "$opts"
   fi
   # Keep the local sockets out of the shared /tmp when the path fits (108 bytes).
   sock_filer=$dir/filer.sock
@@ -158,6 +166,7 @@ _seaweed_launch() {
     -webdav=false \
     -master.telemetry=false \
     -master.volumeSizeLimitMB="$TB_SEAWEED_VOLUME_MB" \
+    -volume.max="$TB_SEAWEED_VOLUME_MAX" \
     -tableBucket="$TB_SEAWEED_WAREHOUSE" \
     -bucket="$TB_FIXTURE_BUCKET" \
     "${extra[@]}"
