@@ -225,8 +225,13 @@ def resolve_catalog(args: argparse.Namespace) -> CatalogConfig:
             raise ReaderError("--catalog sql needs --sql-path DIR", EXIT_USAGE)
         return CatalogConfig(
             catalog="sql", uri="", credential=None, oauth2_server_uri=None,
-            token=None, scope=None, s3_endpoint="", s3_region="", s3_access_key="",
-            s3_secret_key="", sql_path=os.path.abspath(args.sql_path),
+            token=None, scope=None,
+            # s3:// tables of the embedded catalog: the test bed's store.
+            s3_endpoint=args.s3_endpoint or _env("TESTBED_S3_ENDPOINT") or "",
+            s3_region=args.s3_region or _env("TESTBED_S3_REGION") or "",
+            s3_access_key=args.s3_access_key or _env("TESTBED_S3_ACCESS_KEY") or "",
+            s3_secret_key=args.s3_secret_key or _env("TESTBED_S3_SECRET_KEY") or "",
+            sql_path=os.path.abspath(args.sql_path),
             sql_name=args.sql_name,
             # --warehouse: where PyIceberg creates new tables (default: DIR), e.g.
             # abfss://warehouse@devstoreaccount1.dfs.core.windows.net/tb or gs://warehouse/tb

@@ -88,6 +88,15 @@ def duck_type(t) -> object:
     raise ReaderError(f"unsupported DuckDB type {t}", EXIT_FAILURE)
 
 
+def create_s3_secret(con: duckdb.DuckDBPyConnection, cfg: common.CatalogConfig) -> None:
+    ep = urllib.parse.urlsplit(cfg.s3_endpoint if "://" in cfg.s3_endpoint
+                               else "http://" + cfg.s3_endpoint)
+    con.execute(f"""CREATE SECRET tb_s3 (TYPE s3,
+        KEY_ID {sql_str(cfg.s3_access_key)}, SECRET {sql_str(cfg.s3_secret_key)},
+        REGION {sql_str(cfg.s3_region)}, ENDPOINT {sql_str(ep.netloc)},
+        URL_STYLE 'path', USE_SSL {'true' if ep.scheme == 'https' else 'false'})""")
+
+
 def connect(cfg: common.CatalogConfig) -> duckdb.DuckDBPyConnection:
     con = duckdb.connect(":memory:", config={"autoinstall_known_extensions": "false",
                                              "autoload_known_extensions": "false"})
@@ -95,7 +104,11 @@ def connect(cfg: common.CatalogConfig) -> duckdb.DuckDBPyConnection:
         con.execute(f"LOAD {sql_str(extension_path(ext))}")
     con.execute("SET TimeZone = 'UTC'")
     if cfg.catalog == "sql":
-        return con  # local files: no S3 secret, no REST catalog to attach
+        # No REST catalog to attach; s3:// tables of the embedded catalog are
+        # read with the test bed store's keys.
+        if cfg.s3_endpoint and cfg.s3_access_key:
+            create_s3_secret(con, cfg)
+        return con
     if cfg.remote_signing:
         # DuckDB's iceberg extension knows two access modes, 'none' (its own S3
         # secret) and 'vended_credentials'; it ignores s3.remote-signing-enabled and
@@ -107,12 +120,7 @@ def connect(cfg: common.CatalogConfig) -> duckdb.DuckDBPyConnection:
             "--store-keys reads with the store's own keys instead", EXIT_FAILURE)
 
     if not cfg.vended:  # vending, unity: each table's answer brings its S3 secret
-        ep = urllib.parse.urlsplit(cfg.s3_endpoint if "://" in cfg.s3_endpoint
-                                   else "http://" + cfg.s3_endpoint)
-        con.execute(f"""CREATE SECRET tb_s3 (TYPE s3,
-            KEY_ID {sql_str(cfg.s3_access_key)}, SECRET {sql_str(cfg.s3_secret_key)},
-            REGION {sql_str(cfg.s3_region)}, ENDPOINT {sql_str(ep.netloc)},
-            URL_STYLE 'path', USE_SSL {'true' if ep.scheme == 'https' else 'false'})""")
+        create_s3_secret(con, cfg)
 
     if cfg.token:
         opts = [f"TOKEN {sql_str(cfg.token)}"]

@@ -93,9 +93,12 @@ def load_catalog(cfg: common.CatalogConfig):
 
         # Table files may live in Azure Blob / GCS (the test bed's emulators):
         # cloud_storage.py's PyArrowFileIO settings reach them.
+        # s3:// tables: the test bed store's keys, path-style.
+        s3 = {k: v for k, v in catalog_properties(cfg).items()
+              if k.startswith("s3.") and v} if cfg.s3_endpoint else {}
         return SqlCatalog(cfg.sql_name, uri=f"sqlite:///{common.sql_catalog_file(cfg)}",
                           warehouse=cfg.warehouse or f"file://{cfg.sql_path}",
-                          **cloud_storage.pyiceberg_properties(cfg.cloud))
+                          **s3, **cloud_storage.pyiceberg_properties(cfg.cloud))
     try:
         return RestCatalog(f"tb_{cfg.catalog}", **catalog_properties(cfg))
     except (requests.exceptions.ConnectionError, requests.exceptions.Timeout) as e:

@@ -3,12 +3,13 @@ use std::fmt;
 use serde::de::{self, Deserializer, Visitor};
 
 /// The job file's fields that hold secrets (the last key of their path).
-pub const SECRET_FIELDS: [&str; 5] = [
+pub const SECRET_FIELDS: [&str; 6] = [
     "sasl_password",
     "schema_registry_password",
     "credential",
     "token",
     "s3_secret_key",
+    "azure_access_key",
 ];
 
 /// What a secret field says when its value is not a string: never the

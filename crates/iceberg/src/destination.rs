@@ -63,7 +63,7 @@ impl Destination {
         storage: StorageConfig,
     ) -> Result<Self, IcebergError> {
         let catalog = Catalog::Rest(Arc::new(RestCatalog::connect(catalog).await?));
-        Ok(Self::with_catalog(catalog, storage))
+        Ok(Self::with_catalog(catalog, ObjectStorage::new(storage)))
     }
 
     /// Opens the embedded catalog in `folder` (a SQLite file `catalog.db`
@@ -73,11 +73,31 @@ impl Destination {
         catalog_name: &str,
     ) -> Result<Self, IcebergError> {
         let catalog = Catalog::Sql(crate::catalog::sql::SqlCatalog::open(folder, catalog_name)?);
-        Ok(Self::with_catalog(catalog, StorageConfig::Local))
+        Ok(Self::with_catalog(
+            catalog,
+            ObjectStorage::new(StorageConfig::local()),
+        ))
     }
 
-    fn with_catalog(catalog: Catalog, storage: StorageConfig) -> Self {
+    /// Opens the embedded catalog in `folder` as [`Destination::open_embedded`]
+    /// does, its tables (metadata and data) under the remote `warehouse`
+    /// URI (`s3://`, `gs://`, `abfss://`), reached through `storage`.
+    pub fn open_embedded_with_warehouse(
+        folder: &std::path::Path,
+        catalog_name: &str,
+        warehouse: &str,
+        storage: StorageConfig,
+    ) -> Result<Self, IcebergError> {
         let storage = ObjectStorage::new(storage);
+        let catalog = crate::catalog::sql::SqlCatalog::open_with_warehouse(
+            folder,
+            catalog_name,
+            Some((warehouse, storage.file_io())),
+        )?;
+        Ok(Self::with_catalog(Catalog::Sql(catalog), storage))
+    }
+
+    fn with_catalog(catalog: Catalog, storage: ObjectStorage) -> Self {
         let file_io = storage.file_io();
         Self {
             catalog,

@@ -30,7 +30,7 @@ impl Fixture {
         let dir = std::env::temp_dir().join(format!("tb-local-{}", uuid::Uuid::new_v4()));
         Self {
             dir,
-            file_io: ObjectStorage::new(StorageConfig::Local).file_io(),
+            file_io: ObjectStorage::new(StorageConfig::local()).file_io(),
         }
     }
 

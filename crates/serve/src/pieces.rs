@@ -35,7 +35,7 @@ impl PieceKind {
     pub fn secrets(self) -> &'static [&'static str] {
         match self {
             Self::Source => &["sasl_password", "schema_registry_password"],
-            Self::Destination => &["credential", "token", "s3_secret_key"],
+            Self::Destination => &["credential", "token", "s3_secret_key", "azure_access_key"],
         }
     }
 

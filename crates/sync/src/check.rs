@@ -183,7 +183,12 @@ pub async fn check_destination(job: &Job) -> Vec<CheckStep> {
 fn catalog_ok(job: &Job) -> String {
     let d = &job.destination;
     match (d.catalog, &d.credential, &d.token) {
-        (CatalogKind::Sql, _, _) => "embedded catalog opened".into(),
+        (CatalogKind::Sql, _, _) => match (d.sql_warehouse_scheme(), &d.warehouse) {
+            (Some(_), Some(warehouse)) => {
+                format!("embedded catalog opened, tables in {warehouse}")
+            }
+            _ => "embedded catalog opened".into(),
+        },
         (_, Some(_), _) => "credential exchanged, catalog configuration read".into(),
         (_, None, Some(_)) => "bearer token accepted, catalog configuration read".into(),
         _ => "catalog configuration read (no authentication configured)".into(),

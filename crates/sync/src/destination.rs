@@ -4,7 +4,8 @@ use topicberg_core::config::{CatalogKind, FormatVersion as ConfigFormatVersion};
 use topicberg_core::{Job, RegistryError};
 use topicberg_iceberg::rest::RestCatalogConfig;
 use topicberg_iceberg::{
-    Destination, FormatVersion, IcebergError, S3Config, S3Credentials, StorageConfig,
+    AzureConfig, Destination, FormatVersion, GcsConfig, IcebergError, S3Config, S3Credentials,
+    StorageConfig,
 };
 use topicberg_kafka::KafkaError;
 
@@ -40,33 +41,54 @@ pub fn iceberg_format(version: ConfigFormatVersion) -> FormatVersion {
     }
 }
 
-/// The storage the job writes to: S3 with the job file's keys, or without
-/// them (a REST catalog, or an `s3_endpoint` / `s3_region` given) S3 with
-/// the environment's default chain, which tables whose catalog vends
-/// credentials do not use; the embedded catalog without S3 settings:
-/// local folders.
+/// The storage the job writes to. S3: with the job file's keys, or
+/// without them (a REST catalog, an `s3://` warehouse of the embedded
+/// catalog, or an `s3_endpoint` / `s3_region` given) the environment's
+/// default chain, which tables whose catalog vends credentials do not use.
+/// Azure and Google Cloud Storage: the job file's settings over their
+/// environment's chain. Local folders always.
 pub fn storage_config(job: &Job) -> StorageConfig {
     let d = &job.destination;
+    let s3_warehouse = d
+        .sql_warehouse_scheme()
+        .is_some_and(|s| s.starts_with("s3"));
     let credentials = match (&d.s3_access_key, &d.s3_secret_key) {
-        (Some(key), Some(secret)) => S3Credentials::Keys {
+        (Some(key), Some(secret)) => Some(S3Credentials::Keys {
             access_key_id: key.clone(),
             secret_access_key: secret.clone(),
-        },
-        _ if d.catalog == CatalogKind::Rest || d.s3_endpoint.is_some() || d.s3_region.is_some() => {
-            S3Credentials::Environment
+        }),
+        _ if d.catalog == CatalogKind::Rest
+            || s3_warehouse
+            || d.s3_endpoint.is_some()
+            || d.s3_region.is_some() =>
+        {
+            Some(S3Credentials::Environment)
         }
-        _ => return StorageConfig::Local,
+        _ => None,
     };
-    StorageConfig::S3(S3Config {
-        endpoint: d.s3_endpoint.clone(),
-        region: d
-            .s3_region
-            .clone()
-            .unwrap_or_else(|| "us-east-1".to_string()),
-        credentials,
-        path_style: d.s3_path_style(),
-        ca_pem: d.ca_pem.clone(),
-    })
+    StorageConfig {
+        s3: credentials.map(|credentials| S3Config {
+            endpoint: d.s3_endpoint.clone(),
+            region: d
+                .s3_region
+                .clone()
+                .unwrap_or_else(|| "us-east-1".to_string()),
+            credentials,
+            path_style: d.s3_path_style(),
+            ca_pem: d.ca_pem.clone(),
+        }),
+        azure: AzureConfig {
+            account: d.azure_account.clone(),
+            access_key: d.azure_access_key.clone(),
+            endpoint: d.azure_endpoint.clone(),
+        },
+        gcs: GcsConfig {
+            service_account_path: d
+                .gcs_service_account_path
+                .as_ref()
+                .map(|p| p.display().to_string()),
+        },
+    }
 }
 
 /// Connects to the job's catalog (REST: token exchange, `GET /v1/config`;
@@ -87,10 +109,21 @@ pub async fn connect_destination(job: &Job) -> Result<Destination, SetupError> {
                 })?;
             Destination::connect(&catalog, storage_config(job)).await?
         }
-        CatalogKind::Sql => Destination::open_embedded(
-            &job.destination.sql_path(),
-            topicberg_iceberg::sql::DEFAULT_CATALOG_NAME,
-        )?,
+        CatalogKind::Sql => match (
+            job.destination.sql_warehouse_scheme(),
+            &job.destination.warehouse,
+        ) {
+            (Some(_), Some(warehouse)) => Destination::open_embedded_with_warehouse(
+                &job.destination.sql_path(),
+                topicberg_iceberg::sql::DEFAULT_CATALOG_NAME,
+                warehouse,
+                storage_config(job),
+            )?,
+            _ => Destination::open_embedded(
+                &job.destination.sql_path(),
+                topicberg_iceberg::sql::DEFAULT_CATALOG_NAME,
+            )?,
+        },
     };
     Ok(target.with_write_options(write_options))
 }

@@ -112,6 +112,10 @@ pub struct DestinationConfig {
     pub uri: Option<String>,
     /// REST: the warehouse to ask `GET /v1/config` for (Polaris catalog
     /// name, Unity catalog name, SeaweedFS table bucket). Required with `rest`.
+    /// SQL: where the tables' folders (metadata and data) go, as a URI
+    /// (`s3://bucket/prefix`, `gs://bucket/prefix`,
+    /// `abfss://container@account.dfs.core.windows.net/prefix`); the
+    /// SQLite file stays in `path`. Unset: `path` itself.
     #[serde(default, deserialize_with = "empty_as_none")]
     pub warehouse: Option<String>,
     /// REST: OAuth2 client credentials `client_id:client_secret`, exchanged
@@ -150,6 +154,25 @@ pub struct DestinationConfig {
     /// file's folder). After loading, always the PEM text.
     #[serde(default, deserialize_with = "empty_as_none")]
     pub ca_pem: Option<String>,
+    /// Azure Blob / ADLS Gen2: the storage account, for `az://` locations
+    /// (`abfss://` and `wasbs://` name theirs). Unset: `AZURE_STORAGE_ACCOUNT_NAME`.
+    #[serde(default, deserialize_with = "empty_as_none")]
+    pub azure_account: Option<String>,
+    /// Azure: the account key; never printed. Unset: the environment's
+    /// chain (`AZURE_STORAGE_ACCOUNT_KEY`, a SAS, a service principal, a
+    /// managed identity).
+    #[serde(default, deserialize_with = "secret_or_none")]
+    pub azure_access_key: Option<Secret>,
+    /// Azure: the Blob endpoint of a non-Azure store (an emulator such as
+    /// Azurite, a private endpoint), the account in its path, e.g.
+    /// `http://127.0.0.1:10000/devstoreaccount1`. Unset: Azure's own.
+    #[serde(default, deserialize_with = "empty_as_none")]
+    pub azure_endpoint: Option<String>,
+    /// Google Cloud Storage: a service account key file (JSON), relative to
+    /// the job file's folder. Unset: application default credentials
+    /// (`GOOGLE_APPLICATION_CREDENTIALS`, gcloud, the metadata server).
+    #[serde(default)]
+    pub gcs_service_account_path: Option<PathBuf>,
     /// SQL: the folder holding the SQLite catalog file and the table files,
     /// relative to the job file's folder. Unset: `./warehouse`. After
     /// loading a `sql` destination, always set.
@@ -178,6 +201,16 @@ impl DestinationConfig {
     pub fn s3_path_style(&self) -> bool {
         self.s3_path_style
             .unwrap_or_else(|| defaults::s3_path_style(self.s3_endpoint.is_some()))
+    }
+
+    /// The scheme of a SQL catalog's remote warehouse (`s3`, `gs`,
+    /// `abfss`, ...); `None` with a REST catalog or a local warehouse.
+    pub fn sql_warehouse_scheme(&self) -> Option<&str> {
+        if self.catalog != CatalogKind::Sql {
+            return None;
+        }
+        let (scheme, _) = self.warehouse.as_deref()?.split_once("://")?;
+        (scheme != "file").then_some(scheme)
     }
 
     /// The embedded catalog's folder.

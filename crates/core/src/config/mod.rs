@@ -9,7 +9,7 @@
 //! anything again. Every field is documented in README.md ("The job file").
 //!
 //! Secrets (`sasl_password`, `schema_registry_password`, `s3_secret_key`,
-//! `token`, the whole `credential`) are [`Secret`](crate::Secret)s: `Debug` of a config and
+//! `azure_access_key`, `token`, the whole `credential`) are [`Secret`](crate::Secret)s: `Debug` of a config and
 //! every error message leave them out, also when the value is not a string
 //! or is malformed.
 

@@ -184,6 +184,9 @@ fn resolve(config: &mut JobConfig, base: Option<&Path>) -> Vec<ConfigProblem> {
         let path = config.destination.sql_path();
         config.destination.path = Some(relative_to(base, &path));
     }
+    if let Some(path) = &config.destination.gcs_service_account_path {
+        config.destination.gcs_service_account_path = Some(relative_to(base, path));
+    }
     config.sync.state_dir = relative_to(base, &config.sync.state_dir);
     problems
 }

@@ -463,9 +463,24 @@ fn destination_problems() {
         "is only used with catalog = \"sql\"",
     );
     one_problem(
-        &with("[destination]\nuri = \"http://127.0.0.1:8181\"\nwarehouse = \"w\"\n"),
+        &with("[destination]\nuri = \"http://127.0.0.1:8181\"\ntoken = \"t\"\n"),
         "destination.catalog",
-        "but uri, warehouse only apply to catalog = \"rest\"; add catalog = \"rest\"",
+        "but uri, token only apply to catalog = \"rest\"; add catalog = \"rest\"",
+    );
+    one_problem(
+        &with("[destination]\nwarehouse = \"lakehouse\"\n"),
+        "destination.warehouse",
+        "is not a storage URI; with catalog = \"sql\" the warehouse is where the tables go",
+    );
+    one_problem(
+        &with("[destination]\nwarehouse = \"gs://b/w\"\ns3_region = \"eu\"\n"),
+        "destination.s3_region",
+        "s3_region only apply to catalog = \"rest\" or to an s3:// warehouse",
+    );
+    one_problem(
+        &with("[destination]\nazure_access_key = \"k\"\n"),
+        "destination.azure_access_key",
+        "azure_access_key only apply to catalog = \"rest\" or to an abfss:// or wasbs:// warehouse",
     );
     one_problem(
         &with("[destination]\nformat_version = 4\n"),
@@ -822,4 +837,27 @@ fn an_explicit_delete_format_a_target_engine_cannot_read_fails_validation() {
         upsert_plan(&c, "customers"),
         (DeleteFormat::Equality, FormatVersion::V2)
     );
+}
+
+#[test]
+fn sql_catalog_with_a_remote_warehouse_takes_that_stores_settings() {
+    let s3 = load(&with(
+        "[destination]\nwarehouse = \"s3://bucket/tables\"\ns3_endpoint = \"http://127.0.0.1:8333\"\n\
+         s3_access_key = \"a\"\ns3_secret_key = \"s\"\n",
+    ))
+    .expect("an s3 warehouse with S3 settings loads");
+    assert_eq!(s3.destination.sql_warehouse_scheme(), Some("s3"));
+    let azure = load(&with(
+        "[destination]\nwarehouse = \"abfss://c@acct.dfs.core.windows.net/w\"\n\
+         azure_access_key = \"k\"\nazure_endpoint = \"http://127.0.0.1:10000/acct\"\n",
+    ))
+    .expect("an abfss warehouse with Azure settings loads");
+    assert!(!format!("{:?}", azure.destination).contains("\"k\""));
+    let gcs = load(&with(
+        "[destination]\nwarehouse = \"gs://b/w\"\ngcs_service_account_path = \"/keys/sa.json\"\n",
+    ))
+    .expect("a gs warehouse with a key file loads");
+    assert_eq!(gcs.destination.sql_warehouse_scheme(), Some("gs"));
+    let local = load(&with("[destination]\nwarehouse = \"file:///tmp/w\"\n")).unwrap();
+    assert_eq!(local.destination.sql_warehouse_scheme(), None);
 }

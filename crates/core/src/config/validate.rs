@@ -363,36 +363,7 @@ fn destination(config: &JobConfig, out: &mut Vec<ConfigProblem>) {
                 );
             }
         }
-        CatalogKind::Sql => {
-            let rest_only: Vec<&str> = [
-                ("uri", d.uri.is_some()),
-                ("warehouse", d.warehouse.is_some()),
-                ("credential", d.credential.is_some()),
-                ("token", d.token.is_some()),
-                ("oauth2_server_uri", d.oauth2_server_uri.is_some()),
-                ("scope", d.scope.is_some()),
-                ("s3_endpoint", d.s3_endpoint.is_some()),
-                ("s3_region", d.s3_region.is_some()),
-                ("s3_access_key", d.s3_access_key.is_some()),
-                ("s3_secret_key", d.s3_secret_key.is_some()),
-                ("s3_path_style", d.s3_path_style.is_some()),
-                ("ca_pem", d.ca_pem.is_some()),
-            ]
-            .into_iter()
-            .filter_map(|(name, is_set)| is_set.then_some(name))
-            .collect();
-            if !rest_only.is_empty() {
-                push(
-                    out,
-                    "destination.catalog",
-                    format!(
-                        "is \"sql\" (the embedded catalog, the default) but {} only apply to \
-                         catalog = \"rest\"; add catalog = \"rest\", or remove them",
-                        rest_only.join(", ")
-                    ),
-                );
-            }
-        }
+        CatalogKind::Sql => sql_destination(d, out),
     }
     if let Some(namespace) = &d.namespace {
         if !is_identifier(namespace) {
@@ -411,6 +382,115 @@ fn destination(config: &JobConfig, out: &mut Vec<ConfigProblem>) {
                 format!("is {v}; Iceberg format version must be 2 or 3"),
             );
         }
+    }
+}
+
+/// The URI schemes of a SQL catalog's remote warehouse, by store.
+const S3_SCHEMES: [&str; 3] = ["s3", "s3a", "s3n"];
+const AZURE_SCHEMES: [&str; 6] = ["abfss", "abfs", "wasbs", "wasb", "az", "azure"];
+const GCS_SCHEMES: [&str; 2] = ["gs", "gcs"];
+
+/// A store's URI schemes, its name in a message, and its settings (name,
+/// whether set).
+type StoreFields<'a> = (&'a [&'a str], &'a str, Vec<(&'a str, bool)>);
+
+fn sql_destination(d: &super::DestinationConfig, out: &mut Vec<ConfigProblem>) {
+    let rest_only: Vec<&str> = [
+        ("uri", d.uri.is_some()),
+        ("credential", d.credential.is_some()),
+        ("token", d.token.is_some()),
+        ("oauth2_server_uri", d.oauth2_server_uri.is_some()),
+        ("scope", d.scope.is_some()),
+    ]
+    .into_iter()
+    .filter_map(|(name, is_set)| is_set.then_some(name))
+    .collect();
+    if !rest_only.is_empty() {
+        push(
+            out,
+            "destination.catalog",
+            format!(
+                "is \"sql\" (the embedded catalog, the default) but {} only apply to \
+                 catalog = \"rest\"; add catalog = \"rest\", or remove them",
+                rest_only.join(", ")
+            ),
+        );
+    }
+    let scheme = d.sql_warehouse_scheme().unwrap_or("");
+    if let Some(warehouse) = &d.warehouse {
+        let known = S3_SCHEMES
+            .iter()
+            .chain(&AZURE_SCHEMES)
+            .chain(&GCS_SCHEMES)
+            .any(|s| *s == scheme);
+        if !known && !warehouse.starts_with("file://") {
+            push(
+                out,
+                "destination.warehouse",
+                format!(
+                    "\"{}\" is not a storage URI; with catalog = \"sql\" the warehouse is where \
+                     the tables go: s3://bucket/prefix, gs://bucket/prefix or \
+                     abfss://container@account.dfs.core.windows.net/prefix (unset: the local path)",
+                    crate::redact_urls(warehouse)
+                ),
+            );
+        }
+    }
+    let stores: [StoreFields; 3] = [
+        (
+            &S3_SCHEMES,
+            "an s3:// warehouse",
+            vec![
+                ("s3_endpoint", d.s3_endpoint.is_some()),
+                ("s3_region", d.s3_region.is_some()),
+                ("s3_access_key", d.s3_access_key.is_some()),
+                ("s3_secret_key", d.s3_secret_key.is_some()),
+                ("s3_path_style", d.s3_path_style.is_some()),
+                ("ca_pem", d.ca_pem.is_some()),
+            ],
+        ),
+        (
+            &AZURE_SCHEMES,
+            "an abfss:// or wasbs:// warehouse",
+            vec![
+                ("azure_account", d.azure_account.is_some()),
+                ("azure_access_key", d.azure_access_key.is_some()),
+                ("azure_endpoint", d.azure_endpoint.is_some()),
+            ],
+        ),
+        (
+            &GCS_SCHEMES,
+            "a gs:// warehouse",
+            vec![(
+                "gcs_service_account_path",
+                d.gcs_service_account_path.is_some(),
+            )],
+        ),
+    ];
+    for (schemes, store, fields) in stores {
+        let unused: Vec<&str> = fields
+            .into_iter()
+            .filter_map(|(name, is_set)| is_set.then_some(name))
+            .collect();
+        if !unused.is_empty() && !schemes.contains(&scheme) {
+            push(
+                out,
+                format!("destination.{}", unused[0]),
+                format!(
+                    "{} only apply to catalog = \"rest\" or to {store}; set \
+                     destination.warehouse to such a URI, or remove them",
+                    unused.join(", ")
+                ),
+            );
+        }
+    }
+    if d.s3_access_key.is_some() != d.s3_secret_key.is_some() {
+        push(
+            out,
+            "destination.s3_access_key",
+            "s3_access_key and s3_secret_key go together; set both, or neither to use \
+             the environment's credentials",
+        );
     }
 }
 

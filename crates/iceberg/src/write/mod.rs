@@ -2,6 +2,7 @@
 //! to fit the table's schema, Parquet data files, and the storage (S3 or a
 //! local folder) every file goes to.
 
+pub mod clouds;
 pub mod conform;
 pub mod credentials;
 pub mod data_files;

@@ -40,9 +40,7 @@ use iceberg::io::{
     StorageConfig as IcebergStorageConfig, StorageFactory,
 };
 use object_store::aws::AmazonS3Builder;
-use object_store::azure::MicrosoftAzureBuilder;
 use object_store::buffered::BufWriter;
-use object_store::gcp::GoogleCloudStorageBuilder;
 use object_store::local::LocalFileSystem;
 use object_store::path::Path;
 use object_store::{BackoffConfig, ObjectStore, PutPayload, RetryConfig};
@@ -50,6 +48,8 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use tokio::io::AsyncWriteExt;
 use topicberg_core::Secret;
 
+use crate::write::clouds::{is_azure, is_gcs, AZURE_CHAIN, GCS_CHAIN};
+pub use crate::write::clouds::{AzureConfig, GcsConfig};
 use crate::write::credentials::{describe_expiry, Refresh, VendedProvider, VendedS3};
 use crate::write::signing::{RemoteSigning, SignerToken, SigningConnector};
 
@@ -96,14 +96,16 @@ pub enum S3Credentials {
     Environment,
 }
 
+/// The environment's chain for S3, in words (`check`).
+const S3_CHAIN: &str =
+    "the environment's default chain (AWS_* variables, web identity, ECS, instance metadata)";
+
 impl S3Credentials {
     /// Where the credentials come from, in words (`check`, logs).
     pub fn describe(&self) -> &'static str {
         match self {
             Self::Keys { .. } => "the job file's keys (s3_access_key, s3_secret_key)",
-            Self::Environment => {
-                "the environment's default chain (AWS_* variables, web identity, ECS, instance metadata)"
-            }
+            Self::Environment => S3_CHAIN,
         }
     }
 }
@@ -179,7 +181,7 @@ impl S3RetryPolicy {
         Ok(policy)
     }
 
-    fn retry_config(&self) -> RetryConfig {
+    pub(super) fn retry_config(&self) -> RetryConfig {
         RetryConfig {
             backoff: BackoffConfig {
                 init_backoff: self.init_backoff,
@@ -192,56 +194,51 @@ impl S3RetryPolicy {
     }
 }
 
-/// How to reach Azure Blob Storage / ADLS Gen2 (`abfss://`, `abfs://`,
-/// `wasbs://`, `wasb://`, `az://`). Unset parts come from the environment
-/// (`AZURE_STORAGE_ACCOUNT_NAME`, `AZURE_STORAGE_ACCOUNT_KEY`, a SAS, a
-/// managed identity, the Azure CLI: `object_store`'s chain).
+/// Which object stores an [`ObjectStorage`] can reach, and how. Local
+/// paths (`file://`, `/...`) always work; Azure and Google Cloud Storage
+/// locations work with their environment's credentials when nothing is set.
 #[derive(Debug, Clone, Default)]
-pub struct AzureConfig {
-    /// The storage account, for locations that do not name one (`az://`).
-    pub account: Option<String>,
-    /// The account key; never printed.
-    pub access_key: Option<Secret>,
-    /// The Blob endpoint of a non-Azure store (an emulator, a private
-    /// endpoint), the account in its path: `http://127.0.0.1:10000/devstoreaccount1`.
-    pub endpoint: Option<String>,
+pub struct StorageConfig {
+    /// S3 locations go to this store; `None`: S3 locations are refused.
+    pub s3: Option<S3Config>,
+    /// Azure Blob Storage / ADLS Gen2 settings.
+    pub azure: AzureConfig,
+    /// Google Cloud Storage settings.
+    pub gcs: GcsConfig,
 }
 
-/// How to reach Google Cloud Storage (`gs://`). Unset: application default
-/// credentials (`GOOGLE_APPLICATION_CREDENTIALS`, the metadata server).
-#[derive(Debug, Clone, Default)]
-pub struct GcsConfig {
-    /// A service account key file (its `gcs_base_url`, if any, moves the
-    /// client to another endpoint, as for an emulator).
-    pub service_account_path: Option<String>,
-}
+impl StorageConfig {
+    /// Local folders, and Azure / GCS with their environment's credentials.
+    pub fn local() -> Self {
+        Self::default()
+    }
 
-/// Which object stores a [`ObjectStorage`] can reach. Local paths
-/// (`file://`, `/...`) always work.
-#[derive(Debug, Clone)]
-pub enum StorageConfig {
-    /// S3 locations go to this store.
-    S3(S3Config),
-    /// Local folders only (the embedded catalog).
-    Local,
+    /// S3 through `s3` (and the rest as [`StorageConfig::local`]).
+    pub fn s3(s3: S3Config) -> Self {
+        Self {
+            s3: Some(s3),
+            ..Self::default()
+        }
+    }
 }
 
 /// The storage behind topicberg's [`FileIO`]: S3 or the local file system,
 /// chosen per location.
 #[derive(Clone)]
 pub struct ObjectStorage {
-    inner: Arc<Inner>,
+    pub(super) inner: Arc<Inner>,
 }
 
-struct Inner {
+pub(super) struct Inner {
     s3: Option<S3Config>,
-    retry: S3RetryPolicy,
-    buckets: Mutex<HashMap<String, Arc<dyn ObjectStore>>>,
+    pub(super) retry: S3RetryPolicy,
+    /// Stores by bucket (S3), `azure:<container>@<account>`, `gcs:<bucket>`.
+    pub(super) buckets: Mutex<HashMap<String, Arc<dyn ObjectStore>>>,
     local: Arc<dyn ObjectStore>,
     /// Tables whose catalog vends their credentials: by table location.
     vended: Mutex<Vec<VendedTable>>,
-    azure: AzureConfig,
-    gcs: GcsConfig,
+    pub(super) azure: AzureConfig,
+    pub(super) gcs: GcsConfig,
 }
 
 /// A table's own store: signed with the credentials its catalog vends, or
@@ -262,14 +259,15 @@ enum TableCredentials {
 /// Which credentials reach a location: for `check` and reports.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CredentialPath {
-    /// The job file's keys.
-    JobKeys,
+    /// The job file's keys (S3 keys, an Azure account key, a GCS service
+    /// account key file: which, in words).
+    JobKeys(&'static str),
     /// Credentials the catalog vended for the table (expiry, if said).
     Vended { expires_at: Option<String> },
     /// Requests signed by the catalog's signer (its URL, token hidden).
     RemoteSigning { signer: String },
-    /// The environment's default chain.
-    Environment,
+    /// The environment's default chain of that store (in words).
+    Environment(&'static str),
     /// A local folder: none needed.
     Local,
 }
@@ -277,19 +275,22 @@ pub enum CredentialPath {
 impl fmt::Display for CredentialPath {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::JobKeys => f.write_str("the job file's keys"),
-            Self::Vended { expires_at: Some(at) } => {
+            Self::JobKeys(which) => write!(f, "the job file's {which}"),
+            Self::Vended {
+                expires_at: Some(at),
+            } => {
                 write!(f, "credentials vended by the catalog, expiring {at}")
             }
             Self::Vended { expires_at: None } => {
                 f.write_str("credentials vended by the catalog (no expiry given)")
             }
             Self::RemoteSigning { signer } => {
-                write!(f, "requests signed by the catalog (remote signing, {signer})")
+                write!(
+                    f,
+                    "requests signed by the catalog (remote signing, {signer})"
+                )
             }
-            Self::Environment => f.write_str(
-                "the environment's default chain (AWS_* variables, web identity, ECS, instance metadata)",
-            ),
+            Self::Environment(chain) => f.write_str(chain),
             Self::Local => f.write_str("a local folder (no credentials)"),
         }
     }
@@ -347,7 +348,7 @@ fn fault(op: &str, location: &str, e: object_store::Error) -> iceberg::Error {
         .with_source(StorageFault { retryable })
 }
 
-fn bad_location(location: &str, why: &str) -> iceberg::Error {
+pub(super) fn bad_location(location: &str, why: &str) -> iceberg::Error {
     let message = format!("location {location}: {why}");
     iceberg::Error::new(iceberg::ErrorKind::DataInvalid, message)
         .with_source(StorageFault { retryable: false })
@@ -363,19 +364,15 @@ impl ObjectStorage {
     /// Storage for the given configuration with an explicit S3 retry
     /// policy; connects lazily, per bucket.
     pub fn with_retry(config: StorageConfig, retry: S3RetryPolicy) -> Self {
-        let s3 = match config {
-            StorageConfig::S3(s3) => Some(s3),
-            StorageConfig::Local => None,
-        };
         Self {
             inner: Arc::new(Inner {
-                s3,
+                s3: config.s3,
                 retry,
                 buckets: Mutex::new(HashMap::new()),
                 local: Arc::new(LocalFileSystem::new()),
                 vended: Mutex::new(Vec::new()),
-                azure: AzureConfig::default(),
-                gcs: GcsConfig::default(),
+                azure: config.azure,
+                gcs: config.gcs,
             }),
         }
     }
@@ -437,10 +434,8 @@ impl ObjectStorage {
                 }
                 Ok((self.bucket(bucket, location)?, path))
             }
-            "abfss" | "abfs" | "wasbs" | "wasb" | "az" | "azure" | "adl" => {
-                Ok((self.azure_store(&url, location)?, path))
-            }
-            "gs" | "gcs" => {
+            scheme if is_azure(scheme) => Ok((self.azure_store(&url, location)?, path)),
+            scheme if is_gcs(scheme) => {
                 let bucket = url
                     .host_str()
                     .filter(|b| !b.is_empty())
@@ -486,89 +481,6 @@ impl ObjectStorage {
         )?;
         buckets.insert(bucket.to_string(), store.clone());
         Ok(store)
-    }
-
-    /// The Azure store of a location's container (and account): `abfss://`
-    /// and `wasbs://` name them as `container@account.<host>`, `az://` and
-    /// `azure://` the container only (the account from the environment).
-    fn azure_store(&self, url: &url::Url, location: &str) -> iceberg::Result<Arc<dyn ObjectStore>> {
-        let host = url.host_str().unwrap_or_default();
-        let (container, account) = match url.username() {
-            "" => (host.to_string(), None),
-            container => (
-                container.to_string(),
-                host.split('.').next().map(str::to_string),
-            ),
-        };
-        if container.is_empty() {
-            return Err(bad_location(location, "no container"));
-        }
-        let key = format!("azure:{}@{}", container, account.as_deref().unwrap_or(""));
-        let mut stores = self.inner.buckets.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(store) = stores.get(&key) {
-            return Ok(store.clone());
-        }
-        let config = &self.inner.azure;
-        let mut builder = MicrosoftAzureBuilder::from_env()
-            .with_container_name(&container)
-            .with_retry(self.inner.retry.retry_config());
-        if let Some(account) = account.as_ref().or(config.account.as_ref()) {
-            builder = builder.with_account(account);
-        }
-        if let Some(secret) = &config.access_key {
-            builder = builder.with_access_key(secret.expose());
-        }
-        if let Some(endpoint) = &config.endpoint {
-            let endpoint = endpoint.trim_end_matches('/');
-            builder = builder
-                .with_endpoint(endpoint.to_string())
-                .with_allow_http(endpoint.starts_with("http://"));
-        }
-        let store: Arc<dyn ObjectStore> = Arc::new(builder.build().map_err(|e| {
-            let message = format!("configuring Azure storage for {location}: {e}");
-            iceberg::Error::new(iceberg::ErrorKind::DataInvalid, message)
-                .with_source(StorageFault { retryable: false })
-        })?);
-        stores.insert(key, store.clone());
-        Ok(store)
-    }
-
-    /// The Google Cloud Storage store of a bucket.
-    fn gcs_store(&self, bucket: &str, location: &str) -> iceberg::Result<Arc<dyn ObjectStore>> {
-        let key = format!("gcs:{bucket}");
-        let mut stores = self.inner.buckets.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(store) = stores.get(&key) {
-            return Ok(store.clone());
-        }
-        let mut builder = GoogleCloudStorageBuilder::from_env()
-            .with_bucket_name(bucket)
-            .with_retry(self.inner.retry.retry_config());
-        if let Some(path) = &self.inner.gcs.service_account_path {
-            builder = builder.with_service_account_path(path);
-            // An emulator's base URL (in the key file) may be plain HTTP.
-            builder = builder
-                .with_client_options(object_store::ClientOptions::new().with_allow_http(true));
-        }
-        let store: Arc<dyn ObjectStore> = Arc::new(builder.build().map_err(|e| {
-            let message = format!("configuring Google Cloud Storage for {location}: {e}");
-            iceberg::Error::new(iceberg::ErrorKind::DataInvalid, message)
-                .with_source(StorageFault { retryable: false })
-        })?);
-        stores.insert(key, store.clone());
-        Ok(store)
-    }
-
-    /// This storage, reaching Azure and Google Cloud Storage as configured.
-    pub fn with_clouds(config: StorageConfig, azure: AzureConfig, gcs: GcsConfig) -> Self {
-        let storage = Self::new(config);
-        let inner = Arc::try_unwrap(storage.inner).unwrap_or_else(|_| unreachable!("just made"));
-        Self {
-            inner: Arc::new(Inner {
-                azure,
-                gcs,
-                ..inner
-            }),
-        }
     }
 
     /// An S3 store for `bucket` from a builder that holds its credentials.
@@ -751,9 +663,20 @@ impl ObjectStorage {
                 },
             };
         }
+        let scheme = location.split_once("://").map_or("", |(s, _)| s);
         match self.inner.s3.as_ref().map(|s| &s.credentials) {
-            Some(S3Credentials::Keys { .. }) => CredentialPath::JobKeys,
-            _ => CredentialPath::Environment,
+            _ if is_azure(scheme) && self.has_azure_key() => {
+                CredentialPath::JobKeys("Azure account key (azure_access_key)")
+            }
+            _ if is_azure(scheme) => CredentialPath::Environment(AZURE_CHAIN),
+            _ if is_gcs(scheme) && self.has_gcs_key() => {
+                CredentialPath::JobKeys("service account key file (gcs_service_account_path)")
+            }
+            _ if is_gcs(scheme) => CredentialPath::Environment(GCS_CHAIN),
+            Some(S3Credentials::Keys { .. }) => {
+                CredentialPath::JobKeys("keys (s3_access_key, s3_secret_key)")
+            }
+            _ => CredentialPath::Environment(S3_CHAIN),
         }
     }
 }
@@ -991,7 +914,7 @@ mod tests {
 
     #[test]
     fn debug_never_prints_the_secret() {
-        let storage = ObjectStorage::new(StorageConfig::S3(S3Config {
+        let storage = ObjectStorage::new(StorageConfig::s3(S3Config {
             endpoint: Some("http://127.0.0.1:1".into()),
             region: "us-east-1".into(),
             credentials: S3Credentials::Keys {
@@ -1003,6 +926,33 @@ mod tests {
         }));
         let text = format!("{storage:?} {:?}", storage.file_io());
         assert!(!text.contains("very-secret-key"), "{text}");
+    }
+
+    #[test]
+    fn credential_path_names_each_stores_job_setting_or_environment_chain() {
+        let bare = ObjectStorage::new(StorageConfig::local());
+        let keyed = ObjectStorage::new(StorageConfig {
+            s3: None,
+            azure: AzureConfig {
+                access_key: Some(Secret::new("k")),
+                ..AzureConfig::default()
+            },
+            gcs: GcsConfig {
+                service_account_path: Some("/keys/sa.json".into()),
+            },
+        });
+        let azure = "abfss://c@a.dfs.core.windows.net/t/data/f.parquet";
+        let gcs = "gs://b/t/data/f.parquet";
+        let shown = |s: &ObjectStorage, l: &str| s.credential_path(l).to_string();
+        assert!(shown(&bare, azure).contains("environment's Azure chain"));
+        assert!(shown(&bare, gcs).contains("application default credentials"));
+        assert!(shown(&bare, "s3://b/t").contains("AWS_* variables"));
+        assert_eq!(
+            shown(&keyed, azure),
+            "the job file's Azure account key (azure_access_key)"
+        );
+        assert!(shown(&keyed, gcs).contains("service account key file"));
+        assert_eq!(shown(&keyed, "/tmp/t"), "a local folder (no credentials)");
     }
 
     #[test]
@@ -1021,7 +971,7 @@ mod tests {
 
     #[test]
     fn s3_location_without_s3_config_is_refused() {
-        let storage = ObjectStorage::new(StorageConfig::Local);
+        let storage = ObjectStorage::new(StorageConfig::local());
         let err = storage.resolve("s3://bucket/key").unwrap_err();
         assert!(err.to_string().contains("no S3 storage"), "{err}");
         let err = storage.resolve("hdfs://namenode/key").unwrap_err();
@@ -1034,7 +984,7 @@ mod tests {
     #[tokio::test]
     async fn list_returns_locations_in_the_folders_scheme() {
         let dir = std::env::temp_dir().join(format!("tb-list-{}", uuid::Uuid::new_v4()));
-        let storage = ObjectStorage::new(StorageConfig::Local);
+        let storage = ObjectStorage::new(StorageConfig::local());
         for name in ["a/x.avro", "a/b/y.avro", "z.avro"] {
             let location = format!("{}/{name}", dir.display());
             storage
@@ -1064,7 +1014,7 @@ mod tests {
     #[tokio::test]
     async fn local_files_round_trip_through_file_io() {
         let dir = std::env::temp_dir().join(format!("tb-storage-{}", uuid::Uuid::new_v4()));
-        let io = ObjectStorage::new(StorageConfig::Local).file_io();
+        let io = ObjectStorage::new(StorageConfig::local()).file_io();
         let location = format!("file://{}/a/b.bin", dir.display());
         let out = io.new_output(&location).unwrap();
         let mut writer = out.writer().await.unwrap();

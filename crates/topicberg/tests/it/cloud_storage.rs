@@ -41,17 +41,17 @@ async fn round_trip(io: &FileIO, storage: &ObjectStorage, folder: &str) {
 fn files_round_trip_on_azure_and_google_cloud_storage_emulators() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
-        let storage = ObjectStorage::with_clouds(
-            StorageConfig::Local,
-            AzureConfig {
+        let storage = ObjectStorage::new(StorageConfig {
+            s3: None,
+            azure: AzureConfig {
                 account: Some(get("TESTBED_AZURE_ACCOUNT")),
                 access_key: Some(get("TESTBED_AZURE_KEY").into()),
                 endpoint: Some(get("TESTBED_AZURITE_BLOB_ENDPOINT")),
             },
-            GcsConfig {
+            gcs: GcsConfig {
                 service_account_path: Some(get("TESTBED_GCS_SERVICE_ACCOUNT")),
             },
-        );
+        });
         let io = storage.file_io();
         let account = get("TESTBED_AZURE_ACCOUNT");
         let container = get("TESTBED_AZURE_CONTAINER");

@@ -37,7 +37,7 @@ pub(crate) fn catalog_config(catalog: &str) -> RestCatalogConfig {
 }
 
 pub(crate) fn storage_config() -> StorageConfig {
-    StorageConfig::S3(S3Config {
+    StorageConfig::s3(S3Config {
         endpoint: Some(get("TESTBED_S3_ENDPOINT")),
         region: get("TESTBED_S3_REGION"),
         credentials: S3Credentials::Keys {

@@ -28,6 +28,7 @@ mod storage_credentials;
 mod storage_faults;
 mod support;
 mod sync_append;
+mod sync_cloud_warehouse;
 mod sync_concurrent;
 mod sync_evolution;
 mod sync_invalid;

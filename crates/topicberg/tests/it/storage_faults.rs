@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 use std::time::Instant;
 
 use serde_json::Value;
-use topicberg_iceberg::{Destination, FormatVersion, StorageConfig};
+use topicberg_iceberg::{Destination, FormatVersion};
 
 use crate::fault_proxy::{is_data_file, Fault, FaultProxy, Rule, SyncRun};
 use crate::iceberg_append::{
@@ -217,7 +217,7 @@ fn sync_permanent_s3_upload_failure_commits_nothing_and_recovers() {
 async fn delete_uncommitted_removes_unreferenced_files_and_lists_failures() {
     let proxy = FaultProxy::start(&get("TESTBED_S3_ENDPOINT"));
     let mut storage = storage_config();
-    if let StorageConfig::S3(s3) = &mut storage {
+    if let Some(s3) = &mut storage.s3 {
         s3.endpoint = Some(proxy.uri.clone());
     }
     let destination = Destination::connect(&catalog_config("SEAWEED"), storage)

@@ -1,9 +1,12 @@
-//! Metadata files of the embedded catalog: locations as `file://` URIs,
+//! Metadata files of the embedded catalog: locations as `file://` URIs
+//! (or, with a remote warehouse, `s3://`, `gs://`, `abfss://` ones),
 //! version-numbered names, reading and writing the JSON.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use bytes::Bytes;
+use iceberg::io::FileIO;
 use iceberg::spec::TableMetadata;
 
 use crate::{CatalogError, CatalogErrorKind};
@@ -30,14 +33,149 @@ pub(super) fn local_path(location: &str) -> Option<PathBuf> {
     path.starts_with('/').then(|| PathBuf::from(path))
 }
 
-fn local_path_or_error(location: &str, step: &str) -> Result<PathBuf, CatalogError> {
-    local_path(location).ok_or_else(|| {
-        CatalogError::new(
+/// How the catalog reaches metadata files: local ones through the file
+/// system (flushed to disk), others through the storage of a remote
+/// warehouse, if the catalog has one.
+#[derive(Debug, Clone, Default)]
+pub(super) struct MetadataIo {
+    /// The warehouse's storage (S3, GCS, Azure); `None`: local files only.
+    pub(super) remote: Option<FileIO>,
+}
+
+impl MetadataIo {
+    fn remote_or_error(&self, location: &str, step: &str) -> Result<&FileIO, CatalogError> {
+        self.remote.as_ref().ok_or_else(|| {
+            CatalogError::new(
+                CatalogErrorKind::Protocol,
+                step,
+                format!(
+                    "{location} is not a local file, and this SQL catalog has no remote \
+                     warehouse (set destination.warehouse to an s3://, gs:// or abfss:// URI)"
+                ),
+            )
+        })
+    }
+
+    /// Reads and parses the metadata file at `location`.
+    pub(super) fn read(&self, location: &str, step: &str) -> Result<TableMetadata, CatalogError> {
+        let bytes = match local_path(location) {
+            Some(path) => std::fs::read(&path).map_err(|e| {
+                CatalogError::new(
+                    CatalogErrorKind::Server,
+                    step,
+                    format!("reading the metadata file {}: {e}", path.display()),
+                )
+            })?,
+            None => {
+                let io = self.remote_or_error(location, step)?;
+                block_on(async { io.new_input(location)?.read().await })
+                    .map_err(|e| storage_error(step, "reading the metadata file", location, e))?
+                    .to_vec()
+            }
+        };
+        parse_metadata(&bytes, location, step)
+    }
+
+    /// Writes `metadata` as a new file at `location` (a fresh name, never
+    /// an existing file), durable before the pointer swap that follows.
+    pub(super) fn write(
+        &self,
+        location: &str,
+        metadata: &TableMetadata,
+        step: &str,
+    ) -> Result<(), CatalogError> {
+        let json = serde_json::to_vec(metadata).map_err(|e| {
+            CatalogError::new(
+                CatalogErrorKind::Protocol,
+                step,
+                format!("serialising the table metadata: {e}"),
+            )
+        })?;
+        if let Some(path) = local_path(location) {
+            return write_local(&path, &json, step);
+        }
+        let io = self.remote_or_error(location, step)?;
+        block_on(async { io.new_output(location)?.write(Bytes::from(json)).await })
+            .map_err(|e| storage_error(step, "writing the metadata file", location, e))
+    }
+
+    /// Deletes a metadata file we wrote but did not commit (best effort: an
+    /// orphan file is harmless).
+    pub(super) fn remove_quietly(&self, location: &str) {
+        match (local_path(location), &self.remote) {
+            (Some(path), _) => {
+                let _ = std::fs::remove_file(path);
+            }
+            (None, Some(io)) => {
+                let _ = block_on(io.delete(location));
+            }
+            (None, None) => {}
+        }
+    }
+
+    /// Deletes every file under the table folder `location`.
+    pub(super) fn remove_folder(&self, location: &str, step: &str) -> Result<(), CatalogError> {
+        if let Some(path) = local_path(location) {
+            return std::fs::remove_dir_all(&path)
+                .or_else(|e| match e.kind() {
+                    std::io::ErrorKind::NotFound => Ok(()),
+                    _ => Err(e),
+                })
+                .map_err(|e| {
+                    CatalogError::new(
+                        CatalogErrorKind::Server,
+                        step,
+                        format!(
+                            "the table is dropped, but deleting its folder {} failed: {e}",
+                            path.display()
+                        ),
+                    )
+                });
+        }
+        let io = self.remote_or_error(location, step)?;
+        block_on(io.delete_prefix(location)).map_err(|e| {
+            storage_error(
+                step,
+                "the table is dropped, but deleting its files",
+                location,
+                e,
+            )
+        })
+    }
+}
+
+/// Runs a storage future from the catalog's blocking thread (tokio's
+/// blocking pool, which may wait on the runtime).
+fn block_on<T>(future: impl std::future::Future<Output = T>) -> T {
+    tokio::runtime::Handle::current().block_on(future)
+}
+
+fn storage_error(step: &str, doing: &str, location: &str, e: iceberg::Error) -> CatalogError {
+    // Never `NotFound`: a metadata file we cannot read is not a missing
+    // table (which a sync would create afresh).
+    let kind = if e.retryable() {
+        CatalogErrorKind::Server
+    } else {
+        CatalogErrorKind::Protocol
+    };
+    CatalogError::new(kind, step, format!("{doing} {location}: {e}"))
+}
+
+fn parse_metadata(bytes: &[u8], location: &str, step: &str) -> Result<TableMetadata, CatalogError> {
+    if bytes.starts_with(&[0x1f, 0x8b]) {
+        return Err(CatalogError::new(
             CatalogErrorKind::Protocol,
             step,
             format!(
-                "{location} is not a local file (the SQL catalog reads and writes file:// locations only)"
+                "the metadata file {location} is gzip-compressed, which the SQL catalog does not read"
             ),
+        ));
+    }
+    serde_json::from_slice(bytes).map_err(|e| {
+        CatalogError::new(
+            CatalogErrorKind::Protocol,
+            step,
+            format!("the metadata file {location} is not table metadata: {e}"),
         )
     })
 }
@@ -62,54 +200,10 @@ pub(super) fn metadata_location(table_location: &str, version: i64) -> String {
     )
 }
 
-/// Reads and parses the metadata file at `location`.
-pub(super) fn read_metadata(location: &str, step: &str) -> Result<TableMetadata, CatalogError> {
-    let path = local_path_or_error(location, step)?;
-    let bytes = std::fs::read(&path).map_err(|e| {
-        CatalogError::new(
-            CatalogErrorKind::Server,
-            step,
-            format!("reading the metadata file {}: {e}", path.display()),
-        )
-    })?;
-    if bytes.starts_with(&[0x1f, 0x8b]) {
-        return Err(CatalogError::new(
-            CatalogErrorKind::Protocol,
-            step,
-            format!(
-                "the metadata file {} is gzip-compressed, which the SQL catalog does not read",
-                path.display()
-            ),
-        ));
-    }
-    serde_json::from_slice(&bytes).map_err(|e| {
-        CatalogError::new(
-            CatalogErrorKind::Protocol,
-            step,
-            format!(
-                "the metadata file {} is not table metadata: {e}",
-                path.display()
-            ),
-        )
-    })
-}
-
-/// Writes `metadata` as a new file at `location` (never over an existing
-/// one) and flushes it to disk, so that the pointer swap that follows never
-/// names a file a crash could lose.
-pub(super) fn write_metadata(
-    location: &str,
-    metadata: &TableMetadata,
-    step: &str,
-) -> Result<(), CatalogError> {
-    let path = local_path_or_error(location, step)?;
-    let json = serde_json::to_vec(metadata).map_err(|e| {
-        CatalogError::new(
-            CatalogErrorKind::Protocol,
-            step,
-            format!("serialising the table metadata: {e}"),
-        )
-    })?;
+/// Writes `json` as a new local file (never over an existing one) and
+/// flushes it to disk, so that the pointer swap that follows never names a
+/// file a crash could lose.
+fn write_local(path: &Path, json: &[u8], step: &str) -> Result<(), CatalogError> {
     let io_error = |e: std::io::Error| {
         CatalogError::new(
             CatalogErrorKind::Server,
@@ -123,12 +217,12 @@ pub(super) fn write_metadata(
     let mut file = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
-        .open(&path)
+        .open(path)
         .map_err(io_error)?;
-    let written = file.write_all(&json).and_then(|()| file.sync_all());
+    let written = file.write_all(json).and_then(|()| file.sync_all());
     if let Err(e) = written {
         drop(file);
-        let _ = std::fs::remove_file(&path);
+        let _ = std::fs::remove_file(path);
         return Err(io_error(e));
     }
     if let Some(dir) = path.parent() {
@@ -138,14 +232,6 @@ pub(super) fn write_metadata(
         }
     }
     Ok(())
-}
-
-/// Deletes a metadata file we wrote but did not commit (best effort: an
-/// orphan file is harmless).
-pub(super) fn remove_quietly(location: &str) {
-    if let Some(path) = local_path(location) {
-        let _ = std::fs::remove_file(path);
-    }
 }
 
 /// Whether `path` lies strictly inside `folder` (no `..` tricks: both are

@@ -27,6 +27,13 @@
 //! process, another topicberg, PyIceberg, Spark) committed first, which is a
 //! [`CatalogErrorKind::Conflict`], and the file we wrote is deleted.
 //!
+//! With a remote warehouse ([`SqlCatalog::open_with_warehouse`]: an
+//! `s3://`, `gs://` or `abfss://` URI), the SQLite file stays in the local
+//! folder and the tables' folders (metadata and data) go under the URI;
+//! metadata files are then read and written through the warehouse's
+//! storage. Each new metadata file has a fresh name, so no write ever
+//! replaces another; the pointer swap stays the commit.
+//!
 //! Opening PyIceberg on the same folder:
 //!
 //! ```python
@@ -47,6 +54,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use iceberg::io::FileIO;
 use rusqlite::{params, Connection, ErrorCode, OptionalExtension, TransactionBehavior};
 
 use crate::catalog::rest::Namespace;
@@ -101,8 +109,11 @@ struct Inner {
     db_path: PathBuf,
     /// The `catalog_name` column of every row we read or write.
     name: String,
-    /// `file://<folder>`: table locations start with it.
+    /// `file://<folder>`, or the remote warehouse URI (no trailing `/`):
+    /// table locations start with it.
     warehouse: String,
+    /// How metadata files are read and written.
+    io: files::MetadataIo,
     /// Whether `iceberg_tables` has the `iceberg_type` column (a catalog
     /// created by an older PyIceberg or JDBC catalog may not).
     typed: bool,
@@ -114,6 +125,17 @@ impl SqlCatalog {
     /// (PyIceberg's first argument to `SqlCatalog`); one file may hold
     /// several catalogs.
     pub fn open(path: &Path, catalog_name: &str) -> Result<SqlCatalog, CatalogError> {
+        Self::open_with_warehouse(path, catalog_name, None)
+    }
+
+    /// Opens the catalog as [`SqlCatalog::open`] does, its tables under
+    /// `warehouse` when given: a remote URI (`s3://bucket/prefix`,
+    /// `gs://...`, `abfss://...`) and the [`FileIO`] that reaches it.
+    pub fn open_with_warehouse(
+        path: &Path,
+        catalog_name: &str,
+        warehouse: Option<(&str, FileIO)>,
+    ) -> Result<SqlCatalog, CatalogError> {
         let step = format!("opening the SQL catalog in {}", path.display());
         if catalog_name.is_empty() {
             return Err(CatalogError::new(
@@ -139,7 +161,18 @@ impl SqlCatalog {
                 "the folder's path is not valid UTF-8",
             ));
         };
-        let warehouse = files::path_to_uri(folder_text);
+        let (warehouse, io) = match warehouse {
+            Some((uri, file_io)) => (
+                uri.trim_end_matches('/').to_string(),
+                files::MetadataIo {
+                    remote: Some(file_io),
+                },
+            ),
+            None => (
+                files::path_to_uri(folder_text),
+                files::MetadataIo::default(),
+            ),
+        };
         let db_path = folder.join(CATALOG_FILE);
         let step = format!("opening the SQL catalog {}", db_path.display());
         let conn = connect(&db_path, &step)?;
@@ -153,6 +186,7 @@ impl SqlCatalog {
                 db_path,
                 name: catalog_name.to_string(),
                 warehouse,
+                io,
                 typed,
             }),
         })
@@ -173,7 +207,8 @@ impl SqlCatalog {
         &self.inner.name
     }
 
-    /// The warehouse root as a URI (`file:///abs/folder`).
+    /// The warehouse root as a URI (`file:///abs/folder`, or the remote
+    /// warehouse's).
     pub fn warehouse(&self) -> &str {
         &self.inner.warehouse
     }

@@ -143,7 +143,7 @@ impl Inner {
         let dotted = namespace_text(namespace, &step)?;
         let conn = self.connect(&step)?;
         let location = self.pointer(&conn, &dotted, table, &step)?;
-        let metadata = files::read_metadata(&location, &step)?;
+        let metadata = self.io.read(&location, &step)?;
         Ok(loaded(location, metadata))
     }
 
@@ -222,13 +222,13 @@ impl Inner {
         .metadata;
 
         let location = files::metadata_location(&table_location, 0);
-        files::write_metadata(&location, &metadata, &step)?;
+        self.io.write(&location, &metadata, &step)?;
         let inserted = self
             .insert_row(&tx, &dotted, table, &location)
             .and_then(|()| tx.commit())
             .map_err(|e| sql_error(&step, "inserting the table's row", e));
         if let Err(e) = inserted {
-            files::remove_quietly(&location);
+            self.io.remove_quietly(&location);
             return Err(e);
         }
         Ok(loaded(location, metadata))
@@ -271,9 +271,9 @@ impl Inner {
         // The table's folder, read before the row goes (an unreadable
         // metadata file only means there is nothing we can purge).
         let folder = purge
-            .then(|| files::read_metadata(&location, &step).ok())
+            .then(|| self.io.read(&location, &step).ok())
             .flatten()
-            .and_then(|m| files::local_path(m.location()));
+            .map(|m| m.location().trim_end_matches('/').to_string());
         let sql = format!("DELETE FROM iceberg_tables WHERE {}", self.table_filter());
         let deleted = conn
             .execute(&sql, params![self.name, dotted, table])
@@ -285,30 +285,27 @@ impl Inner {
                 format!("table {dotted}.{table} does not exist"),
             ));
         }
-        let folder = match folder.filter(|f| files::strictly_inside(f, &self.folder)) {
+        let folder = match folder.filter(|f| self.inside_warehouse(f)) {
             // Another row (another catalog name in this file, or a table
             // registered inside this one's folder) keeps the files alive.
             Some(folder) if !self.folder_in_use(&conn, &folder, &step)? => Some(folder),
             _ => None,
         };
         if let Some(folder) = folder {
-            std::fs::remove_dir_all(&folder)
-                .or_else(|e| match e.kind() {
-                    std::io::ErrorKind::NotFound => Ok(()),
-                    _ => Err(e),
-                })
-                .map_err(|e| {
-                    CatalogError::new(
-                        CatalogErrorKind::Server,
-                        &step,
-                        format!(
-                            "the table is dropped, but deleting its folder {} failed: {e}",
-                            folder.display()
-                        ),
-                    )
-                })?;
+            self.io.remove_folder(&folder, &step)?;
         }
         Ok(())
+    }
+
+    /// Whether the table folder `location` lies strictly inside the
+    /// warehouse (files elsewhere are never purged).
+    fn inside_warehouse(&self, location: &str) -> bool {
+        match files::local_path(location) {
+            Some(path) => files::strictly_inside(&path, &self.folder) && self.io.remote.is_none(),
+            None => location
+                .strip_prefix(self.warehouse.as_str())
+                .is_some_and(|rest| rest.starts_with('/') && !rest.split('/').any(|p| p == "..")),
+        }
     }
 
     /// Whether any table row, of any catalog name, has its metadata inside
@@ -316,9 +313,10 @@ impl Inner {
     fn folder_in_use(
         &self,
         conn: &Connection,
-        folder: &std::path::Path,
+        folder: &str,
         step: &str,
     ) -> Result<bool, CatalogError> {
+        let local_folder = files::local_path(folder);
         let mut stmt = conn
             .prepare("SELECT metadata_location FROM iceberg_tables")
             .map_err(|e| sql_error(step, "listing the tables' files", e))?;
@@ -329,8 +327,10 @@ impl Inner {
         Ok(locations
             .iter()
             .flatten()
-            .filter_map(|l| files::local_path(l))
-            .any(|p| p.starts_with(folder)))
+            .any(|l| match (&local_folder, files::local_path(l)) {
+                (Some(folder), Some(path)) => path.starts_with(folder),
+                _ => l.starts_with(&format!("{folder}/")),
+            }))
     }
 
     pub(super) fn commit_table(
@@ -347,7 +347,7 @@ impl Inner {
         let dotted = namespace_text(namespace, &step)?;
         let mut conn = self.connect(&step)?;
         let base_location = self.pointer(&conn, &dotted, table, &step)?;
-        let base = files::read_metadata(&base_location, &step)?;
+        let base = self.io.read(&base_location, &step)?;
 
         for requirement in requirements {
             requirement
@@ -367,12 +367,12 @@ impl Inner {
         })?;
         let location =
             files::metadata_location(next.location(), files::metadata_version(&base_location) + 1);
-        files::write_metadata(&location, &next, &step)?;
+        self.io.write(&location, &next, &step)?;
 
         match self.swap_pointer(&mut conn, &dotted, table, &base_location, &location) {
             Ok(true) => Ok(loaded(location, next)),
             Ok(false) => {
-                files::remove_quietly(&location);
+                self.io.remove_quietly(&location);
                 Err(CatalogError::new(
                     CatalogErrorKind::Conflict,
                     step,
@@ -388,7 +388,7 @@ impl Inner {
                 match self.pointer(&conn, &dotted, table, &step) {
                     Ok(now) if now == location => Ok(loaded(location, next)),
                     _ => {
-                        files::remove_quietly(&location);
+                        self.io.remove_quietly(&location);
                         Err(sql_error(&step, "swapping the metadata pointer", e))
                     }
                 }

@@ -1,0 +1,161 @@
+//! Azure Blob Storage / ADLS Gen2 and Google Cloud Storage behind
+//! [`ObjectStorage`]: one `object_store` client per container or bucket,
+//! with the job file's settings over the environment's credential chain.
+//!
+//! Location forms:
+//! - Azure: `abfss://<container>@<account>.dfs.core.windows.net/<key>`
+//!   (also `abfs://`, `wasbs://`, `wasb://` with `.blob.`), and
+//!   `az://<container>/<key>` / `azure://` with the account from the
+//!   settings or the environment;
+//! - Google Cloud Storage: `gs://<bucket>/<key>` (also `gcs://`).
+
+use std::sync::Arc;
+
+use object_store::azure::MicrosoftAzureBuilder;
+use object_store::gcp::GoogleCloudStorageBuilder;
+use object_store::ObjectStore;
+use topicberg_core::Secret;
+
+use super::storage::{bad_location, ObjectStorage, StorageFault};
+
+/// How to reach Azure Blob Storage / ADLS Gen2 (`abfss://`, `abfs://`,
+/// `wasbs://`, `wasb://`, `az://`). Unset parts come from the environment
+/// (`AZURE_STORAGE_ACCOUNT_NAME`, `AZURE_STORAGE_ACCOUNT_KEY`, a SAS, a
+/// service principal, a managed identity: `object_store`'s chain).
+#[derive(Debug, Clone, Default)]
+pub struct AzureConfig {
+    /// The storage account, for locations that do not name one (`az://`).
+    pub account: Option<String>,
+    /// The account key; never printed.
+    pub access_key: Option<Secret>,
+    /// The Blob endpoint of a non-Azure store (an emulator, a private
+    /// endpoint), the account in its path: `http://127.0.0.1:10000/devstoreaccount1`.
+    pub endpoint: Option<String>,
+}
+
+/// How to reach Google Cloud Storage (`gs://`). Unset: application default
+/// credentials (`GOOGLE_APPLICATION_CREDENTIALS`, gcloud's file, the
+/// metadata server).
+#[derive(Debug, Clone, Default)]
+pub struct GcsConfig {
+    /// A service account key file (its `gcs_base_url`, if any, moves the
+    /// client to another endpoint, as for an emulator).
+    pub service_account_path: Option<String>,
+}
+
+/// The environment's chain for Azure, in words (`check`).
+pub(super) const AZURE_CHAIN: &str =
+    "the environment's Azure chain (AZURE_STORAGE_* variables, SAS, service principal, managed identity)";
+/// The environment's chain for Google Cloud Storage, in words (`check`).
+pub(super) const GCS_CHAIN: &str =
+    "application default credentials (GOOGLE_APPLICATION_CREDENTIALS, gcloud, metadata server)";
+
+/// Whether a location is on Azure.
+pub(super) fn is_azure(scheme: &str) -> bool {
+    matches!(
+        scheme,
+        "abfss" | "abfs" | "wasbs" | "wasb" | "az" | "azure" | "adl"
+    )
+}
+
+/// Whether a location is on Google Cloud Storage.
+pub(super) fn is_gcs(scheme: &str) -> bool {
+    matches!(scheme, "gs" | "gcs")
+}
+
+fn configuring(what: &str, location: &str, e: object_store::Error) -> iceberg::Error {
+    let message = format!("configuring {what} for {location}: {e}");
+    iceberg::Error::new(iceberg::ErrorKind::DataInvalid, message)
+        .with_source(StorageFault { retryable: false })
+}
+
+impl ObjectStorage {
+    /// The Azure store of a location's container (and account): `abfss://`
+    /// and `wasbs://` name them as `container@account.<host>`, `az://` and
+    /// `azure://` the container only (the account from the settings or the
+    /// environment).
+    pub(super) fn azure_store(
+        &self,
+        url: &url::Url,
+        location: &str,
+    ) -> iceberg::Result<Arc<dyn ObjectStore>> {
+        let host = url.host_str().unwrap_or_default();
+        let (container, account) = match url.username() {
+            "" => (host.to_string(), None),
+            container => (
+                container.to_string(),
+                host.split('.').next().map(str::to_string),
+            ),
+        };
+        if container.is_empty() {
+            return Err(bad_location(location, "no container"));
+        }
+        let key = format!("azure:{}@{}", container, account.as_deref().unwrap_or(""));
+        let mut stores = self.inner.buckets.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(store) = stores.get(&key) {
+            return Ok(store.clone());
+        }
+        let config = &self.inner.azure;
+        let mut builder = MicrosoftAzureBuilder::from_env()
+            .with_container_name(&container)
+            .with_retry(self.inner.retry.retry_config());
+        if let Some(account) = account.as_ref().or(config.account.as_ref()) {
+            builder = builder.with_account(account);
+        }
+        if let Some(secret) = &config.access_key {
+            builder = builder.with_access_key(secret.expose());
+        }
+        if let Some(endpoint) = &config.endpoint {
+            let endpoint = endpoint.trim_end_matches('/');
+            builder = builder
+                .with_endpoint(endpoint.to_string())
+                .with_allow_http(endpoint.starts_with("http://"));
+        }
+        let store: Arc<dyn ObjectStore> = Arc::new(
+            builder
+                .build()
+                .map_err(|e| configuring("Azure storage", location, e))?,
+        );
+        stores.insert(key, store.clone());
+        Ok(store)
+    }
+
+    /// The Google Cloud Storage store of a bucket.
+    pub(super) fn gcs_store(
+        &self,
+        bucket: &str,
+        location: &str,
+    ) -> iceberg::Result<Arc<dyn ObjectStore>> {
+        let key = format!("gcs:{bucket}");
+        let mut stores = self.inner.buckets.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(store) = stores.get(&key) {
+            return Ok(store.clone());
+        }
+        let mut builder = GoogleCloudStorageBuilder::from_env()
+            .with_bucket_name(bucket)
+            .with_retry(self.inner.retry.retry_config());
+        if let Some(path) = &self.inner.gcs.service_account_path {
+            builder = builder.with_service_account_path(path);
+            // An emulator's base URL (in the key file) may be plain HTTP.
+            builder = builder
+                .with_client_options(object_store::ClientOptions::new().with_allow_http(true));
+        }
+        let store: Arc<dyn ObjectStore> = Arc::new(
+            builder
+                .build()
+                .map_err(|e| configuring("Google Cloud Storage", location, e))?,
+        );
+        stores.insert(key, store.clone());
+        Ok(store)
+    }
+
+    /// Whether the job file gives Azure's account key.
+    pub(super) fn has_azure_key(&self) -> bool {
+        self.inner.azure.access_key.is_some()
+    }
+
+    /// Whether the job file gives a GCS service account key file.
+    pub(super) fn has_gcs_key(&self) -> bool {
+        self.inner.gcs.service_account_path.is_some()
+    }
+}
