@@ -18,7 +18,7 @@ use crate::commit::snapshot_commit::PendingCommit;
 use crate::commit::summary::COMMIT_ID_PROPERTY;
 use crate::error::{IcebergError, IcebergErrorKind};
 use crate::table::TableHandle;
-use crate::write::credentials::{Refresh, VendedS3};
+use crate::write::credentials::{Refresh, Vended};
 use crate::write::data_files::{DataFileWriter, WriteOptions};
 use crate::write::schema::{iceberg_schema, schema_differences, Column};
 use crate::write::signing::{RemoteSigning, SignerToken};
@@ -150,12 +150,12 @@ impl Destination {
         let Catalog::Rest(rest) = &self.catalog else {
             return Ok(());
         };
-        if self.storage.has_job_keys() {
+        let location = loaded.metadata.location();
+        if self.storage.has_job_keys_for(location) {
             return Ok(());
         }
-        let location = loaded.metadata.location();
         let qualified = format!("{}.{table}", namespace.join("."));
-        let vended = VendedS3::for_location(location, &loaded.storage_credentials, &loaded.config);
+        let vended = Vended::for_location(location, &loaded.storage_credentials, &loaded.config);
         let used = if let Some(vended) = vended {
             let refresh = vended_refresh(rest.clone(), namespace.clone(), table.to_string());
             self.storage
@@ -583,8 +583,9 @@ fn vended_refresh(rest: Arc<RestCatalog>, namespace: Namespace, table: String) -
                     .max_by_key(String::len)
                     .unwrap_or_default()
             });
-            VendedS3::for_location(&location, &entries, &config)
-                .ok_or_else(|| "the catalog vended no S3 credentials for the table".to_string())
+            Vended::for_location(&location, &entries, &config).ok_or_else(|| {
+                "the catalog vended no storage credentials for the table".to_string()
+            })
         })
     })
 }

@@ -68,4 +68,4 @@ pub use write::storage::{
     AzureConfig, CredentialPath, GcsConfig, ObjectStorage, S3Config, S3Credentials, S3RetryPolicy,
     StorageConfig, S3_RETRY_ENV,
 };
-pub use write::{conform, schema, storage};
+pub use write::{conform, credentials, schema, storage};

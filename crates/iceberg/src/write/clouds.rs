@@ -11,12 +11,13 @@
 
 use std::sync::Arc;
 
-use object_store::azure::MicrosoftAzureBuilder;
-use object_store::gcp::GoogleCloudStorageBuilder;
+use object_store::azure::{AzureCredential, MicrosoftAzureBuilder};
+use object_store::gcp::{GcpCredential, GoogleCloudStorageBuilder};
 use object_store::ObjectStore;
 use topicberg_core::Secret;
 
-use super::storage::{bad_location, ObjectStorage, StorageFault};
+use super::credentials::{Refresh, Vended, VendedSource};
+use super::storage::{bad_location, vended_provider, ObjectStorage, StorageFault};
 
 /// How to reach Azure Blob Storage / ADLS Gen2 (`abfss://`, `abfs://`,
 /// `wasbs://`, `wasb://`, `az://`). Unset parts come from the environment
@@ -63,6 +64,24 @@ pub(super) fn is_gcs(scheme: &str) -> bool {
     matches!(scheme, "gs" | "gcs")
 }
 
+/// The container and (when the location names one) account of an Azure
+/// location: `abfss://` and `wasbs://` name them as
+/// `container@account.<host>`, `az://` and `azure://` the container only.
+fn azure_container(url: &url::Url, location: &str) -> iceberg::Result<(String, Option<String>)> {
+    let host = url.host_str().unwrap_or_default();
+    let (container, account) = match url.username() {
+        "" => (host.to_string(), None),
+        container => (
+            container.to_string(),
+            host.split('.').next().map(str::to_string),
+        ),
+    };
+    if container.is_empty() {
+        return Err(bad_location(location, "no container"));
+    }
+    Ok((container, account))
+}
+
 fn configuring(what: &str, location: &str, e: object_store::Error) -> iceberg::Error {
     let message = format!("configuring {what} for {location}: {e}");
     iceberg::Error::new(iceberg::ErrorKind::DataInvalid, message)
@@ -70,46 +89,23 @@ fn configuring(what: &str, location: &str, e: object_store::Error) -> iceberg::E
 }
 
 impl ObjectStorage {
-    /// The Azure store of a location's container (and account): `abfss://`
-    /// and `wasbs://` name them as `container@account.<host>`, `az://` and
-    /// `azure://` the container only (the account from the settings or the
-    /// environment).
+    /// The Azure store of a location's container (and account), with the
+    /// job's key or the environment's chain.
     pub(super) fn azure_store(
         &self,
         url: &url::Url,
         location: &str,
     ) -> iceberg::Result<Arc<dyn ObjectStore>> {
-        let host = url.host_str().unwrap_or_default();
-        let (container, account) = match url.username() {
-            "" => (host.to_string(), None),
-            container => (
-                container.to_string(),
-                host.split('.').next().map(str::to_string),
-            ),
-        };
-        if container.is_empty() {
-            return Err(bad_location(location, "no container"));
-        }
+        let (container, account) = azure_container(url, location)?;
         let key = format!("azure:{}@{}", container, account.as_deref().unwrap_or(""));
         let mut stores = self.inner.buckets.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(store) = stores.get(&key) {
             return Ok(store.clone());
         }
-        let config = &self.inner.azure;
-        let mut builder = MicrosoftAzureBuilder::from_env()
-            .with_container_name(&container)
-            .with_retry(self.inner.retry.retry_config());
-        if let Some(account) = account.as_ref().or(config.account.as_ref()) {
-            builder = builder.with_account(account);
-        }
-        if let Some(secret) = &config.access_key {
+        let mut builder =
+            self.azure_builder(MicrosoftAzureBuilder::from_env(), &container, account);
+        if let Some(secret) = &self.inner.azure.access_key {
             builder = builder.with_access_key(secret.expose());
-        }
-        if let Some(endpoint) = &config.endpoint {
-            let endpoint = endpoint.trim_end_matches('/');
-            builder = builder
-                .with_endpoint(endpoint.to_string())
-                .with_allow_http(endpoint.starts_with("http://"));
         }
         let store: Arc<dyn ObjectStore> = Arc::new(
             builder
@@ -118,6 +114,78 @@ impl ObjectStorage {
         );
         stores.insert(key, store.clone());
         Ok(store)
+    }
+
+    /// A builder for `container` (of `account`, else the configured one),
+    /// with the configured endpoint and the retry policy.
+    fn azure_builder(
+        &self,
+        builder: MicrosoftAzureBuilder,
+        container: &str,
+        account: Option<String>,
+    ) -> MicrosoftAzureBuilder {
+        let config = &self.inner.azure;
+        let mut builder = builder
+            .with_container_name(container)
+            .with_retry(self.inner.retry.retry_config());
+        if let Some(account) = account.as_ref().or(config.account.as_ref()) {
+            builder = builder.with_account(account);
+        }
+        if let Some(endpoint) = &config.endpoint {
+            let endpoint = endpoint.trim_end_matches('/');
+            builder = builder
+                .with_endpoint(endpoint.to_string())
+                .with_allow_http(endpoint.starts_with("http://"));
+        }
+        builder
+    }
+
+    /// The store of a table on Azure whose catalog vended a SAS token.
+    pub(super) fn vended_azure_store(
+        &self,
+        table: &str,
+        location: &str,
+        vended: &Vended,
+        refresh: Refresh,
+    ) -> iceberg::Result<(Arc<dyn ObjectStore>, Arc<dyn VendedSource>)> {
+        let url = url::Url::parse(location).map_err(|e| bad_location(location, &e.to_string()))?;
+        let (container, account) = azure_container(&url, location)?;
+        let provider = Arc::new(vended_provider::<AzureCredential>(table, vended, refresh)?);
+        let builder = self
+            .azure_builder(MicrosoftAzureBuilder::new(), &container, account)
+            .with_credentials(provider.clone());
+        let store: Arc<dyn ObjectStore> = Arc::new(
+            builder
+                .build()
+                .map_err(|e| configuring("Azure storage", location, e))?,
+        );
+        Ok((store, provider))
+    }
+
+    /// The store of a table on Google Cloud Storage whose catalog vended
+    /// an OAuth2 token.
+    pub(super) fn vended_gcs_store(
+        &self,
+        table: &str,
+        location: &str,
+        vended: &Vended,
+        refresh: Refresh,
+    ) -> iceberg::Result<(Arc<dyn ObjectStore>, Arc<dyn VendedSource>)> {
+        let url = url::Url::parse(location).map_err(|e| bad_location(location, &e.to_string()))?;
+        let bucket = url
+            .host_str()
+            .filter(|b| !b.is_empty())
+            .ok_or_else(|| bad_location(location, "no bucket"))?;
+        let provider = Arc::new(vended_provider::<GcpCredential>(table, vended, refresh)?);
+        let store: Arc<dyn ObjectStore> = Arc::new(
+            GoogleCloudStorageBuilder::new()
+                .with_bucket_name(bucket)
+                .with_retry(self.inner.retry.retry_config())
+                .with_credentials(provider.clone())
+                .build()
+                .map_err(|e| configuring("Google Cloud Storage", location, e))?,
+        );
+        Ok((store, provider))
     }
 
     /// The Google Cloud Storage store of a bucket.

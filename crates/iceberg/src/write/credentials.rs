@@ -6,11 +6,14 @@
 //! `storage-credentials`: per location prefix a config with
 //! `s3.access-key-id`, `s3.secret-access-key`, `s3.session-token` and
 //! `s3.session-token-expires-at-ms` (plus `s3.endpoint`,
-//! `s3.path-style-access`, `client.region`). [`VendedProvider`] hands them
-//! to `object_store` and, before they expire, asks the catalog again (its
-//! `.../credentials` endpoint, or a reload of the table) through a
-//! [`Refresh`] the destination gives it. The values are [`Secret`]s: never
-//! printed.
+//! `s3.path-style-access`, `client.region`); for Google Cloud Storage
+//! `gcs.oauth2.token` and `gcs.oauth2.token-expires-at`; for Azure (ADLS
+//! Gen2 / Blob) `adls.sas-token.<account host>` and
+//! `adls.sas-token-expires-at-ms.<account host>` (the key names Iceberg's
+//! own FileIOs read). [`VendedProvider`] hands them to `object_store` and,
+//! before they expire, asks the catalog again (its `.../credentials`
+//! endpoint, or a reload of the table) through a [`Refresh`] the
+//! destination gives it. The values are [`Secret`]s: never printed.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -20,6 +23,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use async_trait::async_trait;
 use futures::future::BoxFuture;
 use object_store::aws::AwsCredential;
+use object_store::azure::AzureCredential;
+use object_store::gcp::GcpCredential;
 use object_store::CredentialProvider;
 use topicberg_core::Secret;
 
@@ -101,9 +106,75 @@ impl VendedS3 {
         })
     }
 
-    /// The credentials for `location` among a load-table answer: the
-    /// `storage-credentials` entry with the longest prefix of it, else the
-    /// table `config`.
+    fn aws(&self) -> AwsCredential {
+        AwsCredential {
+            key_id: self.access_key_id.clone(),
+            secret_key: self.secret_access_key.expose().to_string(),
+            token: self.session_token.as_ref().map(|t| t.expose().to_string()),
+        }
+    }
+}
+
+/// A bearer token (GCS) or SAS token (Azure) a catalog vended.
+#[derive(Clone, PartialEq, Eq)]
+pub struct VendedToken {
+    /// The token; never printed.
+    pub token: Secret,
+    /// When it stops working, if the catalog said.
+    pub expires_at: Option<SystemTime>,
+}
+
+/// Storage credentials a catalog vended for a table, by store.
+#[derive(Clone, PartialEq, Eq)]
+pub enum Vended {
+    /// S3 key, secret and session token.
+    S3(VendedS3),
+    /// A Google Cloud Storage OAuth2 access token.
+    Gcs(VendedToken),
+    /// An Azure SAS token (the query string, without `?`).
+    Adls(VendedToken),
+}
+
+impl fmt::Debug for Vended {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::S3(s3) => s3.fmt(f),
+            Self::Gcs(t) | Self::Adls(t) => f
+                .debug_struct(self.store())
+                .field("token", &"<vended>")
+                .field("expires_at", &t.expires_at.map(describe_expiry))
+                .finish(),
+        }
+    }
+}
+
+fn millis(value: Option<&String>) -> Option<SystemTime> {
+    value
+        .and_then(|ms| ms.trim().parse::<u64>().ok())
+        .map(|ms| UNIX_EPOCH + Duration::from_millis(ms))
+}
+
+impl Vended {
+    /// The store these credentials reach, in words.
+    pub fn store(&self) -> &'static str {
+        match self {
+            Self::S3(_) => "S3",
+            Self::Gcs(_) => "GCS",
+            Self::Adls(_) => "Azure",
+        }
+    }
+
+    /// When they stop working, if the catalog said.
+    pub fn expires_at(&self) -> Option<SystemTime> {
+        match self {
+            Self::S3(s3) => s3.expires_at,
+            Self::Gcs(t) | Self::Adls(t) => t.expires_at,
+        }
+    }
+
+    /// The credentials for `location` among a load-table answer, for the
+    /// store of its scheme: the `storage-credentials` entry with the
+    /// longest prefix of it, else the table `config`.
     pub fn for_location(
         location: &str,
         storage_credentials: &[StorageCredential],
@@ -113,15 +184,82 @@ impl VendedS3 {
             .iter()
             .filter(|c| location.starts_with(c.prefix.trim_end_matches('/')))
             .max_by_key(|c| c.prefix.len())
-            .and_then(|c| Self::from_config(&c.config))
-            .or_else(|| Self::from_config(config))
+            .and_then(|c| Self::from_config(location, &c.config))
+            .or_else(|| Self::from_config(location, config))
     }
 
-    fn aws(&self) -> AwsCredential {
-        AwsCredential {
-            key_id: self.access_key_id.clone(),
-            secret_key: self.secret_access_key.expose().to_string(),
-            token: self.session_token.as_ref().map(|t| t.expose().to_string()),
+    fn from_config(location: &str, config: &HashMap<String, String>) -> Option<Self> {
+        let url = url::Url::parse(location).ok()?;
+        match url.scheme() {
+            "s3" | "s3a" | "s3n" => VendedS3::from_config(config).map(Self::S3),
+            "gs" | "gcs" => Some(Self::Gcs(VendedToken {
+                token: Secret::new(config.get("gcs.oauth2.token")?.clone()),
+                expires_at: millis(config.get("gcs.oauth2.token-expires-at")),
+            })),
+            "abfss" | "abfs" | "wasbs" | "wasb" => {
+                // Keyed by the account's host; the DFS and Blob hosts of one
+                // account share a SAS.
+                let host = url.host_str()?;
+                let account = host.split('.').next()?;
+                let suffix = config
+                    .keys()
+                    .filter_map(|k| k.strip_prefix("adls.sas-token."))
+                    .filter(|h| *h == host || h.split('.').next() == Some(account))
+                    .max_by_key(|h| *h == host)?
+                    .to_string();
+                let token = config.get(&format!("adls.sas-token.{suffix}"))?;
+                Some(Self::Adls(VendedToken {
+                    token: Secret::new(token.trim_start_matches('?')),
+                    expires_at: millis(
+                        config.get(&format!("adls.sas-token-expires-at-ms.{suffix}")),
+                    ),
+                }))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// A credential `object_store` signs with, made from what a catalog vended.
+pub trait FromVended: fmt::Debug + Send + Sync + Sized + 'static {
+    /// The store's name in messages.
+    const STORE: &'static str;
+    /// The credential, if `vended` is for this store.
+    fn from_vended(vended: &Vended) -> Option<Self>;
+}
+
+impl FromVended for AwsCredential {
+    const STORE: &'static str = "S3";
+    fn from_vended(vended: &Vended) -> Option<Self> {
+        match vended {
+            Vended::S3(s3) => Some(s3.aws()),
+            _ => None,
+        }
+    }
+}
+
+impl FromVended for GcpCredential {
+    const STORE: &'static str = "GCS";
+    fn from_vended(vended: &Vended) -> Option<Self> {
+        match vended {
+            Vended::Gcs(t) => Some(GcpCredential {
+                bearer: t.token.expose().to_string(),
+            }),
+            _ => None,
+        }
+    }
+}
+
+impl FromVended for AzureCredential {
+    const STORE: &'static str = "Azure";
+    fn from_vended(vended: &Vended) -> Option<Self> {
+        match vended {
+            Vended::Adls(t) => Some(AzureCredential::SASToken(
+                url::form_urlencoded::parse(t.token.expose().as_bytes())
+                    .map(|(k, v)| (k.into_owned(), v.into_owned()))
+                    .collect(),
+            )),
+            _ => None,
         }
     }
 }
@@ -161,24 +299,43 @@ fn rfc3339(secs: u64) -> String {
 }
 
 /// Asks the catalog for fresh credentials of one table.
-pub type Refresh = Arc<dyn Fn() -> BoxFuture<'static, Result<VendedS3, String>> + Send + Sync>;
+pub type Refresh = Arc<dyn Fn() -> BoxFuture<'static, Result<Vended, String>> + Send + Sync>;
 
-/// The vended credentials of one table, renewed before they expire.
-pub struct VendedProvider {
+/// The vended credentials of one table, renewed before they expire; `C` is
+/// the store's credential type.
+pub struct VendedProvider<C> {
     table: String,
-    current: Mutex<Held>,
+    current: Mutex<Held<C>>,
     refresh: Refresh,
     /// Serializes refreshes: one request to the catalog at a time.
     refreshing: tokio::sync::Mutex<()>,
 }
 
-struct Held {
-    credential: Arc<AwsCredential>,
+struct Held<C> {
+    credential: Arc<C>,
     obtained: SystemTime,
     expires_at: Option<SystemTime>,
 }
 
-impl fmt::Debug for VendedProvider {
+/// What the storage needs of a table's provider, whatever its store.
+pub trait VendedSource: Send + Sync {
+    /// When the credentials in use expire, if known.
+    fn expires_at(&self) -> Option<SystemTime>;
+    /// Takes credentials vended again (a reload of the table); `false`
+    /// when they are for another store.
+    fn replace(&self, vended: &Vended) -> bool;
+}
+
+impl<C: FromVended> VendedSource for VendedProvider<C> {
+    fn expires_at(&self) -> Option<SystemTime> {
+        VendedProvider::expires_at(self)
+    }
+    fn replace(&self, vended: &Vended) -> bool {
+        VendedProvider::replace(self, vended)
+    }
+}
+
+impl<C> fmt::Debug for VendedProvider<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("VendedProvider")
             .field("table", &self.table)
@@ -187,38 +344,46 @@ impl fmt::Debug for VendedProvider {
     }
 }
 
-impl VendedProvider {
-    /// Credentials of `table` as vended, renewed through `refresh`.
-    pub fn new(table: &str, vended: &VendedS3, refresh: Refresh) -> Self {
-        Self {
-            table: table.to_string(),
-            current: Mutex::new(Held {
-                credential: Arc::new(vended.aws()),
-                obtained: SystemTime::now(),
-                expires_at: vended.expires_at,
-            }),
-            refresh,
-            refreshing: tokio::sync::Mutex::new(()),
-        }
-    }
-
+impl<C> VendedProvider<C> {
     /// When the credentials in use expire, if known.
     pub fn expires_at(&self) -> Option<SystemTime> {
         self.current.lock().expect("credentials").expires_at
     }
+}
 
-    /// Takes credentials vended again (a reload of the table).
-    pub fn replace(&self, vended: &VendedS3) {
-        *self.current.lock().expect("credentials") = Held {
-            credential: Arc::new(vended.aws()),
-            obtained: SystemTime::now(),
-            expires_at: vended.expires_at,
+impl<C: FromVended> VendedProvider<C> {
+    /// Credentials of `table` as vended, renewed through `refresh`; `None`
+    /// when `vended` is for another store.
+    pub fn new(table: &str, vended: &Vended, refresh: Refresh) -> Option<Self> {
+        Some(Self {
+            table: table.to_string(),
+            current: Mutex::new(Held {
+                credential: Arc::new(C::from_vended(vended)?),
+                obtained: SystemTime::now(),
+                expires_at: vended.expires_at(),
+            }),
+            refresh,
+            refreshing: tokio::sync::Mutex::new(()),
+        })
+    }
+
+    /// Takes credentials vended again (a reload of the table); `false`
+    /// (and nothing changed) when they are for another store.
+    pub fn replace(&self, vended: &Vended) -> bool {
+        let Some(credential) = C::from_vended(vended) else {
+            return false;
         };
+        *self.current.lock().expect("credentials") = Held {
+            credential: Arc::new(credential),
+            obtained: SystemTime::now(),
+            expires_at: vended.expires_at(),
+        };
+        true
     }
 
     /// The credentials, unless they are due for renewal: within 5 minutes
     /// of expiry, or past half their life for short-lived ones.
-    fn fresh(&self) -> Option<Arc<AwsCredential>> {
+    fn fresh(&self) -> Option<Arc<C>> {
         let held = self.current.lock().expect("credentials");
         let Some(expires_at) = held.expires_at else {
             return Some(held.credential.clone());
@@ -231,10 +396,10 @@ impl VendedProvider {
 }
 
 #[async_trait]
-impl CredentialProvider for VendedProvider {
-    type Credential = AwsCredential;
+impl<C: FromVended> CredentialProvider for VendedProvider<C> {
+    type Credential = C;
 
-    async fn get_credential(&self) -> object_store::Result<Arc<AwsCredential>> {
+    async fn get_credential(&self) -> object_store::Result<Arc<C>> {
         if let Some(credential) = self.fresh() {
             return Ok(credential);
         }
@@ -244,12 +409,23 @@ impl CredentialProvider for VendedProvider {
         }
         match (self.refresh)().await {
             Ok(vended) => {
+                if !self.replace(&vended) {
+                    return Err(object_store::Error::Generic {
+                        store: C::STORE,
+                        source: format!(
+                            "the catalog renewed the storage credentials of table {} for {}, not {}",
+                            self.table,
+                            vended.store(),
+                            C::STORE
+                        )
+                        .into(),
+                    });
+                }
                 tracing::info!(
                     table = %self.table,
-                    expires_at = %vended.expires_at.map(describe_expiry).unwrap_or_else(|| "not said".into()),
+                    expires_at = %vended.expires_at().map(describe_expiry).unwrap_or_else(|| "not said".into()),
                     "storage credentials renewed from the catalog"
                 );
-                self.replace(&vended);
                 Ok(self.current.lock().expect("credentials").credential.clone())
             }
             Err(e) => {
@@ -261,7 +437,7 @@ impl CredentialProvider for VendedProvider {
                     return Ok(self.current.lock().expect("credentials").credential.clone());
                 }
                 Err(object_store::Error::Generic {
-                    store: "S3",
+                    store: C::STORE,
                     source: format!(
                         "the storage credentials the catalog vended for table {} expired and could not be renewed: {e}",
                         self.table
@@ -298,6 +474,52 @@ mod tests {
         ])
     }
 
+    fn s3(key: &str, expires_in_ms: i64) -> Vended {
+        Vended::S3(VendedS3::from_config(&config(key, expires_in_ms)).unwrap())
+    }
+
+    #[test]
+    fn gcs_tokens_and_adls_sas_tokens_are_read_for_their_locations_only() {
+        let config = HashMap::from([
+            ("gcs.oauth2.token".to_string(), "ya29.gcs-token".to_string()),
+            (
+                "gcs.oauth2.token-expires-at".to_string(),
+                "4102444800000".to_string(),
+            ),
+            (
+                "adls.sas-token.acct.dfs.core.windows.net".to_string(),
+                "?sv=2023-11-03&sig=a%2Bb".to_string(),
+            ),
+            (
+                "adls.sas-token-expires-at-ms.acct.dfs.core.windows.net".to_string(),
+                "4102444800000".to_string(),
+            ),
+        ]);
+        let gcs = Vended::for_location("gs://b/ns/t", &[], &config).unwrap();
+        let bearer = GcpCredential::from_vended(&gcs).unwrap().bearer;
+        assert_eq!(bearer, "ya29.gcs-token");
+        assert!(gcs.expires_at().is_some());
+        assert!(AwsCredential::from_vended(&gcs).is_none());
+        // The Blob host of the same account takes the DFS host's SAS.
+        for location in [
+            "abfss://c@acct.dfs.core.windows.net/ns/t",
+            "wasbs://c@acct.blob.core.windows.net/ns/t",
+        ] {
+            let adls = Vended::for_location(location, &[], &config).unwrap();
+            let Some(AzureCredential::SASToken(pairs)) = AzureCredential::from_vended(&adls) else {
+                panic!("{adls:?}")
+            };
+            assert_eq!(pairs[0], ("sv".to_string(), "2023-11-03".to_string()));
+            assert_eq!(pairs[1], ("sig".to_string(), "a+b".to_string()));
+            let shown = format!("{adls:?}");
+            assert!(!shown.contains("sig") && !shown.contains("2023"), "{shown}");
+        }
+        assert!(
+            Vended::for_location("abfss://c@other.dfs.core.windows.net/t", &[], &config).is_none()
+        );
+        assert!(Vended::for_location("s3://b/t", &[], &config).is_none());
+    }
+
     #[test]
     fn vended_credentials_parse_and_never_print_their_values() {
         let v = VendedS3::from_config(&config("AKIA1", 60_000)).unwrap();
@@ -324,11 +546,13 @@ mod tests {
                 config: config("LONG", 60_000),
             },
         ];
-        let v = VendedS3::for_location("s3://b/ns/t/data/x.parquet", &entries, &config("CFG", 1))
-            .unwrap();
-        assert_eq!(v.access_key_id, "LONG");
-        let v = VendedS3::for_location("s3://other/x", &entries, &config("CFG", 1)).unwrap();
-        assert_eq!(v.access_key_id, "CFG");
+        let key = |location: &str| match Vended::for_location(location, &entries, &config("CFG", 1))
+        {
+            Some(Vended::S3(v)) => v.access_key_id,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(key("s3://b/ns/t/data/x.parquet"), "LONG");
+        assert_eq!(key("s3://other/x"), "CFG");
     }
 
     #[tokio::test]
@@ -337,18 +561,16 @@ mod tests {
         let counted = calls.clone();
         let refresh: Refresh = Arc::new(move || {
             let n = counted.fetch_add(1, Ordering::SeqCst);
-            Box::pin(async move {
-                Ok(VendedS3::from_config(&config(&format!("NEW{n}"), 600_000)).unwrap())
-            })
+            Box::pin(async move { Ok(s3(&format!("NEW{n}"), 600_000)) })
         });
         // Valid for 10 minutes: used as they are.
-        let long = VendedS3::from_config(&config("FIRST", 600_000)).unwrap();
-        let p = VendedProvider::new("ns.t", &long, refresh.clone());
+        let p =
+            VendedProvider::<AwsCredential>::new("ns.t", &s3("FIRST", 600_000), refresh.clone())
+                .unwrap();
         assert_eq!(p.get_credential().await.unwrap().key_id, "FIRST");
         assert_eq!(calls.load(Ordering::SeqCst), 0);
         // Already past half of a short life: renewed once.
-        let short = VendedS3::from_config(&config("OLD", 0)).unwrap();
-        let p = VendedProvider::new("ns.t", &short, refresh);
+        let p = VendedProvider::<AwsCredential>::new("ns.t", &s3("OLD", 0), refresh).unwrap();
         assert_eq!(p.get_credential().await.unwrap().key_id, "NEW0");
         assert_eq!(p.get_credential().await.unwrap().key_id, "NEW0");
         assert_eq!(calls.load(Ordering::SeqCst), 1);
@@ -358,8 +580,8 @@ mod tests {
     async fn expired_credentials_that_cannot_be_renewed_fail_naming_the_table() {
         let refresh: Refresh =
             Arc::new(|| Box::pin(async { Err("the catalog answered 403".to_string()) }));
-        let expired = VendedS3::from_config(&config("OLD", -1_000)).unwrap();
-        let p = VendedProvider::new("shop.orders", &expired, refresh);
+        let p = VendedProvider::<AwsCredential>::new("shop.orders", &s3("OLD", -1_000), refresh)
+            .unwrap();
         let e = p.get_credential().await.unwrap_err().to_string();
         assert!(e.contains("shop.orders") && e.contains("403"), "{e}");
     }

@@ -50,7 +50,9 @@ use topicberg_core::Secret;
 
 use crate::write::clouds::{is_azure, is_gcs, AZURE_CHAIN, GCS_CHAIN};
 pub use crate::write::clouds::{AzureConfig, GcsConfig};
-use crate::write::credentials::{describe_expiry, Refresh, VendedProvider, VendedS3};
+use crate::write::credentials::{
+    describe_expiry, Refresh, Vended, VendedProvider, VendedS3, VendedSource,
+};
 use crate::write::signing::{RemoteSigning, SignerToken, SigningConnector};
 
 /// Bytes buffered per object before switching to a multipart upload; also
@@ -251,7 +253,7 @@ struct VendedTable {
 }
 
 enum TableCredentials {
-    Vended(Arc<VendedProvider>),
+    Vended(Arc<dyn VendedSource>),
     /// Signed remotely by this signer (shown without its token).
     Signed(String),
 }
@@ -434,8 +436,14 @@ impl ObjectStorage {
                 }
                 Ok((self.bucket(bucket, location)?, path))
             }
-            scheme if is_azure(scheme) => Ok((self.azure_store(&url, location)?, path)),
+            scheme if is_azure(scheme) => match self.vended_store(location) {
+                Some(store) => Ok((store, path)),
+                None => Ok((self.azure_store(&url, location)?, path)),
+            },
             scheme if is_gcs(scheme) => {
+                if let Some(store) = self.vended_store(location) {
+                    return Ok((store, path));
+                }
                 let bucket = url
                     .host_str()
                     .filter(|b| !b.is_empty())
@@ -544,34 +552,47 @@ impl ObjectStorage {
         &self,
         table: &str,
         location: &str,
-        vended: &VendedS3,
+        vended: &Vended,
         refresh: Refresh,
     ) -> iceberg::Result<()> {
         let location = location.trim_end_matches('/').to_string();
         let mut tables = self.inner.vended.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(t) = tables.iter().find(|t| t.location == location) {
             if let TableCredentials::Vended(provider) = &t.source {
-                provider.replace(vended);
-                return Ok(());
+                if provider.replace(vended) {
+                    return Ok(());
+                }
             }
         }
         tables.retain(|t| t.location != location);
-        let (bucket, region, endpoint) =
-            self.table_target(&location, &vended.region, &vended.endpoint)?;
-        let job = self.inner.s3.as_ref();
-        let path_style = vended
-            .path_style
-            .or(job.map(|s| s.path_style))
-            .unwrap_or(false);
-        let provider = Arc::new(VendedProvider::new(table, vended, refresh));
-        let builder = AmazonS3Builder::new().with_credentials(provider.clone());
-        let store = self.build_s3(builder, &bucket, &region, endpoint.as_deref(), path_style)?;
+        let (store, source) = match vended {
+            Vended::S3(s3) => self.vended_s3_store(table, &location, s3, vended, refresh)?,
+            Vended::Gcs(_) => self.vended_gcs_store(table, &location, vended, refresh)?,
+            Vended::Adls(_) => self.vended_azure_store(table, &location, vended, refresh)?,
+        };
         tables.push(VendedTable {
             location,
             store,
-            source: TableCredentials::Vended(provider),
+            source: TableCredentials::Vended(source),
         });
         Ok(())
+    }
+
+    fn vended_s3_store(
+        &self,
+        table: &str,
+        location: &str,
+        s3: &VendedS3,
+        vended: &Vended,
+        refresh: Refresh,
+    ) -> iceberg::Result<(Arc<dyn ObjectStore>, Arc<dyn VendedSource>)> {
+        let (bucket, region, endpoint) = self.table_target(location, &s3.region, &s3.endpoint)?;
+        let job = self.inner.s3.as_ref();
+        let path_style = s3.path_style.or(job.map(|s| s.path_style)).unwrap_or(false);
+        let provider = Arc::new(vended_provider(table, vended, refresh)?);
+        let builder = AmazonS3Builder::new().with_credentials(provider.clone());
+        let store = self.build_s3(builder, &bucket, &region, endpoint.as_deref(), path_style)?;
+        Ok((store, provider))
     }
 
     /// From now on, requests for files under the table location `location`
@@ -634,9 +655,17 @@ impl ObjectStorage {
         Ok((bucket, region, endpoint))
     }
 
-    /// Whether the job file gave storage keys (they come first: a table's
-    /// vended credentials or signer are then not used).
-    pub fn has_job_keys(&self) -> bool {
+    /// Whether the job file gave keys for the store of `location` (they
+    /// come first: a table's vended credentials or signer are then not
+    /// used).
+    pub fn has_job_keys_for(&self, location: &str) -> bool {
+        let scheme = location.split_once("://").map_or("", |(s, _)| s);
+        if is_azure(scheme) {
+            return self.has_azure_key();
+        }
+        if is_gcs(scheme) {
+            return self.has_gcs_key();
+        }
         matches!(
             self.inner.s3.as_ref().map(|s| &s.credentials),
             Some(S3Credentials::Keys { .. })
@@ -679,6 +708,23 @@ impl ObjectStorage {
             _ => CredentialPath::Environment(S3_CHAIN),
         }
     }
+}
+
+/// A provider of `vended`, for the store its type `C` signs.
+pub(super) fn vended_provider<C: crate::write::credentials::FromVended>(
+    table: &str,
+    vended: &Vended,
+    refresh: Refresh,
+) -> iceberg::Result<VendedProvider<C>> {
+    VendedProvider::new(table, vended, refresh).ok_or_else(|| {
+        let message = format!(
+            "the catalog vended {} credentials for table {table}, not {}",
+            vended.store(),
+            C::STORE
+        );
+        iceberg::Error::new(iceberg::ErrorKind::DataInvalid, message)
+            .with_source(StorageFault { retryable: false })
+    })
 }
 
 /// Whether `location` is `folder` or inside it.
