@@ -6,6 +6,7 @@ pub mod clouds;
 pub mod conform;
 pub mod credentials;
 pub mod data_files;
+mod file_io;
 pub mod schema;
 pub mod signing;
 pub mod storage;

@@ -27,25 +27,15 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::ops::Range;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use async_trait::async_trait;
-use bytes::Bytes;
-use futures::stream::BoxStream;
 use futures::StreamExt;
-use iceberg::io::{
-    FileIO, FileIOBuilder, FileMetadata, FileRead, FileWrite, InputFile, OutputFile, Storage,
-    StorageConfig as IcebergStorageConfig, StorageFactory,
-};
+use iceberg::io::{FileIO, FileIOBuilder};
 use object_store::aws::AmazonS3Builder;
-use object_store::buffered::BufWriter;
 use object_store::local::LocalFileSystem;
 use object_store::path::Path;
-use object_store::{BackoffConfig, ObjectStore, PutPayload, RetryConfig};
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
-use tokio::io::AsyncWriteExt;
+use object_store::{BackoffConfig, ObjectStore, RetryConfig};
 use topicberg_core::Secret;
 
 use crate::write::clouds::{is_azure, is_gcs, AZURE_CHAIN, GCS_CHAIN};
@@ -53,13 +43,14 @@ pub use crate::write::clouds::{AzureConfig, GcsConfig};
 use crate::write::credentials::{
     describe_expiry, Refresh, Vended, VendedProvider, VendedS3, VendedSource,
 };
+use crate::write::file_io::ObjectStorageFactory;
 use crate::write::signing::{RemoteSigning, SignerToken, SigningConnector};
 
 /// Bytes buffered per object before switching to a multipart upload; also
 /// the part size.
-const PART_SIZE: usize = 8 * 1024 * 1024;
+pub(super) const PART_SIZE: usize = 8 * 1024 * 1024;
 /// Parts of one object uploading at once.
-const PARTS_IN_FLIGHT: usize = 4;
+pub(super) const PARTS_IN_FLIGHT: usize = 4;
 
 /// How to reach an S3-compatible object store.
 #[derive(Debug, Clone)]
@@ -329,7 +320,7 @@ impl fmt::Display for StorageFault {
 
 impl std::error::Error for StorageFault {}
 
-fn fault(op: &str, location: &str, e: object_store::Error) -> iceberg::Error {
+pub(super) fn fault(op: &str, location: &str, e: object_store::Error) -> iceberg::Error {
     use object_store::Error as E;
     let retryable = !matches!(
         e,
@@ -415,7 +406,7 @@ impl ObjectStorage {
     }
 
     /// The store and key of a location.
-    fn resolve(&self, location: &str) -> iceberg::Result<(Arc<dyn ObjectStore>, Path)> {
+    pub(super) fn resolve(&self, location: &str) -> iceberg::Result<(Arc<dyn ObjectStore>, Path)> {
         if location.starts_with('/') {
             let path = Path::from_absolute_path(location)
                 .map_err(|e| bad_location(location, &e.to_string()))?;
@@ -744,211 +735,11 @@ fn virtual_host_endpoint(endpoint: &str, bucket: &str) -> String {
     }
 }
 
-/// Hands the one [`ObjectStorage`] to `FileIO`.
-#[derive(Debug)]
-struct ObjectStorageFactory {
-    storage: ObjectStorage,
-}
-
-// `typetag` wants every Storage and StorageFactory to (de)serialize. Ours
-// carry credentials, which are never serialized: the serialized form is a
-// marker, and deserializing it fails.
-impl Serialize for ObjectStorage {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_unit_struct("ObjectStorage")
-    }
-}
-
-impl<'de> Deserialize<'de> for ObjectStorage {
-    fn deserialize<D: Deserializer<'de>>(_: D) -> Result<Self, D::Error> {
-        Err(serde::de::Error::custom(
-            "topicberg's ObjectStorage holds credentials and cannot be deserialized",
-        ))
-    }
-}
-
-impl Serialize for ObjectStorageFactory {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_unit_struct("ObjectStorageFactory")
-    }
-}
-
-impl<'de> Deserialize<'de> for ObjectStorageFactory {
-    fn deserialize<D: Deserializer<'de>>(_: D) -> Result<Self, D::Error> {
-        Err(serde::de::Error::custom(
-            "topicberg's ObjectStorageFactory holds credentials and cannot be deserialized",
-        ))
-    }
-}
-
-#[typetag::serde(name = "TopicbergObjectStorageFactory")]
-impl StorageFactory for ObjectStorageFactory {
-    fn build(&self, _config: &IcebergStorageConfig) -> iceberg::Result<Arc<dyn Storage>> {
-        Ok(Arc::new(self.storage.clone()))
-    }
-}
-
-#[typetag::serde(name = "TopicbergObjectStorage")]
-#[async_trait]
-impl Storage for ObjectStorage {
-    async fn exists(&self, path: &str) -> iceberg::Result<bool> {
-        let (store, key) = self.resolve(path)?;
-        match store.head(&key).await {
-            Ok(_) => Ok(true),
-            Err(object_store::Error::NotFound { .. }) => Ok(false),
-            Err(e) => Err(fault("checking", path, e)),
-        }
-    }
-
-    async fn metadata(&self, path: &str) -> iceberg::Result<FileMetadata> {
-        let (store, key) = self.resolve(path)?;
-        let meta = store
-            .head(&key)
-            .await
-            .map_err(|e| fault("reading the size of", path, e))?;
-        Ok(FileMetadata { size: meta.size })
-    }
-
-    async fn read(&self, path: &str) -> iceberg::Result<Bytes> {
-        let (store, key) = self.resolve(path)?;
-        let got = store
-            .get(&key)
-            .await
-            .map_err(|e| fault("reading", path, e))?;
-        got.bytes().await.map_err(|e| fault("reading", path, e))
-    }
-
-    async fn reader(&self, path: &str) -> iceberg::Result<Box<dyn FileRead>> {
-        let (store, key) = self.resolve(path)?;
-        Ok(Box::new(ObjectReader {
-            store,
-            key,
-            location: path.to_string(),
-        }))
-    }
-
-    async fn write(&self, path: &str, bs: Bytes) -> iceberg::Result<()> {
-        let (store, key) = self.resolve(path)?;
-        store
-            .put(&key, PutPayload::from(bs))
-            .await
-            .map_err(|e| fault("writing", path, e))?;
-        Ok(())
-    }
-
-    async fn writer(&self, path: &str) -> iceberg::Result<Box<dyn FileWrite>> {
-        let (store, key) = self.resolve(path)?;
-        Ok(Box::new(ObjectWriter {
-            writer: Some(
-                BufWriter::with_capacity(store, key, PART_SIZE)
-                    .with_max_concurrency(PARTS_IN_FLIGHT),
-            ),
-            location: path.to_string(),
-        }))
-    }
-
-    async fn delete(&self, path: &str) -> iceberg::Result<()> {
-        let (store, key) = self.resolve(path)?;
-        match store.delete(&key).await {
-            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
-            Err(e) => Err(fault("deleting", path, e)),
-        }
-    }
-
-    async fn delete_prefix(&self, path: &str) -> iceberg::Result<()> {
-        let (store, prefix) = self.resolve(path)?;
-        let mut listing = store.list(Some(&prefix));
-        while let Some(meta) = listing.next().await {
-            let meta = meta.map_err(|e| fault("listing", path, e))?;
-            match store.delete(&meta.location).await {
-                Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
-                Err(e) => return Err(fault("deleting", meta.location.as_ref(), e)),
-            }
-        }
-        Ok(())
-    }
-
-    async fn delete_stream(&self, mut paths: BoxStream<'static, String>) -> iceberg::Result<()> {
-        while let Some(path) = paths.next().await {
-            self.delete(&path).await?;
-        }
-        Ok(())
-    }
-
-    fn new_input(&self, path: &str) -> iceberg::Result<InputFile> {
-        Ok(InputFile::new(Arc::new(self.clone()), path.to_string()))
-    }
-
-    fn new_output(&self, path: &str) -> iceberg::Result<OutputFile> {
-        Ok(OutputFile::new(Arc::new(self.clone()), path.to_string()))
-    }
-}
-
-struct ObjectReader {
-    store: Arc<dyn ObjectStore>,
-    key: Path,
-    location: String,
-}
-
-#[async_trait]
-impl FileRead for ObjectReader {
-    async fn read(&self, range: Range<u64>) -> iceberg::Result<Bytes> {
-        self.store
-            .get_range(&self.key, range)
-            .await
-            .map_err(|e| fault("reading", &self.location, e))
-    }
-}
-
-/// Streams an object: buffered up to [`PART_SIZE`], then a multipart upload.
-struct ObjectWriter {
-    writer: Option<BufWriter>,
-    location: String,
-}
-
-impl ObjectWriter {
-    fn open(&mut self) -> iceberg::Result<&mut BufWriter> {
-        let location = &self.location;
-        self.writer.as_mut().ok_or_else(|| {
-            iceberg::Error::new(
-                iceberg::ErrorKind::Unexpected,
-                format!("writing {location}: the object is already closed"),
-            )
-        })
-    }
-}
-
-#[async_trait]
-impl FileWrite for ObjectWriter {
-    async fn write(&mut self, bs: Bytes) -> iceberg::Result<()> {
-        let location = self.location.clone();
-        let Err(e) = self.open()?.put(bs).await else {
-            return Ok(());
-        };
-        // The retries are spent: abort the multipart upload (if one was
-        // started) so that its parts do not linger, and refuse more writes.
-        let mut writer = self.writer.take().expect("open checked it");
-        if let Err(abort) = writer.abort().await {
-            tracing::warn!(location = %location, error = %abort, "aborting the multipart upload failed");
-        }
-        Err(fault("writing", &location, e))
-    }
-
-    async fn close(&mut self) -> iceberg::Result<()> {
-        let location = self.location.clone();
-        self.open()?;
-        let mut writer = self.writer.take().expect("checked above");
-        writer.shutdown().await.map_err(|e| {
-            let message = format!("writing {location}: {e}");
-            iceberg::Error::new(iceberg::ErrorKind::Unexpected, message)
-                .with_source(StorageFault { retryable: true })
-        })
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bytes::Bytes;
+    use iceberg::io::Storage;
 
     #[test]
     fn virtual_host_endpoint_puts_the_bucket_first() {
