@@ -14,21 +14,31 @@ Python type instead of printing it differently.
 
 from __future__ import annotations
 
+import datetime as _dt
 from typing import Any
 
 from common import EXIT_FAILURE, ReaderError
 
 
-def _fix(v: Any, t: Any) -> Any:
-    if v is None or isinstance(t, str):
+def _fix(v: Any, t: Any, opts: dict) -> Any:
+    if v is None:
+        return v
+    if isinstance(t, str):
+        if t == "string" and opts.get("binary_strings") and isinstance(v, bytes):
+            return v.decode("utf-8")  # invalid UTF-8 raises: never printed altered
+        if t == "timestamp" and opts.get("utc_timestamps") and isinstance(v, _dt.datetime) \
+                and v.tzinfo is not None:
+            if v.utcoffset() != _dt.timedelta(0):
+                raise ReaderError(f"timestamp {v} is not in UTC", EXIT_FAILURE)
+            return v.replace(tzinfo=None)
         return v
     kind = t[0]
     if kind == "struct":
         if isinstance(v, dict):
-            return {n: _fix(v.get(n), ft) for n, ft in t[1]}
+            return {n: _fix(v.get(n), ft, opts) for n, ft in t[1]}
         return v
     if kind == "list":
-        return [_fix(x, t[1]) for x in v]
+        return [_fix(x, t[1], opts) for x in v]
     if kind == "map":
         pairs = v.items() if isinstance(v, dict) else v
         out = []
@@ -39,13 +49,21 @@ def _fix(v: Any, t: Any) -> Any:
                 k, x = p["key"], p["value"]
             else:
                 k, x = p
-            out.append((_fix(k, t[1]), _fix(x, t[2])))
+            out.append((_fix(k, t[1], opts), _fix(x, t[2], opts)))
         return out
     return v
 
 
-def rows(arrow, columns) -> list[tuple]:
-    """arrow: pyarrow.Table with (at least) the named columns; columns: [(name, type)]."""
+def rows(arrow, columns, binary_strings: bool = False, utc_timestamps: bool = False) -> list[tuple]:
+    """arrow: pyarrow.Table with (at least) the named columns; columns: [(name, type)].
+
+    binary_strings: the engine gives every string as bytes (chDB: ClickHouse's
+    String is bytes; Iceberg string columns are decoded as UTF-8, binary ones kept).
+    utc_timestamps: the engine gives `timestamp` (without zone) values in UTC
+    (chDB: DateTime64 in Arrow always carries a zone, here session_timezone UTC);
+    they are printed without it.
+    """
+    opts = {"binary_strings": binary_strings, "utc_timestamps": utc_timestamps}
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -62,9 +80,8 @@ def rows(arrow, columns) -> list[tuple]:
         elif t == "timestamptz" and pa.types.is_timestamp(col.type) and col.type.tz is None:
             raise ReaderError(f"column {name}: timestamptz read without a time zone",
                               EXIT_FAILURE)
-        nested = not isinstance(t, str) and t[0] != "decimal"
         vals = col.to_pylist()
-        lists.append([_fix(v, t) for v in vals] if nested else vals)
+        lists.append([_fix(v, t, opts) for v in vals])
     if not columns:
         return [()] * arrow.num_rows
     return list(zip(*lists))

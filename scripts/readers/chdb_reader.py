@@ -6,9 +6,11 @@ PyIceberg resolves the table in the catalog (REST or embedded) to its location,
 current snapshot and FileIO settings (metadata only); ClickHouse's table
 functions read the table themselves: icebergS3(<endpoint>/<bucket>/<path>,
 key, secret) for s3:// tables (path-style, the test bed's store), icebergLocal(DIR)
-for file:// tables of the embedded catalog, both pinned to the catalog's current
-snapshot with SETTINGS iceberg_snapshot_id (ClickHouse finds the metadata file
-itself, in the table's metadata/ folder). Rows come back as Arrow.
+for file:// tables of the embedded catalog, as table engines (IcebergS3,
+IcebergLocal) in a temporary chDB session, pinned to the catalog's current
+metadata file (SETTINGS iceberg_metadata_file_path; left to itself ClickHouse
+takes the highest version number in metadata/, which may be a dropped table's).
+Rows come back as Arrow.
 
 What chDB 4.4.0 (ClickHouse 26.9.2.1) cannot read makes the reader exit 1 with
 ClickHouse's message, e.g. deletion vectors (format v3): "Position deletes are
@@ -55,6 +57,36 @@ def table_function(cfg: common.CatalogConfig, tbl) -> str:
                       EXIT_FAILURE)
 
 
+def refuse_unreadable(tbl, table: common.TableName) -> None:
+    """Refuse the types ClickHouse 26.9 reads with other values (never print them):
+    `time` comes back as Int64 whole seconds (12:34:56.789 -> 45296); an optional
+    struct, list or map cannot be null in ClickHouse (Tuple, Array, Map are never
+    Nullable): a null one reads as an empty / all-null one."""
+    from pyiceberg import types as it
+
+    def walk(t, path, optional):
+        if isinstance(t, it.TimeType):
+            raise ReaderError(f"chDB cannot read {table.dotted}: column {path} is Iceberg "
+                              "time, which ClickHouse reads as Int64 whole seconds",
+                              EXIT_FAILURE)
+        if isinstance(t, (it.StructType, it.ListType, it.MapType)) and optional:
+            raise ReaderError(f"chDB cannot read {table.dotted}: column {path} is an optional "
+                              f"{type(t).__name__[:-4].lower()}, and ClickHouse reads a null "
+                              "one as empty (Tuple/Array/Map are never Nullable)",
+                              EXIT_FAILURE)
+        if isinstance(t, it.StructType):
+            for f in t.fields:
+                walk(f.field_type, f"{path}.{f.name}", f.optional)
+        elif isinstance(t, it.ListType):
+            walk(t.element_type, f"{path}[]", t.element_required is False)
+        elif isinstance(t, it.MapType):
+            walk(t.key_type, f"{path}.key", False)
+            walk(t.value_type, f"{path}.value", t.value_required is False)
+
+    for f in tbl.schema().fields:
+        walk(f.field_type, f.name, f.optional)
+
+
 def read(cfg: common.CatalogConfig, table: common.TableName):
     import chdb
 
@@ -62,19 +94,37 @@ def read(cfg: common.CatalogConfig, table: common.TableName):
 
     tbl = polars_reader.load_table(cfg, table)
     columns = polars_reader.columns_of(tbl)
-    snap = tbl.metadata.current_snapshot_id
-    if snap is None:
+    refuse_unreadable(tbl, table)
+    if tbl.metadata.current_snapshot_id is None:
         return columns, []
+    loc = tbl.location().rstrip("/")
+    meta = tbl.metadata_location
+    if not meta.startswith(loc + "/"):
+        raise ReaderError(f"metadata file {meta} is not under the table location {loc}",
+                          EXIT_FAILURE)
+    # The catalog's metadata file, not the one ClickHouse would pick (the highest
+    # version number in metadata/, which may belong to a dropped table at the same
+    # location): the table engine's iceberg_metadata_file_path (no query setting).
+    engine = table_function(cfg, tbl).replace("iceberg", "Iceberg", 1)
     names = ", ".join("`" + n.replace("`", "\\`") + "`" for n, _ in columns)
-    sql = (f"SELECT {names} FROM {table_function(cfg, tbl)} "
-           f"SETTINGS iceberg_snapshot_id = {int(snap)}, session_timezone = 'UTC'")
+    from chdb import session as chs
+
+    sess = chs.Session()
     try:
-        arrow = chdb.query(sql, "ArrowTable")
+        sess.query(f"CREATE TABLE t ENGINE = {engine} "
+                   f"SETTINGS iceberg_metadata_file_path = {_lit(meta[len(loc) + 1:])}")
+        arrow = sess.query(
+            f"SELECT {names} FROM t SETTINGS session_timezone = 'UTC', "
+            # ClickHouse strings are bytes: hand them over as Arrow binary (Iceberg
+            # string columns are decoded as UTF-8 in arrow_rows, binary ones kept).
+            "output_format_arrow_string_as_string = 0", "ArrowTable")
     except Exception as e:  # chDB raises RuntimeError("Code: N. DB::Exception: ...")
         msg = str(e).splitlines()[0]
         raise ReaderError(f"chDB {chdb.__version__} cannot read {table.dotted}: {msg}",
                           EXIT_FAILURE)
-    return columns, arrow_rows.rows(arrow, columns)
+    finally:
+        sess.close()
+    return columns, arrow_rows.rows(arrow, columns, binary_strings=True, utc_timestamps=True)
 
 
 def main() -> None:
