@@ -804,7 +804,7 @@ mod tests {
         assert_eq!(split.name, "j${X}");
         assert_eq!(split.namespace.as_deref(), Some("n1"));
         let e = split_job_toml(
-            "name = \"j\"\n[source]\nbootstrap_servers = \"${KAFKA}\"\ntopic_pattern = \"a\"\n",
+            "name = \"j\"\n[source]\nbootstrap_servers = \"${KAFKA}:9092\"\ntopic_pattern = \"a\"\n",
         )
         .unwrap_err();
         assert!(
