@@ -8,9 +8,11 @@
 pub mod answers;
 mod jobs;
 
+use std::net::{IpAddr, SocketAddr};
+
 use axum::body::Bytes;
-use axum::extract::{FromRequest, Path, Request, State};
-use axum::http::{header, StatusCode};
+use axum::extract::{ConnectInfo, FromRequest, Path, Request, State};
+use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Extension, Json, Router};
@@ -22,6 +24,7 @@ use topicberg_core::JobConfig;
 use self::answers::{ConnectionTest, Done, PieceView, SessionInfo, SetupDone};
 use crate::auth::{self, Session};
 use crate::error::{ApiError, ApiResult};
+use crate::guard;
 use crate::pieces::{self, Piece, PieceKind, Secrets};
 use crate::state::AppState;
 use crate::store::PieceRow;
@@ -66,6 +69,7 @@ pub fn protected_routes() -> Router<AppState> {
             get(get_source).put(update_source).delete(delete_source),
         )
         .route("/api/sources/{id}/test", post(test_source))
+        .route("/api/sources/test", post(test_unsaved_source))
         .route(
             "/api/destinations",
             get(list_destinations).post(create_destination),
@@ -77,6 +81,7 @@ pub fn protected_routes() -> Router<AppState> {
                 .delete(delete_destination),
         )
         .route("/api/destinations/{id}/test", post(test_destination))
+        .route("/api/destinations/test", post(test_unsaved_destination))
         .merge(jobs::routes())
 }
 
@@ -90,17 +95,55 @@ pub fn public_routes() -> Router<AppState> {
 #[derive(Deserialize)]
 struct SetupBody {
     password: String,
+    #[serde(default)]
+    setup_token: String,
 }
 
-/// `POST /api/setup {password}`: sets the admin password, only while none is set.
+/// The client's address (absent only when the router runs without
+/// connection info, as in unit tests).
+type ClientAddr = Option<Extension<ConnectInfo<SocketAddr>>>;
+
+fn client_ip(addr: &ClientAddr) -> IpAddr {
+    addr.as_ref()
+        .map_or(IpAddr::from([0, 0, 0, 0]), |Extension(ConnectInfo(a))| {
+            a.ip()
+        })
+}
+
+/// `POST /api/setup {password, setup_token}`: sets the admin password,
+/// only while none is set, with the one-time token the service printed in
+/// its log at start; JSON from this service's own page only. Of two
+/// setups at once, one wins and the other gets `409`.
 async fn setup(
     State(state): State<AppState>,
+    headers: HeaderMap,
     ApiJson(body): ApiJson<SetupBody>,
 ) -> ApiResult<Response> {
-    if state.store.admin()?.is_some() {
-        return Err(ApiError::new(
+    guard::require_same_origin_json(&headers)?;
+    let already = || {
+        ApiError::new(
             StatusCode::CONFLICT,
             "the admin password is already set; log in (POST /api/login)",
+        )
+    };
+    if state.store.admin()?.is_some() {
+        return Err(already());
+    }
+    let token_ok = {
+        let token = state
+            .guard
+            .setup_token
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        token
+            .as_deref()
+            .is_some_and(|t| auth::constant_time_eq(t.as_bytes(), body.setup_token.as_bytes()))
+    };
+    if !token_ok {
+        tracing::warn!("setup refused: wrong or missing setup token");
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "wrong or missing setup_token: the service printed it in its log at start (or set TOPICBERG_ADMIN_PASSWORD and restart)",
         ));
     }
     if body.password.chars().count() < auth::MIN_PASSWORD_LEN {
@@ -109,11 +152,22 @@ async fn setup(
             auth::MIN_PASSWORD_LEN
         )));
     }
-    let hash = tokio::task::spawn_blocking(move || auth::hash_password(&body.password))
+    let hash = state
+        .guard
+        .login
+        .hash(move || auth::hash_password(&body.password))
         .await
-        .map_err(ApiError::internal)?
+        .ok_or_else(|| ApiError::internal("the password could not be hashed"))?
         .map_err(ApiError::internal)?;
-    state.store.set_admin(auth::ADMIN_USER, &hash)?;
+    if !state.store.create_admin(auth::ADMIN_USER, &hash)? {
+        return Err(already());
+    }
+    state
+        .guard
+        .setup_token
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .take();
     tracing::info!("admin password set through /api/setup");
     Ok(Json(SetupDone {
         ok: true,
@@ -129,25 +183,50 @@ struct LoginBody {
 }
 
 /// `POST /api/login {username, password}`: sets the session cookie and
-/// returns `{csrf}`.
+/// returns `{csrf}`. JSON from this service's own page only; a client
+/// that failed too often waits (`429`, `Retry-After`); at most
+/// `guard::MAX_CONCURRENT_HASHES` passwords are checked at once.
 async fn login(
     State(state): State<AppState>,
+    addr: ClientAddr,
+    headers: HeaderMap,
     ApiJson(body): ApiJson<LoginBody>,
 ) -> ApiResult<Response> {
+    guard::require_same_origin_json(&headers)?;
+    let client = client_ip(&addr);
+    if let Err(wait) = state.guard.login.check(client) {
+        let seconds = wait.as_secs() + 1;
+        tracing::warn!(client = %client, retry_after_s = seconds, "login refused: too many failed logins");
+        let mut e = ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            format!("too many failed logins; try again in {seconds} s"),
+        )
+        .into_response();
+        e.headers_mut().insert(
+            header::RETRY_AFTER,
+            seconds.to_string().parse().expect("digits"),
+        );
+        return Ok(e);
+    }
     let Some((username, hash)) = state.store.admin()? else {
         return Err(auth::setup_needed());
     };
     let password = body.password;
-    let ok = tokio::task::spawn_blocking(move || auth::verify_password(&password, &hash))
+    let ok = state
+        .guard
+        .login
+        .hash(move || auth::verify_password(&password, &hash))
         .await
         .unwrap_or(false);
     if !ok || body.username != username {
-        tracing::warn!("failed login");
+        state.guard.login.failed(client);
+        tracing::warn!(client = %client, "failed login");
         return Err(ApiError::new(
             StatusCode::UNAUTHORIZED,
             "wrong username or password",
         ));
     }
+    state.guard.login.succeeded(client);
     let token = auth::random_token();
     let csrf = auth::random_token();
     let now = auth::now_ms();
@@ -184,11 +263,35 @@ fn piece_view(kind: PieceKind, row: &PieceRow) -> PieceView<'_> {
     PieceView { kind, row }
 }
 
+/// The longest name of a job, source or destination (characters).
+pub const MAX_NAME_CHARS: usize = 100;
+
+/// A name as stored: trimmed, 1 to [`MAX_NAME_CHARS`] characters, no
+/// control characters (a newline would start a line of its own in an
+/// exported job file's comments, or in a log).
+pub(crate) fn check_name(name: &str) -> ApiResult<String> {
+    let name = name.trim();
+    if name.is_empty() {
+        return Err(ApiError::bad_request("name: required (a non-empty string)"));
+    }
+    if name.chars().count() > MAX_NAME_CHARS {
+        return Err(ApiError::bad_request(format!(
+            "name: at most {MAX_NAME_CHARS} characters"
+        )));
+    }
+    if name.chars().any(char::is_control) {
+        return Err(ApiError::bad_request(
+            "name: no control characters (newlines, tabs, ...)",
+        ));
+    }
+    Ok(name.to_string())
+}
+
 /// Splits a request body into the name and the table (ids ignored).
 fn piece_body(mut body: Piece) -> ApiResult<(String, Piece)> {
     body.remove("id");
     let name = match body.remove("name") {
-        Some(Value::String(n)) if !n.trim().is_empty() => n.trim().to_string(),
+        Some(Value::String(n)) => check_name(&n)?,
         _ => return Err(ApiError::bad_request("name: required (a non-empty string)")),
     };
     Ok((name, body))
@@ -202,7 +305,7 @@ async fn list_pieces(state: &AppState, kind: PieceKind) -> ApiResult<Response> {
 
 async fn create_piece(state: &AppState, kind: PieceKind, body: Piece) -> ApiResult<Response> {
     let (name, config) = piece_body(body)?;
-    let config = pieces::merge_secrets(kind, None, config);
+    let config = pieces::merge_secrets(kind, None, config)?;
     pieces::validate_piece(kind, &config)?;
     let id = state.store.insert_piece(kind, &name, &config)?;
     tracing::info!(id, name = %name, "{} created", kind.table());
@@ -218,7 +321,7 @@ async fn update_piece(
 ) -> ApiResult<Response> {
     let old = state.store.piece(kind, id)?;
     let (name, config) = piece_body(body)?;
-    let config = pieces::merge_secrets(kind, Some(&old.config), config);
+    let config = pieces::merge_secrets(kind, Some(&old.config), config)?;
     pieces::validate_piece(kind, &config)?;
     state.store.update_piece(kind, id, &name, &config)?;
     tracing::info!(id, name = %name, "{} updated", kind.table());
@@ -239,12 +342,12 @@ async fn delete_piece(state: &AppState, kind: PieceKind, id: i64) -> ApiResult<S
 
 /// The job file a connection test runs with: the piece, a stand-in for the
 /// other table, the real secrets.
-fn test_config(state: &AppState, kind: PieceKind, row: &PieceRow) -> ApiResult<JobConfig> {
+fn test_config(state: &AppState, kind: PieceKind, piece: &Piece) -> ApiResult<JobConfig> {
     let mut source = Piece::from_iter([("bootstrap_servers".into(), "127.0.0.1:9".into())]);
     let empty = Piece::new();
     let destination = match kind {
         PieceKind::Source => {
-            source = row.config.clone();
+            source = piece.clone();
             if !source.contains_key("topic_pattern") {
                 // The job's [[streams]] select its topics; alone, none.
                 source.insert("topic_pattern".into(), "^$".into());
@@ -253,7 +356,7 @@ fn test_config(state: &AppState, kind: PieceKind, row: &PieceRow) -> ApiResult<J
         }
         PieceKind::Destination => {
             source.insert("topic_pattern".into(), "^$".into());
-            &row.config
+            piece
         }
     };
     let text = pieces::assemble_job_toml(
@@ -274,9 +377,30 @@ fn test_config(state: &AppState, kind: PieceKind, row: &PieceRow) -> ApiResult<J
         .map_err(|e| ApiError::job_file(&e, kind.table()))
 }
 
-async fn test_piece(state: &AppState, kind: PieceKind, id: i64) -> ApiResult<Json<ConnectionTest>> {
-    let row = state.store.piece(kind, id)?;
-    let config = test_config(state, kind, &row)?;
+/// Tests a piece: the stored one, or (`body`) what a form shows before it
+/// is saved, with the stored secrets of `body.id` where the form keeps them
+/// (never sent to an address that changed: `merge_secrets`).
+async fn test_piece(
+    state: &AppState,
+    kind: PieceKind,
+    id: Option<i64>,
+    body: Option<Piece>,
+) -> ApiResult<Json<ConnectionTest>> {
+    let piece = match body {
+        None => state.store.piece(kind, id.unwrap_or_default())?.config,
+        Some(mut body) => {
+            let stored = match body.remove("id").and_then(|v| v.as_i64()) {
+                Some(id) => Some(state.store.piece(kind, id)?.config),
+                None => None,
+            };
+            body.remove("name");
+            let piece = pieces::merge_secrets(kind, stored.as_ref(), body)?;
+            pieces::validate_piece(kind, &piece)?;
+            piece
+        }
+    };
+    let id = id.unwrap_or_default();
+    let config = test_config(state, kind, &piece)?;
     let job = crate::runner::resolve_job(&config)
         .map_err(|e| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, e))?;
     let steps = match kind {
@@ -318,7 +442,13 @@ async fn test_source(
     State(s): State<AppState>,
     Path(id): Path<i64>,
 ) -> ApiResult<Json<ConnectionTest>> {
-    test_piece(&s, PieceKind::Source, id).await
+    test_piece(&s, PieceKind::Source, Some(id), None).await
+}
+async fn test_unsaved_source(
+    State(s): State<AppState>,
+    ApiJson(b): ApiJson<Piece>,
+) -> ApiResult<Json<ConnectionTest>> {
+    test_piece(&s, PieceKind::Source, None, Some(b)).await
 }
 async fn list_destinations(State(s): State<AppState>) -> ApiResult<Response> {
     list_pieces(&s, PieceKind::Destination).await
@@ -349,5 +479,11 @@ async fn test_destination(
     State(s): State<AppState>,
     Path(id): Path<i64>,
 ) -> ApiResult<Json<ConnectionTest>> {
-    test_piece(&s, PieceKind::Destination, id).await
+    test_piece(&s, PieceKind::Destination, Some(id), None).await
+}
+async fn test_unsaved_destination(
+    State(s): State<AppState>,
+    ApiJson(b): ApiJson<Piece>,
+) -> ApiResult<Json<ConnectionTest>> {
+    test_piece(&s, PieceKind::Destination, None, Some(b)).await
 }

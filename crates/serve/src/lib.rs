@@ -18,6 +18,7 @@
 //! | [`error`] | `ApiError`: the status and `{"error", "problems"}` body of every failed request |
 //! | `state` | [`AppState`]: what every request handler shares |
 //! | [`auth`] | the admin password, sessions, CSRF, the session middleware |
+//! | [`guard`] | security headers, the Host allowlist, the `/metrics` token, same-origin JSON for setup and login, the login throttle |
 //! | [`api`] | the JSON API routes (`api/jobs.rs`: jobs, runs, import, export); its answers, one struct per shape (`api/answers.rs`) |
 //! | [`ui`] | the web UI: one embedded page, script and stylesheet; `GET /api/session` |
 //! | `server` | [`serve`]: start-up, [`router`], graceful shutdown |
@@ -25,6 +26,7 @@
 pub mod api;
 pub mod auth;
 pub mod error;
+pub mod guard;
 pub mod metrics;
 pub mod pieces;
 pub mod run_store;

@@ -122,11 +122,71 @@ fn keeps_secret(value: Option<&Value>) -> bool {
     }
 }
 
+/// The address each secret is sent to: when it changes, the stored secret
+/// is not carried over (it would go to the new address); the caller must
+/// send it again.
+fn secret_endpoints(kind: PieceKind) -> &'static [(&'static str, &'static [&'static str])] {
+    match kind {
+        PieceKind::Source => &[
+            ("bootstrap_servers", &["sasl_password"]),
+            ("schema_registry_url", &["schema_registry_password"]),
+        ],
+        PieceKind::Destination => &[
+            ("uri", &["credential", "token"]),
+            ("oauth2_server_uri", &["credential"]),
+            ("s3_endpoint", &["s3_secret_key"]),
+        ],
+    }
+}
+
+/// The problems of keeping a stored secret whose address changed: each
+/// secret the update keeps (leaves out or sends as `{"set": true}`) while
+/// the field naming where it goes differs from the stored one.
+fn moved_secrets(kind: PieceKind, old: &Piece, new: &Piece) -> Vec<String> {
+    let mut problems = Vec::new();
+    for (endpoint, secrets) in secret_endpoints(kind) {
+        if old.get(*endpoint) == new.get(*endpoint) {
+            continue;
+        }
+        for secret in *secrets {
+            let stored = old.contains_key(*secret);
+            if stored
+                && keeps_secret(new.get(*secret))
+                && !problems
+                    .iter()
+                    .any(|p: &String| p.starts_with(&format!("{}.{secret}:", kind.table())))
+            {
+                problems.push(format!(
+                    "{}.{secret}: {endpoint} changed, so the stored {secret} is not sent to the new address; enter it again (or send null to remove it)",
+                    kind.table()
+                ));
+            }
+        }
+    }
+    problems
+}
+
 /// `new` with the secrets it leaves out (or sends as `{"set": true}`) taken
 /// from `old`; a secret sent as `null` or `""` is removed. A URL sent back
-/// redacted, as [`redact`] shows it, keeps the stored URL.
-pub fn merge_secrets(kind: PieceKind, old: Option<&Piece>, mut new: Piece) -> Piece {
+/// redacted, as [`redact`] shows it, keeps the stored URL. A stored secret
+/// whose address changed (`bootstrap_servers`, `schema_registry_url`,
+/// `uri`, `oauth2_server_uri`, `s3_endpoint`) is not kept: the update must
+/// send it again, else it is refused.
+pub fn merge_secrets(
+    kind: PieceKind,
+    old: Option<&Piece>,
+    mut new: Piece,
+) -> Result<Piece, PieceError> {
     keep_redacted_urls(old, &mut new);
+    if let Some(old) = old {
+        let problems = moved_secrets(kind, old, &new);
+        if !problems.is_empty() {
+            return Err(PieceError {
+                message: problems.join("; "),
+                problems,
+            });
+        }
+    }
     for field in kind.secrets() {
         if keeps_secret(new.get(*field)) {
             new.remove(*field);
@@ -139,7 +199,7 @@ pub fn merge_secrets(kind: PieceKind, old: Option<&Piece>, mut new: Piece) -> Pi
             new.remove(*field);
         }
     }
-    new
+    Ok(new)
 }
 
 /// How secrets (and paths) are written by [`assemble_job_toml`].
@@ -177,14 +237,14 @@ pub struct JobPieces<'a> {
 /// The job file of `job`.
 pub fn assemble_job_toml(job: &JobPieces<'_>, secrets: Secrets<'_>) -> Result<String, PieceError> {
     let mut root = toml::Table::new();
-    root.insert("name".into(), toml::Value::String(job.name.to_string()));
+    root.insert("name".into(), toml::Value::String(literal(job.name)));
     if !job.target_engines.is_empty() {
         root.insert(
             "target_engines".into(),
             toml::Value::Array(
                 job.target_engines
                     .iter()
-                    .map(|e| toml::Value::String(e.clone()))
+                    .map(|e| toml::Value::String(literal(e)))
                     .collect(),
             ),
         );
@@ -198,7 +258,7 @@ pub fn assemble_job_toml(job: &JobPieces<'_>, secrets: Secrets<'_>) -> Result<St
     }
     let mut destination = piece_table(PieceKind::Destination, job.destination, secrets)?;
     if let Some(ns) = job.namespace.filter(|n| !n.is_empty()) {
-        destination.insert("namespace".into(), toml::Value::String(ns.to_string()));
+        destination.insert("namespace".into(), toml::Value::String(literal(ns)));
     }
     let mut sync = object_table(job.sync, "sync")?;
     if let Secrets::Real { data_dir } = secrets {
@@ -233,14 +293,14 @@ fn piece_table(
     let mut table = object_table(piece, kind.table())?;
     table.remove("name");
     for field in kind.secrets() {
-        let Some(toml::Value::String(value)) = table.get(*field) else {
+        let Some(toml::Value::String(_)) = table.get(*field) else {
             continue;
         };
-        let written = match secrets {
-            Secrets::Real { .. } => value.replace("${", "$${"),
-            Secrets::Placeholders => format!("${{{}}}", kind.secret_env_var(field)),
-        };
-        table.insert(field.to_string(), toml::Value::String(written));
+        // Real: already written literally (`literal`).
+        if let Secrets::Placeholders = secrets {
+            let written = format!("${{{}}}", kind.secret_env_var(field));
+            table.insert(field.to_string(), toml::Value::String(written));
+        }
     }
     Ok(table)
 }
@@ -295,6 +355,59 @@ fn absolutize_paths(
     sync.insert("state_dir".into(), toml::Value::String(state));
 }
 
+/// A value from the API written into a job file as itself: `${` becomes
+/// the job file's escape `$${`, so nothing the API is sent is filled in
+/// from the service's environment (only the export's secret placeholders
+/// are `${VAR}` references).
+fn literal(text: &str) -> String {
+    text.replace("${", "$${")
+}
+
+/// A job file's string read back as the literal text the job file means:
+/// `$${` is `${`. `Err` with the variable's name when it holds a `${VAR}`
+/// reference (its value would come from an environment).
+fn unescape_literal(text: &str) -> Result<String, String> {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(c) = rest.chars().next() {
+        if let Some(after) = rest.strip_prefix("$${") {
+            out.push_str("${");
+            rest = after;
+        } else if let Some(after) = rest.strip_prefix("${") {
+            let name = after.split('}').next().unwrap_or_default();
+            return Err(name.to_string());
+        } else {
+            out.push(c);
+            rest = &rest[c.len_utf8()..];
+        }
+    }
+    Ok(out)
+}
+
+/// Every string in `value` made literal ([`unescape_literal`]); each
+/// `${VAR}` reference is a problem naming its field.
+fn literal_strings(value: &mut Value, at: &str, problems: &mut Vec<String>) {
+    match value {
+        Value::String(s) => match unescape_literal(s) {
+            Ok(text) => *s = text,
+            Err(var) => problems.push(format!(
+                "{at}: ${{{var}}} would be read from the service's environment, which the service does not do for settings; write the value itself (only secrets may be given as ${{VAR}}, and are then set later)"
+            )),
+        },
+        Value::Array(items) => {
+            for (i, item) in items.iter_mut().enumerate() {
+                literal_strings(item, &format!("{at}[{i}]"), problems);
+            }
+        }
+        Value::Object(o) => {
+            for (k, v) in o.iter_mut() {
+                literal_strings(v, &format!("{at}.{k}"), problems);
+            }
+        }
+        _ => {}
+    }
+}
+
 fn object_table(object: &Piece, at: &str) -> Result<toml::Table, PieceError> {
     let mut table = toml::Table::new();
     for (key, value) in object {
@@ -314,7 +427,7 @@ fn json_to_toml(value: &Value, at: &str) -> Result<Option<toml::Value>, PieceErr
             Some(i) => toml::Value::Integer(i),
             None => toml::Value::Float(n.as_f64().unwrap_or_default()),
         },
-        Value::String(s) => toml::Value::String(s.clone()),
+        Value::String(s) => toml::Value::String(literal(s)),
         Value::Array(items) => {
             let mut out = Vec::new();
             for (i, item) in items.iter().enumerate() {
@@ -466,45 +579,76 @@ pub fn split_job_toml(text: &str) -> Result<SplitJob, PieceError> {
             if let Some(Value::String(s)) = piece.get(*field) {
                 if is_env_reference(s) {
                     piece.remove(*field);
-                } else {
-                    let literal = s.replace("$${", "${");
-                    piece.insert(field.to_string(), Value::String(literal));
                 }
             }
         }
     }
-    let namespace = destination
-        .remove("namespace")
-        .and_then(|v| v.as_str().map(str::to_string));
-    let streams = match root.get("streams") {
-        Some(toml::Value::Array(items)) => items
+    // Every other value is kept as the text it stands for; a `${VAR}` in
+    // it is refused (the service fills nothing from its environment).
+    let mut problems = Vec::new();
+    let mut whole = Value::Object(Piece::from_iter([
+        ("source".to_string(), Value::Object(source)),
+        ("destination".to_string(), Value::Object(destination)),
+        ("sync".to_string(), Value::Object(table("sync"))),
+        (
+            "streams".to_string(),
+            match root.get("streams") {
+                Some(streams @ toml::Value::Array(_)) => toml_to_json(streams),
+                _ => Value::Array(Vec::new()),
+            },
+        ),
+        (
+            "name".to_string(),
+            root.get("name").map(toml_to_json).unwrap_or_default(),
+        ),
+        (
+            "target_engines".to_string(),
+            root.get("target_engines")
+                .map(toml_to_json)
+                .unwrap_or_default(),
+        ),
+    ]));
+    if let Value::Object(o) = &mut whole {
+        for (key, value) in o.iter_mut() {
+            literal_strings(value, key, &mut problems);
+        }
+    }
+    if !problems.is_empty() {
+        return Err(PieceError {
+            message: problems.join("; "),
+            problems,
+        });
+    }
+    let mut take = |key: &str| whole.get_mut(key).map(Value::take).unwrap_or_default();
+    let object = |v: Value| match v {
+        Value::Object(o) => o,
+        _ => Piece::new(),
+    };
+    let source = object(take("source"));
+    let mut destination = object(take("destination"));
+    let sync = object(take("sync"));
+    let streams = match take("streams") {
+        Value::Array(items) => items.into_iter().map(object).collect(),
+        _ => Vec::new(),
+    };
+    let name = take("name").as_str().unwrap_or_default().to_string();
+    let target_engines = match take("target_engines") {
+        Value::Array(items) => items
             .iter()
-            .filter_map(|i| match toml_to_json(i) {
-                Value::Object(o) => Some(o),
-                _ => None,
-            })
+            .filter_map(|v| v.as_str().map(str::to_string))
             .collect(),
         _ => Vec::new(),
     };
+    let namespace = destination
+        .remove("namespace")
+        .and_then(|v| v.as_str().map(str::to_string));
     Ok(SplitJob {
-        name: root
-            .get("name")
-            .and_then(toml::Value::as_str)
-            .unwrap_or_default()
-            .to_string(),
-        target_engines: root
-            .get("target_engines")
-            .and_then(toml::Value::as_array)
-            .map(|a| {
-                a.iter()
-                    .filter_map(|v| v.as_str().map(str::to_string))
-                    .collect()
-            })
-            .unwrap_or_default(),
+        name,
+        target_engines,
         namespace,
         source,
         destination,
-        sync: table("sync"),
+        sync,
         streams,
     })
 }
@@ -535,13 +679,13 @@ mod tests {
         let shown = redact(PieceKind::Source, &stored);
         assert_eq!(shown["sasl_password"], json!({"set": true}));
         assert!(!serde_json::to_string(&shown).unwrap().contains("s3cr3t"));
-        let kept = merge_secrets(PieceKind::Source, Some(&stored), shown.clone());
+        let kept = merge_secrets(PieceKind::Source, Some(&stored), shown.clone()).unwrap();
         assert_eq!(kept["sasl_password"], "s3cr3t");
-        let left_out = piece(json!({"bootstrap_servers": "b:2"}));
-        let kept = merge_secrets(PieceKind::Source, Some(&stored), left_out);
+        let left_out = piece(json!({"bootstrap_servers": "b:1", "sasl_username": "u"}));
+        let kept = merge_secrets(PieceKind::Source, Some(&stored), left_out).unwrap();
         assert_eq!(kept["sasl_password"], "s3cr3t");
         let cleared = piece(json!({"bootstrap_servers": "b:2", "sasl_password": null}));
-        let cleared = merge_secrets(PieceKind::Source, Some(&stored), cleared);
+        let cleared = merge_secrets(PieceKind::Source, Some(&stored), cleared).unwrap();
         assert!(!cleared.contains_key("sasl_password"));
     }
 
@@ -550,10 +694,10 @@ mod tests {
         let stored = piece(json!({"catalog": "rest", "uri": "http://u:pw9@h/c", "warehouse": "w"}));
         let shown = redact(PieceKind::Destination, &stored);
         assert_eq!(shown["uri"], "http://u:***@h/c");
-        let kept = merge_secrets(PieceKind::Destination, Some(&stored), shown.clone());
+        let kept = merge_secrets(PieceKind::Destination, Some(&stored), shown.clone()).unwrap();
         assert_eq!(kept["uri"], "http://u:pw9@h/c");
         let changed = piece(json!({"catalog": "rest", "uri": "http://h2/c", "warehouse": "w"}));
-        let changed = merge_secrets(PieceKind::Destination, Some(&stored), changed);
+        let changed = merge_secrets(PieceKind::Destination, Some(&stored), changed).unwrap();
         assert_eq!(changed["uri"], "http://h2/c");
     }
 
@@ -602,6 +746,73 @@ mod tests {
             Some(Path::new("/data/wh"))
         );
         assert_eq!(config.sync.state_dir, Path::new("/data/state/j1"));
+    }
+
+    #[test]
+    fn a_stored_secret_is_not_kept_when_its_address_changes() {
+        let stored = piece(
+            json!({"catalog": "rest", "uri": "http://a/c", "warehouse": "w",
+            "credential": "id:s3cr3t", "s3_endpoint": "http://s3", "s3_secret_key": "k"}),
+        );
+        let mut moved = redact(PieceKind::Destination, &stored);
+        moved.insert("uri".into(), json!("http://evil/c"));
+        let e = merge_secrets(PieceKind::Destination, Some(&stored), moved.clone()).unwrap_err();
+        assert_eq!(e.problems.len(), 1, "{e:?}");
+        assert!(
+            e.message.contains("destination.credential: uri changed"),
+            "{}",
+            e.message
+        );
+        moved.insert("credential".into(), json!("id:new"));
+        let merged = merge_secrets(PieceKind::Destination, Some(&stored), moved).unwrap();
+        assert_eq!(merged["credential"], "id:new");
+        assert_eq!(
+            merged["s3_secret_key"], "k",
+            "its own address did not change"
+        );
+        let mut left_out = stored.clone();
+        left_out.remove("s3_secret_key");
+        left_out.insert("s3_endpoint".into(), json!("http://other"));
+        let e = merge_secrets(PieceKind::Destination, Some(&stored), left_out).unwrap_err();
+        assert!(
+            e.message
+                .contains("destination.s3_secret_key: s3_endpoint changed"),
+            "{}",
+            e.message
+        );
+        assert!(!format!("{e:?}").contains("s3cr3t"));
+    }
+
+    #[test]
+    fn strings_are_written_literally_and_references_refused_on_import() {
+        let source = piece(json!({"bootstrap_servers": "${HOME}:9092", "topic_pattern": "^a$"}));
+        let job = JobPieces {
+            name: "j${X}",
+            target_engines: &[],
+            namespace: Some("n1"),
+            source: &source,
+            destination: &Piece::new(),
+            sync: &Piece::new(),
+            streams: &[],
+        };
+        let text = assemble_job_toml(&job, Secrets::Placeholders).unwrap();
+        let config = JobConfig::from_toml_str(&text, |_| Some("FILLED".into())).unwrap();
+        assert_eq!(config.source.bootstrap_servers, "${HOME}:9092");
+        assert_eq!(config.name, "j${X}");
+        let split = split_job_toml(&text).unwrap();
+        assert_eq!(split.source["bootstrap_servers"], "${HOME}:9092");
+        assert_eq!(split.name, "j${X}");
+        assert_eq!(split.namespace.as_deref(), Some("n1"));
+        let e = split_job_toml(
+            "name = \"j\"\n[source]\nbootstrap_servers = \"${KAFKA}:9092\"\ntopic_pattern = \"a\"\n",
+        )
+        .unwrap_err();
+        assert!(
+            e.message.contains("source.bootstrap_servers: ${KAFKA}"),
+            "{}",
+            e.message
+        );
+        assert_eq!(unescape_literal("a$${b$$${c").unwrap(), "a${b$${c");
     }
 
     #[test]
@@ -659,7 +870,7 @@ mod tests {
         assert_eq!(shown["schema_registry_password"], json!({"set": true}));
         assert_eq!(shown["schema_registry_username"], "APIKEY");
         assert!(!serde_json::to_string(&shown).unwrap().contains("sr-s3cr3t"));
-        let kept = merge_secrets(PieceKind::Source, Some(&stored), shown);
+        let kept = merge_secrets(PieceKind::Source, Some(&stored), shown).unwrap();
         assert_eq!(
             kept, stored,
             "a form sending back what it was shown keeps it all"

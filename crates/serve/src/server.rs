@@ -11,12 +11,13 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::{middleware, Json, Router};
 
+use crate::guard::Guard;
 use crate::metrics::Metrics;
 use crate::run_store::{self, RunStore};
 use crate::runner::{self, Runner};
 use crate::state::AppState;
 use crate::store::{self, Store};
-use crate::{api, auth, error, scheduler, ui};
+use crate::{api, auth, error, guard, scheduler, ui};
 
 /// The default listen address: loopback only.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8000";
@@ -35,6 +36,11 @@ pub struct ServeArgs {
     pub log_capture: runner::LogCapture,
     /// See [`AppState::retention_warning_fraction`].
     pub retention_warning_fraction: f64,
+    /// Host names requests may name besides 127.0.0.1, localhost and ::1
+    /// (`--allowed-host`).
+    pub allowed_hosts: Vec<String>,
+    /// The token `/metrics` requires (`TOPICBERG_METRICS_TOKEN`), if any.
+    pub metrics_token: Option<String>,
 }
 
 /// Errors that stop the service from starting.
@@ -75,6 +81,11 @@ pub fn router(state: AppState) -> Router {
         .merge(ui::public_routes())
         .merge(protected)
         .fallback(not_found)
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            guard::require_allowed_host,
+        ))
+        .layer(middleware::from_fn(guard::security_headers))
         .with_state(state)
 }
 
@@ -88,7 +99,20 @@ async fn healthz() -> Json<Health> {
     Json(Health { status: "ok" })
 }
 
-async fn metrics_text(State(state): State<AppState>) -> impl IntoResponse {
+async fn metrics_text(
+    State(state): State<AppState>,
+    headers: axum::http::HeaderMap,
+) -> axum::response::Response {
+    if !state.guard.metrics_allowed(&headers) {
+        return error::ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            format!(
+                "send Authorization: Bearer <the token in {}>",
+                guard::METRICS_TOKEN_ENV
+            ),
+        )
+        .into_response();
+    }
     (
         [(
             header::CONTENT_TYPE,
@@ -96,6 +120,7 @@ async fn metrics_text(State(state): State<AppState>) -> impl IntoResponse {
         )],
         state.metrics.render(),
     )
+        .into_response()
 }
 
 async fn not_found() -> impl IntoResponse {
@@ -122,11 +147,20 @@ pub async fn serve(args: ServeArgs) -> Result<(), ServeError> {
         );
     }
     let admin_set = auth::init_admin(&store).map_err(ServeError::Admin)?;
+    let mut allowed_hosts = args.allowed_hosts.clone();
+    if !args.listen.ip().is_unspecified() {
+        allowed_hosts.push(args.listen.ip().to_string());
+    }
+    let guard = Guard::new(&allowed_hosts, args.metrics_token.clone());
     if !admin_set {
+        let token = auth::random_token();
+        // Printed once, for the person starting the service: only who can
+        // read this log can claim the first-run setup.
         tracing::warn!(
-            "no admin password: set {} or POST /api/setup {{\"password\": ...}}",
+            "no admin password: set {} and restart, or open the web UI and enter the one-time setup token {token} (POST /api/setup {{\"password\": ..., \"setup_token\": ...}})",
             auth::ADMIN_PASSWORD_ENV
         );
+        *guard.setup_token.lock().unwrap_or_else(|p| p.into_inner()) = Some(token);
     }
     let metrics = Metrics::default();
     // Seconds since the last success survive a restart: seed them from the history.
@@ -148,6 +182,7 @@ pub async fn serve(args: ServeArgs) -> Result<(), ServeError> {
         runner: runner.clone(),
         metrics,
         retention_warning_fraction: args.retention_warning_fraction,
+        guard: Arc::new(guard),
     };
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
@@ -161,7 +196,8 @@ pub async fn serve(args: ServeArgs) -> Result<(), ServeError> {
         data_dir = %args.data_dir.display(),
         "topicberg serve listening on http://{addr}"
     );
-    let served = axum::serve(listener, router(state))
+    let app = router(state).into_make_service_with_connect_info::<SocketAddr>();
+    let served = axum::serve(listener, app)
         .with_graceful_shutdown(shutdown_signal())
         .await;
     tracing::info!("shutting down: stopping the scheduler, waiting for running syncs");

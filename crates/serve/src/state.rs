@@ -1,5 +1,8 @@
 //! What every request handler shares.
 
+use std::sync::Arc;
+
+use crate::guard::Guard;
 use crate::metrics::Metrics;
 use crate::runner::Runner;
 use crate::store::Store;
@@ -16,4 +19,7 @@ pub struct AppState {
     /// A job that has not succeeded for longer than this fraction of its
     /// topics' shortest retention gets a warning on its page.
     pub retention_warning_fraction: f64,
+    /// The Host allowlist, the metrics token, the login throttle and the
+    /// setup token.
+    pub guard: Arc<Guard>,
 }

@@ -188,8 +188,11 @@ impl Store {
             )?;
         }
         conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get::<_, String>(0))?;
+        // secure_delete: a removed or replaced secret is overwritten in the
+        // file, not left in a free page.
         conn.execute_batch(
-            "PRAGMA foreign_keys=ON; PRAGMA busy_timeout=5000; PRAGMA synchronous=NORMAL;",
+            "PRAGMA foreign_keys=ON; PRAGMA busy_timeout=5000; PRAGMA synchronous=NORMAL;
+             PRAGMA secure_delete=ON;",
         )?;
         migrate(&conn)?;
         Ok(Self {
@@ -341,7 +344,26 @@ impl Store {
         if n == 0 {
             return Err(StoreError::NotFound(format!("{} {id}", kind.table())));
         }
+        self.checkpoint()
+    }
+
+    /// Moves the WAL into the database file and empties it, so a secret
+    /// just replaced or removed is left in neither (with `secure_delete`).
+    fn checkpoint(&self) -> Result<(), StoreError> {
+        self.conn()
+            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
         Ok(())
+    }
+
+    /// Sets the admin's password hash only while none is set (first-run
+    /// setup); `false` when one already is.
+    pub fn create_admin(&self, username: &str, password_hash: &str) -> Result<bool, StoreError> {
+        let n = self.conn().execute(
+            "INSERT INTO admin (id, username, password_hash) VALUES (1, ?1, ?2)
+             ON CONFLICT(id) DO NOTHING",
+            params![username, password_hash],
+        )?;
+        Ok(n == 1)
     }
 
     /// Deletes a source or destination no job uses.
@@ -365,7 +387,8 @@ impl Store {
         if conn.execute(&sql, [id])? == 0 {
             return Err(StoreError::NotFound(format!("{} {id}", kind.table())));
         }
-        Ok(())
+        drop(conn);
+        self.checkpoint()
     }
 
     // --- jobs ---
@@ -718,78 +741,4 @@ impl Store {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn temp_dir() -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("topicberg-store-{}", uuid::Uuid::new_v4()));
-        std::fs::create_dir_all(&dir).unwrap();
-        dir
-    }
-
-    #[test]
-    fn rows_survive_reopening_and_runs_are_recorded() {
-        let dir = temp_dir();
-        let store = Store::open(&dir).unwrap();
-        let src: Piece =
-            serde_json::from_str(r#"{"bootstrap_servers":"b:1","topic_pattern":"^t$"}"#).unwrap();
-        let sid = store.insert_piece(PieceKind::Source, "s", &src).unwrap();
-        let did = store
-            .insert_piece(PieceKind::Destination, "d", &Piece::new())
-            .unwrap();
-        assert!(matches!(
-            store.insert_piece(PieceKind::Source, "s", &src),
-            Err(StoreError::Conflict(_))
-        ));
-        let job = JobRow {
-            id: 0,
-            name: "j".into(),
-            source_id: sid,
-            destination_id: did,
-            target_engines: vec!["spark".into()],
-            namespace: None,
-            sync: Piece::new(),
-            streams: vec![],
-            schedule: "every 5 minutes".into(),
-            paused: false,
-        };
-        let jid = store.insert_job(&job).unwrap();
-        let run = store.insert_run(jid, Trigger::Manual, 1000).unwrap();
-        store
-            .finish_run(&FinishedRun {
-                run_id: run,
-                status: RunStatus::Succeeded,
-                finished_ms: 2000,
-                error: None,
-                report_json: Some(r#"{"tables":[]}"#.into()),
-                log: "line\n".into(),
-            })
-            .unwrap();
-        assert!(matches!(
-            store.delete_piece(PieceKind::Source, sid),
-            Err(StoreError::Conflict(_))
-        ));
-        drop(store);
-        let store = Store::open(&dir).unwrap();
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            let mode = std::fs::metadata(dir.join(DB_FILE))
-                .unwrap()
-                .permissions()
-                .mode();
-            assert_eq!(mode & 0o777, 0o600);
-        }
-        assert_eq!(store.job(jid).unwrap().schedule, "every 5 minutes");
-        let runs = store.runs(jid, 10).unwrap();
-        assert_eq!(runs[0].status, "succeeded");
-        assert_eq!(store.run_log(run).unwrap(), "line\n");
-        let scheduled = store.schedules().unwrap();
-        assert_eq!(scheduled[0].last_started_ms, Some(1000));
-        let toml = store.job_toml(jid).unwrap();
-        topicberg_core::JobConfig::from_toml_str(&toml, |_| None).unwrap();
-        store.delete_job(jid).unwrap();
-        assert!(matches!(store.run(run), Err(StoreError::NotFound(_))));
-        std::fs::remove_dir_all(dir).unwrap();
-    }
-}
+mod tests;

@@ -33,6 +33,12 @@ pub struct DiscoveredTopic {
     pub partitions: usize,
     /// Messages sampled (up to 10,000 per partition, oldest first).
     pub sampled_messages: usize,
+    /// Messages of the sample left out because they cannot become rows
+    /// (not a JSON object, a field that cannot be named, past
+    /// `max_columns`); the sync treats them per the stream's `on_invalid`.
+    pub invalid_messages: usize,
+    /// The first of them: `topic[partition]@offset: why`.
+    pub invalid_example: Option<String>,
     /// How its values are read: `json`, `avro`, `protobuf` or `auto`.
     pub value_format: String,
     /// Why that format: `set in the job`, `subject orders-value version 3
@@ -82,6 +88,7 @@ pub fn discover(job: &Job) -> Result<Vec<DiscoveredTopic>, SetupError> {
             .collect();
         let stream = job.table_for(&topic.name);
         let choice = value_format(registry.as_deref(), &stream)?;
+        let mut invalid = InvalidSample::default();
         let (inference, columns) = match choice.format {
             // The columns of the subject's latest schema (the sync takes
             // them from the writer schemas of the messages it samples).
@@ -89,11 +96,19 @@ pub fn discover(job: &Job) -> Result<Vec<DiscoveredTopic>, SetupError> {
                 (None, schema_columns(registry.as_ref(), &choice, &stream))
             }
             // `auto`: framed messages are not JSON and are left out of the
-            // sample; the plain JSON ones give the columns.
+            // sample uncounted; with `json`, every message that cannot
+            // become a row is left out and counted (one bad message must
+            // not hide the topic's columns).
             format => {
-                let skip_invalid = format == ValueFormat::Auto;
-                let inference =
-                    sample_columns(job, &connection, &settings, &ranges, &stream, skip_invalid)?;
+                let count = format != ValueFormat::Auto;
+                let inference = sample_columns(
+                    job,
+                    &connection,
+                    &settings,
+                    &ranges,
+                    &stream,
+                    count.then_some(&mut invalid),
+                )?;
                 let columns = inference
                     .columns()
                     .into_iter()
@@ -111,6 +126,8 @@ pub fn discover(job: &Job) -> Result<Vec<DiscoveredTopic>, SetupError> {
             topic: topic.name.clone(),
             partitions: topic.partitions.len(),
             sampled_messages: inference.as_ref().map_or(0, SchemaInference::messages),
+            invalid_messages: invalid.count,
+            invalid_example: invalid.first,
             value_format: choice.format.as_str().to_string(),
             value_format_reason: choice.reason.to_string(),
             columns,
@@ -175,25 +192,35 @@ fn schema_columns(
         .collect()
 }
 
-/// The columns a sample of `ranges` implies (`skip_invalid`: leave out
-/// messages that are not JSON objects instead of failing).
+/// Messages a sample left out because they cannot become rows.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct InvalidSample {
+    /// How many.
+    pub count: usize,
+    /// The first: `topic[partition]@offset: why`.
+    pub first: Option<String>,
+}
+
+/// The columns a sample of `ranges` implies; messages that cannot become
+/// rows are left out (counted in `invalid` when given).
 fn sample_columns(
     job: &Job,
     connection: &KafkaConnection,
     settings: &DrainSettings,
     ranges: &[PartitionRange],
     stream: &TableSettings,
-    skip_invalid: bool,
+    invalid: Option<&mut InvalidSample>,
 ) -> Result<SchemaInference, SetupError> {
     let keep = stream
         .columns
         .as_ref()
         .map(|k| Arc::new(k.iter().cloned().collect()));
-    infer_columns(
+    let mut uncounted = InvalidSample::default();
+    infer_columns_counting(
         connection,
         settings,
         ranges,
-        skip_invalid,
+        invalid.unwrap_or(&mut uncounted),
         keep,
         job.tuning.max_columns,
     )
@@ -252,6 +279,46 @@ pub fn infer_columns(
     let mut inference = SchemaInference::new()
         .keep_only(keep)
         .max_columns(max_columns);
+    sample(connection, settings, ranges, &mut inference, |e| {
+        if skip_invalid {
+            Ok(())
+        } else {
+            Err(e)
+        }
+    })?;
+    Ok(inference)
+}
+
+/// [`infer_columns`] skipping every invalid message, counted in `invalid`.
+pub fn infer_columns_counting(
+    connection: &KafkaConnection,
+    settings: &DrainSettings,
+    ranges: &[PartitionRange],
+    invalid: &mut InvalidSample,
+    keep: Option<Arc<HashSet<String>>>,
+    max_columns: usize,
+) -> Result<SchemaInference, String> {
+    let mut inference = SchemaInference::new()
+        .keep_only(keep)
+        .max_columns(max_columns);
+    sample(connection, settings, ranges, &mut inference, |e| {
+        invalid.count += 1;
+        invalid.first.get_or_insert(e);
+        Ok(())
+    })?;
+    Ok(inference)
+}
+
+/// Adds every message value of `ranges` to `inference`; `on_invalid` gets
+/// each one that cannot be added (`topic[partition]@offset: why`) and
+/// fails the sample by returning it.
+fn sample(
+    connection: &KafkaConnection,
+    settings: &DrainSettings,
+    ranges: &[PartitionRange],
+    inference: &mut SchemaInference,
+    mut on_invalid: impl FnMut(String) -> Result<(), String>,
+) -> Result<(), String> {
     let mut by_topic: BTreeMap<&str, Vec<PartitionRange>> = BTreeMap::new();
     for r in ranges.iter().filter(|r| r.start < r.end) {
         by_topic.entry(&r.topic).or_default().push(r.clone());
@@ -259,22 +326,19 @@ pub fn infer_columns(
     for topic_ranges in by_topic.into_values() {
         drain(connection, &topic_ranges, settings, |record| {
             if let Some(value) = record.value {
-                match inference.add(value) {
-                    Ok(()) => {}
-                    Err(_) if skip_invalid => {}
-                    Err(e) => {
-                        return Err(SampleError(format!(
-                            "{}[{}]@{}: {e}",
-                            record.topic, record.partition, record.offset
-                        )))
-                    }
+                if let Err(e) = inference.add(value) {
+                    let at = format!(
+                        "{}[{}]@{}: {e}",
+                        record.topic, record.partition, record.offset
+                    );
+                    on_invalid(at).map_err(SampleError)?;
                 }
             }
             Ok::<(), SampleError>(())
         })
         .map_err(|e| format!("sampling messages: {e}"))?;
     }
-    Ok(inference)
+    Ok(())
 }
 
 #[derive(Debug, thiserror::Error)]

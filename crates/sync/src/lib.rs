@@ -53,10 +53,19 @@ pub fn check_table_collisions<'a>(
 }
 
 /// Logs every topic the pattern leaves out, as the product pages' users
-/// expect to see it.
+/// expect to see it. A job without `topic_pattern` reads exactly its
+/// `[[streams]]`: the cluster's other topics are no concern of it, and
+/// only their count is logged (debug).
 pub fn log_skipped(job: &Job, skipped: &[String]) {
-    let pattern = job.topics.as_str();
-    for topic in skipped {
-        tracing::info!("Skipping topic {topic} (does not match topic_pattern: {pattern})");
+    match job.source.topic_pattern.as_deref() {
+        Some(pattern) if !pattern.is_empty() => {
+            for topic in skipped {
+                tracing::info!("Skipping topic {topic} (does not match topic_pattern: {pattern})");
+            }
+        }
+        _ => tracing::debug!(
+            topics = skipped.len(),
+            "other topics of the cluster left out: the job reads only its [[streams]]"
+        ),
     }
 }

@@ -58,6 +58,11 @@ enum Command {
         /// this fraction of its topics' shortest retention.
         #[arg(long, value_name = "FRACTION", default_value_t = topicberg_serve::warnings::DEFAULT_RETENTION_WARNING_FRACTION)]
         retention_warning_fraction: f64,
+        /// A host name the service may be reached by (the `Host` header),
+        /// besides 127.0.0.1, localhost, ::1 and the --listen address;
+        /// repeat for several. Others get 421 (DNS rebinding).
+        #[arg(long = "allowed-host", value_name = "NAME")]
+        allowed_hosts: Vec<String>,
     },
 }
 
@@ -190,6 +195,12 @@ async fn run(cli: Cli, log_capture: Option<LogCapture>) -> anyhow::Result<ExitCo
                         "    value format: {} ({})",
                         t.value_format, t.value_format_reason
                     );
+                    if let Some(example) = &t.invalid_example {
+                        println!(
+                            "    {} messages of the sample cannot become rows (left out); the first: {example}",
+                            t.invalid_messages
+                        );
+                    }
                     for (name, ty) in &t.columns {
                         println!("    {name:<30} {ty}");
                     }
@@ -208,6 +219,7 @@ async fn run(cli: Cli, log_capture: Option<LogCapture>) -> anyhow::Result<ExitCo
             data_dir,
             listen,
             retention_warning_fraction,
+            allowed_hosts,
         } => {
             topicberg_serve::serve(topicberg_serve::ServeArgs {
                 data_dir,
@@ -215,6 +227,8 @@ async fn run(cli: Cli, log_capture: Option<LogCapture>) -> anyhow::Result<ExitCo
                 // Installed by `init_logging` for `serve`.
                 log_capture: log_capture.unwrap_or_default(),
                 retention_warning_fraction,
+                allowed_hosts,
+                metrics_token: std::env::var(topicberg_serve::guard::METRICS_TOKEN_ENV).ok(),
             })
             .await?;
             Ok(ExitCode::SUCCESS)

@@ -272,8 +272,29 @@ impl RunView<Value> {
     pub fn detail(run: &RunRow) -> Self {
         let mut tables = report_tables(run).to_vec();
         tables.sort_by_key(|t| t["status"] != "failed");
-        let report = Some(run.report.clone().unwrap_or(Value::Null));
-        Self::with_tables(run, tables, report)
+        let mut report = run.report.clone().unwrap_or(Value::Null);
+        ids_as_strings(&mut report);
+        tables.iter_mut().for_each(ids_as_strings);
+        Self::with_tables(run, tables, Some(report))
+    }
+}
+
+/// Snapshot ids (`snapshot_id`, `snapshotId`) as decimal strings: they use
+/// all 64 bits, and JavaScript's numbers keep only 53 (9078093739648399528
+/// would show as 9078093739648399000).
+pub fn ids_as_strings(value: &mut Value) {
+    match value {
+        Value::Object(o) => {
+            for (key, v) in o.iter_mut() {
+                if matches!(key.as_str(), "snapshot_id" | "snapshotId") && v.is_number() {
+                    *v = Value::String(v.to_string());
+                } else {
+                    ids_as_strings(v);
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(ids_as_strings),
+        _ => {}
     }
 }
 
@@ -307,6 +328,10 @@ pub struct TopicView {
     pub configured: bool,
     /// Upsert: the dedup key columns.
     pub dedup_keys: Vec<String>,
+    /// The first message of the sample that cannot become a row, and why.
+    pub invalid_example: Option<String>,
+    /// Messages of the sample that cannot become rows (left out of it).
+    pub invalid_messages: usize,
     /// `append` or `upsert`.
     pub mode: &'static str,
     /// What happens to an invalid message.
@@ -351,6 +376,8 @@ impl TopicView {
                 .collect(),
             configured: stream.configured,
             dedup_keys: stream.dedup_keys,
+            invalid_example: topic.invalid_example.clone(),
+            invalid_messages: topic.invalid_messages,
             mode: stream.mode.as_str(),
             on_invalid: stream.on_invalid.as_str(),
             partitions: topic.partitions,

@@ -61,10 +61,10 @@ struct JobBody {
 }
 
 impl JobBody {
-    fn into_row(self, id: i64) -> JobRow {
-        JobRow {
+    fn into_row(self, id: i64) -> ApiResult<JobRow> {
+        Ok(JobRow {
             id,
-            name: self.name.trim().to_string(),
+            name: super::check_name(&self.name)?,
             source_id: self.source_id,
             destination_id: self.destination_id,
             target_engines: self.target_engines,
@@ -73,7 +73,7 @@ impl JobBody {
             streams: self.streams,
             schedule: self.schedule.trim().to_string(),
             paused: self.paused,
-        }
+        })
     }
 }
 
@@ -123,7 +123,7 @@ async fn create_job(
     State(state): State<AppState>,
     ApiJson(body): ApiJson<JobBody>,
 ) -> ApiResult<Response> {
-    let job = body.into_row(0);
+    let job = body.into_row(0)?;
     validate_job(&state, &job)?;
     let id = state.store.insert_job(&job)?;
     tracing::info!(id, name = %job.name, "job created");
@@ -177,7 +177,7 @@ async fn update_job(
     ApiJson(body): ApiJson<JobBody>,
 ) -> ApiResult<Json<JobView>> {
     state.store.job(id)?;
-    let job = body.into_row(id);
+    let job = body.into_row(id)?;
     validate_job(&state, &job)?;
     state.store.update_job(&job)?;
     tracing::info!(id, name = %job.name, "job updated");
@@ -302,14 +302,17 @@ async fn export(State(state): State<AppState>, Path(id): Path<i64>) -> ApiResult
         .filter_map(|s| s.split('}').next())
         .filter(|v| v.starts_with("TOPICBERG_"))
         .collect();
+    // Stored texts in comments are written as TOML strings (escaped), so
+    // none can end the comment's line.
+    let quoted = |text: &str| toml::Value::String(text.to_string()).to_string();
     let mut head = format!(
-        "# Job \"{}\", exported from topicberg serve. Run it: topicberg sync -c <this file>\n",
-        job.name
+        "# Job {}, exported from topicberg serve. Run it: topicberg sync -c <this file>\n",
+        quoted(&job.name)
     );
     if !job.schedule.is_empty() {
         head.push_str(&format!(
             "# Schedule in the service (UTC): {}\n",
-            job.schedule
+            quoted(&job.schedule)
         ));
     }
     if !vars.is_empty() {
@@ -338,7 +341,8 @@ async fn export(State(state): State<AppState>, Path(id): Path<i64>) -> ApiResult
 /// `POST /api/jobs/import` with a job file as the body: a new source, a
 /// new destination and the job. Secrets given as `${VAR}` stay unset.
 async fn import_job(State(state): State<AppState>, body: String) -> ApiResult<Response> {
-    let split = pieces::split_job_toml(&body)?;
+    let mut split = pieces::split_job_toml(&body)?;
+    split.name = super::check_name(&split.name)?;
     if state.store.jobs()?.iter().any(|j| j.name == split.name) {
         return Err(ApiError::new(
             StatusCode::CONFLICT,

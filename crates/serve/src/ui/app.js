@@ -49,7 +49,9 @@ async function api(method, path, body) {
   const text = await res.text();
   let data = null;
   try { data = text ? JSON.parse(text) : null; } catch (_) { data = text; }
-  if (res.status === 401) { csrf = null; route(); throw new ApiFailure(401, data); }
+  // A 401 means the session ended: show the login page. Not for the
+  // login itself, whose 401 is a wrong password for its form to show.
+  if (res.status === 401 && path !== "/api/login") { csrf = null; route(); throw new ApiFailure(401, data); }
   if (!res.ok) throw new ApiFailure(res.status, data);
   return data;
 }
@@ -59,7 +61,22 @@ function banner(kind, ...text) {
 }
 
 function errorBanner(e) {
-  return banner("bad", e.message || String(e));
+  const problems = (e.body && e.body.problems) || [];
+  return h("div", { class: "banner bad" }, e.message || String(e),
+    problems.length > 1 ? h("ul", {}, problems.map((p) => h("li", {}, p))) : null);
+}
+
+// A message for the next page drawn ("Saved"), shown once.
+let flash = null;
+function takeFlash() {
+  const f = flash;
+  flash = null;
+  return f ? banner("ok", f) : null;
+}
+
+// A value for a table cell: "-" for none (never "null" or "undefined").
+function cell(v) {
+  return v === null || v === undefined || v === "" ? "-" : v;
 }
 
 function utc(iso) {
@@ -102,7 +119,7 @@ async function route() {
     if (parts[0] === "jobs" && parts.length === 1) return await jobsPage();
     if (parts[0] === "jobs" && parts[1] === "new") return await jobForm(null);
     if (parts[0] === "jobs" && parts[2] === "edit") return await jobForm(+parts[1]);
-    if (parts[0] === "jobs" && parts[2] === "streams") return await streamsPage(+parts[1]);
+    if (parts[0] === "jobs" && parts[2] === "streams") return await streamsPage(+parts[1], parts[3] === "first");
     if (parts[0] === "jobs") return await jobPage(+parts[1]);
     if (parts[0] === "runs") return await runPage(+parts[1]);
     if (parts[0] === "sources") return await piecesPage("source", parts[1]);
@@ -133,7 +150,7 @@ document.getElementById("logout").addEventListener("click", async () => {
 
 function loginPage() {
   document.getElementById("nav").hidden = true;
-  const msg = h("div");
+  const msg = h("div", { id: "login-result" }, takeFlash());
   const user = h("input", { type: "text", id: "username", value: "admin", autocomplete: "username" });
   const pass = h("input", { type: "password", id: "password", autocomplete: "current-password" });
   show(
@@ -157,18 +174,25 @@ function loginPage() {
 }
 
 function setupPage() {
-  const msg = h("div");
+  document.getElementById("nav").hidden = true;
+  const msg = h("div", { id: "setup-result" });
+  const token = h("input", { type: "text", id: "setup-token", autocomplete: "off" });
   const pass = h("input", { type: "password", id: "new-password", autocomplete: "new-password" });
   show(
     h("h1", {}, "Set the admin password"),
     h("form", {
-      class: "card",
+      class: "card", id: "setup-form",
       onsubmit: async (ev) => {
         ev.preventDefault();
-        try { await api("POST", "/api/setup", { password: pass.value }); loginPage(); }
-        catch (e) { msg.replaceChildren(errorBanner(e)); }
+        try {
+          await api("POST", "/api/setup", { password: pass.value, setup_token: token.value.trim() });
+          flash = "Admin password set: log in.";
+          loginPage();
+        } catch (e) { msg.replaceChildren(errorBanner(e)); }
       },
     },
+      h("label", { for: "setup-token" }, "Setup token ",
+        h("span", { class: "hint" }, "printed in the service's log at start (or set TOPICBERG_ADMIN_PASSWORD and restart)")), token,
       h("label", { for: "new-password" }, "Password ", h("span", { class: "hint" }, "(at least 8 characters)")), pass,
       h("p", {}, h("button", { class: "primary", type: "submit" }, "Set password")),
       msg),
@@ -201,7 +225,7 @@ async function jobsPage() {
     h("td", {}, j.schedule ? `${j.schedule} (UTC)` : "manual", j.paused ? " — paused" : ""),
     h("td", {}, utc(j.next_run)),
     h("td", {}, j.running ? statusCell("running") : statusCell(j.last_run && j.last_run.status)),
-    h("td", {}, j.last_run ? j.last_run.records : "-"),
+    h("td", {}, j.last_run ? cell(j.last_run.records) : "-"),
     h("td", {}, jobActions(j, route))));
   show(
     h("h1", {}, "Jobs"),
@@ -219,8 +243,12 @@ async function jobPage(id) {
     api("GET", `/api/jobs/${id}/runs`),
   ]);
   const warnings = (job.warnings || []).map((w) => banner("warn", w));
+  const waiting = job.paused && (job.streams || []).length === 0;
   show(
     h("h1", {}, `Job ${job.name}`),
+    takeFlash(),
+    waiting ? banner("warn", "Paused until its streams are saved: ",
+      h("a", { href: `#/jobs/${id}/streams/first`, id: "choose-streams" }, "choose its streams")) : null,
     ...warnings,
     h("div", { class: "card" },
       h("p", {}, "Schedule: ", job.schedule ? `${job.schedule} (UTC)` : "manual only",
@@ -238,10 +266,10 @@ async function jobPage(id) {
           h("td", {}, h("a", { href: `#/runs/${r.id}` }, `#${r.id}`)),
           h("td", {}, utc(r.started)),
           h("td", {}, duration(r.duration_ms)),
-          h("td", {}, r.trigger),
+          h("td", {}, cell(r.trigger)),
           h("td", {}, statusCell(r.status)),
-          h("td", { class: "records" }, r.records),
-          h("td", {}, r.bytes)))));
+          h("td", { class: "records" }, cell(r.records)),
+          h("td", {}, cell(r.bytes))))));
   if (job.running || runs.some((r) => r.status === "running")) refreshTimer = setTimeout(route, 2000);
   else if (job.schedule && !job.paused) refreshTimer = setTimeout(route, 5000);
 }
@@ -259,9 +287,10 @@ async function runPage(id) {
     h("table", { id: "tables" },
       h("tr", {}, ["Topic", "Table", "Status", "Records", "Bytes", "Data files", "Commit report", "Error"].map((t) => h("th", {}, t))),
       tables.map((t) => h("tr", {},
-        h("td", {}, t.topic), h("td", {}, t.table), h("td", {}, statusCell(t.status)),
-        h("td", {}, t.records), h("td", {}, t.bytes), h("td", {}, t.data_files ?? "-"),
-        h("td", { class: "cols" }, t.commit ? Object.entries(t.commit).map(([k, v]) => `${k}=${v}`).join(", ") : "-"),
+        h("td", {}, cell(t.topic)), h("td", {}, cell(t.table)), h("td", {}, statusCell(t.status)),
+        h("td", {}, cell(t.records)), h("td", {}, cell(t.bytes)), h("td", {}, cell(t.data_files)),
+        h("td", { class: "cols commit" }, t.commit ? Object.entries(t.commit).filter(([, v]) => v !== null && v !== undefined)
+          .map(([k, v]) => `${k}=${v}`).join(", ") : "-"),
         h("td", { class: "bad" }, t.error || "")))),
     h("h2", {}, "Log ", h("a", { class: "button", href: `/api/runs/${id}/log`, download: `run-${id}.log` }, "Download")),
     h("pre", { class: "log", id: "log" }, log || "(empty)"));
@@ -307,10 +336,14 @@ async function piecesPage(kind, selected) {
       h("tr", {}, h("th", {}, "Name"), h("th", {}, kind === "source" ? "Brokers" : "Catalog")),
       list.map((p) => h("tr", {},
         h("td", {}, h("a", { href: `#/${plural}/${p.id}` }, p.name)),
-        h("td", {}, kind === "source" ? p.bootstrap_servers : `${p.catalog || "rest"} ${p.uri || p.path || ""}`)))),
+        h("td", {}, kind === "source" ? p.bootstrap_servers : `${p.catalog || "sql"} ${p.uri || p.path || ""}`)))),
     h("p", {}, h("a", { class: "button", href: `#/${plural}/new`, id: `new-${kind}` }, `New ${kind}`)),
     selected ? pieceForm(kind, current) : null);
 }
+
+// What a job file means when a field is left out (shown for a stored
+// piece that does not set it; never sent unless changed).
+const DEFAULTS = { catalog: "sql", security_protocol: "PLAINTEXT", sasl_mechanism: "" };
 
 function pieceForm(kind, current) {
   const plural = `${kind}s`;
@@ -320,7 +353,7 @@ function pieceForm(kind, current) {
     let input;
     if (type === "select") {
       input = h("select", { id }, options.map((o) => h("option", { value: o }, o || "(none)")));
-      input.value = (current && current[name]) || options[0];
+      input.value = current ? (current[name] ?? DEFAULTS[name] ?? "") : options[0];
     } else if (type === "textarea") {
       input = h("textarea", { id, rows: 3 });
       input.value = (current && current[name]) ?? "";
@@ -330,25 +363,29 @@ function pieceForm(kind, current) {
     } else {
       input = h("input", { type: "text", id, value: (current && current[name]) ?? "" });
     }
-    inputs[name] = [type, input];
+    // What the form showed: a field left as shown keeps its stored value.
+    inputs[name] = [type, input, input.value];
     return [h("label", { for: id }, name, " ", h("span", { class: "hint" }, hint)), input];
   };
   const name = h("input", { type: "text", id: `${kind}-name`, value: current ? current.name : "" });
-  const msg = h("div", { id: `${kind}-result` });
+  const msg = h("div", { id: `${kind}-result` }, takeFlash());
   const body = () => {
     // Start from what is stored, so the fields this form does not show
     // (consumer_group, ssl_ca_pem, max_threads, ... from an imported job)
     // are kept; a set secret comes back as {set: true} and is kept too.
+    // A shown field the user did not change is sent back as stored.
     const out = {};
     for (const [k, v] of Object.entries(current || {})) if (k !== "id" && k !== "name") out[k] = v;
     out.name = name.value;
-    for (const [k, [type, input]] of Object.entries(inputs)) {
-      const v = input.value.trim();
+    for (const [k, [type, input, shown]] of Object.entries(inputs)) {
+      const v = input.value;
       if (type === "secret") {
         if (v) out[k] = v;
         else if (current && current[k]) out[k] = { set: true };
         else delete out[k];
-      } else if (v) out[k] = v;
+      } else if (current && v === shown) {
+        continue;
+      } else if (v.trim()) out[k] = type === "textarea" ? v : v.trim();
       else delete out[k];
     }
     return out;
@@ -361,8 +398,11 @@ function pieceForm(kind, current) {
     class: "card", id: `${kind}-form`,
     onsubmit: async (ev) => {
       ev.preventDefault();
-      try { const saved = await save(); go(`#/${plural}/${saved.id}`); }
-      catch (e) { msg.replaceChildren(errorBanner(e)); }
+      try {
+        const saved = await save();
+        flash = `Saved ${saved.name}.`;
+        go(`#/${plural}/${saved.id}`);
+      } catch (e) { msg.replaceChildren(errorBanner(e)); }
     },
   },
     h("h2", {}, current ? `Edit ${current.name}` : `New ${kind}`),
@@ -370,12 +410,16 @@ function pieceForm(kind, current) {
     FIELDS[kind].map(field),
     h("p", { class: "actions" },
       h("button", { class: "primary", type: "submit", id: `${kind}-save` }, "Save"),
-      current ? h("button", {
+      h("button", {
         type: "button", id: `${kind}-test`,
         onclick: async () => {
+          // Tests what the form shows, saved or not (the stored secrets
+          // of this piece are used where the form keeps them).
           msg.replaceChildren(h("p", {}, "Testing…"));
           try {
-            const r = await api("POST", `/api/${plural}/${current.id}/test`);
+            const piece = body();
+            if (current) piece.id = current.id;
+            const r = await api("POST", `/api/${plural}/test`, piece);
             const steps = r.steps || [];
             const ok = steps.every((s) => s.ok);
             msg.replaceChildren(banner(ok ? "ok" : "bad", ok ? "Connection OK" : "Connection failed"),
@@ -384,7 +428,7 @@ function pieceForm(kind, current) {
                 (s.warnings || []).map((w) => h("li", { class: "warn" }, `${s.step}: warning: ${w}`))])));
           } catch (e) { msg.replaceChildren(errorBanner(e)); }
         },
-      }, "Test connection") : null,
+      }, "Test connection"),
       current ? h("button", {
         type: "button",
         onclick: async () => {
@@ -434,11 +478,14 @@ async function jobForm(id) {
           target_engines: engines.map((l) => l.querySelector("input")).filter((i) => i.checked).map((i) => i.value),
           sync: job ? job.sync : {},
           streams: job ? job.streams : [],
-          paused: job ? job.paused : false,
+          // A new job waits, paused, until its streams are saved: its
+          // schedule must not sync every matching topic meanwhile.
+          paused: job ? job.paused : true,
         };
         try {
           const saved = job ? await api("PUT", `/api/jobs/${job.id}`, body) : await api("POST", "/api/jobs", body);
-          go(`#/jobs/${saved.id}/streams`);
+          flash = job ? `Saved job ${saved.name}.` : `Saved job ${saved.name}; it stays paused until its streams are saved.`;
+          go(job ? `#/jobs/${saved.id}/streams` : `#/jobs/${saved.id}/streams/first`);
         } catch (e) { msg.replaceChildren(errorBanner(e)); }
       },
     },
@@ -455,21 +502,35 @@ async function jobForm(id) {
       msg));
 }
 
-async function streamsPage(id) {
-  const [job, found] = await Promise.all([
-    api("GET", `/api/jobs/${id}`),
-    api("GET", `/api/jobs/${id}/streams`),
-  ]);
+async function streamsPage(id, first) {
+  const saved = takeFlash();
+  const job = await api("GET", `/api/jobs/${id}`);
+  let found;
+  try {
+    found = await api("GET", `/api/jobs/${id}/streams`);
+  } catch (e) {
+    if (e.status === 401) throw e;
+    // The job is saved; only the topics could not be listed.
+    return show(h("h1", {}, `Streams of ${job.name}`), saved, errorBanner(e),
+      h("p", {}, h("a", { href: `#/jobs/${id}` }, "← job")));
+  }
   const msg = h("div", { id: "streams-result" });
   const namespace = h("input", { type: "text", id: "streams-namespace", value: job.namespace || found.namespace });
+  const offered = new Set(found.topics.map((t) => t.topic));
+  // Streams of the job whose topic the source does not offer (now): kept
+  // as they are.
+  const notOffered = (job.streams || []).filter((s) => !offered.has(s.topic));
   const rows = found.topics.map((t) => {
     const configured = (job.streams || []).find((s) => s.topic === t.topic);
     const tick = h("input", { type: "checkbox", class: "tick", checked: !!configured });
     const mode = h("select", { class: "mode" }, h("option", { value: "append" }, "append"), h("option", { value: "upsert" }, "upsert"));
     mode.value = (configured && configured.mode) || t.mode || "append";
-    const keys = h("select", { class: "keys", multiple: true, size: Math.min(6, t.columns.length + 1) },
-      ["_kafka_key", ...t.columns.map((c) => c.name)].map((n) => h("option", { value: n }, n)));
-    for (const k of (configured && configured.dedup_keys) || t.dedup_keys || []) {
+    const keyNames = ["_kafka_key", ...t.columns.map((c) => c.name)];
+    const storedKeys = (configured && configured.dedup_keys) || t.dedup_keys || [];
+    for (const k of storedKeys) if (!keyNames.includes(k)) keyNames.push(k);
+    const keys = h("select", { class: "keys", multiple: true, size: Math.min(6, keyNames.length) },
+      keyNames.map((n) => h("option", { value: n }, n)));
+    for (const k of storedKeys) {
       const o = [...keys.options].find((x) => x.value === k);
       if (o) o.selected = true;
     }
@@ -481,42 +542,62 @@ async function streamsPage(id) {
     };
     const valueFormat = formatSelect("value-format", configured && configured.value_format);
     const keyFormat = formatSelect("key-format", configured && configured.key_format);
+    const shown = { mode: mode.value, keys: [...keys.selectedOptions].map((o) => o.value).sort().join("\n"),
+      value_format: valueFormat.value, key_format: keyFormat.value };
     const fmt = t.upsert_delete_format;
+    const invalid = t.invalid_messages > 0
+      ? h("div", { class: "bad invalid" },
+        `${t.invalid_messages} of ${t.invalid_messages + t.sampled_messages} sampled messages cannot become rows (left out of the columns; the sync ${t.on_invalid === "fail" ? "fails on them" : t.on_invalid === "dlq" ? "writes them to the dead-letter table" : "skips them"}): ${t.invalid_example}`)
+      : null;
     return {
-      topic: t.topic, configured, tick, mode, keys, valueFormat, keyFormat,
+      topic: t.topic, configured, tick, mode, keys, valueFormat, keyFormat, shown,
       row: h("tr", { id: `stream-${t.topic}` },
         h("td", {}, tick), h("td", {}, t.topic), h("td", {}, t.partitions),
-        h("td", { class: "cols" }, t.columns.map((c) => `${c.name}: ${c.type}`).join(", ")),
+        h("td", { class: "cols" }, t.columns.map((c) => `${c.name}: ${c.type}`).join(", ") || "-", invalid),
         h("td", {}, valueFormat, h("div", { class: "hint" }, `reads ${t.value_format}: ${t.value_format_reason}`)),
         h("td", {}, keyFormat),
         h("td", {}, mode), h("td", {}, keys),
-        h("td", { class: "cols" }, fmt ? `${fmt.label} (v${fmt.format_version}): ${fmt.reason}` : h("span", { class: "bad" }, t.upsert_delete_format_error || "-"))),
+        h("td", { class: "cols" }, fmt ? `${fmt.label} (v${fmt.format_version}): ${fmt.reason}` : h("span", { class: "bad" }, cell(t.upsert_delete_format_error)))),
     };
   });
   show(
     h("h1", {}, `Streams of ${job.name}`),
+    saved,
+    first ? banner("warn", "This job stays paused until its streams are saved.") : null,
     h("p", {}, "Topics matching ", h("code", {}, found.topic_pattern || "(the job's streams)"), "; columns inferred from a sample (Avro and Protobuf topics: from their schema at sync start)."),
     h("label", { for: "streams-namespace" }, "Iceberg namespace"), namespace,
     h("table", { id: "streams-table" },
       h("tr", {}, ["Sync", "Topic", "Partitions", "Columns", "Value format", "Key format", "Mode", "Dedup keys", "Upsert delete format"].map((t) => h("th", {}, t))),
       rows.map((r) => r.row)),
+    notOffered.length === 0 ? null : h("p", { id: "streams-not-offered" },
+      "Streams of this job the source does not offer now (kept as they are): ",
+      notOffered.map((s) => s.topic).join(", ")),
     h("p", {}, h("button", {
       class: "primary", type: "button", id: "streams-save",
       onclick: async () => {
         const streams = rows.filter((r) => r.tick.checked).map((r) => {
           // The stored entry's other settings (on_invalid, columns, table,
-          // ...) are kept: this page does not show them.
-          const s = { ...(r.configured || {}), topic: r.topic, mode: r.mode.value };
-          if (r.mode.value === "upsert") s.dedup_keys = [...r.keys.selectedOptions].map((o) => o.value);
-          else { delete s.dedup_keys; delete s.delete_format; }
+          // delete_format, ...) are kept: this page does not show them; a
+          // shown setting the user did not change is kept as stored.
+          const s = { ...(r.configured || {}), topic: r.topic };
+          if (!r.configured || r.mode.value !== r.shown.mode) s.mode = r.mode.value;
+          const keys = [...r.keys.selectedOptions].map((o) => o.value);
+          if (r.mode.value === "upsert") {
+            if (!r.configured || !s.dedup_keys || keys.slice().sort().join("\n") !== r.shown.keys) s.dedup_keys = keys;
+          } else if (s.mode === "append") { delete s.dedup_keys; delete s.delete_format; }
           for (const [field, select] of [["value_format", r.valueFormat], ["key_format", r.keyFormat]]) {
+            if (r.configured && select.value === r.shown[field]) continue;
             if (select.value) s[field] = select.value; else delete s[field];
           }
           return s;
-        });
+        }).concat(notOffered);
         const body = { ...job, namespace: namespace.value === found.namespace ? job.namespace : namespace.value, streams };
-        try { await api("PUT", `/api/jobs/${id}`, body); go(`#/jobs/${id}`); }
-        catch (e) { msg.replaceChildren(errorBanner(e)); }
+        if (first) body.paused = false;
+        try {
+          await api("PUT", `/api/jobs/${id}`, body);
+          flash = first ? "Streams saved; the job's schedule is on." : "Streams saved.";
+          go(`#/jobs/${id}`);
+        } catch (e) { msg.replaceChildren(errorBanner(e)); }
       },
     }, "Save streams")),
     msg);

@@ -60,7 +60,12 @@ fn serve_setup_login_and_refusals() {
         assert_eq!(r.json()["error"], "set the admin password: POST /api/setup");
     }
     client.login(ADMIN_PASSWORD).expect(503);
-    let short = client.json("POST", "/api/setup", Some(&json!({"password": "short"})));
+    let token = server.setup_token();
+    let short = client.json(
+        "POST",
+        "/api/setup",
+        Some(&json!({"password": "short", "setup_token": token})),
+    );
     assert_eq!(
         short.expect(400).json()["error"],
         "the password needs at least 8 characters"
@@ -69,14 +74,14 @@ fn serve_setup_login_and_refusals() {
         .json(
             "POST",
             "/api/setup",
-            Some(&json!({"password": ADMIN_PASSWORD})),
+            Some(&json!({"password": ADMIN_PASSWORD, "setup_token": token})),
         )
         .expect(200);
     // Only while unset.
     let again = client.json(
         "POST",
         "/api/setup",
-        Some(&json!({"password": "another-password"})),
+        Some(&json!({"password": "another-password", "setup_token": token})),
     );
     again.expect(409);
 

@@ -17,7 +17,7 @@ use crate::serve_support::{free_port, temp_data_dir, Server, ADMIN_PASSWORD};
 use crate::support::{create_topic, create_topic_with_retention, produce};
 use crate::testbed::{get, unique_name};
 
-struct Driver(Child);
+pub(crate) struct Driver(Child);
 
 impl Drop for Driver {
     fn drop(&mut self) {
@@ -27,7 +27,7 @@ impl Drop for Driver {
 }
 
 /// Starts chromedriver on a free port and waits until it answers.
-fn start_chromedriver() -> (Driver, String) {
+pub(crate) fn start_chromedriver() -> (Driver, String) {
     let port = free_port();
     let child = Command::new("chromedriver")
         .arg(format!("--port={port}"))
@@ -44,7 +44,7 @@ fn start_chromedriver() -> (Driver, String) {
     (Driver(child), url)
 }
 
-async fn browser(webdriver: &str, profile: &std::path::Path) -> Client {
+pub(crate) async fn browser(webdriver: &str, profile: &std::path::Path) -> Client {
     let mut caps = serde_json::Map::new();
     caps.insert(
         "goog:chromeOptions".into(),
@@ -65,22 +65,22 @@ async fn browser(webdriver: &str, profile: &std::path::Path) -> Client {
         .expect("a Chromium session")
 }
 
-struct Page {
-    client: Client,
-    base: String,
-    shots: PathBuf,
-    shot: u32,
+pub(crate) struct Page {
+    pub(crate) client: Client,
+    pub(crate) base: String,
+    pub(crate) shots: PathBuf,
+    pub(crate) shot: u32,
 }
 
 impl Page {
-    async fn go(&self, hash: &str) {
+    pub(crate) async fn go(&self, hash: &str) {
         self.client
             .goto(&format!("{}/{hash}", self.base))
             .await
             .unwrap();
     }
 
-    async fn wait(&self, css: &str) -> fantoccini::elements::Element {
+    pub(crate) async fn wait(&self, css: &str) -> fantoccini::elements::Element {
         self.client
             .wait()
             .at_most(Duration::from_secs(30))
@@ -91,7 +91,7 @@ impl Page {
 
     /// Types `text` into `css` (found again if the page re-rendered it
     /// meanwhile).
-    async fn fill(&self, css: &str, text: &str) {
+    pub(crate) async fn fill(&self, css: &str, text: &str) {
         for attempt in 1..=3 {
             let el = self.wait(css).await;
             let typed = match el.clear().await {
@@ -106,7 +106,7 @@ impl Page {
         }
     }
 
-    async fn click(&self, css: &str) {
+    pub(crate) async fn click(&self, css: &str) {
         for attempt in 1..=3 {
             match self.wait(css).await.click().await {
                 Ok(()) => return,
@@ -118,7 +118,12 @@ impl Page {
 
     /// Polls the text of `css` (re-found each time: pages re-render) until
     /// `done` holds; returns it.
-    async fn text_until(&self, css: &str, limit: Duration, done: impl Fn(&str) -> bool) -> String {
+    pub(crate) async fn text_until(
+        &self,
+        css: &str,
+        limit: Duration,
+        done: impl Fn(&str) -> bool,
+    ) -> String {
         let deadline = Instant::now() + limit;
         loop {
             if let Ok(el) = self.client.find(Locator::Css(css)).await {
@@ -136,14 +141,14 @@ impl Page {
         }
     }
 
-    async fn screenshot(&mut self, name: &str) {
+    pub(crate) async fn screenshot(&mut self, name: &str) {
         self.shot += 1;
         let png = self.client.screenshot().await.unwrap();
         std::fs::write(self.shots.join(format!("{:02}-{name}.png", self.shot)), png).unwrap();
     }
 
     /// The job id in the current URL (`#/jobs/<id>...`).
-    async fn job_id(&self) -> i64 {
+    pub(crate) async fn job_id(&self) -> i64 {
         let url = self.client.current_url().await.unwrap();
         let fragment = url.fragment().unwrap_or_default().to_string();
         fragment
@@ -191,12 +196,29 @@ fn serve_browser_create_source_destination_job_sync_now_and_scheduled_run() {
         Some(ADMIN_PASSWORD),
         &["--retention-warning-fraction", "0.0000001"],
     );
-    tokio::runtime::Builder::new_multi_thread()
+    let (run_id, commits) = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .unwrap()
         .block_on(browse(&dir, &server.base, customers, events, unticked));
+    // Snapshot ids use 64 bits: sent as strings, shown exactly.
+    let mut api = server.client();
+    api.login(ADMIN_PASSWORD).expect(200);
+    let run = api.get(&format!("/api/runs/{run_id}")).expect(200).json();
+    let tables = run["tables"].as_array().unwrap();
+    assert_eq!(tables.len(), 2, "{run}");
+    for t in tables {
+        let id = t["snapshot_id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("not a string: {t}"));
+        id.parse::<i64>().unwrap();
+        assert_eq!(t["commit"]["snapshotId"].as_str(), Some(id), "{t}");
+        assert!(
+            commits.contains(&format!("snapshotId={id}")),
+            "{id} not shown exactly: {commits}"
+        );
+    }
 }
 
 async fn browse(
@@ -205,7 +227,7 @@ async fn browse(
     customers: String,
     events: String,
     unticked: String,
-) {
+) -> (i64, String) {
     let (_driver, webdriver) = start_chromedriver();
     let client = browser(&webdriver, &dir.join("chromium-profile")).await;
     let shots = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("screenshots");
@@ -337,6 +359,24 @@ async fn browse(
         .text_until("#log", Duration::from_secs(10), |t| !t.is_empty())
         .await;
     assert!(log.contains("committed"), "the run's log: {log}");
+    // The job reads its ticked streams: the cluster's other topics are not
+    // listed as "does not match topic_pattern: ...".
+    assert!(
+        !log.contains(&unticked),
+        "the run's log names the unticked topic: {log}"
+    );
+    assert!(!log.contains("does not match topic_pattern"), "{log}");
+    let run_url = page.client.current_url().await.unwrap();
+    let run_id: i64 = run_url
+        .fragment()
+        .and_then(|f| f.strip_prefix("/runs/"))
+        .and_then(|id| id.parse().ok())
+        .unwrap_or_else(|| panic!("no run id in {run_url}"));
+    let commits = page
+        .text_until("#tables", Duration::from_secs(10), |t| {
+            t.contains("snapshotId=")
+        })
+        .await;
     page.screenshot("run").await;
 
     // Scheduled every minute: the next run picks up 3 new messages.
@@ -364,4 +404,5 @@ async fn browse(
     page.screenshot("job-after-scheduled-run").await;
     page.client.close().await.unwrap();
     eprintln!("screenshots in {}", shots.display());
+    (run_id, commits)
 }

@@ -47,6 +47,16 @@ impl Server {
 
     /// [`Server::start`] with more `serve` arguments.
     pub fn start_with(data_dir: &Path, password: Option<&str>, args: &[&str]) -> Server {
+        Self::start_env(data_dir, password, args, &[])
+    }
+
+    /// [`Server::start_with`] with environment variables for the service.
+    pub fn start_env(
+        data_dir: &Path,
+        password: Option<&str>,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Server {
         let port = free_port();
         let log_path = data_dir.join(format!("serve-{port}.log"));
         let log = std::fs::File::create(&log_path).unwrap();
@@ -61,6 +71,10 @@ impl Server {
             .stderr(log);
         if let Some(p) = password {
             cmd.env("TOPICBERG_ADMIN_PASSWORD", p);
+        }
+        cmd.env_remove("TOPICBERG_METRICS_TOKEN");
+        for (k, v) in env {
+            cmd.env(k, v);
         }
         let child = cmd.spawn().expect("starting topicberg serve");
         let mut server = Server {
@@ -93,6 +107,26 @@ impl Server {
     /// The service's log so far.
     pub fn log(&self) -> String {
         std::fs::read_to_string(&self.log_path).unwrap_or_default()
+    }
+
+    /// The service's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("running").id()
+    }
+
+    /// The one-time setup token the service printed in its log (started
+    /// without an admin password).
+    pub fn setup_token(&self) -> String {
+        let log = self.log();
+        let marker = "setup token ";
+        let at = log
+            .find(marker)
+            .unwrap_or_else(|| panic!("no setup token in the log:\n{log}"));
+        log[at + marker.len()..]
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .to_string()
     }
 
     /// A client that is not logged in.
@@ -214,7 +248,22 @@ impl Client {
         body: Option<(&str, String)>,
         csrf: bool,
     ) -> reqwest::Result<Reply> {
+        self.send_headers(method, path, body, csrf, &[])
+    }
+
+    /// A request with `headers` added (`Host`, `Origin`, `Authorization`, ...).
+    pub fn send_headers(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<(&str, String)>,
+        csrf: bool,
+        headers: &[(&str, &str)],
+    ) -> reqwest::Result<Reply> {
         let mut req = self.http.request(method, format!("{}{path}", self.base));
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
         if let Some(cookie) = &self.cookie {
             req = req.header("Cookie", cookie);
         }

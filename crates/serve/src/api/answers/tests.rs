@@ -231,6 +231,8 @@ fn topic_json(
         "topic": topic.topic,
         "partitions": topic.partitions,
         "sampled_messages": topic.sampled_messages,
+        "invalid_messages": topic.invalid_messages,
+        "invalid_example": topic.invalid_example,
         "columns": topic.columns.iter().map(|(n, ty)| json!({"name": n, "type": ty})).collect::<Vec<_>>(),
         "table": topic.table,
         "configured": stream.configured,
@@ -258,6 +260,8 @@ fn streams() {
         topic: "orders".into(),
         partitions: 3,
         sampled_messages: 10,
+        invalid_messages: 1,
+        invalid_example: Some("orders[0]@3: not a JSON object".into()),
         value_format: "json".into(),
         value_format_reason: "set in the job".into(),
         columns: vec![
@@ -296,4 +300,16 @@ fn streams() {
             }),
         );
     }
+}
+
+#[test]
+fn snapshot_ids_are_strings() {
+    let mut report = json!({"tables": [{"snapshot_id": 9078093739648399528i64,
+        "records": 3, "commit": {"snapshotId": 9078093739648399528i64, "addedRecords": 3}}]});
+    ids_as_strings(&mut report);
+    assert_eq!(
+        report,
+        json!({"tables": [{"snapshot_id": "9078093739648399528", "records": 3,
+            "commit": {"snapshotId": "9078093739648399528", "addedRecords": 3}}]})
+    );
 }
