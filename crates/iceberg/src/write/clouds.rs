@@ -17,7 +17,7 @@ use object_store::ObjectStore;
 use topicberg_core::Secret;
 
 use super::credentials::{Refresh, Vended, VendedSource};
-use super::storage::{bad_location, vended_provider, ObjectStorage, StorageFault};
+use super::storage::{bad_location, bucket_of, vended_provider, ObjectStorage, StorageFault};
 
 /// How to reach Azure Blob Storage / ADLS Gen2 (`abfss://`, `abfs://`,
 /// `wasbs://`, `wasb://`, `az://`). Unset parts come from the environment
@@ -172,10 +172,7 @@ impl ObjectStorage {
         refresh: Refresh,
     ) -> iceberg::Result<(Arc<dyn ObjectStore>, Arc<dyn VendedSource>)> {
         let url = url::Url::parse(location).map_err(|e| bad_location(location, &e.to_string()))?;
-        let bucket = url
-            .host_str()
-            .filter(|b| !b.is_empty())
-            .ok_or_else(|| bad_location(location, "no bucket"))?;
+        let bucket = bucket_of(&url, location)?;
         let provider = Arc::new(vended_provider::<GcpCredential>(table, vended, refresh)?);
         let store: Arc<dyn ObjectStore> = Arc::new(
             GoogleCloudStorageBuilder::new()

@@ -341,6 +341,13 @@ pub(super) fn fault(op: &str, location: &str, e: object_store::Error) -> iceberg
         .with_source(StorageFault { retryable })
 }
 
+/// The bucket a `s3://` or `gs://` location names.
+pub(super) fn bucket_of<'u>(url: &'u url::Url, location: &str) -> iceberg::Result<&'u str> {
+    url.host_str()
+        .filter(|b| !b.is_empty())
+        .ok_or_else(|| bad_location(location, "no bucket"))
+}
+
 pub(super) fn bad_location(location: &str, why: &str) -> iceberg::Error {
     let message = format!("location {location}: {why}");
     iceberg::Error::new(iceberg::ErrorKind::DataInvalid, message)
@@ -415,31 +422,19 @@ impl ObjectStorage {
         let url = url::Url::parse(location).map_err(|e| bad_location(location, &e.to_string()))?;
         let path =
             Path::from_url_path(url.path()).map_err(|e| bad_location(location, &e.to_string()))?;
-        match url.scheme() {
-            "file" => Ok((self.inner.local.clone(), path)),
-            "s3" | "s3a" | "s3n" => {
-                let bucket = url
-                    .host_str()
-                    .filter(|b| !b.is_empty())
-                    .ok_or_else(|| bad_location(location, "no bucket"))?;
-                if let Some(store) = self.vended_store(location) {
-                    return Ok((store, path));
-                }
-                Ok((self.bucket(bucket, location)?, path))
-            }
-            scheme if is_azure(scheme) => match self.vended_store(location) {
-                Some(store) => Ok((store, path)),
-                None => Ok((self.azure_store(&url, location)?, path)),
-            },
+        let scheme = url.scheme();
+        if scheme == "file" {
+            return Ok((self.inner.local.clone(), path));
+        }
+        let known = matches!(scheme, "s3" | "s3a" | "s3n") || is_azure(scheme) || is_gcs(scheme);
+        if let Some(store) = self.vended_store(location).filter(|_| known) {
+            return Ok((store, path));
+        }
+        match scheme {
+            "s3" | "s3a" | "s3n" => Ok((self.bucket(bucket_of(&url, location)?, location)?, path)),
+            scheme if is_azure(scheme) => Ok((self.azure_store(&url, location)?, path)),
             scheme if is_gcs(scheme) => {
-                if let Some(store) = self.vended_store(location) {
-                    return Ok((store, path));
-                }
-                let bucket = url
-                    .host_str()
-                    .filter(|b| !b.is_empty())
-                    .ok_or_else(|| bad_location(location, "no bucket"))?;
-                Ok((self.gcs_store(bucket, location)?, path))
+                Ok((self.gcs_store(bucket_of(&url, location)?, location)?, path))
             }
             other => Err(bad_location(
                 location,
@@ -630,11 +625,7 @@ impl ObjectStorage {
         endpoint: &Option<String>,
     ) -> iceberg::Result<(String, String, Option<String>)> {
         let url = url::Url::parse(location).map_err(|e| bad_location(location, &e.to_string()))?;
-        let bucket = url
-            .host_str()
-            .filter(|b| !b.is_empty())
-            .ok_or_else(|| bad_location(location, "no bucket"))?
-            .to_string();
+        let bucket = bucket_of(&url, location)?.to_string();
         let job = self.inner.s3.as_ref();
         let region = region
             .clone()

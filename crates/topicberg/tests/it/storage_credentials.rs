@@ -4,7 +4,9 @@
 
 use serde_json::Value;
 
-use crate::support::{create_topic, produce, read_lines, table_report, Catalog, Job};
+use crate::support::{
+    create_topic, produce, read_lines, table_report, versioned_messages, Catalog, Job,
+};
 use crate::testbed::{get, unique_name};
 
 /// The job file without its S3 keys.
@@ -101,18 +103,13 @@ fn read_named(engine: &str, catalog: &str, table: &str) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
-fn messages(ids: std::ops::Range<i64>, version: &str) -> Vec<(String, String)> {
-    ids.map(|i| (i.to_string(), format!(r#"{{"id":{i},"v":"{version}{i}"}}"#)))
-        .collect()
-}
-
 #[test]
 fn nessie_signs_every_s3_request_append_and_upsert_read_back_by_pyiceberg_and_spark() {
     let appended = unique_name("nessie_append");
     let upserted = unique_name("nessie_upsert");
     for t in [&appended, &upserted] {
         create_topic(t, 2);
-        produce(t, &messages(0..20, "a"));
+        produce(t, &versioned_messages(0..20, "a"));
     }
     let destination = format!(
         "catalog = \"rest\"\nuri = \"{}\"\nwarehouse = \"{}\"\n",
@@ -135,7 +132,7 @@ fn nessie_signs_every_s3_request_append_and_upsert_read_back_by_pyiceberg_and_sp
     );
     job.sync();
     for t in [&appended, &upserted] {
-        produce(t, &messages(10..30, "b"));
+        produce(t, &versioned_messages(10..30, "b"));
     }
     let report = job.sync();
     let upsert_table = job.table(&upserted);
@@ -199,7 +196,7 @@ fn vended_credentials_are_renewed_during_a_sync_longer_than_their_life_and_fail_
     let refused_topic = unique_name("vended_refused");
     for t in [&renewed_topic, &refused_topic] {
         create_topic(t, 1);
-        produce(t, &messages(0..20, "a"));
+        produce(t, &versioned_messages(0..20, "a"));
     }
     let upsert = |t: &str| {
         format!("[[streams]]\ntopic = \"{t}\"\nmode = \"upsert\"\ndedup_keys = [\"id\"]\n")
@@ -226,7 +223,7 @@ fn vended_credentials_are_renewed_during_a_sync_longer_than_their_life_and_fail_
     renewed.sync();
     refused.sync();
     for t in [&renewed_topic, &refused_topic] {
-        produce(t, &messages(10..30, "b"));
+        produce(t, &versioned_messages(10..30, "b"));
     }
     // Both syncs load their tables (and credentials), drain, and wait at
     // their commit until every credential vended before has expired.
@@ -296,7 +293,7 @@ fn unity_contract_bearer_token_v3_deletion_vectors_and_other_deletes_refused() {
     let eq_topic = unique_name("unity_eq");
     for t in [&dv_topic, &eq_topic] {
         create_topic(t, 1);
-        produce(t, &messages(0..20, "a"));
+        produce(t, &versioned_messages(0..20, "a"));
     }
     let destination = format!(
         "catalog = \"rest\"\nuri = \"{}\"\nwarehouse = \"{}\"\ntoken = \"{}\"\nformat_version = 3\n",
@@ -324,7 +321,7 @@ fn unity_contract_bearer_token_v3_deletion_vectors_and_other_deletes_refused() {
     dv.sync();
     eq.sync();
     for t in [&dv_topic, &eq_topic] {
-        produce(t, &messages(10..30, "b"));
+        produce(t, &versioned_messages(10..30, "b"));
     }
     let report = dv.sync();
     let t = table_report(&report, &dv.table(&dv_topic));
@@ -466,7 +463,7 @@ fn tls_front(upstream: &str, cert: &std::path::Path, key: &std::path::Path) -> T
 fn a_catalog_and_store_behind_a_private_ca_need_ca_pem_and_say_so_without_it() {
     let topic = unique_name("private_ca");
     create_topic(&topic, 1);
-    produce(&topic, &messages(0..10, "a"));
+    produce(&topic, &versioned_messages(0..10, "a"));
     let dir = std::env::temp_dir().join(unique_name("ca"));
     std::fs::create_dir_all(&dir).unwrap();
     let (ca, cert, key) = private_ca(&dir);

@@ -294,6 +294,13 @@ s3_secret_key = "${{TESTBED_S3_SECRET_KEY}}"
     }
 }
 
+/// `{"id":<i>,"v":"<version><i>"}` keyed by `<i>`, for each id: the same
+/// ids with another `version` update those rows.
+pub fn versioned_messages(ids: std::ops::Range<i64>, version: &str) -> Vec<(String, String)> {
+    ids.map(|i| (i.to_string(), format!(r#"{{"id":{i},"v":"{version}{i}"}}"#)))
+        .collect()
+}
+
 /// A table's entry in a sync report.
 pub fn table_report<'a>(report: &'a Value, table: &str) -> &'a Value {
     report["tables"]

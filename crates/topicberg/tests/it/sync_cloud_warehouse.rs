@@ -6,13 +6,8 @@
 
 use serde_json::Value;
 
-use crate::support::{create_topic, produce, table_report, Job};
+use crate::support::{create_topic, produce, table_report, versioned_messages, Job};
 use crate::testbed::{get, unique_name};
-
-fn messages(ids: std::ops::Range<i64>, version: &str) -> Vec<(String, String)> {
-    ids.map(|i| (i.to_string(), format!(r#"{{"id":{i},"v":"{version}{i}"}}"#)))
-        .collect()
-}
 
 /// An embedded-catalog job (SQLite file in a fresh local folder) whose
 /// tables go to `warehouse`, with the store's `settings` lines.
@@ -41,7 +36,7 @@ fn append_and_upsert_onto(
     let upserted = unique_name(&format!("{store}_upsert"));
     for t in [&appended, &upserted] {
         create_topic(t, 2);
-        produce(t, &messages(0..20, "a"));
+        produce(t, &versioned_messages(0..20, "a"));
     }
     let run = unique_name("wh");
     let warehouse = format!("{warehouse}/{run}");
@@ -65,7 +60,7 @@ fn append_and_upsert_onto(
 
     job.sync();
     for t in [&appended, &upserted] {
-        produce(t, &messages(10..30, "b"));
+        produce(t, &versioned_messages(10..30, "b"));
     }
     let report = job.sync();
     let upsert_table = job.table(&upserted);
