@@ -14,8 +14,8 @@ use regex::Regex;
 use crate::columns::KAFKA_KEY;
 use crate::config::{
     default_key_format, resolve_delete_format, value_format_without_schema, CatalogKind,
-    ConfigProblem, DeleteFormat, DestinationConfig, FormatVersion, JobConfig, OnInvalid,
-    SourceConfig, StreamMode, StreamSettings, TargetEngine, SCHEMA_REGISTRY_REQUEST_TIMEOUT_SECS,
+    ConfigProblem, DeleteFormat, DestinationConfig, EngineTarget, FormatVersion, JobConfig,
+    OnInvalid, SourceConfig, StreamMode, StreamSettings, SCHEMA_REGISTRY_REQUEST_TIMEOUT_SECS,
 };
 use crate::registry::ValueFormat;
 use crate::Secret;
@@ -45,7 +45,7 @@ pub struct Job {
     /// The tuning knobs.
     pub tuning: Tuning,
     /// The engines that read the tables.
-    pub engines: Vec<TargetEngine>,
+    pub engines: Vec<EngineTarget>,
     /// The format version of new append tables.
     pub format_version: FormatVersion,
     /// `[[streams]]` entries, resolved.

@@ -18,7 +18,24 @@
 //! | athena     | yes                   | no                    | yes              | 2               |
 //! | pyiceberg  | yes                   | yes (0.12)            | no               | 2, 3 (reads)    |
 //! | flink      | yes                   | yes (Iceberg >= 1.8)  | yes              | 2, 3            |
-//! | clickhouse | yes                   | yes (after 2026-09)   | yes (>= 25.8)    | 2, 3            |
+//! | clickhouse | yes                   | no (see below)        | yes (>= 25.8)    | 2, 3            |
+//! | polars     | yes                   | yes                   | no (not shown)   | 2, 3            |
+//! | datafusion | yes                   | yes                   | no (not shown)   | 2, 3            |
+//! | daft       | yes                   | no                    | no (not shown)   | 2               |
+//!
+//! Versions: an entry may name releases (`trino<480`, `clickhouse>=26.10`);
+//! what older releases lack is taken away (`engine_target.rs`).
+//!
+//! Run here (`scripts/readers/selftest`, readers byte-identical to
+//! PyIceberg's): Polars 2.1.0 (its native reader forced) and DataFusion
+//! 54.1.0 with pyiceberg-core 0.11.0 read v2 position deletes and v3
+//! deletion vectors; chDB 4.4.0 (ClickHouse 26.9.2.1) reads v2 position
+//! deletes and fails on deletion vectors ("Position deletes are supported
+//! only for parquet format"); Trino 476 per issue 17 reads v2 position
+//! deletes and refuses v3 ("Unexpected PUFFIN file format"); Daft fails on
+//! the deletion vectors' Puffin file ("Corrupt footer", issue 17; Daft
+//! 0.7.26 needs a pyarrow older than the test bed's, so not run here).
+//! Equality deletes were not tried on the new engines: counted as not read.
 //!
 //! Sources (checked 2026-11):
 //! - Spark, Flink: the Iceberg Java library applies all three; deletion
@@ -56,7 +73,9 @@
 //! - ClickHouse: position deletes since ClickHouse/ClickHouse#83094
 //!   (August 2025), equality deletes from 25.8 (its Iceberg engine docs),
 //!   deletion vectors since ClickHouse/ClickHouse#110781 (merged
-//!   2026-09-09); older releases ignore deletion vectors.
+//!   2026-09-09, not in 26.9.2.1 as run here: counted from 26.10, and a
+//!   bare `clickhouse` means the release run here).
+//! - Polars, DataFusion (iceberg-rust's reader), Daft: as run here (above).
 //!
 //! # Choosing the format
 //!
@@ -82,7 +101,7 @@
 //! each engine and what it lacks; an explicit `delete_format` that a listed
 //! engine cannot read is an error naming that engine.
 
-use super::{DeleteFormat, FormatVersion, TargetEngine};
+use super::{DeleteFormat, EngineTarget, FormatVersion, TargetEngine};
 
 /// What one engine reads; see the matrix in the module documentation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -152,14 +171,38 @@ impl TargetEngine {
                 ..all
             },
             Self::Clickhouse => EngineSupport {
-                needs: "ClickHouse 25.8+ for equality deletes; a release after 2026-09-09 \
+                needs: "ClickHouse 25.8+ for equality deletes; clickhouse>=26.10 \
                         (ClickHouse#110781) for deletion vectors",
+                ..all
+            },
+            Self::Polars => EngineSupport {
+                equality_deletes: false,
+                needs: "Polars 2.1+ (its native Iceberg reader)",
+                ..all
+            },
+            Self::Datafusion => EngineSupport {
+                equality_deletes: false,
+                needs: "DataFusion 54 with pyiceberg-core 0.11",
+                ..all
+            },
+            Self::Daft => EngineSupport {
+                deletion_vectors: false,
+                equality_deletes: false,
+                v3: false,
+                needs: "Daft: position deletes on format v2 only",
                 ..all
             },
         }
     }
+}
 
-    /// Whether this engine reads tables of format version `version`.
+impl EngineTarget {
+    /// The entry as written (normalised): `trino<480`.
+    pub fn as_str(self) -> String {
+        self.to_string()
+    }
+
+    /// Whether these releases read tables of format version `version`.
     pub fn reads_format_version(self, version: u8) -> bool {
         let s = self.support();
         match version {
@@ -231,7 +274,7 @@ fn format_version(version: u8) -> FormatVersion {
 /// `destination.format_version` when set. Errors say which engine lacks
 /// what and how to fix the job file.
 pub fn resolve_delete_format(
-    engines: &[TargetEngine],
+    engines: &[EngineTarget],
     explicit: Option<DeleteFormat>,
     explicit_format_version: Option<u8>,
 ) -> Result<ResolvedUpsert, String> {
@@ -255,7 +298,7 @@ pub fn resolve_delete_format(
 /// An explicit `delete_format`: the version it needs, and every listed
 /// engine must read it.
 fn check_explicit(
-    engines: &[TargetEngine],
+    engines: &[EngineTarget],
     format: DeleteFormat,
     explicit_version: Option<u8>,
 ) -> Result<ResolvedUpsert, String> {
@@ -288,7 +331,7 @@ fn check_explicit(
         (DeleteFormat::Position, _) => 2,
         (DeleteFormat::Equality, v) => v.unwrap_or(2),
     };
-    let unable: Vec<TargetEngine> = engines
+    let unable: Vec<EngineTarget> = engines
         .iter()
         .copied()
         .filter(|e| !e.reads_deletes(format, version))
@@ -338,7 +381,7 @@ fn check_explicit(
 
 /// No explicit `delete_format`: the first candidate every engine reads.
 fn choose(
-    engines: &[TargetEngine],
+    engines: &[EngineTarget],
     explicit_version: Option<u8>,
 ) -> Result<ResolvedUpsert, String> {
     use DeleteFormat::{Dv, Equality, Position};
@@ -374,7 +417,7 @@ fn choose(
             })
         })
         .collect();
-    let culprits: Vec<TargetEngine> = engines
+    let culprits: Vec<EngineTarget> = engines
         .iter()
         .copied()
         .filter(|e| candidates.iter().any(|(f, v)| !e.reads_deletes(*f, *v)))
@@ -402,7 +445,7 @@ fn choose(
 }
 
 fn reason(
-    engines: &[TargetEngine],
+    engines: &[EngineTarget],
     format: DeleteFormat,
     version: u8,
     explicit_version: Option<u8>,
@@ -424,7 +467,7 @@ fn reason(
             "{what}: read by every target engine ({readers}), and the most widely read format"
         ),
         DeleteFormat::Dv => {
-            let only_dv: Vec<TargetEngine> = engines
+            let only_dv: Vec<EngineTarget> = engines
                 .iter()
                 .copied()
                 .filter(|e| !e.reads_deletes(DeleteFormat::Position, 2))
@@ -445,7 +488,7 @@ fn reason(
     }
 }
 
-fn names(engines: &[TargetEngine]) -> String {
+fn names(engines: &[EngineTarget]) -> String {
     engines
         .iter()
         .map(|e| e.as_str())
@@ -453,8 +496,8 @@ fn names(engines: &[TargetEngine]) -> String {
         .join(", ")
 }
 
-fn or_list(engines: &[TargetEngine]) -> String {
-    let names: Vec<&str> = engines.iter().map(|e| e.as_str()).collect();
+fn or_list(engines: &[EngineTarget]) -> String {
+    let names: Vec<String> = engines.iter().map(|e| e.as_str()).collect();
     match names.split_last() {
         Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
         _ => names.join(""),
@@ -476,10 +519,10 @@ mod tests {
     use DeleteFormat::{Dv, Equality, Position};
     use TargetEngine::*;
 
-    fn engines(names: &[&str]) -> Vec<TargetEngine> {
+    fn engines(names: &[&str]) -> Vec<EngineTarget> {
         names
             .iter()
-            .map(|n| TargetEngine::from_name(n).unwrap())
+            .map(|n| EngineTarget::parse(n).unwrap())
             .collect()
     }
 
@@ -556,7 +599,8 @@ mod tests {
 
     #[test]
     fn databricks_cannot_live_on_format_v2() {
-        let e = resolve_delete_format(&[Databricks, Spark], None, Some(2)).unwrap_err();
+        let e =
+            resolve_delete_format(&[Databricks.into(), Spark.into()], None, Some(2)).unwrap_err();
         assert!(e.contains("on format v2"), "{e}");
         assert!(e.contains("databricks lacks"), "{e}");
         assert!(
@@ -564,23 +608,25 @@ mod tests {
             "{e}"
         );
         // Athena reads no v3 table, so format_version = 3 leaves it nothing.
-        let e = resolve_delete_format(&[Athena], None, Some(3)).unwrap_err();
+        let e = resolve_delete_format(&[Athena.into()], None, Some(3)).unwrap_err();
         assert!(e.contains("athena lacks deletion vectors (v3) and equality deletes (v3)"));
     }
 
     #[test]
     fn an_explicit_format_an_engine_cannot_read_is_an_error() {
-        let e = resolve_delete_format(&[Databricks, Spark], Some(Equality), None).unwrap_err();
+        let e = resolve_delete_format(&[Databricks.into(), Spark.into()], Some(Equality), None)
+            .unwrap_err();
         assert!(e.contains("delete_format \"equality\""), "{e}");
         assert!(e.contains("cannot be read by databricks"), "{e}");
         assert!(!e.contains("spark ("), "{e}");
         assert!(e.contains("set delete_format = \"dv\""), "{e}");
 
-        let e = resolve_delete_format(&[Trino, Athena], Some(Dv), None).unwrap_err();
+        let e = resolve_delete_format(&[Trino.into(), Athena.into()], Some(Dv), None).unwrap_err();
         assert!(e.contains("cannot be read by athena"), "{e}");
         assert!(e.contains("set delete_format = \"position\""), "{e}");
 
-        let e = resolve_delete_format(&[Snowflake, Pyiceberg], Some(Equality), None).unwrap_err();
+        let e = resolve_delete_format(&[Snowflake.into(), Pyiceberg.into()], Some(Equality), None)
+            .unwrap_err();
         assert!(e.contains("snowflake"), "{e}");
         assert!(e.contains("pyiceberg"), "{e}");
         assert!(e.contains("remove snowflake, pyiceberg"), "{e}");
@@ -588,15 +634,20 @@ mod tests {
 
     #[test]
     fn an_explicit_format_all_engines_read_is_kept() {
-        let r = resolve_delete_format(&[Spark, Flink, Trino], Some(Equality), None).unwrap();
+        let r = resolve_delete_format(
+            &[Spark.into(), Flink.into(), Trino.into()],
+            Some(Equality),
+            None,
+        )
+        .unwrap();
         assert_eq!(
             (r.delete_format, r.format_version),
             (Equality, FormatVersion::V2)
         );
         assert!(r.reason.contains("as set"), "{}", r.reason);
-        let r = resolve_delete_format(&[Spark, Duckdb], Some(Dv), None).unwrap();
+        let r = resolve_delete_format(&[Spark.into(), Duckdb.into()], Some(Dv), None).unwrap();
         assert_eq!((r.delete_format, r.format_version), (Dv, FormatVersion::V3));
-        let r = resolve_delete_format(&[Spark], Some(Equality), Some(3)).unwrap();
+        let r = resolve_delete_format(&[Spark.into()], Some(Equality), Some(3)).unwrap();
         assert_eq!(
             (r.delete_format, r.format_version),
             (Equality, FormatVersion::V3)
@@ -621,7 +672,10 @@ mod tests {
     #[test]
     fn equality_deletes_only_when_nothing_else_is_shared() {
         // No real engine set needs it today; the order still puts it last.
-        for set in TargetEngine::ALL.iter().map(|e| vec![*e]) {
+        for set in TargetEngine::ALL
+            .iter()
+            .map(|e| vec![EngineTarget::from(*e)])
+        {
             let r = resolve_delete_format(&set, None, None).unwrap();
             assert_ne!(r.delete_format, Equality, "{set:?}");
         }
@@ -635,8 +689,39 @@ mod tests {
     }
 
     #[test]
+    fn a_job_aimed_at_trino_476_or_listing_daft_or_chdb_gets_position_deletes() {
+        for set in [
+            &["trino<480"][..],
+            &["trino=476", "spark"],
+            &["daft"],
+            &["clickhouse"],
+            &["polars", "datafusion", "daft"],
+        ] {
+            let r = auto(set).unwrap();
+            assert_eq!(
+                (r.delete_format, r.format_version),
+                (Position, FormatVersion::V2),
+                "{set:?}"
+            );
+        }
+        // Deletion vectors asked for, an engine that cannot read them named.
+        let e = resolve_delete_format(&engines(&["trino<480"]), Some(Dv), None).unwrap_err();
+        assert!(e.contains("cannot be read by trino<480"), "{e}");
+        let e = resolve_delete_format(&engines(&["daft", "spark"]), None, Some(3)).unwrap_err();
+        assert!(e.contains("daft lacks"), "{e}");
+        assert!(e.contains("remove daft"), "{e}");
+        // Newer releases that read them may have them.
+        let r = resolve_delete_format(&engines(&["trino>=480", "polars"]), None, Some(3)).unwrap();
+        assert_eq!(r.delete_format, Dv);
+        let r = auto(&["databricks", "clickhouse>=26.10"]).unwrap();
+        assert_eq!(r.delete_format, Dv);
+        let e = auto(&["databricks", "clickhouse"]).unwrap_err();
+        assert!(e.contains("clickhouse lacks deletion vectors (v3)"), "{e}");
+    }
+
+    #[test]
     fn the_matrix() {
-        for e in TargetEngine::ALL {
+        for e in TargetEngine::ALL.map(EngineTarget::from) {
             let s = e.support();
             // Deletion vectors only exist in v3 tables, position delete
             // files only in v2 ones.
@@ -645,19 +730,19 @@ mod tests {
             assert!(e.reads_format_version(2));
             assert!(!e.reads_summary().is_empty());
         }
-        assert!(!Athena.reads_format_version(3));
-        assert!(!Databricks.reads_deletes(Position, 2));
-        assert!(!Databricks.reads_deletes(Equality, 3));
-        assert!(!Snowflake.reads_deletes(Equality, 2));
-        assert!(!Pyiceberg.reads_deletes(Equality, 2));
-        assert!(Pyiceberg.reads_deletes(Dv, 3));
-        assert!(Clickhouse.reads_deletes(Equality, 2));
+        assert!(!EngineTarget::from(Athena).reads_format_version(3));
+        assert!(!EngineTarget::from(Databricks).reads_deletes(Position, 2));
+        assert!(!EngineTarget::from(Databricks).reads_deletes(Equality, 3));
+        assert!(!EngineTarget::from(Snowflake).reads_deletes(Equality, 2));
+        assert!(!EngineTarget::from(Pyiceberg).reads_deletes(Equality, 2));
+        assert!(EngineTarget::from(Pyiceberg).reads_deletes(Dv, 3));
+        assert!(EngineTarget::from(Clickhouse).reads_deletes(Equality, 2));
         assert_eq!(
-            Athena.reads_summary(),
+            EngineTarget::from(Athena).reads_summary(),
             "reads position deletes (v2) and equality deletes, and no format v3 table"
         );
         assert_eq!(
-            Databricks.reads_summary(),
+            EngineTarget::from(Databricks).reads_summary(),
             "reads only deletion vectors (v3)"
         );
     }

@@ -17,6 +17,7 @@
 
 mod defaults;
 mod destination;
+mod engine_target;
 mod engines;
 mod error;
 mod interpolate;
@@ -41,6 +42,7 @@ pub use defaults::{
     CATALOG_REQUEST_TIMEOUT_SECS, SCHEMA_REGISTRY_REQUEST_TIMEOUT_SECS,
 };
 pub use destination::{CatalogKind, Credential, DestinationConfig, FormatVersion};
+pub use engine_target::{EngineTarget, Version, VersionReq};
 pub use engines::{resolve_delete_format, EngineSupport, ResolvedUpsert};
 pub use error::{ConfigError, ConfigProblem};
 pub use source::{SaslMechanism, SecurityProtocol, SourceConfig};
@@ -70,13 +72,19 @@ pub enum TargetEngine {
     Pyiceberg,
     /// Apache Flink.
     Flink,
-    /// ClickHouse.
+    /// ClickHouse (and chDB, embedded ClickHouse).
     Clickhouse,
+    /// Polars (`scan_iceberg`).
+    Polars,
+    /// Apache DataFusion with iceberg-rust's table provider (`pyiceberg-core`).
+    Datafusion,
+    /// Daft.
+    Daft,
 }
 
 impl TargetEngine {
     /// Every engine, in the order the job file documentation lists them.
-    pub const ALL: [TargetEngine; 9] = [
+    pub const ALL: [TargetEngine; 12] = [
         Self::Spark,
         Self::Trino,
         Self::Duckdb,
@@ -86,6 +94,9 @@ impl TargetEngine {
         Self::Pyiceberg,
         Self::Flink,
         Self::Clickhouse,
+        Self::Polars,
+        Self::Datafusion,
+        Self::Daft,
     ];
 
     /// The name the job file uses (lower case).
@@ -100,6 +111,9 @@ impl TargetEngine {
             Self::Pyiceberg => "pyiceberg",
             Self::Flink => "flink",
             Self::Clickhouse => "clickhouse",
+            Self::Polars => "polars",
+            Self::Datafusion => "datafusion",
+            Self::Daft => "daft",
         }
     }
 
@@ -241,12 +255,13 @@ impl JobConfig {
             .unwrap_or_else(|| StreamSettings::defaults_for(topic))
     }
 
-    /// The known engines of `target_engines`, without duplicates.
-    pub fn engines(&self) -> Vec<TargetEngine> {
-        let mut engines: Vec<TargetEngine> = self
+    /// The valid entries of `target_engines` (engine and versions),
+    /// without duplicates (invalid ones are validation problems).
+    pub fn engines(&self) -> Vec<EngineTarget> {
+        let mut engines: Vec<EngineTarget> = self
             .target_engines
             .iter()
-            .filter_map(|name| TargetEngine::from_name(name))
+            .filter_map(|name| EngineTarget::parse(name).ok())
             .collect();
         engines.sort();
         engines.dedup();

@@ -123,6 +123,7 @@ fn the_issue_example_with_one_of_each_alternative_loads() {
             TargetEngine::Trino,
             TargetEngine::Duckdb
         ]
+        .map(EngineTarget::from)
     );
     let s = &c.source;
     assert_eq!(s.brokers(), ["127.0.0.1:9092"]);
@@ -414,7 +415,22 @@ fn an_unknown_engine_lists_the_known_ones() {
     one_problem(
         &text,
         "target_engines[1]",
-        "unknown engine \"presto\"; use any of spark, trino, duckdb, databricks, snowflake, athena, pyiceberg, flink, clickhouse",
+        "unknown engine \"presto\"; use any of spark, trino, duckdb, databricks, snowflake, athena, pyiceberg, flink, clickhouse, polars, datafusion, daft, optionally with a version",
+    );
+}
+
+#[test]
+fn engine_versions_load_and_a_malformed_one_says_how_to_write_it() {
+    let c = load(&format!(
+        "target_engines = [\"trino<480\", \"clickhouse>=26.10\", \"daft\"]\n{MINIMAL}"
+    ))
+    .unwrap();
+    let shown: Vec<String> = c.engines().iter().map(ToString::to_string).collect();
+    assert_eq!(shown, ["trino<480", "clickhouse>=26.10", "daft"]);
+    one_problem(
+        &format!("target_engines = [\"trino>480\"]\n{MINIMAL}"),
+        "target_engines[0]",
+        "write a version requirement as trino>=V, trino<V or trino=V",
     );
 }
 

@@ -8,8 +8,8 @@ use regex::Regex;
 use crate::columns::{KAFKA_KEY, METADATA_COLUMNS};
 
 use super::{
-    defaults, is_identifier, resolve_delete_format, CatalogKind, ConfigProblem, JobConfig,
-    StreamMode, TargetEngine,
+    defaults, is_identifier, resolve_delete_format, CatalogKind, ConfigProblem, EngineTarget,
+    JobConfig, StreamMode,
 };
 
 pub(super) fn problems(config: &JobConfig) -> Vec<ConfigProblem> {
@@ -36,17 +36,9 @@ fn job(config: &JobConfig, out: &mut Vec<ConfigProblem>) {
              and the consumer group)",
         );
     }
-    let known: Vec<&str> = TargetEngine::ALL.iter().map(|e| e.as_str()).collect();
     for (i, engine) in config.target_engines.iter().enumerate() {
-        if TargetEngine::from_name(engine).is_none() {
-            push(
-                out,
-                format!("target_engines[{i}]"),
-                format!(
-                    "unknown engine \"{engine}\"; use any of {}",
-                    known.join(", ")
-                ),
-            );
+        if let Err(why) = EngineTarget::parse(engine) {
+            push(out, format!("target_engines[{i}]"), why);
         }
     }
 }

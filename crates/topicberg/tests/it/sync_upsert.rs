@@ -7,7 +7,8 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use crate::support::{
-    create_topic, produce, read_lines, read_rows, sample_messages, table_report, Catalog, Job,
+    create_topic, produce, read_lines, read_rows, sample_messages, table_report, try_read, Catalog,
+    Job,
 };
 use crate::testbed::unique_name;
 
@@ -138,11 +139,29 @@ fn seeds_upsert(catalog: Catalog, engines: &str, deletes: Deletes) {
         Deletes::Equality => {}
     }
 
-    // PyIceberg reads neither deletion vectors here nor equality deletes.
+    // PyIceberg reads neither deletion vectors here nor equality deletes;
+    // chDB (ClickHouse 26.9) refuses deletion vectors; equality deletes
+    // were not tried on Polars, DataFusion or chDB.
     let engines_to_read: &[&str] = match deletes {
-        Deletes::Position => &["duckdb", "pyiceberg", "spark"],
-        Deletes::Dv | Deletes::Equality => &["duckdb", "spark"],
+        Deletes::Position => &[
+            "duckdb",
+            "pyiceberg",
+            "spark",
+            "polars",
+            "datafusion",
+            "chdb",
+        ],
+        Deletes::Dv => &["duckdb", "spark", "polars", "datafusion"],
+        Deletes::Equality => &["duckdb", "spark"],
     };
+    if deletes == Deletes::Dv {
+        let refused = try_read("chdb", catalog, &job.table(&orders));
+        let why = String::from_utf8_lossy(&refused.stderr);
+        assert!(
+            !refused.status.success() && why.contains("Position deletes are supported only"),
+            "chdb must refuse deletion vectors, not print rows: {why}"
+        );
+    }
     for (topic, batches, expected) in [
         (&customers, vec![first.0.clone(), second.0.clone()], 10),
         (&orders, vec![first.1.clone(), second.1.clone()], 45),
