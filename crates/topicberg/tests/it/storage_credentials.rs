@@ -75,7 +75,7 @@ fn without_keys_in_the_job_the_environment_chain_signs_and_check_says_so() {
 
 /// A job whose `[destination]` is `destination` (the rest of the file as
 /// `Job::new` writes it).
-fn job_with_destination(topics: &[&str], destination: &str, extra: &str) -> Job {
+pub(crate) fn job_with_destination(topics: &[&str], destination: &str, extra: &str) -> Job {
     let job = Job::new(Catalog::Seaweed, topics, "", "");
     let text = std::fs::read_to_string(&job.path).unwrap();
     let source = text.split("[destination]").next().unwrap();
@@ -156,7 +156,7 @@ fn nessie_signs_every_s3_request_append_and_upsert_read_back_by_pyiceberg_and_sp
         .all(|r| r["v"].as_str().unwrap().starts_with('b')));
 }
 
-fn vending_destination(uri: &str) -> String {
+pub(crate) fn vending_destination(uri: &str) -> String {
     format!(
         "catalog = \"rest\"\nuri = \"{uri}\"\nwarehouse = \"{}\"\ncredential = \"{}\"\noauth2_server_uri = \"{uri}/v1/oauth/tokens\"\nscope = \"{}\"\n",
         get("TESTBED_VENDING_WAREHOUSE"),
