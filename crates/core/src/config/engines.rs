@@ -20,7 +20,7 @@
 //! | flink      | yes                   | yes (Iceberg >= 1.8)  | yes              | 2, 3            |
 //! | clickhouse | yes                   | no (see below)        | yes (>= 25.8)    | 2, 3            |
 //! | polars     | yes                   | yes                   | no (not shown)   | 2, 3            |
-//! | datafusion | yes                   | yes                   | no (not shown)   | 2, 3            |
+//! | datafusion | yes                   | yes                   | yes              | 2, 3            |
 //! | daft       | yes                   | no                    | no (not shown)   | 2               |
 //!
 //! Versions: an entry may name releases (`trino<480`, `clickhouse>=26.10`);
@@ -35,7 +35,9 @@
 //! deletes and refuses v3 ("Unexpected PUFFIN file format"); Daft fails on
 //! the deletion vectors' Puffin file ("Corrupt footer", issue 17; Daft
 //! 0.7.26 needs a pyarrow older than the test bed's, so not run here).
-//! Equality deletes were not tried on the new engines: counted as not read.
+//! Equality deletes (`sync_upsert_seeds_with_equality_deletes`): DataFusion
+//! and chDB equal Spark; the Polars reader fails in PyIceberg's scan
+//! planning ("PyIceberg does not yet support equality deletes"): not read.
 //!
 //! Sources (checked 2026-11):
 //! - Spark, Flink: the Iceberg Java library applies all three; deletion
@@ -181,7 +183,6 @@ impl TargetEngine {
                 ..all
             },
             Self::Datafusion => EngineSupport {
-                equality_deletes: false,
                 needs: "DataFusion 54 with pyiceberg-core 0.11",
                 ..all
             },

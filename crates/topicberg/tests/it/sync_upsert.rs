@@ -139,9 +139,9 @@ fn seeds_upsert(catalog: Catalog, engines: &str, deletes: Deletes) {
         Deletes::Equality => {}
     }
 
-    // PyIceberg reads neither deletion vectors here nor equality deletes;
-    // chDB (ClickHouse 26.9) refuses deletion vectors; equality deletes
-    // were not tried on Polars, DataFusion or chDB.
+    // PyIceberg reads neither deletion vectors here nor equality deletes
+    // (nor the Polars reader, which plans with PyIceberg); chDB
+    // (ClickHouse 26.9) refuses deletion vectors.
     let engines_to_read: &[&str] = match deletes {
         Deletes::Position => &[
             "duckdb",
@@ -152,7 +152,7 @@ fn seeds_upsert(catalog: Catalog, engines: &str, deletes: Deletes) {
             "chdb",
         ],
         Deletes::Dv => &["duckdb", "spark", "polars", "datafusion"],
-        Deletes::Equality => &["duckdb", "spark"],
+        Deletes::Equality => &["duckdb", "spark", "datafusion", "chdb"],
     };
     if deletes == Deletes::Dv {
         let refused = try_read("chdb", catalog, &job.table(&orders));
