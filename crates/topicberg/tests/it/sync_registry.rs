@@ -268,7 +268,11 @@ fn avro_orders_two_syncs(catalog: Catalog, upsert: bool) {
         "the second sync adds the coupon column and shipping.country: {t}"
     );
 
-    let rows = read_everywhere(catalog, &table, &["duckdb", "pyiceberg", "spark"]);
+    // chDB refuses optional nested columns (it reads a null struct as one
+    // of nulls); DataFusion 54 with pyiceberg-core 0.11 fails on a struct
+    // that gained a field ("Incorrect number of arrays for StructArray
+    // fields, expected 3 got 2", iceberg-rust): neither is among them.
+    let rows = read_everywhere(catalog, &table, &["duckdb", "pyiceberg", "spark", "polars"]);
     let fields = [
         "id",
         "customer_id",
@@ -380,7 +384,11 @@ fn protobuf_orders_two_syncs(catalog: Catalog, upsert: bool) {
     produce_registry(&topic, "protobuf", &orders_proto_v2(), &second);
     job.sync();
     let table = job.table(&topic);
-    let rows = read_everywhere(catalog, &table, &["duckdb", "pyiceberg", "spark"]);
+    // chDB refuses optional nested columns (it reads a null struct as one
+    // of nulls); DataFusion 54 with pyiceberg-core 0.11 fails on a struct
+    // that gained a field ("Incorrect number of arrays for StructArray
+    // fields, expected 3 got 2", iceberg-rust): neither is among them.
+    let rows = read_everywhere(catalog, &table, &["duckdb", "pyiceberg", "spark", "polars"]);
     let fields = [
         "id",
         "product",
