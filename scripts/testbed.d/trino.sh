@@ -91,7 +91,6 @@ trino_install() {
   fi
   want="$TRINO_CORE_SHA1 $TRINO_ICEBERG_SHA1 $TRINO_SQLITE_JDBC_SHA1"
   [ "$(cat "$stamp" 2>/dev/null)" = "$want" ] && return 0
-  command -v unzip >/dev/null || { tb_log "trino: unzip not found"; return 1; }
   mkdir -p "$TB_CACHE/trino"
   tmp=$TB_CACHE/trino/.install
   rm -rf "$tmp" "$TRINO_HOME"
@@ -102,7 +101,7 @@ trino_install() {
   _trino_fetch "$TRINO_SQLITE_JDBC_URL" "$TRINO_SQLITE_JDBC_SHA1" "$tmp/sqlite-jdbc.jar" || return 1
   tar -xzf "$tmp/core.tar.gz" -C "$tmp" || return 1
   rm -f "$tmp/core.tar.gz"
-  unzip -q "$tmp/iceberg.zip" -d "$tmp" || return 1
+  python3 -m zipfile -e "$tmp/iceberg.zip" "$tmp" || return 1
   rm -f "$tmp/iceberg.zip"
   mv "$tmp/trino-iceberg-$TRINO_VERSION" "$tmp/trino-server-core-$TRINO_VERSION/plugin/iceberg"
   mv "$tmp/sqlite-jdbc.jar" \
@@ -162,6 +161,7 @@ PROPS
 -Djava.net.preferIPv4Stack=true
 -Daws.ec2MetadataDisabled=true
 -XX:+EnableDynamicAgentLoading
+--enable-native-access=ALL-UNNAMED
 JVM
     cat >"$TRINO_ETC/config.properties" <<PROPS
 coordinator=true
