@@ -66,6 +66,22 @@ def _request(url: str, data: Optional[bytes], headers: dict, timeout: float) -> 
     raise TrinoUnreachable(f"{url}: no answer")
 
 
+def _message(err: dict) -> str:
+    """Trino's error message, and its deepest cause's when that says more (a
+    GENERIC_INTERNAL_ERROR's own message often names only the step that failed)."""
+    msg = err.get("message") or "query failed"
+    info = err.get("failureInfo") or {}
+    root = None
+    while info:
+        if info.get("message"):
+            root = f"{info.get('type', '').rsplit('.', 1)[-1]}: {info['message']}"
+        info = info.get("cause") or {}
+    if root and info is not None and err.get("errorName") == "GENERIC_INTERNAL_ERROR" \
+            and root.split(": ", 1)[-1] not in msg:
+        msg = f"{msg} (caused by {root})"
+    return msg
+
+
 def execute(sql: str, server: str = DEFAULT_SERVER, user: str = "topicberg",
             catalog: Optional[str] = None, schema: Optional[str] = None,
             timeout: float = 300.0) -> tuple[list[dict], list[list[Any]]]:
@@ -95,7 +111,7 @@ def execute(sql: str, server: str = DEFAULT_SERVER, user: str = "topicberg",
             rows.extend(answer["data"])
         err = answer.get("error")
         if err:
-            raise TrinoError(err.get("message", "query failed"), err.get("errorName", ""),
+            raise TrinoError(_message(err), err.get("errorName", ""),
                              err.get("errorType", ""), answer.get("id", ""))
         nxt = answer.get("nextUri")
         if not nxt:

@@ -151,9 +151,15 @@ def dynamic_properties(cfg: common.CatalogConfig) -> dict[str, str]:
         if cfg.scope:
             props["iceberg.rest-catalog.oauth2.scope"] = cfg.scope
     if cfg.vended:
+        # Trino 476 takes the vended keys (s3.access-key-id, ...) from the catalog's
+        # answer, but not its s3.endpoint: without one it goes to s3.amazonaws.com
+        # (UnknownHostException here). The store's address is given, no keys.
+        endpoint = os.environ.get("TESTBED_VENDING_S3_ENDPOINT")
         props["iceberg.rest-catalog.vended-credentials-enabled"] = "true"
         props.update({"fs.native-s3.enabled": "true", "s3.region": cfg.s3_region or "us-east-1",
                       "s3.path-style-access": "true"})
+        if endpoint:
+            props["s3.endpoint"] = endpoint
     else:
         props.update(_s3_properties(cfg))
     return props
