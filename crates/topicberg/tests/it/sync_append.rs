@@ -31,7 +31,14 @@ fn seeds_first_and_second_sync(catalog: Catalog) {
         let table = job.table(topic);
         let duckdb = read_lines("duckdb", catalog, &table);
         assert_eq!(duckdb.lines().count(), expected, "{table} via DuckDB");
-        for engine in ["pyiceberg", "spark", "polars", "datafusion", "chdb"] {
+        for engine in [
+            "pyiceberg",
+            "spark",
+            "polars",
+            "datafusion",
+            "chdb",
+            "trino",
+        ] {
             assert_eq!(
                 read_lines(engine, catalog, &table),
                 duckdb,

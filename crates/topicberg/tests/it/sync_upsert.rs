@@ -141,7 +141,7 @@ fn seeds_upsert(catalog: Catalog, engines: &str, deletes: Deletes) {
 
     // PyIceberg reads neither deletion vectors here nor equality deletes
     // (nor the Polars reader, which plans with PyIceberg); chDB
-    // (ClickHouse 26.9) refuses deletion vectors.
+    // (ClickHouse 26.9) and Trino 476 refuse deletion vectors.
     let engines_to_read: &[&str] = match deletes {
         Deletes::Position => &[
             "duckdb",
@@ -150,17 +150,24 @@ fn seeds_upsert(catalog: Catalog, engines: &str, deletes: Deletes) {
             "polars",
             "datafusion",
             "chdb",
+            "trino",
         ],
         Deletes::Dv => &["duckdb", "spark", "polars", "datafusion"],
-        Deletes::Equality => &["duckdb", "spark", "datafusion", "chdb"],
+        Deletes::Equality => &["duckdb", "spark", "datafusion", "chdb", "trino"],
     };
     if deletes == Deletes::Dv {
-        let refused = try_read("chdb", catalog, &job.table(&orders));
-        let why = String::from_utf8_lossy(&refused.stderr);
-        assert!(
-            !refused.status.success() && why.contains("Position deletes are supported only"),
-            "chdb must refuse deletion vectors, not print rows: {why}"
-        );
+        // Engines that cannot read deletion vectors refuse, never print rows.
+        for (engine, says) in [
+            ("chdb", "Position deletes are supported only"),
+            ("trino", "Unexpected PUFFIN file format"),
+        ] {
+            let refused = try_read(engine, catalog, &job.table(&orders));
+            let why = String::from_utf8_lossy(&refused.stderr);
+            assert!(
+                !refused.status.success() && why.contains(says),
+                "{engine} must refuse deletion vectors, not print rows: {why}"
+            );
+        }
     }
     for (topic, batches, expected) in [
         (&customers, vec![first.0.clone(), second.0.clone()], 10),
