@@ -41,6 +41,9 @@ TB_FIXTURE_CLIENT_SECRET=tb-fixture-secret
 
 TB_VENV=$TB_CACHE/venv
 TB_PYTHON=$TB_VENV/bin/python
+# Daft's own venv (scripts/requirements-daft.txt): Daft 0.7.26 needs pyarrow < 26.
+TB_DAFT_VENV=$TB_CACHE/venv-daft
+TB_DAFT_PYTHON=$TB_DAFT_VENV/bin/python
 
 tb_log() { printf '[testbed] %s\n' "$*" >&2; }
 
