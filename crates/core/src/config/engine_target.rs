@@ -101,10 +101,8 @@ impl TargetEngine {
     fn since(self) -> &'static [(Feature, Version)] {
         use Feature::*;
         match self {
-            Self::Trino => &[
-                (V3, Version(480, 0, 0)),
-                (DeletionVectors, Version(480, 0, 0)),
-            ],
+            // Trino 476 reads v3 tables, but not their deletion vectors.
+            Self::Trino => &[(DeletionVectors, Version(480, 0, 0))],
             Self::Duckdb => &[(DeletionVectors, Version(1, 5, 0)), (V3, Version(1, 5, 0))],
             Self::Databricks => &[
                 (V3, Version(17, 3, 0)),
@@ -233,8 +231,8 @@ mod tests {
         let support = |text: &str| EngineTarget::parse(text).unwrap().support();
         assert!(support("trino").deletion_vectors && support("trino").v3);
         assert!(support("trino>=480").deletion_vectors);
-        assert!(!support("trino<480").deletion_vectors && !support("trino<480").v3);
-        assert!(!support("trino=476").v3);
+        assert!(!support("trino<480").deletion_vectors && support("trino<480").v3);
+        assert!(!support("trino=476").deletion_vectors);
         assert!(support("trino=476").position_deletes);
         // ClickHouse's bare name is the release run here (no DVs).
         assert!(!support("clickhouse").deletion_vectors);

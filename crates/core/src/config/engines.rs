@@ -21,7 +21,7 @@
 //! | clickhouse | yes                   | no (see below)        | yes (>= 25.8)    | 2, 3            |
 //! | polars     | yes                   | yes                   | no (not shown)   | 2, 3            |
 //! | datafusion | yes                   | yes                   | yes              | 2, 3            |
-//! | daft       | yes                   | no                    | no (not shown)   | 2               |
+//! | daft       | yes                   | no                    | no (not shown)   | 2, 3            |
 //!
 //! Versions: an entry may name releases (`trino<480`, `clickhouse>=26.10`);
 //! what older releases lack is taken away (`engine_target.rs`).
@@ -31,10 +31,12 @@
 //! 54.1.0 with pyiceberg-core 0.11.0 read v2 position deletes and v3
 //! deletion vectors; chDB 4.4.0 (ClickHouse 26.9.2.1) reads v2 position
 //! deletes and fails on deletion vectors ("Position deletes are supported
-//! only for parquet format"); Trino 476 per issue 17 reads v2 position
-//! deletes and refuses v3 ("Unexpected PUFFIN file format"); Daft fails on
-//! the deletion vectors' Puffin file ("Corrupt footer", issue 17; Daft
-//! 0.7.26 needs a pyarrow older than the test bed's, so not run here).
+//! only for parquet format"); Trino 476 (the test bed's server) reads v2 position
+//! deletes and refuses deletion vectors ("ICEBERG_BAD_DATA: Unexpected
+//! PUFFIN file format"; v3 tables without them it reads); Daft 0.7.26 (its
+//! own venv) reads v2 position deletes and v3 tables, and fails on deletion
+//! vectors: it reads every delete file as Parquet ("DaftError::CorruptFile
+//! ... is not a valid parquet file. Incorrect footer magic").
 //! Equality deletes (`sync_upsert_seeds_with_equality_deletes`): DataFusion
 //! and chDB equal Spark; the Polars reader fails in PyIceberg's scan
 //! planning ("PyIceberg does not yet support equality deletes"): not read.
@@ -139,7 +141,7 @@ impl TargetEngine {
                 ..all
             },
             Self::Trino => EngineSupport {
-                needs: "Trino 480+ for format v3 and deletion vectors",
+                needs: "Trino 480+ for deletion vectors",
                 ..all
             },
             Self::Duckdb => EngineSupport {
@@ -189,8 +191,7 @@ impl TargetEngine {
             Self::Daft => EngineSupport {
                 deletion_vectors: false,
                 equality_deletes: false,
-                v3: false,
-                needs: "Daft: position deletes on format v2 only",
+                needs: "Daft 0.7.26: no deletion vectors",
                 ..all
             },
         }

@@ -141,7 +141,7 @@ fn seeds_upsert(catalog: Catalog, engines: &str, deletes: Deletes) {
 
     // PyIceberg reads neither deletion vectors here nor equality deletes
     // (nor the Polars reader, which plans with PyIceberg); chDB
-    // (ClickHouse 26.9) and Trino 476 refuse deletion vectors.
+    // (ClickHouse 26.9), Trino 476 and Daft 0.7.26 refuse deletion vectors.
     let engines_to_read: &[&str] = match deletes {
         Deletes::Position => &[
             "duckdb",
@@ -151,6 +151,7 @@ fn seeds_upsert(catalog: Catalog, engines: &str, deletes: Deletes) {
             "datafusion",
             "chdb",
             "trino",
+            "daft",
         ],
         Deletes::Dv => &["duckdb", "spark", "polars", "datafusion"],
         Deletes::Equality => &["duckdb", "spark", "datafusion", "chdb", "trino"],
@@ -160,6 +161,7 @@ fn seeds_upsert(catalog: Catalog, engines: &str, deletes: Deletes) {
         for (engine, says) in [
             ("chdb", "Position deletes are supported only"),
             ("trino", "Unexpected PUFFIN file format"),
+            ("daft", "is not a valid parquet file"),
         ] {
             let refused = try_read(engine, catalog, &job.table(&orders));
             let why = String::from_utf8_lossy(&refused.stderr);
