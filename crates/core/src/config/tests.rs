@@ -843,6 +843,15 @@ fn an_explicit_delete_format_a_target_engine_cannot_read_fails_validation() {
         "streams[0].delete_format",
         "set delete_format = \"position\"",
     );
+    // Releases and engines run here that cannot read deletion vectors.
+    for engines in [r#"["trino<480"]"#, r#"["daft"]"#, r#"["clickhouse"]"#] {
+        let name = engines.trim_matches(|c| "[]\"".contains(c));
+        one_problem(
+            &upsert_job(engines, "delete_format = \"dv\"\n", ""),
+            "streams[0].delete_format",
+            &format!("cannot be read by {name}"),
+        );
+    }
     let c = load(&upsert_job(
         r#"["spark", "flink"]"#,
         "delete_format = \"equality\"\n",
