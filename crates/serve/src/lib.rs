@@ -8,7 +8,7 @@
 //!
 //! | module | owns |
 //! |---|---|
-//! | [`pieces`] | job-file pieces (`[source]`, `[destination]`, ...) <-> job TOML; write-only secrets, export placeholders |
+//! | [`pieces`] | job-file pieces (`[source]`, `[destination]`, ...), write-only secrets; <-> job TOML and export placeholders (`pieces/job_toml.rs`) |
 //! | [`run_store`] | what runs and the scheduler need from the store (`RunStore`), run status and trigger |
 //! | [`store`] | the SQLite database: migrations, sources, destinations, jobs, runs and their logs, sessions, the admin user |
 //! | [`metrics`] | the Prometheus metrics (`/metrics` text), consumer lag |
