@@ -19,7 +19,7 @@
 //! | `state` | [`AppState`]: what every request handler shares |
 //! | [`auth`] | the admin password, sessions, CSRF, the session middleware |
 //! | [`guard`] | security headers, the Host allowlist, the `/metrics` token, same-origin JSON for setup and login, the login throttle |
-//! | [`api`] | the JSON API routes (`api/jobs.rs`: jobs, runs, import, export); its answers, one struct per shape (`api/answers.rs`) |
+//! | [`api`] | the JSON API routes (`api/jobs.rs`: jobs, runs, import, export; `api/overview.rs`: a job's last success and lag); its answers, one struct per shape (`api/answers.rs`) |
 //! | [`ui`] | the web UI: one embedded page, script and stylesheet; `GET /api/session` |
 //! | `server` | [`serve`]: start-up, [`router`], graceful shutdown |
 
