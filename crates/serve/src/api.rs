@@ -7,6 +7,7 @@
 
 pub mod answers;
 mod jobs;
+mod overview;
 
 use std::net::{IpAddr, SocketAddr};
 

@@ -8,7 +8,7 @@
 //!
 //! | module | owns |
 //! |---|---|
-//! | [`pieces`] | job-file pieces (`[source]`, `[destination]`, ...) <-> job TOML; write-only secrets, export placeholders |
+//! | [`pieces`] | job-file pieces (`[source]`, `[destination]`, ...), write-only secrets; <-> job TOML and export placeholders (`pieces/job_toml.rs`) |
 //! | [`run_store`] | what runs and the scheduler need from the store (`RunStore`), run status and trigger |
 //! | [`store`] | the SQLite database: migrations, sources, destinations, jobs, runs and their logs, sessions, the admin user |
 //! | [`metrics`] | the Prometheus metrics (`/metrics` text), consumer lag |
@@ -19,7 +19,7 @@
 //! | `state` | [`AppState`]: what every request handler shares |
 //! | [`auth`] | the admin password, sessions, CSRF, the session middleware |
 //! | [`guard`] | security headers, the Host allowlist, the `/metrics` token, same-origin JSON for setup and login, the login throttle |
-//! | [`api`] | the JSON API routes (`api/jobs.rs`: jobs, runs, import, export); its answers, one struct per shape (`api/answers.rs`) |
+//! | [`api`] | the JSON API routes (`api/jobs.rs`: jobs, runs, import, export; `api/overview.rs`: a job's last success and lag); its answers, one struct per shape (`api/answers.rs`) |
 //! | [`ui`] | the web UI: one embedded page, script and stylesheet; `GET /api/session` |
 //! | `server` | [`serve`]: start-up, [`router`], graceful shutdown |
 

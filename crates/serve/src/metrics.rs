@@ -128,6 +128,12 @@ impl Metrics {
         self.state().lag.insert(job.to_string(), lag);
     }
 
+    /// The consumer lag of `job`'s partitions, as `/metrics` shows it;
+    /// `None` before a run of it in this process reached Kafka.
+    pub fn lag(&self, job: &str) -> Option<Vec<PartitionLag>> {
+        self.state().lag.get(job).cloned()
+    }
+
     /// The metrics in the Prometheus text format, now.
     pub fn render(&self) -> String {
         let now_ms = SystemTime::now()

@@ -508,11 +508,22 @@ impl Store {
 
     /// A job's runs, newest first, at most `limit`.
     pub fn runs(&self, job_id: i64, limit: i64) -> Result<Vec<RunRow>, StoreError> {
+        self.runs_page(job_id, limit, 0)
+    }
+
+    /// A page of a job's runs, newest first: at most `limit`, after
+    /// skipping the `offset` newest.
+    pub fn runs_page(
+        &self,
+        job_id: i64,
+        limit: i64,
+        offset: i64,
+    ) -> Result<Vec<RunRow>, StoreError> {
         let conn = self.conn();
         let mut stmt = conn.prepare(&format!(
-            "{RUN_SELECT} WHERE job_id = ?1 ORDER BY id DESC LIMIT ?2"
+            "{RUN_SELECT} WHERE job_id = ?1 ORDER BY id DESC LIMIT ?2 OFFSET ?3"
         ))?;
-        let rows = stmt.query_map(params![job_id, limit], run_row)?;
+        let rows = stmt.query_map(params![job_id, limit, offset], run_row)?;
         rows.map(|r| r.map_err(StoreError::from).and_then(|r| r))
             .collect()
     }

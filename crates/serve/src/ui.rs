@@ -1,5 +1,9 @@
-//! The web UI: one HTML page, one script and one stylesheet, embedded in
-//! the binary (no CDN, works offline). The script drives the same JSON API
+//! The web UI: one HTML page, its scripts (one per concern: `app.js` the
+//! helpers, routing and login; `forms.js` the labelled fields and their
+//! errors; `pieces.js` sources and destinations; `jobs.js` the job pages;
+//! `runs.js` a run's page; `chart.js` the history chart; `streams.js` the
+//! streams page) and one stylesheet, embedded in
+//! the binary (no CDN, works offline). The scripts drive the same JSON API
 //! as any client (`/api/...`), so the UI and the API share every rule
 //! (validation, write-only secrets, CSRF). `GET /api/session` gives a page
 //! loaded with a valid session cookie its CSRF token back.
@@ -8,21 +12,31 @@ use crate::api::answers::SessionInfo;
 use crate::auth::{self, Session};
 use crate::error::ApiError;
 use crate::state::AppState;
-use axum::extract::{Extension, State};
-use axum::http::header;
-use axum::response::IntoResponse;
+use axum::extract::{Extension, Path as AxumPath, State};
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 
 const INDEX_HTML: &str = include_str!("ui/index.html");
-const APP_JS: &str = include_str!("ui/app.js");
 const APP_CSS: &str = include_str!("ui/app.css");
+
+/// The scripts, in the order `index.html` loads them.
+const SCRIPTS: [(&str, &str); 7] = [
+    ("app.js", include_str!("ui/app.js")),
+    ("forms.js", include_str!("ui/forms.js")),
+    ("pieces.js", include_str!("ui/pieces.js")),
+    ("chart.js", include_str!("ui/chart.js")),
+    ("jobs.js", include_str!("ui/jobs.js")),
+    ("runs.js", include_str!("ui/runs.js")),
+    ("streams.js", include_str!("ui/streams.js")),
+];
 
 /// The page and its assets (open: the page asks the API for a session).
 pub fn public_routes() -> Router<AppState> {
     Router::new()
         .route("/", get(index))
-        .route("/ui/app.js", get(app_js))
+        .route("/ui/{script}", get(script))
         .route("/ui/app.css", get(app_css))
 }
 
@@ -44,11 +58,15 @@ async fn index() -> impl IntoResponse {
     )
 }
 
-async fn app_js() -> impl IntoResponse {
-    (
-        [(header::CONTENT_TYPE, "text/javascript; charset=utf-8")],
-        APP_JS,
-    )
+async fn script(AxumPath(name): AxumPath<String>) -> Response {
+    match SCRIPTS.iter().find(|(file, _)| *file == name) {
+        Some((_, text)) => (
+            [(header::CONTENT_TYPE, "text/javascript; charset=utf-8")],
+            *text,
+        )
+            .into_response(),
+        None => StatusCode::NOT_FOUND.into_response(),
+    }
 }
 
 async fn app_css() -> impl IntoResponse {

@@ -184,6 +184,8 @@ pub struct RunView<T> {
     pub id: i64,
     /// The job.
     pub job_id: i64,
+    /// What a run has to say besides its records, all tables.
+    pub notes: RunNotes,
     /// Records written, all tables.
     pub records: u64,
     /// The whole report (null when the sync did not get that far); only
@@ -200,6 +202,20 @@ pub struct RunView<T> {
     pub tables: Vec<T>,
     /// `manual`, `schedule` or `missed`.
     pub trigger: String,
+}
+
+/// What a run has to say besides its records (a run that succeeded with
+/// some of these is marked in the UI): sums over its tables' reports.
+#[derive(Serialize)]
+pub struct RunNotes {
+    /// Messages written to dead-letter tables (`on_invalid = "dlq"`).
+    pub dead_letter_records: u64,
+    /// Messages retention deleted before they were read (`allow_data_loss`).
+    pub expired_messages: i64,
+    /// Schema changes committed (new columns, widened types).
+    pub schema_changes: usize,
+    /// Invalid messages skipped (`on_invalid = "skip"`).
+    pub skipped_records: u64,
 }
 
 /// A table of a run's report, in short.
@@ -238,6 +254,19 @@ impl<T> RunView<T> {
             finished_ms: run.finished_ms,
             id: run.id,
             job_id: run.job_id,
+            notes: RunNotes {
+                dead_letter_records: sum("dead_letter_records"),
+                expired_messages: entries
+                    .iter()
+                    .filter_map(|t| t["expired_messages"].as_i64())
+                    .sum(),
+                schema_changes: entries
+                    .iter()
+                    .filter_map(|t| t["schema_changes"].as_array())
+                    .map(Vec::len)
+                    .sum(),
+                skipped_records: sum("skipped_records"),
+            },
             records: sum("records"),
             report,
             started: iso(run.started_ms),
@@ -438,4 +467,34 @@ pub struct SyncStarted {
 pub struct Cancelled {
     /// Whether a run was cancelled.
     pub cancelled: bool,
+}
+
+/// `GET /api/jobs/{id}/overview`.
+#[derive(Serialize)]
+pub struct JobOverview {
+    /// The consumer lag per topic after the job's latest run in this
+    /// process (sorted by topic); `null` before one reached Kafka.
+    pub lag: Option<Vec<TopicLag>>,
+    /// The latest successful run.
+    pub last_success: Option<RunView<RunTable>>,
+}
+
+/// One topic's consumer lag.
+#[derive(Serialize)]
+pub struct TopicLag {
+    /// Messages not yet in the table, all partitions.
+    pub lag: i64,
+    /// Per partition.
+    pub partitions: Vec<PartitionLagView>,
+    /// The topic.
+    pub topic: String,
+}
+
+/// One partition's consumer lag.
+#[derive(Serialize)]
+pub struct PartitionLagView {
+    /// Messages not yet in the table.
+    pub lag: i64,
+    /// The partition.
+    pub partition: i32,
 }

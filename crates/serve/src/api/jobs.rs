@@ -36,6 +36,7 @@ pub fn routes() -> Router<AppState> {
         .route("/api/jobs/{id}/resume", post(resume))
         .route("/api/jobs/{id}/export", get(export))
         .route("/api/jobs/{id}/runs", get(list_runs))
+        .route("/api/jobs/{id}/overview", get(super::overview::overview))
         .route("/api/runs/{id}", get(get_run))
         .route("/api/runs/{id}/log", get(run_log))
 }
@@ -91,13 +92,28 @@ fn validate_job(state: &AppState, job: &JobRow) -> ApiResult<()> {
             )));
         }
     }
-    if !job.schedule.is_empty() {
-        scheduler::validate_schedule(&job.schedule)
-            .map_err(|e| ApiError::bad_request(format!("schedule: {e}")))?;
-    }
+    // Every problem at once: the schedule's and the job file's.
+    let schedule = match job.schedule.as_str() {
+        "" => None,
+        text => scheduler::validate_schedule(text)
+            .err()
+            .map(|e| format!("schedule: {e}")),
+    };
     let text = state.store.assemble(job, Secrets::Placeholders)?;
-    pieces::check_job_toml(&text)?;
-    Ok(())
+    let file = pieces::check_job_toml(&text).err().map(ApiError::from);
+    match (schedule, file) {
+        (None, None) => Ok(()),
+        (Some(s), None) => Err(ApiError::bad_request(s)),
+        (None, Some(e)) => Err(e),
+        (Some(s), Some(mut e)) => {
+            if e.problems.is_empty() {
+                e.problems.push(e.message.clone());
+            }
+            e.problems.insert(0, s.clone());
+            e.message = format!("{s}; {}", e.message);
+            Err(e)
+        }
+    }
 }
 
 /// The view of `job`: is it running, its next run, its latest run.
@@ -414,6 +430,7 @@ fn insert_unique(state: &AppState, kind: PieceKind, job: &str, piece: &Piece) ->
 #[derive(Deserialize)]
 struct RunsQuery {
     limit: Option<i64>,
+    offset: Option<i64>,
 }
 
 async fn list_runs(
@@ -422,9 +439,11 @@ async fn list_runs(
     Query(q): Query<RunsQuery>,
 ) -> ApiResult<Json<Vec<RunView<RunTable>>>> {
     state.store.job(id)?;
-    let runs = state
-        .store
-        .runs(id, q.limit.unwrap_or(100).clamp(1, 1000))?;
+    let runs = state.store.runs_page(
+        id,
+        q.limit.unwrap_or(100).clamp(1, 1000),
+        q.offset.unwrap_or(0).max(0),
+    )?;
     Ok(Json(runs.iter().map(RunView::summary).collect()))
 }
 

@@ -64,6 +64,9 @@ fn rows_survive_reopening_and_runs_are_recorded() {
     assert_eq!(store.job(jid).unwrap().schedule, "every 5 minutes");
     let runs = store.runs(jid, 10).unwrap();
     assert_eq!(runs[0].status, "succeeded");
+    // Pages of the history: the offset skips the newest.
+    assert_eq!(store.runs_page(jid, 1, 0).unwrap().len(), 1);
+    assert!(store.runs_page(jid, 1, 1).unwrap().is_empty());
     assert_eq!(store.run_log(run).unwrap(), "line\n");
     let scheduled = store.schedules().unwrap();
     assert_eq!(scheduled[0].last_started_ms, Some(1000));

@@ -22,6 +22,7 @@ mod secrets_errors;
 mod serve_api;
 mod serve_browser;
 mod serve_browser_forms;
+mod serve_browser_ui;
 mod serve_runner;
 mod serve_schedule;
 mod serve_security;

@@ -29,7 +29,9 @@ fn run(report: Option<Value>) -> RunRow {
 
 fn report() -> Value {
     json!({"tables": [
-        {"topic": "a", "table": "a", "status": "succeeded", "records": 5, "bytes": 50, "extra": 1},
+        {"topic": "a", "table": "a", "status": "succeeded", "records": 5, "bytes": 50, "extra": 1,
+         "dead_letter_records": 2, "skipped_records": 1, "expired_messages": 4,
+         "schema_changes": ["added column x", "widened y"]},
         {"topic": "b", "table": "b", "status": "failed", "records": 2, "bytes": 20},
     ], "other": true})
 }
@@ -56,6 +58,12 @@ fn summary_json(run: &RunRow) -> Value {
         "error": run.error,
         "records": sum("records"),
         "bytes": sum("bytes"),
+        "notes": {
+            "dead_letter_records": sum("dead_letter_records"),
+            "expired_messages": tables.iter().filter_map(|t| t["expired_messages"].as_i64()).sum::<i64>(),
+            "schema_changes": tables.iter().filter_map(|t| t["schema_changes"].as_array()).map(Vec::len).sum::<usize>(),
+            "skipped_records": sum("skipped_records"),
+        },
         "tables": tables.iter().map(|t| json!({
             "topic": t["topic"], "table": t["table"], "status": t["status"],
             "records": t["records"], "bytes": t["bytes"],
@@ -79,6 +87,12 @@ fn detail_json(run: &RunRow) -> Value {
 
 #[test]
 fn runs() {
+    let notes =
+        serde_json::to_value(RunView::summary(&run(Some(report())))).unwrap()["notes"].clone();
+    assert_eq!(
+        notes,
+        json!({"dead_letter_records": 2, "expired_messages": 4, "schema_changes": 2, "skipped_records": 1})
+    );
     for report in [Some(report()), None, Some(json!({"tables": "odd"}))] {
         let mut run = run(report);
         same(&RunView::summary(&run), summary_json(&run));
@@ -311,5 +325,31 @@ fn snapshot_ids_are_strings() {
         report,
         json!({"tables": [{"snapshot_id": "9078093739648399528", "records": 3,
             "commit": {"snapshotId": "9078093739648399528", "addedRecords": 3}}]})
+    );
+}
+
+#[test]
+fn job_overview_shape() {
+    let answer = JobOverview {
+        lag: Some(vec![TopicLag {
+            lag: 5,
+            partitions: vec![
+                PartitionLagView {
+                    lag: 2,
+                    partition: 0,
+                },
+                PartitionLagView {
+                    lag: 3,
+                    partition: 1,
+                },
+            ],
+            topic: "orders".into(),
+        }]),
+        last_success: None,
+    };
+    same(
+        &answer,
+        json!({"lag": [{"lag": 5, "partitions": [{"lag": 2, "partition": 0},
+            {"lag": 3, "partition": 1}], "topic": "orders"}], "last_success": Value::Null}),
     );
 }

@@ -1,0 +1,150 @@
+// Labelled fields with short help, and validation errors shown next to
+// their field (all at once, in the UI's words). A field is described by
+// {key, label, help, type, options}: `key` is the job file's name (and the
+// input's id suffix), `label` what the user reads.
+"use strict";
+
+// Every label, by job-file key: used to put the validator's messages in
+// the UI's words.
+const LABELS = {};
+
+// A field on the page for `spec`, showing `stored` (a piece, a stream, the
+// [sync] table). `read()` is the value to send (undefined: leave out),
+// `changed()` whether the user changed it, `setError(text)` shows a
+// problem under it.
+function field(prefix, spec, stored) {
+  LABELS[spec.key] = spec.label;
+  const id = `${prefix}-${spec.key}`;
+  const value = stored ? stored[spec.key] : undefined;
+  let input;
+  if (spec.type === "select" || spec.type === "bool") {
+    const options = spec.type === "bool" ? [["", spec.unset || "(default)"], ["true", "yes"], ["false", "no"]]
+      : spec.options.map((o) => (Array.isArray(o) ? o : [o, o || (spec.unset || "(default)")]));
+    input = h("select", { id, class: spec.key }, options.map(([v, text]) => h("option", { value: v }, text)));
+    input.value = value === undefined || value === null ? (stored ? spec.stored_default ?? "" : spec.new_default ?? "") : String(value);
+  } else if (spec.type === "textarea") {
+    input = h("textarea", { id, class: spec.key, rows: 3 });
+    input.value = value ?? "";
+  } else if (spec.type === "secret") {
+    const set = value && value.set;
+    input = h("input", { type: "password", id, class: spec.key, autocomplete: "off", placeholder: set ? "(set: leave empty to keep)" : "" });
+  } else if (spec.type === "list") {
+    input = h("input", { type: "text", id, class: spec.key, value: Array.isArray(value) ? value.join(", ") : "" });
+  } else {
+    input = h("input", { type: spec.type === "number" ? "number" : "text", id, class: spec.key, min: spec.type === "number" ? 1 : null, value: value ?? "" });
+  }
+  if (spec.placeholder && spec.type !== "secret") input.placeholder = spec.placeholder;
+  const shown = input.value;
+  const error = h("div", { class: "field-error", id: `${id}-error` });
+  const wrap = h("div", { class: "field" },
+    h("label", { for: id }, spec.label, spec.type === "secret" ? h("span", { class: "hint" }, " (write-only)") : null),
+    input, spec.help ? h("div", { class: "hint help" }, spec.help) : null, error);
+  return {
+    spec, input, el: wrap,
+    changed: () => input.value !== shown,
+    setError: (text) => {
+      error.replaceChildren(text || "");
+      wrap.classList.toggle("has-error", !!text);
+      const folded = text ? wrap.closest("details") : null;
+      if (folded) folded.open = true;
+    },
+    // The value to send, or undefined for "leave it out"; throws the
+    // problem (in words) when the input cannot be what the field takes.
+    read: () => {
+      const v = input.value;
+      switch (spec.type) {
+        case "secret": return v ? v : undefined;
+        case "textarea": return v ? v : undefined;
+        case "number": {
+          if (!v.trim()) return undefined;
+          const n = Number(v);
+          if (!Number.isInteger(n) || n < (spec.min ?? 1)) throw new Error(`must be a whole number of ${spec.min ?? 1} or more`);
+          return n;
+        }
+        case "bool": return v === "" ? undefined : v === "true";
+        case "list": {
+          const items = v.split(",").map((s) => s.trim()).filter((s) => s);
+          return items.length ? items : undefined;
+        }
+        case "select": return v === "" ? undefined : (spec.numeric ? Number(v) : v);
+        default: return v.trim() ? v.trim() : undefined;
+      }
+    },
+  };
+}
+
+// Writes the fields the user changed into `out` (a copy of what is
+// stored): a field left as shown keeps its stored value (issue 16: a save
+// never changes what the user did not touch). Returns the problems of
+// fields whose input cannot be sent, by field.
+function applyFields(fields, out, isNew) {
+  const problems = [];
+  for (const f of fields) {
+    f.setError("");
+    const k = f.spec.key;
+    if (f.spec.type === "secret") {
+      const v = f.read();
+      if (v !== undefined) out[k] = v;
+      else if (out[k]) out[k] = { set: true };
+      else delete out[k];
+      continue;
+    }
+    if (!isNew && !f.changed()) continue;
+    try {
+      const v = f.read();
+      if (v === undefined) delete out[k]; else out[k] = v;
+    } catch (e) {
+      problems.push([f, e.message]);
+    }
+  }
+  for (const [f, text] of problems) f.setError(text);
+  return problems.length;
+}
+
+// A validator's message in the UI's words: job-file keys become their
+// labels, "key = value" examples become "Label: value", and advice about
+// environment variables (the CLI's way to give a secret) goes.
+function inWords(text) {
+  let out = String(text)
+    .replace(/; set \w+ = "\$\{\w+\}" and export \w+/g, "; enter it")
+    .replace(/\[\[streams\]\]( entries| entry)?/g, "ticked streams")
+    .replace(/\b(source|destination|sync)\.(\w+)\b/g, (m, _t, k) => (LABELS[k] ? `“${LABELS[k]}”` : m));
+  for (const [k, label] of Object.entries(LABELS)) {
+    if (!k.includes("_")) continue;
+    out = out.replace(new RegExp(`\\b${k} = `, "g"), `“${label}” = `).replace(new RegExp(`\\b${k}\\b`, "g"), `“${label}”`);
+  }
+  return out;
+}
+
+// The field path and message of one problem (`source.max_threads: must
+// be ...`, `streams[2].on_invalid: ...`, `schedule: ...`).
+function splitProblem(problem) {
+  const m = /^((?:\[\w+\]|[a-z_]+(?:\[\d+\])?)(?:\.[a-z0-9_]+)*): ([\s\S]*)$/.exec(problem);
+  return m ? [m[1], m[2]] : [null, problem];
+}
+
+// Shows an API error's problems next to their fields: `resolve(path)`
+// gives the field of a path, or null; problems without a field (and the
+// error itself when it has none) go to `msg`. Every problem at once.
+function showProblems(e, msg, resolve) {
+  const problems = (e.body && e.body.problems && e.body.problems.length) ? e.body.problems
+    : [e.message || String(e)];
+  const rest = [];
+  let shown = 0;
+  for (const p of problems) {
+    const [path, text] = splitProblem(p);
+    const f = path ? resolve(path) : null;
+    if (f) {
+      f.setError(inWords(text));
+      shown += 1;
+    } else rest.push(path ? `${inWords(path.replace(/^(\w+)\.(\w+)$/, "$2"))}: ${inWords(text)}` : inWords(text));
+  }
+  msg.replaceChildren(banner("bad",
+    shown ? `Not saved: ${shown === 1 ? "a field needs" : `${shown} fields need`} a fix (shown next to ${shown === 1 ? "it" : "each"}).` : "Not saved.",
+    rest.length ? h("ul", {}, rest.map((r) => h("li", {}, r))) : null));
+}
+
+// A group of fields under a heading.
+function fieldset(title, fields, note) {
+  return h("fieldset", {}, h("legend", {}, title), note ? h("p", { class: "hint" }, note) : null, fields.map((f) => f.el));
+}

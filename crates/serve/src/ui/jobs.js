@@ -1,0 +1,252 @@
+// Jobs: the list, a job's overview page, its form, clone, delete, import.
+"use strict";
+
+function jobActions(job, after) {
+  const act = (label, path, id, opts = {}) => h("button", {
+    type: "button", id, disabled: !!opts.disabled, title: opts.title || null,
+    onclick: async (ev) => {
+      if (opts.confirm && !confirm(opts.confirm)) return;
+      ev.target.disabled = true;
+      try { await api("POST", path); } catch (e) { if (e.status !== 401) alert(e.message); }
+      after();
+    },
+  }, label);
+  return h("span", { class: "actions" },
+    // Sync Now waits for the run in progress to end.
+    act("Sync Now", `/api/jobs/${job.id}/sync`, `sync-${job.id}`,
+      { disabled: job.running, title: job.running ? "a run is in progress" : null }),
+    job.paused
+      ? act("Resume", `/api/jobs/${job.id}/resume`, `resume-${job.id}`)
+      : act("Pause", `/api/jobs/${job.id}/pause`, `pause-${job.id}`),
+    job.running ? act("Cancel", `/api/jobs/${job.id}/cancel`, `cancel-${job.id}`,
+      { confirm: `Cancel the run of ${job.name}? It commits nothing and deletes the files it wrote.` }) : null);
+}
+
+async function jobsPage() {
+  const jobs = await api("GET", "/api/jobs");
+  const rows = jobs.map((j) => h("tr", { id: `job-${j.id}` },
+    h("td", {}, h("a", { href: `#/jobs/${j.id}` }, j.name)),
+    h("td", {}, j.schedule ? `${j.schedule} (UTC)` : "manual", j.paused ? " — paused" : ""),
+    h("td", {}, utc(j.next_run)),
+    h("td", {}, j.running ? statusCell("running") : statusCell(j.last_run && j.last_run.status)),
+    h("td", {}, j.last_run ? count(j.last_run.records) : "-"),
+    h("td", {}, jobActions(j, route))));
+  show(
+    h("h1", {}, "Jobs"),
+    takeFlash(),
+    h("p", { class: "actions" }, h("a", { class: "button", href: "#/jobs/new", id: "new-job" }, "New job"),
+      h("a", { class: "button", href: "#/import", id: "import-job" }, "Import job file")),
+    jobs.length === 0 ? h("p", {}, "No jobs yet: add a source and a destination, then a job.") :
+      h("table", {},
+        h("tr", {}, ["Job", "Schedule", "Next run", "Last run", "Records", ""].map((t) => h("th", {}, t))),
+        rows));
+  if (jobs.some((j) => j.running)) refreshTimer = setTimeout(route, 2000);
+}
+
+// A labelled line of the overview.
+function fact(label, ...value) {
+  return h("div", { class: "fact" }, h("span", { class: "fact-label" }, label), h("span", {}, ...value));
+}
+
+async function jobPage(id) {
+  const [job, runs, overview] = await Promise.all([
+    api("GET", `/api/jobs/${id}`),
+    api("GET", `/api/jobs/${id}/runs?limit=${HISTORY_FETCH}`),
+    api("GET", `/api/jobs/${id}/overview`),
+  ]);
+  const [source, destination] = await Promise.all([
+    api("GET", `/api/sources/${job.source_id}`).catch(() => null),
+    api("GET", `/api/destinations/${job.destination_id}`).catch(() => null),
+  ]);
+  const warnings = (job.warnings || []).map((w) => banner("warn", w));
+  const waiting = job.paused && (job.streams || []).length === 0;
+  const streams = job.streams || [];
+  const last = overview.last_success;
+  const lag = overview.lag;
+  show(
+    h("h1", {}, `Job ${job.name}`),
+    takeFlash(),
+    waiting ? banner("warn", "Paused until its streams are saved: ",
+      h("a", { href: `#/jobs/${id}/streams/first`, id: "choose-streams" }, "choose its streams")) : null,
+    ...warnings,
+    h("p", { class: "actions" }, jobActions(job, route), " ",
+      h("a", { class: "button", href: `#/jobs/${id}/streams`, id: "streams" }, "Streams"),
+      h("a", { class: "button", href: `#/jobs/${id}/edit`, id: "edit-job" }, "Edit"),
+      h("button", { type: "button", id: "clone-job", onclick: () => cloneJob(job) }, "Clone"),
+      h("a", { class: "button", href: `/api/jobs/${id}/export`, download: `${job.name}.toml` }, "Export job TOML"),
+      h("button", { type: "button", id: "delete-job", class: "danger", onclick: () => deleteJob(job) }, "Delete")),
+    h("div", { class: "overview", id: "overview" },
+      h("div", { class: "card" }, h("h2", {}, "Source"),
+        source ? [fact("Name", h("a", { href: `#/sources/${source.id}` }, source.name)),
+          fact("Brokers", cell(source.bootstrap_servers)),
+          source.topic_pattern ? fact("Topic pattern", source.topic_pattern) : null] : "-"),
+      h("div", { class: "card" }, h("h2", {}, "Destination"),
+        destination ? [fact("Name", h("a", { href: `#/destinations/${destination.id}` }, destination.name)),
+          fact("Catalog", destination.catalog === "rest" ? `REST ${cell(destination.uri)}` : "embedded"),
+          fact("Namespace", job.namespace || `${job.name}_topics (default)`)] : "-"),
+      h("div", { class: "card" }, h("h2", {}, "Schedule"),
+        h("p", {}, "Schedule: ", job.schedule ? `${job.schedule} (UTC)` : "manual only",
+          job.paused ? " — paused" : "", " · next run: ", utc(job.next_run)),
+        fact("Last success", last ? [utc(last.finished), " (", h("a", { href: `#/runs/${last.id}` }, `run #${last.id}`), ")"] : "never", ""),
+        fact("Target engines", (job.target_engines || []).join(", ") || "(default)"))),
+    h("h2", {}, "Streams"),
+    streams.length === 0 ? h("p", {}, "None ticked: every topic the source's pattern selects.") :
+      h("table", { id: "overview-streams" },
+        h("tr", {}, ["Topic", "Table", "Mode", "Dedup keys", "Invalid messages", "Lag (messages)"].map((t) => h("th", {}, t))),
+        streams.map((s) => {
+          const l = lag && lag.find((t) => t.topic === s.topic);
+          return h("tr", {},
+            h("td", {}, s.topic), h("td", {}, s.table || "(from the topic)"), h("td", {}, s.mode || "append"),
+            h("td", {}, (s.dedup_keys || []).join(", ") || "-"), h("td", {}, s.on_invalid || "fail"),
+            h("td", { class: "lag" }, l ? count(l.lag) : "-"));
+        })),
+    h("h2", {}, "Consumer lag"),
+    lag === null || lag === undefined
+      ? h("p", { id: "lag" }, "Measured after each run (not yet since the service started).")
+      : h("table", { id: "lag" },
+        h("tr", {}, ["Topic", "Lag (messages)", "Per partition"].map((t) => h("th", {}, t))),
+        lag.map((t) => h("tr", { class: "topic-lag" }, h("td", {}, t.topic), h("td", { class: "lag" }, count(t.lag)),
+          h("td", { class: "cols" }, t.partitions.map((p) => `${p.partition}: ${count(p.lag)}`).join(", "))))),
+    h("h2", {}, "History"),
+    historySection(id, runs));
+  if (job.running || runs.some((r) => r.status === "running")) refreshTimer = setTimeout(route, 2000);
+  else if (job.schedule && !job.paused) refreshTimer = setTimeout(route, 5000);
+}
+
+// A copy of the job under a new name, paused until its streams are
+// checked (its source and destination are shared).
+async function cloneJob(job) {
+  const name = prompt("Name of the copy", `${job.name}_copy`);
+  if (!name) return;
+  const body = { ...job, name, paused: true };
+  for (const k of ["id", "running", "next_run", "last_run", "warnings"]) delete body[k];
+  try {
+    const saved = await api("POST", "/api/jobs", body);
+    flash = `Cloned ${job.name} as ${saved.name}; it is paused until you resume it.`;
+    go(`#/jobs/${saved.id}`);
+  } catch (e) { if (e.status !== 401) alert(e.message); }
+}
+
+async function deleteJob(job) {
+  if (!confirm(`Delete job ${job.name} and its run history? Its tables stay in the catalog. This cannot be undone.`)) return;
+  try {
+    await api("DELETE", `/api/jobs/${job.id}`);
+    flash = `Deleted job ${job.name}.`;
+    go("#/jobs");
+  } catch (e) { if (e.status !== 401) alert(e.message); }
+}
+
+function importPage() {
+  const msg = h("div", { id: "import-result" });
+  const text = h("textarea", { id: "import-text", rows: 16, placeholder: "name = \"orders\"\n[source]\nbootstrap_servers = ..." });
+  const file = h("input", { type: "file", id: "import-file", accept: ".toml,text/plain",
+    onchange: async () => { if (file.files[0]) text.value = await file.files[0].text(); } });
+  show(
+    h("h1", {}, "Import a job file"),
+    h("form", {
+      class: "card", id: "import-form",
+      onsubmit: async (ev) => {
+        ev.preventDefault();
+        try {
+          const res = await fetch("/api/jobs/import", {
+            method: "POST", body: text.value, credentials: "same-origin",
+            headers: { "Content-Type": "text/plain; charset=utf-8", "X-CSRF-Token": csrf },
+          });
+          const data = await res.json().catch(() => null);
+          if (!res.ok) throw new ApiFailure(res.status, data);
+          flash = `Imported ${data.name}: secrets written as \${VAR} are unset, enter them on its source and destination.`;
+          go(`#/jobs/${data.id}`);
+        } catch (e) {
+          msg.replaceChildren(banner("bad", "Not imported: ", inWords(e.message),
+            ((e.body && e.body.problems) || []).length > 1 ? h("ul", {}, e.body.problems.map((p) => h("li", {}, inWords(p)))) : null));
+        }
+      },
+    },
+      h("div", { class: "field" }, h("label", { for: "import-file" }, "Job file (TOML)"), file,
+        h("div", { class: "hint help" }, "what topicberg sync -c reads, or an export; it creates the job with its own source and destination")),
+      text,
+      h("p", {}, h("button", { class: "primary", type: "submit", id: "import-save" }, "Import")),
+      msg));
+}
+
+// ---- the job form -----------------------------------------------------------
+
+const ENGINES = ["spark", "trino", "duckdb", "databricks", "snowflake", "athena", "pyiceberg", "flink", "clickhouse"];
+
+const SYNC_FIELDS = [
+  { key: "target_file_size_mb", label: "Data file size (MiB)", type: "number", help: "Parquet files roll over at about this size; empty: the default" },
+  { key: "batch_rows", label: "Rows per batch", type: "number", help: "messages decoded together; bounds memory per partition reader" },
+  { key: "zstd_level", label: "Compression level", type: "number", help: "zstd, 1 (fastest) to 22 (smallest)" },
+  { key: "max_columns", label: "Most columns per table", type: "number", min: 9, help: "a table that would grow beyond it is refused (at least 9: the metadata columns and one more)" },
+  { key: "state_dir", label: "State folder", help: "rebuildable local state (the upsert key index), relative to the data folder; empty: state/<job>" },
+];
+
+async function jobForm(id) {
+  const [sources, destinations, job] = await Promise.all([
+    api("GET", "/api/sources"),
+    api("GET", "/api/destinations"),
+    id ? api("GET", `/api/jobs/${id}`) : Promise.resolve(null),
+  ]);
+  const msg = h("div", { id: "job-result" });
+  const name = field("job", { key: "name", label: "Name", help: "names the consumer group and the default namespace" }, job);
+  const source = h("select", { id: "job-source" }, sources.map((s) => h("option", { value: s.id }, s.name)));
+  const destination = h("select", { id: "job-destination" }, destinations.map((d) => h("option", { value: d.id }, d.name)));
+  if (job) { source.value = job.source_id; destination.value = job.destination_id; }
+  const schedule = field("job", { key: "schedule", label: "Schedule (UTC)", help: "a cron expression (min hour dom month dow), \"every N minutes\", \"every N hours\", \"daily at HH:MM\", or empty for manual only" },
+    job || { schedule: "every 60 minutes" });
+  const namespace = field("job", { key: "namespace", label: "Namespace", help: "the Iceberg namespace of its tables; empty: <job name>_topics" }, job);
+  const engines = ENGINES.map((e) => h("label", { class: "hint inline" },
+    h("input", { type: "checkbox", value: e, checked: job && (job.target_engines || []).includes(e) }), ` ${e}`));
+  const enginesError = h("div", { class: "field-error", id: "job-target_engines-error" });
+  const sync = SYNC_FIELDS.map((s) => field("sync", s, job ? job.sync : null));
+  const top = [name, schedule, namespace];
+  const resolve = (path) => {
+    if (path === "name" || path === "schedule") return top.find((f) => f.spec.key === path);
+    if (path === "destination.namespace") return namespace;
+    if (/^target_engines/.test(path)) return { setError: (t) => enginesError.replaceChildren(t) };
+    const m = /^sync\.(\w+)$/.exec(path);
+    return m ? sync.find((f) => f.spec.key === m[1]) || null : null;
+  };
+  show(
+    h("h1", {}, job ? `Edit job ${job.name}` : "New job"),
+    h("form", {
+      class: "card", id: "job-form", novalidate: true,
+      onsubmit: async (ev) => {
+        ev.preventDefault();
+        for (const f of top) f.setError("");
+        enginesError.replaceChildren();
+        const syncTable = { ...(job ? job.sync : {}) };
+        if (applyFields(sync, syncTable, !job)) {
+          msg.replaceChildren(banner("bad", "Not saved: fix the fields marked above."));
+          return;
+        }
+        const body = {
+          name: name.input.value,
+          source_id: +source.value,
+          destination_id: +destination.value,
+          schedule: schedule.input.value,
+          namespace: namespace.input.value || null,
+          target_engines: engines.map((l) => l.querySelector("input")).filter((i) => i.checked).map((i) => i.value),
+          sync: syncTable,
+          streams: job ? job.streams : [],
+          // A new job waits, paused, until its streams are saved: its
+          // schedule must not sync every matching topic meanwhile.
+          paused: job ? job.paused : true,
+        };
+        try {
+          const saved = job ? await api("PUT", `/api/jobs/${job.id}`, body) : await api("POST", "/api/jobs", body);
+          flash = job ? `Saved job ${saved.name}.` : `Saved job ${saved.name}; it stays paused until its streams are saved.`;
+          go(job ? `#/jobs/${saved.id}/streams` : `#/jobs/${saved.id}/streams/first`);
+        } catch (e) { if (e.status !== 401) showProblems(e, msg, resolve); }
+      },
+    },
+      name.el,
+      h("div", { class: "field" }, h("label", { for: "job-source" }, "Source"), source),
+      h("div", { class: "field" }, h("label", { for: "job-destination" }, "Destination"), destination),
+      schedule.el, namespace.el,
+      h("div", { class: "field" }, h("label", {}, "Target engines"), h("div", {}, engines),
+        h("div", { class: "hint help" }, "the engines that read the tables; they decide the delete format of upsert tables"), enginesError),
+      h("details", {}, h("summary", {}, "Sync tuning"), fieldset("Sync tuning", sync, "The defaults suit most jobs.")),
+      h("p", {}, h("button", { class: "primary", type: "submit", id: "job-save" }, "Save and choose streams")),
+      msg));
+}

@@ -1,0 +1,100 @@
+// A run's page: its error first, what it has to say (dead letters, schema
+// changes, skipped or expired messages), each table, and the log with a
+// search and a level filter.
+"use strict";
+
+// The notes of a run worth a mark, as [class, text] (empty: nothing to say).
+function runNotes(run) {
+  const n = run.notes || {};
+  const out = [];
+  if (n.dead_letter_records > 0) out.push(["dlq", `${count(n.dead_letter_records)} dead letters written`]);
+  if (n.schema_changes > 0) out.push(["schema", `${count(n.schema_changes)} schema change${n.schema_changes === 1 ? "" : "s"}`]);
+  if (n.skipped_records > 0) out.push(["skipped", `${count(n.skipped_records)} invalid messages skipped`]);
+  if (n.expired_messages > 0) out.push(["expired", `${count(n.expired_messages)} messages expired before they were read`]);
+  return out;
+}
+
+// The marks next to a run's status in the history.
+function runMarks(run) {
+  const notes = runNotes(run);
+  return notes.length === 0 ? null
+    : h("span", { class: "marks" }, notes.map(([cls, text]) => h("span", { class: `mark mark-${cls}`, title: text }, ` ⚑ ${text}`)));
+}
+
+// Lines of `log` with `text` in them (any case) at `level` or above.
+const LEVELS = ["TRACE", "DEBUG", "INFO", "WARN", "ERROR"];
+function filterLog(lines, text, level) {
+  const needle = text.trim().toLowerCase();
+  const min = LEVELS.indexOf(level);
+  return lines.filter((line) => {
+    if (needle && !line.toLowerCase().includes(needle)) return false;
+    if (min > 0) {
+      const m = /^\S+\s+(TRACE|DEBUG|INFO|WARN|ERROR)\b/.exec(line);
+      if (m && LEVELS.indexOf(m[1]) < min) return false;
+    }
+    return true;
+  });
+}
+
+async function runPage(id) {
+  const run = await api("GET", `/api/runs/${id}`);
+  const log = await fetch(`/api/runs/${id}/log`, { credentials: "same-origin" }).then((r) => r.text());
+  const tables = run.tables || [];
+  const notes = runNotes(run);
+  const lines = log ? log.replace(/\n$/, "").split("\n") : [];
+  const pre = h("pre", { class: "log", id: "log" });
+  const search = h("input", { type: "search", id: "log-search", placeholder: "search the log", value: runPage.search || "" });
+  const level = h("select", { id: "log-level" },
+    [["", "all levels"], ["INFO", "INFO and above"], ["WARN", "WARN and ERROR"], ["ERROR", "ERROR only"]].map(([v, t]) => h("option", { value: v }, t)));
+  level.value = runPage.level || "";
+  const shownCount = h("span", { class: "hint", id: "log-count" });
+  const render = () => {
+    // Kept across the page's own refreshes of a running run.
+    runPage.search = search.value;
+    runPage.level = level.value;
+    const kept = filterLog(lines, search.value, level.value);
+    pre.replaceChildren(lines.length === 0 ? "(empty)" : kept.join("\n") || "(no line matches)");
+    shownCount.replaceChildren(kept.length === lines.length ? `${lines.length} lines` : `${kept.length} of ${lines.length} lines`);
+  };
+  search.addEventListener("input", render);
+  level.addEventListener("change", render);
+  render();
+  show(
+    h("h1", {}, `Run #${run.id}`),
+    run.error ? banner("bad", run.error) : null,
+    notes.length && run.status === "succeeded" ? h("div", { class: "banner warn", id: "run-notes" }, "Succeeded, with something to say: ", notes.map(([, t]) => t).join("; ")) : null,
+    h("p", {}, h("a", { href: `#/jobs/${run.job_id}` }, "← job"), " · ",
+      statusCell(run.status), " · started ", utc(run.started), " · ", duration(run.duration_ms),
+      " · ", run.trigger),
+    h("div", { class: "facts", id: "run-figures" },
+      fact("Records", count(run.records)), fact("Read from Kafka", bytes(run.bytes)),
+      fact("Dead letters", count((run.notes || {}).dead_letter_records)),
+      fact("Schema changes", count((run.notes || {}).schema_changes)),
+      fact("Skipped", count((run.notes || {}).skipped_records)),
+      fact("Expired", count((run.notes || {}).expired_messages))),
+    h("table", { id: "tables" },
+      h("tr", {}, ["Topic", "Table", "Status", "Records", "Bytes", "Data files", "Notes", "Commit report", "Error"].map((t) => h("th", {}, t))),
+      tables.map((t) => h("tr", {},
+        h("td", {}, cell(t.topic)), h("td", {}, cell(t.table)), h("td", {}, statusCell(t.status)),
+        h("td", {}, count(t.records)), h("td", {}, bytes(t.bytes)),
+        h("td", {}, cell(t.data_files), t.data_file_bytes ? ` (${bytes(t.data_file_bytes)})` : ""),
+        h("td", { class: "cols notes" }, tableNotes(t)),
+        h("td", { class: "cols commit" }, t.commit ? Object.entries(t.commit).filter(([, v]) => v !== null && v !== undefined)
+          .map(([k, v]) => `${k}=${v}`).join(", ") : "-"),
+        h("td", { class: "bad" }, t.error || "")))),
+    h("h2", {}, "Log ", h("a", { class: "button", href: `/api/runs/${id}/log`, download: `run-${id}.log` }, "Download")),
+    h("p", { class: "log-tools" }, search, " ", level, " ", shownCount),
+    pre);
+  if (run.status === "running") refreshTimer = setTimeout(route, 2000);
+}
+
+// A table's own notes on the run page.
+function tableNotes(t) {
+  const out = [];
+  if (t.dead_letter_records > 0) out.push(`${count(t.dead_letter_records)} dead letters → ${t.dead_letter_table || "dead-letter table"}`);
+  for (const c of t.schema_changes || []) out.push(`schema: ${c}`);
+  if (t.skipped_records > 0) out.push(`${count(t.skipped_records)} skipped`);
+  if (t.expired_messages > 0) out.push(`${count(t.expired_messages)} expired`);
+  if (t.note) out.push(t.note);
+  return out.length ? out.map((o) => h("div", {}, o)) : "-";
+}

@@ -1,0 +1,430 @@
+//! Issue 16's "what is missing", in headless Chromium: every setting as a
+//! labelled field, validation errors next to their fields (all at once,
+//! in words); the job overview (source, destination, streams, schedule,
+//! last success, lag per topic); Sync Now disabled while a run goes; a run
+//! that wrote dead letters marked, its counts and human units; the log
+//! filter; the history chart and pages; clone, delete (confirmed) and
+//! import. The pages' screenshots go to docs/screenshots/.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::serve_browser::{browser, start_chromedriver, Page};
+use crate::serve_support::{temp_data_dir, Server, ADMIN_PASSWORD};
+use crate::support::{create_topic, produce};
+use crate::testbed::{get, unique_name};
+
+fn docs_screenshots() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../docs/screenshots")
+}
+
+#[test]
+fn serve_browser_fields_overview_marks_log_filter_clone_delete_import() {
+    let topic = unique_name("ui_dlq");
+    create_topic(&topic, 2);
+    let mut messages: Vec<(String, String)> = (1..=5)
+        .map(|i| {
+            (
+                i.to_string(),
+                json!({"id": i, "name": format!("n{i}")}).to_string(),
+            )
+        })
+        .collect();
+    messages.push(("9".into(), "not JSON at all".into()));
+    produce(&topic, &messages);
+    let dir = temp_data_dir();
+    let release = dir.join("release-commit");
+    let pause = format!("before_iceberg_commit:{}", release.display());
+    let server = Server::start_env(
+        &dir,
+        Some(ADMIN_PASSWORD),
+        &[],
+        &[("TOPICBERG_PAUSE", pause.as_str())],
+    );
+    let mut api = server.client();
+    api.login(ADMIN_PASSWORD).expect(200);
+    let destination = api
+        .json(
+            "POST",
+            "/api/destinations",
+            Some(&json!({"name": "embedded", "catalog": "sql", "path": "wh"})),
+        )
+        .expect(201)
+        .json();
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(browse(
+            &dir,
+            &server.base,
+            &topic,
+            &release,
+            destination["id"].as_i64().unwrap(),
+        ));
+
+    // The secret typed into the destination form is write-only.
+    let destinations = api.get("/api/destinations").expect(200).json();
+    let stored = destinations
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["name"] == "azure-lake")
+        .cloned()
+        .unwrap();
+    assert_eq!(stored["azure_access_key"], json!({"set": true}), "{stored}");
+    assert_eq!(stored["azure_account"], "devstoreaccount9", "{stored}");
+    assert!(!destinations.to_string().contains("az-s3cr3t"));
+    let jobs = api.get("/api/jobs").expect(200).json();
+    let names: Vec<&str> = jobs
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|j| j["name"].as_str())
+        .collect();
+    assert!(names.iter().any(|n| n.ends_with("_imported")), "{names:?}");
+    assert!(
+        !names.iter().any(|n| n.ends_with("_copy")),
+        "the clone was deleted: {names:?}"
+    );
+}
+
+async fn browse(
+    dir: &std::path::Path,
+    base: &str,
+    topic: &str,
+    release: &std::path::Path,
+    destination: i64,
+) {
+    let (_driver, webdriver) = start_chromedriver();
+    let client = browser(&webdriver, &dir.join("chromium-profile")).await;
+    let shots = docs_screenshots();
+    std::fs::create_dir_all(&shots).unwrap();
+    let page = Page {
+        client,
+        base: base.to_string(),
+        shots: shots.clone(),
+        shot: 0,
+    };
+    let limit = Duration::from_secs(30);
+    page.go("").await;
+    page.fill("#password", ADMIN_PASSWORD).await;
+    page.screenshot_as("serve-login").await;
+    page.click("#login").await;
+    page.wait("#new-job").await;
+
+    // The source form: labels in words; a client-side and three server
+    // problems shown at once, each next to its field, in words.
+    page.go("#/sources/new").await;
+    let form = page
+        .text_until("#source-form", limit, |t| t.contains("Brokers"))
+        .await;
+    for label in [
+        "Consumer group",
+        "Max threads",
+        "CA certificate",
+        "Schema registry URL",
+        "Registry password",
+    ] {
+        assert!(
+            form.contains(label),
+            "no {label:?} on the source form: {form}"
+        );
+    }
+    page.fill("#source-name", "kafka").await;
+    page.fill("#source-bootstrap_servers", "127.0.0.1").await;
+    page.fill("#source-max_threads", "0").await;
+    page.click("#source-save").await;
+    let threads = page
+        .text_until("#source-max_threads-error", limit, |t| !t.is_empty())
+        .await;
+    assert!(threads.contains("whole number of 1 or more"), "{threads}");
+    page.fill("#source-max_threads", "2").await;
+    page.wait("#source-security_protocol")
+        .await
+        .select_by_value("SASL_SSL")
+        .await
+        .unwrap();
+    page.click("#source-save").await;
+    let brokers = page
+        .text_until("#source-bootstrap_servers-error", limit, |t| !t.is_empty())
+        .await;
+    assert!(brokers.contains("is not host:port"), "{brokers}");
+    let user = page
+        .text_until("#source-sasl_username-error", limit, |t| !t.is_empty())
+        .await;
+    assert!(user.contains("“Security protocol”"), "in words: {user}");
+    assert!(!user.contains("security_protocol"), "{user}");
+    page.text_until("#source-sasl_password-error", limit, |t| {
+        t.contains("enter it")
+    })
+    .await;
+    page.text_until("#source-result", limit, |t| t.contains("fields need a fix"))
+        .await;
+    page.screenshot_as("serve-source-errors").await;
+    page.wait("#source-security_protocol")
+        .await
+        .select_by_value("PLAINTEXT")
+        .await
+        .unwrap();
+    page.fill("#source-bootstrap_servers", &get("TESTBED_KAFKA_BOOTSTRAP"))
+        .await;
+    page.fill("#source-topic_pattern", &format!("^{topic}$"))
+        .await;
+    page.fill("#source-consumer_group", &unique_name("ui_group"))
+        .await;
+    page.click("#source-save").await;
+    page.text_until("#source-result", limit, |t| t.contains("Saved kafka"))
+        .await;
+
+    // The destination form: the storage settings of this session; the
+    // Azure key is write-only.
+    page.go(&format!("#/destinations/{destination}")).await;
+    let form = page
+        .text_until("#destination-form", limit, |t| t.contains("Warehouse"))
+        .await;
+    for label in [
+        "OAuth2 token URI",
+        "OAuth2 scope",
+        "Bearer token",
+        "Format version",
+        "Azure account key",
+        "Azure Blob endpoint",
+        "GCS service account file",
+    ] {
+        assert!(
+            form.contains(label),
+            "no {label:?} on the destination form: {form}"
+        );
+    }
+    // Azure settings on a destination whose tables are local: refused,
+    // the problem next to the first of them, in words.
+    page.fill("#destination-azure_account", "devstoreaccount9")
+        .await;
+    page.fill("#destination-azure_access_key", "az-s3cr3t")
+        .await;
+    page.click("#destination-save").await;
+    let refused = page
+        .text_until("#destination-azure_account-error", limit, |t| !t.is_empty())
+        .await;
+    assert!(refused.contains("“Warehouse”"), "{refused}");
+    assert!(refused.contains("“Azure account key”"), "{refused}");
+    page.screenshot_as("serve-destination-errors").await;
+    // A new embedded destination with its tables in Azure: saved.
+    page.go("#/destinations/new").await;
+    page.fill("#destination-name", "azure-lake").await;
+    page.wait("#destination-catalog")
+        .await
+        .select_by_value("sql")
+        .await
+        .unwrap();
+    page.fill(
+        "#destination-warehouse",
+        "abfss://warehouse@devstoreaccount9.dfs.core.windows.net/lake",
+    )
+    .await;
+    page.fill("#destination-azure_account", "devstoreaccount9")
+        .await;
+    page.fill("#destination-azure_access_key", "az-s3cr3t")
+        .await;
+    page.click("#destination-save").await;
+    let saved = page
+        .text_until("#destination-result", limit, |t| t.contains("aved"))
+        .await;
+    assert!(saved.contains("Saved azure-lake"), "{saved}");
+    page.screenshot_as("serve-destination").await;
+
+    // A job on that topic; on the streams page, under "More": a table
+    // name the validator refuses (shown next to it), then dead letters.
+    let job_name = unique_name("ui_overview");
+    page.go("#/jobs/new").await;
+    page.fill("#job-name", &job_name).await;
+    page.fill("#job-schedule", "").await;
+    page.wait("#job-destination")
+        .await
+        .select_by_value(&destination.to_string())
+        .await
+        .unwrap();
+    page.click("#job-save").await;
+    let row = format!("#stream-{topic}");
+    page.wait(&format!("{row} .tick")).await;
+    page.click(&format!("{row} .tick")).await;
+    page.click(&format!("#settings-{topic} summary")).await;
+    page.fill(&format!("#stream-{topic}-table"), "Not A Table!")
+        .await;
+    page.wait(&format!("#stream-{topic}-on_invalid"))
+        .await
+        .select_by_value("dlq")
+        .await
+        .unwrap();
+    page.click("#streams-save").await;
+    let table_error = page
+        .text_until(&format!("#stream-{topic}-table-error"), limit, |t| {
+            !t.is_empty()
+        })
+        .await;
+    assert!(!table_error.is_empty());
+    page.screenshot_as("serve-streams").await;
+    page.fill(&format!("#stream-{topic}-table"), "dlq_orders")
+        .await;
+    page.click("#streams-save").await;
+    page.text_until("main", limit, |t| t.contains("schedule is on"))
+        .await;
+    let job_id = page.job_id().await;
+
+    // Sync Now: while the run waits before its commit, Sync Now is off.
+    page.click(&format!("#sync-{job_id}")).await;
+    let ready = release.with_extension("ready");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !ready.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "the run never reached its commit"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let disabled = poll(limit, || async {
+        page.go(&format!("#/jobs/{job_id}")).await;
+        let button = page.wait(&format!("#sync-{job_id}")).await;
+        button.attr("disabled").await.ok().flatten().is_some()
+    })
+    .await;
+    assert!(disabled, "Sync Now stays enabled while the job runs");
+    std::fs::write(release, "").unwrap();
+    let run_row = page
+        .text_until("#runs tr.run", Duration::from_secs(120), |t| {
+            t.contains("succeeded") || t.contains("failed")
+        })
+        .await;
+    assert!(run_row.contains("succeeded"), "{run_row}");
+    assert!(
+        run_row.contains("1 dead letters written"),
+        "marked: {run_row}"
+    );
+
+    // The overview: source, destination, streams, last success, lag.
+    let overview = page
+        .text_until("#overview", limit, |t| t.contains("Last success"))
+        .await;
+    assert!(
+        overview.contains("kafka") && overview.contains("embedded"),
+        "{overview}"
+    );
+    assert!(!overview.contains("Last success never"), "{overview}");
+    let lag = page.text_until("#lag", limit, |t| t.contains(topic)).await;
+    assert!(lag.contains('0'), "{lag}");
+    page.text_until("#overview-streams", limit, |t| t.contains("dlq_orders"))
+        .await;
+    page.wait("#chart-records rect.bar").await;
+    page.wait("#chart-duration rect.bar").await;
+    page.text_until("#runs-page", limit, |t| t.contains("page 1"))
+        .await;
+    page.screenshot_as("serve-job-overview").await;
+
+    // The run: its counts, human units, the log filter.
+    page.click("#runs tr.run a").await;
+    let figures = page
+        .text_until("#run-figures", limit, |t| t.contains("Dead letters"))
+        .await;
+    let compact: String = figures.chars().filter(|c| !c.is_whitespace()).collect();
+    assert!(compact.contains("Deadletters1"), "{figures}");
+    assert!(
+        figures.contains(" B") || figures.contains("KB"),
+        "human units: {figures}"
+    );
+    page.text_until("#run-notes", limit, |t| t.contains("dead letters written"))
+        .await;
+    let all = page
+        .text_until("#log-count", limit, |t| t.contains("lines"))
+        .await;
+    page.fill("#log-search", "committed snapshot").await;
+    let filtered = page
+        .text_until("#log-count", limit, |t| t.contains(" of "))
+        .await;
+    assert!(filtered != all, "{filtered} vs {all}");
+    let log = page.text_until("#log", limit, |t| !t.is_empty()).await;
+    assert!(
+        log.lines().all(|l| l.contains("committed snapshot")),
+        "the filter kept other lines: {log}"
+    );
+    page.screenshot_as("serve-run").await;
+
+    // Clone (named in a prompt), then delete the clone (confirmed).
+    page.go(&format!("#/jobs/{job_id}")).await;
+    page.click("#clone-job").await;
+    page.client
+        .send_alert_text(&format!("{job_name}_copy"))
+        .await
+        .unwrap();
+    page.client.accept_alert().await.unwrap();
+    page.text_until("main", limit, |t| {
+        t.contains(&format!("Job {job_name}_copy"))
+    })
+    .await;
+    page.click("#delete-job").await;
+    page.client.accept_alert().await.unwrap();
+    page.text_until("main", limit, |t| t.contains("Deleted job"))
+        .await;
+
+    // Import: the exported job file under another name.
+    let export = page
+        .client
+        .execute_async(
+            "const done = arguments[arguments.length - 1];
+             fetch(arguments[0], {credentials: 'same-origin'}).then((r) => r.text()).then(done);",
+            vec![Value::String(format!("/api/jobs/{job_id}/export"))],
+        )
+        .await
+        .unwrap();
+    let text = export.as_str().unwrap().replace(
+        &format!("name = \"{job_name}\""),
+        &format!("name = \"{job_name}_imported\""),
+    );
+    page.go("#/import").await;
+    page.wait("#import-text").await;
+    page.client
+        .execute(
+            "document.getElementById('import-text').value = arguments[0];",
+            vec![Value::String(text)],
+        )
+        .await
+        .unwrap();
+    page.screenshot_as("serve-import").await;
+    page.click("#import-save").await;
+    page.text_until("main", limit, |t| t.contains("Imported"))
+        .await;
+    page.go("#/jobs").await;
+    page.text_until("main", limit, |t| t.contains("_imported"))
+        .await;
+    page.screenshot_as("serve-jobs").await;
+    page.client.close().await.unwrap();
+}
+
+/// Polls `check` until it holds or `limit` passes; whether it held.
+async fn poll<F, Fut>(limit: Duration, check: F) -> bool
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + limit;
+    loop {
+        if check().await {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+impl Page {
+    /// A screenshot written as `<shots>/<name>.png` (docs/screenshots).
+    async fn screenshot_as(&self, name: &str) {
+        let png = self.client.screenshot().await.unwrap();
+        std::fs::write(self.shots.join(format!("{name}.png")), png).unwrap();
+    }
+}
