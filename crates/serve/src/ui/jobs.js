@@ -171,7 +171,7 @@ function importPage() {
 
 // ---- the job form -----------------------------------------------------------
 
-const ENGINES = ["spark", "trino", "duckdb", "databricks", "snowflake", "athena", "pyiceberg", "flink", "clickhouse"];
+const ENGINES = ["spark", "trino", "duckdb", "databricks", "snowflake", "athena", "pyiceberg", "flink", "clickhouse", "polars", "datafusion", "daft"];
 
 const SYNC_FIELDS = [
   { key: "target_file_size_mb", label: "Data file size (MiB)", type: "number", help: "Parquet files roll over at about this size; empty: the default" },
@@ -197,6 +197,11 @@ async function jobForm(id) {
   const namespace = field("job", { key: "namespace", label: "Namespace", help: "the Iceberg namespace of its tables; empty: <job name>_topics" }, job);
   const engines = ENGINES.map((e) => h("label", { class: "hint inline" },
     h("input", { type: "checkbox", value: e, checked: job && (job.target_engines || []).includes(e) }), ` ${e}`));
+  // Entries the boxes cannot show (a release: "trino<480") are kept in a
+  // text field, so a save never drops them.
+  const versions = field("job", { key: "engine_versions", label: "Engines with a release",
+    help: "comma-separated, e.g. trino<480, clickhouse>=26.10 (read the delete-format matrix in README)" },
+    { engine_versions: ((job && job.target_engines) || []).filter((e) => !ENGINES.includes(e)).join(", ") });
   const enginesError = h("div", { class: "field-error", id: "job-target_engines-error" });
   const sync = SYNC_FIELDS.map((s) => field("sync", s, job ? job.sync : null));
   const top = [name, schedule, namespace];
@@ -226,7 +231,8 @@ async function jobForm(id) {
           destination_id: +destination.value,
           schedule: schedule.input.value,
           namespace: namespace.input.value || null,
-          target_engines: engines.map((l) => l.querySelector("input")).filter((i) => i.checked).map((i) => i.value),
+          target_engines: engines.map((l) => l.querySelector("input")).filter((i) => i.checked).map((i) => i.value)
+            .concat(versions.input.value.split(",").map((e) => e.trim()).filter((e) => e)),
           sync: syncTable,
           streams: job ? job.streams : [],
           // A new job waits, paused, until its streams are saved: its
@@ -246,6 +252,7 @@ async function jobForm(id) {
       schedule.el, namespace.el,
       h("div", { class: "field" }, h("label", {}, "Target engines"), h("div", {}, engines),
         h("div", { class: "hint help" }, "the engines that read the tables; they decide the delete format of upsert tables"), enginesError),
+      versions.el,
       h("details", {}, h("summary", {}, "Sync tuning"), fieldset("Sync tuning", sync, "The defaults suit most jobs.")),
       h("p", {}, h("button", { class: "primary", type: "submit", id: "job-save" }, "Save and choose streams")),
       msg));

@@ -141,6 +141,30 @@ impl Page {
         }
     }
 
+    /// Polls the value of the input `css` until `done` holds; returns it.
+    pub(crate) async fn value_until(
+        &self,
+        css: &str,
+        limit: Duration,
+        done: impl Fn(&str) -> bool,
+    ) -> String {
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Ok(el) = self.client.find(Locator::Css(css)).await {
+                if let Ok(Some(value)) = el.prop("value").await {
+                    if done(&value) {
+                        return value;
+                    }
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{css} never held what was expected"
+            );
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+
     pub(crate) async fn screenshot(&mut self, name: &str) {
         self.shot += 1;
         let png = self.client.screenshot().await.unwrap();

@@ -77,7 +77,8 @@ fn serve_browser_saves_keep_what_the_forms_do_not_show() {
             "/api/jobs",
             Some(
                 &json!({"name": unique_name("ui_keep_job"), "source_id": source["id"],
-                "destination_id": destination["id"], "streams": [stream_a, stream_c]}),
+                "destination_id": destination["id"], "streams": [stream_a, stream_c],
+                "target_engines": ["spark", "trino<480"]}),
             ),
         )
         .expect(201)
@@ -131,6 +132,11 @@ fn serve_browser_saves_keep_what_the_forms_do_not_show() {
         job_now["streams"],
         json!([stream_a, {"topic": topic_b, "mode": "append"}, stream_c]),
         "the streams page changed only the ticked topic"
+    );
+    assert_eq!(
+        job_now["target_engines"],
+        json!(["spark", "trino<480"]),
+        "the job form kept the engine with a release"
     );
     let new_job = api
         .get(&format!("/api/jobs/{}", ids.new_job.unwrap()))
@@ -222,6 +228,16 @@ async fn browse(dir: &std::path::Path, base: &str, ids: &mut Ids) {
     page.click("#streams-save").await;
     page.text_until("main", limit, |t| t.contains("Streams saved"))
         .await;
+
+    // The job form shows an engine with a release in its text field, and
+    // saving the form keeps it.
+    page.go(&format!("#/jobs/{}/edit", ids.job)).await;
+    let versions = page
+        .value_until("#job-engine_versions", limit, |v| !v.is_empty())
+        .await;
+    assert_eq!(versions, "trino<480");
+    page.click("#job-save").await;
+    page.wait("#streams-table").await;
 
     // A new job with a schedule waits, paused, until its streams are saved.
     page.go("#/jobs/new").await;
