@@ -360,6 +360,20 @@ fn classify(result: &Result<SyncReport, String>) -> (RunStatus, Option<String>) 
     (RunStatus::Failed, Some(errors.join("; ")))
 }
 
+impl Runner {
+    /// The job's configuration as a run gets it (relative paths under the
+    /// data folder).
+    pub(crate) fn job_config(&self, job_id: i64) -> Result<JobConfig, String> {
+        let toml = self.store.job_toml(job_id)?;
+        let mut config = JobConfig::from_toml_str(&toml, |name| std::env::var(name).ok())
+            .map_err(|e| format!("the job's configuration is invalid: {e}"))?;
+        if let Some(dir) = &self.data_dir {
+            resolve_paths(&mut config, dir);
+        }
+        Ok(config)
+    }
+}
+
 /// Joins the job file's relative paths to the data folder.
 fn resolve_paths(config: &mut JobConfig, dir: &Path) {
     if config.sync.state_dir.is_relative() {

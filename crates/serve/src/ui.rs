@@ -22,7 +22,7 @@ const INDEX_HTML: &str = include_str!("ui/index.html");
 const APP_CSS: &str = include_str!("ui/app.css");
 
 /// The scripts, in the order `index.html` loads them.
-const SCRIPTS: [(&str, &str); 7] = [
+const SCRIPTS: [(&str, &str); 8] = [
     ("app.js", include_str!("ui/app.js")),
     ("forms.js", include_str!("ui/forms.js")),
     ("pieces.js", include_str!("ui/pieces.js")),
@@ -30,6 +30,7 @@ const SCRIPTS: [(&str, &str); 7] = [
     ("jobs.js", include_str!("ui/jobs.js")),
     ("runs.js", include_str!("ui/runs.js")),
     ("streams.js", include_str!("ui/streams.js")),
+    ("tables.js", include_str!("ui/tables.js")),
 ];
 
 /// The page and its assets (open: the page asks the API for a session).

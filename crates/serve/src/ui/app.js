@@ -140,6 +140,7 @@ async function route() {
     if (parts[0] === "jobs" && parts[1] === "new") return await jobForm(null);
     if (parts[0] === "jobs" && parts[2] === "edit") return await jobForm(+parts[1]);
     if (parts[0] === "jobs" && parts[2] === "streams") return await streamsPage(+parts[1], parts[3] === "first");
+    if (parts[0] === "jobs" && parts[2] === "tables") return await tablePage(+parts[1], decodeURIComponent(parts[3]));
     if (parts[0] === "jobs") return await jobPage(+parts[1]);
     if (parts[0] === "runs") return await runPage(+parts[1]);
     if (parts[0] === "import") return importPage();

@@ -43,6 +43,12 @@ async function jobsPage() {
   if (jobs.some((j) => j.running)) refreshTimer = setTimeout(route, 2000);
 }
 
+// The table a topic goes to when its stream names none (the job file's
+// rule: lower case, characters other than a-z, 0-9 and _ as _).
+function tableOf(topic) {
+  return topic.toLowerCase().replace(/[^a-z0-9_]/g, "_");
+}
+
 // A labelled line of the overview.
 function fact(label, ...value) {
   return h("div", { class: "fact" }, h("span", { class: "fact-label" }, label), h("span", {}, ...value));
@@ -96,7 +102,10 @@ async function jobPage(id) {
         streams.map((s) => {
           const l = lag && lag.find((t) => t.topic === s.topic);
           return h("tr", {},
-            h("td", {}, s.topic), h("td", {}, s.table || "(from the topic)"), h("td", {}, s.mode || "append"),
+            h("td", {}, s.topic),
+            h("td", {}, h("a", { class: "table-link", href: `#/jobs/${id}/tables/${encodeURIComponent(s.table || tableOf(s.topic))}` },
+              s.table || tableOf(s.topic))),
+            h("td", {}, s.mode || "append"),
             h("td", {}, (s.dedup_keys || []).join(", ") || "-"), h("td", {}, s.on_invalid || "fail"),
             h("td", { class: "lag" }, l ? count(l.lag) : "-"));
         })),

@@ -535,6 +535,39 @@ fn serve_api_end_to_end() {
     assert!(log.header("content-disposition").contains("attachment"));
     assert!(log.body.contains(&upsert_topic), "log:\n{}", log.body);
     client.get("/api/runs/999999").expect(404);
+
+    // The table page: schema, snapshots (ids as strings), rows.
+    let table = client
+        .get(&format!(
+            "/api/jobs/{jid}/tables/{}",
+            upsert_topic.to_lowercase()
+        ))
+        .expect(200)
+        .json();
+    let columns: Vec<&str> = table["columns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        columns.contains(&"id") && columns.contains(&"_olake_id"),
+        "{table}"
+    );
+    assert_eq!(table["rows"], 4, "one row per key: {table}");
+    let snapshot = &table["snapshots"][0];
+    assert!(
+        snapshot["snapshot_id"]
+            .as_str()
+            .unwrap()
+            .parse::<i64>()
+            .is_ok(),
+        "{table}"
+    );
+    assert_eq!(snapshot["added_records"], 4, "{table}");
+    client
+        .get(&format!("/api/jobs/{jid}/tables/no_such_table"))
+        .expect(404);
     let metrics = client.get("/metrics").expect(200).body;
     assert!(metrics.contains(&job_name), "{metrics}");
 

@@ -324,6 +324,26 @@ async fn browse(
         .await;
     page.screenshot_as("serve-job-overview").await;
 
+    // The table page, from the overview's link: schema, snapshots (ids in
+    // full), rows.
+    page.click("#overview-streams a.table-link").await;
+    let columns = page
+        .text_until("#table-columns", limit, |t| t.contains("_olake_id"))
+        .await;
+    assert!(columns.contains("id"), "{columns}");
+    let snapshot = page
+        .text_until("#table-snapshots .snapshot-id", limit, |t| !t.is_empty())
+        .await;
+    assert!(
+        snapshot.len() > 15 && snapshot.chars().all(|c| c.is_ascii_digit()),
+        "a 64-bit id shown in full: {snapshot}"
+    );
+    page.text_until("#table-overview", limit, |t| t.contains("Rows"))
+        .await;
+    page.screenshot_as("serve-table").await;
+    page.go(&format!("#/jobs/{job_id}")).await;
+    page.wait("#runs tr.run a").await;
+
     // The run: its counts, human units, the log filter.
     page.click("#runs tr.run a").await;
     let figures = page

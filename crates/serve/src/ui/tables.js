@@ -1,0 +1,30 @@
+"use strict";
+// The table page: one of a job's tables as its catalog has it.
+
+async function tablePage(jobId, table) {
+  const t = await api("GET", `/api/jobs/${jobId}/tables/${encodeURIComponent(table)}`);
+  show(
+    h("h1", {}, `Table ${t.table}`),
+    h("p", {}, h("a", { href: `#/jobs/${jobId}` }, "back to the job")),
+    h("div", { class: "overview", id: "table-overview" },
+      h("div", { class: "card" }, h("h2", {}, "Contents"),
+        fact("Rows", t.rows === null ? "-" : count(t.rows)),
+        fact("Data files", t.data_files === null ? "-" : count(t.data_files)),
+        fact("Delete files", t.delete_files === null ? "-" : count(t.delete_files))),
+      h("div", { class: "card" }, h("h2", {}, "Table"),
+        fact("Format version", `v${t.format_version}`),
+        fact("Schema versions", String(t.schema_versions)),
+        fact("Location", h("code", {}, t.location)))),
+    h("h2", {}, "Schema"),
+    h("table", { id: "table-columns" },
+      h("tr", {}, ["Id", "Column", "Type", "Required"].map((x) => h("th", {}, x))),
+      t.columns.map((c) => h("tr", {}, h("td", {}, String(c.id)), h("td", {}, c.name),
+        h("td", { class: "cols" }, c.type), h("td", {}, c.required ? "yes" : "no")))),
+    h("h2", {}, "Snapshots"),
+    t.snapshots.length === 0 ? h("p", {}, "None yet.") :
+      h("table", { id: "table-snapshots" },
+        h("tr", {}, ["Snapshot", "Committed", "Operation", "Rows added", "Deletes added"].map((x) => h("th", {}, x))),
+        t.snapshots.map((s) => h("tr", {}, h("td", { class: "snapshot-id" }, s.snapshot_id), h("td", {}, utcMs(s.timestamp_ms)),
+          h("td", {}, s.operation), h("td", {}, s.added_records === null ? "-" : count(s.added_records)),
+          h("td", {}, s.added_deletes === null ? "-" : count(s.added_deletes))))));
+}
