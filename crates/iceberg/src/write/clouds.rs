@@ -140,6 +140,17 @@ impl ObjectStorage {
         builder
     }
 
+    /// A builder for `bucket` with the retry policy.
+    fn gcs_builder(
+        &self,
+        builder: GoogleCloudStorageBuilder,
+        bucket: &str,
+    ) -> GoogleCloudStorageBuilder {
+        builder
+            .with_bucket_name(bucket)
+            .with_retry(self.inner.retry.retry_config())
+    }
+
     /// The store of a table on Azure whose catalog vended a SAS token.
     pub(super) fn vended_azure_store(
         &self,
@@ -175,9 +186,7 @@ impl ObjectStorage {
         let bucket = bucket_of(&url, location)?;
         let provider = Arc::new(vended_provider::<GcpCredential>(table, vended, refresh)?);
         let store: Arc<dyn ObjectStore> = Arc::new(
-            GoogleCloudStorageBuilder::new()
-                .with_bucket_name(bucket)
-                .with_retry(self.inner.retry.retry_config())
+            self.gcs_builder(GoogleCloudStorageBuilder::new(), bucket)
                 .with_credentials(provider.clone())
                 .build()
                 .map_err(|e| configuring("Google Cloud Storage", location, e))?,
@@ -196,9 +205,7 @@ impl ObjectStorage {
         if let Some(store) = stores.get(&key) {
             return Ok(store.clone());
         }
-        let mut builder = GoogleCloudStorageBuilder::from_env()
-            .with_bucket_name(bucket)
-            .with_retry(self.inner.retry.retry_config());
+        let mut builder = self.gcs_builder(GoogleCloudStorageBuilder::from_env(), bucket);
         if let Some(path) = &self.inner.gcs.service_account_path {
             builder = builder.with_service_account_path(path);
             // An emulator's base URL (in the key file) may be plain HTTP.

@@ -124,21 +124,7 @@ impl Page {
         limit: Duration,
         done: impl Fn(&str) -> bool,
     ) -> String {
-        let deadline = Instant::now() + limit;
-        loop {
-            if let Ok(el) = self.client.find(Locator::Css(css)).await {
-                if let Ok(text) = el.text().await {
-                    if done(&text) {
-                        return text;
-                    }
-                }
-            }
-            assert!(
-                Instant::now() < deadline,
-                "{css} never showed what was expected"
-            );
-            tokio::time::sleep(Duration::from_millis(250)).await;
-        }
+        self.read_until(css, None, limit, done).await
     }
 
     /// Polls the value of the input `css` until `done` holds; returns it.
@@ -148,18 +134,32 @@ impl Page {
         limit: Duration,
         done: impl Fn(&str) -> bool,
     ) -> String {
+        self.read_until(css, Some("value"), limit, done).await
+    }
+
+    /// Polls the text (`property` None) or a property of `css` until
+    /// `done` holds.
+    async fn read_until(
+        &self,
+        css: &str,
+        property: Option<&str>,
+        limit: Duration,
+        done: impl Fn(&str) -> bool,
+    ) -> String {
         let deadline = Instant::now() + limit;
         loop {
             if let Ok(el) = self.client.find(Locator::Css(css)).await {
-                if let Ok(Some(value)) = el.prop("value").await {
-                    if done(&value) {
-                        return value;
-                    }
+                let read = match property {
+                    None => el.text().await.ok(),
+                    Some(name) => el.prop(name).await.ok().flatten(),
+                };
+                if let Some(read) = read.filter(|r| done(r)) {
+                    return read;
                 }
             }
             assert!(
                 Instant::now() < deadline,
-                "{css} never held what was expected"
+                "{css} never showed what was expected"
             );
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
