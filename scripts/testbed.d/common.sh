@@ -47,6 +47,27 @@ TB_DAFT_PYTHON=$TB_DAFT_VENV/bin/python
 
 tb_log() { printf '[testbed] %s\n' "$*" >&2; }
 
+# tb_newest_java MIN [OVERRIDE]: print OVERRIDE if given, else the java of the
+# newest JDK in /usr/lib/jvm (by the JAVA_VERSION of its `release` file) whose
+# major version is MIN or more; fails when there is none.
+tb_newest_java() {
+  local min=$1 override=${2:-} d v best="" best_v=0
+  if [ -n "$override" ]; then
+    echo "$override"
+    return 0
+  fi
+  for d in /usr/lib/jvm/*; do
+    if [ ! -x "$d/bin/java" ] || [ ! -f "$d/release" ]; then continue; fi
+    v=$(sed -n 's/^JAVA_VERSION="\([0-9]*\).*/\1/p' "$d/release")
+    [ -n "$v" ] || continue
+    if [ "$v" -ge "$min" ] && [ "$v" -gt "$best_v" ]; then
+      best=$d/bin/java best_v=$v
+    fi
+  done
+  [ -n "$best" ] || return 1
+  echo "$best"
+}
+
 tb_pidfile() { echo "$TB_RUN/$1.pid"; }
 tb_logfile() { echo "$TB_RUN/$1.log"; }
 

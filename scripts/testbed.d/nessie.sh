@@ -38,21 +38,7 @@ TB_NESSIE_URI=http://$TB_HOST:$TB_NESSIE_PORT/iceberg
 # _nessie_java: print the path of a java >= 21: $TB_NESSIE_JAVA, else the newest JDK in
 # /usr/lib/jvm by the JAVA_VERSION of its `release` file.
 _nessie_java() {
-  local d v best="" best_v=0
-  if [ -n "${TB_NESSIE_JAVA:-}" ]; then
-    echo "$TB_NESSIE_JAVA"
-    return 0
-  fi
-  for d in /usr/lib/jvm/*; do
-    if [ ! -x "$d/bin/java" ] || [ ! -f "$d/release" ]; then continue; fi
-    v=$(sed -n 's/^JAVA_VERSION="\([0-9]*\).*/\1/p' "$d/release")
-    [ -n "$v" ] || continue
-    if [ "$v" -ge 21 ] && [ "$v" -gt "$best_v" ]; then
-      best=$d/bin/java best_v=$v
-    fi
-  done
-  [ -n "$best" ] || return 1
-  echo "$best"
+  tb_newest_java 21 "${TB_NESSIE_JAVA:-}"
 }
 
 # nessie_install: download the runner jar once (sha1-checked) and check for Java 21+.

@@ -46,21 +46,7 @@ TB_TRINO_USER=topicberg
 # _trino_java: print the path of a java >= 24: $TB_TRINO_JAVA, else the newest JDK in
 # /usr/lib/jvm by the JAVA_VERSION of its `release` file.
 _trino_java() {
-  local d v best="" best_v=0
-  if [ -n "${TB_TRINO_JAVA:-}" ]; then
-    echo "$TB_TRINO_JAVA"
-    return 0
-  fi
-  for d in /usr/lib/jvm/*; do
-    if [ ! -x "$d/bin/java" ] || [ ! -f "$d/release" ]; then continue; fi
-    v=$(sed -n 's/^JAVA_VERSION="\([0-9]*\).*/\1/p' "$d/release")
-    [ -n "$v" ] || continue
-    if [ "$v" -ge 24 ] && [ "$v" -gt "$best_v" ]; then
-      best=$d/bin/java best_v=$v
-    fi
-  done
-  [ -n "$best" ] || return 1
-  echo "$best"
+  tb_newest_java 24 "${TB_TRINO_JAVA:-}"
 }
 
 # _trino_fetch URL SHA1 DEST: download URL to DEST (atomically), check its sha1.
