@@ -8,6 +8,7 @@
 pub mod answers;
 mod jobs;
 mod overview;
+mod progress;
 mod tables;
 
 use std::net::{IpAddr, SocketAddr};

@@ -27,9 +27,16 @@ pub use log_capture::{log_capture_layer, LogCapture, LogCaptureLayer, MAX_RUN_LO
 
 use crate::metrics::{Metrics, PartitionLag};
 use crate::run_store::{FinishedRun, RunStatus, RunStore, Trigger};
+use topicberg_sync::sync::progress::{ProgressSnapshot, SyncProgress};
 use topicberg_sync::sync::report::{SyncReport, TableStatus};
 use topicberg_sync::sync::{run_sync_with, SyncOptions};
 use topicberg_sync::KAFKA_TIMEOUT;
+
+/// What a run shares with the service while it goes on.
+struct RunHandles {
+    cancel: Arc<AtomicBool>,
+    progress: Arc<SyncProgress>,
+}
 
 /// Why a run did not start.
 #[derive(Debug, thiserror::Error)]
@@ -70,6 +77,8 @@ struct Active {
     /// The run (0 while it is being recorded).
     run_id: i64,
     cancel: Arc<AtomicBool>,
+    /// What the run's sync has read so far.
+    progress: Arc<SyncProgress>,
 }
 
 impl Runner {
@@ -139,6 +148,7 @@ impl Runner {
         let runtime = tokio::runtime::Handle::try_current()
             .map_err(|e| StartError::Store(format!("no tokio runtime to run in: {e}")))?;
         let cancel = Arc::new(AtomicBool::new(false));
+        let progress = Arc::new(SyncProgress::default());
         {
             let mut running = self.running();
             if running.contains_key(&job_id) {
@@ -149,6 +159,7 @@ impl Runner {
                 Active {
                     run_id: 0,
                     cancel: Arc::clone(&cancel),
+                    progress: Arc::clone(&progress),
                 },
             );
         }
@@ -171,7 +182,8 @@ impl Runner {
         runtime.spawn_blocking(move || {
             let span = tracing::info_span!("run", run_id, job_id, trigger = trigger.as_str());
             let _entered = span.enter();
-            runner.execute(job_id, run_id, trigger, &toml, &cancel, &span);
+            let run = RunHandles { cancel, progress };
+            runner.execute(job_id, run_id, trigger, &toml, &run, &span);
         });
         Ok(run_id)
     }
@@ -204,6 +216,14 @@ impl Runner {
             .filter(|id| *id > 0)
     }
 
+    /// What run `run_id` has read so far, while it is in progress.
+    pub fn progress(&self, run_id: i64) -> Option<ProgressSnapshot> {
+        self.running()
+            .values()
+            .find(|a| a.run_id == run_id)
+            .map(|a| a.progress.snapshot())
+    }
+
     /// Graceful shutdown: starts no more runs, asks every run still
     /// draining to cancel (a run already committing finishes its commits),
     /// and waits until every run reached that safe point and was recorded.
@@ -224,13 +244,13 @@ impl Runner {
         run_id: i64,
         trigger: Trigger,
         toml: &str,
-        cancel: &Arc<AtomicBool>,
+        run: &RunHandles,
         span: &tracing::Span,
     ) {
         let started = Instant::now();
         tracing::info!(run_id, job_id, trigger = trigger.as_str(), "run started");
         let outcome =
-            std::panic::catch_unwind(AssertUnwindSafe(|| self.sync(job_id, toml, cancel, span)))
+            std::panic::catch_unwind(AssertUnwindSafe(|| self.sync(job_id, toml, run, span)))
                 .unwrap_or_else(|panic| Outcome {
                     job_name: job_name_of(toml, job_id),
                     result: Err(format!("the sync panicked: {}", panic_text(&panic))),
@@ -279,13 +299,7 @@ impl Runner {
     }
 
     /// Parses the job file and runs the sync; then reads the consumer lag.
-    fn sync(
-        &self,
-        job_id: i64,
-        toml: &str,
-        cancel: &Arc<AtomicBool>,
-        span: &tracing::Span,
-    ) -> Outcome {
+    fn sync(&self, job_id: i64, toml: &str, run: &RunHandles, span: &tracing::Span) -> Outcome {
         let mut config = match JobConfig::from_toml_str(toml, |name| std::env::var(name).ok()) {
             Ok(config) => config,
             Err(e) => {
@@ -300,7 +314,8 @@ impl Runner {
             resolve_paths(&mut config, dir);
         }
         let options = SyncOptions {
-            cancel: Some(Arc::clone(cancel)),
+            cancel: Some(Arc::clone(&run.cancel)),
+            progress: Some(Arc::clone(&run.progress)),
         };
         let runtime = tokio::runtime::Handle::current();
         let result = resolve_job(&config).and_then(|job| {

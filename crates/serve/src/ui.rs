@@ -22,13 +22,14 @@ const INDEX_HTML: &str = include_str!("ui/index.html");
 const APP_CSS: &str = include_str!("ui/app.css");
 
 /// The scripts, in the order `index.html` loads them.
-const SCRIPTS: [(&str, &str); 8] = [
+const SCRIPTS: [(&str, &str); 9] = [
     ("app.js", include_str!("ui/app.js")),
     ("forms.js", include_str!("ui/forms.js")),
     ("pieces.js", include_str!("ui/pieces.js")),
     ("chart.js", include_str!("ui/chart.js")),
     ("jobs.js", include_str!("ui/jobs.js")),
     ("runs.js", include_str!("ui/runs.js")),
+    ("progress.js", include_str!("ui/progress.js")),
     ("streams.js", include_str!("ui/streams.js")),
     ("tables.js", include_str!("ui/tables.js")),
 ];

@@ -40,6 +40,7 @@ pub fn routes() -> Router<AppState> {
         .route("/api/jobs/{id}/tables/{table}", get(super::tables::table))
         .route("/api/runs/{id}", get(get_run))
         .route("/api/runs/{id}/log", get(run_log))
+        .route("/api/runs/{id}/progress", get(super::progress::progress))
 }
 
 /// A job as sent by the client (`id` and the read-only fields are ignored).

@@ -41,7 +41,8 @@ async function runPage(id) {
   const log = await fetch(`/api/runs/${id}/log`, { credentials: "same-origin" }).then((r) => r.text());
   const tables = run.tables || [];
   const notes = runNotes(run);
-  const lines = log ? log.replace(/\n$/, "").split("\n") : [];
+  const split = (text) => (text ? text.replace(/\n$/, "").split("\n") : []);
+  let lines = split(log);
   const pre = h("pre", { class: "log", id: "log" });
   const search = h("input", { type: "search", id: "log-search", placeholder: "search the log", value: runPage.search || "" });
   const level = h("select", { id: "log-level" },
@@ -59,6 +60,8 @@ async function runPage(id) {
   search.addEventListener("input", render);
   level.addEventListener("change", render);
   render();
+  const running = run.status === "running";
+  const progress = running ? h("div", { id: "run-progress" }, h("p", { class: "hint" }, "reading the progress...")) : null;
   show(
     h("h1", {}, `Run #${run.id}`),
     run.error ? banner("bad", run.error) : null,
@@ -66,13 +69,15 @@ async function runPage(id) {
     h("p", {}, h("a", { href: `#/jobs/${run.job_id}` }, "← job"), " · ",
       statusCell(run.status), " · started ", utc(run.started), " · ", duration(run.duration_ms),
       " · ", run.trigger),
-    h("div", { class: "facts", id: "run-figures" },
+    running ? h("h2", {}, "Progress") : null,
+    progress,
+    running ? null : h("div", { class: "facts", id: "run-figures" },
       fact("Records", count(run.records)), fact("Read from Kafka", bytes(run.bytes)),
       fact("Dead letters", count((run.notes || {}).dead_letter_records)),
       fact("Schema changes", count((run.notes || {}).schema_changes)),
       fact("Skipped", count((run.notes || {}).skipped_records)),
       fact("Expired", count((run.notes || {}).expired_messages))),
-    h("table", { id: "tables" },
+    running ? null : h("table", { id: "tables" },
       h("tr", {}, ["Topic", "Table", "Status", "Records", "Bytes", "Data files", "Notes", "Commit report", "Error"].map((t) => h("th", {}, t))),
       tables.map((t) => h("tr", {},
         h("td", {}, cell(t.topic)), h("td", {}, cell(t.table)), h("td", {}, statusCell(t.status)),
@@ -85,7 +90,16 @@ async function runPage(id) {
     h("h2", {}, "Log ", h("a", { class: "button", href: `/api/runs/${id}/log`, download: `run-${id}.log` }, "Download")),
     h("p", { class: "log-tools" }, search, " ", level, " ", shownCount),
     pre);
-  if (run.status === "running") refreshTimer = setTimeout(route, 2000);
+  if (!running) return;
+  // The log follows every third second.
+  let ticks = 0;
+  followProgress(id, progress, async () => {
+    ticks += 1;
+    if (ticks % 3 !== 0) return;
+    const text = await fetch(`/api/runs/${id}/log`, { credentials: "same-origin" }).then((r) => r.text());
+    lines = split(text);
+    render();
+  });
 }
 
 // A table's own notes on the run page.

@@ -21,6 +21,7 @@ use topicberg_kafka::{
 
 use super::evolve::{ColumnsWanted, EvolvingColumns, Refused};
 use super::invalid::{is_invalid, DeadRecord, SkipLog};
+use super::progress::{ChunkReads, SyncProgress, TableProgress};
 use super::upsert::{parse_key_hash, KeyHash, Version};
 
 /// Upsert settings of a table.
@@ -30,15 +31,6 @@ pub struct UpsertInput {
     pub keys: DedupKeys,
     /// Where the sync's messages are held until the drain ends.
     pub spill_dir: std::path::PathBuf,
-}
-
-/// Shared counters for the progress line.
-#[derive(Default)]
-pub struct Progress {
-    /// Records decoded so far.
-    pub records: AtomicU64,
-    /// Key and value bytes read so far.
-    pub bytes: AtomicU64,
 }
 
 /// What drain threads send to the file writers.
@@ -74,6 +66,8 @@ pub(super) struct Chunk {
 /// What the drain threads share about one table.
 pub(super) struct TableShared {
     pub(super) topic: String,
+    /// What was read of each planned partition.
+    pub(super) progress: Arc<TableProgress>,
     pub(super) columns: Mutex<EvolvingColumns>,
     pub(super) upsert: Option<UpsertInput>,
     pub(super) on_invalid: OnInvalid,
@@ -92,7 +86,7 @@ pub(super) struct Shared {
     pub(super) queue: Mutex<VecDeque<Chunk>>,
     pub(super) batch_rows: usize,
     pub(super) olake_timestamp_micros: i64,
-    pub(super) progress: Arc<Progress>,
+    pub(super) progress: Arc<SyncProgress>,
     /// Set when the sync is cancelled: every drain stops at its next message.
     pub(super) cancel: Arc<AtomicBool>,
 }
@@ -137,7 +131,7 @@ fn drain_chunk(
     tx: &mpsc::Sender<Item>,
     chunk: &Chunk,
 ) -> Result<Vec<DrainedPartition>, String> {
-    let mut writer = ChunkWriter::new(shared, tx, chunk.table)?;
+    let mut writer = ChunkWriter::new(shared, tx, chunk)?;
     let cancelled = || {
         if shared.cancel.load(Ordering::Relaxed) {
             return Err(SinkError::Cancelled);
@@ -170,13 +164,17 @@ struct ChunkWriter<'a> {
     /// The `after_records:<n>` crash hook.
     kill_after: Option<u64>,
     skips: SkipLog,
-    /// Records and bytes not yet added to the shared progress.
-    unpublished: (u64, u64),
+    /// Rows not yet added to the shared progress.
+    unpublished: u64,
+    /// Offsets and bytes read, per range, not yet added to the table's.
+    reads: ChunkReads,
 }
 
 impl<'a> ChunkWriter<'a> {
-    fn new(shared: &'a Shared, tx: &'a mpsc::Sender<Item>, index: usize) -> Result<Self, String> {
+    fn new(shared: &'a Shared, tx: &'a mpsc::Sender<Item>, chunk: &Chunk) -> Result<Self, String> {
+        let index = chunk.table;
         let table = &shared.tables[index];
+        table.progress.set_status("reading");
         let upsert = table.upsert.as_ref();
         let mut options = DecoderOptions::append(shared.olake_timestamp_micros);
         if let Some(u) = upsert {
@@ -200,7 +198,8 @@ impl<'a> ChunkWriter<'a> {
             tombstones_delete: upsert.is_some_and(|u| u.keys == DedupKeys::KafkaKey),
             kill_after: crate::hooks::hooks().fault_after_records(),
             skips: SkipLog::default(),
-            unpublished: (0, 0),
+            unpublished: 0,
+            reads: ChunkReads::new(&table.progress, &chunk.ranges),
         })
     }
 
@@ -216,14 +215,9 @@ impl<'a> ChunkWriter<'a> {
     }
 
     fn publish(&mut self) {
-        let progress = &self.shared.progress;
-        progress
-            .records
-            .fetch_add(self.unpublished.0, Ordering::Relaxed);
-        progress
-            .bytes
-            .fetch_add(self.unpublished.1, Ordering::Relaxed);
-        self.unpublished = (0, 0);
+        let records = &self.shared.progress.records;
+        records.fetch_add(self.unpublished, Ordering::Relaxed);
+        self.unpublished = 0;
     }
 
     /// One message: decoded into the batch (or a tombstone, or invalid as
@@ -235,6 +229,8 @@ impl<'a> ChunkWriter<'a> {
         if self.table.failed.load(Ordering::Relaxed) {
             return Err(SinkError::Aborted);
         }
+        let bytes = record.key.map_or(0, <[u8]>::len) + record.value.map_or(0, <[u8]>::len);
+        self.reads.note(record.partition, record.offset, bytes);
         match self.decode(record)? {
             Decoded::Row => {}
             Decoded::Tombstone => return Ok(()),
@@ -242,11 +238,9 @@ impl<'a> ChunkWriter<'a> {
         }
         // Counted here, published to the shared progress once a batch
         // (no shared-cache-line traffic per message).
-        self.unpublished.0 += 1;
-        self.unpublished.1 +=
-            (record.key.map_or(0, <[u8]>::len) + record.value.map_or(0, <[u8]>::len)) as u64;
+        self.unpublished += 1;
         if let Some(n) = self.kill_after {
-            let seen = self.shared.progress.records.load(Ordering::Relaxed) + self.unpublished.0;
+            let seen = self.shared.progress.records.load(Ordering::Relaxed) + self.unpublished;
             if seen >= n {
                 crate::hooks::kill_self();
             }
@@ -349,6 +343,11 @@ impl<'a> ChunkWriter<'a> {
     ) -> Result<Vec<DrainedPartition>, String> {
         self.skips.flush(&self.table.topic);
         self.publish();
+        if drained.is_ok() {
+            self.reads.finish();
+        } else {
+            self.reads.publish();
+        }
         match drained {
             Ok(parts) => {
                 if !self.decoder.is_empty() {

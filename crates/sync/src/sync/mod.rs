@@ -23,6 +23,7 @@ mod invalid;
 pub mod lock;
 mod pipeline;
 pub mod plan;
+pub mod progress;
 pub mod report;
 mod schema_columns;
 pub mod split;
@@ -41,7 +42,8 @@ use tracing::Instrument;
 
 use crate::destination::{connect_destination, SetupError};
 use crate::hooks;
-use pipeline::{Progress, PROGRESS_INTERVAL};
+use pipeline::PROGRESS_INTERVAL;
+use progress::{SyncPhase, SyncProgress};
 use report::{SyncReport, TableReport, TableStatus};
 use stages::SyncContext;
 use table::TableState;
@@ -58,6 +60,10 @@ pub struct SyncOptions {
     /// flag is ignored. The drain threads check it before every poll of
     /// their consumer (at least every 200 ms, messages or not).
     pub cancel: Option<Arc<AtomicBool>>,
+    /// Where the sync counts what it read, per table and partition, for a
+    /// live view ([`SyncProgress::snapshot`]); `None`: counted for the
+    /// progress log line only.
+    pub progress: Option<Arc<SyncProgress>>,
 }
 
 impl SyncOptions {
@@ -79,6 +85,18 @@ pub async fn run_sync(job: &Job) -> Result<SyncReport, SetupError> {
 /// [`run_sync`] with options: cancellation (see [`SyncOptions::cancel`]).
 pub async fn run_sync_with(job: &Job, options: SyncOptions) -> Result<SyncReport, SetupError> {
     let started = Instant::now();
+    let progress = options.progress.clone().unwrap_or_default();
+    let report = sync_stages(job, &options, Arc::clone(&progress), started).await;
+    progress.set_phase(SyncPhase::Finished);
+    report
+}
+
+async fn sync_stages(
+    job: &Job,
+    options: &SyncOptions,
+    progress: Arc<SyncProgress>,
+    started: Instant,
+) -> Result<SyncReport, SetupError> {
     let connection = KafkaConnection::from_source(&job.source);
     let _lock = lock::JobLock::acquire(&job.state_dir, &job.consumer_group)?;
     let selection = select_topics(&connection, &job.topics, KAFKA_TIMEOUT)?;
@@ -96,6 +114,7 @@ pub async fn run_sync_with(job: &Job, options: SyncOptions) -> Result<SyncReport
         connection,
         olake_timestamp_micros: now_micros(),
         registry: crate::registry::connect_registry(job)?,
+        progress,
     };
 
     let mut tables = stages::plan_tables(&ctx, &selection.selected, &states).await;
@@ -115,6 +134,7 @@ pub async fn run_sync_with(job: &Job, options: SyncOptions) -> Result<SyncReport
         stages::discard_outputs(&ctx, &mut tables).await;
         return Ok(cancelled_report(job, started, tables));
     }
+    ctx.progress.set_phase(SyncPhase::Committing);
     hooks::fault_point("before_iceberg_commit");
     hooks::pause_point("before_iceberg_commit").await;
     stages::commit_tables(&ctx, &mut tables).await;
@@ -170,7 +190,7 @@ pub(crate) fn commit_surely_failed(e: &topicberg_iceberg::IcebergError) -> bool 
     )
 }
 
-pub(super) fn spawn_progress_line(progress: Arc<Progress>) -> tokio::task::JoinHandle<()> {
+pub(super) fn spawn_progress_line(progress: Arc<SyncProgress>) -> tokio::task::JoinHandle<()> {
     let span = tracing::Span::current();
     tokio::spawn(
         async move {
@@ -179,13 +199,14 @@ pub(super) fn spawn_progress_line(progress: Arc<Progress>) -> tokio::task::JoinH
             interval.tick().await;
             loop {
                 interval.tick().await;
-                let records = progress.records.load(Ordering::Relaxed);
-                let bytes = progress.bytes.load(Ordering::Relaxed);
+                let now = progress.snapshot();
                 let secs = started.elapsed().as_secs_f64().max(0.001);
                 tracing::info!(
-                    records,
-                    bytes,
-                    rate = (records as f64 / secs) as u64,
+                    records = now.records,
+                    read = now.read,
+                    planned = now.planned,
+                    bytes = now.bytes,
+                    rate = (now.records as f64 / secs) as u64,
                     "sync in progress"
                 );
             }

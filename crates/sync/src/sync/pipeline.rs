@@ -18,10 +18,11 @@ use tokio::sync::mpsc;
 use topicberg_core::config::OnInvalid;
 use topicberg_core::{RegistryValues, TableColumns, ValueFormat};
 
+pub use super::chunk::UpsertInput;
 use super::chunk::{worker, Chunk, ChunkResult, Item, Shared, TableShared};
-pub use super::chunk::{Progress, UpsertInput};
 use super::evolve::EvolvingColumns;
 use super::invalid::DeadRecord;
+use super::progress::{SyncProgress, TableProgress};
 use super::split::{merge_pieces, min_chunk_messages, split_ranges};
 use super::upsert::UpsertBuffer;
 use crate::columns::iceberg_columns;
@@ -87,7 +88,8 @@ pub async fn drain_and_write(
     threads: usize,
     batch_rows: usize,
     olake_timestamp_micros: i64,
-    progress: Arc<Progress>,
+    progress: Arc<SyncProgress>,
+    counters: Vec<Arc<TableProgress>>,
     cancel: Arc<AtomicBool>,
 ) -> Vec<TableOutput> {
     let queue = chunks(tables, threads);
@@ -95,7 +97,11 @@ pub async fn drain_and_write(
     let shared = Arc::new(Shared {
         connection: connection.clone(),
         settings: settings.clone(),
-        tables: tables.iter().map(TableShared::new).collect(),
+        tables: tables
+            .iter()
+            .zip(counters)
+            .map(|(t, counters)| TableShared::new(t, counters))
+            .collect(),
         queue: Mutex::new(queue),
         batch_rows: batch_rows.max(1),
         olake_timestamp_micros,
@@ -258,9 +264,10 @@ async fn finish_outputs(
 }
 
 impl TableShared {
-    fn new(t: &TableInput) -> Self {
+    fn new(t: &TableInput, progress: Arc<TableProgress>) -> Self {
         Self {
             topic: t.topic.clone(),
+            progress,
             columns: Mutex::new(EvolvingColumns::new(
                 t.columns.clone(),
                 t.handle.metadata().last_column_id(),

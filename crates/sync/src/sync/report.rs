@@ -24,6 +24,19 @@ pub enum TableStatus {
     Superseded,
 }
 
+impl TableStatus {
+    /// The status as in the JSON report.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Committed => "committed",
+            Self::Unchanged => "unchanged",
+            Self::Failed => "failed",
+            Self::Cancelled => "cancelled",
+            Self::Superseded => "superseded",
+        }
+    }
+}
+
 /// One table's figures.
 #[derive(Debug, Clone, Serialize)]
 pub struct TableReport {

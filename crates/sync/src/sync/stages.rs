@@ -16,8 +16,9 @@ use topicberg_kafka::{
 };
 
 use super::commit::{commit_table, remove_uncommitted};
-use super::pipeline::{drain_and_write, Progress, TableInput, UpsertInput};
+use super::pipeline::{drain_and_write, TableInput, UpsertInput};
 use super::plan::{plan_partitions, PartitionPlan, TableOffsets};
+use super::progress::{PlannedTable, SyncPhase, SyncProgress};
 use super::report::TableStatus;
 use super::table::{Stage, TableState};
 use crate::columns::{iceberg_columns, table_columns};
@@ -35,6 +36,8 @@ pub(super) struct SyncContext<'a> {
     pub(super) olake_timestamp_micros: i64,
     /// The job's schema registry, when it names one.
     pub(super) registry: Option<Arc<RegistryClient>>,
+    /// What the sync has read so far, per table and partition.
+    pub(super) progress: Arc<SyncProgress>,
 }
 
 /// Plan: each selected topic's table loaded (if it exists), its recorded
@@ -244,13 +247,15 @@ pub(super) async fn drain_tables(
     tables: &mut [TableState],
     cancel: Arc<AtomicBool>,
 ) {
+    let counters = ctx.progress.plan(&planned_tables(tables));
     let (indices, inputs): (Vec<usize>, Vec<TableInput>) = tables
         .iter_mut()
         .enumerate()
         .filter_map(|(i, t)| t.input.take().map(|input| (i, input)))
         .unzip();
-    let progress = Arc::new(Progress::default());
-    let ticker = super::spawn_progress_line(Arc::clone(&progress));
+    let input_counters = indices.iter().map(|&i| Arc::clone(&counters[i])).collect();
+    ctx.progress.set_phase(SyncPhase::Reading);
+    let ticker = super::spawn_progress_line(Arc::clone(&ctx.progress));
     let outputs = drain_and_write(
         &ctx.connection,
         &ctx.drain,
@@ -259,14 +264,43 @@ pub(super) async fn drain_tables(
         ctx.job.tuning.max_threads,
         ctx.job.tuning.batch_rows,
         ctx.olake_timestamp_micros,
-        progress,
+        Arc::clone(&ctx.progress),
+        input_counters,
         cancel,
     )
     .await;
     ticker.abort();
     for (index, output) in indices.into_iter().zip(outputs) {
+        let status = if output.error.is_some() {
+            "failed"
+        } else {
+            "written"
+        };
+        counters[index].set_status(status);
         tables[index].output = Some(output);
     }
+}
+
+/// Every table as the progress view shows it: its planned ranges, and
+/// whether it has anything to read.
+fn planned_tables(tables: &[TableState]) -> Vec<PlannedTable<'_>> {
+    tables
+        .iter()
+        .map(|t| {
+            let ranges = t.input.as_ref().map_or(&[][..], |i| &i.ranges[..]);
+            let status = match (&t.input, t.failed()) {
+                (_, true) => "failed",
+                (Some(_), false) => "waiting",
+                (None, false) => "up_to_date",
+            };
+            PlannedTable {
+                topic: &t.settings.topic,
+                table: &t.table,
+                ranges,
+                status,
+            }
+        })
+        .collect()
 }
 
 /// After a cancel: the files the drain wrote are deleted.
@@ -283,8 +317,12 @@ pub(super) async fn discard_outputs(ctx: &SyncContext<'_>, tables: &mut [TableSt
 /// commits nothing and its files are deleted.
 pub(super) async fn commit_tables(ctx: &SyncContext<'_>, tables: &mut [TableState]) {
     let mut first_commit_done = false;
-    for state in tables.iter_mut() {
+    for (index, state) in tables.iter_mut().enumerate() {
+        let counters = ctx.progress.table(index);
         if let Some(mut output) = state.output.take() {
+            if let Some(counters) = counters {
+                counters.set_status("committing");
+            }
             state.report.schema_changes = std::mem::take(&mut output.schema_changes);
             log_renamed(state.topic(), &output.renamed);
             state.report.skipped_records = output.skipped;
@@ -312,6 +350,9 @@ pub(super) async fn commit_tables(ctx: &SyncContext<'_>, tables: &mut [TableStat
             }
         }
         state.report.duration_ms = state.started.elapsed().as_millis() as u64;
+        if let Some(counters) = counters {
+            counters.set_status(state.report.status.as_str());
+        }
     }
 }
 

@@ -92,6 +92,36 @@ fn serve_browser_fields_overview_marks_log_filter_clone_delete_import() {
     );
 }
 
+/// The running run's page shows its progress, polled live: every
+/// partition's offsets read of those planned (6 messages, all read: the
+/// run waits before its commit), the table's status and the phase.
+async fn run_progress_is_live(page: &Page, limit: Duration) {
+    page.click("#runs tr.run a").await;
+    let progress = page
+        .text_until("#run-progress", limit, |t| t.contains("6 of 6"))
+        .await;
+    assert!(progress.contains("committing"), "phase: {progress}");
+    assert!(progress.contains("100%"), "{progress}");
+    let tables = page
+        .text_until("#progress-tables", limit, |t| t.contains("written"))
+        .await;
+    // A row per partition with messages (the keys decide which of the 2),
+    // each read to its end.
+    let rows = page
+        .client
+        .find_all(fantoccini::Locator::Css(
+            "#progress-tables tr.progress-partition",
+        ))
+        .await
+        .unwrap();
+    assert!(!rows.is_empty(), "no partition rows: {tables}");
+    for row in rows {
+        let text = row.text().await.unwrap();
+        assert!(text.contains("100%"), "{text} in {tables}");
+    }
+    page.screenshot_as("serve-run-progress").await;
+}
+
 async fn browse(
     dir: &std::path::Path,
     base: &str,
@@ -293,7 +323,14 @@ async fn browse(
     })
     .await;
     assert!(disabled, "Sync Now stays enabled while the job runs");
+    run_progress_is_live(&page, limit).await;
     std::fs::write(release, "").unwrap();
+    // The run's page, once the run ended, shows its report instead.
+    page.text_until("#tables", Duration::from_secs(120), |t| {
+        t.contains("committed")
+    })
+    .await;
+    page.go(&format!("#/jobs/{job_id}")).await;
     let run_row = page
         .text_until("#runs tr.run", Duration::from_secs(120), |t| {
             t.contains("succeeded") || t.contains("failed")
