@@ -128,6 +128,18 @@ impl Destination {
         &self.file_io
     }
 
+    /// The rows of the data files the table's newest snapshots added,
+    /// newest first, at least `limit` of them when the table has that many
+    /// (delete files not applied: for append-only tables such as a
+    /// dead-letter table).
+    pub async fn newest_rows(
+        &self,
+        handle: &TableHandle,
+        limit: usize,
+    ) -> Result<Vec<arrow_array::RecordBatch>, IcebergError> {
+        crate::newest_rows::newest_rows(&self.file_io, handle, limit).await
+    }
+
     /// Loads a table.
     pub async fn load_table(
         &self,

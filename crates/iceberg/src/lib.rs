@@ -44,6 +44,7 @@ mod error;
 pub mod key_index;
 #[cfg(test)]
 mod local_tests;
+mod newest_rows;
 mod table;
 pub mod write;
 

@@ -107,7 +107,7 @@ pub(crate) async fn snapshot_files(
 
 /// Streams a Parquet file's batches with only the leaf columns `pick`
 /// chooses (given each leaf's field id and name).
-async fn stream_columns(
+pub(crate) async fn stream_columns(
     file_io: &FileIO,
     path: &str,
     pick: impl Fn(Option<i32>, &str) -> bool,

@@ -7,6 +7,8 @@ use axum::Json;
 use serde::Serialize;
 use topicberg_iceberg::{CatalogErrorKind, IcebergErrorKind};
 
+use topicberg_sync::sync::dlq_rows::{newest_dead_letters, DeadLetterRow};
+
 use crate::error::{ApiError, ApiResult};
 use crate::state::AppState;
 
@@ -32,6 +34,24 @@ pub struct TableView {
     pub delete_files: Option<i64>,
     /// The snapshots of `main`, newest first.
     pub snapshots: Vec<SnapshotView>,
+    /// The newest messages of the stream's dead-letter table
+    /// (`<table>__dlq`, [`DEAD_LETTERS_SHOWN`] at most); `null` when it has
+    /// none (or this is one).
+    pub dead_letters: Option<DeadLetters>,
+}
+
+/// Dead letters shown on a table page, at most.
+pub const DEAD_LETTERS_SHOWN: usize = 20;
+
+/// A stream's dead-letter table, newest messages first.
+#[derive(Debug, Serialize)]
+pub struct DeadLetters {
+    /// `<namespace>.<table>__dlq`.
+    pub table: String,
+    /// The newest messages.
+    pub rows: Vec<DeadLetterRow>,
+    /// Why they could not be read (the page shows the rest).
+    pub error: Option<String>,
 }
 
 /// A column of the current schema.
@@ -124,6 +144,22 @@ pub(super) async fn table(
         })
         .collect();
     let current = handle.current_summary().unwrap_or_default();
+    let dead_letters = if table.ends_with(topicberg_sync::sync::dlq::DLQ_SUFFIX) {
+        None
+    } else {
+        match newest_dead_letters(&destination, &namespace, &table, DEAD_LETTERS_SHOWN).await {
+            Ok(rows) => rows.map(|rows| DeadLetters {
+                table: format!("{}.{table}__dlq", job.namespace),
+                rows,
+                error: None,
+            }),
+            Err(e) => Some(DeadLetters {
+                table: format!("{}.{table}__dlq", job.namespace),
+                rows: Vec::new(),
+                error: Some(e.to_string()),
+            }),
+        }
+    };
     Ok(Json(TableView {
         table: format!("{}.{table}", job.namespace),
         location: metadata.location().to_string(),
@@ -134,5 +170,6 @@ pub(super) async fn table(
         data_files: number(&current, "total-data-files"),
         delete_files: number(&current, "total-delete-files"),
         snapshots,
+        dead_letters,
     }))
 }

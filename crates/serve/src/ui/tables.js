@@ -26,5 +26,23 @@ async function tablePage(jobId, table) {
         h("tr", {}, ["Snapshot", "Committed", "Operation", "Rows added", "Deletes added"].map((x) => h("th", {}, x))),
         t.snapshots.map((s) => h("tr", {}, h("td", { class: "snapshot-id" }, s.snapshot_id), h("td", {}, utcMs(s.timestamp_ms)),
           h("td", {}, s.operation), h("td", {}, s.added_records === null ? "-" : count(s.added_records)),
-          h("td", {}, s.added_deletes === null ? "-" : count(s.added_deletes))))));
+          h("td", {}, s.added_deletes === null ? "-" : count(s.added_deletes))))),
+    deadLetters(t.dead_letters));
+}
+
+// The stream's dead-letter table: its newest messages, raw, with the error.
+function deadLetters(d) {
+  if (!d) return null;
+  return [
+    h("h2", {}, "Dead letters ", h("span", { class: "hint" }, `newest first, from ${d.table}`)),
+    d.error ? banner("bad", `reading them failed: ${d.error}`) : null,
+    d.rows.length === 0 && !d.error ? h("p", {}, "None.") : null,
+    d.rows.length === 0 ? null : h("table", { id: "table-dead-letters" },
+      h("tr", {}, ["Partition", "Offset", "Message time", "Error", "Field", "Key", "Value"].map((x) => h("th", {}, x))),
+      d.rows.map((r) => h("tr", {},
+        h("td", {}, cell(r.partition)), h("td", {}, cell(r.offset)),
+        h("td", {}, r.timestamp_micros === null ? "-" : utcMs(Math.floor(r.timestamp_micros / 1000))),
+        h("td", { class: "bad" }, cell(r.error)), h("td", {}, cell(r.error_field)),
+        h("td", { class: "cols" }, cell(r.key)), h("td", { class: "cols" }, cell(r.value))))),
+  ];
 }

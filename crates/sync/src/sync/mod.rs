@@ -17,7 +17,8 @@
 
 mod chunk;
 mod commit;
-mod dlq;
+pub mod dlq;
+pub mod dlq_rows;
 mod evolve;
 mod invalid;
 pub mod lock;

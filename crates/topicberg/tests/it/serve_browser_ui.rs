@@ -362,7 +362,7 @@ async fn browse(
     page.screenshot_as("serve-job-overview").await;
 
     // The table page, from the overview's link: schema, snapshots (ids in
-    // full), rows.
+    // full), rows, the dead-letter table's newest messages.
     page.click("#overview-streams a.table-link").await;
     let columns = page
         .text_until("#table-columns", limit, |t| t.contains("_olake_id"))
@@ -377,6 +377,16 @@ async fn browse(
     );
     page.text_until("#table-overview", limit, |t| t.contains("Rows"))
         .await;
+    let dead = page
+        .text_until("#table-dead-letters", limit, |t| {
+            t.contains("not JSON at all")
+        })
+        .await;
+    let rows = dead
+        .lines()
+        .filter(|l| l.contains("not JSON at all"))
+        .count();
+    assert_eq!(rows, 1, "the one invalid message, raw: {dead}");
     page.screenshot_as("serve-table").await;
     page.go(&format!("#/jobs/{job_id}")).await;
     page.wait("#runs tr.run a").await;
