@@ -76,6 +76,8 @@ pub struct FinishedRun {
     pub report_json: Option<String>,
     /// The run's log lines (no secrets: the sync never logs them).
     pub log: String,
+    /// The job's consumer lag right after the run (all partitions).
+    pub lag: Option<i64>,
 }
 
 /// A job the scheduler looks after.

@@ -285,6 +285,10 @@ impl Runner {
             error,
             report_json: report.and_then(|r| serde_json::to_string(r).ok()),
             log: self.logs.take(run_id),
+            lag: outcome
+                .lag
+                .as_ref()
+                .map(|lag| lag.iter().map(|p| p.lag).sum()),
         };
         if let Err(e) = self.store.finish_run(&finished) {
             tracing::error!(run_id, error = %e, "recording the end of the run failed");

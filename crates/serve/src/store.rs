@@ -17,7 +17,8 @@ use super::run_store::{FinishedRun, RunStatus, RunStore, ScheduledJob, Trigger};
 pub const DB_FILE: &str = "topicberg.db";
 
 /// Schema migrations, applied in order; entry `i` moves version `i` to `i + 1`.
-const MIGRATIONS: &[&str] = &[r#"
+const MIGRATIONS: &[&str] = &[
+    r#"
 CREATE TABLE admin (
     id INTEGER PRIMARY KEY CHECK (id = 1),
     username TEXT NOT NULL,
@@ -62,7 +63,11 @@ CREATE TABLE runs (
     log TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX runs_by_job ON runs(job_id, id);
-"#];
+"#,
+    r#"
+ALTER TABLE runs ADD COLUMN lag INTEGER;
+"#,
+];
 
 /// What went wrong in the store.
 #[derive(Debug, thiserror::Error)]
@@ -153,6 +158,9 @@ pub struct RunRow {
     pub error: Option<String>,
     /// The sync report as JSON, when the sync got that far.
     pub report: Option<Value>,
+    /// The job's consumer lag (messages, all partitions) measured right
+    /// after the run; `None` when not measured.
+    pub lag: Option<i64>,
 }
 
 /// The store: cheap to clone, shared by the API, the runner and the scheduler.
@@ -572,7 +580,7 @@ impl Store {
 const JOB_SELECT: &str = "SELECT id, name, source_id, destination_id, target_engines, namespace, \
                           sync, streams, schedule, paused FROM jobs";
 const RUN_SELECT: &str = "SELECT id, job_id, trigger, started_ms, finished_ms, status, error, \
-                          report_json FROM runs";
+                          report_json, lag FROM runs";
 
 fn piece_row(r: &Row<'_>) -> rusqlite::Result<Result<PieceRow, StoreError>> {
     let config: String = r.get(2)?;
@@ -630,6 +638,7 @@ fn run_row(r: &Row<'_>) -> rusqlite::Result<Result<RunRow, StoreError>> {
         status: r.get(5)?,
         error: r.get(6)?,
         report,
+        lag: r.get(8)?,
     }))
 }
 
@@ -700,14 +709,15 @@ impl RunStore for Store {
         self.conn()
             .execute(
                 "UPDATE runs SET status = ?1, finished_ms = ?2, error = ?3, report_json = ?4,
-                     log = ?5 WHERE id = ?6",
+                     log = ?5, lag = ?7 WHERE id = ?6",
                 params![
                     run.status.as_str(),
                     run.finished_ms,
                     run.error,
                     run.report_json,
                     run.log,
-                    run.run_id
+                    run.run_id,
+                    run.lag
                 ],
             )
             .map_err(|e| format!("recording the end of run {}: {e}", run.run_id))?;

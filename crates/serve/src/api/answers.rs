@@ -184,6 +184,9 @@ pub struct RunView<T> {
     pub id: i64,
     /// The job.
     pub job_id: i64,
+    /// The job's consumer lag right after the run (messages, all
+    /// partitions); `null` when not measured.
+    pub lag: Option<i64>,
     /// What a run has to say besides its records, all tables.
     pub notes: RunNotes,
     /// Records written, all tables.
@@ -249,6 +252,7 @@ impl<T> RunView<T> {
         RunView {
             bytes: sum("bytes"),
             duration_ms: run.finished_ms.map(|f| f - run.started_ms),
+            lag: run.lag,
             error: run.error.clone(),
             finished: run.finished_ms.and_then(iso),
             finished_ms: run.finished_ms,

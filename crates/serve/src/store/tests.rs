@@ -44,6 +44,7 @@ fn rows_survive_reopening_and_runs_are_recorded() {
             error: None,
             report_json: Some(r#"{"tables":[]}"#.into()),
             log: "line\n".into(),
+            lag: Some(42),
         })
         .unwrap();
     assert!(matches!(
@@ -64,6 +65,7 @@ fn rows_survive_reopening_and_runs_are_recorded() {
     assert_eq!(store.job(jid).unwrap().schedule, "every 5 minutes");
     let runs = store.runs(jid, 10).unwrap();
     assert_eq!(runs[0].status, "succeeded");
+    assert_eq!(runs[0].lag, Some(42), "the lag after the run is kept");
     // Pages of the history: the offset skips the newest.
     assert_eq!(store.runs_page(jid, 1, 0).unwrap().len(), 1);
     assert!(store.runs_page(jid, 1, 1).unwrap().is_empty());

@@ -1,4 +1,4 @@
-// A job's history: a chart of records and duration per run over time
+// A job's history: charts of records, duration and lag per run over time
 // (SVG drawn here, no library), and the runs table a page at a time.
 "use strict";
 
@@ -60,7 +60,9 @@ function historyChart(runs) {
   const done = runs.filter((r) => r.finished_ms).slice().reverse();
   return h("div", { class: "charts", id: "history-chart" },
     timeChart("chart-records", "Records per run", done.map((r) => [r.started_ms, r.records, r.status]), (v) => count(Math.round(v)), "records"),
-    timeChart("chart-duration", "Duration per run", done.map((r) => [r.started_ms, r.duration_ms, r.status]), secondsText, "duration"));
+    timeChart("chart-duration", "Duration per run", done.map((r) => [r.started_ms, r.duration_ms, r.status]), secondsText, "duration"),
+    timeChart("chart-lag", "Consumer lag after each run", done.filter((r) => r.lag !== null && r.lag !== undefined)
+      .map((r) => [r.started_ms, r.lag, r.status]), (v) => count(Math.round(v)), "lag"));
 }
 
 function runRow(r) {

@@ -357,6 +357,8 @@ async fn browse(
         .await;
     page.wait("#chart-records rect.bar").await;
     page.wait("#chart-duration rect.bar").await;
+    // The lag measured right after the run, kept with it.
+    page.wait("#chart-lag rect.bar").await;
     page.text_until("#runs-page", limit, |t| t.contains("page 1"))
         .await;
     page.screenshot_as("serve-job-overview").await;

@@ -24,6 +24,7 @@ fn run(report: Option<Value>) -> RunRow {
         status: "failed".into(),
         error: Some("boom".into()),
         report,
+        lag: Some(12),
     }
 }
 
@@ -48,6 +49,7 @@ fn summary_json(run: &RunRow) -> Value {
     json!({
         "id": run.id,
         "job_id": run.job_id,
+        "lag": run.lag,
         "trigger": run.trigger,
         "status": run.status,
         "started_ms": run.started_ms,
