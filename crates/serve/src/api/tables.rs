@@ -5,7 +5,7 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
 use serde::Serialize;
-use topicberg_iceberg::{CatalogErrorKind, IcebergErrorKind};
+use topicberg_iceberg::{CatalogErrorKind, IcebergErrorKind, TableHandle};
 
 use topicberg_sync::sync::dlq_rows::{newest_dead_letters, DeadLetterRow};
 
@@ -25,6 +25,9 @@ pub struct TableView {
     pub columns: Vec<ColumnView>,
     /// How many schemas the table has had.
     pub schema_versions: usize,
+    /// Each schema, oldest first, with what it changed from the one before
+    /// (top-level columns).
+    pub schema_history: Vec<SchemaVersionView>,
     /// Rows, data files and delete files of the current snapshot (its
     /// summary's totals; `null` when the summary does not say).
     pub rows: Option<i64>,
@@ -52,6 +55,70 @@ pub struct DeadLetters {
     pub rows: Vec<DeadLetterRow>,
     /// Why they could not be read (the page shows the rest).
     pub error: Option<String>,
+}
+
+/// One schema of the table and what it changed.
+#[derive(Debug, Serialize, PartialEq, Eq)]
+pub struct SchemaVersionView {
+    /// The schema id.
+    pub schema_id: i32,
+    /// Its top-level columns.
+    pub columns: usize,
+    /// Columns it added (all of them for the first schema).
+    pub added: Vec<String>,
+    /// Columns whose type it changed (`name: old -> new`).
+    pub changed: Vec<String>,
+    /// Columns it dropped.
+    pub dropped: Vec<String>,
+}
+
+/// A top-level column: field id, name, type.
+type ColumnSig = (i32, String, String);
+
+/// The table's schemas, oldest first, each compared with the one before
+/// by field id.
+fn schema_history(handle: &TableHandle) -> Vec<SchemaVersionView> {
+    let mut schemas: Vec<_> = handle.metadata().schemas_iter().collect();
+    schemas.sort_by_key(|s| s.schema_id());
+    let mut out = Vec::new();
+    let mut before: Vec<ColumnSig> = Vec::new();
+    for schema in schemas {
+        let now: Vec<ColumnSig> = schema
+            .as_struct()
+            .fields()
+            .iter()
+            .map(|f| (f.id, f.name.clone(), f.field_type.to_string()))
+            .collect();
+        out.push(schema_change(schema.schema_id(), &before, &now));
+        before = now;
+    }
+    out
+}
+
+/// What schema `schema_id` (columns `now`) changed from `before`.
+fn schema_change(schema_id: i32, before: &[ColumnSig], now: &[ColumnSig]) -> SchemaVersionView {
+    let find = |list: &[ColumnSig], id: i32| list.iter().find(|c| c.0 == id).cloned();
+    SchemaVersionView {
+        schema_id,
+        columns: now.len(),
+        added: now
+            .iter()
+            .filter(|c| find(before, c.0).is_none())
+            .map(|c| c.1.clone())
+            .collect(),
+        changed: now
+            .iter()
+            .filter_map(|c| {
+                let old = find(before, c.0)?;
+                (old.2 != c.2).then(|| format!("{}: {} -> {}", c.1, old.2, c.2))
+            })
+            .collect(),
+        dropped: before
+            .iter()
+            .filter(|c| find(now, c.0).is_none())
+            .map(|c| c.1.clone())
+            .collect(),
+    }
 }
 
 /// A column of the current schema.
@@ -166,10 +233,41 @@ pub(super) async fn table(
         format_version: metadata.format_version() as u8,
         columns,
         schema_versions: metadata.schemas_iter().count(),
+        schema_history: schema_history(&handle),
         rows: number(&current, "total-records"),
         data_files: number(&current, "total-data-files"),
         delete_files: number(&current, "total-delete-files"),
         snapshots,
         dead_letters,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn col(id: i32, name: &str, ty: &str) -> ColumnSig {
+        (id, name.to_string(), ty.to_string())
+    }
+
+    #[test]
+    fn schema_change_names_added_widened_and_dropped_columns_by_field_id() {
+        let before = [
+            col(1, "id", "int"),
+            col(2, "name", "string"),
+            col(3, "old", "string"),
+        ];
+        let now = [
+            col(1, "id", "long"),
+            col(2, "name", "string"),
+            col(4, "coupon", "string"),
+        ];
+        let change = schema_change(1, &before, &now);
+        assert_eq!(change.columns, 3);
+        assert_eq!(change.added, ["coupon"]);
+        assert_eq!(change.changed, ["id: int -> long"]);
+        assert_eq!(change.dropped, ["old"]);
+        let first = schema_change(0, &[], &before);
+        assert_eq!(first.added, ["id", "name", "old"]);
+    }
 }

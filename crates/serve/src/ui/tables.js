@@ -20,6 +20,12 @@ async function tablePage(jobId, table) {
       h("tr", {}, ["Id", "Column", "Type", "Required"].map((x) => h("th", {}, x))),
       t.columns.map((c) => h("tr", {}, h("td", {}, String(c.id)), h("td", {}, c.name),
         h("td", { class: "cols" }, c.type), h("td", {}, c.required ? "yes" : "no")))),
+    h("h2", {}, "Schema history"),
+    h("table", { id: "table-schema-history" },
+      h("tr", {}, ["Schema", "Columns", "Added", "Type changed", "Dropped"].map((x) => h("th", {}, x))),
+      t.schema_history.map((v) => h("tr", {}, h("td", {}, String(v.schema_id)), h("td", {}, String(v.columns)),
+        h("td", { class: "cols" }, v.added.join(", ") || "-"), h("td", { class: "cols" }, v.changed.join(", ") || "-"),
+        h("td", { class: "cols" }, v.dropped.join(", ") || "-")))),
     h("h2", {}, "Snapshots"),
     t.snapshots.length === 0 ? h("p", {}, "None yet.") :
       h("table", { id: "table-snapshots" },

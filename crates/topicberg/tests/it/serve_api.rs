@@ -565,6 +565,20 @@ fn serve_api_end_to_end() {
         "{table}"
     );
     assert_eq!(snapshot["added_records"], 4, "{table}");
+    let history = table["schema_history"].as_array().unwrap();
+    assert_eq!(history.len(), 1, "{table}");
+    assert!(
+        history[0]["added"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("id")),
+        "{table}"
+    );
+    assert!(
+        table["dead_letters"].is_null(),
+        "no dead-letter table: {table}"
+    );
+    assert_eq!(run["lag"], 0, "nothing left behind after the run: {run}");
     client
         .get(&format!("/api/jobs/{jid}/tables/no_such_table"))
         .expect(404);
