@@ -729,8 +729,8 @@ mod tests {
         // PyIceberg, and Polars and Daft through it, refuse equality deletes
         // (sync_upsert_seeds_with_equality_deletes asserts their refusal).
         for name in ["daft", "polars", "pyiceberg"] {
-            let e =
-                resolve_delete_format(&engines(&[name, "spark"]), Some(Equality), None).unwrap_err();
+            let e = resolve_delete_format(&engines(&[name, "spark"]), Some(Equality), None)
+                .unwrap_err();
             assert!(e.contains(&format!("cannot be read by {name} (")), "{e}");
             assert!(!e.contains("spark ("), "{e}");
             assert!(e.contains("set delete_format = \"position\""), "{e}");

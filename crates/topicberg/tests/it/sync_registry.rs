@@ -426,7 +426,14 @@ fn protobuf_orders_two_syncs(catalog: Catalog, upsert: bool) {
     let rows = read_everywhere(
         catalog,
         &table,
-        &["duckdb", "pyiceberg", "spark", "polars", "datafusion", "daft"],
+        &[
+            "duckdb",
+            "pyiceberg",
+            "spark",
+            "polars",
+            "datafusion",
+            "daft",
+        ],
     );
     let fields = [
         "id",
