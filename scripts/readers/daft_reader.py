@@ -11,8 +11,8 @@ every delete file of a task for a Parquet position delete file: a deletion
 vector (Puffin, format v3) fails with "DaftError::CorruptFile ... is not a valid
 parquet file. Incorrect footer magic: [80, 70, 65, 49]" ("PFA1", Puffin's magic),
 and the reader exits 1 with that error, never other rows. Equality deletes fail in
-PyIceberg's planning ("PyIceberg does not yet support equality deletes"), exit 1
-(not tested here).
+PyIceberg's planning inside daft.read_iceberg ("PyIceberg does not yet support
+equality deletes"), exit 1 (asserted by sync_upsert_seeds_with_equality_deletes).
 Daft's own log line ("Error when running pipeline node ...") is off (DAFT_LOG=off
 unless set): stderr carries the reader's one error line.
 """

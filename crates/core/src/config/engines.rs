@@ -19,9 +19,9 @@
 //! | pyiceberg  | yes                   | yes (0.12)            | no               | 2, 3 (reads)    |
 //! | flink      | yes                   | yes (Iceberg >= 1.8)  | yes              | 2, 3            |
 //! | clickhouse | yes                   | no (see below)        | yes (>= 25.8)    | 2, 3            |
-//! | polars     | yes                   | yes                   | no (not shown)   | 2, 3            |
+//! | polars     | yes                   | yes                   | no (refused)     | 2, 3            |
 //! | datafusion | yes                   | yes                   | yes              | 2, 3            |
-//! | daft       | yes                   | no                    | no (not shown)   | 2, 3            |
+//! | daft       | yes                   | no                    | no (refused)     | 2, 3            |
 //!
 //! Versions: an entry may name releases (`trino<480`, `clickhouse>=26.10`);
 //! what older releases lack is taken away (`engine_target.rs`).
@@ -37,9 +37,12 @@
 //! own venv) reads v2 position deletes and v3 tables, and fails on deletion
 //! vectors: it reads every delete file as Parquet ("DaftError::CorruptFile
 //! ... is not a valid parquet file. Incorrect footer magic").
-//! Equality deletes (`sync_upsert_seeds_with_equality_deletes`): DataFusion
-//! and chDB equal Spark; the Polars reader fails in PyIceberg's scan
-//! planning ("PyIceberg does not yet support equality deletes"): not read.
+//! Equality deletes (`sync_upsert_seeds_with_equality_deletes`): DataFusion,
+//! chDB and Trino 476 equal Spark; PyIceberg refuses them in its scan
+//! planning ("PyIceberg does not yet support equality deletes"), and so do
+//! Polars and Daft, whose Iceberg readers plan with PyIceberg
+//! (`daft.read_iceberg` raises that same error): the test asserts all
+//! three refusals.
 //!
 //! Sources (checked 2026-11):
 //! - Spark, Flink: the Iceberg Java library applies all three; deletion
@@ -719,6 +722,37 @@ mod tests {
         assert_eq!(r.delete_format, Dv);
         let e = auto(&["databricks", "clickhouse"]).unwrap_err();
         assert!(e.contains("clickhouse lacks deletion vectors (v3)"), "{e}");
+    }
+
+    #[test]
+    fn equality_deletes_are_refused_for_engines_that_plan_with_pyiceberg() {
+        // PyIceberg, and Polars and Daft through it, refuse equality deletes
+        // (sync_upsert_seeds_with_equality_deletes asserts their refusal).
+        for name in ["daft", "polars", "pyiceberg"] {
+            let e = resolve_delete_format(&engines(&[name, "spark"]), Some(Equality), None)
+                .unwrap_err();
+            assert!(e.contains(&format!("cannot be read by {name} (")), "{e}");
+            assert!(!e.contains("spark ("), "{e}");
+            assert!(e.contains("set delete_format = \"position\""), "{e}");
+        }
+        // Daft reads neither equality deletes nor deletion vectors: on v3 it
+        // has nothing; the error names both and how to get position deletes.
+        let e = resolve_delete_format(&engines(&["daft"]), Some(Equality), Some(3)).unwrap_err();
+        assert!(e.contains("equality deletes on format v3"), "{e}");
+        assert!(e.contains("cannot be read by daft"), "{e}");
+        let e = resolve_delete_format(&engines(&["daft"]), None, Some(3)).unwrap_err();
+        assert!(
+            e.contains("daft lacks deletion vectors (v3) and equality deletes (v3)"),
+            "{e}"
+        );
+        // Engines that do read them keep them.
+        let r = resolve_delete_format(
+            &engines(&["datafusion", "clickhouse", "trino<480", "duckdb"]),
+            Some(Equality),
+            None,
+        )
+        .unwrap();
+        assert_eq!(r.delete_format, Equality);
     }
 
     #[test]

@@ -852,6 +852,19 @@ fn an_explicit_delete_format_a_target_engine_cannot_read_fails_validation() {
             &format!("cannot be read by {name}"),
         );
     }
+    // Equality deletes: refused by PyIceberg's planning, which Daft and
+    // Polars use (sync_upsert_seeds_with_equality_deletes).
+    for name in ["daft", "polars", "pyiceberg"] {
+        one_problem(
+            &upsert_job(
+                &format!(r#"["spark", "{name}"]"#),
+                "delete_format = \"equality\"\n",
+                "",
+            ),
+            "streams[0].delete_format",
+            &format!("cannot be read by {name}"),
+        );
+    }
     let c = load(&upsert_job(
         r#"["spark", "flink"]"#,
         "delete_format = \"equality\"\n",

@@ -13,8 +13,9 @@ use crate::support::{
 use crate::testbed::{get, unique_name};
 
 /// The seeds' first sync (8 customers, 40 orders), read identically by
-/// DuckDB, PyIceberg and Spark with the documented types; then the seeds'
-/// second batch of 12, of which the second sync reads only the new ones.
+/// every reader (DuckDB, PyIceberg, Spark, Polars, DataFusion, chDB, Trino,
+/// Daft) with the documented types; then the seeds' second batch of 12, of
+/// which the second sync reads only the new ones.
 fn seeds_first_and_second_sync(catalog: Catalog) {
     let customers = unique_name("customers");
     let orders = unique_name("orders");
@@ -38,6 +39,7 @@ fn seeds_first_and_second_sync(catalog: Catalog) {
             "datafusion",
             "chdb",
             "trino",
+            "daft",
         ] {
             assert_eq!(
                 read_lines(engine, catalog, &table),
@@ -311,7 +313,9 @@ fn sync_nested_json_fields_land_as_json_text_across_syncs() {
 }
 
 /// The embedded default catalog: a SQLite file and a local folder that
-/// PyIceberg's SqlCatalog, DuckDB and Spark read as they are.
+/// PyIceberg's SqlCatalog, DuckDB, Spark, Polars, DataFusion, Daft and Trino
+/// (a JDBC catalog on the SQLite file, created for the read) read as they
+/// are.
 #[test]
 fn sync_append_into_embedded_catalog_is_read_by_every_reader() {
     let orders = unique_name("orders");
@@ -325,7 +329,9 @@ fn sync_append_into_embedded_catalog_is_read_by_every_reader() {
     assert_eq!(table_report(&report, &job.table(&orders))["records"], 8);
     let pyiceberg = job.read_embedded("pyiceberg", &job.table(&orders));
     assert_eq!(pyiceberg.lines().count(), 48);
-    for engine in ["duckdb", "spark"] {
+    // Not chDB: its reader refuses a local folder outside its user files
+    // ("File path ... is not inside . (PATH_ACCESS_DENIED)").
+    for engine in ["duckdb", "spark", "polars", "datafusion", "daft", "trino"] {
         assert_eq!(
             job.read_embedded(engine, &job.table(&orders)),
             pyiceberg,
