@@ -25,7 +25,9 @@ mod parse;
 mod source;
 mod streams;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
+#[cfg(test)]
+mod tests_engines;
 #[cfg(test)]
 mod tests_errors;
 #[cfg(test)]

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use super::*;
 
 /// A full job file, every section filled in.
-const ISSUE_EXAMPLE: &str = r#"
+pub(super) const ISSUE_EXAMPLE: &str = r#"
 name = "kafka_to_iceberg"          # job name; Iceberg namespace = "<name>_topics"
 target_engines = ["spark", "duckdb", "trino"]   # used by the upsert issue; accept it now
 
@@ -40,14 +40,14 @@ topic = "orders"
 mode = "append"                          # append | upsert (upsert: next issue)
 "#;
 
-const MINIMAL: &str = r#"
+pub(super) const MINIMAL: &str = r#"
 name = "job"
 [source]
 bootstrap_servers = "127.0.0.1:9092"
 topic_pattern = "^(customers|orders)$"
 "#;
 
-fn env(name: &str) -> Option<String> {
+pub(super) fn env(name: &str) -> Option<String> {
     match name {
         "KAFKA_PASSWORD" => Some("kafka-pw-7731".into()),
         "S3_SECRET" => Some("s3-secret-5519".into()),
@@ -59,17 +59,21 @@ fn env(name: &str) -> Option<String> {
     }
 }
 
-fn load(text: &str) -> Result<JobConfig, ConfigError> {
+pub(super) fn job(c: &JobConfig) -> crate::Job {
+    crate::Job::resolve(c).unwrap()
+}
+
+pub(super) fn load(text: &str) -> Result<JobConfig, ConfigError> {
     JobConfig::from_toml_str(text, env)
 }
 
 /// MINIMAL plus `extra` lines appended to the end of the file.
-fn with(extra: &str) -> String {
+pub(super) fn with(extra: &str) -> String {
     format!("{MINIMAL}{extra}")
 }
 
 /// The problems of an invalid file as "field: message" lines.
-fn problems(text: &str) -> Vec<String> {
+pub(super) fn problems(text: &str) -> Vec<String> {
     match load(text) {
         Err(ConfigError::Invalid { problems, .. }) => {
             problems.iter().map(ToString::to_string).collect()
@@ -81,7 +85,7 @@ fn problems(text: &str) -> Vec<String> {
 
 /// Asserts exactly one problem, on `field`, whose message contains `needle`.
 #[track_caller]
-fn one_problem(text: &str, field: &str, needle: &str) {
+pub(super) fn one_problem(text: &str, field: &str, needle: &str) {
     let found = problems(text);
     assert_eq!(found.len(), 1, "{found:#?}");
     assert!(
@@ -90,7 +94,7 @@ fn one_problem(text: &str, field: &str, needle: &str) {
     );
 }
 
-fn parse_message(text: &str) -> (Option<usize>, String) {
+pub(super) fn parse_message(text: &str) -> (Option<usize>, String) {
     match load(text) {
         Err(ConfigError::Parse { line, message, .. }) => (line, message),
         Err(other) => panic!("expected a parse error, got: {other}"),
@@ -434,7 +438,7 @@ fn engine_versions_load_and_a_malformed_one_says_how_to_write_it() {
     );
 }
 
-const REST: &str = "[destination]\ncatalog = \"rest\"\nuri = \"http://127.0.0.1:8181\"\nwarehouse = \"lakehouse\"\n";
+pub(super) const REST: &str = "[destination]\ncatalog = \"rest\"\nuri = \"http://127.0.0.1:8181\"\nwarehouse = \"lakehouse\"\n";
 
 #[test]
 fn destination_problems() {
@@ -728,153 +732,6 @@ fn the_example_job_files_are_valid() {
     assert_eq!(embedded.destination.catalog, CatalogKind::Sql);
     assert_eq!(embedded.destination.path, Some(PathBuf::from("warehouse")));
     assert_eq!(embedded.stream_for("orders").mode, StreamMode::Append);
-}
-
-fn job(c: &JobConfig) -> crate::Job {
-    crate::Job::resolve(c).unwrap()
-}
-
-/// The delete format and format version an upsert topic resolves to.
-fn upsert_plan(c: &JobConfig, topic: &str) -> (DeleteFormat, FormatVersion) {
-    let table = job(c).table_for(topic);
-    (table.upsert().unwrap().delete_format, table.format_version)
-}
-
-/// MINIMAL with `target_engines` and an upsert stream for "customers".
-fn upsert_job(engines: &str, stream_extra: &str, rest: &str) -> String {
-    format!(
-        "target_engines = {engines}\n{MINIMAL}[[streams]]\ntopic = \"customers\"\nmode = \"upsert\"\n\
-         dedup_keys = [\"id\"]\n{stream_extra}{rest}"
-    )
-}
-
-#[test]
-fn target_engines_resolve_the_delete_format_of_upsert_streams() {
-    let c = load(&upsert_job(r#"["spark", "duckdb", "trino"]"#, "", "")).unwrap();
-    assert_eq!(
-        upsert_plan(&c, "customers"),
-        (DeleteFormat::Position, FormatVersion::V2)
-    );
-    assert_eq!(
-        job(&c).table_for("customers").format_version,
-        FormatVersion::V2
-    );
-    // Append streams (and topics without an entry) have no plan.
-    assert!(job(&c).table_for("orders").upsert().is_none());
-
-    let c = load(&upsert_job(r#"["databricks", "duckdb", "spark"]"#, "", "")).unwrap();
-    assert_eq!(
-        upsert_plan(&c, "customers"),
-        (DeleteFormat::Dv, FormatVersion::V3)
-    );
-    assert_eq!(
-        job(&c).table_for("customers").format_version,
-        FormatVersion::V3
-    );
-    // Append tables keep destination.format_version.
-    assert_eq!(
-        job(&c).table_for("orders").format_version,
-        FormatVersion::V2
-    );
-
-    let c = load(&upsert_job("[]", "", "")).unwrap();
-    assert_eq!(
-        upsert_plan(&c, "customers"),
-        (DeleteFormat::Position, FormatVersion::V2)
-    );
-}
-
-#[test]
-fn engines_without_a_common_delete_format_fail_validation() {
-    one_problem(
-        &upsert_job(r#"["databricks", "athena"]"#, "", ""),
-        "target_engines",
-        "databricks lacks position deletes (v2) and equality deletes",
-    );
-    let found = problems(&upsert_job(r#"["databricks", "athena"]"#, "", ""));
-    assert!(
-        found[0].contains("athena lacks deletion vectors"),
-        "{found:#?}"
-    );
-    assert!(
-        found[0].contains("remove databricks or athena"),
-        "{found:#?}"
-    );
-    // Reported once however many upsert streams there are.
-    one_problem(
-        &upsert_job(
-            r#"["databricks", "athena"]"#,
-            "",
-            "[[streams]]\ntopic = \"orders\"\nmode = \"upsert\"\ndedup_keys = [\"id\"]\n",
-        ),
-        "target_engines",
-        "no delete format",
-    );
-    // Append streams do not care.
-    load(&format!(
-        "target_engines = [\"databricks\", \"athena\"]\n{MINIMAL}"
-    ))
-    .unwrap();
-    // Databricks with format v2 has nothing to read.
-    one_problem(
-        &upsert_job(
-            r#"["databricks", "spark"]"#,
-            "",
-            "[destination]\nformat_version = 2\n",
-        ),
-        "target_engines",
-        "destination.format_version",
-    );
-}
-
-#[test]
-fn an_explicit_delete_format_a_target_engine_cannot_read_fails_validation() {
-    one_problem(
-        &upsert_job(
-            r#"["databricks", "spark"]"#,
-            "delete_format = \"equality\"\n",
-            "",
-        ),
-        "streams[0].delete_format",
-        "cannot be read by databricks",
-    );
-    one_problem(
-        &upsert_job(r#"["trino", "athena"]"#, "delete_format = \"dv\"\n", ""),
-        "streams[0].delete_format",
-        "set delete_format = \"position\"",
-    );
-    // Releases and engines run here that cannot read deletion vectors.
-    for engines in [r#"["trino<480"]"#, r#"["daft"]"#, r#"["clickhouse"]"#] {
-        let name = engines.trim_matches(|c| "[]\"".contains(c));
-        one_problem(
-            &upsert_job(engines, "delete_format = \"dv\"\n", ""),
-            "streams[0].delete_format",
-            &format!("cannot be read by {name}"),
-        );
-    }
-    // Equality deletes: refused by PyIceberg's planning, which Daft and
-    // Polars use (sync_upsert_seeds_with_equality_deletes).
-    for name in ["daft", "polars", "pyiceberg"] {
-        one_problem(
-            &upsert_job(
-                &format!(r#"["spark", "{name}"]"#),
-                "delete_format = \"equality\"\n",
-                "",
-            ),
-            "streams[0].delete_format",
-            &format!("cannot be read by {name}"),
-        );
-    }
-    let c = load(&upsert_job(
-        r#"["spark", "flink"]"#,
-        "delete_format = \"equality\"\n",
-        "",
-    ))
-    .unwrap();
-    assert_eq!(
-        upsert_plan(&c, "customers"),
-        (DeleteFormat::Equality, FormatVersion::V2)
-    );
 }
 
 #[test]
