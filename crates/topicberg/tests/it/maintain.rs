@@ -358,39 +358,41 @@ fn sync_between_rewrite_and_commit(bed: Bed, formats: &[&str]) {
     for _ in 0..4 {
         f.round(20);
     }
-    let release = f.job.scratch_file("release");
-    let ready = release.with_extension("ready");
-    let report = f.job.scratch_file("maintain.json");
-    let maintain = crate::testbed::command(env!("CARGO_BIN_EXE_topicberg"))
-        .args(["maintain", "-c"])
-        .arg(&f.job.path)
-        .args(["--report-json", report.to_str().unwrap()])
-        .env(
-            "TOPICBERG_PAUSE",
-            format!("before_compaction_commit:{}", release.display()),
-        )
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    wait_until("the compaction to pause", Duration::from_secs(300), || {
-        ready.exists()
-    });
-    // Updates of old keys: deletes against the files being compacted.
-    f.round(20);
-    std::fs::write(&release, b"").unwrap();
-    // The second plan pauses too: release stays in place.
-    let out = maintain.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let report: Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+    // One table at a time, so that each compaction is raced.
     for table in f.upsert_tables() {
+        let release = f.job.scratch_file("release");
+        let ready = release.with_extension("ready");
+        let report = f.job.scratch_file("maintain.json");
+        let maintain = crate::testbed::command(env!("CARGO_BIN_EXE_topicberg"))
+            .args(["maintain", "-c"])
+            .arg(&f.job.path)
+            .args(["--table", &table, "--report-json", report.to_str().unwrap()])
+            .env(
+                "TOPICBERG_PAUSE",
+                format!("before_compaction_commit:{}", release.display()),
+            )
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        wait_until("the compaction to pause", Duration::from_secs(300), || {
+            ready.exists()
+        });
+        // Updates of old keys: deletes against the files being compacted.
+        f.round(20);
+        // The second plan pauses too, and goes on at once.
+        std::fs::write(&release, b"").unwrap();
+        let out = maintain.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let report: Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
         let t = entry(&report, &table);
         assert!(t["compaction"]["replanned"].as_u64().unwrap() >= 1, "{t}");
         assert!(t["compaction"]["snapshot_id"].is_i64(), "{t}");
         assert_eq!(t["after"]["delete_files"], 0, "{t}");
+        assert_eq!(t["after"]["data_files"], 1, "{t}");
     }
     f.check(&["duckdb", "pyiceberg"]);
     f.round(20);
