@@ -13,9 +13,10 @@ use regex::Regex;
 
 use crate::columns::KAFKA_KEY;
 use crate::config::{
-    default_key_format, resolve_delete_format, value_format_without_schema, CatalogKind,
-    ConfigProblem, DeleteFormat, DestinationConfig, EngineTarget, FormatVersion, JobConfig,
-    OnInvalid, SourceConfig, StreamMode, StreamSettings, SCHEMA_REGISTRY_REQUEST_TIMEOUT_SECS,
+    default_key_format, parse_duration, resolve_delete_format, value_format_without_schema,
+    CatalogKind, ConfigProblem, DeleteFormat, DestinationConfig, EngineTarget, FormatVersion,
+    JobConfig, MaintainConfig, OnInvalid, SourceConfig, StreamMode, StreamSettings,
+    SCHEMA_REGISTRY_REQUEST_TIMEOUT_SECS,
 };
 use crate::registry::ValueFormat;
 use crate::Secret;
@@ -48,6 +49,8 @@ pub struct Job {
     pub engines: Vec<EngineTarget>,
     /// The format version of new append tables.
     pub format_version: FormatVersion,
+    /// What `topicberg maintain` does (`[maintain]`).
+    pub maintain: MaintainSettings,
     /// `[[streams]]` entries, resolved.
     configured: Vec<TableSettings>,
     /// `destination.format_version` as written, for upsert resolution.
@@ -115,6 +118,39 @@ pub struct Tuning {
     pub zstd_level: i32,
     /// Most columns a table may have (metadata included).
     pub max_columns: usize,
+}
+
+/// `[maintain]`, resolved: sizes in bytes, durations parsed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MaintainSettings {
+    /// Compaction writes data files of about this many bytes.
+    pub target_file_size_bytes: u64,
+    /// Small files that make a partition worth rewriting.
+    pub min_input_files: usize,
+    /// Snapshots of each branch kept whatever their age.
+    pub keep_snapshots: usize,
+    /// Snapshots older than this (beyond `keep_snapshots`) expire.
+    pub max_snapshot_age: Duration,
+    /// Unreferenced files younger than this are kept.
+    pub orphan_min_age: Duration,
+    /// More manifests than this in the current snapshot are rewritten.
+    pub max_manifests: usize,
+}
+
+impl MaintainSettings {
+    fn resolve(config: &MaintainConfig) -> Result<Self, Vec<ConfigProblem>> {
+        let duration = |field: &str, text: &str| {
+            parse_duration(text).map_err(|why| vec![ConfigProblem::new(field, why)])
+        };
+        Ok(Self {
+            target_file_size_bytes: config.target_file_size_mb * 1024 * 1024,
+            min_input_files: config.min_input_files.max(1),
+            keep_snapshots: config.keep_snapshots.max(1),
+            max_snapshot_age: duration("maintain.max_snapshot_age", &config.max_snapshot_age)?,
+            orphan_min_age: duration("maintain.orphan_min_age", &config.orphan_min_age)?,
+            max_manifests: config.max_manifests.max(1),
+        })
+    }
 }
 
 /// One topic's table and how it is written.
@@ -254,6 +290,7 @@ impl Job {
             },
             engines: config.engines(),
             format_version: config.destination.format_version(),
+            maintain: MaintainSettings::resolve(&config.maintain)?,
             configured: Vec::new(),
             explicit_format_version: config.destination.format_version,
         };

@@ -38,7 +38,8 @@ pub use decode::{
 };
 pub use infer::{merge_types, InferError, SchemaInference};
 pub use job::{
-    DedupKeys, Job, RegistryCredentials, RegistrySettings, TableMode, TableSettings, Tuning, Upsert,
+    DedupKeys, Job, MaintainSettings, RegistryCredentials, RegistrySettings, TableMode,
+    TableSettings, Tuning, Upsert,
 };
 pub use names::{ColumnNames, NameError};
 pub use olake_id::{append_olake_id, kafka_key_olake_id, upsert_olake_id, KeyValue};

@@ -10,6 +10,7 @@
 //! | [`commit`] | snapshots and their commits: append ([`commit::append`]), row delta ([`commit::row_delta`]), what both share (`snapshot_commit`: manifests, manifest list, snapshot, requirements), the one summary builder both use (`summary`), the table's record of Kafka offsets ([`commit::offsets`]), the schema change that rides along ([`commit::schema_evolution`]) |
 //! | [`deletes`] | the delete side of upsert: position delete files (v2, [`deletes::position`]), deletion vectors (v3 Puffin, [`deletes::deletion_vectors`]), equality delete files on `_olake_id` ([`deletes::equality`]), and the choice between them ([`Destination::write_deletes`]) |
 //! | [`key_index`] | the upsert key index: `_olake_id` -> (data file, row position) in a redb file per table |
+//! | [`maintain`] | table maintenance: compaction into a `replace` snapshot, snapshot expiry, orphan-file removal |
 //!
 //! At the root: [`Destination`] (the write-path API: connect, ensure a
 //! table, write data files, commit with conflict retries and a check for
@@ -44,6 +45,7 @@ mod error;
 pub mod key_index;
 #[cfg(test)]
 mod local_tests;
+pub mod maintain;
 mod newest_rows;
 mod table;
 pub mod write;

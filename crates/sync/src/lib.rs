@@ -7,6 +7,8 @@
 //! - [`discover`]: the selected topics and their inferred columns.
 //! - [`sync`]: one bounded, exactly-once sync (plan, drain, write, commit;
 //!   see its module doc for the stages).
+//! - [`maintain`]: `topicberg maintain`: compaction, snapshot expiry,
+//!   orphan-file removal of the job's tables ([`maintain::run_maintain`]).
 //! - [`destination`]: the job's catalog and storage, connected.
 //! - [`registry`]: the job's schema registry, connected, and each table's
 //!   value format decided once (explicit, or from its `<topic>-value`
@@ -21,6 +23,7 @@ pub mod destination;
 pub mod discover;
 pub mod hooks;
 pub mod log_writer;
+pub mod maintain;
 pub mod registry;
 pub mod sync;
 

@@ -1,4 +1,5 @@
-//! The `topicberg` command line: `check`, `discover`, `sync`, `serve`.
+//! The `topicberg` command line: `check`, `discover`, `sync`, `maintain`,
+//! `serve`.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -45,6 +46,22 @@ enum Command {
         /// Also write the per-table report as JSON to this file.
         #[arg(long)]
         report_json: Option<PathBuf>,
+    },
+    /// Maintain the job's tables: compact small files and files with
+    /// deletes, expire old snapshots, remove orphan files (`[maintain]`).
+    Maintain {
+        /// The job file.
+        #[arg(short, long)]
+        config: PathBuf,
+        /// Only this table (`<table>` or `<namespace>.<table>`).
+        #[arg(long)]
+        table: Option<String>,
+        /// Also write the per-table report as JSON to this file.
+        #[arg(long)]
+        report_json: Option<PathBuf>,
+        /// Decide and report what would be done; change nothing.
+        #[arg(long)]
+        dry_run: bool,
     },
     /// Run the service: JSON API, scheduler and syncs, state in DIR/topicberg.db.
     Serve {
@@ -232,6 +249,26 @@ async fn run(cli: Cli, log_capture: Option<LogCapture>) -> anyhow::Result<ExitCo
             })
             .await?;
             Ok(ExitCode::SUCCESS)
+        }
+        Command::Maintain {
+            config,
+            table,
+            report_json,
+            dry_run,
+        } => {
+            let job = load_job(&config)?;
+            let options = topicberg_sync::maintain::MaintainOptions { table, dry_run };
+            let report = topicberg_sync::maintain::run_maintain(&job, &options).await?;
+            print!("{}", report.to_text());
+            if let Some(path) = report_json {
+                std::fs::write(&path, serde_json::to_vec_pretty(&report)?)
+                    .with_context(|| format!("writing {}", path.display()))?;
+            }
+            Ok(if report.succeeded() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            })
         }
         Command::Sync {
             config,

@@ -129,3 +129,39 @@ pub const CATALOG_REQUEST_TIMEOUT_SECS: u64 = 30;
 pub fn state_dir() -> PathBuf {
     PathBuf::from(".topicberg-state")
 }
+
+/// `maintain.target_file_size_mb`: the data file size compaction writes.
+pub fn maintain_target_file_size_mb() -> u64 {
+    128
+}
+
+/// `maintain.min_input_files`: small files that make a partition worth
+/// rewriting (as Spark's `rewrite_data_files` `min-input-files`).
+pub fn maintain_min_input_files() -> usize {
+    5
+}
+
+/// `maintain.keep_snapshots`: snapshots of each branch kept whatever their
+/// age. More than one, so that the snapshot the upsert key index reflects
+/// is usually still there after a compaction (no rebuild).
+pub fn maintain_keep_snapshots() -> usize {
+    10
+}
+
+/// `maintain.max_snapshot_age`: as the Java library's
+/// `history.expire.max-snapshot-age-ms` (5 days).
+pub fn maintain_max_snapshot_age() -> String {
+    "5d".to_string()
+}
+
+/// `maintain.orphan_min_age`: unreferenced files younger than this are
+/// kept (a commit may be in flight).
+pub fn maintain_orphan_min_age() -> String {
+    "1d".to_string()
+}
+
+/// `maintain.max_manifests`: more manifests than this in the current
+/// snapshot are rewritten into few.
+pub fn maintain_max_manifests() -> usize {
+    100
+}

@@ -21,6 +21,7 @@ mod engine_target;
 mod engines;
 mod error;
 mod interpolate;
+mod maintain;
 mod parse;
 mod source;
 mod streams;
@@ -47,6 +48,7 @@ pub use destination::{CatalogKind, Credential, DestinationConfig, FormatVersion}
 pub use engine_target::{EngineTarget, Version, VersionReq};
 pub use engines::{resolve_delete_format, EngineSupport, ResolvedUpsert};
 pub use error::{ConfigError, ConfigProblem};
+pub use maintain::{parse_duration, MaintainConfig};
 pub use source::{SaslMechanism, SecurityProtocol, SourceConfig};
 pub use streams::{
     is_identifier, sanitize_identifier, DeleteFormat, OnInvalid, StreamConfig, StreamMode,
@@ -188,6 +190,9 @@ pub struct JobConfig {
     /// `[sync]`: tuning knobs.
     #[serde(default)]
     pub sync: SyncConfig,
+    /// `[maintain]`: what `topicberg maintain` does to the tables.
+    #[serde(default)]
+    pub maintain: MaintainConfig,
 }
 
 impl JobConfig {

@@ -756,3 +756,42 @@ fn sql_catalog_with_a_remote_warehouse_takes_that_stores_settings() {
     let local = load(&with("[destination]\nwarehouse = \"file:///tmp/w\"\n")).unwrap();
     assert_eq!(local.destination.sql_warehouse_scheme(), None);
 }
+
+#[test]
+fn maintain_settings_have_defaults_are_checked_and_resolve_once() {
+    let c = load(MINIMAL).unwrap();
+    assert_eq!(c.maintain, super::MaintainConfig::default());
+    let job = crate::Job::resolve(&c).unwrap();
+    assert_eq!(job.maintain.keep_snapshots, 10);
+    assert_eq!(job.maintain.max_snapshot_age.as_secs(), 5 * 86_400);
+    assert_eq!(job.maintain.orphan_min_age.as_secs(), 86_400);
+    assert_eq!(job.maintain.target_file_size_bytes, 128 * 1024 * 1024);
+
+    let c = load(&with(
+        "[maintain]\nkeep_snapshots = 2\nmax_snapshot_age = \"0s\"\norphan_min_age = \"30m\"\nmin_input_files = 2\n",
+    ))
+    .unwrap();
+    let job = crate::Job::resolve(&c).unwrap();
+    assert_eq!(job.maintain.keep_snapshots, 2);
+    assert_eq!(job.maintain.max_snapshot_age.as_secs(), 0);
+    assert_eq!(job.maintain.orphan_min_age.as_secs(), 1_800);
+    assert_eq!(job.maintain.min_input_files, 2);
+
+    one_problem(
+        &with("[maintain]\nkeep_snapshots = 0\n"),
+        "maintain.keep_snapshots",
+        "at least its current snapshot",
+    );
+    one_problem(
+        &with("[maintain]\norphan_min_age = \"1 week\"\n"),
+        "maintain.orphan_min_age",
+        "use s, m, h or d",
+    );
+    let found = problems(&with("[maintain]\nkeep_snapshot = 3\n"));
+    assert!(
+        found[0].starts_with(
+            r#"[maintain]: unknown field "keep_snapshot", did you mean "keep_snapshots"?"#
+        ),
+        "{found:#?}"
+    );
+}

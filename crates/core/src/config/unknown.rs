@@ -7,7 +7,10 @@
 use serde::de::{self, Deserialize, Deserializer, Visitor};
 use toml::de::{DeTable, DeValue};
 
-use super::{ConfigProblem, DestinationConfig, JobConfig, SourceConfig, StreamConfig, SyncConfig};
+use super::{
+    ConfigProblem, DestinationConfig, JobConfig, MaintainConfig, SourceConfig, StreamConfig,
+    SyncConfig,
+};
 
 /// Removes every unknown key from `root`; returns one problem per key with
 /// the byte offset of the key (for ordering).
@@ -17,6 +20,7 @@ pub(super) fn take_unknown_keys(root: &mut DeTable<'_>, text: &str) -> Vec<(usiz
         ("source", fields_of::<SourceConfig>()),
         ("destination", fields_of::<DestinationConfig>()),
         ("sync", fields_of::<SyncConfig>()),
+        ("maintain", fields_of::<MaintainConfig>()),
     ] {
         if let Some(DeValue::Table(table)) = root.get_mut(key).map(|v| v.get_mut()) {
             found.extend(take_from(table, &format!("[{key}]"), fields, text));

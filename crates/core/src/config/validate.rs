@@ -20,6 +20,7 @@ pub(super) fn problems(config: &JobConfig) -> Vec<ConfigProblem> {
     destination(config, &mut out);
     streams(config, &mut out);
     sync(config, &mut out);
+    maintain(config, &mut out);
     out
 }
 
@@ -704,6 +705,46 @@ fn sync(config: &JobConfig, out: &mut Vec<ConfigProblem>) {
                 defaults::max_columns()
             ),
         );
+    }
+}
+
+fn maintain(config: &JobConfig, out: &mut Vec<ConfigProblem>) {
+    let m = &config.maintain;
+    if m.target_file_size_mb == 0 {
+        push(
+            out,
+            "maintain.target_file_size_mb",
+            "is 0; set the size compaction writes in MiB, e.g. 128",
+        );
+    }
+    if m.min_input_files == 0 {
+        push(
+            out,
+            "maintain.min_input_files",
+            "is 0; set how many small files make a rewrite worth it, e.g. 5",
+        );
+    }
+    if m.keep_snapshots == 0 {
+        push(
+            out,
+            "maintain.keep_snapshots",
+            "is 0; a table keeps at least its current snapshot: set 1 or more (default 10)",
+        );
+    }
+    if m.max_manifests == 0 {
+        push(
+            out,
+            "maintain.max_manifests",
+            "is 0; set how many manifests a snapshot may have before they are rewritten, e.g. 100",
+        );
+    }
+    for (field, text) in [
+        ("maintain.max_snapshot_age", &m.max_snapshot_age),
+        ("maintain.orphan_min_age", &m.orphan_min_age),
+    ] {
+        if let Err(why) = super::parse_duration(text) {
+            push(out, field, why);
+        }
     }
 }
 

@@ -56,6 +56,11 @@ impl Catalog {
         delegate!(self, drop_namespace(namespace))
     }
 
+    /// The names of the tables in `namespace`, sorted.
+    pub async fn list_tables(&self, namespace: &Namespace) -> Result<Vec<String>, CatalogError> {
+        delegate!(self, list_tables(namespace))
+    }
+
     /// Loads a table.
     pub async fn load_table(
         &self,

@@ -6,7 +6,9 @@ use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
 use iceberg::io::FileIO;
-use iceberg::spec::{DataContentType, DataFileFormat, ManifestStatus, SnapshotRef, TableMetadata};
+use iceberg::spec::{
+    DataContentType, DataFileFormat, ManifestStatus, Operation, SnapshotRef, TableMetadata,
+};
 use redb::Database;
 use roaring::RoaringTreemap;
 
@@ -43,6 +45,9 @@ struct Writer<'a> {
     stats: BuildStats,
     /// Count `Put`s that replace a present key as duplicates (rebuild).
     count_duplicates: bool,
+    /// `Put`s that replaced a present key, and rows put, so far.
+    replaced: u64,
+    puts: u64,
 }
 
 impl<'a> Writer<'a> {
@@ -53,6 +58,8 @@ impl<'a> Writer<'a> {
             step,
             stats: BuildStats::default(),
             count_duplicates,
+            replaced: 0,
+            puts: 0,
         }
     }
 
@@ -69,6 +76,7 @@ impl<'a> Writer<'a> {
         if self.count_duplicates {
             self.stats.duplicate_keys += done.replaced;
         }
+        self.replaced += done.replaced;
         self.stats.keys_removed += done.removed;
         self.ops.clear();
         Ok(())
@@ -106,7 +114,10 @@ impl<'a> Writer<'a> {
                 return Ok(());
             }
             match key {
-                Some(key) => self.push(Op::Put(key, id, pos)),
+                Some(key) => {
+                    self.puts += 1;
+                    self.push(Op::Put(key, id, pos))
+                }
                 None => {
                     self.stats.unkeyed_rows += 1;
                     Ok(())
@@ -259,7 +270,14 @@ pub(crate) fn snapshots_since(
 
 /// Brings the index from the snapshot it reflects to the table's current
 /// one by replaying `chain`. `Ok(Err(reason))`: a snapshot cannot be
-/// replayed (it removes data files or adds equality deletes): rebuild.
+/// replayed (it removes data files outside a `replace`, or adds equality
+/// deletes): rebuild.
+///
+/// A `replace` (a compaction: ours or another engine's) moves every live
+/// row of the files it removes into the files it adds: their keys are
+/// indexed at their new place. Each one must replace a key the index had;
+/// one that does not (the rows were not where the index thought) means a
+/// rebuild.
 pub(crate) async fn update(
     db: &Database,
     db_path: &Path,
@@ -276,17 +294,24 @@ pub(crate) async fn update(
     for snapshot in chain {
         let id = snapshot.snapshot_id();
         let entries = snapshot_files(file_io, metadata, snapshot, Some(id)).await?;
+        let replace = snapshot.summary().operation == Operation::Replace;
         for entry in &entries {
-            if entry.status == ManifestStatus::Deleted && entry.content == DataContentType::Data {
+            if entry.status == ManifestStatus::Deleted
+                && entry.content == DataContentType::Data
+                && !replace
+            {
                 return Ok(Err(format!(
-                    "snapshot {id} removes data file {} (a compaction or overwrite)",
+                    "snapshot {id} removes data file {} (an overwrite)",
                     entry.path
                 )));
             }
-            if entry.content == DataContentType::EqualityDeletes {
+            if entry.content == DataContentType::EqualityDeletes
+                && entry.status == ManifestStatus::Added
+            {
                 return Ok(Err(format!("snapshot {id} adds equality deletes")));
             }
         }
+        let (replaced_before, puts_before) = (writer.replaced, writer.puts);
         let added: Vec<&FileEntry> = entries
             .iter()
             .filter(|e| e.status == ManifestStatus::Added)
@@ -307,6 +332,15 @@ pub(crate) async fn update(
                 .await?;
         }
         writer.flush(None)?;
+        if replace {
+            let moved = writer.puts - puts_before;
+            let found = writer.replaced - replaced_before;
+            if moved != found {
+                return Ok(Err(format!(
+                    "snapshot {id} (replace) moved {moved} rows, {found} of them indexed before"
+                )));
+            }
+        }
         // Deletes of older rows: forget a key whose row they retire (unless
         // the key already points at a newer row).
         let new_paths: HashSet<&str> = paths.iter().copied().collect();

@@ -30,7 +30,7 @@
 //!   data files' `_olake_id`, their added deletes remove keys whose row they
 //!   retire): [`IndexState::UpdatedFrom`];
 //! - otherwise (missing, unreadable, another table's, unfinished, a snapshot
-//!   not on `main`'s history, or a snapshot since that removes data files or
+//!   not on `main`'s history, or a snapshot since that removes data files outside a `replace`, or
 //!   adds equality deletes): rebuilt from the current snapshot, into a new
 //!   file renamed over the old one: [`IndexState::Rebuilt`].
 //!

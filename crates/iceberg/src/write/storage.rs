@@ -392,16 +392,7 @@ impl ObjectStorage {
     pub async fn list(&self, location: &str) -> iceberg::Result<Vec<String>> {
         let folder = location.trim_end_matches('/');
         let (store, prefix) = self.resolve(folder)?;
-        let base = if folder.starts_with('/') {
-            "/".to_string()
-        } else {
-            let url = url::Url::parse(folder).map_err(|e| bad_location(folder, &e.to_string()))?;
-            let host = url.host_str().unwrap_or_default();
-            match url.username() {
-                "" => format!("{}://{host}/", url.scheme()),
-                container => format!("{}://{container}@{host}/", url.scheme()),
-            }
-        };
+        let base = listing_base(folder)?;
         let mut out = Vec::new();
         let mut listing = store.list(Some(&prefix));
         while let Some(meta) = listing.next().await {
@@ -409,6 +400,27 @@ impl ObjectStorage {
             out.push(format!("{base}{}", meta.location));
         }
         out.sort();
+        Ok(out)
+    }
+
+    /// Every file under `location` (recursively) with its size and
+    /// last-modified time, in the folder's scheme as [`Self::list`] gives
+    /// them.
+    pub async fn list_with_times(&self, location: &str) -> iceberg::Result<Vec<ListedFile>> {
+        let folder = location.trim_end_matches('/');
+        let (store, prefix) = self.resolve(folder)?;
+        let base = listing_base(folder)?;
+        let mut out = Vec::new();
+        let mut listing = store.list(Some(&prefix));
+        while let Some(meta) = listing.next().await {
+            let meta = meta.map_err(|e| fault("listing", folder, e))?;
+            out.push(ListedFile {
+                location: format!("{base}{}", meta.location),
+                last_modified_ms: meta.last_modified.timestamp_millis(),
+                size: meta.size,
+            });
+        }
+        out.sort_by(|a, b| a.location.cmp(&b.location));
         Ok(out)
     }
 
@@ -724,6 +736,31 @@ fn virtual_host_endpoint(endpoint: &str, bucket: &str) -> String {
         Some((scheme, rest)) => format!("{scheme}://{bucket}.{rest}"),
         None => format!("{bucket}.{endpoint}"),
     }
+}
+
+/// What the store's listing starts each key with for `folder`: `/` for a
+/// local path, `<scheme>://[container@]<host>/` for a URL.
+fn listing_base(folder: &str) -> iceberg::Result<String> {
+    if folder.starts_with('/') {
+        return Ok("/".to_string());
+    }
+    let url = url::Url::parse(folder).map_err(|e| bad_location(folder, &e.to_string()))?;
+    let host = url.host_str().unwrap_or_default();
+    Ok(match url.username() {
+        "" => format!("{}://{host}/", url.scheme()),
+        container => format!("{}://{container}@{host}/", url.scheme()),
+    })
+}
+
+/// A file as a listing shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListedFile {
+    /// Its location, in the listed folder's scheme.
+    pub location: String,
+    /// When it was last written (milliseconds since the epoch).
+    pub last_modified_ms: i64,
+    /// Its size in bytes.
+    pub size: u64,
 }
 
 #[cfg(test)]

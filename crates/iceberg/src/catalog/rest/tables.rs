@@ -93,6 +93,40 @@ fn table_name(namespace: &Namespace, table: &str) -> String {
 }
 
 impl RestCatalog {
+    /// The names of the tables in `namespace` (every page), sorted.
+    pub async fn list_tables(&self, namespace: &Namespace) -> Result<Vec<String>, CatalogError> {
+        #[derive(Deserialize)]
+        struct Identifier {
+            name: String,
+        }
+        #[derive(Deserialize)]
+        struct ListTablesResponse {
+            #[serde(default)]
+            identifiers: Vec<Identifier>,
+            #[serde(default, rename = "next-page-token")]
+            next_page_token: Option<String>,
+        }
+        let path = self.route(&format!("namespaces/{}/tables", namespace_path(namespace)));
+        let what = format!("listing the tables of namespace {}", namespace.join("."));
+        let mut names = Vec::new();
+        let mut page_token: Option<String> = None;
+        loop {
+            let query: Vec<(&str, &str)> = page_token
+                .as_deref()
+                .map(|t| vec![("pageToken", t)])
+                .unwrap_or_default();
+            let page: ListTablesResponse =
+                self.request_json(Method::GET, &path, &query, &what).await?;
+            names.extend(page.identifiers.into_iter().map(|i| i.name));
+            match page.next_page_token {
+                Some(t) if !t.is_empty() => page_token = Some(t),
+                _ => break,
+            }
+        }
+        names.sort();
+        Ok(names)
+    }
+
     fn table_route(&self, namespace: &Namespace, table: &str) -> String {
         self.route(&format!(
             "namespaces/{}/tables/{}",

@@ -22,6 +22,13 @@ fn table_name(namespace: &Namespace, table: &str) -> String {
 }
 
 impl SqlCatalog {
+    /// The names of the tables in `namespace`, sorted.
+    pub async fn list_tables(&self, namespace: &Namespace) -> Result<Vec<String>, CatalogError> {
+        let namespace = namespace.clone();
+        self.blocking(move |inner| inner.list_tables(&namespace))
+            .await
+    }
+
     /// Loads a table; a missing table is [`CatalogErrorKind::NotFound`].
     pub async fn load_table(
         &self,
@@ -132,6 +139,23 @@ impl Inner {
                 format!("table {dotted}.{table} does not exist"),
             )),
         }
+    }
+
+    pub(super) fn list_tables(&self, namespace: &Namespace) -> Result<Vec<String>, CatalogError> {
+        let step = self.step("listing tables");
+        let dotted = namespace_text(namespace, &step)?;
+        let conn = self.connect(&step)?;
+        let mut statement = conn
+            .prepare(
+                "SELECT table_name FROM iceberg_tables WHERE catalog_name = ?1 AND \
+                 table_namespace = ?2 ORDER BY table_name",
+            )
+            .map_err(|e| sql_error(&step, "listing the namespace's tables", e))?;
+        let names = statement
+            .query_map(params![self.name, dotted], |row| row.get::<_, String>(0))
+            .and_then(|rows| rows.collect::<Result<Vec<String>, _>>())
+            .map_err(|e| sql_error(&step, "listing the namespace's tables", e))?;
+        Ok(names)
     }
 
     pub(super) fn load_table(

@@ -1,0 +1,96 @@
+//! `[maintain]`: what `topicberg maintain` does to the job's tables
+//! (compaction, snapshot expiry, orphan-file removal, manifest rewrite),
+//! and the durations it takes (`"90s"`, `"30m"`, `"12h"`, `"7d"`).
+
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::defaults;
+
+/// `[maintain]`: the settings of `topicberg maintain`; the defaults suit
+/// most jobs.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MaintainConfig {
+    /// Compaction writes data files of about this size, in MiB; data files
+    /// smaller than three quarters of it are "small".
+    #[serde(default = "defaults::maintain_target_file_size_mb")]
+    pub target_file_size_mb: u64,
+    /// A partition's small files are rewritten once there are at least this
+    /// many of them; files with deletes are rewritten whatever their number.
+    #[serde(default = "defaults::maintain_min_input_files")]
+    pub min_input_files: usize,
+    /// Snapshots of each branch kept whatever their age (the newest ones,
+    /// the branch's head included). At least 1.
+    #[serde(default = "defaults::maintain_keep_snapshots")]
+    pub keep_snapshots: usize,
+    /// Snapshots older than this (beyond `keep_snapshots`) are expired, and
+    /// the files only they reference deleted, e.g. `"5d"`.
+    #[serde(default = "defaults::maintain_max_snapshot_age")]
+    pub max_snapshot_age: String,
+    /// Files under a table's location that nothing references are deleted
+    /// only once older than this, so that a commit in flight is never hit,
+    /// e.g. `"1d"`.
+    #[serde(default = "defaults::maintain_orphan_min_age")]
+    pub orphan_min_age: String,
+    /// The manifests of a table's current snapshot are rewritten into few
+    /// when there are more than this many.
+    #[serde(default = "defaults::maintain_max_manifests")]
+    pub max_manifests: usize,
+}
+
+impl Default for MaintainConfig {
+    fn default() -> Self {
+        Self {
+            target_file_size_mb: defaults::maintain_target_file_size_mb(),
+            min_input_files: defaults::maintain_min_input_files(),
+            keep_snapshots: defaults::maintain_keep_snapshots(),
+            max_snapshot_age: defaults::maintain_max_snapshot_age(),
+            orphan_min_age: defaults::maintain_orphan_min_age(),
+            max_manifests: defaults::maintain_max_manifests(),
+        }
+    }
+}
+
+/// Parses a duration written as a whole number and a unit: `s`, `m`, `h`
+/// or `d` (`"0s"` is allowed).
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .ok_or_else(|| format!("{text:?} has no unit; write e.g. \"30m\", \"12h\" or \"7d\""))?;
+    let (number, unit) = text.split_at(split);
+    let number: u64 = number
+        .parse()
+        .map_err(|_| format!("{text:?} does not start with a whole number, e.g. \"7d\""))?;
+    let seconds = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3_600,
+        "d" => 86_400,
+        _ => {
+            return Err(format!(
+                "{text:?} has the unit {unit:?}; use s, m, h or d (e.g. \"7d\")"
+            ))
+        }
+    };
+    Ok(Duration::from_secs(number.saturating_mul(seconds)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse_with_their_unit() {
+        assert_eq!(parse_duration("90s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("30m"), Ok(Duration::from_secs(1_800)));
+        assert_eq!(parse_duration(" 12h"), Ok(Duration::from_secs(43_200)));
+        assert_eq!(parse_duration("7d"), Ok(Duration::from_secs(604_800)));
+        assert_eq!(parse_duration("0s"), Ok(Duration::ZERO));
+        assert!(parse_duration("7").unwrap_err().contains("no unit"));
+        assert!(parse_duration("7w").unwrap_err().contains("\"w\""));
+        assert!(parse_duration("d").is_err());
+    }
+}

@@ -1,0 +1,150 @@
+//! Orphan-file removal: files under a table's location that no snapshot
+//! of the table references and that are older than a safety window.
+//!
+//! Referenced: every snapshot's manifest list, every manifest they list,
+//! every file those manifests name (deleted entries too), the statistics
+//! files. Never deleted, whatever they are: metadata JSON files (the
+//! catalog's; a REST catalog or another engine may point at any of them)
+//! and files younger than the window (a commit in flight writes its data
+//! files, manifests and manifest list before the catalog knows them).
+//! What is left is what failed or killed commits left behind: data files
+//! of a sync whose commit did not land, `<commit id>-m<n>.avro` manifests,
+//! `snap-*` manifest lists of attempts that lost, and files of expired
+//! snapshots another engine did not delete.
+//!
+//! Safety check: each file a live snapshot needs (manifest lists,
+//! manifests, live data and delete files) that lies under the table's
+//! location must be in the listing; one that is not means the listing and
+//! the metadata spell locations differently, and nothing is deleted.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use super::files::{entries_of, location_key, manifests_of};
+use crate::error::{from_iceberg, IcebergError, IcebergErrorKind};
+use crate::table::TableHandle;
+use crate::Destination;
+
+/// What orphan removal did to one table.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct OrphanOutcome {
+    /// Files listed under the table's location.
+    pub files_listed: usize,
+    /// Orphans deleted (or, in a dry run, that would be).
+    pub orphans_removed: usize,
+    /// Their bytes.
+    pub bytes_removed: u64,
+    /// Unreferenced files kept because they are younger than the window.
+    pub orphans_too_young: usize,
+    /// Orphans that could not be deleted.
+    pub orphans_not_deleted: usize,
+    /// The orphans' locations (at most 100, for the report).
+    pub sample: Vec<String>,
+}
+
+/// Deletes the table's orphan files older than `min_age` (see the module
+/// doc); `dry_run`: only finds them.
+pub async fn remove_orphans(
+    destination: &Destination,
+    handle: &TableHandle,
+    min_age: Duration,
+    dry_run: bool,
+) -> Result<OrphanOutcome, IcebergError> {
+    let file_io = destination.file_io();
+    let metadata = handle.metadata();
+    let location = metadata.location().trim_end_matches('/').to_string();
+    let step = format!("removing orphan files of {location}");
+    // Listed first: a file written after the listing is not considered.
+    let started_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0);
+    let listed = destination
+        .storage()
+        .list_with_times(&format!("{location}/"))
+        .await
+        .map_err(|e| from_iceberg(&step, &e, IcebergErrorKind::Storage))?;
+    // The metadata as it is now (after the listing): whatever a commit
+    // that landed meanwhile references is referenced.
+    let fresh = destination.reload_patiently(handle).await?;
+    let metadata = fresh.metadata();
+
+    let mut referenced: HashSet<String> = HashSet::new();
+    let mut needed: HashSet<String> = HashSet::new();
+    let mut seen_manifests = HashSet::new();
+    for snapshot in metadata.snapshots() {
+        referenced.insert(location_key(snapshot.manifest_list()));
+        needed.insert(location_key(snapshot.manifest_list()));
+        for manifest in manifests_of(file_io, metadata, snapshot).await? {
+            referenced.insert(location_key(&manifest.manifest_path));
+            needed.insert(location_key(&manifest.manifest_path));
+            if !seen_manifests.insert(manifest.manifest_path.clone()) {
+                continue;
+            }
+            for entry in entries_of(file_io, &manifest).await? {
+                referenced.insert(location_key(entry.path()));
+                if entry.is_live() {
+                    needed.insert(location_key(entry.path()));
+                }
+            }
+        }
+    }
+    for stats in metadata.statistics_iter() {
+        referenced.insert(location_key(&stats.statistics_path));
+    }
+    for stats in metadata.partition_statistics_iter() {
+        referenced.insert(location_key(&stats.statistics_path));
+    }
+
+    let listed_keys: HashSet<String> = listed.iter().map(|f| location_key(&f.location)).collect();
+    let root = format!("{}/", location_key(&location));
+    if let Some(missing) = needed
+        .iter()
+        .find(|k| k.starts_with(&root) && !listed_keys.contains(*k))
+    {
+        return Err(IcebergError::new(
+            IcebergErrorKind::Data,
+            step,
+            format!(
+                "{missing} is referenced by a snapshot but not in the listing of the table's \
+                 location: not deleting anything"
+            ),
+        ));
+    }
+
+    let cutoff = started_ms - min_age.as_millis() as i64;
+    let mut outcome = OrphanOutcome {
+        files_listed: listed.len(),
+        ..OrphanOutcome::default()
+    };
+    for file in &listed {
+        let key = location_key(&file.location);
+        let name = key.rsplit('/').next().unwrap_or_default();
+        let catalog_file = name.ends_with(".metadata.json")
+            || name.ends_with(".metadata.json.gz")
+            || name.ends_with(".gz.metadata.json")
+            || name == "version-hint.text";
+        if referenced.contains(&key) || catalog_file {
+            continue;
+        }
+        if file.last_modified_ms > cutoff {
+            outcome.orphans_too_young += 1;
+            continue;
+        }
+        if !dry_run {
+            if let Err(e) = file_io.delete(&file.location).await {
+                tracing::warn!(location = %file.location, error = %e, "could not delete an orphan file");
+                outcome.orphans_not_deleted += 1;
+                continue;
+            }
+        }
+        outcome.orphans_removed += 1;
+        outcome.bytes_removed += file.size;
+        if outcome.sample.len() < 100 {
+            outcome.sample.push(file.location.clone());
+        }
+    }
+    Ok(outcome)
+}

@@ -1,0 +1,218 @@
+//! Which files a compaction rewrites, and the deletes it applies on the
+//! way: read from the table's current snapshot.
+//!
+//! - every delete is read: deletion vectors and position delete files
+//!   (positions per data file, each applying to data files with a data
+//!   sequence number <= its own), equality delete files on `_olake_id`
+//!   (keys, applying to data files with a lower data sequence number);
+//! - data files are grouped by (partition spec, partition); in a group,
+//!   the files with deletes and the small ones (under three quarters of the
+//!   target size) are candidates, rewritten when one of them has deletes
+//!   or there are at least `min_input_files` of them;
+//! - a delete file is removed with the rewrite when every data file it
+//!   can apply to is rewritten (or no longer live).
+//!
+//! Only groups of the spec new files are written under, unpartitioned,
+//! are rewritten today; others are reported as skipped.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use iceberg::io::FileIO;
+use iceberg::spec::{DataContentType, TableMetadata};
+use roaring::RoaringTreemap;
+
+use super::files::{live_entries, Entry};
+use crate::commit::snapshot_commit::write_spec;
+use crate::deletes::deletion_vectors::{is_deletion_vector, read_deletion_vector};
+use crate::error::IcebergError;
+use crate::key_index::scan::{read_keys, read_position_deletes, KEY_COLUMN};
+
+/// The sizes a compaction aims at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CompactionOptions {
+    /// Data files are written at about this size (bytes); smaller than
+    /// three quarters of it is small.
+    pub target_file_size: u64,
+    /// Small files that make a group worth rewriting.
+    pub min_input_files: usize,
+    /// zstd level of the files written.
+    pub zstd_level: i32,
+}
+
+/// What one compaction of a table will do.
+#[derive(Debug, Default)]
+pub(crate) struct Plan {
+    /// The snapshot it read.
+    pub base: Option<i64>,
+    /// Data files to rewrite, per (spec, partition) group.
+    pub groups: Vec<Vec<Entry>>,
+    /// Delete files that go with them.
+    pub removed_deletes: Vec<Entry>,
+    /// Deleted positions per data file (those that apply).
+    pub positions: HashMap<String, RoaringTreemap>,
+    /// Equality deletes: (data sequence number, keys).
+    pub equality: Vec<(i64, HashSet<[u8; 16]>)>,
+    /// The `_olake_id` field id, when the table has one.
+    pub key_field: Option<i32>,
+    /// Why files were left alone.
+    pub skipped: Vec<String>,
+}
+
+impl Plan {
+    /// The data files rewritten.
+    pub fn rewritten(&self) -> impl Iterator<Item = &Entry> {
+        self.groups.iter().flatten()
+    }
+
+    /// Whether deletes apply to a data file.
+    pub fn has_deletes(&self, entry: &Entry) -> bool {
+        self.positions
+            .get(entry.path())
+            .is_some_and(|p| !p.is_empty())
+            || self
+                .equality
+                .iter()
+                .any(|(seq, _)| *seq > entry.sequence_number)
+    }
+
+    /// The equality key sets that apply to a data file.
+    pub fn equality_for(&self, entry: &Entry) -> Vec<&HashSet<[u8; 16]>> {
+        self.equality
+            .iter()
+            .filter(|(seq, _)| *seq > entry.sequence_number)
+            .map(|(_, keys)| keys)
+            .collect()
+    }
+}
+
+/// Reads the table's current snapshot and decides what to rewrite.
+pub(crate) async fn plan(
+    file_io: &FileIO,
+    metadata: &TableMetadata,
+    options: &CompactionOptions,
+) -> Result<Plan, IcebergError> {
+    let mut plan = Plan {
+        base: metadata.current_snapshot_id(),
+        key_field: metadata
+            .current_schema()
+            .field_by_name(KEY_COLUMN)
+            .map(|f| f.id),
+        ..Plan::default()
+    };
+    let Some(snapshot) = metadata.current_snapshot() else {
+        return Ok(plan);
+    };
+    let entries = live_entries(file_io, metadata, snapshot).await?;
+    let (data, deletes): (Vec<Entry>, Vec<Entry>) = entries.into_iter().partition(Entry::is_data);
+    let seq_of: HashMap<&str, i64> = data.iter().map(|e| (e.path(), e.sequence_number)).collect();
+    let applies = |path: &str, seq: i64| seq_of.get(path).is_some_and(|s| *s <= seq);
+
+    // Each delete file's targets: data file paths, or None for an
+    // equality delete (every older data file).
+    let mut targets: Vec<Option<HashSet<String>>> = Vec::with_capacity(deletes.len());
+    for delete in &deletes {
+        match delete.file.content_type() {
+            DataContentType::PositionDeletes if is_deletion_vector(&delete.file) => {
+                let target = delete.file.referenced_data_file().unwrap_or_default();
+                if applies(&target, delete.sequence_number) {
+                    let bitmap = read_deletion_vector(file_io, &delete.file).await?;
+                    *plan.positions.entry(target.clone()).or_default() |= bitmap;
+                }
+                targets.push(Some(HashSet::from([target])));
+            }
+            DataContentType::PositionDeletes => {
+                let mut found = HashMap::new();
+                read_position_deletes(file_io, delete.path(), |_| true, &mut found).await?;
+                let mut paths = HashSet::new();
+                for (path, bitmap) in found {
+                    if applies(&path, delete.sequence_number) {
+                        *plan.positions.entry(path.clone()).or_default() |= bitmap;
+                    }
+                    paths.insert(path);
+                }
+                targets.push(Some(paths));
+            }
+            _ => {
+                let on_key = plan
+                    .key_field
+                    .is_some_and(|k| delete.file.equality_ids() == Some(vec![k]));
+                let Some(key_field) = plan.key_field.filter(|_| on_key) else {
+                    plan.skipped.push(format!(
+                        "equality delete file {} is on columns other than {KEY_COLUMN}: the \
+                         table is not compacted",
+                        delete.path()
+                    ));
+                    return Ok(Plan {
+                        groups: Vec::new(),
+                        removed_deletes: Vec::new(),
+                        ..plan
+                    });
+                };
+                let mut keys = HashSet::new();
+                read_keys(file_io, delete.path(), key_field, |_, key| {
+                    keys.extend(key);
+                    Ok(())
+                })
+                .await?;
+                plan.equality.push((delete.sequence_number, keys));
+                targets.push(None);
+            }
+        }
+    }
+
+    let spec = write_spec(metadata)?;
+    let small = options.target_file_size / 4 * 3;
+    let mut groups: BTreeMap<(i32, String), Vec<Entry>> = BTreeMap::new();
+    for entry in &data {
+        let partition = format!("{:?}", entry.file.partition());
+        groups
+            .entry((entry.spec_id, partition))
+            .or_default()
+            .push(entry.clone());
+    }
+    let mut skipped_partitioned = 0usize;
+    for ((spec_id, _), files) in groups {
+        let candidates: Vec<Entry> = files
+            .into_iter()
+            .filter(|e| plan.has_deletes(e) || e.file.file_size_in_bytes() < small)
+            .collect();
+        let worth = candidates.len() >= options.min_input_files
+            || candidates.iter().any(|e| plan.has_deletes(e));
+        if !worth || candidates.is_empty() {
+            continue;
+        }
+        let unpartitioned = candidates
+            .iter()
+            .all(|e| e.file.partition().fields().is_empty());
+        if spec_id != spec.spec_id() || !unpartitioned {
+            skipped_partitioned += candidates.len();
+            continue;
+        }
+        plan.groups.push(candidates);
+    }
+    if skipped_partitioned > 0 {
+        plan.skipped.push(format!(
+            "{skipped_partitioned} files of partitioned specs are not compacted yet"
+        ));
+    }
+
+    let rewritten: HashSet<String> = plan.rewritten().map(|e| e.path().to_string()).collect();
+    let kept_data: Vec<&Entry> = data
+        .iter()
+        .filter(|e| !rewritten.contains(e.path()))
+        .collect();
+    for (delete, targets) in deletes.iter().zip(targets) {
+        let removable = match targets {
+            Some(paths) => paths
+                .iter()
+                .all(|p| rewritten.contains(p) || !seq_of.contains_key(p.as_str())),
+            None => !kept_data
+                .iter()
+                .any(|e| e.sequence_number < delete.sequence_number),
+        };
+        if removable && !rewritten.is_empty() {
+            plan.removed_deletes.push(delete.clone());
+        }
+    }
+    Ok(plan)
+}

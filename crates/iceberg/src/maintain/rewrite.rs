@@ -1,0 +1,215 @@
+//! Rewriting a compaction's data files: each file's rows streamed a batch
+//! at a time (the table's columns only, by field id), the rows its deletes
+//! remove left out, the rest written into new target-size data files that
+//! carry no deletes.
+
+use std::collections::HashSet;
+
+use arrow_array::cast::AsArray;
+use arrow_array::{Array, BooleanArray, RecordBatch};
+use futures::TryStreamExt;
+use iceberg::arrow::ArrowFileReader;
+use iceberg::io::FileIO;
+use iceberg::spec::{DataFile, TableMetadata};
+use parquet::arrow::{ParquetRecordBatchStreamBuilder, ProjectionMask};
+
+use super::files::Entry;
+use super::plan::{CompactionOptions, Plan};
+use crate::error::{from_iceberg, IcebergError, IcebergErrorKind};
+use crate::key_index::parse_key;
+use crate::write::data_files::{DataFileWriter, WriteOptions};
+use crate::write::schema::PARQUET_FIELD_ID_META_KEY;
+
+/// Rows per decoded batch.
+const BATCH_ROWS: usize = 8192;
+
+/// What rewriting wrote.
+#[derive(Debug, Default)]
+pub(crate) struct Rewritten {
+    pub files: Vec<DataFile>,
+    pub rows: u64,
+    pub rows_dropped: u64,
+}
+
+fn storage_err(step: &str, e: impl std::fmt::Display) -> IcebergError {
+    IcebergError::new(IcebergErrorKind::Storage, step, e.to_string())
+}
+
+/// Writes every group of the plan into new data files. On an error the
+/// files written so far are returned with it, for the caller to delete.
+pub(crate) async fn rewrite(
+    file_io: &FileIO,
+    metadata: &TableMetadata,
+    plan: &Plan,
+    options: &CompactionOptions,
+) -> Result<Rewritten, (IcebergError, Vec<DataFile>)> {
+    let mut out = Rewritten::default();
+    let write = WriteOptions {
+        target_file_size: options.target_file_size as usize,
+        zstd_level: options.zstd_level,
+        ..WriteOptions::default()
+    };
+    for group in &plan.groups {
+        let mut writer = match DataFileWriter::new(file_io.clone(), metadata, &write).await {
+            Ok(w) => w,
+            Err(e) => return Err((e, out.files)),
+        };
+        for entry in group {
+            if let Err(e) =
+                copy_live_rows(file_io, metadata, plan, entry, &mut writer, &mut out).await
+            {
+                // The open writer's files are not known; they become
+                // orphans, removed by a later orphan cleanup.
+                return Err((e, out.files));
+            }
+        }
+        let rows = writer.rows();
+        match writer.finish().await {
+            Ok(files) => {
+                out.files.extend(files);
+                out.rows += rows;
+            }
+            Err(e) => return Err((e, out.files)),
+        }
+    }
+    Ok(out)
+}
+
+/// Streams one data file's live rows into `writer`.
+async fn copy_live_rows(
+    file_io: &FileIO,
+    metadata: &TableMetadata,
+    plan: &Plan,
+    entry: &Entry,
+    writer: &mut DataFileWriter,
+    out: &mut Rewritten,
+) -> Result<(), IcebergError> {
+    let path = entry.path();
+    let step = format!("rewriting data file {path}");
+    let input = file_io
+        .new_input(path)
+        .map_err(|e| from_iceberg(&step, &e, IcebergErrorKind::Storage))?;
+    let meta = input
+        .metadata()
+        .await
+        .map_err(|e| from_iceberg(&step, &e, IcebergErrorKind::Storage))?;
+    let reader = input
+        .reader()
+        .await
+        .map_err(|e| from_iceberg(&step, &e, IcebergErrorKind::Storage))?;
+    let builder = ParquetRecordBatchStreamBuilder::new(ArrowFileReader::new(meta, reader))
+        .await
+        .map_err(|e| storage_err(&step, e))?;
+    // The table's columns only (a column another engine dropped stays out).
+    let table_ids: HashSet<i32> = metadata
+        .current_schema()
+        .as_struct()
+        .fields()
+        .iter()
+        .map(|f| f.id)
+        .collect();
+    let field_id = |field: &arrow_schema::Field| -> Option<i32> {
+        field
+            .metadata()
+            .get(PARQUET_FIELD_ID_META_KEY)
+            .and_then(|v| v.parse().ok())
+    };
+    let roots: Vec<usize> = builder
+        .schema()
+        .fields()
+        .iter()
+        .enumerate()
+        .filter(|(_, f)| field_id(f).is_some_and(|id| table_ids.contains(&id)))
+        .map(|(i, _)| i)
+        .collect();
+    let mask = ProjectionMask::roots(builder.parquet_schema(), roots);
+    let mut stream = builder
+        .with_projection(mask)
+        .with_batch_size(BATCH_ROWS)
+        .build()
+        .map_err(|e| storage_err(&step, e))?;
+
+    let deleted = plan.positions.get(path);
+    let equality = plan.equality_for(entry);
+    let mut pos = 0u64;
+    while let Some(batch) = stream.try_next().await.map_err(|e| storage_err(&step, e))? {
+        let rows = batch.num_rows();
+        let start = pos;
+        pos += rows as u64;
+        let batch = if deleted.is_none() && equality.is_empty() {
+            batch
+        } else {
+            let keys = if equality.is_empty() {
+                None
+            } else {
+                Some(key_column(&batch, plan.key_field, &step)?)
+            };
+            let keep: BooleanArray = (0..rows)
+                .map(|i| {
+                    let gone = deleted.is_some_and(|d| d.contains(start + i as u64))
+                        || keys.as_ref().is_some_and(|keys| {
+                            keys[i].is_some_and(|k| equality.iter().any(|set| set.contains(&k)))
+                        });
+                    Some(!gone)
+                })
+                .collect();
+            let kept = arrow_select::filter::filter_record_batch(&batch, &keep)
+                .map_err(|e| IcebergError::new(IcebergErrorKind::Data, &step, e.to_string()))?;
+            out.rows_dropped += (rows - kept.num_rows()) as u64;
+            kept
+        };
+        writer.write(&batch).await?;
+    }
+    if pos != entry.file.record_count() {
+        return Err(IcebergError::new(
+            IcebergErrorKind::Data,
+            step,
+            format!(
+                "read {pos} rows, the manifest says {}",
+                entry.file.record_count()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The parsed `_olake_id` of each row.
+fn key_column(
+    batch: &RecordBatch,
+    key_field: Option<i32>,
+    step: &str,
+) -> Result<Vec<Option<[u8; 16]>>, IcebergError> {
+    let schema = batch.schema();
+    let index = schema
+        .fields()
+        .iter()
+        .position(|f| {
+            f.metadata()
+                .get(PARQUET_FIELD_ID_META_KEY)
+                .and_then(|v| v.parse::<i32>().ok())
+                == key_field
+        })
+        .filter(|_| key_field.is_some())
+        .ok_or_else(|| {
+            IcebergError::new(
+                IcebergErrorKind::Data,
+                step,
+                "equality deletes apply, but the file has no _olake_id column",
+            )
+        })?;
+    let column = batch.column(index);
+    let strings = arrow_cast_strings(column.as_ref()).ok_or_else(|| {
+        IcebergError::new(IcebergErrorKind::Data, step, "_olake_id is not a string")
+    })?;
+    Ok(strings.into_iter().map(|v| v.and_then(parse_key)).collect())
+}
+
+fn arrow_cast_strings(column: &dyn Array) -> Option<Vec<Option<&str>>> {
+    use arrow_schema::DataType;
+    match column.data_type() {
+        DataType::Utf8 => Some(column.as_string::<i32>().iter().collect()),
+        DataType::LargeUtf8 => Some(column.as_string::<i64>().iter().collect()),
+        DataType::Utf8View => Some(column.as_string_view().iter().collect()),
+        _ => None,
+    }
+}

@@ -1,0 +1,263 @@
+//! `topicberg maintain`: the job's tables kept healthy, one table at a
+//! time, each step in order: compaction (small files and files with
+//! deletes rewritten into target-size files without deletes, a `replace`
+//! snapshot), snapshot expiry, orphan-file removal. Settings come from
+//! the job's `[maintain]` table ([`topicberg_core::MaintainSettings`]).
+//!
+//! The job's tables are the tables of its namespace whose offsets record
+//! names a topic the job selects (so its dead-letter tables too); Kafka is
+//! not contacted. Maintenance runs safely beside a sync of the job: every
+//! commit is guarded by the catalog's requirements, a compaction whose
+//! files a sync's deletes reached meanwhile is planned again, and a sync
+//! whose deletes a compaction made stale computes them again.
+//!
+//! [`run_maintain`] is the API the CLI calls, and the service can.
+
+use std::time::Instant;
+
+use serde::Serialize;
+use topicberg_core::Job;
+use topicberg_iceberg::maintain::{
+    compact, expire_snapshots, remove_orphans, BeforeCommit, CompactionOptions, CompactionOutcome,
+    ExpiryOutcome, OrphanOutcome, TableStats,
+};
+use topicberg_iceberg::{Destination, IcebergError, TableHandle, TableOffsets};
+
+use crate::destination::{connect_destination, SetupError};
+use crate::hooks::pause_point;
+
+/// What to maintain.
+#[derive(Debug, Clone, Default)]
+pub struct MaintainOptions {
+    /// Only this table (its name, or `<namespace>.<name>`).
+    pub table: Option<String>,
+    /// Decide and report, change nothing.
+    pub dry_run: bool,
+}
+
+/// What `maintain` did to one table.
+#[derive(Debug, Clone, Serialize)]
+pub struct TableMaintenance {
+    /// `<namespace>.<table>`.
+    pub table: String,
+    /// The current snapshot before.
+    pub before: TableStats,
+    /// The current snapshot after.
+    pub after: TableStats,
+    /// Compaction (none when an earlier error stopped the table).
+    pub compaction: Option<CompactionOutcome>,
+    /// Snapshot expiry.
+    pub expiry: Option<ExpiryOutcome>,
+    /// Orphan-file removal.
+    pub orphans: Option<OrphanOutcome>,
+    /// The error that stopped this table's maintenance, if any.
+    pub error: Option<String>,
+    /// Seconds the table took.
+    pub seconds: f64,
+}
+
+/// What `maintain` did.
+#[derive(Debug, Clone, Serialize)]
+pub struct MaintainReport {
+    /// The job.
+    pub job: String,
+    /// Whether nothing was changed.
+    pub dry_run: bool,
+    /// One entry per table.
+    pub tables: Vec<TableMaintenance>,
+    /// Seconds the whole run took.
+    pub seconds: f64,
+}
+
+impl MaintainReport {
+    /// Whether every table was maintained without an error.
+    pub fn succeeded(&self) -> bool {
+        self.tables.iter().all(|t| t.error.is_none())
+    }
+
+    /// One line per table.
+    pub fn to_text(&self) -> String {
+        let mut out = String::new();
+        for t in &self.tables {
+            let c = t.compaction.clone().unwrap_or_default();
+            let e = t.expiry.clone().unwrap_or_default();
+            let o = t.orphans.clone().unwrap_or_default();
+            out.push_str(&format!(
+                "{}: data files {} -> {}, delete files {} -> {}, bytes {} -> {}; rewrote {} files \
+                 into {}; expired {} snapshots ({} files deleted); removed {} orphan files{}\n",
+                t.table,
+                t.before.data_files,
+                t.after.data_files,
+                t.before.delete_files,
+                t.after.delete_files,
+                t.before.data_bytes + t.before.delete_bytes,
+                t.after.data_bytes + t.after.delete_bytes,
+                c.data_files_rewritten,
+                c.data_files_written,
+                e.snapshots_expired,
+                e.files_deleted,
+                o.orphans_removed,
+                t.error
+                    .as_ref()
+                    .map(|e| format!("; FAILED: {e}"))
+                    .unwrap_or_default(),
+            ));
+        }
+        if self.dry_run {
+            out.push_str("(dry run: nothing was changed)\n");
+        }
+        out
+    }
+}
+
+/// Maintains the job's tables (see the module doc). Errors before any
+/// table (the catalog unreachable) are the `Err`; a table's own error is
+/// in its report entry, and the other tables go on.
+pub async fn run_maintain(
+    job: &Job,
+    options: &MaintainOptions,
+) -> Result<MaintainReport, SetupError> {
+    let started = Instant::now();
+    let destination = connect_destination(job).await?;
+    let namespace = job.namespace_path();
+    let names = destination
+        .catalog()
+        .list_tables(&namespace)
+        .await
+        .map_err(IcebergError::from)?;
+    let mut tables = Vec::new();
+    for name in names {
+        if let Some(only) = &options.table {
+            let qualified = format!("{}.{name}", job.namespace);
+            if only != &name && only != &qualified {
+                continue;
+            }
+        }
+        let handle = match destination.load_table(&namespace, &name).await {
+            Ok(handle) => handle,
+            Err(e) => {
+                tracing::warn!(table = %name, error = %e, "could not load a table of the namespace");
+                continue;
+            }
+        };
+        let ours = TableOffsets::of_metadata(handle.metadata())
+            .map(|o| o.0.keys().any(|topic| job.selects(topic)))
+            .unwrap_or(false);
+        if !ours && options.table.is_none() {
+            continue;
+        }
+        tables.push(maintain_table(job, &destination, handle, options).await);
+    }
+    Ok(MaintainReport {
+        job: job.name.clone(),
+        dry_run: options.dry_run,
+        tables,
+        seconds: started.elapsed().as_secs_f64(),
+    })
+}
+
+async fn maintain_table(
+    job: &Job,
+    destination: &Destination,
+    mut handle: TableHandle,
+    options: &MaintainOptions,
+) -> TableMaintenance {
+    let started = Instant::now();
+    let table = format!("{}.{}", job.namespace, handle.name());
+    let mut report = TableMaintenance {
+        table: table.clone(),
+        before: TableStats::default(),
+        after: TableStats::default(),
+        compaction: None,
+        expiry: None,
+        orphans: None,
+        error: None,
+        seconds: 0.0,
+    };
+    if let Err(e) = steps(job, destination, &mut handle, options, &mut report).await {
+        tracing::error!(table = %table, error = %e, "maintenance failed");
+        report.error = Some(e.to_string());
+    }
+    report.seconds = started.elapsed().as_secs_f64();
+    report
+}
+
+async fn steps(
+    job: &Job,
+    destination: &Destination,
+    handle: &mut TableHandle,
+    options: &MaintainOptions,
+    report: &mut TableMaintenance,
+) -> Result<(), IcebergError> {
+    let settings = &job.maintain;
+    let table = report.table.clone();
+    report.before = TableStats::of(destination, handle).await?;
+
+    let compaction = CompactionOptions {
+        target_file_size: settings.target_file_size_bytes,
+        min_input_files: settings.min_input_files,
+        zstd_level: job.tuning.zstd_level,
+    };
+    let hook = || -> futures::future::BoxFuture<'static, ()> {
+        Box::pin(pause_point("before_compaction_commit"))
+    };
+    let before_commit: BeforeCommit<'_> = &hook;
+    let compacted = compact(
+        destination,
+        handle,
+        &compaction,
+        options.dry_run,
+        Some(before_commit),
+    )
+    .await?;
+    tracing::info!(
+        table = %table,
+        rewritten = compacted.data_files_rewritten,
+        written = compacted.data_files_written,
+        delete_files_removed = compacted.delete_files_removed,
+        rows = compacted.rows_written,
+        snapshot = ?compacted.snapshot_id,
+        replanned = compacted.replanned,
+        skipped = ?compacted.skipped,
+        "compaction"
+    );
+    report.compaction = Some(compacted);
+
+    let expired = expire_snapshots(
+        destination,
+        handle,
+        settings.keep_snapshots,
+        settings.max_snapshot_age,
+        options.dry_run,
+    )
+    .await?;
+    tracing::info!(
+        table = %table,
+        expired = expired.snapshots_expired,
+        kept = expired.snapshots_kept,
+        files_deleted = expired.files_deleted,
+        offsets_migrated = ?expired.offsets_migrated,
+        "snapshot expiry"
+    );
+    report.expiry = Some(expired);
+
+    let orphans = remove_orphans(
+        destination,
+        handle,
+        settings.orphan_min_age,
+        options.dry_run,
+    )
+    .await?;
+    tracing::info!(
+        table = %table,
+        listed = orphans.files_listed,
+        removed = orphans.orphans_removed,
+        too_young = orphans.orphans_too_young,
+        "orphan files"
+    );
+    report.orphans = Some(orphans);
+
+    destination.refresh(handle).await?;
+    report.after = TableStats::of(destination, handle).await?;
+    Ok(())
+}
