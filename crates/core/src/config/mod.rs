@@ -22,6 +22,7 @@ mod engines;
 mod error;
 mod interpolate;
 mod parse;
+mod partition;
 mod source;
 mod streams;
 #[cfg(test)]
@@ -45,6 +46,7 @@ pub use destination::{CatalogKind, Credential, DestinationConfig, FormatVersion}
 pub use engine_target::{EngineTarget, Version, VersionReq};
 pub use engines::{resolve_delete_format, EngineSupport, ResolvedUpsert};
 pub use error::{ConfigError, ConfigProblem};
+pub use partition::{parse_partition_by, PartitionField, PartitionTransform};
 pub use source::{SaslMechanism, SecurityProtocol, SourceConfig};
 pub use streams::{
     is_identifier, sanitize_identifier, DeleteFormat, OnInvalid, StreamConfig, StreamMode,
