@@ -8,8 +8,8 @@ use std::time::Duration;
 use arrow_array::RecordBatch;
 use iceberg::io::FileIO;
 use iceberg::spec::{DataFile, FormatVersion};
-use topicberg_core::config::PartitionField;
 use iceberg::TableUpdate;
+use topicberg_core::config::PartitionField;
 
 use crate::catalog::rest::{LoadedTable, Namespace, RestCatalog, RestCatalogConfig};
 use crate::catalog::Catalog;

@@ -308,9 +308,15 @@ mod tests {
     #[test]
     fn bad_entries_say_how_to_write_them() {
         let cases = [
-            ("week(ts)", "unknown transform \"week\"; use one of identity(col)"),
+            (
+                "week(ts)",
+                "unknown transform \"week\"; use one of identity(col)",
+            ),
             ("day", "is not a transform of a column"),
-            ("bucket(id)", "takes a number and a column, e.g. bucket(16, id)"),
+            (
+                "bucket(id)",
+                "takes a number and a column, e.g. bucket(16, id)",
+            ),
             ("bucket(0, id)", "must be a positive whole number"),
             ("truncate(x, sku)", "must be a positive whole number"),
             ("day(a, b)", "takes one column"),
@@ -332,7 +338,10 @@ mod tests {
         );
         assert!(parse(&["hour(_kafka_timestamp)", "identity(_kafka_partition)"]).is_ok());
         let problems = parse(&["day(ts)", "hour(ts)"]).unwrap_err();
-        assert!(problems[0].contains("hour(ts) repeats day(ts)"), "{problems:?}");
+        assert!(
+            problems[0].contains("hour(ts) repeats day(ts)"),
+            "{problems:?}"
+        );
         let problems = parse(&["bucket(4, id)", "bucket(8, id)"]).unwrap_err();
         assert!(problems[0].contains("repeats"), "{problems:?}");
         // Different transforms of one column are fine.

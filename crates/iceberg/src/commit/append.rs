@@ -19,8 +19,8 @@ use iceberg::spec::{
 
 use crate::commit::offsets::OffsetsAdvance;
 use crate::commit::snapshot_commit::{
-    build_snapshot, new_snapshot_id, renew_snapshot_id_if_taken, write_new_manifests, BuiltSnapshot,
-    PendingCommit,
+    build_snapshot, new_snapshot_id, renew_snapshot_id_if_taken, write_new_manifests,
+    BuiltSnapshot, PendingCommit,
 };
 use crate::commit::summary::summary;
 use crate::error::{from_iceberg, IcebergError, IcebergErrorKind};

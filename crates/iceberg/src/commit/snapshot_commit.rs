@@ -138,8 +138,16 @@ pub(crate) async fn write_new_manifests(
             _ => format!("{suffix}-spec{spec_id}"),
         };
         manifests.push(
-            write_new_manifest(file_io, metadata, snapshot_id, commit_id, files, spec_id, &name)
-                .await?,
+            write_new_manifest(
+                file_io,
+                metadata,
+                snapshot_id,
+                commit_id,
+                files,
+                spec_id,
+                &name,
+            )
+            .await?,
         );
     }
     Ok(manifests)
@@ -165,7 +173,9 @@ async fn write_new_manifest(
         IcebergError::new(
             IcebergErrorKind::Data,
             &step,
-            format!("the table has no partition spec {spec_id}, which new files were written under"),
+            format!(
+                "the table has no partition spec {spec_id}, which new files were written under"
+            ),
         )
     })?;
     let mut writer =

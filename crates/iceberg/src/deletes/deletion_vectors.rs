@@ -25,9 +25,7 @@ use std::collections::HashMap;
 
 use iceberg::io::FileIO;
 use iceberg::puffin::{Blob, CompressionCodec, PuffinWriter, DELETION_VECTOR_V1};
-use iceberg::spec::{
-    DataContentType, DataFile, DataFileBuilder, DataFileFormat, TableMetadata,
-};
+use iceberg::spec::{DataContentType, DataFile, DataFileBuilder, DataFileFormat, TableMetadata};
 use roaring::RoaringTreemap;
 
 use crate::deletes::partitions::FilePartition;
@@ -266,8 +264,16 @@ pub async fn write_deletion_vectors(
             let partition = partitions
                 .get(path)
                 .ok_or_else(|| data_err(format!("no partition known for data file {path}")))?;
-            dv_entry(&location, size, path, offset, length, cardinality, partition)
-                .map_err(data_err)
+            dv_entry(
+                &location,
+                size,
+                path,
+                offset,
+                length,
+                cardinality,
+                partition,
+            )
+            .map_err(data_err)
         })
         .collect()
 }

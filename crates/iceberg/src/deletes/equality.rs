@@ -127,14 +127,8 @@ pub async fn write_equality_delete_file(
     let bytes = encode_parquet(&ids, key_field_id, nullable, zstd_level).map_err(data_err)?;
     let size = bytes.len() as u64;
     store_file(file_io, &location, bytes, &step).await?;
-    let entry = delete_file_entry(
-        &location,
-        &ids,
-        key_field_id,
-        size,
-        partition,
-    )
-    .map_err(data_err)?;
+    let entry =
+        delete_file_entry(&location, &ids, key_field_id, size, partition).map_err(data_err)?;
     Ok(Some(entry))
 }
 
@@ -222,7 +216,14 @@ mod tests {
     #[test]
     fn entry_is_an_equality_delete_on_the_key_field_with_bounds() {
         let ids = sorted_ids(&keys());
-        let entry = delete_file_entry("s3://b/t/data/e.parquet", &ids, 7, 321, &FilePartition::unpartitioned(0)).unwrap();
+        let entry = delete_file_entry(
+            "s3://b/t/data/e.parquet",
+            &ids,
+            7,
+            321,
+            &FilePartition::unpartitioned(0),
+        )
+        .unwrap();
         assert_eq!(entry.content_type(), DataContentType::EqualityDeletes);
         assert_eq!(entry.equality_ids(), Some(vec![7]));
         assert_eq!(entry.record_count(), 3);

@@ -140,7 +140,9 @@ impl Destination {
         handle: &TableHandle,
         deletes: &[(String, Vec<u64>)],
     ) -> Result<Option<DataFile>, IcebergError> {
-        let partition = self.one_partition(handle, deletes.iter().map(|(p, _)| p)).await?;
+        let partition = self
+            .one_partition(handle, deletes.iter().map(|(p, _)| p))
+            .await?;
         write_position_delete_file(
             self.file_io(),
             handle.metadata(),

@@ -120,7 +120,9 @@ pub fn spec_id(file: &DataFile) -> i32 {
                 return None;
             }
             let (value, after) = text[at + MARK.len()..].split_once(", ")?;
-            after.starts_with("referenced_data_file: ").then(|| value.parse().ok())?
+            after
+                .starts_with("referenced_data_file: ")
+                .then(|| value.parse().ok())?
         })
         .next()
         .expect("DataFile's Debug text names its partition_spec_id")

@@ -322,7 +322,13 @@ mod tests {
     #[test]
     fn entry_has_bounds_and_a_referenced_file_only_when_single() {
         let rows = SortedDeletes::new(&sample()).unwrap();
-        let entry = delete_file_entry("s3://b/t/data/d.parquet", &rows, 123, &FilePartition::unpartitioned(0)).unwrap();
+        let entry = delete_file_entry(
+            "s3://b/t/data/d.parquet",
+            &rows,
+            123,
+            &FilePartition::unpartitioned(0),
+        )
+        .unwrap();
         assert_eq!(entry.content_type(), DataContentType::PositionDeletes);
         assert_eq!(entry.record_count(), 5);
         assert_eq!(entry.file_size_in_bytes(), 123);
@@ -339,7 +345,13 @@ mod tests {
         assert_eq!(entry.referenced_data_file(), None);
 
         let single = SortedDeletes::new(&sample()[..1]).unwrap();
-        let entry = delete_file_entry("s3://b/t/data/e.parquet", &single, 1, &FilePartition::unpartitioned(0)).unwrap();
+        let entry = delete_file_entry(
+            "s3://b/t/data/e.parquet",
+            &single,
+            1,
+            &FilePartition::unpartitioned(0),
+        )
+        .unwrap();
         assert_eq!(
             entry.referenced_data_file().as_deref(),
             Some("s3://b/t/data/b.parquet")

@@ -136,8 +136,9 @@ impl DataFileWriter {
         })?;
         let row_group = match splitter {
             None => options.row_group_size,
-            Some(_) => (options.row_group_size / PARTITION_ROW_GROUP_DIVISOR)
-                .max(MIN_PARTITION_ROW_GROUP),
+            Some(_) => {
+                (options.row_group_size / PARTITION_ROW_GROUP_DIVISOR).max(MIN_PARTITION_ROW_GROUP)
+            }
         };
         let mut props = WriterProperties::builder();
         // Metadata columns distinct in (nearly) every row: a dictionary

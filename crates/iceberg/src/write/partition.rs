@@ -134,8 +134,8 @@ impl PartitionSplitter {
             .collect();
         let order = lexsort_to_indices(&sort, None).map_err(|e| e.to_string())?;
         let sorted = take_record_batch(batch, &order).map_err(|e| e.to_string())?;
-        let sorted_values: ArrayRef = arrow_select::take::take(values.as_ref(), &order, None)
-            .map_err(|e| e.to_string())?;
+        let sorted_values: ArrayRef =
+            arrow_select::take::take(values.as_ref(), &order, None).map_err(|e| e.to_string())?;
         let sorted_columns = struct_columns(&sorted_values)?;
         runs(&sorted_columns)?
             .into_iter()

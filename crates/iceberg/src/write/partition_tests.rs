@@ -60,7 +60,10 @@ fn the_spec_has_field_ids_from_1000_and_the_transforms() {
             (2, "region_trunc", Transform::Truncate(2)),
         ]
     );
-    assert!(self::spec(&[]).unwrap().fields().is_empty(), "unpartitioned");
+    assert!(
+        self::spec(&[]).unwrap().fields().is_empty(),
+        "unpartitioned"
+    );
 }
 
 #[test]
@@ -99,7 +102,12 @@ fn metadata(dir: &std::path::Path, fields: &[PartitionField]) -> TableMetadata {
 
 const DAY_US: i64 = 86_400_000_000;
 
-fn batch(schema: &arrow_schema::SchemaRef, ids: &[i64], regions: &[&str], days: &[i64]) -> RecordBatch {
+fn batch(
+    schema: &arrow_schema::SchemaRef,
+    ids: &[i64],
+    regions: &[&str],
+    days: &[i64],
+) -> RecordBatch {
     let ts: Vec<i64> = days.iter().map(|d| d * DAY_US + 3_600_000_000).collect();
     RecordBatch::try_new(
         schema.clone(),
@@ -121,7 +129,12 @@ fn interleaved_rows_are_grouped_and_grouped_rows_are_not_copied() {
         .unwrap()
         .expect("partitioned");
     let arrow = crate::write::schema::arrow_schema(&schema).unwrap();
-    let mixed = batch(&arrow, &[1, 2, 3, 4, 5], &["eu", "us", "eu", "us", "ap"], &[0; 5]);
+    let mixed = batch(
+        &arrow,
+        &[1, 2, 3, 4, 5],
+        &["eu", "us", "eu", "us", "ap"],
+        &[0; 5],
+    );
     let parts = splitter.split(&mixed).unwrap();
     let mut seen: Vec<(String, Vec<i64>)> = parts
         .iter()
@@ -137,14 +150,26 @@ fn interleaved_rows_are_grouped_and_grouped_rows_are_not_copied() {
     seen.sort();
     assert_eq!(seen.len(), 3);
     assert_eq!(seen.iter().map(|(_, ids)| ids.len()).sum::<usize>(), 5);
-    assert!(seen.iter().any(|(r, ids)| r.contains("eu") && ids == &[1, 3]), "{seen:?}");
-    assert!(seen.iter().any(|(r, ids)| r.contains("us") && ids == &[2, 4]), "{seen:?}");
+    assert!(
+        seen.iter()
+            .any(|(r, ids)| r.contains("eu") && ids == &[1, 3]),
+        "{seen:?}"
+    );
+    assert!(
+        seen.iter()
+            .any(|(r, ids)| r.contains("us") && ids == &[2, 4]),
+        "{seen:?}"
+    );
 
     // One partition: the batch itself, sharing its buffers.
     let one = batch(&arrow, &[7, 8], &["eu", "eu"], &[0, 0]);
     let parts = splitter.split(&one).unwrap();
     assert_eq!(parts.len(), 1);
-    assert!(parts[0].1.column(0).to_data().ptr_eq(&one.column(0).to_data()));
+    assert!(parts[0]
+        .1
+        .column(0)
+        .to_data()
+        .ptr_eq(&one.column(0).to_data()));
 }
 
 #[tokio::test]
@@ -165,7 +190,12 @@ async fn files_are_written_per_partition_with_values_and_bounds() {
     let mut writer = DataFileWriter::new(file_io, &meta, &options).await.unwrap();
     let arrow = writer.arrow_schema().clone();
     // Three partitions, interleaved: (day 0, eu), (day 1, eu), (day 0, us).
-    let first = batch(&arrow, &[1, 2, 3, 4], &["eu", "eu", "us", "eu"], &[0, 1, 0, 0]);
+    let first = batch(
+        &arrow,
+        &[1, 2, 3, 4],
+        &["eu", "eu", "us", "eu"],
+        &[0, 1, 0, 0],
+    );
     writer.write(&first).await.unwrap();
     // (day 0, us) again: still open or reopened, never lost.
     let second = batch(&arrow, &[5], &["us"], &[0]);

@@ -202,12 +202,7 @@ async fn create_table(
             &settings.partition_by,
         )
         .await
-        .map_err(|e| {
-            format!(
-                "creating the table of stream \"{}\": {e}",
-                settings.topic
-            )
-        })?;
+        .map_err(|e| format!("creating the table of stream \"{}\": {e}", settings.topic))?;
     warn_if_spec_differs(&handle, settings);
     Ok(handle)
 }

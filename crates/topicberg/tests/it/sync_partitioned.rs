@@ -92,9 +92,15 @@ fn check_upsert(engine: &str, table: &str, rows: &[Value], model: &Model) {
             r["o"].as_i64().unwrap(),
             r["region"].as_str().unwrap().to_string(),
         );
-        assert!(got.insert(id, row).is_none(), "{engine}: {table}: id {id} twice");
+        assert!(
+            got.insert(id, row).is_none(),
+            "{engine}: {table}: id {id} twice"
+        );
     }
-    assert_eq!(got, model.latest, "{engine}: {table}: one row per key, the latest");
+    assert_eq!(
+        got, model.latest,
+        "{engine}: {table}: one row per key, the latest"
+    );
 }
 
 /// PyIceberg's plan for `table` with and without `filter`.
@@ -115,8 +121,14 @@ fn plan_files(catalog_args: &[String], table: &str, filter: &str) -> Value {
 }
 
 fn assert_pruned(plan: &Value, what: &str) {
-    let (all, kept) = (plan["all"].as_u64().unwrap(), plan["filtered"].as_u64().unwrap());
-    assert!(kept > 0 && kept < all, "{what}: {kept} of {all} files planned: {plan}");
+    let (all, kept) = (
+        plan["all"].as_u64().unwrap(),
+        plan["filtered"].as_u64().unwrap(),
+    );
+    assert!(
+        kept > 0 && kept < all,
+        "{what}: {kept} of {all} files planned: {plan}"
+    );
 }
 
 fn rest_args(catalog: Catalog) -> Vec<String> {
@@ -190,12 +202,25 @@ partition_by = ["identity(region)", "hour(_kafka_timestamp)"]
     }
     let (append_t, position_t, dv_t) = (job.table(&append), job.table(&position), job.table(&dv));
     for engine in ["duckdb", "spark", "polars", "datafusion"] {
-        check_append(engine, &rows(&read_lines(engine, catalog, &append_t)), &append_model);
+        check_append(
+            engine,
+            &rows(&read_lines(engine, catalog, &append_t)),
+            &append_model,
+        );
         for table in [&position_t, &dv_t] {
-            check_upsert(engine, table, &rows(&read_lines(engine, catalog, table)), &upsert_model);
+            check_upsert(
+                engine,
+                table,
+                &rows(&read_lines(engine, catalog, table)),
+                &upsert_model,
+            );
         }
     }
-    check_append("pyiceberg", &rows(&read_lines("pyiceberg", catalog, &append_t)), &append_model);
+    check_append(
+        "pyiceberg",
+        &rows(&read_lines("pyiceberg", catalog, &append_t)),
+        &append_model,
+    );
     check_upsert(
         "pyiceberg",
         &position_t,
@@ -218,9 +243,16 @@ partition_by = ["identity(region)", "hour(_kafka_timestamp)"]
     for p in plan["partitions"].as_array().unwrap() {
         assert!(p.as_str().unwrap().contains("eu"), "{plan}");
     }
-    let plan = plan_files(&args, &append_t, "created_at >= '2026-01-03T00:00:00+00:00'");
+    let plan = plan_files(
+        &args,
+        &append_t,
+        "created_at >= '2026-01-03T00:00:00+00:00'",
+    );
     assert_pruned(&plan, "append, day(created_at)");
-    assert_pruned(&plan_files(&args, &position_t, "region == 'us'"), "upsert v2, region");
+    assert_pruned(
+        &plan_files(&args, &position_t, "region == 'us'"),
+        "upsert v2, region",
+    );
 }
 
 #[test]
@@ -256,7 +288,11 @@ partition_by = ["bucket(3, id)", "identity(region)"]
     }
     let (append_t, position_t) = (job.table(&append), job.table(&position));
     for engine in ["duckdb", "pyiceberg", "spark"] {
-        check_append(engine, &rows(&job.read_embedded(engine, &append_t)), &append_model);
+        check_append(
+            engine,
+            &rows(&job.read_embedded(engine, &append_t)),
+            &append_model,
+        );
         check_upsert(
             engine,
             &position_t,
@@ -294,7 +330,10 @@ fn a_table_spark_repartitioned_is_synced_under_its_new_spec() {
         upsert_model.add(&one);
         let report = job.sync();
         for topic in &topics {
-            assert_eq!(table_report(&report, &job.table(topic))["status"], "committed");
+            assert_eq!(
+                table_report(&report, &job.table(topic))["status"],
+                "committed"
+            );
         }
     };
     sync(0, 24);
@@ -318,7 +357,11 @@ fn a_table_spark_repartitioned_is_synced_under_its_new_spec() {
     sync(48, 12);
     let (append_t, position_t) = (&tables[0], &tables[1]);
     for engine in ["duckdb", "spark", "pyiceberg"] {
-        check_append(engine, &rows(&read_lines(engine, catalog, append_t)), &model);
+        check_append(
+            engine,
+            &rows(&read_lines(engine, catalog, append_t)),
+            &model,
+        );
         check_upsert(
             engine,
             position_t,
@@ -341,12 +384,16 @@ fn a_table_spark_repartitioned_is_synced_under_its_new_spec() {
 fn a_partition_column_the_messages_lack_fails_the_table_naming_stream_and_column() {
     let topic = unique_name("part_missing");
     create_topic(&topic, 1);
-    let streams = format!("[[streams]]\ntopic = \"{topic}\"\npartition_by = [\"identity(country)\"]\n");
+    let streams =
+        format!("[[streams]]\ntopic = \"{topic}\"\npartition_by = [\"identity(country)\"]\n");
     let job = Job::new(Catalog::Seaweed, &[&topic], "", &streams);
     produce_to_partitions(&plaintext(), &topic, &messages(0, 3, 3));
     let report = job.scratch_file("report.json");
     let out = job.run("sync", &["--report-json", report.to_str().unwrap()], &[]);
-    assert!(!out.status.success(), "a table that cannot be created fails the sync");
+    assert!(
+        !out.status.success(),
+        "a table that cannot be created fails the sync"
+    );
     let report: Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
     let t = table_report(&report, &job.table(&topic));
     let error = t.to_string();
