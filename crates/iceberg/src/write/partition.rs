@@ -171,7 +171,8 @@ fn struct_columns(values: &ArrayRef) -> Result<Vec<ArrayRef>, String> {
 /// the rows are grouped already).
 fn runs(columns: &[ArrayRef]) -> Result<Vec<Range<usize>>, String> {
     if columns.first().is_none_or(|c| c.is_empty()) {
-        return Ok(vec![0..columns.first().map_or(0, |c| c.len())]);
+        let rows = columns.first().map_or(0, |c| c.len());
+        return Ok(std::iter::once(0..rows).collect());
     }
     Ok(partition(columns).map_err(|e| e.to_string())?.ranges())
 }
