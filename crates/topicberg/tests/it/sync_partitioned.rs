@@ -1,7 +1,8 @@
 //! Partitioned tables (`partition_by`): created with the stream's spec on
 //! the REST and embedded catalogs, written one file per partition, upserts
 //! whose keys move between partitions (position deletes on v2, deletion
-//! vectors on v3, each in its data file's partition), read the same by
+//! vectors on v3, equality deletes, each in its data file's partition),
+//! read the same by
 //! every reader, with PyIceberg planning fewer files for a filter on a
 //! partition column. A table Spark re-partitions is synced under its new
 //! spec, its old files' deletes staying in their old spec.
@@ -160,6 +161,7 @@ fn partitioned_append_and_upsert_tables_read_alike_and_prune() {
     create_topic(&append, 3);
     let position = upsert_topic("part_pos");
     let dv = upsert_topic("part_dv");
+    let eq = upsert_topic("part_eq");
     let streams = format!(
         r#"[[streams]]
 topic = "{append}"
@@ -176,13 +178,19 @@ mode = "upsert"
 dedup_keys = ["id"]
 delete_format = "dv"
 partition_by = ["identity(region)", "hour(_kafka_timestamp)"]
+[[streams]]
+topic = "{eq}"
+mode = "upsert"
+dedup_keys = ["id"]
+delete_format = "equality"
+partition_by = ["identity(region)"]
 "#
     );
-    let job = Job::new(catalog, &[&append, &position, &dv], "", &streams);
+    let job = Job::new(catalog, &[&append, &position, &dv, &eq], "", &streams);
     let mut append_model = Model::default();
     let mut upsert_model = Model::default();
     let kafka = plaintext();
-    let topics = [append.clone(), position.clone(), dv.clone()];
+    let topics = [append.clone(), position.clone(), dv.clone(), eq.clone()];
     for (first, count) in [(0, 30), (30, 20), (50, 20)] {
         let batch = messages(first, count, 12);
         produce_to_partitions(&kafka, &append, &batch);
@@ -190,7 +198,7 @@ partition_by = ["identity(region)", "hour(_kafka_timestamp)"]
         // The upsert topics take partition 0's messages only.
         let one: Vec<(i32, String, String)> =
             batch.iter().filter(|(p, _, _)| *p == 0).cloned().collect();
-        for topic in [&position, &dv] {
+        for topic in [&position, &dv, &eq] {
             produce_to_partitions(&kafka, topic, &one);
         }
         upsert_model.add(&one);
@@ -227,6 +235,17 @@ partition_by = ["identity(region)", "hour(_kafka_timestamp)"]
         &rows(&read_lines("pyiceberg", catalog, &position_t)),
         &upsert_model,
     );
+    // Equality deletes, one file per partition of the retired rows:
+    // the readers that apply them.
+    let eq_t = job.table(&eq);
+    for engine in ["duckdb", "spark"] {
+        check_upsert(
+            engine,
+            &eq_t,
+            &rows(&read_lines(engine, catalog, &eq_t)),
+            &upsert_model,
+        );
+    }
     // Trino once (it reads v2 position deletes; DVs from 480 only).
     check_upsert(
         "trino",
