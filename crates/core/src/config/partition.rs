@@ -357,6 +357,42 @@ mod tests {
         assert!(problems[0].contains("\"region\" is not among the stream's columns"));
     }
 
+    /// The job file's problems about `partition_by`, as "field: message".
+    fn job_problems(partition_by: &str) -> Vec<String> {
+        let text = format!(
+            "name = \"j\"\n[source]\nbootstrap_servers = \"k:9092\"\n[[streams]]\n\
+             topic = \"orders\"\npartition_by = {partition_by}\n"
+        );
+        match crate::config::JobConfig::from_toml_str(&text, |_| None) {
+            Err(crate::config::ConfigError::Invalid { problems, .. }) => {
+                problems.iter().map(ToString::to_string).collect()
+            }
+            Err(other) => panic!("{other}"),
+            Ok(_) => Vec::new(),
+        }
+    }
+
+    #[test]
+    fn the_job_file_reports_each_bad_entry_on_its_field() {
+        for (entries, expected) in [
+            ("[\"week(_kafka_timestamp)\"]", "unknown transform \"week\""),
+            ("[\"bucket(id)\"]", "e.g. bucket(16, id)"),
+            (
+                "[\"hour(_kafka_offset)\"]",
+                "\"_kafka_offset\" is Long, and hour takes timestamp or timestamptz",
+            ),
+        ] {
+            let problems = job_problems(entries);
+            assert_eq!(problems.len(), 1, "{problems:?}");
+            assert!(
+                problems[0].starts_with("streams[0].partition_by: ")
+                    && problems[0].contains(expected),
+                "{problems:?}"
+            );
+        }
+        assert!(job_problems("[\"day(_kafka_timestamp)\", \"bucket(16, id)\"]").is_empty());
+    }
+
     #[test]
     fn accepted_types_follow_the_spec() {
         use ColumnType as T;

@@ -530,30 +530,6 @@ fn stream(body: &str) -> String {
 }
 
 #[test]
-fn partition_by_problems_name_the_entry_and_the_fix() {
-    one_problem(
-        &stream("partition_by = [\"week(_kafka_timestamp)\"]\n"),
-        "streams[0].partition_by",
-        "unknown transform \"week\"; use one of identity(col), bucket(N, col)",
-    );
-    one_problem(
-        &stream("partition_by = [\"bucket(id)\"]\n"),
-        "streams[0].partition_by",
-        "bucket takes a number and a column, e.g. bucket(16, id)",
-    );
-    one_problem(
-        &stream("partition_by = [\"hour(_kafka_offset)\"]\n"),
-        "streams[0].partition_by",
-        "column \"_kafka_offset\" is Long, and hour takes timestamp or timestamptz",
-    );
-    let ok = load(&stream(
-        "partition_by = [\"day(_kafka_timestamp)\", \"bucket(16, id)\"]\n",
-    ))
-    .unwrap();
-    assert_eq!(ok.streams[0].partition_by.len(), 2);
-}
-
-#[test]
 fn stream_problems() {
     one_problem(
         &stream("mode = \"upsert\"\n"),
