@@ -15,7 +15,7 @@ use crate::columns::KAFKA_KEY;
 use crate::config::{
     default_key_format, parse_duration, resolve_delete_format, value_format_without_schema,
     CatalogKind, ConfigProblem, DeleteFormat, DestinationConfig, EngineTarget, FormatVersion,
-    JobConfig, MaintainConfig, OnInvalid, SourceConfig, StreamMode, StreamSettings,
+    JobConfig, MaintainConfig, OnInvalid, PartitionField, SourceConfig, StreamMode, StreamSettings,
     SCHEMA_REGISTRY_REQUEST_TIMEOUT_SECS,
 };
 use crate::registry::ValueFormat;
@@ -177,6 +177,9 @@ pub struct TableSettings {
     /// How the keys are encoded (unset: `auto` with a registry, `json`, the
     /// raw bytes, without).
     pub key_format: ValueFormat,
+    /// The partition fields the table is created with (empty:
+    /// unpartitioned); an existing table keeps its own spec.
+    pub partition_by: Vec<PartitionField>,
 }
 
 /// How a table's rows relate to the messages.
@@ -391,6 +394,18 @@ impl Job {
                 ));
             }
         }
+        let partition_by =
+            crate::config::parse_partition_by(&stream.partition_by, stream.columns.as_deref())
+                .map_err(|problems| {
+                    ConfigProblem::new(
+                        "streams",
+                        format!(
+                            "stream \"{}\" partition_by: {}",
+                            stream.topic,
+                            problems.join("; ")
+                        ),
+                    )
+                })?;
         let value_format = match stream.value_format {
             Some(format) => Some(format),
             None if has_registry => None,
@@ -408,6 +423,7 @@ impl Job {
             key_format: stream
                 .key_format
                 .unwrap_or_else(|| default_key_format(has_registry)),
+            partition_by,
         })
     }
 }
@@ -465,6 +481,32 @@ target_file_size_mb = 2
         assert_eq!(events.mode, TableMode::Append);
         assert_eq!(events.table, "shop_events_v1");
         assert_eq!(events.format_version, FormatVersion::V2);
+        assert!(events.partition_by.is_empty());
+    }
+
+    #[test]
+    fn partition_by_is_parsed_once_into_the_table_settings() {
+        let job = job(r#"name = "j"
+[source]
+bootstrap_servers = "k:9092"
+[[streams]]
+topic = "orders"
+partition_by = ["day(_kafka_timestamp)", "bucket(16, id)"]
+"#);
+        let fields = job.table_for("orders").partition_by;
+        assert_eq!(
+            fields,
+            vec![
+                PartitionField {
+                    transform: crate::config::PartitionTransform::Day,
+                    column: "_kafka_timestamp".into()
+                },
+                PartitionField {
+                    transform: crate::config::PartitionTransform::Bucket(16),
+                    column: "id".into()
+                },
+            ]
+        );
     }
 
     #[test]

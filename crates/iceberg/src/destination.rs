@@ -9,6 +9,7 @@ use arrow_array::RecordBatch;
 use iceberg::io::FileIO;
 use iceberg::spec::{DataFile, FormatVersion};
 use iceberg::TableUpdate;
+use topicberg_core::config::PartitionField;
 
 use crate::catalog::rest::{LoadedTable, Namespace, RestCatalog, RestCatalogConfig};
 use crate::catalog::Catalog;
@@ -20,6 +21,7 @@ use crate::error::{IcebergError, IcebergErrorKind};
 use crate::table::TableHandle;
 use crate::write::credentials::{Refresh, Vended};
 use crate::write::data_files::{DataFileWriter, WriteOptions};
+use crate::write::partition::partition_spec;
 use crate::write::schema::{iceberg_schema, schema_differences, Column};
 use crate::write::signing::{RemoteSigning, SignerToken};
 use crate::write::storage::{CredentialPath, ObjectStorage, StorageConfig};
@@ -209,6 +211,24 @@ impl Destination {
         columns: &[Column],
         format_version: FormatVersion,
     ) -> Result<TableHandle, IcebergError> {
+        self.ensure_partitioned_table(namespace, table, columns, format_version, &[])
+            .await
+    }
+
+    /// [`Self::ensure_table`], creating a missing table partitioned by
+    /// `partition_by` (field ids from 1000; a column the table lacks, or
+    /// whose type the transform does not take, is a
+    /// [`IcebergErrorKind::Config`] error naming it). An existing table
+    /// keeps its own spec (another engine may have changed it; files are
+    /// written under its current default spec).
+    pub async fn ensure_partitioned_table(
+        &self,
+        namespace: &Namespace,
+        table: &str,
+        columns: &[Column],
+        format_version: FormatVersion,
+        partition_by: &[PartitionField],
+    ) -> Result<TableHandle, IcebergError> {
         let qualified = format!("{}.{table}", namespace.join("."));
         if format_version == FormatVersion::V1 {
             return Err(IcebergError::new(
@@ -222,6 +242,8 @@ impl Destination {
             Err(e) if e.kind == CatalogErrorKind::NotFound => {
                 self.catalog.ensure_namespace(namespace).await?;
                 let schema = iceberg_schema(columns)?;
+                let spec =
+                    partition_spec(&qualified, &Arc::new(schema.clone()), columns, partition_by)?;
                 let properties = [(
                     "format-version".to_string(),
                     (format_version as u8).to_string(),
@@ -229,7 +251,7 @@ impl Destination {
                 .into();
                 match self
                     .catalog
-                    .create_table(namespace, table, &schema, &properties)
+                    .create_partitioned_table(namespace, table, &schema, &spec, &properties)
                     .await
                 {
                     Ok(created) => created,

@@ -113,6 +113,7 @@ async fn data_files_roll_at_the_target_size_with_zstd_and_field_ids() {
         target_file_size: 32 * 1024,
         row_group_size: 16 * 1024,
         zstd_level: 3,
+        ..WriteOptions::default()
     };
     let files = write(&fx, &metadata, 0, 6, &options).await;
     assert!(files.len() >= 3, "{} files", files.len());

@@ -23,6 +23,7 @@ mod error;
 mod interpolate;
 mod maintain;
 mod parse;
+mod partition;
 mod source;
 mod streams;
 #[cfg(test)]
@@ -49,6 +50,7 @@ pub use engine_target::{EngineTarget, Version, VersionReq};
 pub use engines::{resolve_delete_format, EngineSupport, ResolvedUpsert};
 pub use error::{ConfigError, ConfigProblem};
 pub use maintain::{parse_duration, MaintainConfig};
+pub use partition::{parse_partition_by, PartitionField, PartitionTransform};
 pub use source::{SaslMechanism, SecurityProtocol, SourceConfig};
 pub use streams::{
     is_identifier, sanitize_identifier, DeleteFormat, OnInvalid, StreamConfig, StreamMode,

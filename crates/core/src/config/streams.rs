@@ -139,6 +139,15 @@ pub struct StreamConfig {
     /// as without one.
     #[serde(default, deserialize_with = "format_or_none")]
     pub key_format: Option<ValueFormat>,
+    /// How the table is partitioned when topicberg creates it: Iceberg
+    /// transforms of columns (metadata or payload), e.g.
+    /// `["day(_kafka_timestamp)", "bucket(16, id)", "identity(region)",
+    /// "truncate(4, sku)", "hour(created_at)", "month(..)", "year(..)"]`.
+    /// Unset: unpartitioned. A table that exists keeps its spec (another
+    /// engine may have changed it): files are written under its current
+    /// default spec.
+    #[serde(default)]
+    pub partition_by: Vec<String>,
 }
 
 /// A format name (`json`, `avro`, `protobuf`, `auto`); `""` is unset.
@@ -175,6 +184,8 @@ pub struct StreamSettings {
     pub value_format: Option<ValueFormat>,
     /// The keys' format as written; `None`: `auto` with a registry.
     pub key_format: Option<ValueFormat>,
+    /// `partition_by` as written (parsed when the job is resolved).
+    pub partition_by: Vec<String>,
     /// Whether the settings come from a `[[streams]]` entry.
     pub configured: bool,
 }
@@ -193,6 +204,7 @@ impl StreamSettings {
             allow_data_loss: false,
             value_format: None,
             key_format: None,
+            partition_by: Vec::new(),
             configured: false,
         }
     }
@@ -214,6 +226,7 @@ impl From<&StreamConfig> for StreamSettings {
             allow_data_loss: entry.allow_data_loss,
             value_format: entry.value_format,
             key_format: entry.key_format,
+            partition_by: entry.partition_by.clone(),
             configured: true,
         }
     }

@@ -598,6 +598,11 @@ fn streams(config: &JobConfig, out: &mut Vec<ConfigProblem>) {
             }
         }
         stream_formats(config, s, &at, out);
+        if let Err(problems) = super::parse_partition_by(&s.partition_by, s.columns.as_deref()) {
+            for problem in problems {
+                push(out, at("partition_by"), problem);
+            }
+        }
         if let Some(columns) = &s.columns {
             let mut seen = BTreeSet::new();
             for c in columns {

@@ -7,7 +7,7 @@ pub mod sql;
 
 use std::collections::HashMap;
 
-use iceberg::spec::Schema;
+use iceberg::spec::{Schema, UnboundPartitionSpec};
 use iceberg::{TableRequirement, TableUpdate};
 
 use crate::catalog::rest::{LoadedTable, Namespace, RestCatalog};
@@ -79,6 +79,21 @@ impl Catalog {
         properties: &HashMap<String, String>,
     ) -> Result<LoadedTable, CatalogError> {
         delegate!(self, create_table(namespace, table, schema, properties))
+    }
+
+    /// Creates a table partitioned by `spec`.
+    pub async fn create_partitioned_table(
+        &self,
+        namespace: &Namespace,
+        table: &str,
+        schema: &Schema,
+        spec: &UnboundPartitionSpec,
+        properties: &HashMap<String, String>,
+    ) -> Result<LoadedTable, CatalogError> {
+        delegate!(
+            self,
+            create_partitioned_table(namespace, table, schema, spec, properties)
+        )
     }
 
     /// Drops a table (`purge`: its files too).

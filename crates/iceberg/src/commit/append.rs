@@ -19,8 +19,8 @@ use iceberg::spec::{
 
 use crate::commit::offsets::OffsetsAdvance;
 use crate::commit::snapshot_commit::{
-    build_snapshot, new_snapshot_id, renew_snapshot_id_if_taken, write_new_manifest, BuiltSnapshot,
-    PendingCommit,
+    build_snapshot, new_snapshot_id, renew_snapshot_id_if_taken, write_new_manifests,
+    BuiltSnapshot, PendingCommit,
 };
 use crate::commit::summary::summary;
 use crate::error::{from_iceberg, IcebergError, IcebergErrorKind};
@@ -34,8 +34,9 @@ pub(crate) struct PendingAppend {
     pub(crate) summary_extra: BTreeMap<String, String>,
     /// The offsets the append moves (checked on every attempt).
     pub(crate) offsets: Option<OffsetsAdvance>,
-    /// The manifest of `data_files`, written for `snapshot_id`.
-    manifest: Option<ManifestFile>,
+    /// The manifests of `data_files` (one per partition spec), written
+    /// for `snapshot_id`.
+    manifest: Option<Vec<ManifestFile>>,
 }
 
 impl PendingAppend {
@@ -104,7 +105,7 @@ impl PendingCommit for PendingAppend {
         }
         if self.manifest.is_none() && !self.data_files.is_empty() {
             self.manifest = Some(
-                write_new_manifest(
+                write_new_manifests(
                     file_io,
                     metadata,
                     self.snapshot_id,
@@ -145,8 +146,8 @@ impl PendingCommit for PendingAppend {
             None => Vec::new(),
         };
         // The new manifest first, as the Java library orders them.
-        if let Some(manifest) = &self.manifest {
-            manifests.insert(0, manifest.clone());
+        if let Some(new) = &self.manifest {
+            manifests.splice(0..0, new.iter().cloned());
         }
 
         let summary = summary(

@@ -33,7 +33,7 @@ use iceberg::spec::{
 use crate::commit::offsets::OffsetsAdvance;
 use crate::commit::snapshot_commit::{
     build_snapshot, manifest_writer, new_snapshot_id, renew_snapshot_id_if_taken,
-    write_new_manifest, BuiltSnapshot, PendingCommit,
+    write_new_manifests, BuiltSnapshot, PendingCommit,
 };
 use crate::commit::summary::summary;
 use crate::deletes::deletion_vectors::is_deletion_vector;
@@ -143,7 +143,7 @@ fn dv_key(file: &DataFile) -> (String, i64) {
     )
 }
 
-async fn read_manifest_list(
+pub(crate) async fn read_manifest_list(
     file_io: &FileIO,
     metadata: &TableMetadata,
 ) -> Result<Vec<ManifestFile>, IcebergError> {
@@ -224,8 +224,8 @@ pub(crate) struct PendingRowDelta {
     delta: RowDelta,
     /// The `main` snapshot the deletes were computed on.
     base: Option<i64>,
-    data_manifest: Option<ManifestFile>,
-    delete_manifest: Option<ManifestFile>,
+    data_manifest: Option<Vec<ManifestFile>>,
+    delete_manifest: Option<Vec<ManifestFile>>,
 }
 
 impl PendingRowDelta {
@@ -481,12 +481,12 @@ impl PendingCommit for PendingRowDelta {
         if self.data_manifest.is_none() && !self.delta.data_files.is_empty() {
             let files = self.delta.data_files.clone();
             self.data_manifest =
-                Some(write_new_manifest(file_io, metadata, id, commit_id, files, "m0").await?);
+                Some(write_new_manifests(file_io, metadata, id, commit_id, files, "m0").await?);
         }
         if self.delete_manifest.is_none() && !self.delta.delete_files.is_empty() {
             let files = self.delta.delete_files.clone();
             self.delete_manifest =
-                Some(write_new_manifest(file_io, metadata, id, commit_id, files, "m1").await?);
+                Some(write_new_manifests(file_io, metadata, id, commit_id, files, "m1").await?);
         }
 
         let parent_manifests = read_manifest_list(file_io, metadata).await?;
@@ -494,8 +494,8 @@ impl PendingCommit for PendingRowDelta {
             .carry_forward(file_io, metadata, parent_manifests, attempt)
             .await?;
         let mut manifests: Vec<ManifestFile> = Vec::new();
-        manifests.extend(self.data_manifest.clone());
-        manifests.extend(self.delete_manifest.clone());
+        manifests.extend(self.data_manifest.iter().flatten().cloned());
+        manifests.extend(self.delete_manifest.iter().flatten().cloned());
         manifests.extend(carried);
 
         let summary = summary(

@@ -19,6 +19,7 @@ use iceberg::spec::{
 use iceberg::{TableRequirement, TableUpdate};
 
 use crate::commit::offsets::OffsetsAdvance;
+use crate::deletes::partitions::spec_id;
 use crate::error::{from_iceberg, IcebergError, IcebergErrorKind};
 
 /// A snapshot ready to commit.
@@ -88,35 +89,6 @@ fn now_ms() -> i64 {
         .unwrap_or(0)
 }
 
-/// The partition spec new files are written under: the table's default
-/// spec when it is unpartitioned; when another engine made the default
-/// spec partitioned (Spark `ALTER TABLE ... ADD PARTITION FIELD`), the
-/// unpartitioned spec the table still has (files of an older spec are valid
-/// Iceberg: every reader reads them; queries prune only the partitioned
-/// files). A table with no unpartitioned spec is refused.
-pub(crate) fn write_spec(metadata: &TableMetadata) -> Result<PartitionSpecRef, IcebergError> {
-    let default = metadata.default_partition_spec();
-    if default.is_unpartitioned() {
-        return Ok(default.clone());
-    }
-    metadata
-        .partition_specs_iter()
-        .filter(|s| s.is_unpartitioned())
-        .min_by_key(|s| s.spec_id())
-        .cloned()
-        .ok_or_else(|| {
-            IcebergError::new(
-                IcebergErrorKind::Config,
-                format!("choosing the partition spec of {}", metadata.location()),
-                format!(
-                    "the table is partitioned (spec {}) and has no unpartitioned spec; topicberg \
-                     writes unpartitioned files only",
-                    default.spec_id()
-                ),
-            )
-        })
-}
-
 /// A manifest writer for the table's format: data or delete entries.
 pub(crate) fn manifest_writer(
     file_io: &FileIO,
@@ -140,32 +112,74 @@ pub(crate) fn manifest_writer(
     })
 }
 
-/// Writes a new manifest of `files` at
-/// `<table>/metadata/<commit_id>-<suffix>.avro` (all entries ADDED,
-/// sequence numbers inherited from the manifest list); a delete manifest
-/// when the files are delete files.
-pub(crate) async fn write_new_manifest(
+/// Writes the new manifests of `files`, one per partition spec among them
+/// (a manifest holds one spec's entries; files written before another
+/// engine changed the spec keep theirs), at
+/// `<table>/metadata/<commit_id>-<suffix>.avro` (`<suffix>-spec<id>` for
+/// every spec after the first), all entries ADDED, sequence numbers
+/// inherited from the manifest list; delete manifests when the files are
+/// delete files.
+pub(crate) async fn write_new_manifests(
     file_io: &FileIO,
     metadata: &TableMetadata,
     snapshot_id: i64,
     commit_id: &str,
     files: Vec<DataFile>,
     suffix: &str,
+) -> Result<Vec<ManifestFile>, IcebergError> {
+    let mut by_spec: BTreeMap<i32, Vec<DataFile>> = BTreeMap::new();
+    for file in files {
+        by_spec.entry(spec_id(&file)).or_default().push(file);
+    }
+    let mut manifests = Vec::with_capacity(by_spec.len());
+    for (i, (spec_id, files)) in by_spec.into_iter().enumerate() {
+        let name = match i {
+            0 => suffix.to_string(),
+            _ => format!("{suffix}-spec{spec_id}"),
+        };
+        manifests.push(
+            write_new_manifest(
+                file_io,
+                metadata,
+                snapshot_id,
+                commit_id,
+                files,
+                spec_id,
+                &name,
+            )
+            .await?,
+        );
+    }
+    Ok(manifests)
+}
+
+/// Writes one new manifest of `files`, all of partition spec `spec_id`.
+async fn write_new_manifest(
+    file_io: &FileIO,
+    metadata: &TableMetadata,
+    snapshot_id: i64,
+    commit_id: &str,
+    files: Vec<DataFile>,
+    spec_id: i32,
+    suffix: &str,
 ) -> Result<ManifestFile, IcebergError> {
     let deletes = files
         .first()
         .is_some_and(|f| f.content_type() != DataContentType::Data);
     let location = format!("{}/metadata/{commit_id}-{suffix}.avro", metadata.location());
-    let err = |e: iceberg::Error| {
-        from_iceberg(
-            format!("writing manifest {location}"),
-            &e,
+    let step = format!("writing manifest {location}");
+    let err = |e: iceberg::Error| from_iceberg(&step, &e, IcebergErrorKind::Data);
+    let spec = metadata.partition_spec_by_id(spec_id).ok_or_else(|| {
+        IcebergError::new(
             IcebergErrorKind::Data,
+            &step,
+            format!(
+                "the table has no partition spec {spec_id}, which new files were written under"
+            ),
         )
-    };
-    let spec = write_spec(metadata)?;
+    })?;
     let mut writer =
-        manifest_writer(file_io, metadata, &location, snapshot_id, deletes, &spec).map_err(err)?;
+        manifest_writer(file_io, metadata, &location, snapshot_id, deletes, spec).map_err(err)?;
     for file in files {
         // Unassigned: the entry inherits the manifest's sequence number.
         writer

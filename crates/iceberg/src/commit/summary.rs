@@ -141,8 +141,13 @@ pub(crate) fn summary(
         }
     }
     if !added_files.is_empty() || !removed.is_empty() {
-        // Unpartitioned: every change is in the one (empty) partition.
-        props.insert("changed-partition-count".into(), "1".into());
+        // Distinct (spec, partition value) pairs among the changed files.
+        let changed: std::collections::HashSet<(i32, &iceberg::spec::Struct)> = added_files
+            .iter()
+            .chain(removed)
+            .map(|f| (crate::deletes::partitions::spec_id(f), f.partition()))
+            .collect();
+        props.insert("changed-partition-count".into(), changed.len().to_string());
     }
     for (total, metric) in TOTALS {
         let previous = match parent {
@@ -219,7 +224,7 @@ mod tests {
             4,
             blob,
             cardinality,
-            0,
+            &crate::deletes::partitions::FilePartition::unpartitioned(0),
         )
         .unwrap()
     }

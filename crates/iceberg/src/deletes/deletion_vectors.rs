@@ -25,11 +25,10 @@ use std::collections::HashMap;
 
 use iceberg::io::FileIO;
 use iceberg::puffin::{Blob, CompressionCodec, PuffinWriter, DELETION_VECTOR_V1};
-use iceberg::spec::{
-    DataContentType, DataFile, DataFileBuilder, DataFileFormat, Struct, TableMetadata,
-};
+use iceberg::spec::{DataContentType, DataFile, DataFileBuilder, DataFileFormat, TableMetadata};
 use roaring::RoaringTreemap;
 
+use crate::deletes::partitions::FilePartition;
 use crate::deletes::position::{data_folder, POS_FIELD_ID};
 use crate::error::{from_iceberg, IcebergError, IcebergErrorKind};
 
@@ -163,14 +162,14 @@ pub(crate) fn dv_entry(
     offset: u64,
     length: u64,
     cardinality: u64,
-    spec_id: i32,
+    partition: &FilePartition,
 ) -> Result<DataFile, String> {
     DataFileBuilder::default()
         .content(DataContentType::PositionDeletes)
         .file_path(puffin_path.to_string())
         .file_format(DataFileFormat::Puffin)
-        .partition(Struct::empty())
-        .partition_spec_id(spec_id)
+        .partition(partition.value.clone())
+        .partition_spec_id(partition.spec_id)
         .record_count(cardinality)
         .file_size_in_bytes(puffin_size)
         .referenced_data_file(Some(data_file.to_string()))
@@ -188,12 +187,14 @@ pub fn is_deletion_vector(file: &DataFile) -> bool {
 
 /// Writes ONE Puffin file into the table's data folder with one
 /// `deletion-vector-v1` blob per `(data file path, positions)` and returns
-/// one manifest entry per blob, in input order. Empty vectors are skipped;
-/// a data file named twice is an error (merge the positions first).
+/// one manifest entry per blob, in input order, each in its data file's
+/// partition (from `partitions`). Empty vectors are skipped; a data file
+/// named twice is an error (merge the positions first).
 pub async fn write_deletion_vectors(
     file_io: &FileIO,
     metadata: &TableMetadata,
     vectors: &[(String, RoaringTreemap)],
+    partitions: &HashMap<String, FilePartition>,
 ) -> Result<Vec<DataFile>, IcebergError> {
     let location = format!(
         "{}/{}-dv.puffin",
@@ -257,11 +258,22 @@ pub async fn write_deletion_vectors(
         .await
         .map_err(storage_err)?
         .size;
-    let spec_id = crate::commit::snapshot_commit::write_spec(metadata)?.spec_id();
     blobs
         .into_iter()
         .map(|(path, offset, length, cardinality)| {
-            dv_entry(&location, size, path, offset, length, cardinality, spec_id).map_err(data_err)
+            let partition = partitions
+                .get(path)
+                .ok_or_else(|| data_err(format!("no partition known for data file {path}")))?;
+            dv_entry(
+                &location,
+                size,
+                path,
+                offset,
+                length,
+                cardinality,
+                partition,
+            )
+            .map_err(data_err)
         })
         .collect()
 }
@@ -386,7 +398,7 @@ mod tests {
             4,
             40,
             3,
-            0,
+            &FilePartition::unpartitioned(0),
         )
         .unwrap();
         assert!(is_deletion_vector(&e));

@@ -15,9 +15,10 @@ use arrow_array::{ArrayRef, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, Schema as ArrowSchema, SchemaRef as ArrowSchemaRef};
 use iceberg::io::FileIO;
 use iceberg::spec::{
-    DataContentType, DataFile, DataFileBuilder, DataFileFormat, Datum, Struct, TableMetadata,
+    DataContentType, DataFile, DataFileBuilder, DataFileFormat, Datum, TableMetadata,
 };
 
+use crate::deletes::partitions::FilePartition;
 use crate::deletes::position::{data_folder, encode_zstd_parquet, store_file};
 use crate::error::{IcebergError, IcebergErrorKind};
 use crate::key_index::scan::KEY_COLUMN;
@@ -74,7 +75,7 @@ pub(crate) fn delete_file_entry(
     ids: &[String],
     key_field_id: i32,
     file_size: u64,
-    spec_id: i32,
+    partition: &FilePartition,
 ) -> Result<DataFile, String> {
     let (first, last) = match (ids.first(), ids.last()) {
         (Some(a), Some(b)) => (a, b),
@@ -85,8 +86,8 @@ pub(crate) fn delete_file_entry(
         .content(DataContentType::EqualityDeletes)
         .file_path(location.to_string())
         .file_format(DataFileFormat::Parquet)
-        .partition(Struct::empty())
-        .partition_spec_id(spec_id)
+        .partition(partition.value.clone())
+        .partition_spec_id(partition.spec_id)
         .record_count(count)
         .file_size_in_bytes(file_size)
         .equality_ids(Some(vec![key_field_id]))
@@ -100,14 +101,16 @@ pub(crate) fn delete_file_entry(
 
 /// Writes one equality delete file on `_olake_id` (field `key_field_id`
 /// of the table, `nullable` as the table's column) for `keys` into the
-/// table's data folder and returns its manifest entry, or `None` when
-/// there is no key.
+/// table's data folder, in `partition` (that of the data files holding
+/// the keys' rows), and returns its manifest entry, or `None` when there is
+/// no key.
 pub async fn write_equality_delete_file(
     file_io: &FileIO,
     metadata: &TableMetadata,
     key_field_id: i32,
     nullable: bool,
     keys: &[[u8; 16]],
+    partition: &FilePartition,
     zstd_level: i32,
 ) -> Result<Option<DataFile>, IcebergError> {
     let ids = sorted_ids(keys);
@@ -124,14 +127,8 @@ pub async fn write_equality_delete_file(
     let bytes = encode_parquet(&ids, key_field_id, nullable, zstd_level).map_err(data_err)?;
     let size = bytes.len() as u64;
     store_file(file_io, &location, bytes, &step).await?;
-    let entry = delete_file_entry(
-        &location,
-        &ids,
-        key_field_id,
-        size,
-        crate::commit::snapshot_commit::write_spec(metadata)?.spec_id(),
-    )
-    .map_err(data_err)?;
+    let entry =
+        delete_file_entry(&location, &ids, key_field_id, size, partition).map_err(data_err)?;
     Ok(Some(entry))
 }
 
@@ -219,7 +216,14 @@ mod tests {
     #[test]
     fn entry_is_an_equality_delete_on_the_key_field_with_bounds() {
         let ids = sorted_ids(&keys());
-        let entry = delete_file_entry("s3://b/t/data/e.parquet", &ids, 7, 321, 0).unwrap();
+        let entry = delete_file_entry(
+            "s3://b/t/data/e.parquet",
+            &ids,
+            7,
+            321,
+            &FilePartition::unpartitioned(0),
+        )
+        .unwrap();
         assert_eq!(entry.content_type(), DataContentType::EqualityDeletes);
         assert_eq!(entry.equality_ids(), Some(vec![7]));
         assert_eq!(entry.record_count(), 3);
@@ -229,6 +233,6 @@ mod tests {
         assert_eq!(entry.upper_bounds()[&7], Datum::string(&ids[2]));
         assert_eq!(entry.value_counts()[&7], 3);
         assert_eq!(entry.null_value_counts()[&7], 0);
-        assert!(delete_file_entry("x", &[], 7, 1, 0).is_err());
+        assert!(delete_file_entry("x", &[], 7, 1, &FilePartition::unpartitioned(0)).is_err());
     }
 }

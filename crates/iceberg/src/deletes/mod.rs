@@ -6,6 +6,7 @@
 
 pub mod deletion_vectors;
 pub mod equality;
+pub mod partitions;
 pub mod position;
 #[cfg(test)]
 mod tests;
@@ -23,6 +24,7 @@ use crate::key_index::scan::KEY_COLUMN;
 use crate::table::TableHandle;
 use deletion_vectors::{read_deletion_vector, write_deletion_vectors};
 use equality::write_equality_delete_file;
+use partitions::{data_file_partitions, group_by_partition, FilePartition};
 use position::write_position_delete_file;
 
 /// The delete files that retire rows, for [`RowDelta::delete_files`], and
@@ -37,13 +39,16 @@ pub struct WrittenDeletes {
 
 impl Destination {
     /// Writes the delete files that retire `rows` (data file path -> row
-    /// positions) in `format`:
-    /// - [`DeleteFormat::Position`]: one position delete file (format v2);
+    /// positions) in `format`, each in the partition of the data files it
+    /// names (see [`partitions`]):
+    /// - [`DeleteFormat::Position`]: one position delete file per partition
+    ///   (format v2);
     /// - [`DeleteFormat::Dv`]: one deletion vector per data file (format
     ///   v3), merged with the data file's current vector, which it replaces;
     /// - [`DeleteFormat::Equality`]: one equality delete file on
-    ///   `_olake_id` naming `keys` (the keys of those rows, in any order).
-    ///   It deletes only rows of earlier commits, so this commit's new rows
+    ///   `_olake_id` per partition, naming the keys of the retired rows
+    ///   (`keys`: data file path -> the keys of its retired rows). It
+    ///   deletes only rows of earlier commits, so this commit's new rows
     ///   with the same keys stay.
     ///
     /// Nothing is written when `rows` is empty.
@@ -52,21 +57,36 @@ impl Destination {
         handle: &TableHandle,
         format: DeleteFormat,
         rows: BTreeMap<String, RoaringTreemap>,
-        mut keys: Vec<[u8; 16]>,
+        keys: BTreeMap<String, Vec<[u8; 16]>>,
     ) -> Result<WrittenDeletes, IcebergError> {
         if rows.is_empty() {
             return Ok(WrittenDeletes::default());
         }
         check_format_version(handle, format)?;
+        let paths: Vec<&str> = rows.keys().map(String::as_str).collect();
+        let partitions = data_file_partitions(self.file_io(), handle.metadata(), &paths).await?;
         match format {
             DeleteFormat::Position => {
-                let grouped: Vec<(String, Vec<u64>)> = rows
-                    .into_iter()
-                    .map(|(f, p)| (f, p.into_iter().collect()))
-                    .collect();
-                let file = self.write_position_deletes(handle, &grouped).await?;
+                let grouped = group_by_partition(
+                    rows.into_iter()
+                        .map(|(f, p)| (f, p.into_iter().collect::<Vec<u64>>())),
+                    &partitions,
+                )?;
+                let mut delete_files = Vec::with_capacity(grouped.len());
+                for (partition, deletes) in grouped {
+                    delete_files.extend(
+                        write_position_delete_file(
+                            self.file_io(),
+                            handle.metadata(),
+                            &deletes,
+                            &partition,
+                            self.options.zstd_level,
+                        )
+                        .await?,
+                    );
+                }
                 Ok(WrittenDeletes {
-                    delete_files: file.into_iter().collect(),
+                    delete_files,
                     replaced_dvs: Vec::new(),
                 })
             }
@@ -81,17 +101,30 @@ impl Destination {
                     }
                     vectors.push((data_file, bitmap));
                 }
-                let files = self.write_deletion_vectors(handle, &vectors).await?;
+                let files = write_deletion_vectors(
+                    self.file_io(),
+                    handle.metadata(),
+                    &vectors,
+                    &partitions,
+                )
+                .await?;
                 Ok(WrittenDeletes {
                     delete_files: files,
                     replaced_dvs: replaced,
                 })
             }
             DeleteFormat::Equality => {
-                keys.sort_unstable();
-                let file = self.write_equality_deletes(handle, &keys).await?;
+                let grouped = group_by_partition(keys, &partitions)?;
+                let mut delete_files = Vec::with_capacity(grouped.len());
+                for (partition, files) in grouped {
+                    let keys: Vec<[u8; 16]> = files.into_iter().flat_map(|(_, k)| k).collect();
+                    delete_files.extend(
+                        self.write_equality_deletes_in(handle, &keys, &partition)
+                            .await?,
+                    );
+                }
                 Ok(WrittenDeletes {
-                    delete_files: file.into_iter().collect(),
+                    delete_files,
                     replaced_dvs: Vec::new(),
                 })
             }
@@ -99,17 +132,22 @@ impl Destination {
     }
 
     /// Writes one position delete file (format v2 tables) for `deletes`
-    /// (data file path -> row positions) and returns its entry for
-    /// [`RowDelta::delete_files`]; `None` when there is nothing to delete.
+    /// (data file path -> row positions, the data files all in one
+    /// partition) and returns its entry for [`RowDelta::delete_files`];
+    /// `None` when there is nothing to delete.
     pub async fn write_position_deletes(
         &self,
         handle: &TableHandle,
         deletes: &[(String, Vec<u64>)],
     ) -> Result<Option<DataFile>, IcebergError> {
+        let partition = self
+            .one_partition(handle, deletes.iter().map(|(p, _)| p))
+            .await?;
         write_position_delete_file(
             self.file_io(),
             handle.metadata(),
             deletes,
+            &partition,
             self.options.zstd_level,
         )
         .await
@@ -117,7 +155,9 @@ impl Destination {
 
     /// Writes one equality delete file on the table's `_olake_id` column
     /// (format v2 and v3 tables) deleting the rows of `keys` (rendered as
-    /// the 32-lowercase-hex `_olake_id`), and returns its entry for
+    /// the 32-lowercase-hex `_olake_id`), in the table's default spec
+    /// (which must be unpartitioned: [`Self::write_deletes`] writes them
+    /// per partition), and returns its entry for
     /// [`RowDelta::delete_files`]; `None` when `keys` is empty. It deletes
     /// only rows of data files committed before it, not rows added in the
     /// same commit. Fails if the table has no `_olake_id` column.
@@ -126,6 +166,17 @@ impl Destination {
         handle: &TableHandle,
         keys: &[[u8; 16]],
     ) -> Result<Option<DataFile>, IcebergError> {
+        let partition = self.one_partition(handle, std::iter::empty()).await?;
+        self.write_equality_deletes_in(handle, keys, &partition)
+            .await
+    }
+
+    async fn write_equality_deletes_in(
+        &self,
+        handle: &TableHandle,
+        keys: &[[u8; 16]],
+        partition: &FilePartition,
+    ) -> Result<Option<DataFile>, IcebergError> {
         let field = handle.schema().field_by_name(KEY_COLUMN).ok_or_else(|| {
             IcebergError::new(
                 IcebergErrorKind::Data,
@@ -133,28 +184,60 @@ impl Destination {
                 format!("the table has no {KEY_COLUMN} column"),
             )
         })?;
+        let mut keys = keys.to_vec();
+        keys.sort_unstable();
         write_equality_delete_file(
             self.file_io(),
             handle.metadata(),
             field.id,
             !field.required,
-            keys,
+            &keys,
+            partition,
             self.options.zstd_level,
         )
         .await
     }
 
+    /// The one partition the data files `paths` are in (the default spec's
+    /// empty partition when there is none and it is unpartitioned).
+    async fn one_partition(
+        &self,
+        handle: &TableHandle,
+        paths: impl Iterator<Item = &String>,
+    ) -> Result<FilePartition, IcebergError> {
+        let paths: Vec<&str> = paths.map(String::as_str).collect();
+        let found = data_file_partitions(self.file_io(), handle.metadata(), &paths).await?;
+        let distinct: Vec<&FilePartition> = found
+            .values()
+            .collect::<std::collections::HashSet<_>>()
+            .into_iter()
+            .collect();
+        let default = handle.metadata().default_partition_spec();
+        match distinct.as_slice() {
+            [] if default.is_unpartitioned() => Ok(FilePartition::unpartitioned(default.spec_id())),
+            [one] => Ok((*one).clone()),
+            _ => Err(IcebergError::new(
+                IcebergErrorKind::Data,
+                format!("writing a delete file for table {}", handle.name()),
+                "the data files are in several partitions (or none is named on a partitioned \
+                 table); use write_deletes, which writes one delete file per partition",
+            )),
+        }
+    }
+
     /// Writes one Puffin file with a deletion vector per data file (format
-    /// v3 tables) and returns one entry per vector for
-    /// [`RowDelta::delete_files`]. A vector for a data file that already
-    /// has one must already hold the old positions too (see
-    /// [`Self::current_deletion_vectors`], [`read_deletion_vector`]).
+    /// v3 tables), each entry in its data file's partition, and returns one
+    /// entry per vector for [`RowDelta::delete_files`]. A vector for a data
+    /// file that already has one must already hold the old positions too
+    /// (see [`Self::current_deletion_vectors`], [`read_deletion_vector`]).
     pub async fn write_deletion_vectors(
         &self,
         handle: &TableHandle,
         vectors: &[(String, RoaringTreemap)],
     ) -> Result<Vec<DataFile>, IcebergError> {
-        write_deletion_vectors(self.file_io(), handle.metadata(), vectors).await
+        let paths: Vec<&str> = vectors.iter().map(|(p, _)| p.as_str()).collect();
+        let partitions = data_file_partitions(self.file_io(), handle.metadata(), &paths).await?;
+        write_deletion_vectors(self.file_io(), handle.metadata(), vectors, &partitions).await
     }
 
     /// The current deletion vectors of the handle's `main` snapshot: data

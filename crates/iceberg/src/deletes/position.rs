@@ -17,12 +17,13 @@ use arrow_array::{ArrayRef, Int64Array, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, Schema as ArrowSchema, SchemaRef as ArrowSchemaRef};
 use iceberg::io::FileIO;
 use iceberg::spec::{
-    DataContentType, DataFile, DataFileBuilder, DataFileFormat, Datum, Struct, TableMetadata,
+    DataContentType, DataFile, DataFileBuilder, DataFileFormat, Datum, TableMetadata,
 };
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
 
+use crate::deletes::partitions::FilePartition;
 use crate::error::{from_iceberg, IcebergError, IcebergErrorKind};
 
 /// The reserved field id of a position delete file's `file_path` column.
@@ -161,7 +162,7 @@ pub(crate) fn delete_file_entry(
     location: &str,
     rows: &SortedDeletes,
     file_size: u64,
-    spec_id: i32,
+    partition: &FilePartition,
 ) -> Result<DataFile, String> {
     let paths = rows.distinct_paths();
     let (first_path, last_path) = match (paths.first(), paths.last()) {
@@ -175,8 +176,8 @@ pub(crate) fn delete_file_entry(
         .content(DataContentType::PositionDeletes)
         .file_path(location.to_string())
         .file_format(DataFileFormat::Parquet)
-        .partition(Struct::empty())
-        .partition_spec_id(spec_id)
+        .partition(partition.value.clone())
+        .partition_spec_id(partition.spec_id)
         .record_count(count)
         .file_size_in_bytes(file_size)
         .value_counts(HashMap::from([
@@ -198,12 +199,14 @@ pub(crate) fn delete_file_entry(
 }
 
 /// Writes one position delete file for `deletes` (data file path ->
-/// positions, in any order) into the table's data folder and returns its
-/// manifest entry, or `None` when there is no position to delete.
+/// positions, in any order; every data file in `partition`) into the
+/// table's data folder and returns its manifest entry, or `None` when
+/// there is no position to delete.
 pub async fn write_position_delete_file(
     file_io: &FileIO,
     metadata: &TableMetadata,
     deletes: &[(String, Vec<u64>)],
+    partition: &FilePartition,
     zstd_level: i32,
 ) -> Result<Option<DataFile>, IcebergError> {
     let location = format!(
@@ -220,8 +223,7 @@ pub async fn write_position_delete_file(
     let bytes = encode_parquet(&rows, zstd_level).map_err(data_err)?;
     let size = bytes.len() as u64;
     store_file(file_io, &location, bytes, &step).await?;
-    let spec_id = crate::commit::snapshot_commit::write_spec(metadata)?.spec_id();
-    let entry = delete_file_entry(&location, &rows, size, spec_id).map_err(data_err)?;
+    let entry = delete_file_entry(&location, &rows, size, partition).map_err(data_err)?;
     Ok(Some(entry))
 }
 
@@ -320,7 +322,13 @@ mod tests {
     #[test]
     fn entry_has_bounds_and_a_referenced_file_only_when_single() {
         let rows = SortedDeletes::new(&sample()).unwrap();
-        let entry = delete_file_entry("s3://b/t/data/d.parquet", &rows, 123, 0).unwrap();
+        let entry = delete_file_entry(
+            "s3://b/t/data/d.parquet",
+            &rows,
+            123,
+            &FilePartition::unpartitioned(0),
+        )
+        .unwrap();
         assert_eq!(entry.content_type(), DataContentType::PositionDeletes);
         assert_eq!(entry.record_count(), 5);
         assert_eq!(entry.file_size_in_bytes(), 123);
@@ -337,7 +345,13 @@ mod tests {
         assert_eq!(entry.referenced_data_file(), None);
 
         let single = SortedDeletes::new(&sample()[..1]).unwrap();
-        let entry = delete_file_entry("s3://b/t/data/e.parquet", &single, 1, 0).unwrap();
+        let entry = delete_file_entry(
+            "s3://b/t/data/e.parquet",
+            &single,
+            1,
+            &FilePartition::unpartitioned(0),
+        )
+        .unwrap();
         assert_eq!(
             entry.referenced_data_file().as_deref(),
             Some("s3://b/t/data/b.parquet")

@@ -408,6 +408,55 @@ impl KeyIndex {
     }
 }
 
+impl KeyIndex {
+    /// [`Self::apply_each`] with the upserts read back from `files` (the
+    /// committed snapshot's new data files): each row's `_olake_id` at its
+    /// position. For files whose rows are not in the order they were
+    /// written (a partitioned table's: rows are split per partition), where
+    /// a written row's position cannot be counted. Holds one entry per new
+    /// row (32 bytes) until they are recorded.
+    pub async fn apply_read_back(
+        &mut self,
+        file_io: &FileIO,
+        handle: &TableHandle,
+        snapshot_id: i64,
+        parent_snapshot_id: Option<i64>,
+        files: &[String],
+        deletes: &[[u8; 16]],
+    ) -> Result<Applied, IcebergError> {
+        if parent_snapshot_id != self.snapshot_id {
+            return Ok(Applied::Stale);
+        }
+        let key_field = handle
+            .schema()
+            .field_by_name(scan::KEY_COLUMN)
+            .map(|f| f.id)
+            .ok_or_else(|| {
+                IcebergError::new(
+                    IcebergErrorKind::Data,
+                    format!("recording snapshot {snapshot_id} in the key index"),
+                    format!("the table has no {} column", scan::KEY_COLUMN),
+                )
+            })?;
+        let mut upserts: Vec<([u8; 16], usize, u64)> = Vec::new();
+        for (n, path) in files.iter().enumerate() {
+            scan::read_keys(file_io, path, key_field, |pos, key| {
+                upserts.extend(key.map(|key| (key, n, pos)));
+                Ok(())
+            })
+            .await?;
+        }
+        upserts.sort_unstable_by_key(|(key, _, _)| *key);
+        self.apply_each(
+            snapshot_id,
+            parent_snapshot_id,
+            files,
+            upserts.into_iter().map(Ok),
+            deletes,
+        )
+    }
+}
+
 /// Many lookups in one read transaction of a [`KeyIndex`].
 pub struct KeyReader {
     keys: redb::ReadOnlyTable<[u8; 16], (u32, u64)>,

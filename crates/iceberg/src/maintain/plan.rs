@@ -22,7 +22,6 @@ use iceberg::spec::{DataContentType, TableMetadata};
 use roaring::RoaringTreemap;
 
 use super::files::{live_entries, Entry};
-use crate::commit::snapshot_commit::write_spec;
 use crate::deletes::deletion_vectors::{is_deletion_vector, read_deletion_vector};
 use crate::error::IcebergError;
 use crate::key_index::scan::{read_keys, read_position_deletes, KEY_COLUMN};
@@ -160,7 +159,9 @@ pub(crate) async fn plan(
         }
     }
 
-    let spec = write_spec(metadata)?;
+    // Rewritten files are written under the default spec: only its
+    // unpartitioned groups are compacted for now.
+    let spec = metadata.default_partition_spec();
     let small = options.target_file_size / 4 * 3;
     let mut groups: BTreeMap<(i32, String), Vec<Entry>> = BTreeMap::new();
     for entry in &data {

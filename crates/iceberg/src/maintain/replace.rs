@@ -24,7 +24,7 @@ use super::files::{entries_of, manifests_of, Entry};
 use crate::commit::offsets::OffsetsAdvance;
 use crate::commit::snapshot_commit::{
     build_snapshot, manifest_writer, new_snapshot_id, renew_snapshot_id_if_taken,
-    write_new_manifest, BuiltSnapshot, PendingCommit,
+    write_new_manifests, BuiltSnapshot, PendingCommit,
 };
 use crate::commit::summary::summary;
 use crate::deletes::deletion_vectors::is_deletion_vector;
@@ -68,7 +68,7 @@ pub(crate) struct PendingReplace {
     /// Replaced data files and removed delete files, by identity.
     removed: HashMap<(String, i64), Entry>,
     removed_data: HashSet<String>,
-    data_manifest: Option<ManifestFile>,
+    data_manifests: Option<Vec<ManifestFile>>,
     summary_extra: BTreeMap<String, String>,
 }
 
@@ -94,7 +94,7 @@ impl PendingReplace {
                 .map(|e| (identity(&e.file), e))
                 .collect(),
             removed_data,
-            data_manifest: None,
+            data_manifests: None,
             summary_extra: BTreeMap::new(),
         }
     }
@@ -325,11 +325,11 @@ impl PendingCommit for PendingReplace {
     ) -> Result<BuiltSnapshot, IcebergError> {
         self.check_still_applies(file_io, metadata).await?;
         if renew_snapshot_id_if_taken(metadata, &mut self.snapshot_id) {
-            self.data_manifest = None;
+            self.data_manifests = None;
         }
-        if self.data_manifest.is_none() && !self.added.is_empty() {
-            self.data_manifest = Some(
-                write_new_manifest(
+        if self.data_manifests.is_none() && !self.added.is_empty() {
+            self.data_manifests = Some(
+                write_new_manifests(
                     file_io,
                     metadata,
                     self.snapshot_id,
@@ -340,7 +340,8 @@ impl PendingCommit for PendingReplace {
                 .await?,
             );
         }
-        let mut manifests: Vec<ManifestFile> = self.data_manifest.iter().cloned().collect();
+        let mut manifests: Vec<ManifestFile> =
+            self.data_manifests.iter().flatten().cloned().collect();
         manifests.extend(self.carry_forward(file_io, metadata, attempt).await?);
         let removed: Vec<DataFile> = self.removed.values().map(|e| e.file.clone()).collect();
         let mut summary = summary(

@@ -1,12 +1,14 @@
 //! Writing rows: the column list as Iceberg and Arrow schemas, batches made
 //! to fit the table's schema, Parquet data files, and the storage (S3 or a
-//! local folder) every file goes to.
+//! local folder) every file goes to, and partitioning (spec of a new table,
+//! batches split per partition).
 
 pub mod clouds;
 pub mod conform;
 pub mod credentials;
 pub mod data_files;
 mod file_io;
+pub mod partition;
 pub mod schema;
 pub mod signing;
 pub mod storage;

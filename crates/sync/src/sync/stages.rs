@@ -104,6 +104,7 @@ async fn plan_table(ctx: &SyncContext<'_>, state: &mut TableState) {
                 Ok(o) => state.offsets = o,
                 Err(e) => state.fail(Stage::Plan, e),
             }
+            warn_if_spec_differs(&handle, &state.settings);
             state.handle = Some(handle);
         }
         Err(e) if e.kind == IcebergErrorKind::Catalog(CatalogErrorKind::NotFound) => {}
@@ -194,15 +195,48 @@ async fn create_table(
         .map_err(|e| format!("building the table's columns: {e}"))?;
     let namespace = ctx.job.namespace_path();
     let format = iceberg_format(settings.format_version);
-    ctx.destination
-        .ensure_table(
+    let handle = ctx
+        .destination
+        .ensure_partitioned_table(
             &namespace,
             &settings.table,
             &iceberg_columns(&columns),
             format,
+            &settings.partition_by,
         )
         .await
-        .map_err(|e| format!("creating the table: {e}"))
+        .map_err(|e| format!("creating the table of stream \"{}\": {e}", settings.topic))?;
+    warn_if_spec_differs(&handle, settings);
+    Ok(handle)
+}
+
+/// A table that exists keeps its partition spec: say so when the stream
+/// sets a `partition_by` the spec is not (files follow the table's spec).
+fn warn_if_spec_differs(handle: &TableHandle, settings: &TableSettings) {
+    if settings.partition_by.is_empty() {
+        return;
+    }
+    let spec = handle.metadata().default_partition_spec();
+    let fields: Vec<String> = spec
+        .fields()
+        .iter()
+        .map(|f| format!("{}({})", f.transform, f.name))
+        .collect();
+    if spec.fields().len() != settings.partition_by.len()
+        || spec
+            .fields()
+            .iter()
+            .zip(&settings.partition_by)
+            .any(|(f, p)| f.name != p.field_name())
+    {
+        tracing::warn!(
+            table = %settings.table,
+            table_spec = ?fields,
+            partition_by = ?settings.partition_by.iter().map(ToString::to_string).collect::<Vec<_>>(),
+            "the table's partition spec is not the stream's partition_by; partition_by applies \
+             when topicberg creates a table, and files are written under the table's current spec"
+        );
+    }
 }
 
 /// Columns: what the drain needs per table with messages to read (the

@@ -139,6 +139,12 @@ impl PreparedUpsert {
             deletes,
         } = self;
         delta.offsets = Some(offsets);
+        // Files of a partitioned spec do not hold the written rows in
+        // write order (see `WrittenRows`).
+        let partitioned = delta
+            .data_files
+            .iter()
+            .any(|f| !f.partition().fields().is_empty());
         let delta_files: Vec<(String, u64)> = delta
             .data_files
             .iter()
@@ -177,17 +183,32 @@ impl PreparedUpsert {
         crate::hooks::fault_point("before_key_index_update");
         let files: Vec<String> = delta_files.iter().map(|(p, _)| p.clone()).collect();
         let counts: Vec<u64> = delta_files.iter().map(|(_, n)| *n).collect();
-        let applied = WrittenRows::open(&winner_keys, &ranks, &counts).and_then(|upserts| {
+        let applied = if partitioned {
+            // Rows were split per partition: read their positions back.
             index
-                .apply_each(
+                .apply_read_back(
+                    destination.file_io(),
+                    handle,
                     snapshot.snapshot_id,
                     snapshot.parent_snapshot_id,
                     &files,
-                    upserts,
                     &deleted,
                 )
+                .await
                 .map_err(|e| e.to_string())
-        });
+        } else {
+            WrittenRows::open(&winner_keys, &ranks, &counts).and_then(|upserts| {
+                index
+                    .apply_each(
+                        snapshot.snapshot_id,
+                        snapshot.parent_snapshot_id,
+                        &files,
+                        upserts,
+                        &deleted,
+                    )
+                    .map_err(|e| e.to_string())
+            })
+        };
         if let Err(e) = applied {
             // The table is right; the index catches up from the table next time.
             tracing::warn!(table = %table, error = %e, "recording the commit in the key index failed; the next sync replays it");
@@ -264,8 +285,9 @@ struct Winners {
     updates: RoaringBitmap,
     /// Tombstoned keys the table has.
     deleted: Vec<KeyHash>,
-    /// Keys whose old row retires (equality deletes name them).
-    retired_keys: Vec<KeyHash>,
+    /// Keys whose old row retires, per data file of that row (equality
+    /// deletes name them, in the data file's partition).
+    retired_keys: BTreeMap<String, Vec<KeyHash>>,
     /// Old rows to retire: data file -> positions.
     retire: BTreeMap<String, RoaringTreemap>,
     /// How many old rows retire.
@@ -288,7 +310,7 @@ fn find_winners(
     let mut winners = RoaringBitmap::new();
     let mut updates = RoaringBitmap::new();
     let mut deleted: Vec<KeyHash> = Vec::new();
-    let mut retired_keys: Vec<KeyHash> = Vec::new();
+    let mut retired_by_id: BTreeMap<u32, Vec<KeyHash>> = BTreeMap::new();
     let mut retire_by_id: BTreeMap<u32, RoaringTreemap> = BTreeMap::new();
     let mut deletes = 0u64;
     let winner_keys = buffer.dir().join("winners.bin");
@@ -314,7 +336,7 @@ fn find_winners(
             retire_by_id.entry(file).or_default().insert(pos);
             deletes += 1;
             if delete_format == DeleteFormat::Equality {
-                retired_keys.push(*key);
+                retired_by_id.entry(file).or_default().push(*key);
             }
         }
         Ok(())
@@ -324,6 +346,10 @@ fn find_winners(
     let mut retire: BTreeMap<String, RoaringTreemap> = BTreeMap::new();
     for (id, positions) in retire_by_id {
         retire.insert(reader.path(id).map_err(|e| e.to_string())?, positions);
+    }
+    let mut retired_keys: BTreeMap<String, Vec<KeyHash>> = BTreeMap::new();
+    for (id, keys) in retired_by_id {
+        retired_keys.insert(reader.path(id).map_err(|e| e.to_string())?, keys);
     }
     Ok(Winners {
         winners,

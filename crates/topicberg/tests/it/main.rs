@@ -38,6 +38,7 @@ mod sync_concurrent;
 mod sync_evolution;
 mod sync_invalid;
 mod sync_names;
+mod sync_partitioned;
 mod sync_registry;
 mod sync_split;
 mod sync_table_names;

@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::fmt;
 
-use iceberg::spec::{Schema, TableMetadata};
+use iceberg::spec::{Schema, TableMetadata, UnboundPartitionSpec};
 use iceberg::{TableRequirement, TableUpdate};
 use reqwest::Method;
 use serde::Deserialize;
@@ -183,10 +183,27 @@ impl RestCatalog {
         schema: &Schema,
         properties: &HashMap<String, String>,
     ) -> Result<LoadedTable, CatalogError> {
+        let unpartitioned = UnboundPartitionSpec::default();
+        self.create_partitioned_table(namespace, table, schema, &unpartitioned, properties)
+            .await
+    }
+
+    /// Creates a table partitioned by `spec` (its source ids name fields of
+    /// `schema`; a catalog that assigns fresh field ids maps them), as
+    /// [`Self::create_table`] otherwise.
+    pub async fn create_partitioned_table(
+        &self,
+        namespace: &Namespace,
+        table: &str,
+        schema: &Schema,
+        spec: &UnboundPartitionSpec,
+        properties: &HashMap<String, String>,
+    ) -> Result<LoadedTable, CatalogError> {
         let what = format!("creating table {}", table_name(namespace, table));
         let body = serde_json::json!({
             "name": table,
             "schema": schema,
+            "partition-spec": spec,
             "properties": properties,
             "stage-create": false,
         });

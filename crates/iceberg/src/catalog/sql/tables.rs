@@ -54,9 +54,24 @@ impl SqlCatalog {
         schema: &Schema,
         properties: &HashMap<String, String>,
     ) -> Result<LoadedTable, CatalogError> {
+        let unpartitioned = UnboundPartitionSpec::default();
+        self.create_partitioned_table(namespace, table, schema, &unpartitioned, properties)
+            .await
+    }
+
+    /// Creates a table partitioned by `spec` (source ids of `schema`,
+    /// field ids from 1000), as [`Self::create_table`] otherwise.
+    pub async fn create_partitioned_table(
+        &self,
+        namespace: &Namespace,
+        table: &str,
+        schema: &Schema,
+        spec: &UnboundPartitionSpec,
+        properties: &HashMap<String, String>,
+    ) -> Result<LoadedTable, CatalogError> {
         let (namespace, table) = (namespace.clone(), table.to_string());
-        let (schema, properties) = (schema.clone(), properties.clone());
-        self.blocking(move |inner| inner.create_table(&namespace, &table, schema, properties))
+        let (schema, spec, properties) = (schema.clone(), spec.clone(), properties.clone());
+        self.blocking(move |inner| inner.create_table(&namespace, &table, schema, spec, properties))
             .await
     }
 
@@ -176,6 +191,7 @@ impl Inner {
         namespace: &Namespace,
         table: &str,
         schema: Schema,
+        spec: UnboundPartitionSpec,
         mut properties: HashMap<String, String>,
     ) -> Result<LoadedTable, CatalogError> {
         let step = self.step(&format!("creating table {}", table_name(namespace, table)));
@@ -229,7 +245,7 @@ impl Inner {
 
         let metadata = TableMetadataBuilder::new(
             schema,
-            UnboundPartitionSpec::builder().build(),
+            spec,
             SortOrder::unsorted_order(),
             table_location.clone(),
             format_version,
