@@ -371,6 +371,7 @@ fn test_config(state: &AppState, kind: PieceKind, piece: &Piece) -> ApiResult<Jo
             destination,
             sync: &empty,
             streams: &[],
+            maintain: &empty,
         },
         Secrets::Real {
             data_dir: state.store.data_dir(),

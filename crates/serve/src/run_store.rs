@@ -39,6 +39,25 @@ impl RunStatus {
     }
 }
 
+/// What a run does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RunKind {
+    /// `topicberg sync`: drain, write, commit.
+    Sync,
+    /// `topicberg maintain`: compaction, snapshot expiry, orphan removal.
+    Maintain,
+}
+
+impl RunKind {
+    /// The name stored and shown: `sync`, `maintain`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Sync => "sync",
+            Self::Maintain => "maintain",
+        }
+    }
+}
+
 /// What started a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Trigger {
@@ -87,11 +106,14 @@ pub struct ScheduledJob {
     pub job_id: i64,
     /// Its name.
     pub job_name: String,
+    /// What the schedule runs: the job's sync or its maintenance.
+    pub kind: RunKind,
     /// Its schedule text (see `scheduler::Schedule::parse`); empty: manual only.
     pub schedule: String,
     /// Paused: the schedule does not start runs.
     pub paused: bool,
-    /// When its last run started (ms since the epoch), any trigger.
+    /// When its last run of this kind started (ms since the epoch), any
+    /// trigger.
     pub last_started_ms: Option<i64>,
 }
 
@@ -101,7 +123,13 @@ pub trait RunStore: Send + Sync + 'static {
     /// pieces, with the real secrets (never shown anywhere).
     fn job_toml(&self, job_id: i64) -> Result<String, String>;
     /// Records that a run started; returns its id.
-    fn insert_run(&self, job_id: i64, trigger: Trigger, started_ms: i64) -> Result<i64, String>;
+    fn insert_run(
+        &self,
+        job_id: i64,
+        kind: RunKind,
+        trigger: Trigger,
+        started_ms: i64,
+    ) -> Result<i64, String>;
     /// Records how a run ended.
     fn finish_run(&self, run: &FinishedRun) -> Result<(), String>;
     /// Every job, with its schedule.

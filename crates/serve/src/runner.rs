@@ -7,6 +7,7 @@
 //! [`log_capture_layer`] keeps in the run's log.
 
 mod log_capture;
+mod maintain_run;
 #[cfg(test)]
 pub(crate) mod test_store;
 #[cfg(test)]
@@ -26,7 +27,7 @@ use tracing::Instrument;
 pub use log_capture::{log_capture_layer, LogCapture, LogCaptureLayer, MAX_RUN_LOG_BYTES};
 
 use crate::metrics::{Metrics, PartitionLag};
-use crate::run_store::{FinishedRun, RunStatus, RunStore, Trigger};
+use crate::run_store::{FinishedRun, RunKind, RunStatus, RunStore, Trigger};
 use topicberg_sync::sync::progress::{ProgressSnapshot, SyncProgress};
 use topicberg_sync::sync::report::{SyncReport, TableStatus};
 use topicberg_sync::sync::{run_sync_with, SyncOptions};
@@ -36,6 +37,7 @@ use topicberg_sync::KAFKA_TIMEOUT;
 struct RunHandles {
     cancel: Arc<AtomicBool>,
     progress: Arc<SyncProgress>,
+    kind: RunKind,
 }
 
 /// Why a run did not start.
@@ -139,9 +141,21 @@ impl Runner {
             .unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Starts a run of `job_id` in the background and returns its run id.
+    /// Starts a sync of `job_id` in the background and returns its run id.
     /// Must be called inside a tokio runtime.
     pub fn start(&self, job_id: i64, trigger: Trigger) -> Result<i64, StartError> {
+        self.start_run(job_id, RunKind::Sync, trigger)
+    }
+
+    /// Starts a run of `kind` (a sync or the job's maintenance) in the
+    /// background and returns its run id; one run of a job at a time, of
+    /// either kind. Must be called inside a tokio runtime.
+    pub fn start_run(
+        &self,
+        job_id: i64,
+        kind: RunKind,
+        trigger: Trigger,
+    ) -> Result<i64, StartError> {
         if self.shared.closed.load(Ordering::SeqCst) {
             return Err(StartError::ShuttingDown);
         }
@@ -171,7 +185,7 @@ impl Runner {
         let started_ms = now_ms();
         let run_id = self
             .store
-            .insert_run(job_id, trigger, started_ms)
+            .insert_run(job_id, kind, trigger, started_ms)
             .map_err(release)?;
         self.logs.open(run_id);
         if let Some(active) = self.running().get_mut(&job_id) {
@@ -180,9 +194,19 @@ impl Runner {
         self.shared.count.send_modify(|n| *n += 1);
         let runner = self.clone();
         runtime.spawn_blocking(move || {
-            let span = tracing::info_span!("run", run_id, job_id, trigger = trigger.as_str());
+            let span = tracing::info_span!(
+                "run",
+                run_id,
+                job_id,
+                kind = kind.as_str(),
+                trigger = trigger.as_str()
+            );
             let _entered = span.enter();
-            let run = RunHandles { cancel, progress };
+            let run = RunHandles {
+                cancel,
+                progress,
+                kind,
+            };
             runner.execute(job_id, run_id, trigger, &toml, &run, &span);
         });
         Ok(run_id)
@@ -249,13 +273,15 @@ impl Runner {
     ) {
         let started = Instant::now();
         tracing::info!(run_id, job_id, trigger = trigger.as_str(), "run started");
-        let outcome =
-            std::panic::catch_unwind(AssertUnwindSafe(|| self.sync(job_id, toml, run, span)))
-                .unwrap_or_else(|panic| Outcome {
-                    job_name: job_name_of(toml, job_id),
-                    result: Err(format!("the sync panicked: {}", panic_text(&panic))),
-                    lag: None,
-                });
+        let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| match run.kind {
+            RunKind::Sync => self.sync(job_id, toml, run, span),
+            RunKind::Maintain => self.maintain(job_id, toml, span),
+        }))
+        .unwrap_or_else(|panic| Outcome {
+            job_name: job_name_of(toml, job_id),
+            result: Err(format!("the sync panicked: {}", panic_text(&panic))),
+            lag: None,
+        });
         let duration = started.elapsed();
         let (status, error) = classify(&outcome.result);
         let report = outcome.result.as_ref().ok();
@@ -283,7 +309,7 @@ impl Runner {
             status,
             finished_ms,
             error,
-            report_json: report.and_then(|r| serde_json::to_string(r).ok()),
+            report_json: report.and_then(RunReport::to_json),
             log: self.logs.take(run_id),
             lag: outcome
                 .lag
@@ -293,8 +319,18 @@ impl Runner {
         if let Err(e) = self.store.finish_run(&finished) {
             tracing::error!(run_id, error = %e, "recording the end of the run failed");
         }
-        self.metrics
-            .record_run(&outcome.job_name, status, duration, finished_ms, report);
+        if let Some(RunReport::Sync(report)) = report {
+            self.metrics.record_run(
+                &outcome.job_name,
+                status,
+                duration,
+                finished_ms,
+                Some(report),
+            );
+        } else if run.kind == RunKind::Sync {
+            self.metrics
+                .record_run(&outcome.job_name, status, duration, finished_ms, None);
+        }
         if let Some(lag) = outcome.lag {
             self.metrics.set_lag(&outcome.job_name, lag);
         }
@@ -325,6 +361,7 @@ impl Runner {
         let result = resolve_job(&config).and_then(|job| {
             runtime
                 .block_on(run_sync_with(&job, options).instrument(span.clone()))
+                .map(RunReport::Sync)
                 .map_err(|e| e.to_string())
         });
         let lag = match &result {
@@ -347,16 +384,32 @@ impl Runner {
 
 struct Outcome {
     job_name: String,
-    result: Result<SyncReport, String>,
+    result: Result<RunReport, String>,
     lag: Option<Vec<PartitionLag>>,
+}
+
+/// What a run reports: a sync's or a maintenance run's report.
+enum RunReport {
+    Sync(SyncReport),
+    Maintain(topicberg_sync::maintain::MaintainReport),
+}
+
+impl RunReport {
+    fn to_json(&self) -> Option<String> {
+        match self {
+            RunReport::Sync(r) => serde_json::to_string(r).ok(),
+            RunReport::Maintain(r) => serde_json::to_string(r).ok(),
+        }
+    }
 }
 
 /// The run's status and, when it failed, the error shown at the top of its
 /// page: the sync's error, or the failed tables' errors.
-fn classify(result: &Result<SyncReport, String>) -> (RunStatus, Option<String>) {
+fn classify(result: &Result<RunReport, String>) -> (RunStatus, Option<String>) {
     let report = match result {
         Err(e) => return (RunStatus::Failed, Some(e.clone())),
-        Ok(report) => report,
+        Ok(RunReport::Maintain(report)) => return maintain_run::classify(report),
+        Ok(RunReport::Sync(report)) => report,
     };
     if report.cancelled {
         return (RunStatus::Cancelled, None);

@@ -24,7 +24,7 @@ use std::time::Duration;
 use chrono::{DateTime, Days, NaiveTime, TimeZone, Utc};
 use tokio::task::JoinHandle;
 
-use crate::run_store::{RunStore, ScheduledJob, Trigger};
+use crate::run_store::{RunKind, RunStore, ScheduledJob, Trigger};
 use crate::runner::{Runner, StartError};
 
 /// The longest the loop sleeps, so new and edited schedules are picked up.
@@ -231,13 +231,17 @@ struct Timer {
     next: Option<DateTime<Utc>>,
 }
 
-/// The loop's memory of each job's next run; a pure state machine over
-/// (jobs, now) so it can be tested with a fake clock.
+/// The loop's memory of each job's next runs (its sync's and its
+/// maintenance's); a pure state machine over (jobs, now) so it can be
+/// tested with a fake clock.
 #[derive(Default)]
 pub(crate) struct Timers {
-    timers: HashMap<i64, Timer>,
+    timers: HashMap<(i64, RunKind), Timer>,
     started: bool,
 }
+
+/// A run the schedules want started now.
+pub(crate) type Due = (i64, RunKind, Trigger);
 
 impl Timers {
     /// The runs to start at `now`. The first call (service start) also
@@ -249,17 +253,15 @@ impl Timers {
         jobs: &[ScheduledJob],
         now: DateTime<Utc>,
         running: &dyn Fn(i64) -> bool,
-    ) -> Vec<(i64, Trigger)> {
+    ) -> Vec<Due> {
         let at_start = !self.started;
         self.started = true;
         self.timers
-            .retain(|id, _| jobs.iter().any(|j| j.job_id == *id));
+            .retain(|key, _| jobs.iter().any(|j| (j.job_id, j.kind) == *key));
         let mut due = Vec::new();
         for job in jobs {
-            let changed = self
-                .timers
-                .get(&job.job_id)
-                .is_none_or(|t| t.text != job.schedule);
+            let key = (job.job_id, job.kind);
+            let changed = self.timers.get(&key).is_none_or(|t| t.text != job.schedule);
             if changed {
                 let schedule = match Schedule::parse(&job.schedule) {
                     Ok(s) => Some(s),
@@ -276,11 +278,11 @@ impl Timers {
                         .and_then(|last| schedule.as_ref()?.next_after(last))
                         .is_some_and(|slot| slot <= now);
                     if missed {
-                        due.push((job.job_id, Trigger::Missed));
+                        due.push((job.job_id, job.kind, Trigger::Missed));
                     }
                 }
                 self.timers.insert(
-                    job.job_id,
+                    key,
                     Timer {
                         text: job.schedule.clone(),
                         schedule,
@@ -289,14 +291,14 @@ impl Timers {
                 );
                 continue;
             }
-            let timer = self.timers.get_mut(&job.job_id).expect("timer");
+            let timer = self.timers.get_mut(&key).expect("timer");
             if timer.next.is_some_and(|next| next <= now) {
                 if job.paused {
                     tracing::debug!(job = %job.job_name, "scheduled slot skipped: paused");
                 } else if running(job.job_id) {
                     tracing::info!(job = %job.job_name, "scheduled slot skipped: the previous run is still going");
                 } else {
-                    due.push((job.job_id, Trigger::Schedule));
+                    due.push((job.job_id, job.kind, Trigger::Schedule));
                 }
                 timer.next = timer.schedule.as_ref().and_then(|s| s.next_after(now));
             }
@@ -337,14 +339,15 @@ pub fn spawn_scheduler(
             match jobs {
                 Ok(Ok(jobs)) => {
                     let due = timers.tick(&jobs, Utc::now(), &|id| runner.is_running(id));
-                    for (job_id, trigger) in due {
+                    for (job_id, kind, trigger) in due {
                         let name = jobs
                             .iter()
                             .find(|j| j.job_id == job_id)
                             .map_or("", |j| j.job_name.as_str());
-                        match runner.start(job_id, trigger) {
+                        match runner.start_run(job_id, kind, trigger) {
                             Ok(run_id) => tracing::info!(
-                                job = %name, run_id, trigger = trigger.as_str(), "scheduled run started"
+                                job = %name, run_id, kind = kind.as_str(), trigger = trigger.as_str(),
+                                "scheduled run started"
                             ),
                             Err(StartError::AlreadyRunning) => tracing::info!(
                                 job = %name, "scheduled slot skipped: the job is running"

@@ -11,7 +11,7 @@ use rusqlite::{params, Connection, OptionalExtension, Row};
 use serde_json::Value;
 
 use super::pieces::{assemble_job_toml, JobPieces, Piece, PieceKind, Secrets};
-use super::run_store::{FinishedRun, RunStatus, RunStore, ScheduledJob, Trigger};
+use super::run_store::{FinishedRun, RunKind, RunStatus, RunStore, ScheduledJob, Trigger};
 
 /// The database file's name inside the data folder.
 pub const DB_FILE: &str = "topicberg.db";
@@ -66,6 +66,11 @@ CREATE INDEX runs_by_job ON runs(job_id, id);
 "#,
     r#"
 ALTER TABLE runs ADD COLUMN lag INTEGER;
+"#,
+    r#"
+ALTER TABLE runs ADD COLUMN kind TEXT NOT NULL DEFAULT 'sync';
+ALTER TABLE jobs ADD COLUMN maintain TEXT NOT NULL DEFAULT '{}';
+ALTER TABLE jobs ADD COLUMN maintain_schedule TEXT NOT NULL DEFAULT '';
 "#,
 ];
 
@@ -137,6 +142,10 @@ pub struct JobRow {
     pub schedule: String,
     /// Whether the schedule is paused.
     pub paused: bool,
+    /// The `[maintain]` table.
+    pub maintain: Piece,
+    /// When `maintain` runs (schedule text; empty: by hand only).
+    pub maintain_schedule: String,
 }
 
 /// A run row (the log is read separately: [`Store::run_log`]).
@@ -146,6 +155,8 @@ pub struct RunRow {
     pub id: i64,
     /// The job.
     pub job_id: i64,
+    /// `sync` or `maintain`.
+    pub kind: String,
     /// `manual`, `schedule` or `missed`.
     pub trigger: String,
     /// Start (ms since the epoch).
@@ -423,8 +434,8 @@ impl Store {
         let conn = self.conn();
         conn.execute(
             "INSERT INTO jobs (name, source_id, destination_id, target_engines, namespace, sync,
-                               streams, schedule, paused)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                               streams, schedule, paused, maintain, maintain_schedule)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
             params![
                 job.name,
                 job.source_id,
@@ -435,6 +446,8 @@ impl Store {
                 serde_json::to_string(&job.streams)?,
                 job.schedule,
                 job.paused,
+                serde_json::to_string(&job.maintain)?,
+                job.maintain_schedule,
             ],
         )
         .map_err(|e| unique(e, "job", &job.name))?;
@@ -447,7 +460,8 @@ impl Store {
             .conn()
             .execute(
                 "UPDATE jobs SET name = ?1, source_id = ?2, destination_id = ?3, target_engines = ?4,
-                     namespace = ?5, sync = ?6, streams = ?7, schedule = ?8, paused = ?9
+                     namespace = ?5, sync = ?6, streams = ?7, schedule = ?8, paused = ?9,
+                     maintain = ?11, maintain_schedule = ?12
                  WHERE id = ?10",
                 params![
                     job.name,
@@ -460,6 +474,8 @@ impl Store {
                     job.schedule,
                     job.paused,
                     job.id,
+                    serde_json::to_string(&job.maintain)?,
+                    job.maintain_schedule,
                 ],
             )
             .map_err(|e| unique(e, "job", &job.name))?;
@@ -507,6 +523,7 @@ impl Store {
                 destination: &destination.config,
                 sync: &job.sync,
                 streams: &job.streams,
+                maintain: &job.maintain,
             },
             secrets,
         )?)
@@ -536,7 +553,7 @@ impl Store {
             .collect()
     }
 
-    /// The job's newest run with `status` (e.g. the last success), and the
+    /// The job's newest sync with `status` (e.g. the last success), and the
     /// start of its first run of any status.
     pub fn latest_run_with_status(
         &self,
@@ -546,7 +563,10 @@ impl Store {
         let conn = self.conn();
         let latest = conn
             .query_row(
-                &format!("{RUN_SELECT} WHERE job_id = ?1 AND status = ?2 ORDER BY id DESC LIMIT 1"),
+                &format!(
+                    "{RUN_SELECT} WHERE job_id = ?1 AND status = ?2 AND kind = 'sync' \
+                     ORDER BY id DESC LIMIT 1"
+                ),
                 params![job_id, status],
                 run_row,
             )
@@ -578,9 +598,9 @@ impl Store {
 }
 
 const JOB_SELECT: &str = "SELECT id, name, source_id, destination_id, target_engines, namespace, \
-                          sync, streams, schedule, paused FROM jobs";
+                          sync, streams, schedule, paused, maintain, maintain_schedule FROM jobs";
 const RUN_SELECT: &str = "SELECT id, job_id, trigger, started_ms, finished_ms, status, error, \
-                          report_json, lag FROM runs";
+                          report_json, lag, kind FROM runs";
 
 fn piece_row(r: &Row<'_>) -> rusqlite::Result<Result<PieceRow, StoreError>> {
     let config: String = r.get(2)?;
@@ -598,14 +618,16 @@ fn job_row(r: &Row<'_>) -> rusqlite::Result<Result<JobRow, StoreError>> {
     let engines: String = r.get(4)?;
     let sync: String = r.get(6)?;
     let streams: String = r.get(7)?;
+    let maintain: String = r.get(10)?;
     let parse = || -> Result<_, serde_json::Error> {
         Ok((
             serde_json::from_str(&engines)?,
             serde_json::from_str(&sync)?,
             serde_json::from_str(&streams)?,
+            serde_json::from_str(&maintain)?,
         ))
     };
-    let (target_engines, sync, streams) = match parse() {
+    let (target_engines, sync, streams, maintain) = match parse() {
         Ok(p) => p,
         Err(e) => return Ok(Err(e.into())),
     };
@@ -620,6 +642,8 @@ fn job_row(r: &Row<'_>) -> rusqlite::Result<Result<JobRow, StoreError>> {
         streams,
         schedule: r.get(8)?,
         paused: r.get(9)?,
+        maintain,
+        maintain_schedule: r.get(11)?,
     }))
 }
 
@@ -632,6 +656,7 @@ fn run_row(r: &Row<'_>) -> rusqlite::Result<Result<RunRow, StoreError>> {
     Ok(Ok(RunRow {
         id: r.get(0)?,
         job_id: r.get(1)?,
+        kind: r.get(9)?,
         trigger: r.get(2)?,
         started_ms: r.get(3)?,
         finished_ms: r.get(4)?,
@@ -690,15 +715,22 @@ impl RunStore for Store {
         .map_err(|e| e.to_string())
     }
 
-    fn insert_run(&self, job_id: i64, trigger: Trigger, started_ms: i64) -> Result<i64, String> {
+    fn insert_run(
+        &self,
+        job_id: i64,
+        kind: RunKind,
+        trigger: Trigger,
+        started_ms: i64,
+    ) -> Result<i64, String> {
         let conn = self.conn();
         conn.execute(
-            "INSERT INTO runs (job_id, trigger, started_ms, status) VALUES (?1, ?2, ?3, ?4)",
+            "INSERT INTO runs (job_id, trigger, started_ms, status, kind) VALUES (?1, ?2, ?3, ?4, ?5)",
             params![
                 job_id,
                 trigger.as_str(),
                 started_ms,
-                RunStatus::Running.as_str()
+                RunStatus::Running.as_str(),
+                kind.as_str()
             ],
         )
         .map_err(|e| format!("recording a run of job {job_id}: {e}"))?;
@@ -729,22 +761,41 @@ impl RunStore for Store {
         let mut stmt = conn
             .prepare(
                 "SELECT j.id, j.name, j.schedule, j.paused,
-                        (SELECT MAX(started_ms) FROM runs r WHERE r.job_id = j.id)
+                        (SELECT MAX(started_ms) FROM runs r WHERE r.job_id = j.id AND r.kind = 'sync'),
+                        j.maintain_schedule,
+                        (SELECT MAX(started_ms) FROM runs r WHERE r.job_id = j.id AND r.kind = 'maintain')
                  FROM jobs j ORDER BY j.id",
             )
             .map_err(|e| e.to_string())?;
         let rows = stmt
             .query_map([], |r| {
-                Ok(ScheduledJob {
+                let sync = ScheduledJob {
                     job_id: r.get(0)?,
                     job_name: r.get(1)?,
+                    kind: RunKind::Sync,
                     schedule: r.get(2)?,
                     paused: r.get(3)?,
                     last_started_ms: r.get(4)?,
-                })
+                };
+                let maintain = ScheduledJob {
+                    kind: RunKind::Maintain,
+                    schedule: r.get(5)?,
+                    last_started_ms: r.get(6)?,
+                    ..sync.clone()
+                };
+                Ok([sync, maintain])
             })
             .map_err(|e| e.to_string())?;
-        rows.collect::<Result<_, _>>().map_err(|e| e.to_string())
+        let mut jobs = Vec::new();
+        for pair in rows {
+            // A job without a maintenance schedule has no maintenance timer.
+            let pair = pair.map_err(|e| e.to_string())?;
+            jobs.extend(
+                pair.into_iter()
+                    .filter(|j| j.kind == RunKind::Sync || !j.schedule.is_empty()),
+            );
+        }
+        Ok(jobs)
     }
 }
 

@@ -114,6 +114,10 @@ pub struct JobView {
     pub id: i64,
     /// The latest run, if any.
     pub last_run: Option<RunView<RunTable>>,
+    /// The `[maintain]` table.
+    pub maintain: Piece,
+    /// When `maintain` runs (empty: by hand only).
+    pub maintain_schedule: String,
     /// Its name.
     pub name: String,
     /// The namespace override, if any.
@@ -151,6 +155,8 @@ impl JobView {
             destination_id: job.destination_id,
             id: job.id,
             last_run: last.map(RunView::summary),
+            maintain: job.maintain.clone(),
+            maintain_schedule: job.maintain_schedule.clone(),
             name: job.name.clone(),
             namespace: job.namespace.clone(),
             next_run,
@@ -184,6 +190,8 @@ pub struct RunView<T> {
     pub id: i64,
     /// The job.
     pub job_id: i64,
+    /// `sync` or `maintain`.
+    pub kind: String,
     /// The job's consumer lag right after the run (messages, all
     /// partitions); `null` when not measured.
     pub lag: Option<i64>,
@@ -252,6 +260,7 @@ impl<T> RunView<T> {
         RunView {
             bytes: sum("bytes"),
             duration_ms: run.finished_ms.map(|f| f - run.started_ms),
+            kind: run.kind.clone(),
             lag: run.lag,
             error: run.error.clone(),
             finished: run.finished_ms.and_then(iso),

@@ -14,7 +14,7 @@ use super::answers::{Cancelled, JobView, RunTable, RunView, Streams, SyncStarted
 use super::ApiJson;
 use crate::error::{ApiError, ApiResult};
 use crate::pieces::{self, Piece, PieceKind, Secrets};
-use crate::run_store::{RunStatus, RunStore, Trigger};
+use crate::run_store::{RunKind, RunStatus, RunStore, Trigger};
 use crate::runner::StartError;
 use crate::scheduler;
 use crate::state::AppState;
@@ -31,6 +31,7 @@ pub fn routes() -> Router<AppState> {
         )
         .route("/api/jobs/{id}/streams", get(streams))
         .route("/api/jobs/{id}/sync", post(sync_now))
+        .route("/api/jobs/{id}/maintain", post(maintain_now))
         .route("/api/jobs/{id}/cancel", post(cancel))
         .route("/api/jobs/{id}/pause", post(pause))
         .route("/api/jobs/{id}/resume", post(resume))
@@ -61,6 +62,10 @@ struct JobBody {
     schedule: String,
     #[serde(default)]
     paused: bool,
+    #[serde(default)]
+    maintain: Piece,
+    #[serde(default)]
+    maintain_schedule: String,
 }
 
 impl JobBody {
@@ -76,6 +81,8 @@ impl JobBody {
             streams: self.streams,
             schedule: self.schedule.trim().to_string(),
             paused: self.paused,
+            maintain: self.maintain,
+            maintain_schedule: self.maintain_schedule.trim().to_string(),
         })
     }
 }
@@ -94,12 +101,19 @@ fn validate_job(state: &AppState, job: &JobRow) -> ApiResult<()> {
             )));
         }
     }
-    // Every problem at once: the schedule's and the job file's.
-    let schedule = match job.schedule.as_str() {
+    // Every problem at once: the schedules' and the job file's.
+    let check = |field: &str, text: &str| match text {
         "" => None,
         text => scheduler::validate_schedule(text)
             .err()
-            .map(|e| format!("schedule: {e}")),
+            .map(|e| format!("{field}: {e}")),
+    };
+    let schedule = match (
+        check("schedule", &job.schedule),
+        check("maintain_schedule", &job.maintain_schedule),
+    ) {
+        (Some(a), Some(b)) => Some(format!("{a}; {b}")),
+        (a, b) => a.or(b),
     };
     let text = state.store.assemble(job, Secrets::Placeholders)?;
     let file = pieces::check_job_toml(&text).err().map(ApiError::from);
@@ -269,10 +283,26 @@ async fn streams(State(state): State<AppState>, Path(id): Path<i64>) -> ApiResul
 }
 
 async fn sync_now(State(state): State<AppState>, Path(id): Path<i64>) -> ApiResult<Response> {
+    start_now(&state, id, RunKind::Sync)
+}
+
+/// `POST /api/jobs/{id}/maintain`: `topicberg maintain` on the job's
+/// tables now (compaction, snapshot expiry, orphan removal, with the job's
+/// `[maintain]` settings), as a run of kind `maintain`.
+async fn maintain_now(State(state): State<AppState>, Path(id): Path<i64>) -> ApiResult<Response> {
+    start_now(&state, id, RunKind::Maintain)
+}
+
+fn start_now(state: &AppState, id: i64, kind: RunKind) -> ApiResult<Response> {
     state.store.job(id)?;
-    match state.runner.start(id, Trigger::Manual) {
+    match state.runner.start_run(id, kind, Trigger::Manual) {
         Ok(run_id) => {
-            tracing::info!(job_id = id, run_id, "sync started (manual)");
+            tracing::info!(
+                job_id = id,
+                run_id,
+                kind = kind.as_str(),
+                "run started (manual)"
+            );
             Ok((StatusCode::ACCEPTED, Json(SyncStarted { run_id })).into_response())
         }
         Err(StartError::AlreadyRunning) => Err(ApiError::new(
@@ -333,6 +363,12 @@ async fn export(State(state): State<AppState>, Path(id): Path<i64>) -> ApiResult
             quoted(&job.schedule)
         ));
     }
+    if !job.maintain_schedule.is_empty() {
+        head.push_str(&format!(
+            "# Maintenance schedule in the service (UTC): {}\n",
+            quoted(&job.maintain_schedule)
+        ));
+    }
     if !vars.is_empty() {
         head.push_str(&format!(
             "# Secrets are read from the environment: {}\n",
@@ -391,6 +427,8 @@ async fn import_job(State(state): State<AppState>, body: String) -> ApiResult<Re
         streams: split.streams,
         schedule: String::new(),
         paused: false,
+        maintain: split.maintain,
+        maintain_schedule: String::new(),
     };
     let id = match state.store.insert_job(&job) {
         Ok(id) => id,

@@ -39,6 +39,8 @@ pub struct JobPieces<'a> {
     pub sync: &'a Piece,
     /// The `[[streams]]` entries.
     pub streams: &'a [Piece],
+    /// The `[maintain]` table.
+    pub maintain: &'a Piece,
 }
 
 /// The job file of `job`.
@@ -77,6 +79,10 @@ pub fn assemble_job_toml(job: &JobPieces<'_>, secrets: Secrets<'_>) -> Result<St
     }
     if !sync.is_empty() {
         root.insert("sync".into(), toml::Value::Table(sync));
+    }
+    let maintain = object_table(job.maintain, "maintain")?;
+    if !maintain.is_empty() {
+        root.insert("maintain".into(), toml::Value::Table(maintain));
     }
     if !job.streams.is_empty() {
         let mut streams = Vec::new();
@@ -307,6 +313,7 @@ pub fn validate_piece(kind: PieceKind, piece: &Piece) -> Result<(), PieceError> 
         destination,
         sync: &empty,
         streams: &[],
+        maintain: &empty,
     };
     let text = assemble_job_toml(&job, Secrets::Placeholders)?;
     match JobConfig::from_toml_str(&text, lenient_env) {
@@ -358,6 +365,8 @@ pub struct SplitJob {
     pub sync: Piece,
     /// `[[streams]]`.
     pub streams: Vec<Piece>,
+    /// `[maintain]`.
+    pub maintain: Piece,
 }
 
 /// Splits a job file into pieces after checking it with the job file's
@@ -397,6 +406,7 @@ pub fn split_job_toml(text: &str) -> Result<SplitJob, PieceError> {
         ("source".to_string(), Value::Object(source)),
         ("destination".to_string(), Value::Object(destination)),
         ("sync".to_string(), Value::Object(table("sync"))),
+        ("maintain".to_string(), Value::Object(table("maintain"))),
         (
             "streams".to_string(),
             match root.get("streams") {
@@ -434,6 +444,7 @@ pub fn split_job_toml(text: &str) -> Result<SplitJob, PieceError> {
     let source = object(take("source"));
     let mut destination = object(take("destination"));
     let sync = object(take("sync"));
+    let maintain = object(take("maintain"));
     let streams = match take("streams") {
         Value::Array(items) => items.into_iter().map(object).collect(),
         _ => Vec::new(),
@@ -457,6 +468,7 @@ pub fn split_job_toml(text: &str) -> Result<SplitJob, PieceError> {
         destination,
         sync,
         streams,
+        maintain,
     })
 }
 

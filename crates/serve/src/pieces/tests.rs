@@ -58,6 +58,7 @@ fn assemble_split_round_trip_with_placeholders() {
         destination: &destination,
         sync: &Piece::new(),
         streams: &streams,
+        maintain: &Piece::new(),
     };
     let exported = assemble_job_toml(&job, Secrets::Placeholders).unwrap();
     assert!(
@@ -131,6 +132,7 @@ fn strings_are_written_literally_and_references_refused_on_import() {
         destination: &Piece::new(),
         sync: &Piece::new(),
         streams: &[],
+        maintain: &Piece::new(),
     };
     let text = assemble_job_toml(&job, Secrets::Placeholders).unwrap();
     let config = JobConfig::from_toml_str(&text, |_| Some("FILLED".into())).unwrap();
@@ -223,6 +225,7 @@ fn the_registry_password_is_write_only_and_exported_as_a_placeholder() {
         destination: &Piece::new(),
         sync: &Piece::new(),
         streams: &streams,
+        maintain: &Piece::new(),
     };
     let exported = assemble_job_toml(&job, Secrets::Placeholders).unwrap();
     assert!(!exported.contains("sr-s3cr3t"), "{exported}");

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Mutex;
 
-use crate::run_store::{FinishedRun, RunStore, ScheduledJob, Trigger};
+use crate::run_store::{FinishedRun, RunKind, RunStore, ScheduledJob, Trigger};
 
 /// Run ids are unique across every store of the process (the tests share
 /// one log capture, keyed by run id).
@@ -44,6 +44,7 @@ impl MemoryStore {
         let job = ScheduledJob {
             job_id: id,
             job_name: format!("job{id}"),
+            kind: RunKind::Sync,
             schedule: schedule.to_string(),
             paused: false,
             last_started_ms,
@@ -82,7 +83,13 @@ impl RunStore for MemoryStore {
             .ok_or_else(|| format!("no job {job_id}"))
     }
 
-    fn insert_run(&self, job_id: i64, trigger: Trigger, started_ms: i64) -> Result<i64, String> {
+    fn insert_run(
+        &self,
+        job_id: i64,
+        _kind: RunKind,
+        trigger: Trigger,
+        started_ms: i64,
+    ) -> Result<i64, String> {
         let mut inner = self.inner();
         let run_id = NEXT_RUN_ID.fetch_add(1, Ordering::Relaxed);
         inner.runs.push(RunRecord {

@@ -178,19 +178,35 @@ fn classify_names_the_failed_tables() {
         }],
     };
     assert_eq!(
-        classify(&Ok(report(TableStatus::Committed, false, true))),
+        classify(&Ok(RunReport::Sync(report(
+            TableStatus::Committed,
+            false,
+            true
+        )))),
         (RunStatus::Succeeded, None)
     );
     assert_eq!(
-        classify(&Ok(report(TableStatus::Cancelled, true, false))),
+        classify(&Ok(RunReport::Sync(report(
+            TableStatus::Cancelled,
+            true,
+            false
+        )))),
         (RunStatus::Cancelled, None)
     );
-    let (status, error) = classify(&Ok(report(TableStatus::Failed, false, true)));
+    let (status, error) = classify(&Ok(RunReport::Sync(report(
+        TableStatus::Failed,
+        false,
+        true,
+    ))));
     assert_eq!(
         (status, error.as_deref()),
         (RunStatus::Failed, Some("ns.t: boom at offset 7"))
     );
-    let (status, error) = classify(&Ok(report(TableStatus::Committed, false, false)));
+    let (status, error) = classify(&Ok(RunReport::Sync(report(
+        TableStatus::Committed,
+        false,
+        false,
+    ))));
     assert_eq!(status, RunStatus::Failed);
     assert!(error.unwrap().contains("consumer group topicberg_j"));
     assert_eq!(

@@ -108,6 +108,7 @@ fn job(id: i64, schedule: &str, last: Option<&str>) -> ScheduledJob {
     ScheduledJob {
         job_id: id,
         job_name: format!("job{id}"),
+        kind: RunKind::Sync,
         schedule: schedule.to_string(),
         paused: false,
         last_started_ms: last.map(|t| at(t).timestamp_millis()),
@@ -136,7 +137,7 @@ fn a_run_missed_while_down_runs_once_at_start() {
     ];
     let now = at("2026-11-29T20:30:00Z");
     let due = timers.tick(&jobs, now, &|id| id == 6);
-    assert_eq!(due, vec![(1, Trigger::Missed)]);
+    assert_eq!(due, vec![(1, RunKind::Sync, Trigger::Missed)]);
     // The next pass, a second later: nothing (not once per missed slot).
     let due = timers.tick(&jobs, at("2026-11-29T20:30:01Z"), &|_| false);
     assert_eq!(due, vec![]);
@@ -151,9 +152,9 @@ fn a_run_missed_while_down_runs_once_at_start() {
     assert_eq!(
         due,
         vec![
-            (1, Trigger::Schedule),
-            (3, Trigger::Schedule),
-            (6, Trigger::Schedule)
+            (1, RunKind::Sync, Trigger::Schedule),
+            (3, RunKind::Sync, Trigger::Schedule),
+            (6, RunKind::Sync, Trigger::Schedule)
         ]
     );
     let due = timers.tick(&jobs, at("2026-11-29T21:00:05Z"), &|_| false);
@@ -177,7 +178,7 @@ fn new_and_edited_schedules_count_from_now_and_removed_jobs_are_forgotten() {
     );
     assert_eq!(
         timers.tick(&jobs, at("2026-11-29T20:05:00Z"), &|_| false),
-        vec![(1, Trigger::Schedule)]
+        vec![(1, RunKind::Sync, Trigger::Schedule)]
     );
     // Edited to daily: the 20:10 slot no longer applies.
     jobs[0].schedule = "daily at 03:00".into();
@@ -191,7 +192,7 @@ fn new_and_edited_schedules_count_from_now_and_removed_jobs_are_forgotten() {
     );
     assert_eq!(
         timers.tick(&jobs, at("2026-11-30T03:00:00Z"), &|_| false),
-        vec![(1, Trigger::Schedule)]
+        vec![(1, RunKind::Sync, Trigger::Schedule)]
     );
     // Paused: its slot passes without a run, and is not made up on resume.
     jobs[0].paused = true;
@@ -208,7 +209,7 @@ fn new_and_edited_schedules_count_from_now_and_removed_jobs_are_forgotten() {
     jobs.push(job(2, "every 0 minutes", None));
     assert_eq!(
         timers.tick(&jobs, at("2026-12-02T03:00:00Z"), &|_| false),
-        vec![(1, Trigger::Schedule)]
+        vec![(1, RunKind::Sync, Trigger::Schedule)]
     );
     assert_eq!(timers.timers.len(), 2);
     assert_eq!(
@@ -256,4 +257,47 @@ async fn the_loop_starts_a_missed_run_at_start_and_stops_on_shutdown() {
     let runs = store.runs_of(job_id);
     assert_eq!(runs.len(), 1, "{runs:?}");
     assert_eq!(runs[0].trigger, Trigger::Missed);
+}
+
+#[test]
+fn a_jobs_maintenance_schedule_runs_beside_its_sync_schedule() {
+    let mut timers = Timers::default();
+    let sync = job(1, "every 15 minutes", None);
+    let maintain = ScheduledJob {
+        kind: RunKind::Maintain,
+        schedule: "daily at 03:00".into(),
+        ..job(1, "", None)
+    };
+    let jobs = vec![sync, maintain];
+    assert!(timers
+        .tick(&jobs, at("2026-11-30T02:50:00Z"), &|_| false)
+        .is_empty());
+    assert_eq!(
+        timers.tick(&jobs, at("2026-11-30T03:00:00Z"), &|_| false),
+        vec![
+            (1, RunKind::Sync, Trigger::Schedule),
+            (1, RunKind::Maintain, Trigger::Schedule)
+        ]
+    );
+    // The next slot of each is its own: the sync's at 03:15, the
+    // maintenance's the next day.
+    assert_eq!(
+        timers.tick(&jobs, at("2026-11-30T03:15:00Z"), &|_| false),
+        vec![(1, RunKind::Sync, Trigger::Schedule)]
+    );
+    // A missed maintenance slot (its last run before yesterday's 03:00)
+    // runs once at start, and only the maintenance.
+    let mut fresh = Timers::default();
+    let jobs = vec![
+        job(1, "every 15 minutes", Some("2026-11-30T03:14:00Z")),
+        ScheduledJob {
+            kind: RunKind::Maintain,
+            schedule: "daily at 03:00".into(),
+            ..job(1, "", Some("2026-11-28T03:00:00Z"))
+        },
+    ];
+    assert_eq!(
+        fresh.tick(&jobs, at("2026-11-30T03:14:30Z"), &|_| false),
+        vec![(1, RunKind::Maintain, Trigger::Missed)]
+    );
 }

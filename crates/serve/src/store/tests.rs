@@ -33,9 +33,13 @@ fn rows_survive_reopening_and_runs_are_recorded() {
         streams: vec![],
         schedule: "every 5 minutes".into(),
         paused: false,
+        maintain: serde_json::from_value(serde_json::json!({"keep_snapshots": 3})).unwrap(),
+        maintain_schedule: "daily at 03:00".into(),
     };
     let jid = store.insert_job(&job).unwrap();
-    let run = store.insert_run(jid, Trigger::Manual, 1000).unwrap();
+    let run = store
+        .insert_run(jid, RunKind::Sync, Trigger::Manual, 1000)
+        .unwrap();
     store
         .finish_run(&FinishedRun {
             run_id: run,
@@ -63,6 +67,24 @@ fn rows_survive_reopening_and_runs_are_recorded() {
         assert_eq!(mode & 0o777, 0o600);
     }
     assert_eq!(store.job(jid).unwrap().schedule, "every 5 minutes");
+    let kept = store.job(jid).unwrap();
+    assert_eq!(kept.maintain_schedule, "daily at 03:00");
+    assert_eq!(
+        kept.maintain["keep_snapshots"], 3,
+        "the [maintain] table is kept"
+    );
+    let timers = store.schedules().unwrap();
+    assert_eq!(
+        timers
+            .iter()
+            .map(|j| (j.kind, j.schedule.as_str(), j.last_started_ms))
+            .collect::<Vec<_>>(),
+        [
+            (RunKind::Sync, "every 5 minutes", Some(1000)),
+            (RunKind::Maintain, "daily at 03:00", None)
+        ],
+        "a sync timer and a maintenance timer, each with its own last start"
+    );
     let runs = store.runs(jid, 10).unwrap();
     assert_eq!(runs[0].status, "succeeded");
     assert_eq!(runs[0].lag, Some(42), "the lag after the run is kept");

@@ -57,7 +57,8 @@ function secondsText(ms) {
 // The chart of `runs` (newest first, as the API sends them): finished
 // runs, oldest on the left.
 function historyChart(runs) {
-  const done = runs.filter((r) => r.finished_ms).slice().reverse();
+  // The charts are of syncs (a maintenance run reads no messages).
+  const done = runs.filter((r) => r.finished_ms && r.kind !== "maintain").slice().reverse();
   return h("div", { class: "charts", id: "history-chart" },
     timeChart("chart-records", "Records per run", done.map((r) => [r.started_ms, r.records, r.status]), (v) => count(Math.round(v)), "records"),
     timeChart("chart-duration", "Duration per run", done.map((r) => [r.started_ms, r.duration_ms, r.status]), secondsText, "duration"),
@@ -70,7 +71,7 @@ function runRow(r) {
     h("td", {}, h("a", { href: `#/runs/${r.id}` }, `#${r.id}`)),
     h("td", {}, utc(r.started)),
     h("td", {}, duration(r.duration_ms)),
-    h("td", {}, cell(r.trigger)),
+    h("td", {}, r.kind === "maintain" ? `maintain, ${cell(r.trigger)}` : cell(r.trigger)),
     h("td", {}, statusCell(r.status), runMarks(r)),
     h("td", { class: "records" }, cell(r.records)),
     h("td", {}, bytes(r.bytes)));

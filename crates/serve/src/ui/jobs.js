@@ -15,6 +15,8 @@ function jobActions(job, after) {
     // Sync Now waits for the run in progress to end.
     act("Sync Now", `/api/jobs/${job.id}/sync`, `sync-${job.id}`,
       { disabled: job.running, title: job.running ? "a run is in progress" : null }),
+    act("Maintain Now", `/api/jobs/${job.id}/maintain`, `maintain-${job.id}`,
+      { disabled: job.running, title: job.running ? "a run is in progress" : "compact the tables, expire old snapshots, remove orphan files" }),
     job.paused
       ? act("Resume", `/api/jobs/${job.id}/resume`, `resume-${job.id}`)
       : act("Pause", `/api/jobs/${job.id}/pause`, `pause-${job.id}`),
@@ -93,6 +95,7 @@ async function jobPage(id) {
       h("div", { class: "card" }, h("h2", {}, "Schedule"),
         h("p", {}, "Schedule: ", job.schedule ? `${job.schedule} (UTC)` : "manual only",
           job.paused ? " — paused" : "", " · next run: ", utc(job.next_run)),
+        h("p", { id: "maintain-schedule" }, "Maintenance: ", job.maintain_schedule ? `${job.maintain_schedule} (UTC)` : "by hand only (Maintain Now)"),
         fact("Last success", last ? [utc(last.finished), " (", h("a", { href: `#/runs/${last.id}` }, `run #${last.id}`), ")"] : "never", ""),
         fact("Target engines", (job.target_engines || []).join(", ") || "(default)"))),
     h("h2", {}, "Streams"),
@@ -190,6 +193,15 @@ const SYNC_FIELDS = [
   { key: "state_dir", label: "State folder", help: "rebuildable local state (the upsert key index), relative to the data folder; empty: state/<job>" },
 ];
 
+const MAINTAIN_FIELDS = [
+  { key: "target_file_size_mb", label: "Compacted file size (MiB)", type: "number", help: "compaction writes files of about this size; smaller than three quarters of it is small" },
+  { key: "min_input_files", label: "Small files before compacting", type: "number", help: "a partition's small files are rewritten once there are this many; files with deletes always are" },
+  { key: "keep_snapshots", label: "Snapshots kept", type: "number", min: 1, help: "each branch's newest snapshots kept whatever their age (2 or more keeps the key index incremental)" },
+  { key: "max_snapshot_age", label: "Oldest snapshot kept", help: "older snapshots beyond those kept are expired, e.g. 5d, 12h" },
+  { key: "orphan_min_age", label: "Orphan safety window", help: "unreferenced files are deleted only when older than this, e.g. 1d (a commit in flight is never hit)" },
+  { key: "max_manifests", label: "Most manifests", type: "number", help: "a snapshot with more manifests has them rewritten into few" },
+];
+
 async function jobForm(id) {
   const [sources, destinations, job] = await Promise.all([
     api("GET", "/api/sources"),
@@ -213,9 +225,15 @@ async function jobForm(id) {
     { engine_versions: ((job && job.target_engines) || []).filter((e) => !ENGINES.includes(e)).join(", ") });
   const enginesError = h("div", { class: "field-error", id: "job-target_engines-error" });
   const sync = SYNC_FIELDS.map((s) => field("sync", s, job ? job.sync : null));
-  const top = [name, schedule, namespace];
+  const maintainSchedule = field("job", { key: "maintain_schedule", label: "Maintenance schedule (UTC)",
+    help: "when to compact, expire snapshots and remove orphans, as the schedule above (e.g. daily at 03:00); empty: by hand only (Maintain Now). Never at the same time as this job's sync." },
+  job || { maintain_schedule: "" });
+  const maintain = MAINTAIN_FIELDS.map((s) => field("maintain", s, job ? job.maintain : null));
+  const top = [name, schedule, namespace, maintainSchedule];
   const resolve = (path) => {
-    if (path === "name" || path === "schedule") return top.find((f) => f.spec.key === path);
+    if (path === "name" || path === "schedule" || path === "maintain_schedule") return top.find((f) => f.spec.key === path);
+    const mm = /^maintain\.(\w+)$/.exec(path);
+    if (mm) return maintain.find((f) => f.spec.key === mm[1]) || null;
     if (path === "destination.namespace") return namespace;
     if (/^target_engines/.test(path)) return { setError: (t) => enginesError.replaceChildren(t) };
     const m = /^sync\.(\w+)$/.exec(path);
@@ -230,7 +248,9 @@ async function jobForm(id) {
         for (const f of top) f.setError("");
         enginesError.replaceChildren();
         const syncTable = { ...(job ? job.sync : {}) };
-        if (applyFields(sync, syncTable, !job)) {
+        const maintainTable = { ...(job ? job.maintain : {}) };
+        const badSync = applyFields(sync, syncTable, !job);
+        if (applyFields(maintain, maintainTable, !job) || badSync) {
           msg.replaceChildren(banner("bad", "Not saved: fix the fields marked above."));
           return;
         }
@@ -243,6 +263,8 @@ async function jobForm(id) {
           target_engines: engines.map((l) => l.querySelector("input")).filter((i) => i.checked).map((i) => i.value)
             .concat(versions.input.value.split(",").map((e) => e.trim()).filter((e) => e)),
           sync: syncTable,
+          maintain: maintainTable,
+          maintain_schedule: maintainSchedule.input.value,
           streams: job ? job.streams : [],
           // A new job waits, paused, until its streams are saved: its
           // schedule must not sync every matching topic meanwhile.
@@ -263,6 +285,8 @@ async function jobForm(id) {
         h("div", { class: "hint help" }, "the engines that read the tables; they decide the delete format of upsert tables"), enginesError),
       versions.el,
       h("details", {}, h("summary", {}, "Sync tuning"), fieldset("Sync tuning", sync, "The defaults suit most jobs.")),
+      h("details", { id: "maintain-settings" }, h("summary", {}, "Table maintenance"),
+        maintainSchedule.el, fieldset("Table maintenance", maintain, "What Maintain Now and the maintenance schedule do; the defaults suit most jobs.")),
       h("p", {}, h("button", { class: "primary", type: "submit", id: "job-save" }, "Save and choose streams")),
       msg));
 }

@@ -61,23 +61,25 @@ async function runPage(id) {
   level.addEventListener("change", render);
   render();
   const running = run.status === "running";
-  const progress = running ? h("div", { id: "run-progress" }, h("p", { class: "hint" }, "reading the progress...")) : null;
+  const maintenance = run.kind === "maintain";
+  const progress = running && !maintenance ? h("div", { id: "run-progress" }, h("p", { class: "hint" }, "reading the progress...")) : null;
   show(
-    h("h1", {}, `Run #${run.id}`),
+    h("h1", {}, maintenance ? `Maintenance run #${run.id}` : `Run #${run.id}`),
     run.error ? banner("bad", run.error) : null,
     notes.length && run.status === "succeeded" ? h("div", { class: "banner warn", id: "run-notes" }, "Succeeded, with something to say: ", notes.map(([, t]) => t).join("; ")) : null,
     h("p", {}, h("a", { href: `#/jobs/${run.job_id}` }, "← job"), " · ",
       statusCell(run.status), " · started ", utc(run.started), " · ", duration(run.duration_ms),
       " · ", run.trigger),
-    running ? h("h2", {}, "Progress") : null,
+    progress ? h("h2", {}, "Progress") : null,
     progress,
-    running ? null : h("div", { class: "facts", id: "run-figures" },
+    maintenance ? maintenanceTables(run.report) : null,
+    running || maintenance ? null : h("div", { class: "facts", id: "run-figures" },
       fact("Records", count(run.records)), fact("Read from Kafka", bytes(run.bytes)),
       fact("Dead letters", count((run.notes || {}).dead_letter_records)),
       fact("Schema changes", count((run.notes || {}).schema_changes)),
       fact("Skipped", count((run.notes || {}).skipped_records)),
       fact("Expired", count((run.notes || {}).expired_messages))),
-    running ? null : h("table", { id: "tables" },
+    running || maintenance ? null : h("table", { id: "tables" },
       h("tr", {}, ["Topic", "Table", "Status", "Records", "Bytes", "Data files", "Notes", "Commit report", "Error"].map((t) => h("th", {}, t))),
       tables.map((t) => h("tr", {},
         h("td", {}, cell(t.topic)), h("td", {}, cell(t.table)), h("td", {}, statusCell(t.status)),
@@ -91,6 +93,7 @@ async function runPage(id) {
     h("p", { class: "log-tools" }, search, " ", level, " ", shownCount),
     pre);
   if (!running) return;
+  if (maintenance) { refreshTimer = setTimeout(route, 2000); return; }
   // The log follows every third second.
   let ticks = 0;
   followProgress(id, progress, async () => {
@@ -111,4 +114,28 @@ function tableNotes(t) {
   if (t.expired_messages > 0) out.push(`${count(t.expired_messages)} expired`);
   if (t.note) out.push(t.note);
   return out.length ? out.map((o) => h("div", {}, o)) : "-";
+}
+
+// A maintenance run's tables: files before and after, what each step did.
+function maintenanceTables(report) {
+  if (!report) return null;
+  const steps = (t) => {
+    const out = [];
+    const kv = (o) => Object.entries(o).filter(([, v]) => v !== null && typeof v !== "object")
+      .map(([k, v]) => `${k.replace(/_/g, " ")} ${v}`).join(", ");
+    if (t.compaction) out.push(`compaction: ${kv(t.compaction)}`);
+    if (t.expiry) out.push(`expiry: ${kv(t.expiry)}`);
+    if (t.orphans) out.push(`orphans: ${kv(t.orphans)}`);
+    return out.length ? out.map((o) => h("div", {}, o)) : "-";
+  };
+  const stat = (s, k) => (s && s[k] !== undefined ? count(s[k]) : "-");
+  return h("table", { id: "maintenance-tables" },
+    h("tr", {}, ["Table", "Data files", "Delete files", "Snapshots", "Steps", "Error"].map((t) => h("th", {}, t))),
+    (report.tables || []).map((t) => h("tr", {},
+      h("td", {}, t.table),
+      h("td", {}, `${stat(t.before, "data_files")} → ${stat(t.after, "data_files")}`),
+      h("td", {}, `${stat(t.before, "delete_files")} → ${stat(t.after, "delete_files")}`),
+      h("td", {}, `${stat(t.before, "snapshots")} → ${stat(t.after, "snapshots")}`),
+      h("td", { class: "cols" }, steps(t)),
+      h("td", { class: "bad" }, t.error || ""))));
 }

@@ -385,6 +385,8 @@ fn serve_api_end_to_end() {
             {"topic": append_topic},
         ],
         "schedule": "daily at 03:00",
+        "maintain": {"keep_snapshots": 2, "orphan_min_age": "1d"},
+        "maintain_schedule": "daily at 04:00",
     });
     let e = client
         .json("POST", "/api/jobs", Some(&job_body))
@@ -405,11 +407,26 @@ fn serve_api_end_to_end() {
         .json();
     assert!(e["error"].as_str().unwrap().starts_with("schedule:"), "{e}");
     job_body["schedule"] = json!("daily at 03:00");
+    job_body["maintain_schedule"] = json!("now and then");
+    let e = client
+        .json("POST", "/api/jobs", Some(&job_body))
+        .expect(400)
+        .json();
+    assert!(
+        e["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("maintain_schedule:"),
+        "{e}"
+    );
+    job_body["maintain_schedule"] = json!("daily at 04:00");
     let job = client
         .json("POST", "/api/jobs", Some(&job_body))
         .expect(201)
         .json();
     let jid = job["id"].as_i64().unwrap();
+    assert_eq!(job["maintain"]["keep_snapshots"], 2, "{job}");
+    assert_eq!(job["maintain_schedule"], "daily at 04:00", "{job}");
     assert_eq!(job["paused"], false);
     assert_eq!(job["running"], false);
     assert!(
@@ -585,6 +602,54 @@ fn serve_api_end_to_end() {
     let metrics = client.get("/metrics").expect(200).body;
     assert!(metrics.contains(&job_name), "{metrics}");
 
+    // --- Maintain Now: a run of kind `maintain` on the job's tables ---
+    let maintain_id = client
+        .json("POST", &format!("/api/jobs/{jid}/maintain"), None)
+        .expect(202)
+        .json()["run_id"]
+        .as_i64()
+        .unwrap();
+    let maintained = client.poll(
+        &format!("/api/runs/{maintain_id}"),
+        Duration::from_secs(180),
+        |r| r["status"] != "running",
+    );
+    assert_eq!(maintained["kind"], "maintain", "{maintained}");
+    assert_eq!(
+        maintained["status"],
+        "succeeded",
+        "{maintained}\n{}",
+        server.log()
+    );
+    let tables = maintained["report"]["tables"].as_array().unwrap();
+    assert!(
+        tables.iter().any(|t| t["table"]
+            .as_str()
+            .unwrap()
+            .ends_with(&upsert_topic.to_lowercase())),
+        "the job's tables are maintained: {maintained}"
+    );
+    for t in tables {
+        assert!(t["error"].is_null(), "{t}");
+        assert!(
+            t["before"]["data_files"].as_u64().unwrap()
+                >= t["after"]["data_files"].as_u64().unwrap(),
+            "{t}"
+        );
+    }
+    // The rows are still there after it.
+    let table = client
+        .get(&format!(
+            "/api/jobs/{jid}/tables/{}",
+            upsert_topic.to_lowercase()
+        ))
+        .expect(200)
+        .json();
+    assert_eq!(
+        table["rows"], 4,
+        "one row per key after maintenance: {table}"
+    );
+
     // --- pause, resume, cancel ---
     let paused = client
         .json("POST", &format!("/api/jobs/{jid}/pause"), None)
@@ -609,6 +674,12 @@ fn serve_api_end_to_end() {
     let exported = client.get(&format!("/api/jobs/{jid}/export")).expect(200);
     assert!(exported.header("content-disposition").contains(".toml"));
     let toml = exported.body.clone();
+    assert!(
+        toml.contains("# Maintenance schedule in the service (UTC): \"daily at 04:00\"")
+            && toml.contains("[maintain]")
+            && toml.contains("keep_snapshots = 2"),
+        "the [maintain] table is exported:\n{toml}"
+    );
     for var in [
         "${TOPICBERG_SOURCE_SASL_PASSWORD}",
         "${TOPICBERG_DESTINATION_CREDENTIAL}",
@@ -680,6 +751,7 @@ fn serve_api_end_to_end() {
     assert_eq!(copy["name"], copy_name.as_str());
     assert_eq!(copy["streams"], job["streams"]);
     assert_eq!(copy["target_engines"], job["target_engines"]);
+    assert_eq!(copy["maintain"], job["maintain"], "import keeps [maintain]");
     let copy_source = client
         .get(&format!("/api/sources/{}", copy["source_id"]))
         .expect(200)
@@ -756,7 +828,8 @@ fn serve_api_end_to_end() {
     let job_after = client2.get(&format!("/api/jobs/{jid}")).expect(200).json();
     assert_eq!(job_after["schedule"], "daily at 03:00");
     assert_eq!(job_after["streams"], job_before["streams"]);
-    assert_eq!(job_after["last_run"]["id"], run_id);
+    // The latest run is the maintenance run.
+    assert_eq!(job_after["last_run"]["id"], maintain_id);
 
     // --- deletes ---
     client2

@@ -10,7 +10,9 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use topicberg_core::JobConfig;
 use topicberg_serve::metrics::Metrics;
-use topicberg_serve::run_store::{FinishedRun, RunStatus, RunStore, ScheduledJob, Trigger};
+use topicberg_serve::run_store::{
+    FinishedRun, RunKind, RunStatus, RunStore, ScheduledJob, Trigger,
+};
 use topicberg_serve::runner::{log_capture_layer, LogCapture, Runner, StartError};
 use tracing_subscriber::filter::LevelFilter;
 use tracing_subscriber::prelude::*;
@@ -51,7 +53,13 @@ impl RunStore for TestStore {
             .ok_or_else(|| format!("no job {job_id}"))
     }
 
-    fn insert_run(&self, _job: i64, trigger: Trigger, _started_ms: i64) -> Result<i64, String> {
+    fn insert_run(
+        &self,
+        _job: i64,
+        _kind: RunKind,
+        trigger: Trigger,
+        _started_ms: i64,
+    ) -> Result<i64, String> {
         let id = NEXT_RUN.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.runs.lock().unwrap().push((id, trigger, None));
         Ok(id)

@@ -18,6 +18,7 @@ fn run(report: Option<Value>) -> RunRow {
     RunRow {
         id: 7,
         job_id: 3,
+        kind: "sync".into(),
         trigger: "manual".into(),
         started_ms: 1_700_000_000_000,
         finished_ms: Some(1_700_000_002_500),
@@ -49,6 +50,7 @@ fn summary_json(run: &RunRow) -> Value {
     json!({
         "id": run.id,
         "job_id": run.job_id,
+        "kind": run.kind,
         "lag": run.lag,
         "trigger": run.trigger,
         "status": run.status,
@@ -119,6 +121,8 @@ fn jobs() {
         streams: vec![serde_json::from_value(json!({"topic": "a"})).unwrap()],
         schedule: "every 5 minutes".into(),
         paused: false,
+        maintain: Piece::new(),
+        maintain_schedule: String::new(),
     };
     let last = run(Some(report()));
     let next = Some("2026-12-01T13:00:00Z".to_string());
@@ -137,6 +141,8 @@ fn jobs() {
             "running": running,
             "next_run": next,
             "last_run": last.map(summary_json),
+            "maintain": {},
+            "maintain_schedule": "",
         })
     };
     let mut view = JobView::new(&job, true, next.clone(), Some(&last));
