@@ -60,11 +60,9 @@ pub fn read_partition_states(
     }
     let committed = with_coordinator_retries(|| consumer.committed_offsets(tpl.clone(), timeout))
         .map_err(|e| {
-        KafkaError::new(
-            KafkaErrorKind::Broker,
-            format!("reading committed offsets of consumer group {group}"),
-            e,
-        )
+        let context = format!("reading committed offsets of consumer group {group}");
+        group_refused(connection, group, &context, &e)
+            .unwrap_or_else(|| KafkaError::new(KafkaErrorKind::Broker, context, e))
     })?;
     let mut states = Vec::new();
     for topic in topics {
@@ -125,13 +123,35 @@ pub fn commit_group_offsets(
                 ),
             )
         } else {
-            KafkaError::new(
-                KafkaErrorKind::Broker,
-                format!("committing offsets of consumer group {group}"),
-                e,
-            )
+            let context = format!("committing offsets of consumer group {group}");
+            group_refused(connection, group, &context, &e)
+                .unwrap_or_else(|| KafkaError::new(KafkaErrorKind::Broker, context, e))
         }
     })
+}
+
+/// An [`KafkaErrorKind::Authorization`] error when the ACLs refuse the
+/// group (`GROUP_AUTHORIZATION_FAILED`), with the fix.
+fn group_refused(
+    connection: &KafkaConnection,
+    group: &str,
+    context: &str,
+    err: &rdkafka::error::KafkaError,
+) -> Option<KafkaError> {
+    use rdkafka::types::RDKafkaErrorCode;
+    if err.rdkafka_error_code() != Some(RDKafkaErrorCode::GroupAuthorizationFailed) {
+        return None;
+    }
+    Some(KafkaError::new(
+        KafkaErrorKind::Authorization,
+        context,
+        format!(
+            "not authorized: the cluster's ACLs do not let {} use consumer group {group} \
+             (GROUP_AUTHORIZATION_FAILED); ask the cluster's admin to allow READ and DESCRIBE \
+             on group {group} for this principal, or set consumer_group to a group it may use",
+            crate::topics::principal(connection)
+        ),
+    ))
 }
 
 /// Whether an offset commit was refused because the group has members

@@ -124,7 +124,12 @@ fn absolutize_paths(
     data_dir: &Path,
 ) {
     let under = |value: &str| data_dir.join(value).display().to_string();
-    for field in ["ssl_ca_pem", "schema_registry_ca_pem"] {
+    for field in [
+        "ssl_ca_pem",
+        "ssl_certificate_pem",
+        "ssl_key_pem",
+        "schema_registry_ca_pem",
+    ] {
         if let Some(toml::Value::String(ca)) = source.get(field) {
             if !ca.contains("-----BEGIN") && Path::new(ca).is_relative() {
                 let path = under(ca);
