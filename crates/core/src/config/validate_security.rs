@@ -40,12 +40,14 @@ fn sasl(s: &SourceConfig, out: &mut Vec<ConfigProblem>) {
         }
         return;
     }
-    match s.sasl_mechanism {
-        None => push(
+    if s.sasl_mechanism.is_none() {
+        push(
             out,
             "sasl_mechanism",
             format!("is required with security_protocol = \"{protocol}\"; set it to \"PLAIN\", \"SCRAM-SHA-256\", \"SCRAM-SHA-512\" or \"OAUTHBEARER\""),
-        ),
+        );
+    }
+    match s.sasl_mechanism {
         Some(SaslMechanism::OAuthBearer) => {
             let set = set_ones(&[
                 ("sasl_username", s.sasl_username.is_some()),
@@ -59,7 +61,8 @@ fn sasl(s: &SourceConfig, out: &mut Vec<ConfigProblem>) {
                 );
             }
         }
-        Some(_) => {
+        // Unset: the user and password mechanisms are the usual ones.
+        Some(_) | None => {
             if s.sasl_username.is_none() {
                 push(
                     out,
