@@ -200,14 +200,14 @@ fn kafka_tls_oauthbearer_client_credentials_checks_and_syncs() {
     );
 }
 
-/// `check` and `sync` both fail within 10 s with every one of `words`,
+/// `check`, `sync` and `discover` all fail within 10 s with every one of `words`,
 /// never "transport failure", never the secret `mark`, and commit nothing.
 #[track_caller]
 fn fails_fast_naming(bootstrap: &str, source: &str, words: &[&str], mark: &str) {
     let topic = unique_name("tls_fail");
     create_topic_on(&admin(), &topic, 1);
     let job = job(bootstrap, source, &[&topic]);
-    for command in ["check", "sync"] {
+    for command in ["check", "sync", "discover"] {
         let started = Instant::now();
         let out = job.run(command, &[], &[]);
         let elapsed = started.elapsed();
