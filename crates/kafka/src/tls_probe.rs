@@ -5,6 +5,7 @@
 //! unknown CA).
 
 use std::net::{TcpStream, ToSocketAddrs};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use openssl::ssl::{HandshakeError, SslConnector, SslMethod, SslVerifyMode};
@@ -48,7 +49,17 @@ pub(crate) fn diagnose(
     tcp.set_read_timeout(Some(timeout)).ok()?;
     tcp.set_write_timeout(Some(timeout)).ok()?;
     let mut builder = SslConnector::builder(SslMethod::tls_client()).ok()?;
-    builder.set_verify(SslVerifyMode::PEER);
+    // The end date of the certificate verification stopped at.
+    let not_after = Arc::new(Mutex::new(String::new()));
+    let seen = Arc::clone(&not_after);
+    builder.set_verify_callback(SslVerifyMode::PEER, move |ok, store| {
+        if !ok {
+            if let (Some(cert), Ok(mut seen)) = (store.current_cert(), seen.lock()) {
+                *seen = cert.not_after().to_string();
+            }
+        }
+        ok
+    });
     if let Some(pem) = &connection.ssl_ca_pem {
         for cert in X509::stack_from_pem(pem.as_bytes()).ok()? {
             builder.cert_store_mut().add_cert(cert).ok()?;
@@ -61,11 +72,7 @@ pub(crate) fn diagnose(
         Ok(_) => None,
         Err(HandshakeError::Failure(mid)) => {
             let result = mid.ssl().verify_result();
-            let not_after = mid
-                .ssl()
-                .peer_certificate()
-                .map(|c| c.not_after().to_string())
-                .unwrap_or_default();
+            let not_after = not_after.lock().map(|s| s.clone()).unwrap_or_default();
             Some(match result.as_raw() {
                 // X509_V_ERR_CERT_NOT_YET_VALID, X509_V_ERR_CERT_HAS_EXPIRED
                 9 | 10 => CertificateProblem::Expired(not_after),
