@@ -32,8 +32,9 @@ def b64url(data: bytes) -> str:
 def jwt(sub: str, scope: str) -> str:
     now = int(time.time())
     header = {"alg": "RS256", "typ": "JWT", "kid": KID}
-    claims = {"sub": sub, "aud": AUDIENCE, "iss": ISSUER, "iat": now,
-              "exp": now + int(TTL_S), "scope": scope}
+    claims = {"sub": sub, "aud": AUDIENCE, "iss": ISSUER, "iat": now, "exp": now + int(TTL_S)}
+    if scope:  # Kafka refuses an empty scope claim
+        claims["scope"] = scope
     signing_input = b64url(json.dumps(header).encode()) + "." + b64url(json.dumps(claims).encode())
     signature = KEY.sign(signing_input.encode(), padding.PKCS1v15(), hashes.SHA256())
     return signing_input + "." + b64url(signature)

@@ -396,3 +396,90 @@ fn kafka_tls_group_acl_refusal_is_named_as_authorization() {
         "",
     );
 }
+
+/// OAUTHBEARER tokens are fetched again before they expire: against a token
+/// endpoint of this test's own that grants 3-second tokens (the test bed's
+/// key and issuer, so the broker takes them), one client asks for a token
+/// again and again (librdkafka refreshes at 80 % of the lifetime, in its
+/// background thread) and still gets metadata after its first token expired.
+#[test]
+fn kafka_tls_oauthbearer_tokens_are_refreshed_before_they_expire() {
+    use rdkafka::producer::{BaseProducer, Producer};
+    use topicberg_kafka::{OAuthClient, SecurityProtocol};
+
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let log = std::env::temp_dir().join(format!("{}.log", unique_name("token")));
+    let script = crate::testbed::repo_root().join("scripts/testbed.d/kafka_tls_token.py");
+    let server = crate::testbed::command(&get("TESTBED_PYTHON"))
+        .arg(script)
+        .args([
+            port.to_string(),
+            get("TESTBED_KAFKA_OAUTH_SIGNING_KEY"),
+            get("TESTBED_KAFKA_OAUTH_CLIENT_ID"),
+            get("TESTBED_KAFKA_OAUTH_CLIENT_SECRET"),
+            get("TESTBED_KAFKA_OAUTH_AUDIENCE"),
+            get("TESTBED_KAFKA_OAUTH_ISSUER"),
+            "3".to_string(),
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .expect("token endpoint");
+    let _server = KillOnDrop(server);
+    let token_requests = || {
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .matches("\"POST /token")
+            .count()
+    };
+    let health = format!("127.0.0.1:{port}");
+    crate::support::wait_until("the token endpoint", Duration::from_secs(10), || {
+        std::net::TcpStream::connect(&health).is_ok()
+    });
+
+    let connection = KafkaConnection {
+        bootstrap_servers: get("TESTBED_KAFKA_OAUTH_BOOTSTRAP"),
+        security_protocol: SecurityProtocol::SaslSsl,
+        ssl_ca_pem: Some(std::fs::read_to_string(ca()).unwrap()),
+        oauth: Some(OAuthClient {
+            token_endpoint: format!("http://127.0.0.1:{port}/token"),
+            client_id: get("TESTBED_KAFKA_OAUTH_CLIENT_ID"),
+            client_secret: get("TESTBED_KAFKA_OAUTH_CLIENT_SECRET").into(),
+            scope: None,
+        }),
+        ..KafkaConnection::default()
+    };
+    let client: BaseProducer = connection.client_config().create().unwrap();
+    let first = client
+        .client()
+        .fetch_metadata(None, Duration::from_secs(10));
+    assert!(first.is_ok(), "{:?}", first.err());
+    let started = Instant::now();
+    crate::support::wait_until(
+        "a third token (two refreshes)",
+        Duration::from_secs(20),
+        || token_requests() >= 3,
+    );
+    assert!(
+        started.elapsed() > Duration::from_secs(2),
+        "refreshed before 80 % of 3 s"
+    );
+    let later = client
+        .client()
+        .fetch_metadata(None, Duration::from_secs(10));
+    assert!(later.is_ok(), "{:?}", later.err());
+}
+
+/// A child process of this test, stopped when the test ends (or fails).
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
