@@ -28,6 +28,7 @@ TB_KAFKA_TLS_CONTROLLER_PORT=9104
 TB_KAFKA_OAUTH_TOKEN_PORT=9105
 TB_KAFKA_OAUTH_CLIENT_ID=tb-oauth-client
 TB_KAFKA_OAUTH_CLIENT_SECRET=tb-oauth-secret
+# shellcheck disable=SC2034 # exported by scripts/testbed env
 TB_KAFKA_OAUTH_SCOPE=kafka
 TB_KAFKA_OAUTH_AUDIENCE=topicberg-testbed
 TB_KAFKA_OAUTH_TTL_S=${TB_KAFKA_OAUTH_TTL_S:-300}
@@ -35,6 +36,7 @@ TB_KAFKA_TLS_DENIED_PREFIX=tls_denied
 
 KAFKA_TLS_CONF=$TB_RUN/kafka-tls-server.properties
 KAFKA_TLS_DATA=$TB_RUN/kafka-tls-data
+# shellcheck disable=SC2034 # read by kafka_node (kafka.sh)
 KAFKA_TLS_CLUSTER_ID=VG9waWNiZXJnVExTb25lIQ # "TopicbergTLSone!"
 KAFKA_TLS_PKI=$TB_RUN/kafka-tls-pki
 KAFKA_TLS_ISSUER=http://$TB_HOST:$TB_KAFKA_OAUTH_TOKEN_PORT
