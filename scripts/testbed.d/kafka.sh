@@ -29,7 +29,8 @@ KAFKA_FAULTS_CLUSTER_ID=VG9waWNiZXJnRmF1bHRzIQ
 
 # kafka_node NODE: sets the caller's K_NAME (component: pid and log file
 # name), K_PORT (PLAINTEXT), K_SASL_PORT (empty: no SASL listener),
-# K_CTRL_PORT, K_CONF, K_DATA and K_CLUSTER_ID for node `main` or `faults`.
+# K_CTRL_PORT, K_CONF, K_DATA, K_CLUSTER_ID, K_MORE_PORTS (other listeners)
+# and K_JAVA_OPTS for node `main`, `faults` or `tls` (kafka_tls.sh).
 # Callers declare them `local` first (bash's dynamic scope makes these
 # assignments theirs).
 kafka_node() {
@@ -37,12 +38,20 @@ kafka_node() {
     main)
       K_NAME=kafka K_PORT=$TB_KAFKA_PORT K_SASL_PORT=$TB_KAFKA_SASL_PORT
       K_CTRL_PORT=$TB_KAFKA_CONTROLLER_PORT K_CONF=$KAFKA_CONF K_DATA=$KAFKA_DATA
-      K_CLUSTER_ID=$KAFKA_CLUSTER_ID
+      K_CLUSTER_ID=$KAFKA_CLUSTER_ID K_MORE_PORTS='' K_JAVA_OPTS=''
       ;;
     faults)
       K_NAME=kafka_faults K_PORT=$TB_KAFKA_FAULTS_PORT K_SASL_PORT=
       K_CTRL_PORT=$TB_KAFKA_FAULTS_CONTROLLER_PORT K_CONF=$KAFKA_FAULTS_CONF
-      K_DATA=$KAFKA_FAULTS_DATA K_CLUSTER_ID=$KAFKA_FAULTS_CLUSTER_ID
+      K_DATA=$KAFKA_FAULTS_DATA K_CLUSTER_ID=$KAFKA_FAULTS_CLUSTER_ID K_MORE_PORTS='' K_JAVA_OPTS=''
+      ;;
+    tls)
+      K_NAME=kafka_tls K_PORT=$TB_KAFKA_TLS_ADMIN_PORT K_SASL_PORT=
+      K_CTRL_PORT=$TB_KAFKA_TLS_CONTROLLER_PORT K_CONF=$KAFKA_TLS_CONF K_DATA=$KAFKA_TLS_DATA
+      K_CLUSTER_ID=$KAFKA_TLS_CLUSTER_ID
+      K_MORE_PORTS="$TB_KAFKA_TLS_PORT $TB_KAFKA_MTLS_PORT $TB_KAFKA_SASL_SSL_PORT $TB_KAFKA_OAUTH_PORT $TB_KAFKA_TLS_EXPIRED_PORT $TB_KAFKA_TLS_WRONG_HOST_PORT"
+      # Kafka 4 reads a JWKS only from URLs allowed here.
+      K_JAVA_OPTS=-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls=file://$KAFKA_TLS_PKI/jwks.json
       ;;
     *)
       tb_log "unknown kafka node '$1'"
@@ -95,7 +104,7 @@ kafka_tool() {
 # kafka_node_write_config NODE: the node's server.properties (main: with the
 # SASL listener, and the SCRAM client settings beside it).
 kafka_node_write_config() {
-  local K_NAME K_PORT K_SASL_PORT K_CTRL_PORT K_CONF K_DATA K_CLUSTER_ID
+  local K_NAME K_PORT K_SASL_PORT K_CTRL_PORT K_CONF K_DATA K_CLUSTER_ID K_MORE_PORTS K_JAVA_OPTS
   kafka_node "$1" || return 1
   local listeners="PLAINTEXT://$TB_HOST:$K_PORT"
   local advertised="PLAINTEXT://$TB_HOST:$K_PORT"
@@ -174,13 +183,17 @@ EOF
 # gets the SCRAM user) unless it already is. A broker that was killed keeps
 # its formatted dir and simply starts again on it.
 kafka_node_format() {
-  local K_NAME K_PORT K_SASL_PORT K_CTRL_PORT K_CONF K_DATA K_CLUSTER_ID
+  local K_NAME K_PORT K_SASL_PORT K_CTRL_PORT K_CONF K_DATA K_CLUSTER_ID K_MORE_PORTS K_JAVA_OPTS
   kafka_node "$1" || return 1
   [ -f "$K_DATA/meta.properties" ] && return 0
   tb_log "formatting Kafka log dir $K_DATA"
   local scram=()
   if [ -n "$K_SASL_PORT" ]; then
     scram=(--add-scram "SCRAM-SHA-512=[name=$TB_KAFKA_SCRAM_USER,password=$TB_KAFKA_SCRAM_PASSWORD]")
+  fi
+  if [ "$1" = tls ]; then
+    scram=(--add-scram "SCRAM-SHA-256=[name=$TB_KAFKA_SCRAM_USER,password=$TB_KAFKA_SCRAM_PASSWORD]"
+      --add-scram "SCRAM-SHA-512=[name=$TB_KAFKA_SCRAM_USER,password=$TB_KAFKA_SCRAM_PASSWORD]")
   fi
   kafka_tool kafka.tools.StorageTool format \
     --cluster-id "$K_CLUSTER_ID" --config "$K_CONF" "${scram[@]}" \
@@ -193,23 +206,26 @@ kafka_node_format() {
 # kafka_node_start NODE: starts the node's broker in the background unless it
 # already runs.
 kafka_node_start() {
-  local K_NAME K_PORT K_SASL_PORT K_CTRL_PORT K_CONF K_DATA K_CLUSTER_ID
+  local K_NAME K_PORT K_SASL_PORT K_CTRL_PORT K_CONF K_DATA K_CLUSTER_ID K_MORE_PORTS K_JAVA_OPTS
   kafka_node "$1" || return 1
   if tb_pid "$K_NAME" >/dev/null; then
     tb_log "$K_NAME already running (pid $(tb_pid "$K_NAME"))"
     return 0
   fi
   local port
-  for port in $K_PORT $K_SASL_PORT $K_CTRL_PORT; do
+  for port in $K_PORT $K_SASL_PORT $K_CTRL_PORT $K_MORE_PORTS; do
     if ! tb_port_free "$port"; then
       tb_fail "$K_NAME" "port $TB_HOST:$port is taken by a process this test bed does not know (a stray broker?)"
       return 1
     fi
   done
-  kafka_node_write_config "$1"
+  if [ "$1" = tls ]; then kafka_tls_write_config; else kafka_node_write_config "$1"; fi
   kafka_node_format "$1" || return 1
-  tb_start_bg "$K_NAME" java -Xms512m -Xmx512m -XX:+UseG1GC -XX:MaxGCPauseMillis=20 \
-    -Djava.awt.headless=true \
+  local heap=512m
+  [ "$1" != tls ] || heap=384m
+  # shellcheck disable=SC2086 # K_JAVA_OPTS: zero or more options
+  tb_start_bg "$K_NAME" java -Xms$heap -Xmx$heap -XX:+UseG1GC -XX:MaxGCPauseMillis=20 \
+    -Djava.awt.headless=true $K_JAVA_OPTS \
     -Dlog4j2.configurationFile="$KAFKA_SRC/log4j2.properties" \
     -Dkafka.logs.dir="$TB_RUN" \
     -cp "$KAFKA_LIB/*" kafka.Kafka "$K_CONF"
@@ -217,7 +233,7 @@ kafka_node_start() {
 
 # kafka_node_stop NODE: SIGTERM (Kafka shuts down cleanly), SIGKILL after 30 s.
 kafka_node_stop() {
-  local K_NAME K_PORT K_SASL_PORT K_CTRL_PORT K_CONF K_DATA K_CLUSTER_ID
+  local K_NAME K_PORT K_SASL_PORT K_CTRL_PORT K_CONF K_DATA K_CLUSTER_ID K_MORE_PORTS K_JAVA_OPTS
   kafka_node "$1" || return 1
   tb_stop "$K_NAME"
   # A broker on this config that the pid file does not know (started by hand,

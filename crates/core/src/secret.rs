@@ -3,8 +3,10 @@ use std::fmt;
 use serde::de::{self, Deserializer, Visitor};
 
 /// The job file's fields that hold secrets (the last key of their path).
-pub const SECRET_FIELDS: [&str; 6] = [
+pub const SECRET_FIELDS: [&str; 8] = [
     "sasl_password",
+    "ssl_key_pem",
+    "oauth_client_secret",
     "schema_registry_password",
     "credential",
     "token",

@@ -8,7 +8,7 @@ pub use topicberg_core::config::{SaslMechanism, SecurityProtocol};
 use topicberg_core::Secret;
 
 /// Everything needed to open a connection to a Kafka cluster.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct KafkaConnection {
     /// Comma-separated `host:port` list.
     pub bootstrap_servers: String,
@@ -19,6 +19,50 @@ pub struct KafkaConnection {
     /// PEM text of the CA that signed the brokers' certificates, when the
     /// system trust store does not hold it.
     pub ssl_ca_pem: Option<String>,
+    /// The client certificate and its key, for mutual TLS.
+    pub client_certificate: Option<ClientCertificate>,
+    /// Whether the broker's certificate must name the host connected to.
+    pub ssl_verify_hostname: bool,
+    /// OAUTHBEARER's token endpoint and client, when the mechanism is
+    /// [`SaslMechanism::OAuthBearer`].
+    pub oauth: Option<OAuthClient>,
+}
+
+impl Default for KafkaConnection {
+    fn default() -> Self {
+        Self {
+            bootstrap_servers: String::new(),
+            security_protocol: SecurityProtocol::Plaintext,
+            sasl: None,
+            ssl_ca_pem: None,
+            client_certificate: None,
+            ssl_verify_hostname: true,
+            oauth: None,
+        }
+    }
+}
+
+/// A client certificate (PEM) and its private key (PEM, never printed).
+#[derive(Debug, Clone)]
+pub struct ClientCertificate {
+    /// The certificate, then any intermediates.
+    pub certificate_pem: String,
+    /// The private key; never printed.
+    pub key_pem: Secret,
+}
+
+/// An OAuth 2.0 client-credentials client whose tokens log in with
+/// OAUTHBEARER (librdkafka fetches them, and again before they expire).
+#[derive(Debug, Clone)]
+pub struct OAuthClient {
+    /// The token endpoint URL.
+    pub token_endpoint: String,
+    /// The client id.
+    pub client_id: String,
+    /// The client secret; never printed.
+    pub client_secret: Secret,
+    /// The scope asked for, if any.
+    pub scope: Option<String>,
 }
 
 /// A SASL mechanism with its username and password.
@@ -56,7 +100,7 @@ impl KafkaConnection {
                 username: username.into(),
                 password: password.into(),
             }),
-            ssl_ca_pem: None,
+            ..Self::default()
         }
     }
 
@@ -77,11 +121,39 @@ impl KafkaConnection {
                     .set("sasl.username", &sasl.username)
                     .set("sasl.password", sasl.password.expose());
             }
+            if let Some(oauth) = &self.oauth {
+                // librdkafka's own OIDC client (built with curl): it asks
+                // the endpoint for a token at start and again at 80 % of
+                // the token's lifetime, in its background thread.
+                config
+                    .set("sasl.mechanism", "OAUTHBEARER")
+                    .set("sasl.oauthbearer.method", "oidc")
+                    .set("sasl.oauthbearer.token.endpoint.url", &oauth.token_endpoint)
+                    .set("sasl.oauthbearer.client.id", &oauth.client_id)
+                    .set(
+                        "sasl.oauthbearer.client.secret",
+                        oauth.client_secret.expose(),
+                    );
+                if let Some(scope) = &oauth.scope {
+                    config.set("sasl.oauthbearer.scope", scope);
+                }
+            }
         }
         if self.security_protocol.uses_tls() {
             if let Some(pem) = &self.ssl_ca_pem {
                 config.set("ssl.ca.pem", pem);
             }
+            if let Some(client) = &self.client_certificate {
+                config
+                    .set("ssl.certificate.pem", &client.certificate_pem)
+                    .set("ssl.key.pem", client.key_pem.expose());
+            }
+            let check = if self.ssl_verify_hostname {
+                "https"
+            } else {
+                "none"
+            };
+            config.set("ssl.endpoint.identification.algorithm", check);
         }
         config
     }
@@ -97,7 +169,9 @@ impl KafkaConnection {
             &source.sasl_username,
             &source.sasl_password,
         ) {
-            (Some(mechanism), Some(username), Some(password)) if security_protocol.uses_sasl() => {
+            (Some(mechanism), Some(username), Some(password))
+                if security_protocol.uses_sasl() && mechanism != SaslMechanism::OAuthBearer =>
+            {
                 Some(SaslCredentials {
                     mechanism,
                     username: username.clone(),
@@ -106,11 +180,39 @@ impl KafkaConnection {
             }
             _ => None,
         };
+        let oauth = match (
+            source.sasl_mechanism,
+            &source.oauth_token_endpoint,
+            &source.oauth_client_id,
+            &source.oauth_client_secret,
+        ) {
+            (Some(SaslMechanism::OAuthBearer), Some(endpoint), Some(id), Some(secret))
+                if security_protocol.uses_sasl() =>
+            {
+                Some(OAuthClient {
+                    token_endpoint: endpoint.clone(),
+                    client_id: id.clone(),
+                    client_secret: secret.clone(),
+                    scope: source.oauth_scope.clone(),
+                })
+            }
+            _ => None,
+        };
+        let client_certificate = match (&source.ssl_certificate_pem, &source.ssl_key_pem) {
+            (Some(certificate), Some(key)) => Some(ClientCertificate {
+                certificate_pem: certificate.clone(),
+                key_pem: key.clone(),
+            }),
+            _ => None,
+        };
         Self {
             bootstrap_servers: source.brokers().join(","),
             security_protocol,
             sasl,
             ssl_ca_pem: source.ssl_ca_pem.clone(),
+            client_certificate,
+            ssl_verify_hostname: source.ssl_verify_hostname,
+            oauth,
         }
     }
 }
@@ -165,6 +267,11 @@ ssl_ca_pem = "-----BEGIN CERTIFICATE-----"
         assert_eq!(c.get("sasl.password"), Some("pw-from-env"));
         assert_eq!(c.get("ssl.ca.pem"), Some("-----BEGIN CERTIFICATE-----"));
 
+        assert_eq!(
+            c.get("ssl.endpoint.identification.algorithm"),
+            Some("https")
+        );
+
         let plain = SourceConfig {
             bootstrap_servers: "h:9092".into(),
             ..SourceConfig::default()
@@ -172,5 +279,71 @@ ssl_ca_pem = "-----BEGIN CERTIFICATE-----"
         let c = KafkaConnection::from_source(&plain).client_config();
         assert_eq!(c.get("security.protocol"), Some("PLAINTEXT"));
         assert_eq!(c.get("sasl.mechanism"), None);
+    }
+
+    #[test]
+    fn mutual_tls_and_the_host_name_switch_reach_librdkafka_and_the_key_never_prints() {
+        let text = r#"
+name = "job"
+[source]
+bootstrap_servers = "b-1.msk.example.com:9094"
+topic_pattern = "^orders$"
+security_protocol = "SSL"
+ssl_certificate_pem = "-----BEGIN CERTIFICATE-----\ncert\n-----END CERTIFICATE-----"
+ssl_key_pem = "${KEY}"
+ssl_verify_hostname = false
+"#;
+        let key = "-----BEGIN PRIVATE KEY-----\nkey-7731\n-----END PRIVATE KEY-----";
+        let job = topicberg_core::JobConfig::from_toml_str(text, |v| {
+            (v == "KEY").then(|| key.to_string())
+        })
+        .unwrap();
+        let connection = KafkaConnection::from_source(&job.source);
+        let c = connection.client_config();
+        assert_eq!(c.get("security.protocol"), Some("SSL"));
+        assert!(c.get("ssl.certificate.pem").unwrap().contains("cert"));
+        assert_eq!(c.get("ssl.key.pem"), Some(key));
+        assert_eq!(c.get("ssl.endpoint.identification.algorithm"), Some("none"));
+        assert_eq!(c.get("sasl.mechanism"), None);
+        assert!(!format!("{connection:?}").contains("key-7731"));
+    }
+
+    #[test]
+    fn oauthbearer_maps_to_librdkafkas_oidc_client() {
+        let text = r#"
+name = "job"
+[source]
+bootstrap_servers = "pkc-1.confluent.cloud:9092"
+topic_pattern = "^orders$"
+security_protocol = "SASL_SSL"
+sasl_mechanism = "OAUTHBEARER"
+oauth_token_endpoint = "https://idp.example.com/token"
+oauth_client_id = "topicberg"
+oauth_client_secret = "${SECRET}"
+oauth_scope = "kafka"
+"#;
+        let job = topicberg_core::JobConfig::from_toml_str(text, |v| {
+            (v == "SECRET").then(|| "oauth-secret-3301".to_string())
+        })
+        .unwrap();
+        let connection = KafkaConnection::from_source(&job.source);
+        let c = connection.client_config();
+        assert_eq!(c.get("sasl.mechanism"), Some("OAUTHBEARER"));
+        assert_eq!(c.get("sasl.oauthbearer.method"), Some("oidc"));
+        assert_eq!(
+            c.get("sasl.oauthbearer.token.endpoint.url"),
+            Some("https://idp.example.com/token")
+        );
+        assert_eq!(c.get("sasl.oauthbearer.client.id"), Some("topicberg"));
+        assert_eq!(
+            c.get("sasl.oauthbearer.client.secret"),
+            Some("oauth-secret-3301")
+        );
+        assert_eq!(c.get("sasl.oauthbearer.scope"), Some("kafka"));
+        assert_eq!(c.get("sasl.username"), None);
+        assert!(!format!("{connection:?}").contains("oauth-secret-3301"));
+        // librdkafka accepts the settings (it was built with OIDC support).
+        let created: Result<rdkafka::producer::BaseProducer, _> = c.create();
+        assert!(created.is_ok(), "{:?}", created.err());
     }
 }

@@ -6,8 +6,15 @@ pub enum KafkaErrorKind {
     /// No broker answered within the deadline (wrong address, broker down,
     /// listener not advertised to us).
     Unreachable,
-    /// The broker answered but refused our credentials.
+    /// The broker answered but refused our credentials (SASL), or the
+    /// OAUTHBEARER token endpoint refused the client.
     Authentication,
+    /// The TLS handshake failed: the broker's certificate was not trusted
+    /// (unknown CA, expired, issued for another host), the broker refused
+    /// our client certificate, or the listener does not speak TLS.
+    Tls,
+    /// Logged in, but the ACLs deny the principal a topic or the group.
+    Authorization,
     /// Our settings are invalid (rejected by the client before any I/O).
     Config,
     /// The consumer group has members (another consumer subscribed with the

@@ -21,9 +21,13 @@ pub mod offsets;
 pub mod ping;
 pub mod registry;
 mod retention;
+mod tls_errors;
+mod tls_probe;
 pub mod topics;
 
-pub use connection::{KafkaConnection, SaslMechanism, SecurityProtocol};
+pub use connection::{
+    ClientCertificate, KafkaConnection, OAuthClient, SaslMechanism, SecurityProtocol,
+};
 pub use drain::{
     drain, drain_checked, DrainError, DrainSettings, DrainedPartition, PartitionRange,
 };

@@ -58,14 +58,12 @@ pub fn read_partition_states(
             tpl.add_partition(&topic.name, p);
         }
     }
-    let committed = with_coordinator_retries(|| consumer.committed_offsets(tpl.clone(), timeout))
+    let committed = with_coordinator_retries(|| committed_offsets(&consumer, &tpl, timeout))
         .map_err(|e| {
-        KafkaError::new(
-            KafkaErrorKind::Broker,
-            format!("reading committed offsets of consumer group {group}"),
-            e,
-        )
-    })?;
+            let context = format!("reading committed offsets of consumer group {group}");
+            group_refused(connection, group, &context, &e)
+                .unwrap_or_else(|| KafkaError::new(KafkaErrorKind::Broker, context, e))
+        })?;
     let mut states = Vec::new();
     for topic in topics {
         for &partition in &topic.partitions {
@@ -94,6 +92,41 @@ pub fn read_partition_states(
         }
     }
     Ok(states)
+}
+
+/// The group's committed offsets of `tpl`, asked in short attempts until
+/// `timeout`; between attempts the consumer's queue is read, where
+/// librdkafka reports a coordinator lookup the ACLs refused
+/// (`GROUP_AUTHORIZATION_FAILED`, returned at once: the request itself would
+/// only time out).
+fn committed_offsets(
+    consumer: &BaseConsumer,
+    tpl: &TopicPartitionList,
+    timeout: Duration,
+) -> Result<TopicPartitionList, rdkafka::error::KafkaError> {
+    use rdkafka::types::RDKafkaErrorCode;
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let attempt = left.min(Duration::from_millis(500));
+        match consumer.committed_offsets(tpl.clone(), attempt) {
+            Ok(committed) => return Ok(committed),
+            Err(e) => {
+                while let Some(event) = consumer.poll(Duration::ZERO) {
+                    if let Err(background) = event {
+                        let code = background.rdkafka_error_code();
+                        if code == Some(RDKafkaErrorCode::GroupAuthorizationFailed) {
+                            return Err(background);
+                        }
+                    }
+                }
+                let timed_out = e.rdkafka_error_code() == Some(RDKafkaErrorCode::OperationTimedOut);
+                if !timed_out || std::time::Instant::now() >= deadline {
+                    return Err(e);
+                }
+            }
+        }
+    }
 }
 
 /// Commits `next_offsets` (the offset of the next message to read, per
@@ -125,13 +158,35 @@ pub fn commit_group_offsets(
                 ),
             )
         } else {
-            KafkaError::new(
-                KafkaErrorKind::Broker,
-                format!("committing offsets of consumer group {group}"),
-                e,
-            )
+            let context = format!("committing offsets of consumer group {group}");
+            group_refused(connection, group, &context, &e)
+                .unwrap_or_else(|| KafkaError::new(KafkaErrorKind::Broker, context, e))
         }
     })
+}
+
+/// An [`KafkaErrorKind::Authorization`] error when the ACLs refuse the
+/// group (`GROUP_AUTHORIZATION_FAILED`), with the fix.
+fn group_refused(
+    connection: &KafkaConnection,
+    group: &str,
+    context: &str,
+    err: &rdkafka::error::KafkaError,
+) -> Option<KafkaError> {
+    use rdkafka::types::RDKafkaErrorCode;
+    if err.rdkafka_error_code() != Some(RDKafkaErrorCode::GroupAuthorizationFailed) {
+        return None;
+    }
+    Some(KafkaError::new(
+        KafkaErrorKind::Authorization,
+        context,
+        format!(
+            "not authorized: the cluster's ACLs do not let {} use consumer group {group} \
+             (GROUP_AUTHORIZATION_FAILED); ask the cluster's admin to allow READ and DESCRIBE \
+             on group {group} for this principal, or set consumer_group to a group it may use",
+            crate::topics::principal(connection)
+        ),
+    ))
 }
 
 /// Whether an offset commit was refused because the group has members

@@ -21,7 +21,8 @@ pub struct BrokerMetadata {
 }
 
 /// Remembers the most telling error librdkafka reported in the background
-/// (authentication failures arrive there, not as the request's result).
+/// (authentication and TLS failures arrive there, not as the request's
+/// result): a decisive one (see [`Failure::of`]) is never replaced.
 #[derive(Default)]
 pub(crate) struct ErrorRecordingContext {
     last: Mutex<Option<(RDKafkaErrorCode, String)>>,
@@ -31,25 +32,97 @@ impl ErrorRecordingContext {
     pub(crate) fn last_error(&self) -> Option<(RDKafkaErrorCode, String)> {
         self.last.lock().map(|g| g.clone()).unwrap_or(None)
     }
-}
 
-impl ClientContext for ErrorRecordingContext {
-    fn error(&self, error: RdKafkaError, reason: &str) {
-        let code = error.rdkafka_error_code().unwrap_or(RDKafkaErrorCode::Fail);
+    /// The decisive failure seen so far, if any.
+    pub(crate) fn failure(&self) -> Option<Failure> {
+        self.last_error()
+            .and_then(|(code, reason)| Failure::of(code, &reason))
+    }
+
+    fn record(&self, code: RDKafkaErrorCode, reason: &str) {
         if let Ok(mut last) = self.last.lock() {
-            // An authentication failure is the most useful thing to report;
-            // don't let a later "all brokers down" hide it.
-            let keep = matches!(last.as_ref(), Some((RDKafkaErrorCode::Authentication, _)))
-                && code != RDKafkaErrorCode::Authentication;
+            let keep = last
+                .as_ref()
+                .is_some_and(|(c, r)| Failure::of(*c, r).is_some());
             if !keep {
                 *last = Some((code, reason.to_string()));
             }
         }
     }
+}
 
-    fn log(&self, _level: rdkafka::config::RDKafkaLogLevel, _fac: &str, _log_message: &str) {
-        // Errors are reported through `error` and our results; librdkafka's
-        // own log lines (one per failed connect attempt) stay out of the way.
+impl ClientContext for ErrorRecordingContext {
+    fn error(&self, error: RdKafkaError, reason: &str) {
+        let code = error.rdkafka_error_code().unwrap_or(RDKafkaErrorCode::Fail);
+        self.record(code, reason);
+    }
+
+    fn log(&self, _level: rdkafka::config::RDKafkaLogLevel, fac: &str, log_message: &str) {
+        // librdkafka's own log lines (one per failed connect attempt) stay
+        // out of the way; a TLS or SASL failure in them is kept, as it may
+        // come before (or instead of) the error event.
+        if matches!(fac, "FAIL" | "SASL" | "OIDC" | "SSL" | "OAUTHBEARER") {
+            if let Some(failure) = Failure::of(RDKafkaErrorCode::Fail, log_message) {
+                self.record(failure.code(), log_message);
+            }
+        }
+    }
+}
+
+/// A failure that waiting will not mend: report it at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Failure {
+    /// SASL login refused, or no OAUTHBEARER token.
+    Authentication,
+    /// The broker's certificate was not accepted.
+    ServerCertificate,
+    /// The broker refused our client certificate (or wanted one).
+    ClientCertificate,
+    /// Another TLS handshake failure (e.g. not a TLS listener).
+    Tls,
+}
+
+impl Failure {
+    /// Classifies librdkafka's error code and text.
+    pub(crate) fn of(code: RDKafkaErrorCode, reason: &str) -> Option<Failure> {
+        let r = reason.to_ascii_lowercase();
+        if code == RDKafkaErrorCode::Authentication
+            || r.contains("sasl authentication error")
+            || r.contains("oauthbearer token")
+            || r.contains("oidc")
+        {
+            return Some(Failure::Authentication);
+        }
+        if r.contains("certificate verify failed") {
+            return Some(Failure::ServerCertificate);
+        }
+        // TLS alerts a broker sends about our certificate: bad certificate
+        // (42), certificate expired (45), certificate unknown (46), unknown
+        // CA (48), certificate required (116).
+        if [
+            "alert number 42",
+            "alert number 45",
+            "alert number 46",
+            "alert number 48",
+            "alert number 116",
+        ]
+        .iter()
+        .any(|a| r.contains(a))
+            || r.contains("certificate required")
+        {
+            return Some(Failure::ClientCertificate);
+        }
+        if code == RDKafkaErrorCode::SSL || r.contains("ssl handshake failed") {
+            return Some(Failure::Tls);
+        }
+        None
+    }
+
+    fn code(self) -> RDKafkaErrorCode {
+        match self {
+            Failure::Authentication => RDKafkaErrorCode::Authentication,
+            _ => RDKafkaErrorCode::SSL,
+        }
     }
 }
 
@@ -96,23 +169,35 @@ pub(crate) fn fetch_metadata(
     timeout: Duration,
     context: &str,
 ) -> Result<Metadata, KafkaError> {
+    fetch_metadata_of(connection, None, timeout, context)
+}
+
+/// [`fetch_metadata`] of one topic (`Some`), or of every topic (`None`).
+pub(crate) fn fetch_metadata_of(
+    connection: &KafkaConnection,
+    topic: Option<&str>,
+    timeout: Duration,
+    context: &str,
+) -> Result<Metadata, KafkaError> {
     // A producer handle serves librdkafka's background events (where
     // authentication failures arrive) whenever it is polled.
     let producer: BaseProducer<ErrorRecordingContext> = connection
         .client_config()
+        // Asking for one topic must never create it.
+        .set("allow.auto.create.topics", "false")
         .create_with_context(ErrorRecordingContext::default())
         .map_err(|e| KafkaError::new(KafkaErrorKind::Config, context, e))?;
     let deadline = Instant::now() + timeout;
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         let attempt = left.min(Duration::from_millis(500));
-        match producer.client().fetch_metadata(None, attempt) {
+        match producer.client().fetch_metadata(topic, attempt) {
             Ok(metadata) => return Ok(metadata),
             Err(err) => {
                 producer.poll(Duration::ZERO);
-                let background = producer.context().last_error();
-                let auth_failed = matches!(background, Some((RDKafkaErrorCode::Authentication, _)));
-                if auth_failed || Instant::now() >= deadline {
+                let decisive = producer.context().failure().is_some();
+                if decisive || Instant::now() >= deadline {
+                    let background = producer.context().last_error();
                     return Err(classify(connection, context, timeout, err, background));
                 }
             }
@@ -120,7 +205,7 @@ pub(crate) fn fetch_metadata(
     }
 }
 
-fn classify(
+pub(crate) fn classify(
     connection: &KafkaConnection,
     context: &str,
     timeout: Duration,
@@ -128,21 +213,28 @@ fn classify(
     background: Option<(RDKafkaErrorCode, String)>,
 ) -> KafkaError {
     let bootstrap = &connection.bootstrap_servers;
-    match background {
-        Some((RDKafkaErrorCode::Authentication, reason)) => KafkaError::new(
+    let Some((code, reason)) = background else {
+        return KafkaError::new(
+            KafkaErrorKind::Unreachable,
+            context,
+            format!("no broker at {bootstrap} answered within {timeout:?}: {err}"),
+        );
+    };
+    match Failure::of(code, &reason) {
+        Some(Failure::Authentication) => KafkaError::new(
             KafkaErrorKind::Authentication,
             context,
             authentication_failed(connection, &reason),
         ),
-        Some((_, reason)) => KafkaError::new(
-            KafkaErrorKind::Unreachable,
+        Some(failure) => KafkaError::new(
+            KafkaErrorKind::Tls,
             context,
-            format!("no broker at {bootstrap} answered within {timeout:?}: {reason}"),
+            crate::tls_errors::tls_failed(connection, failure, &reason),
         ),
         None => KafkaError::new(
             KafkaErrorKind::Unreachable,
             context,
-            format!("no broker at {bootstrap} answered within {timeout:?}: {err}"),
+            format!("no broker at {bootstrap} answered within {timeout:?}: {reason}"),
         ),
     }
 }
@@ -152,6 +244,15 @@ fn classify(
 fn authentication_failed(connection: &KafkaConnection, reason: &str) -> String {
     let bootstrap = &connection.bootstrap_servers;
     let protocol = connection.security_protocol.as_str();
+    if let Some(oauth) = &connection.oauth {
+        return format!(
+            "authentication failed with mechanism OAUTHBEARER for client \"{}\" on bootstrap \
+             {bootstrap} ({protocol}): {reason}; check oauth_client_id, oauth_client_secret and \
+             oauth_scope (the token endpoint {} must grant them a token), and that the brokers \
+             accept its tokens (issuer, audience)",
+            oauth.client_id, oauth.token_endpoint
+        );
+    }
     match &connection.sasl {
         Some(sasl) => format!(
             "authentication failed for user \"{}\" with mechanism {} on bootstrap {bootstrap} \

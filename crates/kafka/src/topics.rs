@@ -63,9 +63,88 @@ pub fn select_topics(
             selection.skipped.push(name.to_string());
         }
     }
+    // A topic the pattern names outright but the listing left out may be
+    // one the ACLs hide: ask for it by name, so that a refusal is named.
+    for name in literal_topics(pattern.as_str()) {
+        let listed = metadata.topics().iter().any(|t| t.name() == name);
+        if !listed {
+            refused_topic(connection, &name, timeout)?;
+        }
+    }
     selection.selected.sort_by(|a, b| a.name.cmp(&b.name));
     selection.skipped.sort();
     Ok(selection)
+}
+
+/// An error when the cluster refuses to describe `name` to these
+/// credentials (`TOPIC_AUTHORIZATION_FAILED`); nothing when it is simply
+/// missing.
+fn refused_topic(
+    connection: &KafkaConnection,
+    name: &str,
+    timeout: Duration,
+) -> Result<(), KafkaError> {
+    let context = format!("describing topic {name}");
+    let metadata = crate::ping::fetch_metadata_of(connection, Some(name), timeout, &context)?;
+    let refused = metadata.topics().iter().any(|t| {
+        t.name() == name
+            && t.error().map(rdkafka::types::RDKafkaErrorCode::from)
+                == Some(rdkafka::types::RDKafkaErrorCode::TopicAuthorizationFailed)
+    });
+    if refused {
+        return Err(KafkaError::new(
+            KafkaErrorKind::Authorization,
+            context,
+            format!(
+                "not authorized: the cluster's ACLs do not let {} describe topic {name} \
+                 (TOPIC_AUTHORIZATION_FAILED); ask the cluster's admin to allow DESCRIBE and \
+                 READ on topic {name} for this principal, or leave the topic out of \
+                 topic_pattern",
+                principal(connection)
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The principal the connection logs in as, in words.
+pub(crate) fn principal(connection: &KafkaConnection) -> String {
+    if let Some(sasl) = &connection.sasl {
+        return format!("user \"{}\"", sasl.username);
+    }
+    if let Some(oauth) = &connection.oauth {
+        return format!("OAuth client \"{}\"", oauth.client_id);
+    }
+    if connection.client_certificate.is_some() {
+        return "the client certificate's principal".to_string();
+    }
+    "this client".to_string()
+}
+
+/// The topic names a pattern spells out in full: `^orders$`,
+/// `^(customers|orders)$` (dots escaped as `\.`); none for any other
+/// pattern.
+fn literal_topics(pattern: &str) -> Vec<String> {
+    let Some(inner) = pattern.strip_prefix('^').and_then(|p| p.strip_suffix('$')) else {
+        return Vec::new();
+    };
+    let inner = inner
+        .strip_prefix('(')
+        .and_then(|p| p.strip_suffix(')'))
+        .unwrap_or(inner);
+    let mut names = Vec::new();
+    for alternative in inner.split('|') {
+        let name = alternative.replace("\\.", ".").replace("\\-", "-");
+        let literal = !name.is_empty()
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+        if !literal {
+            return Vec::new();
+        }
+        names.push(name);
+    }
+    names
 }
 
 /// The pattern is applied as the user wrote it: `^orders$` matches one
@@ -88,5 +167,17 @@ mod tests {
         assert!(pattern_matches_whole(&prefix, "orders_v2"));
         let nothing = Regex::new("^nothing_here$").unwrap();
         assert!(!pattern_matches_whole(&nothing, "customers"));
+    }
+
+    #[test]
+    fn literal_topics_are_only_the_names_a_pattern_spells_out() {
+        assert_eq!(literal_topics("^orders$"), ["orders"]);
+        assert_eq!(
+            literal_topics("^(customers|orders\\.v2)$"),
+            ["customers", "orders.v2"]
+        );
+        assert!(literal_topics("^orders").is_empty());
+        assert!(literal_topics("^(orders|pay.*)$").is_empty());
+        assert!(literal_topics("orders").is_empty());
     }
 }

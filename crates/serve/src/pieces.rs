@@ -31,7 +31,12 @@ impl PieceKind {
     /// The fields that hold secrets (write-only in the API).
     pub fn secrets(self) -> &'static [&'static str] {
         match self {
-            Self::Source => &["sasl_password", "schema_registry_password"],
+            Self::Source => &[
+                "sasl_password",
+                "ssl_key_pem",
+                "oauth_client_secret",
+                "schema_registry_password",
+            ],
             Self::Destination => &["credential", "token", "s3_secret_key", "azure_access_key"],
         }
     }
@@ -125,7 +130,8 @@ fn keeps_secret(value: Option<&Value>) -> bool {
 fn secret_endpoints(kind: PieceKind) -> &'static [(&'static str, &'static [&'static str])] {
     match kind {
         PieceKind::Source => &[
-            ("bootstrap_servers", &["sasl_password"]),
+            ("bootstrap_servers", &["sasl_password", "ssl_key_pem"]),
+            ("oauth_token_endpoint", &["oauth_client_secret"]),
             ("schema_registry_url", &["schema_registry_password"]),
         ],
         PieceKind::Destination => &[

@@ -12,7 +12,9 @@ use topicberg_core::Job;
 use topicberg_iceberg::{
     CatalogErrorKind, Column, ColumnType, Destination, IcebergErrorKind, TableHandle,
 };
-use topicberg_kafka::{ping, select_topics, KafkaConnection, KafkaErrorKind};
+use topicberg_kafka::{
+    ping, read_partition_states, select_topics, KafkaConnection, KafkaErrorKind,
+};
 
 use crate::destination::{connect_destination, iceberg_format};
 
@@ -92,8 +94,9 @@ async fn kafka_steps(job: &Job) -> (Vec<CheckStep>, Option<Vec<String>>) {
         )),
         Err(e) => {
             let hint = match e.kind {
-                // The error itself names the user, mechanism and fields.
-                KafkaErrorKind::Authentication => "",
+                // The error itself names the user, mechanism, the TLS
+                // cause and the fields to fix.
+                KafkaErrorKind::Authentication | KafkaErrorKind::Tls => "",
                 KafkaErrorKind::Unreachable => {
                     " (check bootstrap_servers and that the brokers advertise an address this machine can reach)"
                 }
@@ -121,6 +124,27 @@ async fn kafka_steps(job: &Job) -> (Vec<CheckStep>, Option<Vec<String>>) {
                     names.join(", ")
                 )),
             ));
+            if !selection.selected.is_empty() {
+                // The group's committed offsets and the watermarks, as the
+                // sync reads them: the group's and the topics' ACLs.
+                let group = job.consumer_group.clone();
+                let read = tokio::task::spawn_blocking(move || {
+                    read_partition_states(&connection, &group, &selection.selected, PING_TIMEOUT)
+                        .map(|states| states.len())
+                })
+                .await
+                .expect("offsets thread");
+                steps.push(CheckStep::new(
+                    "consumer group",
+                    read.map(|n| {
+                        format!(
+                            "group {} and {n} partition(s)' offsets readable",
+                            job.consumer_group
+                        )
+                    })
+                    .map_err(|e| e.to_string()),
+                ));
+            }
             (steps, Some(names))
         }
         Err(e) => {

@@ -17,6 +17,12 @@ pub fn security_protocol() -> SecurityProtocol {
     SecurityProtocol::Plaintext
 }
 
+/// `source.ssl_verify_hostname`: the broker's certificate must name the
+/// host connected to.
+pub fn ssl_verify_hostname() -> bool {
+    true
+}
+
 /// `source.max_threads`: partitions read in parallel.
 pub fn max_threads() -> usize {
     4

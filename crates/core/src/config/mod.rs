@@ -34,8 +34,11 @@ mod tests_engines;
 mod tests_errors;
 #[cfg(test)]
 mod tests_registry;
+#[cfg(test)]
+mod tests_security;
 mod unknown;
 mod validate;
+mod validate_security;
 
 use std::path::{Path, PathBuf};
 

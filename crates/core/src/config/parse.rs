@@ -8,6 +8,7 @@ use toml::de::{DeTable, DeValue, Deserializer};
 
 use super::interpolate::{interpolate, InterpolationError};
 use super::{defaults, unknown, validate, CatalogKind, ConfigError, ConfigProblem, JobConfig};
+use crate::Secret;
 
 type Env<'a> = &'a dyn Fn(&str) -> Option<String>;
 
@@ -174,10 +175,30 @@ fn resolve(config: &mut JobConfig, base: Option<&Path>) -> Vec<ConfigProblem> {
         ("destination.ca_pem", &mut config.destination.ca_pem),
     ] {
         if let Some(text) = value.as_deref() {
-            match pem_text(text, base) {
+            match pem_text(text, base, "CA certificate") {
                 Ok(pem) => *value = Some(pem),
                 Err(message) => problems.push(ConfigProblem::new(field, message)),
             }
+        }
+    }
+    if let Some(text) = config.source.ssl_certificate_pem.as_deref() {
+        match pem_text(text, base, "client certificate") {
+            Ok(pem) => config.source.ssl_certificate_pem = Some(pem),
+            Err(message) => {
+                problems.push(ConfigProblem::new("source.ssl_certificate_pem", message))
+            }
+        }
+    }
+    if let Some(key) = &config.source.ssl_key_pem {
+        // The message never quotes the value: it may be the key itself.
+        match pem_text(key.expose(), base, "private key") {
+            Ok(pem) => config.source.ssl_key_pem = Some(Secret::from(pem)),
+            Err(_) => problems.push(ConfigProblem::new(
+                "source.ssl_key_pem",
+                "is neither PEM text (a -----BEGIN PRIVATE KEY----- block) nor a readable PEM \
+                 file (its value is not shown); give the key's PEM text or fix the path \
+                 (relative to the job file's folder)",
+            )),
         }
     }
     if config.destination.catalog == CatalogKind::Sql {
@@ -193,7 +214,7 @@ fn resolve(config: &mut JobConfig, base: Option<&Path>) -> Vec<ConfigProblem> {
 
 /// A CA setting's PEM text: the value itself when it holds a `-----BEGIN`
 /// line, else the text of the file it names (relative to `base`).
-fn pem_text(value: &str, base: Option<&Path>) -> Result<String, String> {
+fn pem_text(value: &str, base: Option<&Path>, what: &str) -> Result<String, String> {
     if value.contains("-----BEGIN") {
         return Ok(value.to_string());
     }
@@ -201,8 +222,8 @@ fn pem_text(value: &str, base: Option<&Path>) -> Result<String, String> {
     match std::fs::read_to_string(&path) {
         Ok(pem) if pem.contains("-----BEGIN") => Ok(pem),
         Ok(_) => Err(format!(
-            "{} holds no PEM certificate (no -----BEGIN line); \
-             give the CA certificate's PEM text or the path of its .pem file",
+            "{} holds no PEM {what} (no -----BEGIN line); \
+             give the {what}'s PEM text or the path of its .pem file",
             path.display()
         )),
         Err(e) => Err(format!(

@@ -62,6 +62,10 @@ pub enum SaslMechanism {
     /// Salted challenge-response with SHA-512.
     #[serde(rename = "SCRAM-SHA-512")]
     ScramSha512,
+    /// An OAuth 2.0 access token (a JWT) from `oauth_token_endpoint` by the
+    /// client-credentials grant, fetched again before it expires.
+    #[serde(rename = "OAUTHBEARER")]
+    OAuthBearer,
 }
 
 impl SaslMechanism {
@@ -71,6 +75,7 @@ impl SaslMechanism {
             Self::Plain => "PLAIN",
             Self::ScramSha256 => "SCRAM-SHA-256",
             Self::ScramSha512 => "SCRAM-SHA-512",
+            Self::OAuthBearer => "OAUTHBEARER",
         }
     }
 }
@@ -93,13 +98,15 @@ pub struct SourceConfig {
     /// Transport and authentication layer.
     #[serde(default)]
     pub security_protocol: SecurityProtocol,
-    /// SASL mechanism; required with `SASL_PLAINTEXT` and `SASL_SSL`.
+    /// SASL mechanism; required with `SASL_PLAINTEXT` and `SASL_SSL`:
+    /// `PLAIN`, `SCRAM-SHA-256`, `SCRAM-SHA-512` or `OAUTHBEARER`.
     #[serde(default)]
     pub sasl_mechanism: Option<SaslMechanism>,
-    /// SASL username; required with a SASL protocol.
+    /// SASL username; required with a SASL protocol (not with `OAUTHBEARER`).
     #[serde(default, deserialize_with = "empty_as_none")]
     pub sasl_username: Option<String>,
-    /// SASL password; required with a SASL protocol; never printed.
+    /// SASL password; required with a SASL protocol (not with
+    /// `OAUTHBEARER`); never printed.
     #[serde(default, deserialize_with = "secret_or_none")]
     pub sasl_password: Option<Secret>,
     /// CA certificate(s) that signed the brokers' certificates, for `SSL`
@@ -107,6 +114,44 @@ pub struct SourceConfig {
     /// job file's folder). After loading, always the PEM text.
     #[serde(default, deserialize_with = "empty_as_none")]
     pub ssl_ca_pem: Option<String>,
+    /// The client certificate for mutual TLS (a listener that requires one,
+    /// e.g. Amazon MSK's TLS authentication): PEM text (the certificate,
+    /// then any intermediates), or a path to a PEM file (relative to the
+    /// job file's folder); set together with `ssl_key_pem`. After loading,
+    /// always the PEM text.
+    #[serde(default, deserialize_with = "empty_as_none")]
+    pub ssl_certificate_pem: Option<String>,
+    /// The client certificate's private key, unencrypted PEM (`BEGIN
+    /// PRIVATE KEY` or `BEGIN RSA PRIVATE KEY`): the text, or a path to the
+    /// file; never printed. After loading, always the PEM text.
+    #[serde(default, deserialize_with = "secret_or_none")]
+    pub ssl_key_pem: Option<Secret>,
+    /// Whether the broker's certificate must be issued for the host name
+    /// the client connects to (librdkafka's
+    /// `ssl.endpoint.identification.algorithm = https`). On by default;
+    /// `false` accepts a certificate for any name the CA signed, which lets
+    /// anyone with such a certificate pose as the broker: only for brokers
+    /// reached by an address their certificate does not name (an IP, a
+    /// tunnel).
+    #[serde(default = "defaults::ssl_verify_hostname")]
+    pub ssl_verify_hostname: bool,
+    /// `OAUTHBEARER`: the OAuth 2.0 token endpoint (`https://.../token`)
+    /// that grants a token for `oauth_client_id` and `oauth_client_secret`
+    /// (client-credentials grant). The token is fetched again before it
+    /// expires.
+    #[serde(default, deserialize_with = "empty_as_none")]
+    pub oauth_token_endpoint: Option<String>,
+    /// `OAUTHBEARER`: the client id sent to `oauth_token_endpoint`.
+    #[serde(default, deserialize_with = "empty_as_none")]
+    pub oauth_client_id: Option<String>,
+    /// `OAUTHBEARER`: the client secret sent to `oauth_token_endpoint`;
+    /// never printed.
+    #[serde(default, deserialize_with = "secret_or_none")]
+    pub oauth_client_secret: Option<Secret>,
+    /// `OAUTHBEARER`: the scope asked of `oauth_token_endpoint`
+    /// (space-separated; unset: none is asked).
+    #[serde(default, deserialize_with = "empty_as_none")]
+    pub oauth_scope: Option<String>,
     /// How many partitions are read in parallel.
     #[serde(default = "defaults::max_threads")]
     pub max_threads: usize,
@@ -154,6 +199,13 @@ impl Default for SourceConfig {
             sasl_username: None,
             sasl_password: None,
             ssl_ca_pem: None,
+            ssl_certificate_pem: None,
+            ssl_key_pem: None,
+            ssl_verify_hostname: defaults::ssl_verify_hostname(),
+            oauth_token_endpoint: None,
+            oauth_client_id: None,
+            oauth_client_secret: None,
+            oauth_scope: None,
             max_threads: defaults::max_threads(),
             schema_registry_url: None,
             schema_registry_username: None,

@@ -97,55 +97,7 @@ fn source(config: &JobConfig, out: &mut Vec<ConfigProblem>) {
         ),
         None => {}
     }
-    let protocol = s.security_protocol.as_str();
-    if s.security_protocol.uses_sasl() {
-        if s.sasl_mechanism.is_none() {
-            push(
-                out,
-                "source.sasl_mechanism",
-                format!("is required with security_protocol = \"{protocol}\"; set it to \"PLAIN\", \"SCRAM-SHA-256\" or \"SCRAM-SHA-512\""),
-            );
-        }
-        if s.sasl_username.is_none() {
-            push(
-                out,
-                "source.sasl_username",
-                format!(
-                    "is required with security_protocol = \"{protocol}\"; set the SASL user name"
-                ),
-            );
-        }
-        if s.sasl_password.is_none() {
-            push(
-                out,
-                "source.sasl_password",
-                format!("is required with security_protocol = \"{protocol}\"; set sasl_password = \"${{KAFKA_PASSWORD}}\" and export KAFKA_PASSWORD"),
-            );
-        }
-    } else {
-        let set: Vec<&str> = [
-            ("sasl_mechanism", s.sasl_mechanism.is_some()),
-            ("sasl_username", s.sasl_username.is_some()),
-            ("sasl_password", s.sasl_password.is_some()),
-        ]
-        .into_iter()
-        .filter_map(|(name, is_set)| is_set.then_some(name))
-        .collect();
-        if !set.is_empty() {
-            push(
-                out,
-                "source.security_protocol",
-                format!("is \"{protocol}\", which does not use {}; set security_protocol = \"SASL_PLAINTEXT\" or \"SASL_SSL\", or remove them", set.join(", ")),
-            );
-        }
-    }
-    if s.ssl_ca_pem.is_some() && !s.security_protocol.uses_tls() {
-        push(
-            out,
-            "source.ssl_ca_pem",
-            format!("is set but security_protocol = \"{protocol}\" does not use TLS; set security_protocol = \"SSL\" or \"SASL_SSL\", or remove ssl_ca_pem"),
-        );
-    }
+    super::validate_security::security(s, out);
     if s.max_threads == 0 {
         push(
             out,

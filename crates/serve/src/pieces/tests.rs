@@ -281,3 +281,67 @@ fn a_registry_url_with_a_password_is_refused_and_shown_redacted() {
     let shown = redact(PieceKind::Source, &source);
     assert_eq!(shown["schema_registry_url"], "https://key:***@sr:8081");
 }
+
+#[test]
+fn the_client_key_and_oauth_secret_are_write_only_and_exported_as_placeholders() {
+    let key = "-----BEGIN PRIVATE KEY-----\nkey-s3cr3t\n-----END PRIVATE KEY-----\n";
+    let stored = piece(json!({
+        "bootstrap_servers": "b:9094", "topic_pattern": "^orders$",
+        "security_protocol": "SASL_SSL", "sasl_mechanism": "OAUTHBEARER",
+        "oauth_token_endpoint": "https://idp/token", "oauth_client_id": "topicberg",
+        "oauth_client_secret": "oauth-s3cr3t", "oauth_scope": "kafka",
+        "ssl_certificate_pem": "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n",
+        "ssl_key_pem": key, "ssl_verify_hostname": false,
+    }));
+    validate_piece(PieceKind::Source, &stored).unwrap();
+    let shown = redact(PieceKind::Source, &stored);
+    assert_eq!(shown["ssl_key_pem"], json!({"set": true}));
+    assert_eq!(shown["oauth_client_secret"], json!({"set": true}));
+    let text = serde_json::to_string(&shown).unwrap();
+    assert!(
+        !text.contains("key-s3cr3t") && !text.contains("oauth-s3cr3t"),
+        "{text}"
+    );
+    let kept = merge_secrets(PieceKind::Source, Some(&stored), shown.clone()).unwrap();
+    assert_eq!(
+        kept, stored,
+        "a form sending back what it was shown keeps it all"
+    );
+    // A secret does not follow its endpoint to another address.
+    let mut moved = shown;
+    moved.insert(
+        "oauth_token_endpoint".into(),
+        json!("https://elsewhere/token"),
+    );
+    assert!(merge_secrets(PieceKind::Source, Some(&stored), moved).is_err());
+
+    let job = JobPieces {
+        name: "j",
+        target_engines: &[],
+        namespace: None,
+        source: &stored,
+        destination: &Piece::new(),
+        sync: &Piece::new(),
+        streams: &[],
+    };
+    let exported = assemble_job_toml(&job, Secrets::Placeholders).unwrap();
+    assert!(!exported.contains("key-s3cr3t"), "{exported}");
+    assert!(!exported.contains("oauth-s3cr3t"), "{exported}");
+    assert!(
+        exported.contains("${TOPICBERG_SOURCE_SSL_KEY_PEM}"),
+        "{exported}"
+    );
+    assert!(
+        exported.contains("${TOPICBERG_SOURCE_OAUTH_CLIENT_SECRET}"),
+        "{exported}"
+    );
+    let split = split_job_toml(&exported).unwrap();
+    assert!(!split.source.contains_key("ssl_key_pem"));
+    assert_eq!(
+        split.source["ssl_certificate_pem"],
+        stored["ssl_certificate_pem"]
+    );
+    assert_eq!(split.source["ssl_verify_hostname"], false);
+    assert_eq!(split.source["oauth_token_endpoint"], "https://idp/token");
+    assert_eq!(split.source["oauth_scope"], "kafka");
+}

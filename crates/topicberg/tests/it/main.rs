@@ -15,6 +15,7 @@ mod iceberg_commit_faults;
 mod iceberg_deletes;
 mod kafka_faults;
 mod kafka_smoke;
+mod kafka_tls;
 mod maintain;
 mod maintenance_by_other_engines;
 mod reader_recipes;

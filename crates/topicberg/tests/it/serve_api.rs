@@ -264,7 +264,7 @@ fn serve_api_end_to_end() {
     let t = assert_test_green(
         &client,
         &format!("/api/sources/{sid}/test"),
-        &["kafka", "topics"],
+        &["kafka", "topics", "consumer group"],
     );
     let topics_message = t["steps"][1]["message"].as_str().unwrap();
     assert!(topics_message.contains("2 topic(s) match"), "{t}");
@@ -289,7 +289,7 @@ fn serve_api_end_to_end() {
     assert_test_green(
         &client,
         &format!("/api/sources/{sid}/test"),
-        &["kafka", "topics"],
+        &["kafka", "topics", "consumer group"],
     );
 
     // A wrong password is a red test naming the step, not the password.

@@ -156,6 +156,13 @@ async fn browse(
         "Consumer group",
         "Max threads",
         "CA certificate",
+        "Client certificate",
+        "Client certificate key",
+        "Check the brokers' host names",
+        "OAuth token endpoint",
+        "OAuth client id",
+        "OAuth client secret",
+        "OAuth scope",
         "Schema registry URL",
         "Registry password",
     ] {
