@@ -323,6 +323,7 @@ fn the_client_key_and_oauth_secret_are_write_only_and_exported_as_placeholders()
         destination: &Piece::new(),
         sync: &Piece::new(),
         streams: &[],
+        maintain: &Piece::new(),
     };
     let exported = assemble_job_toml(&job, Secrets::Placeholders).unwrap();
     assert!(!exported.contains("key-s3cr3t"), "{exported}");
