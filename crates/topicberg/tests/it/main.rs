@@ -16,6 +16,7 @@ mod iceberg_deletes;
 mod kafka_faults;
 mod kafka_smoke;
 mod maintain;
+mod maintain_random;
 mod maintenance_by_other_engines;
 mod reader_recipes;
 mod readers_smoke;

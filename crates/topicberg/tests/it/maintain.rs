@@ -7,7 +7,9 @@
 //! killed sync left, backdated past the window, is removed; a fresh
 //! unreferenced file inside the window is kept. A sync committing between
 //! a compaction's rewrite and its commit: the compaction is planned again,
-//! nothing is lost, duplicated or resurrected.
+//! nothing is lost, duplicated or resurrected. Partitioned upsert tables
+//! whose keys move between partitions: one file per partition after it,
+//! the manifests rewritten into one.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
