@@ -19,7 +19,7 @@ use serde_json::Value;
 use crate::support::{create_topic, wait_until, Job};
 use crate::testbed::{command, unique_name};
 
-const ROUNDS: usize = 7;
+const ROUNDS: usize = 8;
 const KEYS: u64 = 120;
 const MESSAGES_PER_ROUND: u64 = 150;
 
@@ -203,20 +203,37 @@ fn syncs_and_maintain_interleaved_and_killed_at_random_lose_duplicate_and_resurr
     job.sync();
     let sync_log = job.scratch_file("sync.log");
     let maintain_log = job.scratch_file("maintain.log");
+    // Every kind of round once, in a random order: (sync killed at a
+    // random named point, maintain killed (`Some(None)`: at a random one
+    // of its faults), the sync committing between the compaction's rewrite
+    // and its commit).
+    let mut scenarios: Vec<(bool, Option<Option<&str>>, bool)> = vec![
+        (false, None, true),
+        (true, None, true),
+        (false, Some(Some("before_compaction_commit")), false),
+        (false, Some(Some("after_compaction_commit")), false),
+        (false, Some(Some("random")), false),
+        (true, Some(None), false),
+        (false, None, false),
+        (true, Some(Some("random")), false),
+    ];
+    assert_eq!(scenarios.len(), ROUNDS);
+    for i in (1..scenarios.len()).rev() {
+        scenarios.swap(i, rng.below(i as u64 + 1) as usize);
+    }
     let (mut compactions, mut replans) = (0u64, 0u64);
     for round in 1..=ROUNDS {
         let batch = model.round(&mut rng);
         for topic in &topics {
             produce(topic, &batch);
         }
-        let sync_fault = (rng.below(3) == 0).then(|| SYNC_FAULTS[rng.below(5) as usize]);
-        let maintain_fault = (rng.below(3) == 0).then(|| MAINTAIN_FAULTS[rng.below(3) as usize]);
+        let (sync_faulted, maintain_fault, paused) = scenarios[round - 1];
+        let sync_fault = sync_faulted.then(|| SYNC_FAULTS[rng.below(5) as usize]);
+        let maintain_fault =
+            maintain_fault.map(|f| f.unwrap_or(MAINTAIN_FAULTS[rng.below(3) as usize]));
         // A SIGKILL at a random moment (not a named point): after this
         // many milliseconds, whatever maintain is doing.
         let maintain_kill_after = (maintain_fault == Some("random")).then(|| rng.below(2500));
-        // Half the rounds: the sync commits between the compaction's
-        // rewrite and its commit; otherwise both run freely.
-        let paused = maintain_fault.is_none() && rng.below(2) == 0;
         let mut maintain_env = Vec::new();
         if let Some(fault) = maintain_fault.filter(|f| *f != "random") {
             maintain_env.push(("TOPICBERG_FAULT".to_string(), fault.to_string()));
