@@ -316,3 +316,49 @@ impl PendingCommit for PendingManifests {
         .await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use iceberg::spec::{DataContentType, DataFileFormat, ManifestStatus, Struct};
+
+    use super::*;
+
+    fn data_file(first_row_id: Option<i64>) -> DataFile {
+        DataFileBuilder::default()
+            .content(DataContentType::Data)
+            .file_path("s3://b/t/data/a.parquet".to_string())
+            .file_format(DataFileFormat::Parquet)
+            .partition(Struct::empty())
+            .record_count(7)
+            .file_size_in_bytes(1234)
+            .partition_spec_id(3)
+            .split_offsets(Some(vec![4]))
+            .first_row_id(first_row_id)
+            .build()
+            .unwrap()
+    }
+
+    fn entry(file: DataFile, inherited: Option<i64>) -> Entry {
+        Entry {
+            file,
+            status: ManifestStatus::Existing,
+            snapshot_id: 11,
+            sequence_number: 5,
+            file_sequence_number: 4,
+            spec_id: 3,
+            first_row_id: inherited,
+        }
+    }
+
+    #[test]
+    fn an_inherited_first_row_id_is_written_out_and_nothing_else_changes() {
+        let carried = with_row_ids(&entry(data_file(None), Some(100))).unwrap();
+        assert_eq!(carried, data_file(Some(100)));
+        assert_eq!(spec_id(&carried), 3);
+        // A file with its own first row id, or none to inherit, is as it was.
+        let own = data_file(Some(40));
+        assert_eq!(with_row_ids(&entry(own.clone(), Some(40))).unwrap(), own);
+        let none = data_file(None);
+        assert_eq!(with_row_ids(&entry(none.clone(), None)).unwrap(), none);
+    }
+}
