@@ -75,7 +75,9 @@ pub fn hooks() -> &'static Hooks {
 /// (data files written), `after_dead_letter_commit` (a dead-letter table
 /// committed, its stream's table not yet), `after_first_table_commit`,
 /// `before_key_index_update`, `before_group_commit` (every snapshot
-/// committed).
+/// committed); `maintain`: `before_compaction_commit` (files rewritten, the
+/// `replace` not committed), `after_compaction_commit` (committed, before
+/// the manifest rewrite).
 pub fn fault_point(point: &str) {
     if hooks().fault.as_deref() == Some(point) {
         kill_self();

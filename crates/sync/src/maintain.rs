@@ -1,7 +1,8 @@
 //! `topicberg maintain`: the job's tables kept healthy, one table at a
 //! time, each step in order: compaction (small files and files with
 //! deletes rewritten into target-size files without deletes, a `replace`
-//! snapshot), snapshot expiry, orphan-file removal. Settings come from
+//! snapshot), manifest rewrite (more than `max_manifests` -> few, a
+//! `replace` that changes no data), snapshot expiry, orphan-file removal. Settings come from
 //! the job's `[maintain]` table ([`topicberg_core::MaintainSettings`]).
 //!
 //! The job's tables are the tables of its namespace whose offsets record
@@ -18,13 +19,13 @@ use std::time::Instant;
 use serde::Serialize;
 use topicberg_core::Job;
 use topicberg_iceberg::maintain::{
-    compact, expire_snapshots, remove_orphans, BeforeCommit, CompactionOptions, CompactionOutcome,
-    ExpiryOutcome, OrphanOutcome, TableStats,
+    compact, expire_snapshots, remove_orphans, rewrite_manifests, BeforeCommit, CompactionOptions,
+    CompactionOutcome, ExpiryOutcome, ManifestRewriteOutcome, OrphanOutcome, TableStats,
 };
 use topicberg_iceberg::{Destination, IcebergError, TableHandle, TableOffsets};
 
 use crate::destination::{connect_destination, SetupError};
-use crate::hooks::pause_point;
+use crate::hooks::{fault_point, pause_point};
 
 /// What to maintain.
 #[derive(Debug, Clone, Default)]
@@ -46,6 +47,8 @@ pub struct TableMaintenance {
     pub after: TableStats,
     /// Compaction (none when an earlier error stopped the table).
     pub compaction: Option<CompactionOutcome>,
+    /// Manifest rewrite.
+    pub manifests: Option<ManifestRewriteOutcome>,
     /// Snapshot expiry.
     pub expiry: Option<ExpiryOutcome>,
     /// Orphan-file removal.
@@ -80,11 +83,12 @@ impl MaintainReport {
         let mut out = String::new();
         for t in &self.tables {
             let c = t.compaction.clone().unwrap_or_default();
+            let m = t.manifests.clone().unwrap_or_default();
             let e = t.expiry.clone().unwrap_or_default();
             let o = t.orphans.clone().unwrap_or_default();
             out.push_str(&format!(
                 "{}: data files {} -> {}, delete files {} -> {}, bytes {} -> {}; rewrote {} files \
-                 into {}; expired {} snapshots ({} files deleted); removed {} orphan files{}\n",
+                 into {}; manifests {} -> {}; expired {} snapshots ({} files deleted); removed {} orphan files{}\n",
                 t.table,
                 t.before.data_files,
                 t.after.data_files,
@@ -94,6 +98,8 @@ impl MaintainReport {
                 t.after.data_bytes + t.after.delete_bytes,
                 c.data_files_rewritten,
                 c.data_files_written,
+                m.manifests_before,
+                m.manifests_after,
                 e.snapshots_expired,
                 e.files_deleted,
                 o.orphans_removed,
@@ -169,6 +175,7 @@ async fn maintain_table(
         before: TableStats::default(),
         after: TableStats::default(),
         compaction: None,
+        manifests: None,
         expiry: None,
         orphans: None,
         error: None,
@@ -199,6 +206,7 @@ async fn steps(
         zstd_level: job.tuning.zstd_level,
     };
     let hook = || -> futures::future::BoxFuture<'static, ()> {
+        fault_point("before_compaction_commit");
         Box::pin(pause_point("before_compaction_commit"))
     };
     let before_commit: BeforeCommit<'_> = &hook;
@@ -222,6 +230,21 @@ async fn steps(
         "compaction"
     );
     report.compaction = Some(compacted);
+    fault_point("after_compaction_commit");
+
+    let manifests =
+        rewrite_manifests(destination, handle, settings.max_manifests, options.dry_run).await?;
+    tracing::info!(
+        table = %table,
+        before = manifests.manifests_before,
+        after = manifests.manifests_after,
+        entries = manifests.entries,
+        snapshot = ?manifests.snapshot_id,
+        replanned = manifests.replanned,
+        skipped = ?manifests.skipped,
+        "manifest rewrite"
+    );
+    report.manifests = Some(manifests);
 
     let expired = expire_snapshots(
         destination,

@@ -22,6 +22,9 @@ pub(crate) struct Entry {
     pub file_sequence_number: i64,
     /// The partition spec of the manifest that lists it.
     pub spec_id: i32,
+    /// A live data file's first row id (v3): its own, or inherited from
+    /// its manifest's.
+    pub first_row_id: Option<i64>,
 }
 
 impl Entry {
@@ -72,8 +75,22 @@ pub(crate) async fn entries_of(
         .await
         .map_err(|e| from_iceberg(&step, &e, IcebergErrorKind::Storage))?;
     let mut out = Vec::with_capacity(loaded.entries().len());
+    // First row ids inherited in order by the live data files that have
+    // none (the specification's inheritance).
+    let mut next_row_id = manifest.first_row_id.map(|id| id as i64);
     for entry in loaded.entries() {
         let sequence_number = entry.sequence_number().unwrap_or(manifest.sequence_number);
+        let file = entry.data_file();
+        let live_data = entry.status() != ManifestStatus::Deleted
+            && file.content_type() == DataContentType::Data;
+        let first_row_id = match (file.first_row_id(), next_row_id) {
+            (Some(id), _) => Some(id),
+            (None, Some(next)) if live_data => {
+                next_row_id = Some(next + file.record_count() as i64);
+                Some(next)
+            }
+            _ => None,
+        };
         out.push(Entry {
             file: entry.data_file().clone(),
             status: entry.status(),
@@ -81,6 +98,7 @@ pub(crate) async fn entries_of(
             sequence_number,
             file_sequence_number: entry.file_sequence_number.unwrap_or(sequence_number),
             spec_id: manifest.partition_spec_id,
+            first_row_id: first_row_id.filter(|_| live_data),
         });
     }
     Ok(out)

@@ -8,14 +8,17 @@
 //! | `replace.rs` | the `replace` snapshot and when it still applies (never resurrecting a row) |
 //! | `expire.rs` | snapshot expiry, the offsets record kept, files only expired snapshots reached deleted |
 //! | `orphans.rs` | files nothing references, older than a safety window, deleted |
+//! | `manifests.rs` | many manifests rewritten into few (a `replace` that changes no data) |
 //! | `files.rs` | manifests and their entries as maintenance reads them |
 //!
 //! The steps in the order `topicberg maintain` runs them: [`compact`],
-//! then [`expire_snapshots`], then [`remove_orphans`]. Each takes the
+//! then [`rewrite_manifests`], then [`expire_snapshots`], then
+//! [`remove_orphans`]. Each takes the
 //! table as last loaded and leaves the handle as committed.
 
 mod expire;
 mod files;
+mod manifests;
 mod orphans;
 mod plan;
 mod replace;
@@ -25,6 +28,7 @@ use futures::future::BoxFuture;
 use serde::Serialize;
 
 pub use expire::{expire_snapshots, ExpiryOutcome};
+pub use manifests::{rewrite_manifests, ManifestRewriteOutcome, ENTRIES_PER_MANIFEST};
 pub use orphans::{remove_orphans, OrphanOutcome};
 pub use plan::CompactionOptions;
 pub use replace::{is_stale_replace, STALE_REPLACE_STEP};

@@ -12,13 +12,16 @@
 //! - a delete file is removed with the rewrite when every data file it
 //!   can apply to is rewritten (or no longer live).
 //!
-//! Only groups of the spec new files are written under, unpartitioned,
-//! are rewritten today; others are reported as skipped.
+//! A group is rewritten into files of the same partition: its spec id and
+//! partition values as the manifests have them (a group of an older spec
+//! keeps that spec: its rows are not re-partitioned). A group whose spec
+//! the table no longer has, or can no longer bind to the current schema
+//! (a source column dropped), is left alone and reported.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use iceberg::io::FileIO;
-use iceberg::spec::{DataContentType, TableMetadata};
+use iceberg::spec::{DataContentType, PartitionSpecRef, Struct, TableMetadata};
 use roaring::RoaringTreemap;
 
 use super::files::{live_entries, Entry};
@@ -44,7 +47,7 @@ pub(crate) struct Plan {
     /// The snapshot it read.
     pub base: Option<i64>,
     /// Data files to rewrite, per (spec, partition) group.
-    pub groups: Vec<Vec<Entry>>,
+    pub groups: Vec<Group>,
     /// Delete files that go with them.
     pub removed_deletes: Vec<Entry>,
     /// Deleted positions per data file (those that apply).
@@ -57,10 +60,20 @@ pub(crate) struct Plan {
     pub skipped: Vec<String>,
 }
 
+/// The files of one partition rewritten together.
+#[derive(Debug)]
+pub(crate) struct Group {
+    /// Their partition spec (the new files are written under it).
+    pub spec: PartitionSpecRef,
+    /// Their partition values (the new files carry them).
+    pub partition: Struct,
+    pub files: Vec<Entry>,
+}
+
 impl Plan {
     /// The data files rewritten.
     pub fn rewritten(&self) -> impl Iterator<Item = &Entry> {
-        self.groups.iter().flatten()
+        self.groups.iter().flat_map(|g| &g.files)
     }
 
     /// Whether deletes apply to a data file.
@@ -159,9 +172,8 @@ pub(crate) async fn plan(
         }
     }
 
-    // Rewritten files are written under the default spec: only its
-    // unpartitioned groups are compacted for now.
-    let spec = metadata.default_partition_spec();
+    // Each (spec, partition) group is rewritten into its own partition.
+    let schema = metadata.current_schema();
     let small = options.target_file_size / 4 * 3;
     let mut groups: BTreeMap<(i32, String), Vec<Entry>> = BTreeMap::new();
     for entry in &data {
@@ -171,8 +183,7 @@ pub(crate) async fn plan(
             .or_default()
             .push(entry.clone());
     }
-    let mut skipped_partitioned = 0usize;
-    for ((spec_id, _), files) in groups {
+    for ((spec_id, partition), files) in groups {
         let candidates: Vec<Entry> = files
             .into_iter()
             .filter(|e| plan.has_deletes(e) || e.file.file_size_in_bytes() < small)
@@ -182,19 +193,22 @@ pub(crate) async fn plan(
         if !worth || candidates.is_empty() {
             continue;
         }
-        let unpartitioned = candidates
-            .iter()
-            .all(|e| e.file.partition().fields().is_empty());
-        if spec_id != spec.spec_id() || !unpartitioned {
-            skipped_partitioned += candidates.len();
+        let spec = metadata
+            .partition_spec_by_id(spec_id)
+            .filter(|spec| spec.partition_type(schema).is_ok());
+        let Some(spec) = spec else {
+            plan.skipped.push(format!(
+                "{} files of partition {partition} of spec {spec_id}: the table has no such \
+                 spec, or its source columns are gone; not compacted",
+                candidates.len()
+            ));
             continue;
-        }
-        plan.groups.push(candidates);
-    }
-    if skipped_partitioned > 0 {
-        plan.skipped.push(format!(
-            "{skipped_partitioned} files of partitioned specs are not compacted yet"
-        ));
+        };
+        plan.groups.push(Group {
+            spec: spec.clone(),
+            partition: candidates[0].file.partition().clone(),
+            files: candidates,
+        });
     }
 
     let rewritten: HashSet<String> = plan.rewritten().map(|e| e.path().to_string()).collect();

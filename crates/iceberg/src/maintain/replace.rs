@@ -41,7 +41,7 @@ pub fn is_stale_replace(err: &IcebergError) -> bool {
         && err.step.starts_with(STALE_REPLACE_STEP)
 }
 
-fn stale(metadata: &TableMetadata, detail: String) -> IcebergError {
+pub(super) fn stale(metadata: &TableMetadata, detail: String) -> IcebergError {
     IcebergError::new(
         IcebergErrorKind::Catalog(CatalogErrorKind::Conflict),
         format!("{STALE_REPLACE_STEP} ({})", metadata.location()),

@@ -50,11 +50,19 @@ pub(crate) async fn rewrite(
         ..WriteOptions::default()
     };
     for group in &plan.groups {
-        let mut writer = match DataFileWriter::new(file_io.clone(), metadata, &write).await {
+        let writer = DataFileWriter::for_partition(
+            file_io.clone(),
+            metadata,
+            &write,
+            group.spec.clone(),
+            group.partition.clone(),
+        )
+        .await;
+        let mut writer = match writer {
             Ok(w) => w,
             Err(e) => return Err((e, out.files)),
         };
-        for entry in group {
+        for entry in &group.files {
             if let Err(e) =
                 copy_live_rows(file_io, metadata, plan, entry, &mut writer, &mut out).await
             {

@@ -98,6 +98,9 @@ pub struct DataFileWriter {
     spec: PartitionSpecRef,
     schema: SchemaRef,
     splitter: Option<PartitionSplitter>,
+    /// Every row goes to this partition (a compaction's rewrite of one
+    /// partition), not split by value.
+    fixed: Option<Struct>,
     open: HashMap<Struct, OpenFile>,
     max_open_files: usize,
     closed: Vec<DataFile>,
@@ -124,12 +127,38 @@ impl DataFileWriter {
         metadata: &TableMetadata,
         options: &WriteOptions,
     ) -> Result<Self, IcebergError> {
+        Self::open(file_io, metadata, options, write_spec(metadata), None).await
+    }
+
+    /// A writer whose every row belongs to `partition` of `spec` (one of
+    /// the table's specs, not necessarily the default): a compaction
+    /// rewriting one partition's files. The files carry that spec id and
+    /// those partition values as they are, never recomputed.
+    pub(crate) async fn for_partition(
+        file_io: FileIO,
+        metadata: &TableMetadata,
+        options: &WriteOptions,
+        spec: PartitionSpecRef,
+        partition: Struct,
+    ) -> Result<Self, IcebergError> {
+        Self::open(file_io, metadata, options, spec, Some(partition)).await
+    }
+
+    async fn open(
+        file_io: FileIO,
+        metadata: &TableMetadata,
+        options: &WriteOptions,
+        spec: PartitionSpecRef,
+        fixed: Option<Struct>,
+    ) -> Result<Self, IcebergError> {
         let table = metadata.location().to_string();
         let step = format!("opening a data file writer for {table}");
-        let spec = write_spec(metadata);
         let schema = metadata.current_schema().clone();
-        let splitter = PartitionSplitter::new(&spec, &schema)
-            .map_err(|e| from_iceberg(&step, &e, IcebergErrorKind::Config))?;
+        let splitter = match fixed {
+            Some(_) => None,
+            None => PartitionSplitter::new(&spec, &schema)
+                .map_err(|e| from_iceberg(&step, &e, IcebergErrorKind::Config))?,
+        };
         let arrow_schema = arrow_schema(&schema)?;
         let level = ZstdLevel::try_new(options.zstd_level).map_err(|e| {
             IcebergError::new(IcebergErrorKind::Config, &step, format!("zstd level: {e}"))
@@ -169,6 +198,7 @@ impl DataFileWriter {
             spec,
             schema,
             splitter,
+            fixed,
             open: HashMap::new(),
             max_open_files: options.max_open_files.max(1),
             closed: Vec::new(),
@@ -212,9 +242,10 @@ impl DataFileWriter {
         };
         let batch = conform(batch, &self.arrow_schema).map_err(data_err)?;
         let rows = batch.num_rows() as u64;
-        let parts = match &self.splitter {
-            None => vec![(Struct::empty(), batch)],
-            Some(splitter) => splitter.split(&batch).map_err(data_err)?,
+        let parts = match (&self.fixed, &self.splitter) {
+            (Some(partition), _) => vec![(partition.clone(), batch)],
+            (None, None) => vec![(Struct::empty(), batch)],
+            (None, Some(splitter)) => splitter.split(&batch).map_err(data_err)?,
         };
         for (partition, rows) in parts {
             self.write_partition(partition, rows).await?;

@@ -17,6 +17,7 @@ mod kafka_faults;
 mod kafka_smoke;
 mod kafka_tls;
 mod maintain;
+mod maintain_random;
 mod maintenance_by_other_engines;
 mod reader_recipes;
 mod readers_smoke;

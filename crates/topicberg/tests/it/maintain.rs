@@ -7,7 +7,9 @@
 //! killed sync left, backdated past the window, is removed; a fresh
 //! unreferenced file inside the window is kept. A sync committing between
 //! a compaction's rewrite and its commit: the compaction is planned again,
-//! nothing is lost, duplicated or resurrected.
+//! nothing is lost, duplicated or resurrected. Partitioned upsert tables
+//! whose keys move between partitions: one file per partition after it,
+//! the manifests rewritten into one.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -86,6 +88,11 @@ struct Fixture {
 
 impl Fixture {
     fn new(bed: Bed, formats: &[&str], with_append: bool) -> Self {
+        Self::with_streams(bed, formats, with_append, "")
+    }
+
+    /// `extra`: more settings of every upsert stream (`partition_by`).
+    fn with_streams(bed: Bed, formats: &[&str], with_append: bool, extra: &str) -> Self {
         let mut topics = Vec::new();
         if with_append {
             topics.push((unique_name("mnt_append"), false));
@@ -94,7 +101,7 @@ impl Fixture {
         for format in formats {
             let topic = unique_name(&format!("mnt_upsert_{format}"));
             streams.push_str(&format!(
-                "[[streams]]\ntopic = \"{topic}\"\nmode = \"upsert\"\ndedup_keys = [\"id\"]\ndelete_format = \"{format}\"\n"
+                "[[streams]]\ntopic = \"{topic}\"\nmode = \"upsert\"\ndedup_keys = [\"id\"]\ndelete_format = \"{format}\"\n{extra}"
             ));
             topics.push((topic, true));
         }
@@ -340,6 +347,57 @@ fn compacted_then_synced(bed: Bed, formats: &[&str]) {
     }
     f.round(10);
     f.check(&["duckdb"]);
+}
+
+/// Partitioned upsert tables whose keys move between partitions (the
+/// partition is a bucket of the offset): each partition compacted into its
+/// own file, the manifests rewritten into one per content.
+fn partitioned_compacted_then_synced(bed: Bed) {
+    let mut f = Fixture::with_streams(
+        bed,
+        &["position", "dv"],
+        false,
+        "partition_by = [\"bucket(3, o)\"]\n",
+    );
+    f.job.append("max_manifests = 2\n");
+    for _ in 0..8 {
+        f.round(20);
+    }
+    let report = f.maintain(&[]);
+    for table in f.upsert_tables() {
+        let t = entry(&report, &table);
+        assert_eq!(t["error"], Value::Null, "{t}");
+        assert!(t["before"]["data_files"].as_u64().unwrap() >= 16, "{t}");
+        assert!(t["before"]["delete_files"].as_u64().unwrap() >= 3, "{t}");
+        assert!(t["before"]["manifests"].as_u64().unwrap() >= 8, "{t}");
+        assert_eq!(t["compaction"]["skipped"], json!([]), "{t}");
+        assert_eq!(t["after"]["delete_files"], 0, "{t}");
+        // One file per bucket.
+        assert_eq!(t["after"]["data_files"], 3, "{t}");
+        assert!(t["manifests"]["snapshot_id"].is_i64(), "{t}");
+        assert_eq!(t["manifests"]["manifests_after"], 1, "{t}");
+        assert_eq!(t["after"]["manifests"], 1, "{t}");
+    }
+    f.check(&["duckdb", "polars", "datafusion", "pyiceberg", "spark"]);
+
+    // Old keys updated: the key index replayed both replace snapshots.
+    let log = f.round(15);
+    assert!(
+        log.contains("UpdatedFrom") && !log.contains("Rebuilt"),
+        "the key index was to follow the compaction: {log}"
+    );
+    f.round(15);
+    f.check(&["duckdb", "spark", "pyiceberg"]);
+}
+
+#[test]
+fn maintain_compacts_each_partition_of_partitioned_tables_into_its_own_files() {
+    partitioned_compacted_then_synced(Bed::Embedded);
+}
+
+#[test]
+fn maintain_compacts_partitioned_reference_catalog_tables() {
+    partitioned_compacted_then_synced(Bed::Rest(Catalog::Fixture));
 }
 
 #[test]
