@@ -551,6 +551,25 @@ impl TableColumns {
     }
 }
 
+/// The values of a string column, in any of Arrow's string layouts (what
+/// Parquet readers hand back varies), `None` for nulls; `None` when the
+/// column does not hold strings.
+pub fn str_values(column: &dyn arrow_array::Array) -> Option<Vec<Option<&str>>> {
+    use arrow_array::cast::AsArray;
+    Some(match column.data_type() {
+        DataType::Utf8 => column.as_string::<i32>().iter().collect(),
+        DataType::LargeUtf8 => column.as_string::<i64>().iter().collect(),
+        DataType::Utf8View => column.as_string_view().iter().collect(),
+        _ => return None,
+    })
+}
+
+/// [`str_values`] as owned text.
+pub fn string_values(column: &dyn arrow_array::Array) -> Option<Vec<Option<String>>> {
+    let values = str_values(column)?;
+    Some(values.into_iter().map(|v| v.map(str::to_string)).collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -340,19 +340,10 @@ impl Runner {
 
     /// Parses the job file and runs the sync; then reads the consumer lag.
     fn sync(&self, job_id: i64, toml: &str, run: &RunHandles, span: &tracing::Span) -> Outcome {
-        let mut config = match JobConfig::from_toml_str(toml, |name| std::env::var(name).ok()) {
+        let config = match self.run_config(toml) {
             Ok(config) => config,
-            Err(e) => {
-                return Outcome {
-                    job_name: job_name_of(toml, job_id),
-                    result: Err(format!("the job's configuration is invalid: {e}")),
-                    lag: None,
-                }
-            }
+            Err(e) => return Outcome::invalid(toml, job_id, e),
         };
-        if let Some(dir) = &self.data_dir {
-            resolve_paths(&mut config, dir);
-        }
         let options = SyncOptions {
             cancel: Some(Arc::clone(&run.cancel)),
             progress: Some(Arc::clone(&run.progress)),
@@ -386,6 +377,17 @@ struct Outcome {
     job_name: String,
     result: Result<RunReport, String>,
     lag: Option<Vec<PartitionLag>>,
+}
+
+impl Outcome {
+    /// A run whose job file did not parse: named as well as the text allows.
+    fn invalid(toml: &str, job_id: i64, error: String) -> Outcome {
+        Outcome {
+            job_name: job_name_of(toml, job_id),
+            result: Err(error),
+            lag: None,
+        }
+    }
 }
 
 /// What a run reports: a sync's or a maintenance run's report.
@@ -436,8 +438,13 @@ impl Runner {
     /// The job's configuration as a run gets it (relative paths under the
     /// data folder).
     pub(crate) fn job_config(&self, job_id: i64) -> Result<JobConfig, String> {
-        let toml = self.store.job_toml(job_id)?;
-        let mut config = JobConfig::from_toml_str(&toml, |name| std::env::var(name).ok())
+        self.run_config(&self.store.job_toml(job_id)?)
+    }
+
+    /// A job file as a run gets it: parsed, with its relative paths under
+    /// the data folder.
+    fn run_config(&self, toml: &str) -> Result<JobConfig, String> {
+        let mut config = JobConfig::from_toml_str(toml, |name| std::env::var(name).ok())
             .map_err(|e| format!("the job's configuration is invalid: {e}"))?;
         if let Some(dir) = &self.data_dir {
             resolve_paths(&mut config, dir);

@@ -27,17 +27,20 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use iceberg::io::FileIO;
 use iceberg::spec::{
     DataContentType, DataFile, DataFileFormat, FormatVersion, ManifestContentType, ManifestFile,
-    ManifestList, Operation, TableMetadata,
+    Operation, TableMetadata,
 };
 
+use crate::commit::manifest_entries::{
+    current_manifests, file_identity, live_entries_of, ManifestRewrite,
+};
 use crate::commit::offsets::OffsetsAdvance;
 use crate::commit::snapshot_commit::{
-    build_snapshot, manifest_writer, new_snapshot_id, renew_snapshot_id_if_taken,
-    write_new_manifests, BuiltSnapshot, PendingCommit,
+    build_snapshot, new_snapshot_id, renew_snapshot_id_if_taken, write_new_manifests,
+    BuiltSnapshot, PendingCommit,
 };
 use crate::commit::summary::summary;
 use crate::deletes::deletion_vectors::is_deletion_vector;
-use crate::error::{from_iceberg, CatalogErrorKind, IcebergError, IcebergErrorKind};
+use crate::error::{CatalogErrorKind, IcebergError, IcebergErrorKind};
 
 /// What a row delta commits.
 #[derive(Debug, Clone, Default)]
@@ -126,74 +129,6 @@ fn check_no_data_removed_since(
     Ok(())
 }
 
-/// A live manifest entry with what rewriting it needs.
-#[derive(Debug, Clone)]
-struct LiveEntry {
-    file: DataFile,
-    snapshot_id: i64,
-    sequence_number: i64,
-    file_sequence_number: i64,
-}
-
-/// A DV's identity: its Puffin file and blob offset.
-fn dv_key(file: &DataFile) -> (String, i64) {
-    (
-        file.file_path().to_string(),
-        file.content_offset().unwrap_or(-1),
-    )
-}
-
-pub(crate) async fn read_manifest_list(
-    file_io: &FileIO,
-    metadata: &TableMetadata,
-) -> Result<Vec<ManifestFile>, IcebergError> {
-    let Some(parent) = metadata.current_snapshot() else {
-        return Ok(Vec::new());
-    };
-    let step = format!("reading manifest list {}", parent.manifest_list());
-    let bytes = file_io
-        .new_input(parent.manifest_list())
-        .map_err(|e| from_iceberg(&step, &e, IcebergErrorKind::Storage))?
-        .read()
-        .await
-        .map_err(|e| from_iceberg(&step, &e, IcebergErrorKind::Storage))?;
-    Ok(
-        ManifestList::parse_with_version(&bytes, metadata.format_version())
-            .map_err(|e| from_iceberg(&step, &e, IcebergErrorKind::Data))?
-            .entries()
-            .to_vec(),
-    )
-}
-
-/// The live entries of a manifest (sequence numbers inherited).
-async fn live_entries(
-    file_io: &FileIO,
-    manifest: &ManifestFile,
-) -> Result<Vec<LiveEntry>, IcebergError> {
-    let step = format!("reading manifest {}", manifest.manifest_path);
-    let loaded = manifest
-        .load_manifest(file_io)
-        .await
-        .map_err(|e| from_iceberg(&step, &e, IcebergErrorKind::Storage))?;
-    let mut out = Vec::new();
-    for entry in loaded.entries().iter().filter(|e| e.is_alive()) {
-        let sequence_number = entry.sequence_number().ok_or_else(|| {
-            IcebergError::new(
-                IcebergErrorKind::Data,
-                &step,
-                format!("{} has no sequence number", entry.file_path()),
-            )
-        })?;
-        out.push(LiveEntry {
-            file: entry.data_file().clone(),
-            snapshot_id: entry.snapshot_id().unwrap_or(manifest.added_snapshot_id),
-            sequence_number,
-            file_sequence_number: entry.file_sequence_number.unwrap_or(sequence_number),
-        });
-    }
-    Ok(out)
-}
-
 /// The current deletion vectors of the table's `main` snapshot: data file
 /// path -> its DV entry.
 pub async fn list_deletion_vectors(
@@ -201,11 +136,11 @@ pub async fn list_deletion_vectors(
     metadata: &TableMetadata,
 ) -> Result<HashMap<String, DataFile>, IcebergError> {
     let mut out = HashMap::new();
-    for manifest in read_manifest_list(file_io, metadata).await? {
+    for manifest in current_manifests(file_io, metadata).await? {
         if manifest.content != ManifestContentType::Deletes {
             continue;
         }
-        for entry in live_entries(file_io, &manifest).await? {
+        for entry in live_entries_of(file_io, &manifest).await? {
             if let (true, Some(data_file)) = (
                 is_deletion_vector(&entry.file),
                 entry.file.referenced_data_file(),
@@ -335,7 +270,7 @@ impl PendingRowDelta {
             .delta
             .replaced_dvs
             .iter()
-            .map(|f| (dv_key(f), false))
+            .map(|f| (file_identity(f), false))
             .collect();
         let stale = |detail: String| stale(metadata, detail);
         let mut out = Vec::new();
@@ -354,13 +289,13 @@ impl PendingRowDelta {
                 out.push(manifest);
                 continue;
             }
-            let entries = live_entries(file_io, &manifest).await?;
+            let entries = live_entries_of(file_io, &manifest).await?;
             let mut touched = false;
             for entry in &entries {
                 if !is_deletion_vector(&entry.file) {
                     continue;
                 }
-                if let Some(found) = replaced.get_mut(&dv_key(&entry.file)) {
+                if let Some(found) = replaced.get_mut(&file_identity(&entry.file)) {
                     *found = true;
                     touched = true;
                 } else if let Some(target) = entry
@@ -380,56 +315,23 @@ impl PendingRowDelta {
                 continue;
             }
             rewritten += 1;
-            let location = format!(
-                "{}/metadata/{}-r{attempt}-{rewritten}.avro",
-                metadata.location(),
-                self.commit_id
-            );
-            let err = |e: iceberg::Error| {
-                from_iceberg(
-                    format!(
-                        "rewriting manifest {} as {location}",
-                        manifest.manifest_path
-                    ),
-                    &e,
-                    IcebergErrorKind::Data,
-                )
+            let rewrite = ManifestRewrite {
+                file_io,
+                metadata,
+                snapshot_id: self.snapshot_id,
+                location: format!(
+                    "{}/metadata/{}-r{attempt}-{rewritten}.avro",
+                    metadata.location(),
+                    self.commit_id
+                ),
             };
-            // The rewritten manifest keeps the spec of the one it replaces.
-            let spec = metadata
-                .partition_spec_by_id(manifest.partition_spec_id)
-                .cloned()
-                .ok_or_else(|| {
-                    stale(format!(
-                        "manifest {} names partition spec {}, which the table does not have",
-                        manifest.manifest_path, manifest.partition_spec_id
-                    ))
-                })?;
-            let mut writer =
-                manifest_writer(file_io, metadata, &location, self.snapshot_id, true, &spec)
-                    .map_err(err)?;
-            for entry in entries {
-                if is_deletion_vector(&entry.file) && replaced.contains_key(&dv_key(&entry.file)) {
-                    writer
-                        .add_delete_file(
-                            entry.file.clone(),
-                            entry.sequence_number,
-                            Some(entry.file_sequence_number),
-                        )
-                        .map_err(err)?;
-                    removed.push(entry.file);
-                } else {
-                    writer
-                        .add_existing_file(
-                            entry.file,
-                            entry.snapshot_id,
-                            entry.sequence_number,
-                            Some(entry.file_sequence_number),
-                        )
-                        .map_err(err)?;
-                }
-            }
-            out.push(writer.write_manifest_file().await.map_err(err)?);
+            let is_replaced =
+                |f: &DataFile| is_deletion_vector(f) && replaced.contains_key(&file_identity(f));
+            let (manifest, gone) = rewrite
+                .write(&manifest, entries, is_replaced, stale)
+                .await?;
+            removed.extend(gone);
+            out.push(manifest);
         }
         if let Some(((path, offset), _)) = replaced.iter().find(|(_, found)| !**found) {
             return Err(stale(format!(
@@ -489,7 +391,7 @@ impl PendingCommit for PendingRowDelta {
                 Some(write_new_manifests(file_io, metadata, id, commit_id, files, "m1").await?);
         }
 
-        let parent_manifests = read_manifest_list(file_io, metadata).await?;
+        let parent_manifests = current_manifests(file_io, metadata).await?;
         let (carried, removed) = self
             .carry_forward(file_io, metadata, parent_manifests, attempt)
             .await?;

@@ -14,7 +14,7 @@ use std::collections::{HashMap, HashSet};
 use iceberg::io::FileIO;
 use iceberg::spec::{DataFile, ManifestContentType, Struct, TableMetadata};
 
-use crate::commit::row_delta::read_manifest_list;
+use crate::commit::manifest_entries::current_manifests;
 use crate::error::{from_iceberg, IcebergError, IcebergErrorKind};
 
 /// A data file's partition: its spec id and partition value.
@@ -56,7 +56,7 @@ pub async fn data_file_partitions(
     }
     let mut wanted: HashSet<&str> = paths.iter().copied().collect();
     let mut found = HashMap::with_capacity(wanted.len());
-    for manifest in read_manifest_list(file_io, metadata).await? {
+    for manifest in current_manifests(file_io, metadata).await? {
         if wanted.is_empty() {
             break;
         }

@@ -105,6 +105,29 @@ pub(crate) async fn snapshot_files(
     Ok(out)
 }
 
+/// Opens a Parquet file of the table for streamed reading; errors name
+/// `step`.
+pub(crate) async fn open_parquet(
+    file_io: &FileIO,
+    path: &str,
+    step: &str,
+) -> Result<ParquetRecordBatchStreamBuilder<ArrowFileReader>, IcebergError> {
+    let input = file_io
+        .new_input(path)
+        .map_err(|e| from_iceberg(step, &e, IcebergErrorKind::Data))?;
+    let meta = input
+        .metadata()
+        .await
+        .map_err(|e| from_iceberg(step, &e, IcebergErrorKind::Storage))?;
+    let reader = input
+        .reader()
+        .await
+        .map_err(|e| from_iceberg(step, &e, IcebergErrorKind::Storage))?;
+    ParquetRecordBatchStreamBuilder::new(ArrowFileReader::new(meta, reader))
+        .await
+        .map_err(|e| parquet_err(step, e))
+}
+
 /// Streams a Parquet file's batches with only the leaf columns `pick`
 /// chooses (given each leaf's field id and name).
 pub(crate) async fn stream_columns(
@@ -114,20 +137,7 @@ pub(crate) async fn stream_columns(
     mut each: impl FnMut(&RecordBatch) -> Result<(), IcebergError>,
 ) -> Result<(), IcebergError> {
     let step = format!("reading {path}");
-    let input = file_io
-        .new_input(path)
-        .map_err(|e| from_iceberg(&step, &e, IcebergErrorKind::Data))?;
-    let meta = input
-        .metadata()
-        .await
-        .map_err(|e| from_iceberg(&step, &e, IcebergErrorKind::Storage))?;
-    let reader = input
-        .reader()
-        .await
-        .map_err(|e| from_iceberg(&step, &e, IcebergErrorKind::Storage))?;
-    let builder = ParquetRecordBatchStreamBuilder::new(ArrowFileReader::new(meta, reader))
-        .await
-        .map_err(|e| parquet_err(&step, e))?;
+    let builder = open_parquet(file_io, path, &step).await?;
     let leaves: Vec<usize> = builder
         .parquet_schema()
         .columns()
@@ -173,26 +183,13 @@ pub fn parse_key(hex: &str) -> Option<[u8; 16]> {
     Some(out)
 }
 
-fn strings(step: &str, column: &dyn Array) -> Result<Vec<Option<String>>, IcebergError> {
-    let values: Vec<Option<String>> = match column.data_type() {
-        DataType::Utf8 => column
-            .as_string::<i32>()
-            .iter()
-            .map(|v| v.map(str::to_string))
-            .collect(),
-        DataType::LargeUtf8 => column
-            .as_string::<i64>()
-            .iter()
-            .map(|v| v.map(str::to_string))
-            .collect(),
-        DataType::Utf8View => column
-            .as_string_view()
-            .iter()
-            .map(|v| v.map(str::to_string))
-            .collect(),
-        other => return Err(data_err(step, format!("expected strings, found {other}"))),
-    };
-    Ok(values)
+fn strings<'a>(step: &str, column: &'a dyn Array) -> Result<Vec<Option<&'a str>>, IcebergError> {
+    topicberg_core::columns::str_values(column).ok_or_else(|| {
+        data_err(
+            step,
+            format!("expected strings, found {}", column.data_type()),
+        )
+    })
 }
 
 /// Streams the keys of a data file's rows in position order: `each(pos,
@@ -223,7 +220,7 @@ pub(crate) async fn read_keys(
                 }
                 _ => {
                     for v in strings(&step, column.as_ref())? {
-                        each(pos, v.as_deref().and_then(parse_key))?;
+                        each(pos, v.and_then(parse_key))?;
                         pos += 1;
                     }
                 }
@@ -262,8 +259,11 @@ pub(crate) async fn read_position_deletes(
                 .ok_or_else(|| data_err(&step, "pos is not a long column"))?;
             for (p, pos) in paths.into_iter().zip(positions.iter()) {
                 if let (Some(p), Some(pos)) = (p, pos) {
-                    if pos >= 0 && keep(&p) {
-                        out.entry(p).or_default().insert(pos as u64);
+                    if pos >= 0 && keep(p) {
+                        match out.get_mut(p) {
+                            Some(set) => set.insert(pos as u64),
+                            None => out.entry(p.to_string()).or_default().insert(pos as u64),
+                        };
                     }
                 }
             }

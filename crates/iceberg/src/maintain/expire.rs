@@ -24,7 +24,7 @@ use iceberg::spec::{ManifestFile, SnapshotRef, TableMetadata, MAIN_BRANCH};
 use iceberg::{TableRequirement, TableUpdate};
 use serde::Serialize;
 
-use super::files::{entries_of, manifests_of};
+use crate::commit::manifest_entries::{entries_of, manifests_of};
 use crate::commit::offsets::{TableOffsets, OFFSETS_TABLE_PROPERTY_PREFIX};
 use crate::error::{IcebergError, IcebergErrorKind};
 use crate::table::TableHandle;

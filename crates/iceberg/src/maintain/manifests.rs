@@ -18,9 +18,9 @@ use iceberg::spec::{
 };
 use serde::Serialize;
 
-use super::files::{entries_of, manifests_of, Entry};
 use super::replace::stale;
 use super::MAX_PLANS;
+use crate::commit::manifest_entries::{entries_of, manifests_of, Entry};
 use crate::commit::offsets::OffsetsAdvance;
 use crate::commit::snapshot_commit::{
     build_snapshot, manifest_writer, new_snapshot_id, BuiltSnapshot, PendingCommit,

@@ -17,7 +17,6 @@
 //! table as last loaded and leaves the handle as committed.
 
 mod expire;
-mod files;
 mod manifests;
 mod orphans;
 mod plan;
@@ -33,6 +32,7 @@ pub use orphans::{remove_orphans, OrphanOutcome};
 pub use plan::CompactionOptions;
 pub use replace::{is_stale_replace, STALE_REPLACE_STEP};
 
+use crate::commit::manifest_entries;
 use crate::destination::DEFAULT_COMMIT_ATTEMPTS;
 use crate::error::{IcebergError, IcebergErrorKind};
 use crate::table::TableHandle;
@@ -71,9 +71,9 @@ impl TableStats {
             return Ok(stats);
         };
         let file_io = destination.file_io();
-        for manifest in files::manifests_of(file_io, metadata, snapshot).await? {
+        for manifest in manifest_entries::manifests_of(file_io, metadata, snapshot).await? {
             stats.manifests += 1;
-            for entry in files::entries_of(file_io, &manifest).await? {
+            for entry in manifest_entries::entries_of(file_io, &manifest).await? {
                 if !entry.is_live() {
                     continue;
                 }

@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use super::files::{entries_of, location_key, manifests_of};
+use crate::commit::manifest_entries::{entries_of, location_key, manifests_of};
 use crate::error::{from_iceberg, IcebergError, IcebergErrorKind};
 use crate::table::TableHandle;
 use crate::Destination;

@@ -24,7 +24,7 @@ use iceberg::io::FileIO;
 use iceberg::spec::{DataContentType, PartitionSpecRef, Struct, TableMetadata};
 use roaring::RoaringTreemap;
 
-use super::files::{live_entries, Entry};
+use crate::commit::manifest_entries::{live_entries, Entry};
 use crate::deletes::deletion_vectors::{is_deletion_vector, read_deletion_vector};
 use crate::error::IcebergError;
 use crate::key_index::scan::{read_keys, read_position_deletes, KEY_COLUMN};

@@ -20,15 +20,17 @@ use iceberg::spec::{
     DataContentType, DataFile, ManifestContentType, ManifestFile, Operation, TableMetadata,
 };
 
-use super::files::{entries_of, manifests_of, Entry};
+use crate::commit::manifest_entries::{
+    entries_of, file_identity, live_entries_of, manifests_of, Entry, ManifestRewrite,
+};
 use crate::commit::offsets::OffsetsAdvance;
 use crate::commit::snapshot_commit::{
-    build_snapshot, manifest_writer, new_snapshot_id, renew_snapshot_id_if_taken,
-    write_new_manifests, BuiltSnapshot, PendingCommit,
+    build_snapshot, new_snapshot_id, renew_snapshot_id_if_taken, write_new_manifests,
+    BuiltSnapshot, PendingCommit,
 };
 use crate::commit::summary::summary;
 use crate::deletes::deletion_vectors::is_deletion_vector;
-use crate::error::{from_iceberg, CatalogErrorKind, IcebergError, IcebergErrorKind};
+use crate::error::{CatalogErrorKind, IcebergError, IcebergErrorKind};
 use crate::key_index::scan::read_position_deletes;
 
 /// The step text of a replace that no longer applies (see the module doc);
@@ -46,15 +48,6 @@ pub(super) fn stale(metadata: &TableMetadata, detail: String) -> IcebergError {
         IcebergErrorKind::Catalog(CatalogErrorKind::Conflict),
         format!("{STALE_REPLACE_STEP} ({})", metadata.location()),
         detail,
-    )
-}
-
-/// A file's identity in a manifest: its path, and the blob offset for a
-/// deletion vector (several share one Puffin file).
-fn identity(file: &DataFile) -> (String, i64) {
-    (
-        file.file_path().to_string(),
-        file.content_offset().unwrap_or(-1),
     )
 }
 
@@ -91,7 +84,7 @@ impl PendingReplace {
             added,
             removed: removed
                 .into_iter()
-                .map(|e| (identity(&e.file), e))
+                .map(|e| (file_identity(&e.file), e))
                 .collect(),
             removed_data,
             data_manifests: None,
@@ -144,7 +137,7 @@ impl PendingReplace {
         entry: &Entry,
     ) -> Result<(), IcebergError> {
         if !entry.is_live() {
-            if self.removed.contains_key(&identity(&entry.file)) {
+            if self.removed.contains_key(&file_identity(&entry.file)) {
                 return Err(stale(
                     metadata,
                     format!("snapshot {id} removed {} meanwhile", entry.path()),
@@ -217,78 +210,31 @@ impl PendingReplace {
                 out.push(manifest);
                 continue;
             }
-            let entries: Vec<Entry> = entries_of(file_io, &manifest)
-                .await?
-                .into_iter()
-                .filter(Entry::is_live)
-                .collect();
+            let entries = live_entries_of(file_io, &manifest).await?;
             if !entries
                 .iter()
-                .any(|e| self.removed.contains_key(&identity(&e.file)))
+                .any(|e| self.removed.contains_key(&file_identity(&e.file)))
             {
                 out.push(manifest);
                 continue;
             }
             rewritten += 1;
-            let location = format!(
-                "{}/metadata/{}-c{attempt}-{rewritten}.avro",
-                metadata.location(),
-                self.commit_id
-            );
-            let err = |e: iceberg::Error| {
-                from_iceberg(
-                    format!(
-                        "rewriting manifest {} as {location}",
-                        manifest.manifest_path
-                    ),
-                    &e,
-                    IcebergErrorKind::Data,
-                )
-            };
-            let spec = metadata
-                .partition_spec_by_id(manifest.partition_spec_id)
-                .cloned()
-                .ok_or_else(|| {
-                    stale(
-                        metadata,
-                        format!(
-                            "manifest {} names partition spec {}, which the table does not have",
-                            manifest.manifest_path, manifest.partition_spec_id
-                        ),
-                    )
-                })?;
-            let deletes = manifest.content == ManifestContentType::Deletes;
-            let mut writer = manifest_writer(
+            let rewrite = ManifestRewrite {
                 file_io,
                 metadata,
-                &location,
-                self.snapshot_id,
-                deletes,
-                &spec,
-            )
-            .map_err(err)?;
-            for entry in entries {
-                if self.removed.contains_key(&identity(&entry.file)) {
-                    found += 1;
-                    writer
-                        .add_delete_file(
-                            entry.file,
-                            entry.sequence_number,
-                            Some(entry.file_sequence_number),
-                        )
-                        .map_err(err)?;
-                } else {
-                    writer
-                        .add_existing_file(
-                            entry.file,
-                            entry.snapshot_id,
-                            entry.sequence_number,
-                            Some(entry.file_sequence_number),
-                        )
-                        .map_err(err)?;
-                }
-            }
-            out.push(writer.write_manifest_file().await.map_err(err)?);
+                snapshot_id: self.snapshot_id,
+                location: format!(
+                    "{}/metadata/{}-c{attempt}-{rewritten}.avro",
+                    metadata.location(),
+                    self.commit_id
+                ),
+            };
+            let is_removed = |f: &DataFile| self.removed.contains_key(&file_identity(f));
+            let (manifest, removed) = rewrite
+                .write(&manifest, entries, is_removed, |d| stale(metadata, d))
+                .await?;
+            found += removed.len();
+            out.push(manifest);
         }
         if found != self.removed.len() {
             return Err(stale(

@@ -5,20 +5,20 @@
 
 use std::collections::HashSet;
 
-use arrow_array::cast::AsArray;
-use arrow_array::{Array, BooleanArray, RecordBatch};
+use arrow_array::{BooleanArray, RecordBatch};
 use futures::TryStreamExt;
-use iceberg::arrow::ArrowFileReader;
 use iceberg::io::FileIO;
 use iceberg::spec::{DataFile, TableMetadata};
-use parquet::arrow::{ParquetRecordBatchStreamBuilder, ProjectionMask};
+use parquet::arrow::ProjectionMask;
 
-use super::files::Entry;
 use super::plan::{CompactionOptions, Plan};
-use crate::error::{from_iceberg, IcebergError, IcebergErrorKind};
+use crate::commit::manifest_entries::Entry;
+use crate::error::{IcebergError, IcebergErrorKind};
 use crate::key_index::parse_key;
+use crate::key_index::scan::open_parquet;
 use crate::write::data_files::{DataFileWriter, WriteOptions};
 use crate::write::schema::PARQUET_FIELD_ID_META_KEY;
+use topicberg_core::columns::str_values;
 
 /// Rows per decoded batch.
 const BATCH_ROWS: usize = 8192;
@@ -94,20 +94,7 @@ async fn copy_live_rows(
 ) -> Result<(), IcebergError> {
     let path = entry.path();
     let step = format!("rewriting data file {path}");
-    let input = file_io
-        .new_input(path)
-        .map_err(|e| from_iceberg(&step, &e, IcebergErrorKind::Storage))?;
-    let meta = input
-        .metadata()
-        .await
-        .map_err(|e| from_iceberg(&step, &e, IcebergErrorKind::Storage))?;
-    let reader = input
-        .reader()
-        .await
-        .map_err(|e| from_iceberg(&step, &e, IcebergErrorKind::Storage))?;
-    let builder = ParquetRecordBatchStreamBuilder::new(ArrowFileReader::new(meta, reader))
-        .await
-        .map_err(|e| storage_err(&step, e))?;
+    let builder = open_parquet(file_io, path, &step).await?;
     // The table's columns only (a column another engine dropped stays out).
     let table_ids: HashSet<i32> = metadata
         .current_schema()
@@ -206,18 +193,8 @@ fn key_column(
             )
         })?;
     let column = batch.column(index);
-    let strings = arrow_cast_strings(column.as_ref()).ok_or_else(|| {
+    let strings = str_values(column.as_ref()).ok_or_else(|| {
         IcebergError::new(IcebergErrorKind::Data, step, "_olake_id is not a string")
     })?;
     Ok(strings.into_iter().map(|v| v.and_then(parse_key)).collect())
-}
-
-fn arrow_cast_strings(column: &dyn Array) -> Option<Vec<Option<&str>>> {
-    use arrow_schema::DataType;
-    match column.data_type() {
-        DataType::Utf8 => Some(column.as_string::<i32>().iter().collect()),
-        DataType::LargeUtf8 => Some(column.as_string::<i64>().iter().collect()),
-        DataType::Utf8View => Some(column.as_string_view().iter().collect()),
-        _ => None,
-    }
 }

@@ -8,28 +8,18 @@
 
 use tracing::Instrument;
 
-use topicberg_core::JobConfig;
 use topicberg_sync::maintain::{run_maintain, MaintainOptions, MaintainReport};
 
-use super::{job_name_of, resolve_job, resolve_paths, Outcome, RunReport, Runner};
+use super::{resolve_job, Outcome, RunReport, Runner};
 use crate::run_store::RunStatus;
 
 impl Runner {
     /// Parses the job file and maintains the job's tables.
     pub(super) fn maintain(&self, job_id: i64, toml: &str, span: &tracing::Span) -> Outcome {
-        let mut config = match JobConfig::from_toml_str(toml, |name| std::env::var(name).ok()) {
+        let config = match self.run_config(toml) {
             Ok(config) => config,
-            Err(e) => {
-                return Outcome {
-                    job_name: job_name_of(toml, job_id),
-                    result: Err(format!("the job's configuration is invalid: {e}")),
-                    lag: None,
-                }
-            }
+            Err(e) => return Outcome::invalid(toml, job_id, e),
         };
-        if let Some(dir) = &self.data_dir {
-            resolve_paths(&mut config, dir);
-        }
         let runtime = tokio::runtime::Handle::current();
         let result = resolve_job(&config).and_then(|job| {
             runtime

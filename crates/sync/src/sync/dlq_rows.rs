@@ -5,9 +5,9 @@
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Int32Type, Int64Type, TimestampMicrosecondType};
 use arrow_array::{Array, RecordBatch};
-use arrow_schema::DataType;
 use base64::Engine as _;
 use serde::Serialize;
+use topicberg_core::columns::string_values;
 use topicberg_iceberg::{CatalogErrorKind, Destination, IcebergError, IcebergErrorKind};
 
 use super::dlq::DLQ_SUFFIX;
@@ -79,7 +79,11 @@ fn batch_rows(batch: &RecordBatch) -> Vec<DeadLetterRow> {
             .column_by_name(name)
             .and_then(|c| c.as_primitive_opt::<TimestampMicrosecondType>())
     };
-    let text = |name| batch.column_by_name(name).map(|c| strings(c.as_ref()));
+    let text = |name| {
+        batch
+            .column_by_name(name)
+            .and_then(|c| string_values(c.as_ref()))
+    };
     let (partitions, offsets) = (int32("_kafka_partition"), int64("_kafka_offset"));
     let (timestamps, written) = (micros("_kafka_timestamp"), micros("_olake_timestamp"));
     let (errors, fields) = (text("_error"), text("_error_field"));
@@ -97,27 +101,6 @@ fn batch_rows(batch: &RecordBatch) -> Vec<DeadLetterRow> {
             value: at(&values, i).map(|v| shown(&v)),
         })
         .collect()
-}
-
-fn strings(column: &dyn Array) -> Vec<Option<String>> {
-    match column.data_type() {
-        DataType::Utf8 => column
-            .as_string::<i32>()
-            .iter()
-            .map(|v| v.map(str::to_string))
-            .collect(),
-        DataType::LargeUtf8 => column
-            .as_string::<i64>()
-            .iter()
-            .map(|v| v.map(str::to_string))
-            .collect(),
-        DataType::Utf8View => column
-            .as_string_view()
-            .iter()
-            .map(|v| v.map(str::to_string))
-            .collect(),
-        _ => vec![None; column.len()],
-    }
 }
 
 /// Base64 of raw bytes -> text to show.

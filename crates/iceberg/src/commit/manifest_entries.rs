@@ -1,13 +1,16 @@
-//! What maintenance reads of a table: the manifests of a snapshot and
-//! their entries with everything a rewrite needs (the file, its status,
-//! sequence numbers, the partition spec), and locations compared whatever
-//! their scheme's spelling.
+//! Manifests as commits and maintenance read and rewrite them: the
+//! manifests of a snapshot, their entries with everything a rewrite needs
+//! (the file, its status, sequence numbers, the partition spec), a
+//! manifest written again with some entries marked deleted, and locations
+//! compared whatever their scheme's spelling.
 
 use iceberg::io::FileIO;
 use iceberg::spec::{
-    DataContentType, DataFile, ManifestFile, ManifestList, ManifestStatus, Snapshot, TableMetadata,
+    DataContentType, DataFile, ManifestContentType, ManifestFile, ManifestList, ManifestStatus,
+    Snapshot, TableMetadata,
 };
 
+use super::snapshot_commit::manifest_writer;
 use crate::error::{from_iceberg, IcebergError, IcebergErrorKind};
 
 /// One entry of a manifest.
@@ -104,6 +107,16 @@ pub(crate) async fn entries_of(
     Ok(out)
 }
 
+/// The live entries of a manifest.
+pub(crate) async fn live_entries_of(
+    file_io: &FileIO,
+    manifest: &ManifestFile,
+) -> Result<Vec<Entry>, IcebergError> {
+    let mut entries = entries_of(file_io, manifest).await?;
+    entries.retain(Entry::is_live);
+    Ok(entries)
+}
+
 /// The live entries of a snapshot (data and deletes).
 pub(crate) async fn live_entries(
     file_io: &FileIO,
@@ -112,14 +125,94 @@ pub(crate) async fn live_entries(
 ) -> Result<Vec<Entry>, IcebergError> {
     let mut out = Vec::new();
     for manifest in manifests_of(file_io, metadata, snapshot).await? {
-        out.extend(
-            entries_of(file_io, &manifest)
-                .await?
-                .into_iter()
-                .filter(Entry::is_live),
-        );
+        out.extend(live_entries_of(file_io, &manifest).await?);
     }
     Ok(out)
+}
+
+/// The manifests of the table's current `main` snapshot (none without
+/// one).
+pub(crate) async fn current_manifests(
+    file_io: &FileIO,
+    metadata: &TableMetadata,
+) -> Result<Vec<ManifestFile>, IcebergError> {
+    match metadata.current_snapshot() {
+        Some(snapshot) => manifests_of(file_io, metadata, snapshot).await,
+        None => Ok(Vec::new()),
+    }
+}
+
+/// A file's identity in a manifest: its path, and the blob offset for a
+/// deletion vector (several share one Puffin file).
+pub(crate) fn file_identity(file: &DataFile) -> (String, i64) {
+    (
+        file.file_path().to_string(),
+        file.content_offset().unwrap_or(-1),
+    )
+}
+
+/// Where a rewritten manifest goes, and the snapshot that writes it.
+pub(crate) struct ManifestRewrite<'a> {
+    pub file_io: &'a FileIO,
+    pub metadata: &'a TableMetadata,
+    pub snapshot_id: i64,
+    pub location: String,
+}
+
+impl ManifestRewrite<'_> {
+    /// Writes `manifest`'s live `entries` again under the manifest's own
+    /// partition spec: each entry `remove` picks is marked DELETED, the
+    /// others EXISTING (their snapshot and sequence numbers kept). Returns
+    /// the new manifest and the files it marks deleted. A spec the table
+    /// no longer has is `stale`'s error (the caller's conflict).
+    pub async fn write(
+        &self,
+        manifest: &ManifestFile,
+        entries: Vec<Entry>,
+        mut remove: impl FnMut(&DataFile) -> bool,
+        stale: impl Fn(String) -> IcebergError,
+    ) -> Result<(ManifestFile, Vec<DataFile>), IcebergError> {
+        let location = &self.location;
+        let step = format!(
+            "rewriting manifest {} as {location}",
+            manifest.manifest_path
+        );
+        let err = |e: iceberg::Error| from_iceberg(&step, &e, IcebergErrorKind::Data);
+        let spec = self
+            .metadata
+            .partition_spec_by_id(manifest.partition_spec_id)
+            .ok_or_else(|| {
+                stale(format!(
+                    "manifest {} names partition spec {}, which the table does not have",
+                    manifest.manifest_path, manifest.partition_spec_id
+                ))
+            })?;
+        let deletes = manifest.content == ManifestContentType::Deletes;
+        let mut writer = manifest_writer(
+            self.file_io,
+            self.metadata,
+            location,
+            self.snapshot_id,
+            deletes,
+            spec,
+        )
+        .map_err(err)?;
+        let mut removed = Vec::new();
+        for entry in entries.into_iter().filter(Entry::is_live) {
+            let (seq, file_seq) = (entry.sequence_number, Some(entry.file_sequence_number));
+            if remove(&entry.file) {
+                writer
+                    .add_delete_file(entry.file.clone(), seq, file_seq)
+                    .map_err(err)?;
+                removed.push(entry.file);
+            } else {
+                writer
+                    .add_existing_file(entry.file, entry.snapshot_id, seq, file_seq)
+                    .map_err(err)?;
+            }
+        }
+        Ok((writer.write_manifest_file().await.map_err(err)?, removed))
+    }
 }
 
 /// A location with its scheme dropped (`s3://b/k`, `s3a://b/k` -> `b/k`;
