@@ -41,8 +41,8 @@ def spark_jars(cloud: bool = False) -> str:
     return out.strip()
 
 
-def catalog_conf(cfg: common.CatalogConfig) -> dict[str, str]:
-    p = f"spark.sql.catalog.{CATALOG}"
+def catalog_conf(cfg: common.CatalogConfig, name: str = CATALOG) -> dict[str, str]:
+    p = f"spark.sql.catalog.{name}"
     conf = {
         p: "org.apache.iceberg.spark.SparkCatalog",
         f"{p}.type": "rest",
@@ -81,13 +81,14 @@ def catalog_conf(cfg: common.CatalogConfig) -> dict[str, str]:
     return conf
 
 
-def session(cfg: common.CatalogConfig, extra: dict[str, str] | None = None):
+def session(cfg: common.CatalogConfig | None, extra: dict[str, str] | None = None):
+    """A Spark session; with `cfg` (a REST catalog), its catalog as `tb`."""
     from pyspark.sql import SparkSession
 
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    os.environ.setdefault("AWS_REGION", cfg.s3_region)
+    os.environ.setdefault("AWS_REGION", cfg.s3_region if cfg else "us-east-1")
     log4j = os.path.join(HERE, "spark-log4j2.properties")
     # C1-only JIT and the serial GC: a short single-JVM job on 2 cores starts
     # about a third faster. TB_SPARK_JAVA_OPTS adds options.
@@ -108,7 +109,7 @@ def session(cfg: common.CatalogConfig, extra: dict[str, str] | None = None):
          .config("spark.sql.shuffle.partitions", "2")
          .config("spark.sql.extensions",
                  "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"))
-    if cfg.catalog != "sql":  # the embedded catalog's tables are read by path
+    if cfg and cfg.catalog != "sql":  # the embedded catalog's tables are read by path
         for k, v in catalog_conf(cfg).items():
             b = b.config(k, v)
     for k, v in (extra or {}).items():
@@ -184,70 +185,94 @@ def quote(s: str) -> str:
     return "`" + s.replace("`", "``") + "`"
 
 
-def read(cfg: common.CatalogConfig, table: common.TableName):
-    from pyspark.errors import AnalysisException
-    from pyspark.errors.exceptions.captured import CapturedException
-    from py4j.protocol import Py4JJavaError
+def cloud_location(cfg: common.CatalogConfig, table: common.TableName) -> str | None:
+    """The metadata location of an embedded-catalog table whose files live in
+    Azure Blob / GCS (the test bed's emulators), read through that catalog
+    (cloud_storage.py) with extra jars; None otherwise."""
+    if cfg.catalog != "sql":
+        return None
+    location = common.sql_metadata_location(cfg, table)
+    return location if cloud_storage.is_remote(location) else None
 
-    # The embedded catalog with its tables in Azure Blob / GCS (the test bed's
-    # emulators): Spark reads them through that catalog (cloud_storage.py).
-    cloud_location = None
-    if cfg.catalog == "sql":
-        location = common.sql_metadata_location(cfg, table)
-        if cloud_storage.is_remote(location):
-            cloud_location = location
-    if cloud_location:
+
+def read(cfg: common.CatalogConfig, table: common.TableName) -> list[bytes]:
+    """The table's canonical lines, read through the test bed's Spark reader server (spark_server.py),
+    or in a session of its own for cloud tables, with TB_SPARK_SERVER=0, or
+    when no server can be reached."""
+    location = cloud_location(cfg, table)
+    if location:
         try:
             extra = cloud_storage.spark_catalog_conf(
                 cfg.cloud, cfg.sql_name, common.sql_catalog_file(cfg),
-                "file://" + cfg.sql_path, cloud_location)
+                "file://" + cfg.sql_path, location)
         except cloud_storage.Unsupported as e:
             raise ReaderError(str(e), EXIT_FAILURE)
         except ValueError as e:
             raise ReaderError(str(e), common.EXIT_USAGE)
         extra["spark.jars"] = spark_jars(cloud=True)
-        spark = session(cfg, extra)
-    else:
-        spark = session(cfg)
+        return common.serialize_rows(*read_in_session(cfg, table, extra, cfg.sql_name))
+    if os.environ.get("TB_SPARK_SERVER") != "0":
+        import dataclasses
+        import spark_server
+        try:
+            lines, error = spark_server.request(dataclasses.replace(cfg, cloud=None), table)
+        except OSError as e:
+            sys.stderr.write(f"spark_reader: no reader server ({e}); reading in-process\n")
+        else:
+            if error:
+                raise error
+            return lines
+    catalog = None if cfg.catalog == "sql" else CATALOG
+    return common.serialize_rows(*read_in_session(cfg, table, None, catalog))
+
+
+def read_in_session(cfg, table, extra, catalog):
+    spark = session(cfg, extra)
     try:
-        name = ".".join(quote(x) for x in (CATALOG,) + table.namespace + (table.name,))
-        try:
-            if cloud_location:
-                df = spark.table(".".join(quote(x) for x in
-                                          (cfg.sql_name,) + table.namespace + (table.name,)))
-            elif cfg.catalog == "sql":
-                # The embedded catalog: Iceberg loads a table from the current
-                # metadata file the SQLite catalog points at.
-                df = spark.read.format("iceberg").load(common.sql_metadata_location(cfg, table))
-            else:
-                df = spark.table(name)
-        except AnalysisException as e:
-            cls = getattr(e, "getErrorClass", lambda: None)()
-            if cls in ("TABLE_OR_VIEW_NOT_FOUND", "SCHEMA_NOT_FOUND") or "not found" in str(e):
-                raise ReaderError(f"table {table.dotted} does not exist in {cfg.uri}: "
-                                  f"{str(e).splitlines()[0]}", EXIT_NO_TABLE)
-            raise
-        except Py4JJavaError as e:
-            msg = java_error(e)
-            unreachable = any(x in msg for x in ("NotAuthorizedException", "ForbiddenException",
-                                                 "Connect", "RESTException"))
-            raise ReaderError(f"cannot load {table.dotted} from {cfg.uri}: {msg}",
-                              EXIT_UNREACHABLE if unreachable else EXIT_FAILURE)
-        except CapturedException as e:  # e.g. "Spark does not support time fields"
-            raise ReaderError(f"Spark cannot read {table.dotted}: {type(e).__name__}: "
-                              f"{str(e).splitlines()[0]}", EXIT_FAILURE)
-        columns = [(f.name, spark_type(f.dataType)) for f in df.schema.fields]
-        try:
-            collected = df.collect()
-        except Py4JJavaError as e:
-            raise ReaderError(f"reading {table.dotted} failed: {java_error(e)}", EXIT_FAILURE)
-        except CapturedException as e:
-            raise ReaderError(f"reading {table.dotted} failed: {type(e).__name__}: "
-                              f"{str(e).splitlines()[0]}", EXIT_FAILURE)
-        rows = [tuple(to_python(v, t) for v, (_, t) in zip(r, columns)) for r in collected]
-        return columns, rows
+        return read_with(spark, cfg, table, catalog)
     finally:
         spark.stop()
+
+
+def read_with(spark, cfg: common.CatalogConfig, table: common.TableName, catalog: str | None):
+    """Reads `table` with `spark` from `catalog` (a session catalog name), or
+    by metadata path for the embedded catalog when `catalog` is None."""
+    from pyspark.errors import AnalysisException
+    from pyspark.errors.exceptions.captured import CapturedException
+    from py4j.protocol import Py4JJavaError
+
+    try:
+        if catalog:
+            df = spark.table(".".join(quote(x) for x in (catalog,) + table.namespace + (table.name,)))
+        else:
+            # The embedded catalog: Iceberg loads a table from the current
+            # metadata file the SQLite catalog points at.
+            df = spark.read.format("iceberg").load(common.sql_metadata_location(cfg, table))
+    except AnalysisException as e:
+        cls = getattr(e, "getErrorClass", lambda: None)()
+        if cls in ("TABLE_OR_VIEW_NOT_FOUND", "SCHEMA_NOT_FOUND") or "not found" in str(e):
+            raise ReaderError(f"table {table.dotted} does not exist in {cfg.uri}: "
+                              f"{str(e).splitlines()[0]}", EXIT_NO_TABLE)
+        raise
+    except Py4JJavaError as e:
+        msg = java_error(e)
+        unreachable = any(x in msg for x in ("NotAuthorizedException", "ForbiddenException",
+                                             "Connect", "RESTException"))
+        raise ReaderError(f"cannot load {table.dotted} from {cfg.uri}: {msg}",
+                          EXIT_UNREACHABLE if unreachable else EXIT_FAILURE)
+    except CapturedException as e:  # e.g. "Spark does not support time fields"
+        raise ReaderError(f"Spark cannot read {table.dotted}: {type(e).__name__}: "
+                          f"{str(e).splitlines()[0]}", EXIT_FAILURE)
+    columns = [(f.name, spark_type(f.dataType)) for f in df.schema.fields]
+    try:
+        collected = df.collect()
+    except Py4JJavaError as e:
+        raise ReaderError(f"reading {table.dotted} failed: {java_error(e)}", EXIT_FAILURE)
+    except CapturedException as e:
+        raise ReaderError(f"reading {table.dotted} failed: {type(e).__name__}: "
+                          f"{str(e).splitlines()[0]}", EXIT_FAILURE)
+    rows = [tuple(to_python(v, t) for v, (_, t) in zip(r, columns)) for r in collected]
+    return columns, rows
 
 
 def main() -> None:
@@ -258,7 +283,13 @@ def main() -> None:
     os.dup2(2, 1)
     out = os.fdopen(rows_fd, "wb")
     try:
-        common.run_reader("spark", read, out=out)
+        _args, cfg, table = common.parse_reader_args("spark")
+        try:
+            common.check_catalog_reachable(cfg)
+            lines = read(cfg, table)
+        except ReaderError as e:
+            common.die("spark", str(e), e.code)
+        common.write_lines(lines, out)
     finally:
         out.flush()
 
