@@ -149,6 +149,11 @@ class Handler(socketserver.StreamRequestHandler):
         msg = json.loads(self.rfile.readline())
         cfg = common.CatalogConfig(**msg["cfg"])
         table = common.TableName(tuple(msg["table"][:-1]), msg["table"][-1])
+        # Each request runs in a thread of its own, whose JVM thread has no
+        # active session: Iceberg's path loads (the embedded catalog's tables)
+        # then find no `default_iceberg` catalog. Make ours the active one.
+        spark = server.spark
+        spark._jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)
         try:
             catalog = None if cfg.catalog == "sql" else server.catalog_for(cfg)
             columns, rows = spark_reader.read_with(server.spark, cfg, table, catalog)
