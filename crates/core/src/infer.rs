@@ -30,6 +30,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
+use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use crate::columns::{ColumnType, METADATA_COLUMNS};
@@ -351,6 +352,21 @@ pub(crate) fn classify(raw: &str) -> Result<(Option<ColumnType>, bool), &'static
         },
     };
     Ok((ty, false))
+}
+
+/// Reads one value and returns its inferred type (`None` for null), without
+/// building it: nested values are skipped.
+pub(crate) struct TypeOf;
+
+impl<'de> DeserializeSeed<'de> for TypeOf {
+    type Value = Option<ColumnType>;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        let raw = <&'de RawValue>::deserialize(d)?;
+        classify(raw.get())
+            .map(|(ty, _)| ty)
+            .map_err(serde::de::Error::custom)
+    }
 }
 
 #[cfg(test)]

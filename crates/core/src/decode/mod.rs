@@ -57,19 +57,17 @@ mod error;
 pub mod fit;
 mod framed;
 mod key_field;
-mod parser;
 mod protobuf;
 mod seed;
 #[cfg(test)]
 mod tests;
 
 use std::collections::{HashMap, HashSet};
-use std::marker::PhantomData;
 use std::sync::Arc;
 
 use arrow_array::{RecordBatch, RecordBatchOptions};
 use arrow_schema::SchemaRef;
-use serde::de::IgnoredAny;
+use serde::de::{Deserializer as _, IgnoredAny};
 
 pub use avro::{parse_uuid, AvroType};
 pub use error::{DecodeError, DecodeErrorKind, UnknownField};
@@ -85,7 +83,6 @@ use crate::olake_id::{encode_append, encode_key_value, hash_hex};
 use crate::record::SourceRecord;
 use buffer::ColumnBuffer;
 use framed::Plan;
-use parser::{JsonParser as _, Parser};
 use seed::{Failure, FieldIndex, Row};
 
 /// How `_olake_id` is computed (see [`crate::append_olake_id`]).
@@ -387,9 +384,9 @@ impl BatchDecoder {
             }
         };
         let mut failure = None;
-        let parsed = Parser::parse_object(
-            text,
-            Row {
+        let mut de = serde_json::Deserializer::from_str(text);
+        let parsed = de
+            .deserialize_map(Row {
                 buffers: &mut self.buffers,
                 fields: &mut self.fields,
                 unknown: &mut self.unknown,
@@ -397,9 +394,8 @@ impl BatchDecoder {
                 failure: &mut failure,
                 partition: record.partition,
                 offset: record.offset,
-                parser: PhantomData::<Parser>,
-            },
-        );
+            })
+            .and_then(|()| de.end());
         if let Err(e) = parsed {
             self.rollback(row, unknown_mark);
             return Err(self.parse_error(record, value, e, failure));
@@ -618,7 +614,7 @@ impl BatchDecoder {
         &self,
         record: &SourceRecord<'_>,
         value: &[u8],
-        parse: String,
+        parse: serde_json::Error,
         failure: Option<Failure>,
     ) -> DecodeError {
         let name = |column: usize| Some(self.fields.names[column].to_string());
@@ -652,7 +648,7 @@ impl BatchDecoder {
                     None => (
                         None,
                         DecodeErrorKind::NotJson {
-                            reason: parse,
+                            reason: parse.to_string(),
                         },
                     ),
                 },

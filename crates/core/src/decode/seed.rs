@@ -4,15 +4,15 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::marker::PhantomData;
 
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::Deserialize;
+use serde_json::value::RawValue;
 
 use super::buffer::ColumnBuffer;
 use super::error::UnknownField;
-use super::parser::JsonParser;
 use crate::columns::ColumnType;
-use crate::infer::{classify, merge_optional};
+use crate::infer::{merge_optional, TypeOf};
 use crate::timestamp::parse_timestamp_micros;
 
 /// Why a value did not go into its column; the custom serde error that
@@ -65,8 +65,8 @@ impl FieldIndex {
     }
 }
 
-/// The state one message's parse works on, parsed by `P`.
-pub(super) struct Row<'a, P> {
+/// The state one message's parse works on.
+pub(super) struct Row<'a> {
     pub(super) buffers: &'a mut [ColumnBuffer],
     pub(super) fields: &'a mut FieldIndex,
     pub(super) unknown: &'a mut Vec<UnknownField>,
@@ -76,10 +76,9 @@ pub(super) struct Row<'a, P> {
     pub(super) failure: &'a mut Option<Failure>,
     pub(super) partition: i32,
     pub(super) offset: i64,
-    pub(super) parser: PhantomData<P>,
 }
 
-impl<'de, P: JsonParser> Visitor<'de> for Row<'_, P> {
+impl<'de> Visitor<'de> for Row<'_> {
     type Value = ();
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -109,11 +108,10 @@ impl<'de, P: JsonParser> Visitor<'de> for Row<'_, P> {
                         buffer,
                         column,
                         failure: &mut *self.failure,
-                        parser: PhantomData::<P>,
                     })?;
                 }
                 Key::Unknown(i) => {
-                    let ty = map.next_value_seed(TypeOf::<P>(PhantomData))?;
+                    let ty = map.next_value_seed(TypeOf)?;
                     let field = &mut self.unknown[i];
                     let merged = merge_optional(field.ty.clone(), ty.clone());
                     if merged != field.ty {
@@ -187,31 +185,14 @@ impl<'de> Visitor<'de> for KeySeed<'_> {
     }
 }
 
-/// Reads one value and returns its inferred type (`None` for null), as
-/// schema inference does, without building it.
-struct TypeOf<P>(PhantomData<P>);
-
-impl<'de, P: JsonParser> DeserializeSeed<'de> for TypeOf<P> {
-    type Value = Option<ColumnType>;
-
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-        P::with_raw(d, |raw| {
-            classify(raw)
-                .map(|(ty, _)| ty)
-                .map_err(de::Error::custom)
-        })
-    }
-}
-
 /// Appends one value into one column, checking the column's type rules.
-struct ValueSeed<'a, P> {
+struct ValueSeed<'a> {
     buffer: &'a mut ColumnBuffer,
     column: usize,
     failure: &'a mut Option<Failure>,
-    parser: PhantomData<P>,
 }
 
-impl<'de, P: JsonParser> DeserializeSeed<'de> for ValueSeed<'_, P> {
+impl<'de> DeserializeSeed<'de> for ValueSeed<'_> {
     type Value = ();
 
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
@@ -219,17 +200,18 @@ impl<'de, P: JsonParser> DeserializeSeed<'de> for ValueSeed<'_, P> {
             return d.deserialize_any(self);
         }
         // Any value, kept as its JSON text exactly as the message has it.
-        P::with_raw(d, |raw| match raw {
+        let raw = <&'de RawValue>::deserialize(d)?;
+        match raw.get() {
             "null" => {
                 self.buffer.push_null();
                 Ok(())
             }
             text => self.push_str(text),
-        })
+        }
     }
 }
 
-impl<P> ValueSeed<'_, P> {
+impl ValueSeed<'_> {
     fn mismatch<E: de::Error>(self, found: String) -> Result<(), E> {
         *self.failure = Some(Failure::Mismatch {
             column: self.column,
@@ -266,7 +248,7 @@ fn describe_string(text: &str) -> String {
     }
 }
 
-impl<'de, P: JsonParser> Visitor<'de> for ValueSeed<'_, P> {
+impl<'de> Visitor<'de> for ValueSeed<'_> {
     type Value = ();
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -275,18 +275,27 @@ fn negative_zero_and_bad_escapes_in_skipped_values() {
     for value in bad {
         // A `json` column keeps the value as its text.
         let err = one(ColumnType::Json, &[value]).unwrap_err();
-        assert!(matches!(err.kind, DecodeErrorKind::NotJson { .. }), "{value}: {err}");
+        assert!(
+            matches!(err.kind, DecodeErrorKind::NotJson { .. }),
+            "{value}: {err}"
+        );
         // An unknown field (its type inferred) and an ignored one (not in
         // the stream's `columns`).
         let message = value.replace(r#"{"v""#, r#"{"v":1,"w""#);
         let mut d = decoder(&table(&[("v", ColumnType::Long)]));
         let err = d.append(&record(0, &message)).unwrap_err();
-        assert!(matches!(err.kind, DecodeErrorKind::NotJson { .. }), "{message}: {err}");
+        assert!(
+            matches!(err.kind, DecodeErrorKind::NotJson { .. }),
+            "{message}: {err}"
+        );
         let mut options = DecoderOptions::append(WRITTEN);
         options.payload_fields = Some(std::sync::Arc::new(["v".to_owned()].into()));
         let mut d = BatchDecoder::new(&table(&[("v", ColumnType::Long)]), options).unwrap();
         let err = d.append(&record(0, &message)).unwrap_err();
-        assert!(matches!(err.kind, DecodeErrorKind::NotJson { .. }), "{message}: {err}");
+        assert!(
+            matches!(err.kind, DecodeErrorKind::NotJson { .. }),
+            "{message}: {err}"
+        );
         assert_eq!(d.len(), 0);
     }
 }
