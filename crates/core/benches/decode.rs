@@ -1,10 +1,13 @@
 //! Decode throughput on seed-shaped `orders` messages.
 //!
-//! `cargo bench -p topicberg-core --bench decode [-- MESSAGES] [NAME...]` prints
+//! `cargo bench -p topicberg-core --bench decode [-- MESSAGES] [NAME... | =NAME...]` prints
 //! messages/s and MB/s (value bytes) for:
 //! - `parse only`: serde_json skipping every value (the floor of any JSON path);
 //! - `serde_json::Value`: a tree per message (what we avoid);
 //! - `BatchDecoder`: our decoder into Arrow batches, metadata columns included;
+//! - `BatchDecoder trips`, `BatchDecoder events`: the same on `bench/run`'s
+//!   144-byte trips shape, and on an event shape with escaped strings and
+//!   nested values (a `json` column kept as its text);
 //! - `SchemaInference`: the discover-time sampler;
 //! - `apache-avro Value`: the same orders as registry-framed Avro, decoded
 //!   by the `apache-avro` crate into its value tree (the well-kept decoder
@@ -16,7 +19,9 @@
 //!   JSON), our Protobuf reader into Arrow batches, metadata columns
 //!   included.
 //!
-//! No time is asserted: the numbers are for reading and comparing.
+//! Each line also gives the CPU time (user + system, from
+//! `/proc/self/stat`) per message over all its rounds. No time is asserted:
+//! the numbers are for reading and comparing.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -60,26 +65,55 @@ fn order(i: u64) -> (String, String) {
     (i.to_string(), value)
 }
 
-fn report(name: &str, messages: usize, bytes: usize, elapsed: Duration) {
+fn report(name: &str, messages: usize, bytes: usize, elapsed: Duration, cpu_ns: f64) {
     let secs = elapsed.as_secs_f64();
     println!(
-        "{name:<22} {:>12.0} messages/s {:>6.0} ns/message {:>9.1} MB/s   ({messages} messages in {:.3} s)",
+        "{name:<22} {:>12.0} messages/s {:>6.0} ns/message {:>9.1} MB/s {:>6.0} CPU ns/message   ({messages} messages in {:.3} s)",
         messages as f64 / secs,
         secs * 1e9 / messages as f64,
         bytes as f64 / secs / 1e6,
+        cpu_ns,
         secs,
     );
 }
 
-/// Runs `f` ROUNDS times and reports the fastest (unless filtered out).
-fn bench(name: &str, messages: usize, bytes: usize, mut f: impl FnMut()) {
+/// User + system CPU time of this process in nanoseconds (Linux; 0 elsewhere).
+fn cpu_ns() -> f64 {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return 0.0;
+    };
+    // Fields after the command name (which may hold spaces): utime is the
+    // 12th, stime the 13th, in clock ticks (100 per second on Linux).
+    let rest = &stat[stat.rfind(')').map_or(0, |i| i + 2)..];
+    let ticks: f64 = rest
+        .split(' ')
+        .skip(11)
+        .take(2)
+        .filter_map(|t| t.parse::<f64>().ok())
+        .sum();
+    ticks * 1e7
+}
+
+/// Whether the command line asks for bench `name`: no filter, a filter
+/// the name contains, or `=NAME` exactly.
+fn wanted(name: &str) -> bool {
     let filters: Vec<String> = std::env::args()
         .skip(1)
         .filter(|a| !a.starts_with('-') && a.parse::<usize>().is_err())
         .collect();
-    if !filters.is_empty() && !filters.iter().any(|f| name.contains(f.as_str())) {
+    filters.is_empty()
+        || filters.iter().any(|f| match f.strip_prefix('=') {
+            Some(exact) => name == exact,
+            None => name.contains(f.as_str()),
+        })
+}
+
+/// Runs `f` ROUNDS times and reports the fastest (unless filtered out).
+fn bench(name: &str, messages: usize, bytes: usize, mut f: impl FnMut()) {
+    if !wanted(name) {
         return;
     }
+    let cpu = cpu_ns();
     let best = (0..ROUNDS)
         .map(|_| {
             let start = Instant::now();
@@ -88,7 +122,8 @@ fn bench(name: &str, messages: usize, bytes: usize, mut f: impl FnMut()) {
         })
         .min()
         .expect("at least one round");
-    report(name, messages, bytes, best);
+    let cpu_per_message = (cpu_ns() - cpu) / (ROUNDS * messages) as f64;
+    report(name, messages, bytes, best, cpu_per_message);
 }
 
 fn main() {
@@ -117,6 +152,72 @@ fn main() {
         }
     });
 
+    let columns = batch_decoder("BatchDecoder", &messages);
+    let trips: Vec<_> = (1..=count as u64).map(trip).collect();
+    batch_decoder("BatchDecoder trips", &trips);
+    let events: Vec<_> = (1..=count as u64).map(event).collect();
+    batch_decoder("BatchDecoder events", &events);
+
+    if wanted("apache-avro Value") || wanted("BatchDecoder avro") {
+        avro(&messages);
+    }
+    if wanted("BatchDecoder protobuf") {
+        protobuf(&messages, &columns);
+    }
+
+    bench("SchemaInference", count, bytes, || {
+        let mut inference = SchemaInference::new();
+        for (_, v) in &messages {
+            inference.add(v.as_bytes()).unwrap();
+        }
+        black_box(inference.columns());
+    });
+}
+
+/// `bench/run`'s 144-byte trips record (its generator's fields and ranges).
+fn trip(i: u64) -> (String, String) {
+    const PAYMENTS: [&str; 4] = ["card", "cash", "app", "voucher"];
+    let r = i.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 16;
+    let at = |x: u64| {
+        let s = x % (30 * 86_400);
+        let (d, h, m, sec) = (1 + s / 86_400, s / 3600 % 24, s / 60 % 60, s % 60);
+        format!("2026-11-{d:02}T{h:02}:{m:02}:{sec:02}Z")
+    };
+    let (dist, fare) = ((r >> 24) % 3000, (r >> 30) % 9000);
+    let value = format!(
+        r#"{{"id":{i},"vendor":{},"pickup":"{}","dropoff":"{}","pax":{},"distance":{}.{:02},"fare":{}.{:02},"payment":"{}"}}"#,
+        r % 3 + 1,
+        at(r & 0xFFF_FFFF),
+        at((r >> 12) & 0xFFF_FFFF),
+        (r >> 4) % 5 + 1,
+        dist / 100,
+        dist % 100,
+        fare / 100,
+        fare % 100,
+        PAYMENTS[((r >> 8) & 3) as usize],
+    );
+    (i.to_string(), value)
+}
+
+/// An event with escaped strings and nested values (the `json` column's
+/// raw-text path), about 260 bytes.
+fn event(i: u64) -> (String, String) {
+    let value = format!(
+        r#"{{"id":{i},"kind":"click","at":"{T0}","user":{{"id":{},"name":"user \"{}\"","tags":["a","b\\c"]}},"path":"/shop/item?id={}&ref=mail\u00e9","meta":{{"ua":"Mozilla/5.0 (X11; Linux x86_64)","ms":{}.{}}},"ok":true}}"#,
+        i % 1000,
+        i % 97,
+        i % 5000,
+        i % 300,
+        i % 10,
+    );
+    (i.to_string(), value)
+}
+
+/// Our JSON decoder on `messages` (columns inferred from the first 10,000),
+/// as bench `name`; returns the columns.
+fn batch_decoder(name: &str, messages: &[(String, String)]) -> TableColumns {
+    let count = messages.len();
+    let bytes: usize = messages.iter().map(|(_, v)| v.len()).sum();
     let mut inference = SchemaInference::new();
     for (_, v) in messages.iter().take(10_000) {
         inference.add(v.as_bytes()).unwrap();
@@ -124,7 +225,7 @@ fn main() {
     let columns = TableColumns::for_new_table(&inference.columns()).unwrap();
     let mut decoder = BatchDecoder::new(&columns, DecoderOptions::append(0)).unwrap();
     let mut rows = 0;
-    bench("BatchDecoder", count, bytes, || {
+    bench(name, count, bytes, || {
         for (offset, (key, value)) in messages.iter().enumerate() {
             let record = SourceRecord {
                 topic: "orders",
@@ -142,17 +243,7 @@ fn main() {
         rows += black_box(decoder.finish()).num_rows();
     });
     assert!(rows == 0 || rows == ROUNDS * count);
-
-    avro(&messages);
-    protobuf(&messages, &columns);
-
-    bench("SchemaInference", count, bytes, || {
-        let mut inference = SchemaInference::new();
-        for (_, v) in &messages {
-            inference.add(v.as_bytes()).unwrap();
-        }
-        black_box(inference.columns());
-    });
+    columns
 }
 
 const ORDER_AVRO: &str = r#"{"type":"record","name":"Order","fields":[

@@ -259,6 +259,47 @@ fn float_rules_round_within_range_and_refuse_beyond_it() {
     ));
 }
 
+/// Rules a faster parser broke (sonic-rs 0.5.10, issue 19): a negative
+/// zero keeps its sign, and a `\u` escape that is not four hex digits makes
+/// the message not JSON, also in a value only captured or skipped.
+#[test]
+fn negative_zero_and_bad_escapes_in_skipped_values() {
+    let b = one(
+        ColumnType::Double,
+        &[r#"{"v":-0}"#, r#"{"v":-0.0}"#, r#"{"v":-0e5}"#],
+    )
+    .unwrap();
+    let v = b.column(0).as_primitive::<Float64Type>();
+    assert!(v.values().iter().all(|v| *v == 0.0 && v.is_sign_negative()));
+    let bad = [r#"{"v":"\uzzzz"}"#, r#"{"v":["\ud83c\udeud804"]}"#];
+    for value in bad {
+        // A `json` column keeps the value as its text.
+        let err = one(ColumnType::Json, &[value]).unwrap_err();
+        assert!(
+            matches!(err.kind, DecodeErrorKind::NotJson { .. }),
+            "{value}: {err}"
+        );
+        // An unknown field (its type inferred) and an ignored one (not in
+        // the stream's `columns`).
+        let message = value.replace(r#"{"v""#, r#"{"v":1,"w""#);
+        let mut d = decoder(&table(&[("v", ColumnType::Long)]));
+        let err = d.append(&record(0, &message)).unwrap_err();
+        assert!(
+            matches!(err.kind, DecodeErrorKind::NotJson { .. }),
+            "{message}: {err}"
+        );
+        let mut options = DecoderOptions::append(WRITTEN);
+        options.payload_fields = Some(std::sync::Arc::new(["v".to_owned()].into()));
+        let mut d = BatchDecoder::new(&table(&[("v", ColumnType::Long)]), options).unwrap();
+        let err = d.append(&record(0, &message)).unwrap_err();
+        assert!(
+            matches!(err.kind, DecodeErrorKind::NotJson { .. }),
+            "{message}: {err}"
+        );
+        assert_eq!(d.len(), 0);
+    }
+}
+
 #[test]
 fn double_rules_and_exact_round_trip() {
     let b = one(
