@@ -37,8 +37,8 @@ def sort_order(t) -> dict:
         "fields": [
             {
                 "column": schema.find_column_name(f.source_id),
-                "direction": str(f.direction),
-                "null_order": str(f.null_order),
+                "direction": f.direction.value,
+                "null_order": f.null_order.value,
                 "transform": str(f.transform),
             }
             for f in order.fields

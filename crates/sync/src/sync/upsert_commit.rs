@@ -142,7 +142,7 @@ impl PreparedUpsert {
         // Files of a partitioned spec, and files sorted by the table's
         // sort order, do not hold the written rows in write order (see
         // `WrittenRows`): their positions are read back.
-        let partitioned = delta
+        let read_back = delta
             .data_files
             .iter()
             .any(|f| !f.partition().fields().is_empty() || f.sort_order_id().is_some());
@@ -184,7 +184,7 @@ impl PreparedUpsert {
         crate::hooks::fault_point("before_key_index_update");
         let files: Vec<String> = delta_files.iter().map(|(p, _)| p.clone()).collect();
         let counts: Vec<u64> = delta_files.iter().map(|(_, n)| *n).collect();
-        let applied = if partitioned {
+        let applied = if read_back {
             // Rows were split per partition or sorted: read their positions back.
             index
                 .apply_read_back(

@@ -161,7 +161,7 @@ fn maintain_rewrites_files_of_an_older_spec_into_the_current_one() {
     };
     sync(0, 24);
     // Spark: ALTER TABLE ... ADD PARTITION FIELD bucket(4, id) (spec 1).
-    let out = command(&format!("{}/maintain", get("TESTBED_READERS")))
+    let out = command(repo_root().join("scripts/readers/maintain").to_str().unwrap())
         .args(["--catalog", catalog.reader_name(), "--steps", "partition"])
         .args(&tables)
         .output()

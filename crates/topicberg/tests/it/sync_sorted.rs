@@ -241,7 +241,7 @@ partition_by = ["identity(region)"]
 
 /// Spark's `DESCRIBE TABLE EXTENDED` lists the table's sort order.
 fn spark_shows_the_sort_order(catalog: Catalog, table: &str) {
-    let out = command(&format!("{}/maintain", get("TESTBED_READERS")))
+    let out = command(repo_root().join("scripts/readers/maintain").to_str().unwrap())
         .args(["--catalog", catalog.reader_name(), "--steps", "describe", table])
         .output()
         .unwrap();
