@@ -15,8 +15,8 @@ use crate::columns::KAFKA_KEY;
 use crate::config::{
     default_key_format, parse_duration, resolve_delete_format, value_format_without_schema,
     CatalogKind, ConfigProblem, DeleteFormat, DestinationConfig, EngineTarget, FormatVersion,
-    JobConfig, MaintainConfig, OnInvalid, PartitionField, SortKey, SourceConfig, StreamMode, StreamSettings,
-    SCHEMA_REGISTRY_REQUEST_TIMEOUT_SECS,
+    JobConfig, MaintainConfig, OnInvalid, PartitionField, SortKey, SourceConfig, StreamMode,
+    StreamSettings, SCHEMA_REGISTRY_REQUEST_TIMEOUT_SECS,
 };
 use crate::registry::ValueFormat;
 use crate::Secret;

@@ -22,9 +22,9 @@ use crate::table::TableHandle;
 use crate::write::credentials::{Refresh, Vended};
 use crate::write::data_files::{DataFileWriter, WriteOptions};
 use crate::write::partition::partition_spec;
-use crate::write::sort::sort_order;
 use crate::write::schema::{iceberg_schema, schema_differences, Column};
 use crate::write::signing::{RemoteSigning, SignerToken};
+use crate::write::sort::sort_order;
 use crate::write::storage::{CredentialPath, ObjectStorage, StorageConfig};
 use crate::CatalogErrorKind;
 

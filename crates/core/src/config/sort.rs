@@ -167,7 +167,13 @@ mod tests {
 
     #[test]
     fn bad_entries_say_how_to_write_them() {
-        for entry in ["id descending", "id desc nulls", "id nulls middle", "", "a b"] {
+        for entry in [
+            "id descending",
+            "id desc nulls",
+            "id nulls middle",
+            "",
+            "a b",
+        ] {
             let problems = parse(&[entry]).unwrap_err();
             assert!(
                 problems[0].contains("write \"column\", \"column asc\" or \"column desc\""),

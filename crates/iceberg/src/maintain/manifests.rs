@@ -13,9 +13,7 @@
 use std::collections::BTreeMap;
 
 use iceberg::io::FileIO;
-use iceberg::spec::{
-    DataFile, ManifestContentType, ManifestFile, Operation, TableMetadata,
-};
+use iceberg::spec::{DataFile, ManifestContentType, ManifestFile, Operation, TableMetadata};
 use serde::Serialize;
 
 use super::files::{entries_of, manifests_of, Entry};
@@ -26,10 +24,10 @@ use crate::commit::snapshot_commit::{
     build_snapshot, manifest_writer, new_snapshot_id, BuiltSnapshot, PendingCommit,
 };
 use crate::commit::summary::summary;
-use crate::write::data_files::copy_of;
 use crate::destination::DEFAULT_COMMIT_ATTEMPTS;
 use crate::error::{from_iceberg, IcebergError, IcebergErrorKind};
 use crate::table::TableHandle;
+use crate::write::data_files::copy_of;
 use crate::Destination;
 
 /// The most entries one rewritten manifest holds.

@@ -36,7 +36,8 @@ use arrow_schema::SchemaRef as ArrowSchemaRef;
 use arrow_select::concat::concat_batches;
 use iceberg::io::FileIO;
 use iceberg::spec::{
-    DataFile, DataFileBuilder, DataFileFormat, PartitionKey, PartitionSpecRef, SchemaRef, Struct, TableMetadata,
+    DataFile, DataFileBuilder, DataFileFormat, PartitionKey, PartitionSpecRef, SchemaRef, Struct,
+    TableMetadata,
 };
 use iceberg::writer::base_writer::data_file_writer::{
     DataFileWriter as InnerWriter, DataFileWriterBuilder,
@@ -52,12 +53,12 @@ use parquet::file::properties::WriterProperties;
 use parquet::schema::types::ColumnPath;
 use topicberg_core::columns::{KAFKA_KEY, KAFKA_OFFSET, KAFKA_TIMESTAMP, OLAKE_ID};
 
+use crate::deletes::partitions::spec_id;
 use crate::error::{from_iceberg, IcebergError, IcebergErrorKind};
 use crate::write::conform::conform;
-use crate::deletes::partitions::spec_id;
 use crate::write::partition::{write_spec, PartitionSplitter};
-use crate::write::sort::{RowSorter, SORTED_CHUNK_ROWS};
 use crate::write::schema::arrow_schema;
+use crate::write::sort::{RowSorter, SORTED_CHUNK_ROWS};
 
 /// A partition writer's row groups are the unpartitioned ones divided by
 /// this (at least [`MIN_PARTITION_ROW_GROUP`]): many may be open at once.
@@ -336,9 +337,7 @@ impl DataFileWriter {
             return Ok(());
         };
         self.held_bytes -= held.bytes;
-        let order = sorter
-            .order(&held.batches)
-            .map_err(|e| self.data_err(e))?;
+        let order = sorter.order(&held.batches).map_err(|e| self.data_err(e))?;
         for chunk in order.chunks(SORTED_CHUNK_ROWS) {
             let rows = RowSorter::gather(&held.batches, chunk).map_err(|e| self.data_err(e))?;
             self.write_partition(partition.clone(), rows).await?;

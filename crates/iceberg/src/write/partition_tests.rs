@@ -271,7 +271,13 @@ fn ids_in(file: &iceberg::spec::DataFile) -> Vec<i64> {
     .unwrap();
     let mut ids = Vec::new();
     for batch in reader {
-        ids.extend(batch.unwrap().column(0).as_primitive::<Int64Type>().values());
+        ids.extend(
+            batch
+                .unwrap()
+                .column(0)
+                .as_primitive::<Int64Type>()
+                .values(),
+        );
     }
     ids
 }
@@ -283,7 +289,11 @@ async fn write_sorted(sort_buffer_size: usize) -> Vec<(iceberg::spec::DataFile, 
     let schema = Arc::new(iceberg_schema(&columns()).unwrap());
     let keys = vec!["id desc".parse().unwrap()];
     let order = crate::write::sort::sort_order("ns.t", &schema, &columns(), &keys).unwrap();
-    let meta = sorted_metadata(&dir, &[field(PartitionTransform::Identity, "region")], order);
+    let meta = sorted_metadata(
+        &dir,
+        &[field(PartitionTransform::Identity, "region")],
+        order,
+    );
     let file_io = ObjectStorage::new(StorageConfig::local()).file_io();
     let options = WriteOptions {
         sort_buffer_size,

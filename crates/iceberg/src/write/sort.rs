@@ -164,7 +164,11 @@ impl RowSorter {
             options: None,
         });
         let indices = lexsort_to_indices(&columns, None)?;
-        Ok(indices.values().iter().map(|&i| places[i as usize]).collect())
+        Ok(indices
+            .values()
+            .iter()
+            .map(|&i| places[i as usize])
+            .collect())
     }
 
     /// The rows at `places` of `batches`, in that order, as one batch.
@@ -189,9 +193,8 @@ mod tests {
 
     fn arrow() -> ArrowSchemaRef {
         let field = |name: &str, ty: DataType, id: i32| {
-            Field::new(name, ty, true).with_metadata(
-                [(PARQUET_FIELD_ID_META_KEY.to_string(), id.to_string())].into(),
-            )
+            Field::new(name, ty, true)
+                .with_metadata([(PARQUET_FIELD_ID_META_KEY.to_string(), id.to_string())].into())
         };
         Arc::new(Schema::new(vec![
             field("id", DataType::Int64, 1),
@@ -218,7 +221,11 @@ mod tests {
         let order = sorter.order(batches).unwrap();
         let out = RowSorter::gather(batches, &order).unwrap();
         let ids = out.column(0).as_any().downcast_ref::<Int64Array>().unwrap();
-        let names = out.column(1).as_any().downcast_ref::<StringArray>().unwrap();
+        let names = out
+            .column(1)
+            .as_any()
+            .downcast_ref::<StringArray>()
+            .unwrap();
         (
             (0..out.num_rows())
                 .map(|i| ids.is_valid(i).then(|| ids.value(i)))
@@ -263,8 +270,7 @@ mod tests {
             IcebergSchema::builder()
                 .with_fields(vec![
                     NestedField::optional(1, "id", Type::Primitive(PrimitiveType::Long)).into(),
-                    NestedField::optional(2, "name", Type::Primitive(PrimitiveType::String))
-                        .into(),
+                    NestedField::optional(2, "name", Type::Primitive(PrimitiveType::String)).into(),
                 ])
                 .build()
                 .unwrap(),

@@ -19,7 +19,13 @@ use crate::testbed::{command, get, repo_root, unique_name};
 fn plan_files(catalog: Catalog, table: &str, filter: &str) -> Value {
     let out = command(&get("TESTBED_PYTHON"))
         .arg(repo_root().join("scripts/readers/plan_files.py"))
-        .args(["--catalog", catalog.reader_name(), "--filter", filter, table])
+        .args([
+            "--catalog",
+            catalog.reader_name(),
+            "--filter",
+            filter,
+            table,
+        ])
         .output()
         .unwrap();
     assert!(
@@ -65,9 +71,8 @@ fn a_filtered_scan_plans_exactly_the_files_holding_matching_rows() {
     let catalog = Catalog::Fixture;
     let topic = unique_name("prune");
     create_topic(&topic, 3);
-    let streams = format!(
-        "[[streams]]\ntopic = \"{topic}\"\npartition_by = [\"identity(region)\"]\n"
-    );
+    let streams =
+        format!("[[streams]]\ntopic = \"{topic}\"\npartition_by = [\"identity(region)\"]\n");
     let job = Job::new(catalog, &[&topic], "", &streams);
     let table = job.table(&topic);
     let kafka = plaintext();
@@ -161,12 +166,16 @@ fn maintain_rewrites_files_of_an_older_spec_into_the_current_one() {
     };
     sync(0, 24);
     // Spark: ALTER TABLE ... ADD PARTITION FIELD bucket(4, id) (spec 1).
-    let out = command(repo_root().join("scripts/readers/maintain").to_str().unwrap())
+    let out = command(&format!("{}/maintain", get("TESTBED_READERS")))
         .args(["--catalog", catalog.reader_name(), "--steps", "partition"])
         .args(&tables)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     // Updates of the old keys: their old rows' deletes are in spec 0.
     sync(24, 12);
     for table in &tables {
@@ -174,7 +183,11 @@ fn maintain_rewrites_files_of_an_older_spec_into_the_current_one() {
         assert_eq!(plan["spec_ids"], json!([0, 1]), "{table}: {plan}");
     }
     let out = job.run("maintain", &[], &[]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     for table in &tables {
         let layout = layout(catalog, table, "id");
         assert_eq!(layout["default_spec_id"], 1, "{layout}");
@@ -197,7 +210,10 @@ fn maintain_rewrites_files_of_an_older_spec_into_the_current_one() {
             !with_5.is_empty() && with_5.is_subset(&planned),
             "{table}: {plan}"
         );
-        assert!(planned.len() < layout["files"].as_array().unwrap().len(), "{table}: {plan}");
+        assert!(
+            planned.len() < layout["files"].as_array().unwrap().len(),
+            "{table}: {plan}"
+        );
     }
     // Readers agree, and upserts go on against the rewritten files.
     sync(36, 12);
@@ -205,7 +221,11 @@ fn maintain_rewrites_files_of_an_older_spec_into_the_current_one() {
         let rows = read_lines(engine, catalog, &tables[0]);
         let got: BTreeSet<i64> = rows
             .lines()
-            .map(|l| serde_json::from_str::<Value>(l).unwrap()["o"].as_i64().unwrap())
+            .map(|l| {
+                serde_json::from_str::<Value>(l).unwrap()["o"]
+                    .as_i64()
+                    .unwrap()
+            })
             .collect();
         assert_eq!(rows.lines().count(), appended.len(), "{engine}: once each");
         assert_eq!(got, appended, "{engine}: every message");

@@ -42,7 +42,13 @@ pub(crate) fn layout(catalog: Catalog, table: &str, columns: &str) -> Value {
     let script = repo_root().join("scripts/readers/file_layout.py");
     let out = command(&get("TESTBED_PYTHON"))
         .arg(script)
-        .args(["--catalog", catalog.reader_name(), "--columns", columns, table])
+        .args([
+            "--catalog",
+            catalog.reader_name(),
+            "--columns",
+            columns,
+            table,
+        ])
         .output()
         .unwrap();
     assert!(
@@ -123,8 +129,15 @@ fn check(catalog: Catalog, tables: &[String; 3], model: &Model, engines: &[&str]
         let got = appended(&rows(&read_lines(engine, catalog, &tables[0])));
         assert_eq!(got, model.appended, "{engine}: every message once");
         let position = &tables[1];
-        let got = latest(engine, position, &rows(&read_lines(engine, catalog, position)));
-        assert_eq!(got, model.latest, "{engine}: {position}: the latest row per key");
+        let got = latest(
+            engine,
+            position,
+            &rows(&read_lines(engine, catalog, position)),
+        );
+        assert_eq!(
+            got, model.latest,
+            "{engine}: {position}: the latest row per key"
+        );
         // Deletion vectors: the readers that apply them.
         if *engine != "pyiceberg" {
             let dv = &tables[2];
@@ -206,8 +219,16 @@ partition_by = ["identity(region)"]
         "{append_layout}"
     );
     assert_files_sorted(&append_layout, &tables[0], None);
-    assert_files_sorted(&layout(catalog, &tables[1], columns), &tables[1], Some(false));
-    assert_files_sorted(&layout(catalog, &tables[2], columns), &tables[2], Some(true));
+    assert_files_sorted(
+        &layout(catalog, &tables[1], columns),
+        &tables[1],
+        Some(false),
+    );
+    assert_files_sorted(
+        &layout(catalog, &tables[2], columns),
+        &tables[2],
+        Some(true),
+    );
     check(catalog, &tables, &model, &["duckdb", "pyiceberg", "spark"]);
     spark_shows_the_sort_order(catalog, &tables[0]);
 
@@ -241,10 +262,26 @@ partition_by = ["identity(region)"]
 
 /// Spark's `DESCRIBE TABLE EXTENDED` lists the table's sort order.
 fn spark_shows_the_sort_order(catalog: Catalog, table: &str) {
-    let out = command(repo_root().join("scripts/readers/maintain").to_str().unwrap())
-        .args(["--catalog", catalog.reader_name(), "--steps", "describe", table])
-        .output()
-        .unwrap();
+    // This checkout's script (its `describe` step), with the test bed's
+    // downloads (venv, Spark jars), wherever the test bed was started.
+    let python = std::path::PathBuf::from(get("TESTBED_PYTHON"));
+    let cache = python.ancestors().nth(3).expect("<cache>/venv/bin/python");
+    let out = command(
+        repo_root()
+            .join("scripts/readers/maintain")
+            .to_str()
+            .unwrap(),
+    )
+    .env("TOPICBERG_CACHE", cache)
+    .args([
+        "--catalog",
+        catalog.reader_name(),
+        "--steps",
+        "describe",
+        table,
+    ])
+    .output()
+    .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success()

@@ -426,7 +426,14 @@ fn concurrent_commits_from_one_base_land_once_each_or_conflict() {
     let inner = Arc::clone(&catalog.inner);
     inner.create_namespace(&n).unwrap();
     inner
-        .create_table(&n, "t", schema(), Default::default(), Default::default(), HashMap::new())
+        .create_table(
+            &n,
+            "t",
+            schema(),
+            Default::default(),
+            Default::default(),
+            HashMap::new(),
+        )
         .unwrap();
 
     const WRITERS: usize = 8;
