@@ -234,12 +234,30 @@ partition_by = ["identity(region)"]
 
     // Compaction writes its files in the order too, and the next sync's
     // upserts find the rows at their sorted places.
-    let out = job.run("maintain", &[], &[]);
+    let report = job.scratch_file("maintain.json");
+    let out = job.run(
+        "maintain",
+        &["--report-json", report.to_str().unwrap()],
+        &[],
+    );
     assert!(
         out.status.success(),
         "maintain: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+    let report: Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+    for (table, by_id) in tables.iter().zip([None, Some(false), Some(true)]) {
+        let t = report["tables"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| &t["table"] == table)
+            .unwrap_or_else(|| panic!("{table} not maintained: {report}"));
+        assert!(t["compaction"]["snapshot_id"].is_i64(), "compacted: {t}");
+        assert_eq!(t["after"]["delete_files"], 0, "{t}");
+        // The compacted files, before any sync: in order too.
+        assert_files_sorted(&layout(catalog, table, columns), table, by_id);
+    }
     let batch = messages(1, 95, 20, 17);
     for topic in [&position, &dv] {
         produce_to_partitions(&kafka, topic, &batch);
