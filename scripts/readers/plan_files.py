@@ -8,7 +8,8 @@ values and column bounds rule the file out).
 EXPR is a PyIceberg row filter string, e.g. "region == 'eu'" or
 "_kafka_timestamp >= '2026-01-02T00:00:00+00:00'". Prints one JSON line:
 {"all": files planned without a filter, "filtered": with it,
- "partitions": distinct partition values of the filtered files}.
+ "partitions": distinct partition values of the filtered files,
+ "paths": the filtered files, "spec_ids": the spec ids of every file}.
 Exit codes as the readers (common.py).
 """
 
@@ -45,6 +46,7 @@ def main() -> None:
         "filtered": len(kept),
         "partitions": sorted({str(task.file.partition) for task in kept}),
         "spec_ids": sorted({getattr(task.file, "spec_id", -1) for task in every}),
+        "paths": sorted(task.file.file_path for task in kept),
     }))
 
 

@@ -15,6 +15,8 @@ Steps, in this order, on every table (default: all):
   expire            CALL system.expire_snapshots(retain_last => 1, all older)
   orphans           remove orphan files (Action API: every unreferenced file, however new)
   tag               ALTER TABLE CREATE TAG maintained, CREATE BRANCH audit
+  describe          DESCRIBE TABLE EXTENDED (read only: the table's
+                    properties, its sort order among them)
 
 Prints one JSON line per table: the snapshots left and each step's result.
 One Spark session for all tables (the JVM start is most of the time).
@@ -35,7 +37,7 @@ import spark_reader  # noqa: E402
 from common import EXIT_FAILURE, ReaderError  # noqa: E402
 
 STEPS = ["compact", "rewrite_deletes", "rewrite_manifests", "alter", "partition", "expire", "orphans",
-         "tag"]
+         "tag", "describe"]
 FAR_FUTURE = "TIMESTAMP '2999-01-01 00:00:00'"
 
 
@@ -60,6 +62,7 @@ def statements(cat: str, step: str, name: str, dotted: str) -> list[str]:
         "orphans": [],
         "tag": [f"ALTER TABLE {name} CREATE TAG maintained",
                 f"ALTER TABLE {name} CREATE BRANCH audit"],
+        "describe": [f"DESCRIBE TABLE EXTENDED {name}"],
     }[step]
 
 

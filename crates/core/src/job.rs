@@ -15,8 +15,8 @@ use crate::columns::KAFKA_KEY;
 use crate::config::{
     default_key_format, parse_duration, resolve_delete_format, value_format_without_schema,
     CatalogKind, ConfigProblem, DeleteFormat, DestinationConfig, EngineTarget, FormatVersion,
-    JobConfig, MaintainConfig, OnInvalid, PartitionField, SourceConfig, StreamMode, StreamSettings,
-    SCHEMA_REGISTRY_REQUEST_TIMEOUT_SECS,
+    JobConfig, MaintainConfig, OnInvalid, PartitionField, SortKey, SourceConfig, StreamMode,
+    StreamSettings, SCHEMA_REGISTRY_REQUEST_TIMEOUT_SECS,
 };
 use crate::registry::ValueFormat;
 use crate::Secret;
@@ -180,6 +180,9 @@ pub struct TableSettings {
     /// The partition fields the table is created with (empty:
     /// unpartitioned); an existing table keeps its own spec.
     pub partition_by: Vec<PartitionField>,
+    /// The sort order the table is created with and rows are written in
+    /// within each file (empty: unsorted); an existing table keeps its own.
+    pub sort_by: Vec<SortKey>,
 }
 
 /// How a table's rows relate to the messages.
@@ -406,6 +409,17 @@ impl Job {
                         ),
                     )
                 })?;
+        let sort_by = crate::config::parse_sort_by(&stream.sort_by, stream.columns.as_deref())
+            .map_err(|problems| {
+                ConfigProblem::new(
+                    "streams",
+                    format!(
+                        "stream \"{}\" sort_by: {}",
+                        stream.topic,
+                        problems.join("; ")
+                    ),
+                )
+            })?;
         let value_format = match stream.value_format {
             Some(format) => Some(format),
             None if has_registry => None,
@@ -424,6 +438,7 @@ impl Job {
                 .key_format
                 .unwrap_or_else(|| default_key_format(has_registry)),
             partition_by,
+            sort_by,
         })
     }
 }

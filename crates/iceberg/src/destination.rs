@@ -9,7 +9,7 @@ use arrow_array::RecordBatch;
 use iceberg::io::FileIO;
 use iceberg::spec::{DataFile, FormatVersion};
 use iceberg::TableUpdate;
-use topicberg_core::config::PartitionField;
+use topicberg_core::config::{PartitionField, SortKey};
 
 use crate::catalog::rest::{LoadedTable, Namespace, RestCatalog, RestCatalogConfig};
 use crate::catalog::Catalog;
@@ -24,6 +24,7 @@ use crate::write::data_files::{DataFileWriter, WriteOptions};
 use crate::write::partition::partition_spec;
 use crate::write::schema::{iceberg_schema, schema_differences, Column};
 use crate::write::signing::{RemoteSigning, SignerToken};
+use crate::write::sort::sort_order;
 use crate::write::storage::{CredentialPath, ObjectStorage, StorageConfig};
 use crate::CatalogErrorKind;
 
@@ -211,7 +212,7 @@ impl Destination {
         columns: &[Column],
         format_version: FormatVersion,
     ) -> Result<TableHandle, IcebergError> {
-        self.ensure_partitioned_table(namespace, table, columns, format_version, &[])
+        self.ensure_partitioned_table(namespace, table, columns, format_version, &[], &[])
             .await
     }
 
@@ -220,7 +221,9 @@ impl Destination {
     /// whose type the transform does not take, is a
     /// [`IcebergErrorKind::Config`] error naming it). An existing table
     /// keeps its own spec (another engine may have changed it; files are
-    /// written under its current default spec).
+    /// written under its current default spec). `sort_by` is the new
+    /// table's sort order (id 1; rows are written in the table's order,
+    /// see [`crate::write::sort`]); an existing table keeps its own.
     pub async fn ensure_partitioned_table(
         &self,
         namespace: &Namespace,
@@ -228,6 +231,7 @@ impl Destination {
         columns: &[Column],
         format_version: FormatVersion,
         partition_by: &[PartitionField],
+        sort_by: &[SortKey],
     ) -> Result<TableHandle, IcebergError> {
         let qualified = format!("{}.{table}", namespace.join("."));
         if format_version == FormatVersion::V1 {
@@ -242,8 +246,9 @@ impl Destination {
             Err(e) if e.kind == CatalogErrorKind::NotFound => {
                 self.catalog.ensure_namespace(namespace).await?;
                 let schema = iceberg_schema(columns)?;
-                let spec =
-                    partition_spec(&qualified, &Arc::new(schema.clone()), columns, partition_by)?;
+                let bound = Arc::new(schema.clone());
+                let spec = partition_spec(&qualified, &bound, columns, partition_by)?;
+                let order = sort_order(&qualified, &bound, columns, sort_by)?;
                 let properties = [(
                     "format-version".to_string(),
                     (format_version as u8).to_string(),
@@ -251,7 +256,7 @@ impl Destination {
                 .into();
                 match self
                     .catalog
-                    .create_partitioned_table(namespace, table, &schema, &spec, &properties)
+                    .create_partitioned_table(namespace, table, &schema, &spec, &order, &properties)
                     .await
                 {
                     Ok(created) => created,

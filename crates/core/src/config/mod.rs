@@ -24,6 +24,7 @@ mod interpolate;
 mod maintain;
 mod parse;
 mod partition;
+mod sort;
 mod source;
 mod streams;
 #[cfg(test)]
@@ -54,6 +55,7 @@ pub use engines::{resolve_delete_format, EngineSupport, ResolvedUpsert};
 pub use error::{ConfigError, ConfigProblem};
 pub use maintain::{parse_duration, MaintainConfig};
 pub use partition::{parse_partition_by, PartitionField, PartitionTransform};
+pub use sort::{parse_sort_by, sortable, SortKey};
 pub use source::{SaslMechanism, SecurityProtocol, SourceConfig};
 pub use streams::{
     is_identifier, sanitize_identifier, DeleteFormat, OnInvalid, StreamConfig, StreamMode,

@@ -148,6 +148,17 @@ pub struct StreamConfig {
     /// default spec.
     #[serde(default)]
     pub partition_by: Vec<String>,
+    /// The order of the rows within each data file, and the sort order
+    /// the table is created with: columns (metadata or payload, of any
+    /// type but struct, list, map), each optionally followed by `asc`
+    /// (the default) or `desc` and by `nulls first` / `nulls last` (unset:
+    /// nulls first ascending, last descending), e.g.
+    /// `["id", "created_at desc"]`. Unset: unsorted. The columns must be
+    /// in the table when it is created (a column added later cannot join
+    /// the order); a table that exists keeps its own sort order, which
+    /// files are written in (another engine may have changed it).
+    #[serde(default)]
+    pub sort_by: Vec<String>,
 }
 
 /// A format name (`json`, `avro`, `protobuf`, `auto`); `""` is unset.
@@ -186,6 +197,8 @@ pub struct StreamSettings {
     pub key_format: Option<ValueFormat>,
     /// `partition_by` as written (parsed when the job is resolved).
     pub partition_by: Vec<String>,
+    /// `sort_by` as written (parsed when the job is resolved).
+    pub sort_by: Vec<String>,
     /// Whether the settings come from a `[[streams]]` entry.
     pub configured: bool,
 }
@@ -205,6 +218,7 @@ impl StreamSettings {
             value_format: None,
             key_format: None,
             partition_by: Vec::new(),
+            sort_by: Vec::new(),
             configured: false,
         }
     }
@@ -227,6 +241,7 @@ impl From<&StreamConfig> for StreamSettings {
             value_format: entry.value_format,
             key_format: entry.key_format,
             partition_by: entry.partition_by.clone(),
+            sort_by: entry.sort_by.clone(),
             configured: true,
         }
     }

@@ -555,6 +555,11 @@ fn streams(config: &JobConfig, out: &mut Vec<ConfigProblem>) {
                 push(out, at("partition_by"), problem);
             }
         }
+        if let Err(problems) = super::parse_sort_by(&s.sort_by, s.columns.as_deref()) {
+            for problem in problems {
+                push(out, at("sort_by"), problem);
+            }
+        }
         if let Some(columns) = &s.columns {
             let mut seen = BTreeSet::new();
             for c in columns {

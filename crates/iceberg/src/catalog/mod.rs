@@ -7,7 +7,7 @@ pub mod sql;
 
 use std::collections::HashMap;
 
-use iceberg::spec::{Schema, UnboundPartitionSpec};
+use iceberg::spec::{Schema, SortOrder, UnboundPartitionSpec};
 use iceberg::{TableRequirement, TableUpdate};
 
 use crate::catalog::rest::{LoadedTable, Namespace, RestCatalog};
@@ -81,18 +81,20 @@ impl Catalog {
         delegate!(self, create_table(namespace, table, schema, properties))
     }
 
-    /// Creates a table partitioned by `spec`.
+    /// Creates a table partitioned by `spec` and sorted by `sort_order`
+    /// (source ids of `schema`).
     pub async fn create_partitioned_table(
         &self,
         namespace: &Namespace,
         table: &str,
         schema: &Schema,
         spec: &UnboundPartitionSpec,
+        sort_order: &SortOrder,
         properties: &HashMap<String, String>,
     ) -> Result<LoadedTable, CatalogError> {
         delegate!(
             self,
-            create_partitioned_table(namespace, table, schema, spec, properties)
+            create_partitioned_table(namespace, table, schema, spec, sort_order, properties)
         )
     }
 

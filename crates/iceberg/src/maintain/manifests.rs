@@ -13,9 +13,7 @@
 use std::collections::BTreeMap;
 
 use iceberg::io::FileIO;
-use iceberg::spec::{
-    DataFile, DataFileBuilder, ManifestContentType, ManifestFile, Operation, TableMetadata,
-};
+use iceberg::spec::{DataFile, ManifestContentType, ManifestFile, Operation, TableMetadata};
 use serde::Serialize;
 
 use super::replace::stale;
@@ -26,10 +24,10 @@ use crate::commit::snapshot_commit::{
     build_snapshot, manifest_writer, new_snapshot_id, BuiltSnapshot, PendingCommit,
 };
 use crate::commit::summary::summary;
-use crate::deletes::partitions::spec_id;
 use crate::destination::DEFAULT_COMMIT_ATTEMPTS;
 use crate::error::{from_iceberg, IcebergError, IcebergErrorKind};
 use crate::table::TableHandle;
+use crate::write::data_files::copy_of;
 use crate::Destination;
 
 /// The most entries one rewritten manifest holds.
@@ -214,30 +212,8 @@ fn with_row_ids(entry: &Entry) -> Result<DataFile, IcebergError> {
     let Some(first_row_id) = entry.first_row_id.filter(|_| file.first_row_id().is_none()) else {
         return Ok(file.clone());
     };
-    let mut b = DataFileBuilder::default();
-    b.content(file.content_type())
-        .file_path(file.file_path().to_string())
-        .file_format(file.file_format())
-        .partition(file.partition().clone())
-        .record_count(file.record_count())
-        .file_size_in_bytes(file.file_size_in_bytes())
-        .column_sizes(file.column_sizes().clone())
-        .value_counts(file.value_counts().clone())
-        .null_value_counts(file.null_value_counts().clone())
-        .nan_value_counts(file.nan_value_counts().clone())
-        .lower_bounds(file.lower_bounds().clone())
-        .upper_bounds(file.upper_bounds().clone())
-        .key_metadata(file.key_metadata().map(<[u8]>::to_vec))
-        .split_offsets(file.split_offsets().map(<[i64]>::to_vec))
-        .equality_ids(file.equality_ids())
-        .first_row_id(Some(first_row_id))
-        .partition_spec_id(spec_id(file))
-        .referenced_data_file(file.referenced_data_file())
-        .content_offset(file.content_offset())
-        .content_size_in_bytes(file.content_size_in_bytes());
-    if let Some(order) = file.sort_order_id() {
-        b.sort_order_id(order);
-    }
+    let mut b = copy_of(file);
+    b.first_row_id(Some(first_row_id));
     b.build().map_err(|e| {
         IcebergError::new(
             IcebergErrorKind::Data,
@@ -319,7 +295,9 @@ impl PendingCommit for PendingManifests {
 
 #[cfg(test)]
 mod tests {
-    use iceberg::spec::{DataContentType, DataFileFormat, ManifestStatus, Struct};
+    use iceberg::spec::{DataContentType, DataFileBuilder, DataFileFormat, ManifestStatus, Struct};
+
+    use crate::deletes::partitions::spec_id;
 
     use super::*;
 

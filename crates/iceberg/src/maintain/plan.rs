@@ -12,11 +12,15 @@
 //! - a delete file is removed with the rewrite when every data file it
 //!   can apply to is rewritten (or no longer live).
 //!
-//! A group is rewritten into files of the same partition: its spec id and
-//! partition values as the manifests have them (a group of an older spec
-//! keeps that spec: its rows are not re-partitioned). A group whose spec
-//! the table no longer has, or can no longer bind to the current schema
-//! (a source column dropped), is left alone and reported.
+//! A group of the table's default spec is rewritten into files of the
+//! same partition: its spec id and partition values as the manifests have
+//! them. A group of an older spec (written before another engine changed
+//! the spec, e.g. Spark's `ADD PARTITION FIELD`) is re-partitioned: every
+//! file of it is a candidate whatever its size, the group is always worth
+//! rewriting, and its rows are written into files of the current default
+//! spec, split by their partition values in it. A default-spec group the
+//! current schema can no longer bind (a source column dropped) is left
+//! alone and reported.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -63,10 +67,15 @@ pub(crate) struct Plan {
 /// The files of one partition rewritten together.
 #[derive(Debug)]
 pub(crate) struct Group {
-    /// Their partition spec (the new files are written under it).
+    /// The partition spec the new files are written under (the table's
+    /// default spec).
     pub spec: PartitionSpecRef,
-    /// Their partition values (the new files carry them).
+    /// Their partition values (the new files carry them), unless
+    /// `repartition`.
     pub partition: Struct,
+    /// The files are of an older spec: their rows are split by their
+    /// partition values in `spec`.
+    pub repartition: bool,
     pub files: Vec<Entry>,
 }
 
@@ -183,30 +192,32 @@ pub(crate) async fn plan(
             .or_default()
             .push(entry.clone());
     }
+    let current = metadata.default_partition_spec();
     for ((spec_id, partition), files) in groups {
+        let repartition = spec_id != current.spec_id();
         let candidates: Vec<Entry> = files
             .into_iter()
-            .filter(|e| plan.has_deletes(e) || e.file.file_size_in_bytes() < small)
+            .filter(|e| repartition || plan.has_deletes(e) || e.file.file_size_in_bytes() < small)
             .collect();
-        let worth = candidates.len() >= options.min_input_files
+        let worth = repartition
+            || candidates.len() >= options.min_input_files
             || candidates.iter().any(|e| plan.has_deletes(e));
         if !worth || candidates.is_empty() {
             continue;
         }
-        let spec = metadata
-            .partition_spec_by_id(spec_id)
-            .filter(|spec| spec.partition_type(schema).is_ok());
-        let Some(spec) = spec else {
+        if current.partition_type(schema).is_err() {
             plan.skipped.push(format!(
-                "{} files of partition {partition} of spec {spec_id}: the table has no such \
-                 spec, or its source columns are gone; not compacted",
-                candidates.len()
+                "{} files of partition {partition} of spec {spec_id}: the source columns of \
+                 the table's partition spec {} are gone; not compacted",
+                candidates.len(),
+                current.spec_id()
             ));
             continue;
-        };
+        }
         plan.groups.push(Group {
-            spec: spec.clone(),
+            spec: current.clone(),
             partition: candidates[0].file.partition().clone(),
+            repartition,
             files: candidates,
         });
     }

@@ -47,17 +47,25 @@ pub(crate) async fn rewrite(
     let write = WriteOptions {
         target_file_size: options.target_file_size as usize,
         zstd_level: options.zstd_level,
+        // Sorted tables: a sorted run fills about one target-size file
+        // (Parquet encodes Arrow rows several times smaller).
+        sort_buffer_size: (options.target_file_size as usize).saturating_mul(4),
         ..WriteOptions::default()
     };
     for group in &plan.groups {
-        let writer = DataFileWriter::for_partition(
-            file_io.clone(),
-            metadata,
-            &write,
-            group.spec.clone(),
-            group.partition.clone(),
-        )
-        .await;
+        let writer = if group.repartition {
+            // Older-spec rows, split by the table's current spec.
+            DataFileWriter::new(file_io.clone(), metadata, &write).await
+        } else {
+            DataFileWriter::for_partition(
+                file_io.clone(),
+                metadata,
+                &write,
+                group.spec.clone(),
+                group.partition.clone(),
+            )
+            .await
+        };
         let mut writer = match writer {
             Ok(w) => w,
             Err(e) => return Err((e, out.files)),

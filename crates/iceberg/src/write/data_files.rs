@@ -18,14 +18,26 @@
 //! groups of at most `row_group_size / PARTITION_ROW_GROUP_DIVISOR` (min
 //! 1 MiB), so the row groups held in memory stay under
 //! `max_open_files * row_group_size / 8` (32 * 4 MiB = 128 MiB by default).
+//!
+//! Sorted tables (a default sort order topicberg applies, see
+//! [`crate::write::sort`]): rows are held per partition until the held
+//! rows pass [`WriteOptions::sort_buffer_size`] (Arrow bytes, all
+//! partitions together) or the writer finishes; then the partition holding
+//! the most is sorted and written as one sorted run, and its file closed,
+//! so every file holds its rows in the table's order. Memory: the held rows
+//! (at most the sort buffer plus one batch), a copy of their sort key
+//! columns and one chunk of sorted rows; one file open at a time. A sync
+//! holding more than the buffer writes more, smaller files, each sorted.
 
 use std::collections::HashMap;
 
 use arrow_array::RecordBatch;
 use arrow_schema::SchemaRef as ArrowSchemaRef;
+use arrow_select::concat::concat_batches;
 use iceberg::io::FileIO;
 use iceberg::spec::{
-    DataFile, DataFileFormat, PartitionKey, PartitionSpecRef, SchemaRef, Struct, TableMetadata,
+    DataFile, DataFileBuilder, DataFileFormat, PartitionKey, PartitionSpecRef, SchemaRef, Struct,
+    TableMetadata,
 };
 use iceberg::writer::base_writer::data_file_writer::{
     DataFileWriter as InnerWriter, DataFileWriterBuilder,
@@ -41,16 +53,21 @@ use parquet::file::properties::WriterProperties;
 use parquet::schema::types::ColumnPath;
 use topicberg_core::columns::{KAFKA_KEY, KAFKA_OFFSET, KAFKA_TIMESTAMP, OLAKE_ID};
 
+use crate::deletes::partitions::spec_id;
 use crate::error::{from_iceberg, IcebergError, IcebergErrorKind};
 use crate::write::conform::conform;
 use crate::write::partition::{write_spec, PartitionSplitter};
 use crate::write::schema::arrow_schema;
+use crate::write::sort::{RowSorter, SORTED_CHUNK_ROWS};
 
 /// A partition writer's row groups are the unpartitioned ones divided by
 /// this (at least [`MIN_PARTITION_ROW_GROUP`]): many may be open at once.
 pub const PARTITION_ROW_GROUP_DIVISOR: usize = 8;
 /// The smallest row group a partition writer flushes (bytes).
 pub const MIN_PARTITION_ROW_GROUP: usize = 1024 * 1024;
+
+/// The default [`WriteOptions::sort_buffer_size`]: 256 MiB.
+pub const DEFAULT_SORT_BUFFER: usize = 256 * 1024 * 1024;
 
 /// How data files are written.
 #[derive(Debug, Clone)]
@@ -66,6 +83,9 @@ pub struct WriteOptions {
     /// partition being written); the least recently written is closed to
     /// open another.
     pub max_open_files: usize,
+    /// Sorted tables: the Arrow bytes of rows held for sorting before the
+    /// largest partition's rows are sorted and written as a file.
+    pub sort_buffer_size: usize,
 }
 
 impl Default for WriteOptions {
@@ -75,6 +95,7 @@ impl Default for WriteOptions {
             row_group_size: 32 * 1024 * 1024,
             zstd_level: 3,
             max_open_files: 32,
+            sort_buffer_size: DEFAULT_SORT_BUFFER,
         }
     }
 }
@@ -87,6 +108,13 @@ type Builder =
 struct OpenFile {
     inner: Inner,
     last_write: u64,
+}
+
+/// One partition's rows held for sorting.
+#[derive(Default)]
+struct Held {
+    batches: Vec<RecordBatch>,
+    bytes: usize,
 }
 
 /// Writes record batches into data files of one table; [`finish`] returns
@@ -108,6 +136,11 @@ pub struct DataFileWriter {
     arrow_schema: ArrowSchemaRef,
     table: String,
     rows: u64,
+    /// Sorted tables: the order rows are written in within each file.
+    sorter: Option<RowSorter>,
+    held: HashMap<Struct, Held>,
+    held_bytes: usize,
+    sort_buffer: usize,
 }
 
 impl std::fmt::Debug for DataFileWriter {
@@ -160,6 +193,7 @@ impl DataFileWriter {
                 .map_err(|e| from_iceberg(&step, &e, IcebergErrorKind::Config))?,
         };
         let arrow_schema = arrow_schema(&schema)?;
+        let sorter = RowSorter::for_table(metadata, &arrow_schema);
         let level = ZstdLevel::try_new(options.zstd_level).map_err(|e| {
             IcebergError::new(IcebergErrorKind::Config, &step, format!("zstd level: {e}"))
         })?;
@@ -206,6 +240,10 @@ impl DataFileWriter {
             arrow_schema,
             table,
             rows: 0,
+            sorter,
+            held: HashMap::new(),
+            held_bytes: 0,
+            sort_buffer: options.sort_buffer_size.max(1),
         })
     }
 
@@ -247,11 +285,76 @@ impl DataFileWriter {
             (None, None) => vec![(Struct::empty(), batch)],
             (None, Some(splitter)) => splitter.split(&batch).map_err(data_err)?,
         };
+        let split = parts.len() > 1;
         for (partition, rows) in parts {
-            self.write_partition(partition, rows).await?;
+            if self.sorter.is_some() {
+                self.hold(partition, rows, split).await?;
+            } else {
+                self.write_partition(partition, rows).await?;
+            }
         }
         self.rows += rows;
         Ok(())
+    }
+
+    /// Sorted tables: holds a partition's rows (a slice of a split batch
+    /// copied, so it does not pin the whole batch), and writes the largest
+    /// held partition while the held rows pass the sort buffer.
+    async fn hold(
+        &mut self,
+        partition: Struct,
+        batch: RecordBatch,
+        copy: bool,
+    ) -> Result<(), IcebergError> {
+        let batch = if copy {
+            concat_batches(&batch.schema(), [&batch]).map_err(|e| self.data_err(e))?
+        } else {
+            batch
+        };
+        let bytes = batch.get_array_memory_size();
+        let held = self.held.entry(partition).or_default();
+        held.bytes += bytes;
+        held.batches.push(batch);
+        self.held_bytes += bytes;
+        while self.held_bytes > self.sort_buffer {
+            let Some(largest) = self
+                .held
+                .iter()
+                .max_by_key(|(_, h)| h.bytes)
+                .map(|(p, _)| p.clone())
+            else {
+                break;
+            };
+            self.write_sorted(largest).await?;
+        }
+        Ok(())
+    }
+
+    /// Sorts a partition's held rows, writes them as one run and closes
+    /// its file (a file holds one sorted run).
+    async fn write_sorted(&mut self, partition: Struct) -> Result<(), IcebergError> {
+        let (Some(held), Some(sorter)) = (self.held.remove(&partition), self.sorter.clone()) else {
+            return Ok(());
+        };
+        self.held_bytes -= held.bytes;
+        let order = sorter.order(&held.batches).map_err(|e| self.data_err(e))?;
+        for chunk in order.chunks(SORTED_CHUNK_ROWS) {
+            let rows = RowSorter::gather(&held.batches, chunk).map_err(|e| self.data_err(e))?;
+            self.write_partition(partition.clone(), rows).await?;
+        }
+        if let Some(mut file) = self.open.remove(&partition) {
+            let files = file.inner.close().await.map_err(|e| self.close_err(&e))?;
+            self.closed.extend(files);
+        }
+        Ok(())
+    }
+
+    fn data_err(&self, e: impl std::fmt::Display) -> IcebergError {
+        IcebergError::new(
+            IcebergErrorKind::Data,
+            format!("sorting rows for {}", self.table),
+            e.to_string(),
+        )
     }
 
     async fn write_partition(
@@ -325,10 +428,61 @@ impl DataFileWriter {
     /// Closes the open files and returns every file written (none if no
     /// row was written).
     pub async fn finish(mut self) -> Result<Vec<DataFile>, IcebergError> {
+        let held: Vec<Struct> = self.held.keys().cloned().collect();
+        for partition in held {
+            self.write_sorted(partition).await?;
+        }
         let mut files = std::mem::take(&mut self.closed);
         for (_, mut file) in std::mem::take(&mut self.open) {
             files.extend(file.inner.close().await.map_err(|e| self.close_err(&e))?);
         }
-        Ok(files)
+        match &self.sorter {
+            Some(sorter) => files
+                .iter()
+                .map(|f| with_sort_order(f, sorter.order_id()))
+                .collect(),
+            None => Ok(files),
+        }
     }
+}
+
+/// A builder holding every field of `file`, to write it out with one
+/// changed (`iceberg` 0.10.1 keeps the fields crate-private).
+pub(crate) fn copy_of(file: &DataFile) -> DataFileBuilder {
+    let mut b = DataFileBuilder::default();
+    b.content(file.content_type())
+        .file_path(file.file_path().to_string())
+        .file_format(file.file_format())
+        .partition(file.partition().clone())
+        .record_count(file.record_count())
+        .file_size_in_bytes(file.file_size_in_bytes())
+        .column_sizes(file.column_sizes().clone())
+        .value_counts(file.value_counts().clone())
+        .null_value_counts(file.null_value_counts().clone())
+        .nan_value_counts(file.nan_value_counts().clone())
+        .lower_bounds(file.lower_bounds().clone())
+        .upper_bounds(file.upper_bounds().clone())
+        .key_metadata(file.key_metadata().map(<[u8]>::to_vec))
+        .split_offsets(file.split_offsets().map(<[i64]>::to_vec))
+        .equality_ids(file.equality_ids())
+        .first_row_id(file.first_row_id())
+        .partition_spec_id(spec_id(file))
+        .referenced_data_file(file.referenced_data_file())
+        .content_offset(file.content_offset())
+        .content_size_in_bytes(file.content_size_in_bytes());
+    if let Some(order) = file.sort_order_id() {
+        b.sort_order_id(order);
+    }
+    b
+}
+
+/// `file` marked as written in sort order `order_id`.
+fn with_sort_order(file: &DataFile, order_id: i32) -> Result<DataFile, IcebergError> {
+    copy_of(file).sort_order_id(order_id).build().map_err(|e| {
+        IcebergError::new(
+            IcebergErrorKind::Data,
+            format!("marking data file {} as sorted", file.file_path()),
+            e.to_string(),
+        )
+    })
 }

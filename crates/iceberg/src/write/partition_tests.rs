@@ -84,12 +84,20 @@ fn a_missing_column_or_a_wrong_type_names_the_column_and_the_fix() {
 }
 
 fn metadata(dir: &std::path::Path, fields: &[PartitionField]) -> TableMetadata {
+    sorted_metadata(dir, fields, SortOrder::unsorted_order())
+}
+
+fn sorted_metadata(
+    dir: &std::path::Path,
+    fields: &[PartitionField],
+    order: SortOrder,
+) -> TableMetadata {
     let schema = iceberg_schema(&columns()).unwrap();
     let unbound = spec(fields).unwrap();
     TableMetadataBuilder::new(
         schema,
         unbound,
-        SortOrder::unsorted_order(),
+        order,
         format!("file://{}/t", dir.display()),
         FormatVersion::V2,
         HashMap::new(),
@@ -250,4 +258,85 @@ fn transforms_map_one_to_one() {
     assert!(PartitionSplitter::new(&unpartitioned, &schema)
         .unwrap()
         .is_none());
+}
+
+/// The ids of a local data file, in its row order.
+fn ids_in(file: &iceberg::spec::DataFile) -> Vec<i64> {
+    let path = file.file_path().strip_prefix("file://").unwrap();
+    let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(
+        std::fs::File::open(path).unwrap(),
+    )
+    .unwrap()
+    .build()
+    .unwrap();
+    let mut ids = Vec::new();
+    for batch in reader {
+        ids.extend(
+            batch
+                .unwrap()
+                .column(0)
+                .as_primitive::<Int64Type>()
+                .values(),
+        );
+    }
+    ids
+}
+
+/// Writes two batches of ids over regions eu/us into a table partitioned
+/// by region and sorted by `id desc`; the files, ids per file.
+async fn write_sorted(sort_buffer_size: usize) -> Vec<(iceberg::spec::DataFile, Vec<i64>)> {
+    let dir = std::env::temp_dir().join(format!("tb-sort-{}", uuid::Uuid::new_v4()));
+    let schema = Arc::new(iceberg_schema(&columns()).unwrap());
+    let keys = vec!["id desc".parse().unwrap()];
+    let order = crate::write::sort::sort_order("ns.t", &schema, &columns(), &keys).unwrap();
+    let meta = sorted_metadata(
+        &dir,
+        &[field(PartitionTransform::Identity, "region")],
+        order,
+    );
+    let file_io = ObjectStorage::new(StorageConfig::local()).file_io();
+    let options = WriteOptions {
+        sort_buffer_size,
+        ..WriteOptions::default()
+    };
+    let mut writer = DataFileWriter::new(file_io, &meta, &options).await.unwrap();
+    let arrow = writer.arrow_schema().clone();
+    let first = batch(&arrow, &[3, 1, 5, 2], &["eu", "us", "eu", "us"], &[0; 4]);
+    writer.write(&first).await.unwrap();
+    let second = batch(&arrow, &[4, 6, 0], &["eu", "us", "eu"], &[0; 3]);
+    writer.write(&second).await.unwrap();
+    let files = writer.finish().await.unwrap();
+    let out = files
+        .into_iter()
+        .map(|f| {
+            let ids = ids_in(&f);
+            (f, ids)
+        })
+        .collect();
+    let _ = std::fs::remove_dir_all(&dir);
+    out
+}
+
+#[tokio::test]
+async fn sorted_tables_write_each_partition_file_in_order_marked_with_the_order() {
+    let mut files = write_sorted(crate::write::data_files::DEFAULT_SORT_BUFFER).await;
+    files.sort_by_key(|(f, _)| format!("{:?}", f.partition()));
+    let ids: Vec<Vec<i64>> = files.iter().map(|(_, ids)| ids.clone()).collect();
+    // One file per partition, rows of both batches in `id desc` order.
+    assert_eq!(ids, [vec![5, 4, 3, 0], vec![6, 2, 1]]);
+    for (file, _) in &files {
+        assert_eq!(file.sort_order_id(), Some(1));
+        assert_eq!(crate::deletes::partitions::spec_id(file), 0);
+    }
+}
+
+#[tokio::test]
+async fn a_full_sort_buffer_writes_the_largest_partition_as_its_own_sorted_file() {
+    // A buffer of one byte: every batch's rows are written at once, one
+    // sorted file per batch and partition.
+    let files = write_sorted(1).await;
+    let mut ids: Vec<Vec<i64>> = files.iter().map(|(_, ids)| ids.clone()).collect();
+    ids.sort();
+    assert_eq!(ids, [vec![2, 1], vec![4, 0], vec![5, 3], vec![6]]);
+    assert!(files.iter().all(|(f, _)| f.sort_order_id() == Some(1)));
 }

@@ -203,6 +203,7 @@ async fn create_table(
             &iceberg_columns(&columns),
             format,
             &settings.partition_by,
+            &settings.sort_by,
         )
         .await
         .map_err(|e| format!("creating the table of stream \"{}\": {e}", settings.topic))?;

@@ -139,12 +139,13 @@ impl PreparedUpsert {
             deletes,
         } = self;
         delta.offsets = Some(offsets);
-        // Files of a partitioned spec do not hold the written rows in
-        // write order (see `WrittenRows`).
-        let partitioned = delta
+        // Files of a partitioned spec, and files sorted by the table's
+        // sort order, do not hold the written rows in write order (see
+        // `WrittenRows`): their positions are read back.
+        let read_back = delta
             .data_files
             .iter()
-            .any(|f| !f.partition().fields().is_empty());
+            .any(|f| !f.partition().fields().is_empty() || f.sort_order_id().is_some());
         let delta_files: Vec<(String, u64)> = delta
             .data_files
             .iter()
@@ -183,8 +184,8 @@ impl PreparedUpsert {
         crate::hooks::fault_point("before_key_index_update");
         let files: Vec<String> = delta_files.iter().map(|(p, _)| p.clone()).collect();
         let counts: Vec<u64> = delta_files.iter().map(|(_, n)| *n).collect();
-        let applied = if partitioned {
-            // Rows were split per partition: read their positions back.
+        let applied = if read_back {
+            // Rows were split per partition or sorted: read their positions back.
             index
                 .apply_read_back(
                     destination.file_io(),

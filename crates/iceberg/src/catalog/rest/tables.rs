@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::fmt;
 
-use iceberg::spec::{Schema, TableMetadata, UnboundPartitionSpec};
+use iceberg::spec::{Schema, SortOrder, TableMetadata, UnboundPartitionSpec};
 use iceberg::{TableRequirement, TableUpdate};
 use reqwest::Method;
 use serde::Deserialize;
@@ -184,8 +184,15 @@ impl RestCatalog {
         properties: &HashMap<String, String>,
     ) -> Result<LoadedTable, CatalogError> {
         let unpartitioned = UnboundPartitionSpec::default();
-        self.create_partitioned_table(namespace, table, schema, &unpartitioned, properties)
-            .await
+        self.create_partitioned_table(
+            namespace,
+            table,
+            schema,
+            &unpartitioned,
+            &SortOrder::unsorted_order(),
+            properties,
+        )
+        .await
     }
 
     /// Creates a table partitioned by `spec` (its source ids name fields of
@@ -197,6 +204,7 @@ impl RestCatalog {
         table: &str,
         schema: &Schema,
         spec: &UnboundPartitionSpec,
+        sort_order: &SortOrder,
         properties: &HashMap<String, String>,
     ) -> Result<LoadedTable, CatalogError> {
         let what = format!("creating table {}", table_name(namespace, table));
@@ -204,6 +212,7 @@ impl RestCatalog {
             "name": table,
             "schema": schema,
             "partition-spec": spec,
+            "write-order": sort_order,
             "properties": properties,
             "stage-create": false,
         });

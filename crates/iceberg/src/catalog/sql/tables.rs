@@ -55,8 +55,15 @@ impl SqlCatalog {
         properties: &HashMap<String, String>,
     ) -> Result<LoadedTable, CatalogError> {
         let unpartitioned = UnboundPartitionSpec::default();
-        self.create_partitioned_table(namespace, table, schema, &unpartitioned, properties)
-            .await
+        self.create_partitioned_table(
+            namespace,
+            table,
+            schema,
+            &unpartitioned,
+            &SortOrder::unsorted_order(),
+            properties,
+        )
+        .await
     }
 
     /// Creates a table partitioned by `spec` (source ids of `schema`,
@@ -67,12 +74,16 @@ impl SqlCatalog {
         table: &str,
         schema: &Schema,
         spec: &UnboundPartitionSpec,
+        sort_order: &SortOrder,
         properties: &HashMap<String, String>,
     ) -> Result<LoadedTable, CatalogError> {
         let (namespace, table) = (namespace.clone(), table.to_string());
         let (schema, spec, properties) = (schema.clone(), spec.clone(), properties.clone());
-        self.blocking(move |inner| inner.create_table(&namespace, &table, schema, spec, properties))
-            .await
+        let sort_order = sort_order.clone();
+        self.blocking(move |inner| {
+            inner.create_table(&namespace, &table, schema, spec, sort_order, properties)
+        })
+        .await
     }
 
     /// Drops a table; `purge` also deletes its folder when that lies inside
@@ -192,6 +203,7 @@ impl Inner {
         table: &str,
         schema: Schema,
         spec: UnboundPartitionSpec,
+        sort_order: SortOrder,
         mut properties: HashMap<String, String>,
     ) -> Result<LoadedTable, CatalogError> {
         let step = self.step(&format!("creating table {}", table_name(namespace, table)));
@@ -246,7 +258,7 @@ impl Inner {
         let metadata = TableMetadataBuilder::new(
             schema,
             spec,
-            SortOrder::unsorted_order(),
+            sort_order,
             table_location.clone(),
             format_version,
             properties,

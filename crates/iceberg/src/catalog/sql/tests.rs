@@ -426,7 +426,14 @@ fn concurrent_commits_from_one_base_land_once_each_or_conflict() {
     let inner = Arc::clone(&catalog.inner);
     inner.create_namespace(&n).unwrap();
     inner
-        .create_table(&n, "t", schema(), Default::default(), HashMap::new())
+        .create_table(
+            &n,
+            "t",
+            schema(),
+            Default::default(),
+            Default::default(),
+            HashMap::new(),
+        )
         .unwrap();
 
     const WRITERS: usize = 8;
@@ -594,4 +601,39 @@ async fn purge_keeps_a_folder_another_catalog_name_still_uses() {
     second.load_table(&n, "t").await.unwrap();
     second.drop_table(&n, "t", true).await.unwrap();
     assert!(!dir.0.join("ns/t").exists());
+}
+
+#[tokio::test]
+async fn a_new_table_carries_its_sort_order_into_the_first_metadata_file() {
+    use iceberg::spec::{
+        NullOrder, SortDirection, SortField, SortOrder, Transform, UnboundPartitionSpec,
+    };
+    let dir = TempDir::new();
+    let catalog = SqlCatalog::open(&dir.0, "default").unwrap();
+    catalog.create_namespace(&ns(&["sorted"])).await.unwrap();
+    let order = SortOrder::builder()
+        .with_order_id(1)
+        .with_sort_field(SortField {
+            source_id: 2,
+            transform: Transform::Identity,
+            direction: SortDirection::Descending,
+            null_order: NullOrder::Last,
+        })
+        .build(&schema())
+        .unwrap();
+    catalog
+        .create_partitioned_table(
+            &ns(&["sorted"]),
+            "t",
+            &schema(),
+            &UnboundPartitionSpec::default(),
+            &order,
+            &HashMap::new(),
+        )
+        .await
+        .unwrap();
+    // Read back from the file, not from what create returned.
+    let loaded = catalog.load_table(&ns(&["sorted"]), "t").await.unwrap();
+    assert_eq!(loaded.metadata.default_sort_order_id(), 1);
+    assert_eq!(loaded.metadata.default_sort_order().fields, order.fields);
 }
