@@ -29,7 +29,10 @@ function field(prefix, spec, stored) {
     const set = value && value.set;
     input = h("input", { type: "password", id, class: spec.key, autocomplete: "off", placeholder: set ? "(set: leave empty to keep)" : "" });
   } else if (spec.type === "list") {
-    input = h("input", { type: "text", id, class: spec.key, value: Array.isArray(value) ? value.join(", ") : "" });
+    // Items are comma separated, or by spec.separator when an item may
+    // hold a comma (a partition transform such as bucket(16, id)).
+    const sep = spec.separator || ",";
+    input = h("input", { type: "text", id, class: spec.key, value: Array.isArray(value) ? value.join(`${sep} `) : "" });
   } else {
     input = h("input", { type: spec.type === "number" ? "number" : "text", id, class: spec.key, min: spec.type === "number" ? 1 : null, value: value ?? "" });
   }
@@ -63,7 +66,7 @@ function field(prefix, spec, stored) {
         }
         case "bool": return v === "" ? undefined : v === "true";
         case "list": {
-          const items = v.split(",").map((s) => s.trim()).filter((s) => s);
+          const items = v.split(spec.separator || ",").map((s) => s.trim()).filter((s) => s);
           return items.length ? items : undefined;
         }
         case "select": return v === "" ? undefined : (spec.numeric ? Number(v) : v);

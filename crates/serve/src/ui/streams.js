@@ -13,6 +13,8 @@ const STREAM_FIELDS = [
   { key: "columns", label: "Columns", type: "list", help: "the payload fields to keep, comma separated; empty: all of them" },
   { key: "on_invalid", label: "Invalid messages", type: "select", options: [["", "(default: fail the sync)"], ["fail", "fail the sync"], ["dlq", "write them to the dead-letter table"], ["skip", "skip them (counted)"]], help: "a message that cannot become a row" },
   { key: "delete_format", label: "Delete format", type: "select", options: [["", "(from the target engines)"], ["position", "position deletes (v2)"], ["dv", "deletion vectors (v3)"], ["equality", "equality deletes"]], help: "upsert tables only" },
+  { key: "partition_by", label: "Partitioning", type: "list", separator: ";", help: "Iceberg transforms separated by ;, e.g. day(_kafka_timestamp); bucket(16, id); applied when topicberg creates the table" },
+  { key: "sort_by", label: "Sort order", type: "list", help: "columns, comma separated, each optionally asc/desc and nulls first/last, e.g. region, created_at desc; applied when topicberg creates the table" },
   { key: "allow_data_loss", label: "Go on past expired messages", type: "bool", unset: "(default: no, fail)", help: "when retention deleted messages before they were read: log the lost range and go on" },
 ];
 

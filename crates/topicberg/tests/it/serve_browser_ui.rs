@@ -307,6 +307,15 @@ async fn browse(
     page.screenshot_as("serve-streams").await;
     page.fill(&format!("#stream-{topic}-table"), "dlq_orders")
         .await;
+    // Partitioning and sort order: a transform holds a comma, so the
+    // partitioning field separates its items with ";".
+    page.fill(
+        &format!("#stream-{topic}-partition_by"),
+        "bucket(2, id); truncate(1, name)",
+    )
+    .await;
+    page.fill(&format!("#stream-{topic}-sort_by"), "name desc, id")
+        .await;
     page.click("#streams-save").await;
     page.text_until("main", limit, |t| t.contains("schedule is on"))
         .await;
@@ -455,7 +464,17 @@ async fn browse(
         )
         .await
         .unwrap();
-    let text = export.as_str().unwrap().replace(
+    let exported = export.as_str().unwrap();
+    for saved in [
+        r#"partition_by = ["bucket(2, id)", "truncate(1, name)"]"#,
+        r#"sort_by = ["name desc", "id"]"#,
+    ] {
+        assert!(
+            exported.contains(saved),
+            "{saved} not in the export: {exported}"
+        );
+    }
+    let text = exported.replace(
         &format!("name = \"{job_name}\""),
         &format!("name = \"{job_name}_imported\""),
     );
