@@ -3,7 +3,8 @@
 //! exactly the data files that hold a matching row (read from the Parquet
 //! files themselves), fewer than all. And `maintain` on a table another
 //! engine re-partitioned: files of the older spec are rewritten into the
-//! current spec, and then prune by it.
+//! current spec, and then prune by it. Spark's scan (Iceberg's scan
+//! metrics) reads the same number of files as PyIceberg plans.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -34,6 +35,29 @@ fn plan_files(catalog: Catalog, table: &str, filter: &str) -> Value {
         String::from_utf8_lossy(&out.stderr)
     );
     serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// Spark's count of data files read by `table` with and without `filter`
+/// (Iceberg's scan metrics, `spark_plan_files.py`).
+fn spark_plan_files(catalog: Catalog, table: &str, filter: &str) -> Value {
+    let out = command(&get("TESTBED_PYTHON"))
+        .arg(repo_root().join("scripts/readers/spark_plan_files.py"))
+        .args(["--catalog", catalog.reader_name(), "--where", filter, table])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "spark_plan_files {table}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// Spark reads as many data files as hold a matching row, of `all`.
+fn assert_spark_reads(plan: &Value, expected: usize, all: usize, what: &str) {
+    assert_eq!(plan["all"], all, "Spark, {what}: {plan}");
+    assert_eq!(plan["filtered"], expected, "Spark, {what}: {plan}");
+    assert_eq!(plan["skipped"], all - expected, "Spark, {what}: {plan}");
 }
 
 /// The files (paths) of a layout holding a row whose `column` value
@@ -102,6 +126,12 @@ fn a_filtered_scan_plans_exactly_the_files_holding_matching_rows() {
         &eu,
         "identity(region)",
     );
+    assert_spark_reads(
+        &spark_plan_files(catalog, &table, "region = 'eu'"),
+        eu.len(),
+        files.len(),
+        "identity(region)",
+    );
     // Column bounds (not a partition column): the third sync's files.
     let late = holding(&layout, "o", |o| o.parse::<i64>().unwrap() >= 50);
     assert_eq!(late.len(), 3);
@@ -110,12 +140,24 @@ fn a_filtered_scan_plans_exactly_the_files_holding_matching_rows() {
         &late,
         "bounds of o",
     );
+    assert_spark_reads(
+        &spark_plan_files(catalog, &table, "o >= 50"),
+        late.len(),
+        files.len(),
+        "bounds of o",
+    );
     // Both: one file.
     let both: BTreeSet<String> = eu.intersection(&late).cloned().collect();
     assert_eq!(both.len(), 1);
     assert_plans_exactly(
         &plan_files(catalog, &table, "region == 'eu' and o >= 50"),
         &both,
+        "region and bounds of o",
+    );
+    assert_spark_reads(
+        &spark_plan_files(catalog, &table, "region = 'eu' AND o >= 50"),
+        both.len(),
+        files.len(),
         "region and bounds of o",
     );
 }
