@@ -118,48 +118,26 @@ fn a_filtered_scan_plans_exactly_the_files_holding_matching_rows() {
             "the partition value is the rows' region: {file}"
         );
     }
-    // Partition values: a region's files, 3 of 9.
+    // Partition values: a region's files, 3 of 9. Column bounds (not a
+    // partition column): the third sync's files. Both: one file.
     let eu = holding(&layout, "region", |r| r == "eu");
-    assert_eq!(eu.len(), 3);
-    assert_plans_exactly(
-        &plan_files(catalog, &table, "region == 'eu'"),
-        &eu,
-        "identity(region)",
-    );
-    assert_spark_reads(
-        &spark_plan_files(catalog, &table, "region = 'eu'"),
-        eu.len(),
-        files.len(),
-        "identity(region)",
-    );
-    // Column bounds (not a partition column): the third sync's files.
     let late = holding(&layout, "o", |o| o.parse::<i64>().unwrap() >= 50);
-    assert_eq!(late.len(), 3);
-    assert_plans_exactly(
-        &plan_files(catalog, &table, "o >= 50"),
-        &late,
-        "bounds of o",
-    );
-    assert_spark_reads(
-        &spark_plan_files(catalog, &table, "o >= 50"),
-        late.len(),
-        files.len(),
-        "bounds of o",
-    );
-    // Both: one file.
     let both: BTreeSet<String> = eu.intersection(&late).cloned().collect();
-    assert_eq!(both.len(), 1);
-    assert_plans_exactly(
-        &plan_files(catalog, &table, "region == 'eu' and o >= 50"),
-        &both,
-        "region and bounds of o",
-    );
-    assert_spark_reads(
-        &spark_plan_files(catalog, &table, "region = 'eu' AND o >= 50"),
-        both.len(),
-        files.len(),
-        "region and bounds of o",
-    );
+    assert_eq!((eu.len(), late.len(), both.len()), (3, 3, 1));
+    for (expected, pyiceberg, spark, what) in [
+        (&eu, "region == 'eu'", "region = 'eu'", "identity(region)"),
+        (&late, "o >= 50", "o >= 50", "bounds of o"),
+        (
+            &both,
+            "region == 'eu' and o >= 50",
+            "region = 'eu' AND o >= 50",
+            "region and bounds of o",
+        ),
+    ] {
+        assert_plans_exactly(&plan_files(catalog, &table, pyiceberg), expected, what);
+        let plan = spark_plan_files(catalog, &table, spark);
+        assert_spark_reads(&plan, expected.len(), files.len(), what);
+    }
 }
 
 /// id -> o of an upsert table's rows, each id once.
