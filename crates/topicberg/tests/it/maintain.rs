@@ -201,19 +201,7 @@ impl Fixture {
 
     /// Runs `topicberg maintain` (must succeed); its JSON report.
     fn maintain(&self, env: &[(&str, &str)]) -> Value {
-        let report = self.job.scratch_file("maintain.json");
-        let out = self.job.run(
-            "maintain",
-            &["--report-json", report.to_str().unwrap()],
-            env,
-        );
-        assert!(
-            out.status.success(),
-            "maintain failed:\nstdout:\n{}\nstderr:\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap()
+        self.job.maintain(env)
     }
 
     /// The folder of an embedded-catalog table.

@@ -316,18 +316,7 @@ fn syncs_and_maintain_interleaved_and_killed_at_random_lose_duplicate_and_resurr
 
     // A last clean maintain leaves no delete files; the next sync still
     // keeps one row per key.
-    let report = job.scratch_file("maintain.json");
-    let out = job.run(
-        "maintain",
-        &["--report-json", report.to_str().unwrap()],
-        &[],
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let report: Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+    let report = job.maintain(&[]);
     for t in report["tables"].as_array().unwrap() {
         assert_eq!(t["after"]["delete_files"], 0, "seed {seed}: {t}");
         assert!(

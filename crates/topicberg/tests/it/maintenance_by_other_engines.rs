@@ -13,10 +13,10 @@ use std::collections::BTreeMap;
 use serde_json::{json, Value};
 
 use crate::support::{
-    create_topic, group_offsets, plaintext, produce_to_partitions, read_lines, table_report,
-    Catalog, Job,
+    create_topic, group_offsets, plaintext, produce_to_partitions, read_lines, spark_maintain,
+    table_report, Catalog, Job,
 };
-use crate::testbed::{command, get, unique_name};
+use crate::testbed::unique_name;
 
 /// Where the tables live: a test-bed REST catalog, or a job's embedded
 /// catalog (Spark reaches its SQLite file through Iceberg's JdbcCatalog).
@@ -66,20 +66,10 @@ impl Bed {
 }
 
 /// Runs `scripts/readers/maintain` (Spark) on `tables`; one JSON per table.
-fn spark_maintain(bed: Bed, job: &Job, tables: &[String]) -> Vec<Value> {
-    let maintain = format!("{}/maintain", get("TESTBED_READERS"));
-    let out = command(&maintain)
-        .args(bed.catalog_args(job))
-        .args(tables)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "Spark maintenance failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout)
-        .unwrap()
+fn spark_maintain_all(bed: Bed, job: &Job, tables: &[String]) -> Vec<Value> {
+    let args = bed.catalog_args(job);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    spark_maintain(&args, tables)
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect()
@@ -179,7 +169,7 @@ fn maintained_then_synced(bed: Bed, formats: &[&str]) {
     round(30);
 
     let tables: Vec<String> = topics.iter().map(|(t, _)| job.table(t)).collect();
-    for done in spark_maintain(bed, &job, &tables) {
+    for done in spark_maintain_all(bed, &job, &tables) {
         // Every snapshot that carried offsets in its summary is gone.
         let snapshots = done["snapshots"].as_array().unwrap();
         assert_eq!(snapshots.len(), 1, "{done}");

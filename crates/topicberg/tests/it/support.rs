@@ -259,6 +259,24 @@ s3_secret_key = "${{TESTBED_S3_SECRET_KEY}}"
         cmd.output().expect("running topicberg")
     }
 
+    /// Runs `topicberg maintain` that must succeed (with `env`); its JSON
+    /// report.
+    pub fn maintain(&self, env: &[(&str, &str)]) -> Value {
+        let report = self.scratch_file("maintain.json");
+        let out = self.run(
+            "maintain",
+            &["--report-json", report.to_str().unwrap()],
+            env,
+        );
+        assert!(
+            out.status.success(),
+            "maintain failed:\nstdout:\n{}\nstderr:\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap()
+    }
+
     /// Runs a sync that must succeed with its log (stderr) written to
     /// `log`; returns its JSON report.
     pub fn sync_logged(&self, log: &std::path::Path) -> Value {
@@ -645,4 +663,21 @@ pub fn wait_until(what: &str, deadline: Duration, mut condition: impl FnMut() ->
         );
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// Runs another engine's maintenance (`scripts/readers/maintain`: Spark)
+/// with `args` (catalog options, `--steps`) on `tables`; it must succeed.
+/// Its stdout.
+pub fn spark_maintain(args: &[&str], tables: &[String]) -> String {
+    let out = command(&format!("{}/maintain", get("TESTBED_READERS")))
+        .args(args)
+        .args(tables)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "Spark maintenance {args:?} of {tables:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
 }

@@ -12,7 +12,8 @@ use std::collections::BTreeMap;
 use serde_json::{json, Value};
 
 use crate::support::{
-    create_topic, plaintext, produce_to_partitions, read_lines, table_report, Catalog, Job,
+    create_topic, plaintext, produce_to_partitions, read_lines, spark_maintain, table_report,
+    Catalog, Job,
 };
 use crate::testbed::{command, get, repo_root, unique_name};
 
@@ -358,17 +359,9 @@ fn a_table_spark_repartitioned_is_synced_under_its_new_spec() {
     sync(0, 24);
     let tables: Vec<String> = topics.iter().map(|t| job.table(t)).collect();
     // Spark: ALTER TABLE ... ADD PARTITION FIELD bucket(4, id).
-    let maintain = format!("{}/maintain", get("TESTBED_READERS"));
-    let out = command(&maintain)
-        .args(rest_args(catalog))
-        .args(["--steps", "partition"])
-        .args(&tables)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "Spark: {}",
-        String::from_utf8_lossy(&out.stderr)
+    spark_maintain(
+        &["--catalog", catalog.reader_name(), "--steps", "partition"],
+        &tables,
     );
     // Old keys again: their rows sit in spec-0 files, the new rows go to
     // spec-1 files; the deletes follow the old rows' spec.

@@ -11,46 +11,38 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::{json, Value};
 
 use crate::support::{
-    create_topic, plaintext, produce_to_partitions, read_lines, table_report, Catalog, Job,
+    create_topic, plaintext, produce_to_partitions, read_lines, spark_maintain, table_report,
+    Catalog, Job,
 };
 use crate::sync_sorted::{layout, messages, values};
 use crate::testbed::{command, get, repo_root, unique_name};
 
-/// PyIceberg's plan of `table` with and without `filter` (`plan_files.py`).
-fn plan_files(catalog: Catalog, table: &str, filter: &str) -> Value {
+/// A planning script's JSON (`scripts/readers/<script>`) for `table` with
+/// and without `filter`: PyIceberg's plan (`plan_files.py`, `--filter`) or
+/// Spark's scan (`spark_plan_files.py`, `--where`).
+fn plan_json(script: &str, option: &str, catalog: Catalog, table: &str, filter: &str) -> Value {
     let out = command(&get("TESTBED_PYTHON"))
-        .arg(repo_root().join("scripts/readers/plan_files.py"))
-        .args([
-            "--catalog",
-            catalog.reader_name(),
-            "--filter",
-            filter,
-            table,
-        ])
+        .arg(repo_root().join("scripts/readers").join(script))
+        .args(["--catalog", catalog.reader_name(), option, filter, table])
         .output()
         .unwrap();
     assert!(
         out.status.success(),
-        "plan_files {table}: {}",
+        "{script} {table}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
+/// PyIceberg's plan of `table` with and without `filter`.
+fn plan_files(catalog: Catalog, table: &str, filter: &str) -> Value {
+    plan_json("plan_files.py", "--filter", catalog, table, filter)
+}
+
 /// Spark's count of data files read by `table` with and without `filter`
-/// (Iceberg's scan metrics, `spark_plan_files.py`).
+/// (Iceberg's scan metrics).
 fn spark_plan_files(catalog: Catalog, table: &str, filter: &str) -> Value {
-    let out = command(&get("TESTBED_PYTHON"))
-        .arg(repo_root().join("scripts/readers/spark_plan_files.py"))
-        .args(["--catalog", catalog.reader_name(), "--where", filter, table])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "spark_plan_files {table}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    plan_json("spark_plan_files.py", "--where", catalog, table, filter)
 }
 
 /// Spark reads as many data files as hold a matching row, of `all`.
@@ -186,16 +178,8 @@ fn maintain_rewrites_files_of_an_older_spec_into_the_current_one() {
     };
     sync(0, 24);
     // Spark: ALTER TABLE ... ADD PARTITION FIELD bucket(4, id) (spec 1).
-    let out = command(&format!("{}/maintain", get("TESTBED_READERS")))
-        .args(["--catalog", catalog.reader_name(), "--steps", "partition"])
-        .args(&tables)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let steps = ["--catalog", catalog.reader_name(), "--steps", "partition"];
+    spark_maintain(&steps, &tables);
     // Updates of the old keys: their old rows' deletes are in spec 0.
     sync(24, 12);
     for table in &tables {

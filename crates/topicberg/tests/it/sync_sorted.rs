@@ -9,7 +9,8 @@ use std::collections::BTreeMap;
 use serde_json::{json, Value};
 
 use crate::support::{
-    create_topic, plaintext, produce_to_partitions, read_lines, table_report, Catalog, Job,
+    create_topic, plaintext, produce_to_partitions, read_lines, spark_maintain, table_report,
+    Catalog, Job,
 };
 use crate::testbed::{command, get, repo_root, unique_name};
 
@@ -234,18 +235,7 @@ partition_by = ["identity(region)"]
 
     // Compaction writes its files in the order too, and the next sync's
     // upserts find the rows at their sorted places.
-    let report = job.scratch_file("maintain.json");
-    let out = job.run(
-        "maintain",
-        &["--report-json", report.to_str().unwrap()],
-        &[],
-    );
-    assert!(
-        out.status.success(),
-        "maintain: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let report: Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+    let report = job.maintain(&[]);
     for (table, by_id) in tables.iter().zip([None, Some(false), Some(true)]) {
         let t = report["tables"]
             .as_array()
@@ -280,31 +270,10 @@ partition_by = ["identity(region)"]
 
 /// Spark's `DESCRIBE TABLE EXTENDED` lists the table's sort order.
 fn spark_shows_the_sort_order(catalog: Catalog, table: &str) {
-    // This checkout's script (its `describe` step), with the test bed's
-    // downloads (venv, Spark jars), wherever the test bed was started.
-    let python = std::path::PathBuf::from(get("TESTBED_PYTHON"));
-    let cache = python.ancestors().nth(3).expect("<cache>/venv/bin/python");
-    let out = command(
-        repo_root()
-            .join("scripts/readers/maintain")
-            .to_str()
-            .unwrap(),
-    )
-    .env("TOPICBERG_CACHE", cache)
-    .args([
-        "--catalog",
-        catalog.reader_name(),
-        "--steps",
-        "describe",
-        table,
-    ])
-    .output()
-    .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
+    let steps = ["--catalog", catalog.reader_name(), "--steps", "describe"];
+    let text = spark_maintain(&steps, &[table.to_string()]);
     assert!(
-        out.status.success()
-            && text.contains("sort-order=region ASC NULLS FIRST, o DESC NULLS LAST"),
-        "Spark DESCRIBE {table}: {text}\n{}",
-        String::from_utf8_lossy(&out.stderr)
+        text.contains("sort-order=region ASC NULLS FIRST, o DESC NULLS LAST"),
+        "Spark DESCRIBE {table}: {text}"
     );
 }
