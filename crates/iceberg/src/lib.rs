@@ -9,7 +9,7 @@
 //! | [`write`](mod@write) | rows into files: the column list as Iceberg and Arrow schemas ([`write::schema`]), batches fitted to the table ([`write::conform`]), rolling zstd Parquet data files ([`write::data_files`]), S3 or local storage behind `FileIO` ([`write::storage`]) |
 //! | [`commit`] | snapshots and their commits: append ([`commit::append`]), row delta ([`commit::row_delta`]), what both share (`snapshot_commit`: manifests, manifest list, snapshot, requirements), the one summary builder both use (`summary`), the table's record of Kafka offsets ([`commit::offsets`]), the schema change that rides along ([`commit::schema_evolution`]) |
 //! | [`deletes`] | the delete side of upsert: position delete files (v2, [`deletes::position`]), deletion vectors (v3 Puffin, [`deletes::deletion_vectors`]), equality delete files on `_olake_id` ([`deletes::equality`]), and the choice between them ([`Destination::write_deletes`]) |
-//! | [`key_index`] | the upsert key index: `_olake_id` -> (data file, row position) in a redb file per table |
+//! | [`key_index`] | the upsert key index: `_olake_id` -> (data file, row position) in sorted runs per table (log-structured) |
 //! | [`maintain`] | table maintenance: compaction into a `replace` snapshot, snapshot expiry, orphan-file removal |
 //!
 //! At the root: [`Destination`] (the write-path API: connect, ensure a

@@ -3,19 +3,17 @@
 //! index reflects.
 
 use std::collections::{HashMap, HashSet};
-use std::path::Path;
 
 use iceberg::io::FileIO;
 use iceberg::spec::{
     DataContentType, DataFileFormat, ManifestStatus, Operation, SnapshotRef, TableMetadata,
 };
-use redb::Database;
 use roaring::RoaringTreemap;
 
 use super::scan::{
     read_deletion_vector, read_keys, read_position_deletes, snapshot_files, FileEntry,
 };
-use super::store::{self, flush, store_err, Op, FLUSH_OPS, KEYS};
+use super::store::{store_err, Blocks, Op, Store, FLUSH_OPS};
 use crate::error::IcebergError;
 
 /// Counts of a rebuild or update.
@@ -37,27 +35,28 @@ pub struct BuildStats {
     pub keys_removed: u64,
 }
 
-/// Buffers index changes and writes them in bounded transactions.
+/// Buffers index changes and writes them as runs of bounded size.
 struct Writer<'a> {
-    db: &'a Database,
+    store: &'a mut Store,
     ops: Vec<Op>,
-    step: String,
+    step: &'a str,
     stats: BuildStats,
-    /// Count `Put`s that replace a present key as duplicates (rebuild).
-    count_duplicates: bool,
+    /// A rebuild's puts: written without looking keys up; a `Put` replacing
+    /// a present key counts as a duplicate.
+    rebuild: bool,
     /// `Put`s that replaced a present key, and rows put, so far.
     replaced: u64,
     puts: u64,
 }
 
 impl<'a> Writer<'a> {
-    fn new(db: &'a Database, step: String, count_duplicates: bool) -> Self {
+    fn new(store: &'a mut Store, step: &'a str, rebuild: bool) -> Self {
         Self {
-            db,
-            ops: Vec::with_capacity(FLUSH_OPS),
+            store,
+            ops: Vec::new(),
             step,
             stats: BuildStats::default(),
-            count_duplicates,
+            rebuild,
             replaced: 0,
             puts: 0,
         }
@@ -66,14 +65,20 @@ impl<'a> Writer<'a> {
     fn push(&mut self, op: Op) -> Result<(), IcebergError> {
         self.ops.push(op);
         if self.ops.len() >= FLUSH_OPS {
-            self.flush(None)?;
+            self.flush()?;
         }
         Ok(())
     }
 
-    fn flush(&mut self, meta: Option<(&str, Option<Option<i64>>)>) -> Result<(), IcebergError> {
-        let done = flush(self.db, &self.ops, meta, &self.step)?;
-        if self.count_duplicates {
+    fn flush(&mut self) -> Result<(), IcebergError> {
+        if self.ops.is_empty() {
+            return Ok(());
+        }
+        let done = self
+            .store
+            .write(&mut self.ops, !self.rebuild)
+            .map_err(|e| store_err(self.step, e))?;
+        if self.rebuild {
             self.stats.duplicate_keys += done.replaced;
         }
         self.replaced += done.replaced;
@@ -82,19 +87,9 @@ impl<'a> Writer<'a> {
         Ok(())
     }
 
-    /// Ids for data file paths, in one transaction.
-    fn file_ids(&self, paths: &[&str]) -> Result<Vec<u32>, IcebergError> {
-        let tx = self
-            .db
-            .begin_write()
-            .map_err(|e| store_err(&self.step, e))?;
-        let ids = paths
-            .iter()
-            .map(|p| store::file_id(&tx, p))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| store_err(&self.step, e))?;
-        tx.commit().map_err(|e| store_err(&self.step, e))?;
-        Ok(ids)
+    /// Ids for data file paths.
+    fn file_ids(&mut self, paths: &[&str]) -> Vec<u32> {
+        paths.iter().map(|p| self.store.file_id(p)).collect()
     }
 
     /// Reads a data file's keys and records each row not in `deleted`.
@@ -156,20 +151,17 @@ async fn collect_deletes(
     Ok(())
 }
 
-/// Fills an empty index (`db`) from the table's current snapshot and
-/// records it.
+/// Fills an empty index from the table's current snapshot (not committed:
+/// the caller commits).
 pub(crate) async fn rebuild(
-    db: &Database,
-    db_path: &Path,
+    store: &mut Store,
+    step: &str,
     metadata: &TableMetadata,
     file_io: &FileIO,
     key_field: i32,
 ) -> Result<BuildStats, IcebergError> {
-    let uuid = metadata.uuid().to_string();
-    let step = format!("rebuilding key index {}", db_path.display());
-    let mut writer = Writer::new(db, step, true);
+    let mut writer = Writer::new(store, step, true);
     let Some(snapshot) = metadata.current_snapshot() else {
-        writer.flush(Some((&uuid, Some(None))))?;
         return Ok(writer.stats);
     };
     let entries = snapshot_files(file_io, metadata, snapshot, None).await?;
@@ -191,14 +183,18 @@ pub(crate) async fn rebuild(
     collect_deletes(file_io, &delete_files, applies, &mut deletes).await?;
 
     let paths: Vec<&str> = data.iter().map(|e| e.path.as_str()).collect();
-    let ids = writer.file_ids(&paths)?;
+    let ids = writer.file_ids(&paths);
     for (entry, id) in data.iter().zip(&ids) {
         let deleted = deletes.get(&entry.path);
         writer
             .index_file(file_io, &entry.path, *id, key_field, deleted)
             .await?;
     }
-    writer.flush(None)?;
+    writer.flush()?;
+    // One run; keys on more than one run's entry were duplicates.
+    let shadowed = writer.store.merge_all().map_err(|e| store_err(step, e))?;
+    writer.stats.duplicate_keys += shadowed;
+    writer.rebuild = false;
     // Equality deletes on the key column retire older rows of their keys.
     let file_seq: HashMap<u32, i64> = ids
         .iter()
@@ -222,24 +218,21 @@ pub(crate) async fn rebuild(
             Ok(())
         })
         .await?;
+        keys.sort_unstable();
+        let mut blocks = Blocks::default();
         for key in keys {
-            let found = {
-                let tx = db.begin_read().map_err(|e| store_err(&writer.step, e))?;
-                let table = tx
-                    .open_table(KEYS)
-                    .map_err(|e| store_err(&writer.step, e))?;
-                let found = table.get(&key).map_err(|e| store_err(&writer.step, e))?;
-                found.map(|v| v.value())
-            };
+            let found = writer
+                .store
+                .get(&key, &mut blocks)
+                .map_err(|e| store_err(step, e))?;
             if let Some((file, pos)) = found {
                 if file_seq.get(&file).is_some_and(|s| *s < eq.seq) {
                     writer.push(Op::RemoveIfAt(key, file, pos))?;
                 }
             }
         }
-        writer.flush(None)?;
+        writer.flush()?;
     }
-    writer.flush(Some((&uuid, Some(Some(snapshot.snapshot_id())))))?;
     Ok(writer.stats)
 }
 
@@ -279,18 +272,15 @@ pub(crate) fn snapshots_since(
 /// one that does not (the rows were not where the index thought) means a
 /// rebuild.
 pub(crate) async fn update(
-    db: &Database,
-    db_path: &Path,
+    store: &mut Store,
+    step: &str,
     metadata: &TableMetadata,
     file_io: &FileIO,
     key_field: i32,
     chain: &[SnapshotRef],
 ) -> Result<Result<BuildStats, String>, IcebergError> {
-    let uuid = metadata.uuid().to_string();
-    let step = format!("updating key index {}", db_path.display());
-    let mut writer = Writer::new(db, step, false);
-    // Unfinished until the last flush: a crash in between means rebuild.
-    writer.flush(Some((&uuid, None)))?;
+    // Not committed here: a crash in between leaves the index as it was.
+    let mut writer = Writer::new(store, step, false);
     for snapshot in chain {
         let id = snapshot.snapshot_id();
         let entries = snapshot_files(file_io, metadata, snapshot, Some(id)).await?;
@@ -324,14 +314,14 @@ pub(crate) async fn update(
             .filter(|e| e.content == DataContentType::Data)
             .collect();
         let paths: Vec<&str> = new_data.iter().map(|e| e.path.as_str()).collect();
-        let ids = writer.file_ids(&paths)?;
+        let ids = writer.file_ids(&paths);
         for (entry, id) in new_data.iter().zip(ids) {
             let deleted = deletes.get(&entry.path);
             writer
                 .index_file(file_io, &entry.path, id, key_field, deleted)
                 .await?;
         }
-        writer.flush(None)?;
+        writer.flush()?;
         if replace {
             let moved = writer.puts - puts_before;
             let found = writer.replaced - replaced_before;
@@ -348,9 +338,7 @@ pub(crate) async fn update(
             if new_paths.contains(path.as_str()) {
                 continue;
             }
-            let Some(file) =
-                store::known_file_id(db, path).map_err(|e| store_err(&writer.step, e))?
-            else {
+            let Some(file) = writer.store.known_file_id(path) else {
                 continue;
             };
             let mut ops = Vec::new();
@@ -365,9 +353,7 @@ pub(crate) async fn update(
                 writer.push(op)?;
             }
         }
-        writer.flush(None)?;
+        writer.flush()?;
     }
-    let current = metadata.current_snapshot_id();
-    writer.flush(Some((&uuid, Some(current))))?;
     Ok(Ok(writer.stats))
 }

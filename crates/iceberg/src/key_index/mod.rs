@@ -2,25 +2,26 @@
 //! file and row position of the key's current row, which a position delete
 //! or a deletion vector needs.
 //!
-//! One [redb] file per table, `<state_dir>/<table uuid>/keys.redb` (see
-//! `store` for its tables). Keys are the 16 bytes of the `_olake_id` hex;
-//! a location is a data file id (into a table of paths) and a row position,
-//! so an entry costs about 28 bytes plus B-tree overhead on disk. Nothing is
-//! held in memory per key: redb's page cache is capped (32 MiB), rebuilds
-//! and updates write in transactions of at most 200,000 changes, and data
-//! files are read one column, one batch (8,192 rows) at a time. A rebuild
-//! keeps the table's deletes in memory as Roaring bitmaps per data file.
+//! Files per table under `<state_dir>/<table uuid>/` (see `store`): sorted
+//! runs of (key, data file id, row position), log-structured: a commit's
+//! changes are written as one new run in key order, runs of similar size are
+//! merged, and `keys.index` names the runs that make the index (the commit
+//! point: a crash midway leaves the previous index whole). Keys are the 16
+//! bytes of the `_olake_id` hex; an entry is 28 bytes on disk. Nothing is
+//! held in memory per key but the runs' fences (16 bytes per 1,024 keys):
+//! a lookup reads one 28 KiB block per run, a sorted batch of lookups reads
+//! each block at most once; a commit's changes (in key order) stream into
+//! one run, rebuilds and updates write runs of at most 1,000,000 changes,
+//! and data files are read one column, one batch (8,192 rows) at a time. A
+//! rebuild keeps the table's deletes in memory as Roaring bitmaps per data
+//! file.
 //!
-//! Measured (`large_index_memory`, 2,000,000 keys in 10 files, debug build
-//! with redb optimised): rebuild 31-47 s on a shared 2-core machine, peak
-//! RSS +38 MiB over the process's baseline (+6.5 MiB for 200,000 keys);
-//! 140 MB on disk after the rebuild's compaction (70 B/key: 28 B of data in
-//! half-full B-tree leaves); a later transaction rewriting most leaves (an
-//! update of 200,000 random keys) grows the file to 280 MB, the freed
-//! pages being reused by the transactions after it; 100,000 lookups in
-//! about 1 s.
+//! Why not a B-tree store (the first layout was redb): each insert cost about
+//! 1.6 µs even in key order, most of an upsert's CPU; a run is written
+//! sequentially, and a merge streams its inputs (bench/README.md, "After
+//! the key index became sorted runs": upsert 4.2 -> 2.3 CPU µs/msg).
 //!
-//! The redb calls are blocking local-disk I/O, made on the calling task.
+//! The file I/O is blocking local-disk I/O, made on the calling task.
 //!
 //! [`KeyIndex::open`] checks the index against the table:
 //! - it reflects the current snapshot: [`IndexState::Fresh`];
@@ -29,35 +30,34 @@
 //!   another writer appended): the snapshots since are replayed (their added
 //!   data files' `_olake_id`, their added deletes remove keys whose row they
 //!   retire): [`IndexState::UpdatedFrom`];
-//! - otherwise (missing, unreadable, another table's, unfinished, a snapshot
-//!   not on `main`'s history, or a snapshot since that removes data files outside a `replace`, or
-//!   adds equality deletes): rebuilt from the current snapshot, into a new
-//!   file renamed over the old one: [`IndexState::Rebuilt`].
+//! - otherwise (missing, unreadable, another table's, a snapshot not on
+//!   `main`'s history, or a snapshot since that removes data files outside a
+//!   `replace`, or adds equality deletes): rebuilt from the current
+//!   snapshot: [`IndexState::Rebuilt`]. The old runs are deleted only once
+//!   the rebuilt index is committed.
 //!
 //! The sync looks keys up with [`KeyIndex::lookup`] and, only once its
 //! Iceberg commit succeeded, records it with [`KeyIndex::apply`].
 
 mod build;
+mod run;
 pub(crate) mod scan;
 mod store;
 #[cfg(test)]
 mod tests;
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use iceberg::io::FileIO;
-use redb::Database;
 
 pub use build::BuildStats;
 pub use scan::parse_key;
 
 use crate::error::{IcebergError, IcebergErrorKind};
 use crate::table::TableHandle;
-use store::{store_err, Op, StoreError, FILES, KEYS};
-
-const FILE_NAME: &str = "keys.redb";
-const REBUILD_FILE_NAME: &str = "keys.redb.rebuild";
+use store::{store_err, Blocks, Found, Meta, Op, Store};
 
 /// Where a key's current row is.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -77,8 +77,6 @@ pub enum RebuildReason {
     Unreadable(String),
     /// The file belongs to another table (this uuid).
     OtherTable(String),
-    /// A rebuild or update did not finish.
-    Unfinished,
     /// The index reflects a snapshot that is not the current one nor one of
     /// its ancestors on `main` (another writer replaced history, expired
     /// snapshots, a rollback).
@@ -93,7 +91,6 @@ impl std::fmt::Display for RebuildReason {
             Self::Missing => write!(f, "no index yet"),
             Self::Unreadable(e) => write!(f, "the index could not be read: {e}"),
             Self::OtherTable(uuid) => write!(f, "the index belongs to table {uuid}"),
-            Self::Unfinished => write!(f, "a previous rebuild or update did not finish"),
             Self::UnknownSnapshot(id) => write!(
                 f,
                 "the index reflects snapshot {id}, not an ancestor of the current one"
@@ -127,7 +124,7 @@ pub enum Applied {
 
 /// The key index of one table, open.
 pub struct KeyIndex {
-    db: Database,
+    store: Store,
     path: PathBuf,
     table_uuid: String,
     snapshot_id: Option<i64>,
@@ -169,90 +166,58 @@ impl KeyIndex {
                 )
             })?;
         let dir = state_dir.join(&uuid);
-        let path = dir.join(FILE_NAME);
-        let step = format!("opening key index {}", path.display());
-        std::fs::create_dir_all(&dir).map_err(|e| store_err(&step, e))?;
+        let step = format!("opening the key index in {}", dir.display());
+        let (mut store, found) = Store::open(&dir).map_err(|e| store_err(&step, e))?;
+        let path = store.index_path();
         let current = metadata.current_snapshot_id();
-
-        let reason = if !path.exists() {
-            RebuildReason::Missing
-        } else {
-            match store::open_db(&path) {
-                Err(redb::DatabaseError::DatabaseAlreadyOpen) => {
-                    return Err(store_err(&step, "the index is open in another process"))
-                }
-                Err(e) => RebuildReason::Unreadable(e.to_string()),
-                Ok(db) => match store::read_meta(&db) {
-                    Err(e) => RebuildReason::Unreadable(e.to_string()),
-                    Ok(meta) if !store::layout_ok(&meta) => {
-                        RebuildReason::Unreadable("an unknown layout".to_string())
-                    }
-                    Ok(meta) if meta.table_uuid.as_deref() != Some(uuid.as_str()) => {
-                        RebuildReason::OtherTable(meta.table_uuid.unwrap_or_default())
-                    }
-                    Ok(meta) => match meta.snapshot {
-                        None => RebuildReason::Unfinished,
-                        Some(recorded) if recorded == current => {
-                            return Ok(Self::new(db, path, uuid, current, IndexState::Fresh));
-                        }
-                        Some(recorded) => match build::snapshots_since(metadata, recorded) {
-                            None => RebuildReason::UnknownSnapshot(recorded.unwrap_or(-1)),
-                            Some(chain) => {
-                                match build::update(
-                                    &db, &path, metadata, file_io, key_field, &chain,
-                                )
-                                .await?
-                                {
-                                    Ok(stats) => {
-                                        let state = IndexState::UpdatedFrom(chain.len());
-                                        let mut index = Self::new(db, path, uuid, current, state);
-                                        index.stats = stats;
-                                        return Ok(index);
-                                    }
-                                    Err(why) => RebuildReason::NotReplayable(why),
-                                }
-                            }
-                        },
-                    },
-                },
+        let meta = Meta {
+            table_uuid: uuid.clone(),
+            snapshot: current,
+        };
+        let reason = match found {
+            Found::Missing => RebuildReason::Missing,
+            Found::Unreadable(why) => RebuildReason::Unreadable(why),
+            Found::Index(found) if found.table_uuid != uuid => {
+                RebuildReason::OtherTable(found.table_uuid)
             }
+            Found::Index(found) if found.snapshot == current => {
+                return Ok(Self::new(store, path, meta, IndexState::Fresh));
+            }
+            Found::Index(found) => match build::snapshots_since(metadata, found.snapshot) {
+                None => RebuildReason::UnknownSnapshot(found.snapshot.unwrap_or(-1)),
+                Some(chain) => {
+                    let step = format!("updating key index {}", path.display());
+                    match build::update(&mut store, &step, metadata, file_io, key_field, &chain)
+                        .await?
+                    {
+                        Ok(stats) => {
+                            store.commit(&meta).map_err(|e| store_err(&step, e))?;
+                            let state = IndexState::UpdatedFrom(chain.len());
+                            let mut index = Self::new(store, path, meta, state);
+                            index.stats = stats;
+                            return Ok(index);
+                        }
+                        Err(why) => RebuildReason::NotReplayable(why),
+                    }
+                }
+            },
         };
-
-        // Rebuild into a new file, then rename it over the old one: a crash
-        // midway leaves the old index (or none), never a half-filled one.
-        let tmp = dir.join(REBUILD_FILE_NAME);
+        // The old runs stay named until the rebuilt index is committed.
         let step = format!("rebuilding key index {}", path.display());
-        match std::fs::remove_file(&tmp) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(store_err(&step, e)),
-            _ => {}
-        }
-        let stats = {
-            let mut db = store::open_db(&tmp).map_err(|e| store_err(&step, e))?;
-            store::init(&db, &tmp)?;
-            let stats = build::rebuild(&db, &tmp, metadata, file_io, key_field).await?;
-            // Give back the pages the bulk load's transactions freed.
-            db.compact().map_err(|e| store_err(&step, e))?;
-            stats
-        };
-        std::fs::rename(&tmp, &path).map_err(|e| store_err(&step, e))?;
-        let db = store::open_db(&path).map_err(|e| store_err(&step, e))?;
-        let mut index = Self::new(db, path, uuid, current, IndexState::Rebuilt(reason));
+        store.reset();
+        let stats = build::rebuild(&mut store, &step, metadata, file_io, key_field).await?;
+        store.commit(&meta).map_err(|e| store_err(&step, e))?;
+        let mut index = Self::new(store, path, meta, IndexState::Rebuilt(reason));
         index.stats = stats;
         Ok(index)
     }
 
-    fn new(
-        db: Database,
-        path: PathBuf,
-        table_uuid: String,
-        snapshot_id: Option<i64>,
-        state: IndexState,
-    ) -> Self {
+    fn new(store: Store, path: PathBuf, meta: Meta, state: IndexState) -> Self {
         Self {
-            db,
+            store,
             path,
-            table_uuid,
-            snapshot_id,
+            table_uuid: meta.table_uuid,
+            snapshot_id: meta.snapshot,
             state,
             stats: BuildStats::default(),
         }
@@ -274,15 +239,19 @@ impl KeyIndex {
         self.snapshot_id
     }
 
-    /// The index file.
+    /// The index file (`keys.index`, naming the runs beside it).
     pub fn path(&self) -> &Path {
         &self.path
     }
 
+    /// Bytes of the index's runs on disk.
+    pub fn size_on_disk(&self) -> u64 {
+        self.store.run_bytes()
+    }
+
     /// The number of keys (live rows) indexed.
     pub fn len(&self) -> Result<u64, IcebergError> {
-        store::key_count(&self.db)
-            .map_err(|e| store_err(format!("counting keys in {}", self.path.display()), e))
+        Ok(self.store.len())
     }
 
     /// Whether no key is indexed.
@@ -290,43 +259,34 @@ impl KeyIndex {
         Ok(self.len()? == 0)
     }
 
-    /// The current row of each key (`None`: not in the table), in order,
-    /// from one read transaction.
+    /// The current row of each key (`None`: not in the table), in order.
     pub fn lookup(
         &self,
         keys: impl IntoIterator<Item = [u8; 16]>,
     ) -> Result<Vec<Option<RowLocation>>, IcebergError> {
         let reader = self.reader()?;
-        let mut paths: HashMap<u32, String> = HashMap::new();
         let mut out = Vec::new();
         for key in keys {
-            let Some((file, pos)) = reader.get(&key)? else {
-                out.push(None);
-                continue;
+            let found = match reader.get(&key)? {
+                Some((file, pos)) => Some(RowLocation {
+                    data_file: reader.path(file)?,
+                    pos,
+                }),
+                None => None,
             };
-            let data_file = match paths.get(&file) {
-                Some(p) => p.clone(),
-                None => {
-                    let path = reader.path(file)?;
-                    paths.insert(file, path.clone());
-                    path
-                }
-            };
-            out.push(Some(RowLocation { data_file, pos }));
+            out.push(found);
         }
         Ok(out)
     }
 
-    /// A reader for many lookups (one read transaction); see
-    /// [`KeyReader`]. Looking keys up in ascending order keeps the B-tree
-    /// pages it reads in redb's cache.
-    pub fn reader(&self) -> Result<KeyReader, IcebergError> {
-        let step = format!("looking up keys in {}", self.path.display());
-        let err = |e: StoreError| store_err(&step, e);
-        let tx = self.db.begin_read().map_err(|e| err(e.into()))?;
-        let keys = tx.open_table(KEYS).map_err(|e| err(e.into()))?;
-        let files = tx.open_table(FILES).map_err(|e| err(e.into()))?;
-        Ok(KeyReader { keys, files, step })
+    /// A reader for many lookups; see [`KeyReader`]. Looking keys up in
+    /// ascending order reads each block of the index at most once.
+    pub fn reader(&self) -> Result<KeyReader<'_>, IcebergError> {
+        Ok(KeyReader {
+            store: &self.store,
+            blocks: RefCell::new(Blocks::default()),
+            step: format!("looking up keys in {}", self.path.display()),
+        })
     }
 
     /// Records a committed snapshot: `deletes` (tombstoned keys) are
@@ -350,16 +310,26 @@ impl KeyIndex {
                 files.len() - 1
             });
         }
-        let rows = upserts
+        let mut rows: Vec<([u8; 16], usize, u64)> = upserts
             .iter()
-            .map(|(key, path, pos)| Ok((*key, index[path.as_ref()], *pos)));
-        self.apply_each(snapshot_id, parent_snapshot_id, &files, rows, deletes)
+            .map(|(key, path, pos)| (*key, index[path.as_ref()], *pos))
+            .collect();
+        // Stable: of two upserts of one key the later wins.
+        rows.sort_by_key(|(key, _, _)| *key);
+        self.apply_each(
+            snapshot_id,
+            parent_snapshot_id,
+            &files,
+            rows.into_iter().map(Ok),
+            deletes,
+        )
     }
 
     /// [`Self::apply`] for any number of upserts, read from an iterator of
-    /// (key, index into `files`, row position): written in transactions of
-    /// at most 200,000 changes. Until the last one the index is marked
-    /// unfinished, so a crash midway makes the next open rebuild it.
+    /// (key, index into `files`, row position) in ascending key order:
+    /// streamed into one run, then committed; a crash midway leaves the
+    /// index at the parent snapshot (the next open replays this one). Keys
+    /// out of order fail it (and the next open replays the snapshot).
     pub fn apply_each(
         &mut self,
         snapshot_id: i64,
@@ -375,34 +345,27 @@ impl KeyIndex {
             "recording snapshot {snapshot_id} in key index {}",
             self.path.display()
         );
-        // The data files' ids, with the index marked unfinished.
-        let tx = self.db.begin_write().map_err(|e| store_err(&step, e))?;
-        let ids = (|| -> Result<Vec<u32>, StoreError> {
-            let ids = files
-                .iter()
-                .map(|path| store::file_id(&tx, path))
-                .collect::<Result<Vec<u32>, StoreError>>()?;
-            store::write_meta(&tx, &self.table_uuid, None)?;
-            Ok(ids)
-        })()
-        .map_err(|e| store_err(&step, e))?;
-        tx.commit().map_err(|e| store_err(&step, e))?;
-        self.snapshot_id = None;
-
-        let mut ops: Vec<Op> = deletes.iter().map(|key| Op::Remove(*key)).collect();
-        for upsert in upserts {
-            let (key, file, pos) = upsert.map_err(|e| store_err(&step, e))?;
-            let id = *ids
+        let ids: Vec<u32> = files.iter().map(|p| self.store.file_id(p)).collect();
+        let mut removes: Vec<[u8; 16]> = deletes.to_vec();
+        removes.sort_unstable();
+        let puts = upserts.map(|upsert| {
+            let (key, file, pos) = upsert.map_err(std::io::Error::other)?;
+            let id = ids
                 .get(file)
-                .ok_or_else(|| store_err(&step, format!("no data file number {file}")))?;
-            ops.push(Op::Put(key, id, pos));
-            if ops.len() >= store::FLUSH_OPS {
-                store::flush(&self.db, &ops, None, &step)?;
-                ops.clear();
-            }
-        }
-        let done = Some((self.table_uuid.as_str(), Some(Some(snapshot_id))));
-        store::flush(&self.db, &ops, done, &step)?;
+                .ok_or_else(|| std::io::Error::other(format!("no data file number {file}")))?;
+            Ok(Op::Put(key, *id, pos))
+        });
+        // One run, streamed: the upserts come in key order (the sync's
+        // winners); a key's remove goes before its put.
+        let ops = MergeByKey::new(removes.into_iter().map(|k| Ok(Op::Remove(k))), puts);
+        self.store
+            .write_sorted(ops, true)
+            .map_err(|e| store_err(&step, e))?;
+        let meta = Meta {
+            table_uuid: self.table_uuid.clone(),
+            snapshot: Some(snapshot_id),
+        };
+        self.store.commit(&meta).map_err(|e| store_err(&step, e))?;
         self.snapshot_id = Some(snapshot_id);
         Ok(Applied::Recorded)
     }
@@ -457,29 +420,68 @@ impl KeyIndex {
     }
 }
 
-/// Many lookups in one read transaction of a [`KeyIndex`].
-pub struct KeyReader {
-    keys: redb::ReadOnlyTable<[u8; 16], (u32, u64)>,
-    files: redb::ReadOnlyTable<u32, &'static str>,
+/// Many lookups in a [`KeyIndex`] (it stays borrowed meanwhile).
+pub struct KeyReader<'a> {
+    store: &'a Store,
+    blocks: RefCell<Blocks>,
     step: String,
 }
 
-impl KeyReader {
+impl KeyReader<'_> {
     /// The (data file id, row position) of `key`'s current row, if any.
     pub fn get(&self, key: &[u8; 16]) -> Result<Option<(u32, u64)>, IcebergError> {
-        Ok(self
-            .keys
-            .get(key)
-            .map_err(|e| store_err(&self.step, e))?
-            .map(|v| v.value()))
+        self.store
+            .get(key, &mut self.blocks.borrow_mut())
+            .map_err(|e| store_err(&self.step, e))
     }
 
     /// The path of data file id `file`.
     pub fn path(&self, file: u32) -> Result<String, IcebergError> {
-        self.files
-            .get(file)
-            .map_err(|e| store_err(&self.step, e))?
-            .map(|v| v.value().to_string())
+        self.store
+            .path(file)
+            .map(str::to_string)
             .ok_or_else(|| store_err(&self.step, format!("no path for file id {file}")))
+    }
+}
+
+/// Two streams of ops in key order, merged in key order (the first's op
+/// goes first on a tie).
+struct MergeByKey<A: Iterator, B: Iterator> {
+    a: std::iter::Peekable<A>,
+    b: std::iter::Peekable<B>,
+}
+
+impl<A, B> MergeByKey<A, B>
+where
+    A: Iterator<Item = std::io::Result<Op>>,
+    B: Iterator<Item = std::io::Result<Op>>,
+{
+    fn new(a: A, b: B) -> Self {
+        Self {
+            a: a.peekable(),
+            b: b.peekable(),
+        }
+    }
+}
+
+impl<A, B> Iterator for MergeByKey<A, B>
+where
+    A: Iterator<Item = std::io::Result<Op>>,
+    B: Iterator<Item = std::io::Result<Op>>,
+{
+    type Item = std::io::Result<Op>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let take_a = match (self.a.peek(), self.b.peek()) {
+            (Some(Ok(a)), Some(Ok(b))) => a.key() <= b.key(),
+            (Some(_), Some(Err(_))) => false,
+            (Some(_), _) => true,
+            (None, _) => false,
+        };
+        if take_a {
+            self.a.next()
+        } else {
+            self.b.next()
+        }
     }
 }

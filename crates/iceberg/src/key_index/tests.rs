@@ -470,15 +470,43 @@ async fn unknown_snapshots_and_other_tables_mean_rebuild() {
     assert_eq!(all(&index, 3), vec![None, at(&a, 0), at(&a, 1)]);
     assert_eq!(index.lookup([key(9)]).unwrap(), vec![None]);
 
-    // An update or rebuild that died midway left the unfinished marker.
-    let uuid = fx.table.metadata().uuid().to_string();
-    store::flush(&index.db, &[], Some((&uuid, None)), "test").unwrap();
+    // An update that died before its commit left a run no index names: the
+    // index is the committed one, and the stray run is deleted.
+    let stray = fx.index_dir().join("keys-9999.run");
+    std::fs::write(&stray, b"half a run").unwrap();
     drop(index);
     let index = fx.open().await;
-    assert_eq!(
-        index.state(),
-        &IndexState::Rebuilt(RebuildReason::Unfinished)
+    assert_eq!(index.state(), &IndexState::Fresh);
+    assert!(!stray.exists());
+    assert_eq!(all(&index, 3), vec![None, at(&a, 0), at(&a, 1)]);
+    drop(index);
+
+    // An index file cut short (a disk full, a copy interrupted).
+    let index_file = fx.index_dir().join("keys.index");
+    let text = std::fs::read_to_string(&index_file).unwrap();
+    std::fs::write(&index_file, &text[..text.len() / 2]).unwrap();
+    let index = fx.open().await;
+    assert!(
+        matches!(
+            index.state(),
+            IndexState::Rebuilt(RebuildReason::Unreadable(_))
+        ),
+        "{:?}",
+        index.state()
     );
+    assert_eq!(all(&index, 3), vec![None, at(&a, 0), at(&a, 1)]);
+    drop(index);
+
+    // The first layout's file (redb) is replaced by a rebuild.
+    std::fs::remove_file(&index_file).unwrap();
+    std::fs::write(fx.index_dir().join("keys.redb"), b"redb").unwrap();
+    let index = fx.open().await;
+    assert!(
+        matches!(index.state(), IndexState::Rebuilt(RebuildReason::Unreadable(why)) if why.contains("keys.redb")),
+        "{:?}",
+        index.state()
+    );
+    assert!(!fx.index_dir().join("keys.redb").exists());
     assert_eq!(all(&index, 3), vec![None, at(&a, 0), at(&a, 1)]);
     drop(index);
 
@@ -488,8 +516,13 @@ async fn unknown_snapshots_and_other_tables_mean_rebuild() {
         let mut other = other;
         let r = other.append(&[7], 0).await;
         drop(other.open().await);
-        let from = other.index_dir().join(FILE_NAME);
-        std::fs::copy(from, fx.index_dir().join(FILE_NAME)).unwrap();
+        for item in std::fs::read_dir(fx.index_dir()).unwrap() {
+            std::fs::remove_file(item.unwrap().path()).unwrap();
+        }
+        for item in std::fs::read_dir(other.index_dir()).unwrap() {
+            let from = item.unwrap().path();
+            std::fs::copy(&from, fx.index_dir().join(from.file_name().unwrap())).unwrap();
+        }
         r
     };
     let index = fx.open().await;
@@ -609,7 +642,9 @@ async fn a_hundred_thousand_keys() {
     for (k, loc) in probe.iter().zip(found) {
         assert_eq!(loc, at(&a, *k as u64));
     }
-    let size = std::fs::metadata(index.path()).unwrap().len();
+    // README: about 30 bytes per key on disk (28-byte entries, fences).
+    let size = index.size_on_disk();
+    assert!(size <= 30 * n as u64, "{size} bytes for {n} keys");
     eprintln!("key index of {n} keys: {size} bytes on disk");
 }
 
@@ -644,11 +679,7 @@ async fn large_index_memory() {
     let rebuilt = started.elapsed();
     assert_eq!(index.len().unwrap(), n as u64);
     let rebuild_peak = peak_rss_kib();
-    eprintln!(
-        "after the rebuild: {} bytes; {:?}",
-        std::fs::metadata(index.path()).unwrap().len(),
-        index.db.begin_write().unwrap().stats().unwrap()
-    );
+    eprintln!("after the rebuild: {} bytes", index.size_on_disk());
     let started = std::time::Instant::now();
     let found = index.lookup((0..100_000).map(|i| key(i * 7 % n))).unwrap();
     assert!(found.iter().all(Option::is_some));
@@ -663,7 +694,7 @@ async fn large_index_memory() {
     let updated = started.elapsed();
     assert_eq!(index.state(), &IndexState::UpdatedFrom(1));
     let update_peak = peak_rss_kib();
-    let size = std::fs::metadata(index.path()).unwrap().len();
+    let size = index.size_on_disk();
     eprintln!(
         "{n} keys: {size} bytes on disk ({} B/key); rebuild {rebuilt:?}, peak RSS \
          {before} -> {rebuild_peak} KiB; 100,000 lookups {looked_up:?}; update of \
