@@ -217,6 +217,16 @@ impl KafkaConnection {
     }
 }
 
+/// Drops a librdkafka client on a thread of its own: its teardown waits for
+/// its broker threads to end, and nothing after it needs it gone (a sync's
+/// setup and its last offset commit do not wait for it).
+pub(crate) fn close_in_background<T: Send + 'static>(client: T) {
+    // Without a thread, the closure (and the client) is dropped here.
+    let _ = std::thread::Builder::new()
+        .name("kafka-close".into())
+        .spawn(move || drop(client));
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -152,8 +152,14 @@ where
             .set("enable.partition.eof", "true")
             .set("auto.offset.reset", "error")
             .set("fetch.wait.max.ms", "100")
-            .set("queued.min.messages", "200000")
-            .set("queued.max.messages.kbytes", "16384");
+            // Prefetch per partition: about 20,000 messages or 4 MiB, and
+            // fetch again 5 ms after the queue was full (librdkafka waits
+            // 1 s by default, which held a 10M append to 2/3 of its rate;
+            // the larger queues this replaced held ~125 MiB of per-message
+            // bookkeeping: bench/README.md, "Prefetch").
+            .set("queued.min.messages", "20000")
+            .set("queued.max.messages.kbytes", "4096")
+            .set("fetch.queue.backoff.ms", "5");
         let consumer: BaseConsumer = cfg
             .create()
             .map_err(|e| KafkaError::new(KafkaErrorKind::Config, "creating the consumer", e))?;

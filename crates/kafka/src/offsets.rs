@@ -91,6 +91,7 @@ pub fn read_partition_states(
             });
         }
     }
+    crate::connection::close_in_background(consumer);
     Ok(states)
 }
 
@@ -145,7 +146,9 @@ pub fn commit_group_offsets(
         tpl.add_partition_offset(topic, *partition, Offset::Offset(*offset))
             .map_err(|e| KafkaError::new(KafkaErrorKind::Config, "building the offset list", e))?;
     }
-    with_coordinator_retries(|| consumer.commit(&tpl, CommitMode::Sync)).map_err(|e| {
+    let committed = with_coordinator_retries(|| consumer.commit(&tpl, CommitMode::Sync));
+    crate::connection::close_in_background(consumer);
+    committed.map_err(|e| {
         if group_has_members(&e) {
             KafkaError::new(
                 KafkaErrorKind::GroupInUse,

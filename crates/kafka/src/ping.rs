@@ -192,7 +192,10 @@ pub(crate) fn fetch_metadata_of(
         let left = deadline.saturating_duration_since(Instant::now());
         let attempt = left.min(Duration::from_millis(500));
         match producer.client().fetch_metadata(topic, attempt) {
-            Ok(metadata) => return Ok(metadata),
+            Ok(metadata) => {
+                crate::connection::close_in_background(producer);
+                return Ok(metadata);
+            }
             Err(err) => {
                 producer.poll(Duration::ZERO);
                 let decisive = producer.context().failure().is_some();

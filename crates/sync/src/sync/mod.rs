@@ -100,14 +100,32 @@ async fn sync_stages(
 ) -> Result<SyncReport, SetupError> {
     let connection = KafkaConnection::from_source(&job.source);
     let _lock = lock::JobLock::acquire(&job.state_dir, &job.consumer_group)?;
-    let selection = select_topics(&connection, &job.topics, KAFKA_TIMEOUT)?;
+    let group = &job.consumer_group;
+    // The cluster and the catalog are asked at once (each is round trips
+    // of waiting); a Kafka failure is reported first, as if it came first.
+    let kafka = {
+        let (connection, topics, group) = (connection.clone(), job.topics.clone(), group.clone());
+        tokio::task::spawn_blocking(move || -> Result<_, topicberg_kafka::KafkaError> {
+            let selection = select_topics(&connection, &topics, KAFKA_TIMEOUT)?;
+            let states =
+                read_partition_states(&connection, &group, &selection.selected, KAFKA_TIMEOUT)?;
+            Ok((selection, states))
+        })
+    };
+    let destination = connect_destination(job).await;
+    let (selection, states) = kafka
+        .await
+        .map_err(|e| SetupError::Unsupported(format!("reading the topics failed: {e}")))??;
     crate::log_skipped(job, &selection.skipped);
     crate::check_table_collisions(job, selection.selected.iter().map(|t| t.name.as_str()))?;
-    let group = &job.consumer_group;
-    let states = read_partition_states(&connection, group, &selection.selected, KAFKA_TIMEOUT)?;
+    let destination = destination?;
+    tracing::debug!(
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "topics, partitions and the catalog read"
+    );
     let ctx = SyncContext {
         job,
-        destination: connect_destination(job).await?,
+        destination,
         drain: DrainSettings {
             group: group.clone(),
             stall_timeout: Duration::from_secs(120),
