@@ -28,7 +28,7 @@ use iceberg::puffin::{Blob, CompressionCodec, PuffinWriter, DELETION_VECTOR_V1};
 use iceberg::spec::{DataContentType, DataFile, DataFileBuilder, DataFileFormat, TableMetadata};
 use roaring::RoaringTreemap;
 
-use crate::deletes::partitions::FilePartition;
+use crate::deletes::partitions::{partition_of, FilePartition};
 use crate::deletes::position::{data_folder, POS_FIELD_ID};
 use crate::error::{from_iceberg, IcebergError, IcebergErrorKind};
 
@@ -261,9 +261,7 @@ pub async fn write_deletion_vectors(
     blobs
         .into_iter()
         .map(|(path, offset, length, cardinality)| {
-            let partition = partitions
-                .get(path)
-                .ok_or_else(|| data_err(format!("no partition known for data file {path}")))?;
+            let partition = partition_of(partitions, path, &step)?;
             dv_entry(
                 &location,
                 size,

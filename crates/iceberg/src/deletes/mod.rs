@@ -24,8 +24,11 @@ use crate::key_index::scan::KEY_COLUMN;
 use crate::table::TableHandle;
 use deletion_vectors::{read_deletion_vector, write_deletion_vectors};
 use equality::write_equality_delete_file;
-use partitions::{data_file_partitions, group_by_partition, FilePartition};
+use partitions::{data_file_partitions, group_by_partition, partition_of, FilePartition};
 use position::write_position_delete_file;
+
+/// File-scoped position delete files written at once (uploads).
+const PARALLEL_DELETE_FILES: usize = 8;
 
 /// The delete files that retire rows, for [`RowDelta::delete_files`], and
 /// the deletion vectors they replace, for [`RowDelta::replaced_dvs`].
@@ -41,8 +44,10 @@ impl Destination {
     /// Writes the delete files that retire `rows` (data file path -> row
     /// positions) in `format`, each in the partition of the data files it
     /// names (see [`partitions`]):
-    /// - [`DeleteFormat::Position`]: one position delete file per partition
-    ///   (format v2);
+    /// - [`DeleteFormat::Position`]: one position delete file per data file
+    ///   (format v2; "file-scoped", as Iceberg's `write.delete.granularity =
+    ///   file`): a reader loads only the deletes of the files it scans, and
+    ///   Polars reads no other kind;
     /// - [`DeleteFormat::Dv`]: one deletion vector per data file (format
     ///   v3), merged with the data file's current vector, which it replaces;
     /// - [`DeleteFormat::Equality`]: one equality delete file on
@@ -67,24 +72,9 @@ impl Destination {
         let partitions = data_file_partitions(self.file_io(), handle.metadata(), &paths).await?;
         match format {
             DeleteFormat::Position => {
-                let grouped = group_by_partition(
-                    rows.into_iter()
-                        .map(|(f, p)| (f, p.into_iter().collect::<Vec<u64>>())),
-                    &partitions,
-                )?;
-                let mut delete_files = Vec::with_capacity(grouped.len());
-                for (partition, deletes) in grouped {
-                    delete_files.extend(
-                        write_position_delete_file(
-                            self.file_io(),
-                            handle.metadata(),
-                            &deletes,
-                            &partition,
-                            self.options.zstd_level,
-                        )
-                        .await?,
-                    );
-                }
+                let delete_files = self
+                    .write_file_scoped_position_deletes(handle, rows, &partitions)
+                    .await?;
                 Ok(WrittenDeletes {
                     delete_files,
                     replaced_dvs: Vec::new(),
@@ -129,6 +119,40 @@ impl Destination {
                 })
             }
         }
+    }
+
+    /// One position delete file per data file of `rows`, in that data
+    /// file's partition, written a few at a time.
+    async fn write_file_scoped_position_deletes(
+        &self,
+        handle: &TableHandle,
+        rows: BTreeMap<String, RoaringTreemap>,
+        partitions: &HashMap<String, FilePartition>,
+    ) -> Result<Vec<DataFile>, IcebergError> {
+        use futures::{StreamExt, TryStreamExt};
+        let mut scoped = Vec::with_capacity(rows.len());
+        for (path, positions) in rows {
+            let partition = partition_of(partitions, &path, "writing position deletes")?.clone();
+            scoped.push((
+                vec![(path, positions.into_iter().collect::<Vec<u64>>())],
+                partition,
+            ));
+        }
+        let written: Vec<Option<DataFile>> = futures::stream::iter(scoped)
+            .map(|(deletes, partition)| async move {
+                write_position_delete_file(
+                    self.file_io(),
+                    handle.metadata(),
+                    &deletes,
+                    &partition,
+                    self.options.zstd_level,
+                )
+                .await
+            })
+            .buffered(PARALLEL_DELETE_FILES)
+            .try_collect()
+            .await?;
+        Ok(written.into_iter().flatten().collect())
     }
 
     /// Writes one position delete file (format v2 tables) for `deletes`

@@ -5,9 +5,9 @@
 //! equals the delete file's, and an equality delete file only when they
 //! are equal or the delete file's spec is unpartitioned. A deletion vector
 //! is a position delete entry too. So every delete file is written in the
-//! partition of the data files it names: position delete files and
-//! equality delete files one per partition, each DV entry with its data
-//! file's partition.
+//! partition of the data files it names: a position delete file per data
+//! file, in its partition; equality delete files one per partition; each
+//! DV entry with its data file's partition.
 
 use std::collections::{HashMap, HashSet};
 
@@ -128,6 +128,22 @@ pub fn spec_id(file: &DataFile) -> i32 {
         .expect("DataFile's Debug text names its partition_spec_id")
 }
 
+/// The partition of the data file `path` in `partitions` (from
+/// [`data_file_partitions`]); `step` names what needed it in the error.
+pub fn partition_of<'a>(
+    partitions: &'a HashMap<String, FilePartition>,
+    path: &str,
+    step: &str,
+) -> Result<&'a FilePartition, IcebergError> {
+    partitions.get(path).ok_or_else(|| {
+        IcebergError::new(
+            IcebergErrorKind::Data,
+            step,
+            format!("no partition known for data file {path}"),
+        )
+    })
+}
+
 /// `items` (data file path -> T) grouped by the partition of their data
 /// file.
 pub fn group_by_partition<T>(
@@ -136,13 +152,7 @@ pub fn group_by_partition<T>(
 ) -> Result<HashMap<FilePartition, Vec<(String, T)>>, IcebergError> {
     let mut groups: HashMap<FilePartition, Vec<(String, T)>> = HashMap::new();
     for (path, item) in items {
-        let partition = partitions.get(&path).ok_or_else(|| {
-            IcebergError::new(
-                IcebergErrorKind::Data,
-                "grouping deletes by partition",
-                format!("no partition known for data file {path}"),
-            )
-        })?;
+        let partition = partition_of(partitions, &path, "grouping deletes by partition")?;
         groups
             .entry(partition.clone())
             .or_default()

@@ -56,6 +56,22 @@ pub(crate) async fn connect(catalog: &str) -> Destination {
         .unwrap_or_else(|e| panic!("{catalog} catalog: {e}; run scripts/testbed up"))
 }
 
+/// A new `orders` table (of [`columns`]) in format `format`, in a
+/// namespace of its own (`prefix` and a random suffix) on `catalog`.
+pub(crate) async fn orders_table(
+    catalog: &str,
+    prefix: &str,
+    format: FormatVersion,
+) -> (Destination, Vec<String>, TableHandle) {
+    let destination = connect(catalog).await;
+    let namespace = vec![unique_name(prefix)];
+    let handle = destination
+        .ensure_table(&namespace, "orders", &columns(), format)
+        .await
+        .unwrap_or_else(|e| panic!("{catalog}: {e}"));
+    (destination, namespace, handle)
+}
+
 pub(crate) fn columns() -> Vec<Column> {
     vec![
         Column::optional("id", 1, ColumnType::Long),
@@ -255,13 +271,8 @@ pub(crate) async fn append(
 
 /// Two appends, read back by every engine, with the summaries checked.
 async fn two_appends_read_back(catalog: &str, format: FormatVersion, engines: &[&str]) {
-    let destination = connect(catalog).await;
-    let namespace = vec![unique_name("it_append")];
+    let (destination, namespace, mut handle) = orders_table(catalog, "it_append", format).await;
     let name = "orders";
-    let mut handle = destination
-        .ensure_table(&namespace, name, &columns(), format)
-        .await
-        .unwrap_or_else(|e| panic!("{catalog}: {e}"));
     assert_eq!(handle.metadata().format_version(), format);
     assert!(handle.current_summary().is_none());
 
@@ -365,13 +376,9 @@ async fn iceberg_append_seaweed_v3_read_by_all_engines() {
 /// The second writer starts from the metadata before the first commit:
 /// its commit gets 409, reloads, and lands on top, both appends once.
 async fn stale_parent_is_rebased(catalog: &str) {
-    let destination = connect(catalog).await;
-    let namespace = vec![unique_name("it_race")];
+    let (destination, namespace, mut fresh) =
+        orders_table(catalog, "it_race", FormatVersion::V2).await;
     let name = "orders";
-    let mut fresh = destination
-        .ensure_table(&namespace, name, &columns(), FormatVersion::V2)
-        .await
-        .unwrap_or_else(|e| panic!("{catalog}: {e}"));
     let base = rows(0, 120);
     append(&destination, &mut fresh, &base, offsets(120)).await;
     let mut stale = fresh.clone();

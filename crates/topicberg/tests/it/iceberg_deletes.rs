@@ -11,7 +11,8 @@ use topicberg_iceberg::{
     is_stale_deletes, DataFile, Destination, FormatVersion, RoaringTreemap, RowDelta, TableHandle,
 };
 
-use crate::iceberg_append::{batch, canonical, columns, connect, read, rows, Row};
+use crate::iceberg_append::{batch, canonical, columns, connect, orders_table, read, rows, Row};
+use crate::support::{DV_READERS, READERS};
 use crate::testbed::{command, get, unique_name};
 
 /// Appends rows with ids `first..first + count` as one data file; returns it.
@@ -89,13 +90,9 @@ fn live_ids(deleted: &[i64], added: std::ops::Range<i64>) -> Vec<i64> {
 /// deleting rows of both and adding 20 rows (`overwrite`), then a
 /// delete-only row delta on A (`delete`).
 async fn position_deletes_read_back(catalog: &str) {
-    let destination = connect(catalog).await;
-    let namespace = vec![unique_name("it_pdel")];
+    let (destination, namespace, mut handle) =
+        orders_table(catalog, "it_pdel", FormatVersion::V2).await;
     let name = "orders";
-    let mut handle = destination
-        .ensure_table(&namespace, name, &columns(), FormatVersion::V2)
-        .await
-        .unwrap_or_else(|e| panic!("{catalog}: {e}"));
     let a = append_file(&destination, &mut handle, 0, 300).await;
     let b = append_file(&destination, &mut handle, 300, 200).await;
 
@@ -419,4 +416,68 @@ async fn iceberg_deletes_deletion_vectors_v3_on_embedded_catalog() {
         String::from_utf8(out.stdout).expect("UTF-8 rows")
     })
     .await;
+}
+
+/// A position delete file (v2) or deletion vector (v3) committed in the
+/// same snapshot as the data file it names retires those rows: the spec
+/// applies either to data files whose data sequence number is at most its
+/// own, and both carry the snapshot's. An upsert that wrote every message
+/// of a sync and retired the sync's own superseded rows this way would rely
+/// on every reader doing so (bench/README.md, "Where an upsert's time
+/// goes").
+async fn same_commit_deletes_read_back(catalog: &str, version: FormatVersion, engines: &[&str]) {
+    let (destination, namespace, mut handle) = orders_table(catalog, "it_del_same", version).await;
+    let name = "orders";
+    // Ids 0..500 at positions 0..500 of one new file.
+    let data = new_data(&destination, &handle, 0, 500).await;
+    assert_eq!(data.len(), 1);
+    let path = data[0].file_path().to_string();
+    let deleted = [0i64, 7, 42, 299, 499];
+    let positions: Vec<u64> = deleted.iter().map(|&id| id as u64).collect();
+    let delete_files = if version == FormatVersion::V3 {
+        let vector: RoaringTreemap = positions.iter().copied().collect();
+        destination
+            .write_deletion_vectors(&handle, &[(path, vector)])
+            .await
+            .expect("write a deletion vector")
+    } else {
+        let file = destination
+            .write_position_deletes(&handle, &[(path, positions)])
+            .await
+            .expect("write position deletes")
+            .expect("a delete file");
+        vec![file]
+    };
+    let committed = destination
+        .commit_row_delta(
+            &mut handle,
+            RowDelta {
+                data_files: data,
+                delete_files,
+                replaced_dvs: Vec::new(),
+                summary_extra: offsets(500),
+                offsets: None,
+            },
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{catalog}: {e}"));
+    assert_eq!(committed.summary["added-records"], "500");
+    assert_eq!(committed.summary["added-position-deletes"], "5");
+    let want = expected(&live_ids(&deleted, 0..0));
+    assert_eq!(want.lines().count(), 495);
+    let table = format!("{}.{name}", namespace[0]);
+    for engine in engines {
+        assert_reads(engine, &read(engine, catalog, &table), &want, &table);
+    }
+    drop_all(catalog, &namespace).await;
+}
+
+#[tokio::test]
+async fn iceberg_deletes_position_deletes_on_a_data_file_of_the_same_commit_are_applied() {
+    same_commit_deletes_read_back("SEAWEED", FormatVersion::V2, &READERS).await;
+}
+
+#[tokio::test]
+async fn iceberg_deletes_deletion_vectors_on_a_data_file_of_the_same_commit_are_applied() {
+    same_commit_deletes_read_back("FIXTURE", FormatVersion::V3, &DV_READERS).await;
 }

@@ -259,22 +259,30 @@ s3_secret_key = "${{TESTBED_S3_SECRET_KEY}}"
         cmd.output().expect("running topicberg")
     }
 
-    /// Runs `topicberg maintain` that must succeed (with `env`); its JSON
-    /// report.
-    pub fn maintain(&self, env: &[(&str, &str)]) -> Value {
-        let report = self.scratch_file("maintain.json");
+    /// Runs `topicberg <subcommand> --report-json` that must succeed (with
+    /// `env`); its JSON report.
+    pub fn run_reported(&self, subcommand: &str, env: &[(&str, &str)]) -> Value {
+        let report = self.scratch_file(&format!("{subcommand}.json"));
         let out = self.run(
-            "maintain",
+            subcommand,
             &["--report-json", report.to_str().unwrap()],
             env,
         );
         assert!(
             out.status.success(),
-            "maintain failed:\nstdout:\n{}\nstderr:\n{}",
+            "{subcommand} failed ({}):\nstdout:\n{}\nstderr:\n{}",
+            out.status,
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
-        serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap()
+        serde_json::from_slice(&std::fs::read(&report).expect("report written"))
+            .expect("report JSON")
+    }
+
+    /// Runs `topicberg maintain` that must succeed (with `env`); its JSON
+    /// report.
+    pub fn maintain(&self, env: &[(&str, &str)]) -> Value {
+        self.run_reported("maintain", env)
     }
 
     /// Runs a sync that must succeed with its log (stderr) written to
@@ -296,19 +304,7 @@ s3_secret_key = "${{TESTBED_S3_SECRET_KEY}}"
 
     /// Runs a sync that must succeed; returns its JSON report.
     pub fn sync(&self) -> Value {
-        let report = self
-            .path
-            .with_file_name(format!("report-{}.json", uuid::Uuid::new_v4().simple()));
-        let out = self.run("sync", &["--report-json", report.to_str().unwrap()], &[]);
-        assert!(
-            out.status.success(),
-            "sync failed ({}):\nstdout:\n{}\nstderr:\n{}",
-            out.status,
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        serde_json::from_slice(&std::fs::read(&report).expect("report written"))
-            .expect("report JSON")
+        self.run_reported("sync", &[])
     }
 }
 
@@ -338,6 +334,23 @@ pub fn try_read(engine: &str, catalog: Catalog, table: &str) -> Output {
         .output()
         .unwrap()
 }
+
+/// Every independent reader of the test bed; all of them read format v2
+/// tables with position deletes.
+pub const READERS: [&str; 8] = [
+    "duckdb",
+    "pyiceberg",
+    "spark",
+    "polars",
+    "datafusion",
+    "chdb",
+    "trino",
+    "daft",
+];
+
+/// The readers that read v3 deletion vectors (chDB, Trino 476 and Daft
+/// refuse them: `sync_upsert`).
+pub const DV_READERS: [&str; 5] = ["duckdb", "pyiceberg", "spark", "polars", "datafusion"];
 
 /// Reads a table with an independent reader: raw canonical lines.
 pub fn read_lines(engine: &str, catalog: Catalog, table: &str) -> String {

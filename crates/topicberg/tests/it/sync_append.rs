@@ -9,6 +9,7 @@ use serde_json::Value;
 
 use crate::support::{
     create_topic, produce, read_lines, read_rows, sample_messages, table_report, Catalog, Job,
+    READERS,
 };
 use crate::testbed::{get, unique_name};
 
@@ -32,15 +33,7 @@ fn seeds_first_and_second_sync(catalog: Catalog) {
         let table = job.table(topic);
         let duckdb = read_lines("duckdb", catalog, &table);
         assert_eq!(duckdb.lines().count(), expected, "{table} via DuckDB");
-        for engine in [
-            "pyiceberg",
-            "spark",
-            "polars",
-            "datafusion",
-            "chdb",
-            "trino",
-            "daft",
-        ] {
+        for engine in READERS.into_iter().filter(|e| *e != "duckdb") {
             assert_eq!(
                 read_lines(engine, catalog, &table),
                 duckdb,

@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 
 use crate::support::{
     create_topic, group_offsets, plaintext, produce_to_partitions, read_rows, table_report,
-    wait_until, Catalog, Job,
+    wait_until, Catalog, Job, READERS,
 };
 use crate::testbed::unique_name;
 
@@ -180,15 +180,7 @@ fn overlapping_syncs_of_one_job_commit_every_message_once_and_the_latest_per_key
 
     let per_partition = ROUNDS * PER_ROUND;
     // Not Trino: slow per query, and it reads v2 upsert tables in sync_upsert.
-    for engine in [
-        "duckdb",
-        "pyiceberg",
-        "spark",
-        "polars",
-        "datafusion",
-        "chdb",
-        "daft",
-    ] {
+    for engine in READERS.into_iter().filter(|e| *e != "trino") {
         assert_each_message_once(engine, Catalog::Seaweed, &job.table(&append), per_partition);
         assert_latest_per_key(engine, Catalog::Seaweed, &job.table(&upsert), &want);
     }

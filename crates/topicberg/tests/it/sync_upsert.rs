@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use crate::support::{
-    create_topic, produce, read_lines, read_rows, sample_messages, table_report, try_read, Catalog,
-    Job,
+    create_topic, produce, read_lines, read_rows, sample_messages, table_report, try_read,
+    versioned_messages, Catalog, Job, DV_READERS, READERS,
 };
 use crate::testbed::unique_name;
 
@@ -146,17 +146,8 @@ fn seeds_upsert(catalog: Catalog, engines: &str, deletes: Deletes) {
     // Polars and Daft, which plan with it; chDB (ClickHouse 26.9), Trino 476
     // and Daft 0.7.26 refuse deletion vectors.
     let engines_to_read: &[&str] = match deletes {
-        Deletes::Position => &[
-            "duckdb",
-            "pyiceberg",
-            "spark",
-            "polars",
-            "datafusion",
-            "chdb",
-            "trino",
-            "daft",
-        ],
-        Deletes::Dv => &["duckdb", "spark", "pyiceberg", "polars", "datafusion"],
+        Deletes::Position => &READERS,
+        Deletes::Dv => &DV_READERS,
         Deletes::Equality => &["duckdb", "spark", "datafusion", "chdb", "trino"],
     };
     // Engines that cannot read these deletes refuse, never print rows.
@@ -460,4 +451,48 @@ fn sync_upsert_tombstone_on_payload_key_fails_the_table_and_commits_nothing() {
     // The offsets did not move: the next sync reads the same messages again.
     let again = job.run("sync", &[], &[]);
     assert_eq!(again.status.code(), Some(1));
+}
+
+/// Regression: a position delete file names one data file ("file-scoped").
+/// Polars 2.1 refuses one naming several ("position delete file not limited
+/// to one data file"), which a sync retiring rows of two files wrote.
+#[test]
+fn sync_upsert_position_deletes_are_one_file_per_data_file_and_polars_reads_them() {
+    let topic = unique_name("scoped_deletes");
+    create_topic(&topic, 1);
+    let job = upsert_job(Catalog::Seaweed, &[&topic], "id", r#"["spark", "polars"]"#);
+    produce(&topic, &versioned_messages(0..10, "a"));
+    job.sync();
+    produce(&topic, &versioned_messages(10..20, "b"));
+    job.sync();
+    // Five rows of each earlier data file retire.
+    produce(&topic, &versioned_messages(5..15, "c"));
+    let report = job.sync();
+    let commit = commit_report(&report, &job.table(&topic));
+    assert_eq!(commit["addedPositionalDeleteFiles"], 2, "{commit}");
+    assert_eq!(commit["addedPositionalDeletes"], 10, "{commit}");
+    let want: BTreeMap<i64, String> = (0..20)
+        .map(|i| {
+            let version = match i {
+                0..5 => "a",
+                5..15 => "c",
+                _ => "b",
+            };
+            (i, format!("{version}{i}"))
+        })
+        .collect();
+    for engine in ["duckdb", "polars", "pyiceberg", "spark"] {
+        let rows = read_rows(engine, Catalog::Seaweed, &job.table(&topic));
+        let got: BTreeMap<i64, String> = rows
+            .iter()
+            .map(|r| {
+                (
+                    r["id"].as_i64().unwrap(),
+                    r["v"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect();
+        assert_eq!(rows.len(), 20, "{engine}: one row per key");
+        assert_eq!(got, want, "{engine}: the latest message per key");
+    }
 }
