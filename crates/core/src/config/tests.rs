@@ -170,7 +170,12 @@ fn a_minimal_file_gets_every_default() {
     assert_eq!(c.consumer_group(), "topicberg_job");
     assert_eq!(c.source.consumer_group.as_deref(), Some("topicberg_job"));
     assert_eq!(c.source.security_protocol, SecurityProtocol::Plaintext);
-    assert_eq!(c.source.max_threads, 4);
+    let cores = std::thread::available_parallelism().unwrap().get();
+    assert_eq!(
+        c.source.max_threads,
+        cores.clamp(1, 8),
+        "one drain thread per core"
+    );
     assert_eq!(c.destination.catalog, CatalogKind::Sql);
     assert_eq!(c.destination.path, Some(PathBuf::from("warehouse")));
     assert_eq!(c.destination.format_version(), FormatVersion::V2);
