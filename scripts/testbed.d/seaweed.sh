@@ -184,12 +184,28 @@ _seaweed_moved_port() {
   tail -c +"$((off + 1))" "$log" 2>/dev/null | grep -E 'is not available.*finding alternative' >/dev/null
 }
 
+# weed's volume server marks every volume read-only while its disk has less than
+# 1% free (volume.minFreeSpace, which weed mini does not expose): the master then
+# has no writable volume and every PUT waits, then fails ("no volume server
+# capacity registered yet"). Say so at once instead of timing out.
+_seaweed_disk_ok() {
+  local total avail need
+  mkdir -p "$TB_SEAWEED_DIR"
+  read -r total avail < <(df -Pk "$TB_SEAWEED_DIR" | awk 'NR == 2 { print $2, $4 }')
+  need=$((total / 100 + 512 * 1024)) # KiB: the 1% plus room for the suite's data
+  if [ "$avail" -lt "$need" ]; then
+    tb_fail seaweed "only $((avail / 1024)) MiB free on the disk of $TB_SEAWEED_DIR; weed needs more than 1% of it ($((total / 100 / 1024)) MiB) free to accept writes, and the suite ~512 MiB more: free disk space"
+    return 1
+  fi
+}
+
 seaweed_start() {
   local p busy=()
   if tb_pid seaweed >/dev/null; then
     tb_log "seaweed already running (pid $(tb_pid seaweed))"
     return 0
   fi
+  _seaweed_disk_ok || return 1
   for p in $(_seaweed_ports); do
     tb_port_free "$p" || busy+=("$p")
   done
