@@ -2,7 +2,7 @@
 SYNCS syncs of PER_SYNC messages each, half of them updates of existing
 keys (so every sync writes real delete files), for position deletes (v2)
 and deletion vectors (v3). Per sync: msg/s, CPU µs per message, peak RSS;
-after each: the key index's size on disk (`<state_dir>`, the redb files).
+after each: the key index's size on disk (`<state_dir>`, its runs).
 
 The topic `bench2_steady_<BASE>` holds the base rows (keys 1..BASE, all
 new) and is kept; the update batches are produced into it before each
