@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError as RdKafkaError;
 use rdkafka::{Offset, TopicPartitionList};
+use topicberg_core::config::FetchMethod;
 use topicberg_core::SourceRecord;
 
 use crate::batch::{MessageBatch, Polled, POLL_WAIT_MS};
@@ -49,6 +50,9 @@ pub struct DrainSettings {
     pub group: String,
     /// Give up when no partition makes progress for this long.
     pub stall_timeout: Duration,
+    /// Whether topicberg's own batch reader or librdkafka reads the
+    /// messages (the batch reader only on `PLAINTEXT`).
+    pub fetch: FetchMethod,
 }
 
 /// A failure of the drain: from Kafka, or from the sink that took records.
@@ -118,6 +122,9 @@ where
         )
         .into());
     }
+    if settings.fetch.reads_batches(connection.security_protocol) {
+        return crate::fetch::drain_batches(connection, topic, ranges, settings, check, sink);
+    }
     // By partition: the drain reads one topic (no per-message topic name).
     let mut progress: HashMap<i32, Progress> = HashMap::new();
     let mut tpl = TopicPartitionList::new();
@@ -179,7 +186,9 @@ where
                 if std::mem::take(&mut progressed) {
                     last_progress = Instant::now();
                 } else if last_progress.elapsed() > settings.stall_timeout {
-                    return Err(stalled(topic, &progress, settings.stall_timeout).into());
+                    let waiting = progress.iter().filter(|(_, p)| !p.done);
+                    let waiting = waiting.map(|(part, p)| (*part, p.next, p.end));
+                    return Err(stalled(topic, waiting, settings.stall_timeout).into());
                 }
                 continue;
             }
@@ -307,13 +316,18 @@ fn pause(consumer: &BaseConsumer, topic: &str, partition: i32) {
     let _ = consumer.pause(&tpl);
 }
 
-fn stalled(topic: &str, progress: &HashMap<i32, Progress>, timeout: Duration) -> KafkaError {
-    let mut waiting: Vec<String> = progress
-        .iter()
-        .filter(|(_, p)| !p.done)
-        .map(|(part, p)| format!("{topic}[{part}] at offset {} of {}", p.next, p.end))
+/// The error of a drain that made no progress for `timeout`, naming each
+/// `(partition, next, end)` still waited on.
+pub(crate) fn stalled(
+    topic: &str,
+    waiting: impl Iterator<Item = (i32, i64, i64)>,
+    timeout: Duration,
+) -> KafkaError {
+    let mut waiting: Vec<(i32, String)> = waiting
+        .map(|(part, next, end)| (part, format!("{topic}[{part}] at offset {next} of {end}")))
         .collect();
     waiting.sort();
+    let waiting: Vec<String> = waiting.into_iter().map(|(_, w)| w).collect();
     KafkaError::new(
         KafkaErrorKind::Unreachable,
         "draining partitions",

@@ -17,6 +17,7 @@ mod batch;
 pub mod connection;
 pub mod drain;
 mod error;
+mod fetch;
 pub mod offsets;
 pub mod ping;
 pub mod registry;

@@ -73,6 +73,7 @@ pub fn discover(job: &Job) -> Result<Vec<DiscoveredTopic>, SetupError> {
     let settings = DrainSettings {
         group,
         stall_timeout: Duration::from_secs(60),
+        fetch: job.source.fetch,
     };
     let mut out = Vec::new();
     for topic in &selection.selected {

@@ -56,7 +56,7 @@ pub use error::{ConfigError, ConfigProblem};
 pub use maintain::{parse_duration, MaintainConfig};
 pub use partition::{parse_partition_by, PartitionField, PartitionTransform};
 pub use sort::{parse_sort_by, sortable, SortKey};
-pub use source::{SaslMechanism, SecurityProtocol, SourceConfig};
+pub use source::{FetchMethod, SaslMechanism, SecurityProtocol, SourceConfig};
 pub use streams::{
     is_identifier, sanitize_identifier, DeleteFormat, OnInvalid, StreamConfig, StreamMode,
     StreamSettings,

@@ -44,6 +44,34 @@ impl SecurityProtocol {
     }
 }
 
+/// How messages are read from the brokers (`source.fetch`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FetchMethod {
+    /// topicberg's own reader of Kafka record batches on `PLAINTEXT`
+    /// listeners (each Fetch response parsed in place, about half
+    /// librdkafka's CPU per message); librdkafka with TLS or SASL.
+    #[default]
+    Auto,
+    /// librdkafka on every listener.
+    Librdkafka,
+}
+
+impl FetchMethod {
+    /// The name the job file uses.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Auto => "auto",
+            Self::Librdkafka => "librdkafka",
+        }
+    }
+
+    /// Whether topicberg's own batch reader serves `protocol`.
+    pub fn reads_batches(self, protocol: SecurityProtocol) -> bool {
+        self == Self::Auto && protocol == SecurityProtocol::Plaintext
+    }
+}
+
 impl Default for SecurityProtocol {
     fn default() -> Self {
         defaults::security_protocol()
@@ -155,6 +183,11 @@ pub struct SourceConfig {
     /// How many partitions are read in parallel.
     #[serde(default = "defaults::max_threads")]
     pub max_threads: usize,
+    /// How messages are read: `auto` (topicberg's own record-batch reader
+    /// on `PLAINTEXT` listeners, librdkafka with TLS or SASL) or
+    /// `librdkafka` (always).
+    #[serde(default)]
+    pub fetch: FetchMethod,
     /// A Confluent-compatible schema registry (Confluent, Karapace,
     /// Apicurio's ccompat API), `http://` or `https://`, without
     /// credentials in it. Needed by Avro and Protobuf streams; unset: every
@@ -207,6 +240,7 @@ impl Default for SourceConfig {
             oauth_client_secret: None,
             oauth_scope: None,
             max_threads: defaults::max_threads(),
+            fetch: FetchMethod::default(),
             schema_registry_url: None,
             schema_registry_username: None,
             schema_registry_password: None,

@@ -176,6 +176,7 @@ fn a_minimal_file_gets_every_default() {
         cores.clamp(1, 8),
         "one drain thread per core"
     );
+    assert_eq!(c.source.fetch, FetchMethod::Auto);
     assert_eq!(c.destination.catalog, CatalogKind::Sql);
     assert_eq!(c.destination.path, Some(PathBuf::from("warehouse")));
     assert_eq!(c.destination.format_version(), FormatVersion::V2);
@@ -799,4 +800,21 @@ fn maintain_settings_have_defaults_are_checked_and_resolve_once() {
         ),
         "{found:#?}"
     );
+}
+
+#[test]
+fn fetch_picks_the_batch_reader_only_on_plaintext() {
+    let c = load(&with("fetch = \"librdkafka\"\n")).unwrap();
+    assert_eq!(c.source.fetch, FetchMethod::Librdkafka);
+    assert!(!FetchMethod::Librdkafka.reads_batches(SecurityProtocol::Plaintext));
+    assert!(FetchMethod::Auto.reads_batches(SecurityProtocol::Plaintext));
+    for tls_or_sasl in [
+        SecurityProtocol::Ssl,
+        SecurityProtocol::SaslPlaintext,
+        SecurityProtocol::SaslSsl,
+    ] {
+        assert!(!FetchMethod::Auto.reads_batches(tls_or_sasl));
+    }
+    let err = load(&with("fetch = \"native\"\n")).unwrap_err().to_string();
+    assert!(err.contains("fetch") && err.contains("librdkafka"), "{err}");
 }

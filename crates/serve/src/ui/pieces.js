@@ -8,6 +8,7 @@ const SOURCE_GROUPS = [
     { key: "topic_pattern", label: "Topic pattern", help: "a regular expression; the topics it matches are offered on a job's streams page (e.g. ^(customers|orders)$)" },
     { key: "consumer_group", label: "Consumer group", help: "the group whose committed offsets show progress in Kafka's tools; empty: topicberg_<job name>" },
     { key: "max_threads", label: "Max threads", type: "number", help: "partitions read in parallel; empty: the default" },
+    { key: "fetch", label: "Fetch", type: "select", options: [["", "(default: auto)"], "auto", "librdkafka"], help: "auto: topicberg's own record-batch reader on PLAINTEXT brokers, librdkafka with TLS or SASL; librdkafka: always librdkafka" },
   ]],
   ["Security", [
     { key: "security_protocol", label: "Security protocol", type: "select", options: ["PLAINTEXT", "SASL_PLAINTEXT", "SASL_SSL", "SSL"], new_default: "PLAINTEXT", stored_default: "PLAINTEXT", help: "SSL and SASL_SSL encrypt; the SASL ones log in" },

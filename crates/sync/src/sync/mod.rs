@@ -123,12 +123,19 @@ async fn sync_stages(
         elapsed_ms = started.elapsed().as_millis() as u64,
         "topics, partitions and the catalog read"
     );
+    let reader = if job.source.fetch.reads_batches(connection.security_protocol) {
+        "topicberg's batch reader"
+    } else {
+        "librdkafka"
+    };
+    tracing::info!("messages are read by {reader}");
     let ctx = SyncContext {
         job,
         destination,
         drain: DrainSettings {
             group: group.clone(),
             stall_timeout: Duration::from_secs(120),
+            fetch: job.source.fetch,
         },
         connection,
         olake_timestamp_micros: now_micros(),
