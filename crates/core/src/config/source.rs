@@ -49,8 +49,9 @@ impl SecurityProtocol {
 #[serde(rename_all = "lowercase")]
 pub enum FetchMethod {
     /// topicberg's own reader of Kafka record batches on `PLAINTEXT`
-    /// listeners (each Fetch response parsed in place, about half
-    /// librdkafka's CPU per message); librdkafka with TLS or SASL.
+    /// listeners (each Fetch response parsed in place; an append sync
+    /// takes ~20% less CPU per message than with librdkafka); librdkafka
+    /// with TLS or SASL.
     #[default]
     Auto,
     /// librdkafka on every listener.

@@ -2,7 +2,7 @@
 //! PLAINTEXT listeners (librdkafka serves TLS and SASL). librdkafka spends
 //! an op, a queue entry and a message struct on every message (~0.4-0.5
 //! CPU µs each here); this reader parses each Fetch response in place and
-//! hands the sink slices of it (bench/README.md, "A batch-level fetch").
+//! hands the sink slices of it (bench/README.md, "The batch reader").
 //!
 //! Two threads per drain: the fetch thread ([`fetcher`]) sends requests
 //! and reads responses, deciding from batch headers alone where each
