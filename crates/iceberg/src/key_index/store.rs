@@ -25,6 +25,8 @@ use crate::error::{IcebergError, IcebergErrorKind};
 const INDEX_FILE: &str = "keys.index";
 const LOCK_FILE: &str = "keys.lock";
 const HEADER: &str = "topicberg key index";
+/// The last line of `keys.index`: without it the file was cut short.
+const END_LINE: &str = "end of index";
 const LAYOUT: &str = "2";
 /// The first layout's file (redb), deleted when met.
 const OLD_LAYOUT_FILES: [&str; 2] = ["keys.redb", "keys.redb.rebuild"];
@@ -122,7 +124,15 @@ fn parse(text: &str) -> Result<Parsed, String> {
     let (mut uuid, mut snapshot, mut keys, mut next_seq) = (None, None, None, None);
     let (mut runs, mut files) = (Vec::new(), Vec::new());
     let mut layout_ok = false;
+    let mut ended = false;
     for line in lines {
+        if ended {
+            return Err(format!("a line after the end: {line}"));
+        }
+        if line == END_LINE {
+            ended = true;
+            continue;
+        }
         let (name, value) = line.split_once(' ').ok_or(format!("a bad line: {line}"))?;
         let number = |v: &str| v.parse::<u64>().map_err(|e| format!("{line}: {e}"));
         match name {
@@ -149,6 +159,9 @@ fn parse(text: &str) -> Result<Parsed, String> {
     }
     if !layout_ok {
         return Err("an unknown layout".into());
+    }
+    if !ended {
+        return Err("an index cut short (no end line)".into());
     }
     match (uuid, snapshot, keys, next_seq) {
         (Some(table_uuid), Some(snapshot), Some(keys), Some(next_seq)) => Ok(Parsed {
@@ -524,6 +537,9 @@ impl Store {
             }
             text.push_str(&format!("file {id} {path}\n"));
         }
+        // Last: a file cut short anywhere (even mid-path) lacks it.
+        text.push_str(END_LINE);
+        text.push('\n');
         let tmp = self.dir.join(format!("{INDEX_FILE}.tmp"));
         let mut file = File::create(&tmp)?;
         file.write_all(text.as_bytes())?;
@@ -566,6 +582,25 @@ mod tests {
         let mut k = [0u8; 16];
         k[..4].copy_from_slice(&i.to_be_bytes());
         k
+    }
+
+    /// Regression: an index file cut inside its last data file path parsed
+    /// as whole (a shorter path), which a half-cut test hit at random.
+    #[test]
+    fn an_index_cut_anywhere_is_refused() {
+        let text = format!(
+            "{HEADER}\nlayout {LAYOUT}\ntable-uuid t\nsnapshot-id 5\nkeys 2\nnext-run 1\nrun 0\n\
+             file 0 s3://b/data/a.parquet\nfile 1 s3://b/data/b.parquet\n{END_LINE}\n"
+        );
+        let whole = parse(&text).expect("the whole file reads");
+        assert_eq!(whole.files.len(), 2);
+        for cut in 0..text.len() - 1 {
+            assert!(
+                parse(&text[..cut]).is_err(),
+                "cut at {cut}: {:?}",
+                &text[..cut]
+            );
+        }
     }
 
     /// Random puts, removes and conditional removes over many commits,
