@@ -32,6 +32,10 @@ use crate::CatalogErrorKind;
 /// concurrent writers.
 pub const DEFAULT_COMMIT_ATTEMPTS: u32 = 5;
 
+/// The smallest row group [`Destination::data_file_writer_of`] gives a
+/// writer (bytes).
+const MIN_SHARED_ROW_GROUP: usize = 8 * 1024 * 1024;
+
 /// A catalog plus the storage its tables live in.
 #[derive(Debug)]
 pub struct Destination {
@@ -301,6 +305,20 @@ impl Destination {
         handle: &TableHandle,
     ) -> Result<DataFileWriter, IcebergError> {
         DataFileWriter::new(self.file_io.clone(), handle.metadata(), &self.options).await
+    }
+
+    /// One of `writers` data file writers running at once: each flushes
+    /// row groups of `1 / writers` of the configured size (at least 8 MiB),
+    /// so together they hold about what one writer holds.
+    pub async fn data_file_writer_of(
+        &self,
+        handle: &TableHandle,
+        writers: usize,
+    ) -> Result<DataFileWriter, IcebergError> {
+        let mut options = self.options.clone();
+        let shared = options.row_group_size / writers.max(1);
+        options.row_group_size = shared.max(MIN_SHARED_ROW_GROUP).min(options.row_group_size);
+        DataFileWriter::new(self.file_io.clone(), handle.metadata(), &options).await
     }
 
     /// Writes the batches into data files (not yet part of the table).

@@ -31,6 +31,8 @@ pub struct Hooks {
     pub min_chunk_messages: Option<i64>,
     /// `TOPICBERG_UPSERT_MEMORY_ENTRIES`.
     pub upsert_memory_entries: Option<usize>,
+    /// `TOPICBERG_UPSERT_SEGMENT_ROWS`.
+    pub upsert_segment_rows: Option<u32>,
 }
 
 impl Hooks {
@@ -49,6 +51,8 @@ impl Hooks {
             }),
             min_chunk_messages: positive("TOPICBERG_MIN_CHUNK_MESSAGES"),
             upsert_memory_entries: positive("TOPICBERG_UPSERT_MEMORY_ENTRIES").map(|n| n as usize),
+            upsert_segment_rows: positive("TOPICBERG_UPSERT_SEGMENT_ROWS")
+                .and_then(|n| u32::try_from(n).ok()),
         }
     }
 

@@ -14,6 +14,7 @@ use crate::hooks;
 
 /// Commits one table's sync: its dead letters first, then one snapshot
 /// (append, or the upsert's data and deletes) that moves its offsets.
+/// `writers`: data file writers an upsert's winning rows may use at once.
 pub(super) async fn commit_table(
     destination: &Destination,
     state_dir: &Path,
@@ -21,6 +22,7 @@ pub(super) async fn commit_table(
     mut output: TableOutput,
     handle: &mut TableHandle,
     olake_timestamp_micros: i64,
+    writers: usize,
 ) {
     let invalid = output.skipped + output.dead.len() as u64;
     let records: u64 = output
@@ -58,6 +60,7 @@ pub(super) async fn commit_table(
             delete_format,
             state_dir,
             advance.clone(),
+            writers,
         )
         .await;
         match done {

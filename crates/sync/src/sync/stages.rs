@@ -376,6 +376,7 @@ pub(super) async fn commit_tables(ctx: &SyncContext<'_>, tables: &mut [TableStat
                     output,
                     &mut handle,
                     micros,
+                    ctx.job.tuning.max_threads,
                 )
                 .await;
                 if state.report.status == TableStatus::Committed && !first_commit_done {

@@ -23,7 +23,6 @@ use arrow_ipc::reader::StreamReader;
 use arrow_ipc::writer::StreamWriter;
 use arrow_schema::SchemaRef;
 use arrow_select::filter::filter_record_batch;
-use roaring::RoaringBitmap;
 
 use entries::{Entries, Entry};
 
@@ -75,7 +74,13 @@ pub fn parse_key_hash(hex: &str) -> Option<KeyHash> {
     Some(out)
 }
 
+/// Held rows per Arrow IPC file at most (a file ends at the first batch
+/// that reaches it): the winning rows are written by several writers in
+/// parallel, each taking a run of whole files.
+const SEGMENT_ROWS: u32 = 1 << 18;
+
 /// One Arrow IPC file of held rows, all with one schema.
+#[derive(Debug, Clone)]
 struct Segment {
     path: PathBuf,
     first_row: u32,
@@ -83,7 +88,8 @@ struct Segment {
 }
 
 /// The sync's messages of one upsert table, held on local disk: the rows
-/// in Arrow IPC files (a new file whenever the columns change), and one
+/// in Arrow IPC files (a new file whenever the columns change, and every
+/// [`SEGMENT_ROWS`] rows), and one
 /// [`Entry`] per message (key, version, row) from which the winner per key
 /// is found (see [`entries`]). Memory stays bounded by a batch plus the
 /// entries' 40 MiB, whatever the number of messages. The folder is removed
@@ -94,6 +100,9 @@ pub struct UpsertBuffer {
     open: Option<(StreamWriter<BufWriter<File>>, SchemaRef)>,
     rows: u32,
     entries: Entries,
+    /// [`SEGMENT_ROWS`], or `TOPICBERG_UPSERT_SEGMENT_ROWS` (a test hook:
+    /// small syncs then write their winning rows with several writers).
+    segment_rows: u32,
 }
 
 impl UpsertBuffer {
@@ -107,6 +116,9 @@ impl UpsertBuffer {
             segments: Vec::new(),
             open: None,
             rows: 0,
+            segment_rows: crate::hooks::hooks()
+                .upsert_segment_rows
+                .unwrap_or(SEGMENT_ROWS),
         })
     }
 
@@ -179,6 +191,9 @@ impl UpsertBuffer {
             .write(batch)
             .map_err(|e| format!("upsert spill file {}: {e}", segment.path.display()))?;
         segment.rows += batch.num_rows() as u32;
+        if segment.rows >= self.segment_rows {
+            self.close_segment()?;
+        }
         Ok(())
     }
 
@@ -226,33 +241,74 @@ impl UpsertBuffer {
     /// number of its first row. Read back from disk; call
     /// [`Self::for_each_winner`] (which closes the last file) first.
     pub fn batches(&self) -> impl Iterator<Item = Result<(u32, RecordBatch), String>> + Send + '_ {
-        self.segments.iter().flat_map(|segment| {
-            let reader = File::open(&segment.path)
-                .map_err(|e| entries::spill_error(&segment.path, e))
-                .and_then(|f| {
-                    StreamReader::try_new(BufReader::with_capacity(1 << 20, f), None)
-                        .map_err(|e| format!("upsert spill file {}: {e}", segment.path.display()))
-                });
-            let mut next_row = segment.first_row;
-            let batches: Box<dyn Iterator<Item = Result<(u32, RecordBatch), String>> + Send + '_> =
-                match reader {
-                    Err(e) => Box::new(std::iter::once(Err(e))),
-                    Ok(reader) => Box::new(reader.map(move |batch| {
-                        let batch = batch.map_err(|e| {
-                            format!("upsert spill file {}: {e}", segment.path.display())
-                        })?;
-                        let first = next_row;
-                        next_row += batch.num_rows() as u32;
-                        Ok((first, batch))
-                    })),
-                };
-            batches
-        })
+        self.segments.iter().flat_map(Segment::batches)
+    }
+
+    /// The held rows cut into at most `parts` runs of whole files, in
+    /// arrival order, with about as many rows each: run `i` holds rows
+    /// before run `i + 1`'s. Call [`Self::for_each_winner`] first.
+    pub fn parts(&self, parts: usize) -> Vec<HeldRows> {
+        let parts = parts.clamp(1, self.segments.len().max(1));
+        let mut out: Vec<HeldRows> = Vec::with_capacity(parts);
+        let mut taken = 0u64;
+        for segment in &self.segments {
+            // Part of a file by the rows before its middle.
+            let middle = taken + u64::from(segment.rows) / 2;
+            let part = (middle * parts as u64 / u64::from(self.rows.max(1))) as usize;
+            let part = part.min(parts - 1);
+            if out.len() <= part {
+                out.push(HeldRows::default());
+            }
+            out.last_mut()
+                .expect("pushed")
+                .segments
+                .push(segment.clone());
+            taken += u64::from(segment.rows);
+        }
+        out
     }
 
     /// The folder of this buffer's files.
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+}
+
+/// A run of held rows' files (see [`UpsertBuffer::parts`]); the files
+/// stay the buffer's, which removes them when dropped.
+#[derive(Debug, Default)]
+pub struct HeldRows {
+    segments: Vec<Segment>,
+}
+
+impl HeldRows {
+    /// The rows, batch by batch in arrival order, each with the row number
+    /// of its first row.
+    pub fn batches(&self) -> impl Iterator<Item = Result<(u32, RecordBatch), String>> + Send + '_ {
+        self.segments.iter().flat_map(Segment::batches)
+    }
+}
+
+impl Segment {
+    /// The file's batches, each with the row number of its first row.
+    fn batches(&self) -> Box<dyn Iterator<Item = Result<(u32, RecordBatch), String>> + Send + '_> {
+        let reader = File::open(&self.path)
+            .map_err(|e| entries::spill_error(&self.path, e))
+            .and_then(|f| {
+                StreamReader::try_new(BufReader::with_capacity(1 << 20, f), None)
+                    .map_err(|e| format!("upsert spill file {}: {e}", self.path.display()))
+            });
+        let mut next_row = self.first_row;
+        match reader {
+            Err(e) => Box::new(std::iter::once(Err(e))),
+            Ok(reader) => Box::new(reader.map(move |batch| {
+                let batch =
+                    batch.map_err(|e| format!("upsert spill file {}: {e}", self.path.display()))?;
+                let first = next_row;
+                next_row += batch.num_rows() as u32;
+                Ok((first, batch))
+            })),
+        }
     }
 }
 
@@ -263,17 +319,55 @@ impl Drop for UpsertBuffer {
     }
 }
 
+/// A set of held row numbers: one bit per held row (1.2 MiB for 10
+/// million rows), set in key order, so at random.
+#[derive(Debug, Clone)]
+pub struct RowSet {
+    words: Vec<u64>,
+}
+
+impl RowSet {
+    /// An empty set of rows `0..rows`.
+    pub fn new(rows: u32) -> Self {
+        RowSet {
+            words: vec![0; (rows as usize).div_ceil(64)],
+        }
+    }
+
+    /// Adds `row` (below the `rows` the set was made for).
+    pub fn insert(&mut self, row: u32) {
+        self.words[row as usize / 64] |= 1 << (row % 64);
+    }
+
+    /// Whether `row` is in the set.
+    pub fn contains(&self, row: u32) -> bool {
+        self.words
+            .get(row as usize / 64)
+            .is_some_and(|w| w & (1 << (row % 64)) != 0)
+    }
+
+    /// Whether any row of `rows` is in the set.
+    pub fn any_in(&self, rows: std::ops::Range<u32>) -> bool {
+        rows.into_iter().any(|r| self.contains(r))
+    }
+
+    /// The set's 64-row words, lowest rows first.
+    pub fn words(&self) -> &[u64] {
+        &self.words
+    }
+}
+
 /// The winning rows of `batch` (whose first row is `first_row`) with
 /// `_op_type` "u" for rows in `updates` and "c" for the others; `None`
 /// when no row of it wins.
 pub fn winning_rows(
     batch: &RecordBatch,
     first_row: u32,
-    winners: &RoaringBitmap,
-    updates: &RoaringBitmap,
+    winners: &RowSet,
+    updates: &RowSet,
 ) -> Result<Option<RecordBatch>, String> {
     let end = first_row + batch.num_rows() as u32;
-    if winners.range_cardinality(first_row..end) == 0 {
+    if !winners.any_in(first_row..end) {
         return Ok(None);
     }
     let mask: BooleanArray = (first_row..end)
@@ -359,8 +453,8 @@ mod tests {
             .iter()
             .map(|n| parse_key_hash(&key(*n)).unwrap())
             .collect();
-        let mut winners = RoaringBitmap::new();
-        let mut updates = RoaringBitmap::new();
+        let mut winners = RowSet::new(buffer.rows());
+        let mut updates = RowSet::new(buffer.rows());
         let mut deleted = Vec::new();
         buffer
             .for_each_winner(|k, slot| {
@@ -471,6 +565,42 @@ mod tests {
         assert!(dir.exists());
         drop(buffer);
         assert!(!dir.exists(), "the spill folder is removed with the buffer");
+    }
+
+    #[test]
+    fn parts_cut_the_held_rows_into_runs_of_whole_files_in_arrival_order() {
+        let mut buffer = buffer();
+        buffer.segment_rows = 4;
+        // Ten batches of two rows: five files of four rows.
+        for b in 0..10u8 {
+            let rows = [(b, 0, 2 * b as i64, 0), (b + 100, 0, 2 * b as i64 + 1, 0)];
+            buffer.add_batch(batch(&rows)).unwrap();
+        }
+        buffer.for_each_winner(|_, _| Ok(())).unwrap();
+        let firsts = |parts: &[HeldRows]| -> Vec<Vec<u32>> {
+            parts
+                .iter()
+                .map(|p| p.batches().map(|b| b.unwrap().0).collect())
+                .collect()
+        };
+        let two = firsts(&buffer.parts(2));
+        assert_eq!(two.len(), 2);
+        assert_eq!(two.concat(), (0..10).map(|b| 2 * b).collect::<Vec<u32>>());
+        assert!(two.iter().all(|p| (4..=6).contains(&p.len())), "{two:?}");
+        assert_eq!(firsts(&buffer.parts(1)), vec![two.concat()]);
+        assert_eq!(buffer.parts(64).len(), 5, "one file per part at most");
+    }
+
+    #[test]
+    fn a_row_set_holds_exactly_the_rows_put_in() {
+        let mut set = RowSet::new(130);
+        for row in [0, 63, 64, 129] {
+            set.insert(row);
+        }
+        let held: Vec<u32> = (0..200).filter(|r| set.contains(*r)).collect();
+        assert_eq!(held, vec![0, 63, 64, 129]);
+        assert!(set.any_in(60..64) && !set.any_in(1..63) && !set.any_in(130..200));
+        assert_eq!(set.words().len(), 3);
     }
 
     #[test]

@@ -8,15 +8,16 @@ use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
-use roaring::{RoaringBitmap, RoaringTreemap};
+use roaring::RoaringTreemap;
 use topicberg_core::config::DeleteFormat;
 use topicberg_iceberg::key_index::{IndexState, KeyIndex};
 use topicberg_iceberg::row_delta::RowDelta;
 use topicberg_iceberg::{CommittedSnapshot, Destination, OffsetsAdvance, TableHandle};
 
 use super::table::CommitRefused;
-use super::upsert::{winning_rows, KeyHash, Slot, UpsertBuffer};
+use super::upsert::{winning_rows, KeyHash, RowSet, Slot, UpsertBuffer};
 
 /// What an upsert commit did.
 pub struct UpsertCommit {
@@ -47,6 +48,7 @@ pub async fn commit_upsert(
     delete_format: DeleteFormat,
     state_dir: &Path,
     offsets: OffsetsAdvance,
+    writers: usize,
 ) -> Result<UpsertCommit, CommitRefused> {
     let table = format!("{}.{}", handle.namespace().join("."), handle.name());
     let mut attempt = 0;
@@ -59,6 +61,7 @@ pub async fn commit_upsert(
             delete_format,
             state_dir,
             offsets.clone(),
+            writers,
         )
         .await;
         match outcome {
@@ -99,8 +102,18 @@ async fn commit_upsert_once(
     delete_format: DeleteFormat,
     state_dir: &Path,
     offsets: OffsetsAdvance,
+    writers: usize,
 ) -> Attempt {
-    match prepare_upsert(destination, handle, buffer, delete_format, state_dir).await {
+    match prepare_upsert(
+        destination,
+        handle,
+        buffer,
+        delete_format,
+        state_dir,
+        writers,
+    )
+    .await
+    {
         Err(e) => Attempt::Failed(CommitRefused::Failed(e)),
         Ok(prepared) => prepared.commit(destination, handle, offsets).await,
     }
@@ -198,7 +211,8 @@ impl PreparedUpsert {
                 .await
                 .map_err(|e| e.to_string())
         } else {
-            WrittenRows::open(&winner_keys, &ranks, &counts).and_then(|upserts| {
+            WrittenRows::open(&winner_keys, ranks, &counts).and_then(|rows| {
+                let upserts = rows.in_background();
                 index
                     .apply_each(
                         snapshot.snapshot_id,
@@ -240,6 +254,7 @@ async fn prepare_upsert(
     buffer: &mut UpsertBuffer,
     delete_format: DeleteFormat,
     state_dir: &Path,
+    writers: usize,
 ) -> Result<PreparedUpsert, String> {
     let table = format!("{}.{}", handle.namespace().join("."), handle.name());
     let index = KeyIndex::open(state_dir, handle, destination.file_io())
@@ -250,7 +265,8 @@ async fn prepare_upsert(
         state => tracing::info!(table = %table, state = ?state, "key index brought up to date"),
     }
     let found = find_winners(&index, buffer, delete_format)?;
-    let (data_files, rows) = write_winning_rows(destination, handle, buffer, &found).await?;
+    let (data_files, rows) =
+        write_winning_rows(destination, handle, buffer, &found, writers).await?;
 
     // What to retire: the old row of every written key, and of every
     // tombstoned key the table has. Equality deletes name those keys
@@ -271,7 +287,7 @@ async fn prepare_upsert(
             offsets: None,
         },
         winner_keys: found.winner_keys,
-        ranks: RowRanks::new(&found.winners, buffer.rows()),
+        ranks: RowRanks::new(&found.winners),
         rows,
         deleted: found.deleted,
         deletes: found.deletes,
@@ -281,9 +297,9 @@ async fn prepare_upsert(
 /// Every key's winner, against the key index.
 struct Winners {
     /// Held rows to write.
-    winners: RoaringBitmap,
+    winners: Arc<RowSet>,
     /// Of those, the ones whose key the table has (`_op_type` `u`).
-    updates: RoaringBitmap,
+    updates: Arc<RowSet>,
     /// Tombstoned keys the table has.
     deleted: Vec<KeyHash>,
     /// Keys whose old row retires, per data file of that row (equality
@@ -308,8 +324,8 @@ fn find_winners(
     delete_format: DeleteFormat,
 ) -> Result<Winners, String> {
     let reader = index.reader().map_err(|e| e.to_string())?;
-    let mut winners = RoaringBitmap::new();
-    let mut updates = RoaringBitmap::new();
+    let mut winners = RowSet::new(buffer.rows());
+    let mut updates = RowSet::new(buffer.rows());
     let mut deleted: Vec<KeyHash> = Vec::new();
     let mut retired_by_id: BTreeMap<u32, Vec<KeyHash>> = BTreeMap::new();
     let mut retire_by_id: BTreeMap<u32, RoaringTreemap> = BTreeMap::new();
@@ -353,8 +369,8 @@ fn find_winners(
         retired_keys.insert(reader.path(id).map_err(|e| e.to_string())?, keys);
     }
     Ok(Winners {
-        winners,
-        updates,
+        winners: Arc::new(winners),
+        updates: Arc::new(updates),
         deleted,
         retired_keys,
         retire,
@@ -364,32 +380,65 @@ fn find_winners(
 }
 
 /// The winning rows, read back from the held files, fitted to the table's
-/// final columns and written as data files; the files and the rows.
+/// final columns and written as data files; the files (in the held rows'
+/// order) and the rows. Up to `writers` writers run in parallel, each on
+/// a run of the held files; the files of a failed attempt are deleted.
 async fn write_winning_rows(
     destination: &Destination,
     handle: &TableHandle,
     buffer: &mut UpsertBuffer,
     found: &Winners,
+    writers: usize,
 ) -> Result<(Vec<iceberg::spec::DataFile>, u64), String> {
-    let schema = handle.arrow_schema().clone();
-    let mut writer = destination
-        .data_file_writer(handle)
-        .await
-        .map_err(|e| e.to_string())?;
-    let mut rows = 0u64;
-    for item in buffer.batches() {
-        let (first_row, batch) = item?;
-        let Some(mut batch) = winning_rows(&batch, first_row, &found.winners, &found.updates)?
-        else {
-            continue;
-        };
-        if batch.schema() != schema {
-            batch = topicberg_iceberg::conform::conform(&batch, &schema)?;
-        }
-        rows += batch.num_rows() as u64;
-        writer.write(&batch).await.map_err(|e| e.to_string())?;
+    let mut tasks = Vec::new();
+    let parts = buffer.parts(writers);
+    let writers = parts.len();
+    for part in parts {
+        let writer = destination
+            .data_file_writer_of(handle, writers)
+            .await
+            .map_err(|e| e.to_string())?;
+        let schema = handle.arrow_schema().clone();
+        let (winners, updates) = (Arc::clone(&found.winners), Arc::clone(&found.updates));
+        tasks.push(tokio::spawn(async move {
+            let mut writer = writer;
+            let mut rows = 0u64;
+            for item in part.batches() {
+                let (first_row, batch) = item?;
+                let Some(mut batch) = winning_rows(&batch, first_row, &winners, &updates)? else {
+                    continue;
+                };
+                if batch.schema() != schema {
+                    batch = topicberg_iceberg::conform::conform(&batch, &schema)?;
+                }
+                rows += batch.num_rows() as u64;
+                writer.write(&batch).await.map_err(|e| e.to_string())?;
+            }
+            let files = writer.finish().await.map_err(|e| e.to_string())?;
+            Ok::<_, String>((files, rows))
+        }));
     }
-    let data_files = writer.finish().await.map_err(|e| e.to_string())?;
+    let (mut data_files, mut rows, mut failed) = (Vec::new(), 0u64, None);
+    for task in tasks {
+        match task
+            .await
+            .map_err(|e| format!("a data file writer stopped: {e}"))
+        {
+            Ok(Ok((files, n))) => {
+                data_files.extend(files);
+                rows += n;
+            }
+            Ok(Err(e)) | Err(e) => {
+                failed.get_or_insert(e);
+            }
+        }
+    }
+    if let Some(e) = failed {
+        for (path, error) in destination.delete_uncommitted(&data_files).await {
+            tracing::warn!(path = %path, error = %error, "could not delete an uncommitted file; delete it by hand");
+        }
+        return Err(e);
+    }
     let in_files: u64 = data_files.iter().map(|f| f.record_count()).sum();
     if in_files != rows {
         return Err(format!("{in_files} rows in the data files, {rows} written"));
@@ -397,48 +446,58 @@ async fn write_winning_rows(
     Ok((data_files, rows))
 }
 
-/// The position of a held row among the written (winning) rows: a rank
-/// over a bitset of the held rows, counted per 64 rows (O(1) per row).
+/// The position of a held row among the written (winning) rows: per 64
+/// rows, their winners' bits and the winners before them, side by side
+/// (one cache line read per row; rows come in key order, so at random).
 struct RowRanks {
-    words: Vec<u64>,
-    before: Vec<u64>,
+    blocks: Vec<[u64; 2]>,
 }
 
 impl RowRanks {
-    fn new(winners: &RoaringBitmap, rows: u32) -> Self {
-        let mut words = vec![0u64; (rows as usize).div_ceil(64)];
-        for row in winners {
-            words[row as usize / 64] |= 1 << (row % 64);
-        }
-        let mut before = Vec::with_capacity(words.len());
+    fn new(winners: &RowSet) -> Self {
         let mut count = 0u64;
-        for word in &words {
-            before.push(count);
-            count += u64::from(word.count_ones());
-        }
-        RowRanks { words, before }
+        let blocks = winners
+            .words()
+            .iter()
+            .map(|word| {
+                let block = [*word, count];
+                count += u64::from(word.count_ones());
+                block
+            })
+            .collect();
+        RowRanks { blocks }
     }
 
     /// Winning rows before `row`.
     fn rank(&self, row: u32) -> u64 {
-        let (word, bit) = (row as usize / 64, row % 64);
-        self.before[word] + u64::from((self.words[word] & ((1u64 << bit) - 1)).count_ones())
+        let [word, before] = self.blocks[row as usize / 64];
+        before + u64::from((word & ((1u64 << (row % 64)) - 1)).count_ones())
     }
 }
+
+/// Winners file entries read and ranked at a time: the ranks' memory
+/// reads of one chunk are independent, so they overlap.
+const RANK_CHUNK: usize = 4096;
 
 /// The written rows' (key, data file number, position) in key order, read
 /// back from the winners file: a row's place among the written rows is
 /// its rank, and the data files hold the written rows in order.
-struct WrittenRows<'a> {
+struct WrittenRows {
     keys: BufReader<File>,
     path: PathBuf,
-    ranks: &'a RowRanks,
+    ranks: RowRanks,
     /// Written rows before each data file, and after the last.
     starts: Vec<u64>,
+    /// The chunk read last: (key, rank), and how many were handed out.
+    chunk: Vec<([u8; 16], u64)>,
+    next: usize,
 }
 
-impl<'a> WrittenRows<'a> {
-    fn open(path: &Path, ranks: &'a RowRanks, counts: &[u64]) -> Result<Self, String> {
+/// A chunk of written rows, or why the winners file could not be read.
+type WrittenChunk = Result<Vec<([u8; 16], usize, u64)>, String>;
+
+impl WrittenRows {
+    fn open(path: &Path, ranks: RowRanks, counts: &[u64]) -> Result<Self, String> {
         let file = File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
         let mut starts = vec![0u64];
         for count in counts {
@@ -449,24 +508,73 @@ impl<'a> WrittenRows<'a> {
             path: path.to_path_buf(),
             ranks,
             starts,
+            chunk: Vec::with_capacity(RANK_CHUNK),
+            next: 0,
+        })
+    }
+
+    /// Reads and ranks the next chunk of the winners file (empty at its end).
+    fn read_chunk(&mut self) -> Result<(), String> {
+        self.chunk.clear();
+        self.next = 0;
+        let mut entry = [0u8; 20];
+        while self.chunk.len() < RANK_CHUNK {
+            match self.keys.read_exact(&mut entry) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => break,
+                Err(e) => return Err(format!("{}: {e}", self.path.display())),
+            }
+            let mut key = [0u8; 16];
+            key.copy_from_slice(&entry[..16]);
+            let row = u32::from_le_bytes(entry[16..].try_into().expect("4 bytes"));
+            self.chunk.push((key, u64::from(row)));
+        }
+        for (_, row) in &mut self.chunk {
+            *row = self.ranks.rank(*row as u32);
+        }
+        Ok(())
+    }
+}
+
+impl WrittenRows {
+    /// The same rows, read and ranked a chunk ahead by a thread of their
+    /// own while the caller takes them (the key index writes them).
+    fn in_background(self) -> impl Iterator<Item = Result<([u8; 16], usize, u64), String>> {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<WrittenChunk>(2);
+        std::thread::spawn(move || {
+            let mut rows = self.peekable();
+            while rows.peek().is_some() {
+                let chunk: WrittenChunk = rows.by_ref().take(RANK_CHUNK).collect();
+                let failed = chunk.is_err();
+                if tx.send(chunk).is_err() || failed {
+                    return;
+                }
+            }
+        });
+        rx.into_iter().flat_map(|chunk| {
+            let rows: Box<dyn Iterator<Item = _>> = match chunk {
+                Ok(rows) => Box::new(rows.into_iter().map(Ok)),
+                Err(e) => Box::new(std::iter::once(Err(e))),
+            };
+            rows
         })
     }
 }
 
-impl Iterator for WrittenRows<'_> {
+impl Iterator for WrittenRows {
     type Item = Result<([u8; 16], usize, u64), String>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        let mut entry = [0u8; 20];
-        match self.keys.read_exact(&mut entry) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return None,
-            Err(e) => return Some(Err(format!("{}: {e}", self.path.display()))),
+        if self.next == self.chunk.len() {
+            if let Err(e) = self.read_chunk() {
+                return Some(Err(e));
+            }
+            if self.chunk.is_empty() {
+                return None;
+            }
         }
-        let mut key = [0u8; 16];
-        key.copy_from_slice(&entry[..16]);
-        let row = u32::from_le_bytes(entry[16..].try_into().expect("4 bytes"));
-        let at = self.ranks.rank(row);
+        let (key, at) = self.chunk[self.next];
+        self.next += 1;
         // The data file whose rows include `at`.
         let file = self.starts.partition_point(|start| *start <= at) - 1;
         if file + 1 >= self.starts.len() {
@@ -482,9 +590,11 @@ mod tests {
 
     #[test]
     fn a_rows_rank_counts_the_winning_rows_before_it() {
-        let winners: RoaringBitmap = [0u32, 3, 63, 64, 65, 200].into_iter().collect();
-        let ranks = RowRanks::new(&winners, 201);
-        let got: Vec<u64> = winners.iter().map(|r| ranks.rank(r)).collect();
+        let rows = [0u32, 3, 63, 64, 65, 200];
+        let mut winners = RowSet::new(201);
+        rows.iter().for_each(|r| winners.insert(*r));
+        let ranks = RowRanks::new(&winners);
+        let got: Vec<u64> = rows.iter().map(|r| ranks.rank(*r)).collect();
         assert_eq!(got, vec![0, 1, 2, 3, 4, 5]);
     }
 
@@ -492,8 +602,9 @@ mod tests {
     fn written_rows_map_keys_in_key_order_to_their_file_and_position() {
         // Held rows 1, 4, 5 and 9 won; written in row order into two files
         // of 3 and 1 rows. The winners file lists them in key order.
-        let winners: RoaringBitmap = [1u32, 4, 5, 9].into_iter().collect();
-        let ranks = RowRanks::new(&winners, 10);
+        let mut winners = RowSet::new(10);
+        [1u32, 4, 5, 9].iter().for_each(|r| winners.insert(*r));
+        let ranks = RowRanks::new(&winners);
         let path = std::env::temp_dir().join(format!("winners-{}.bin", uuid::Uuid::new_v4()));
         let mut bytes = Vec::new();
         for (key, row) in [(1u8, 9u32), (2, 4), (3, 1), (4, 5)] {
@@ -501,12 +612,43 @@ mod tests {
             bytes.extend_from_slice(&row.to_le_bytes());
         }
         std::fs::write(&path, bytes).unwrap();
-        let rows: Vec<_> = WrittenRows::open(&path, &ranks, &[3, 1])
+        let rows: Vec<_> = WrittenRows::open(&path, ranks, &[3, 1])
             .unwrap()
             .map(|r| r.map(|(k, f, p)| (k[0], f, p)))
             .collect::<Result<_, _>>()
             .unwrap();
         assert_eq!(rows, vec![(1, 1, 0), (2, 0, 1), (3, 0, 0), (4, 0, 2)]);
         std::fs::remove_file(&path).unwrap();
+    }
+
+    #[test]
+    fn written_rows_rank_across_chunks_of_the_winners_file() {
+        // Odd held rows win: 3 * RANK_CHUNK of them, listed in reverse
+        // (key order is not row order), in files of 5,000 rows.
+        let n = (3 * RANK_CHUNK) as u32;
+        let mut winners = RowSet::new(2 * n);
+        let mut bytes = Vec::new();
+        for i in (0..n).rev() {
+            winners.insert(2 * i + 1);
+            bytes.extend_from_slice(&u128::from(i).to_be_bytes());
+            bytes.extend_from_slice(&(2 * i + 1).to_le_bytes());
+        }
+        let ranks = RowRanks::new(&winners);
+        let path = std::env::temp_dir().join(format!("winners-{}.bin", uuid::Uuid::new_v4()));
+        std::fs::write(&path, bytes).unwrap();
+        let counts: Vec<u64> = (0..u64::from(n).div_ceil(5000))
+            .map(|f| (u64::from(n) - f * 5000).min(5000))
+            .collect();
+        let rows: Vec<_> = WrittenRows::open(&path, ranks, &counts)
+            .unwrap()
+            .in_background()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(rows.len(), n as usize);
+        for (key, file, pos) in rows {
+            let i = u128::from_be_bytes(key) as u64;
+            assert_eq!((file as u64, pos), (i / 5000, i % 5000));
+        }
     }
 }

@@ -1,8 +1,9 @@
 //! Partitions cut into offset pieces read by different drain threads, and
-//! an upsert sync whose messages spill to local disk: both with small
-//! limits (`TOPICBERG_MIN_CHUNK_MESSAGES`, `TOPICBERG_UPSERT_MEMORY_ENTRIES`)
-//! so a few thousand messages take the paths a 10-million-message sync
-//! takes. Every message must land exactly once, every key keep its latest
+//! an upsert sync whose messages spill to local disk and whose winning
+//! rows are written by parallel writers: all with small limits
+//! (`TOPICBERG_MIN_CHUNK_MESSAGES`, `TOPICBERG_UPSERT_MEMORY_ENTRIES`,
+//! `TOPICBERG_UPSERT_SEGMENT_ROWS`) so a few thousand messages take the
+//! paths a 10-million-message sync takes. Every message must land exactly once, every key keep its latest
 //! message, and the next sync start where the pieces ended.
 
 use std::collections::BTreeMap;
@@ -15,9 +16,10 @@ use crate::support::{
 };
 use crate::testbed::unique_name;
 
-const SMALL_LIMITS: [(&str, &str); 2] = [
+const SMALL_LIMITS: [(&str, &str); 3] = [
     ("TOPICBERG_MIN_CHUNK_MESSAGES", "150"),
     ("TOPICBERG_UPSERT_MEMORY_ENTRIES", "300"),
+    ("TOPICBERG_UPSERT_SEGMENT_ROWS", "200"),
 ];
 
 fn sync_with_small_limits(job: &Job) -> Value {
@@ -66,6 +68,9 @@ fn sync_split_partitions_and_spilled_upsert_keep_every_message_once_and_the_late
     create_topic(&three, 3);
     let streams =
         format!("[[streams]]\ntopic = \"{three}\"\nmode = \"upsert\"\ndedup_keys = [\"id\"]\n");
+    // `Job` sets `max_threads = 3`: three drain threads, and three data
+    // file writers of the upsert's winning rows (each a run of the held
+    // files).
     let job = Job::new(Catalog::Seaweed, &[&one, &three], "", &streams);
 
     // 1-partition append topic: 1,000 messages (about 3 pieces of 334 on 3
@@ -75,6 +80,8 @@ fn sync_split_partitions_and_spilled_upsert_keep_every_message_once_and_the_late
     let report = sync_with_small_limits(&job);
     assert_eq!(table_report(&report, &job.table(&one))["records"], 1_000);
     assert_eq!(table_report(&report, &job.table(&three))["records"], 2_100);
+    let upsert_files = table_report(&report, &job.table(&three))["data_files"].clone();
+    assert_eq!(upsert_files, 3, "one data file per writer");
 
     // More of both; the upsert keys repeat old ones and add new ones.
     produce_to_partitions(&kafka, &one, &messages(1, 500, 1_000_000, 2, 1_000));

@@ -160,23 +160,44 @@ impl Entries {
         for file in self.buckets.as_mut().expect("spilled") {
             file.flush().map_err(|e| spill_error(&self.dir, e))?;
         }
-        let mut bucket = Vec::new();
-        for index in 0..BUCKETS {
-            let path = self.bucket_path(index);
-            let file = File::open(&path).map_err(|e| spill_error(&path, e))?;
-            let mut reader = BufReader::with_capacity(256 * 1024, file);
-            let mut bytes = [0u8; ENTRY_BYTES];
-            bucket.clear();
-            loop {
-                match reader.read_exact(&mut bytes) {
-                    Ok(()) => bucket.push(Entry::decode(&bytes)),
-                    Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => break,
-                    Err(e) => return Err(spill_error(&path, e)),
+        // One thread reads and sorts the next bucket while this one folds
+        // the last into winners and hands them to `f`.
+        let paths: Vec<PathBuf> = (0..BUCKETS).map(|b| self.bucket_path(b)).collect();
+        std::thread::scope(|scope| {
+            let (tx, rx) = std::sync::mpsc::sync_channel(1);
+            scope.spawn(move || {
+                for path in paths {
+                    let bucket = read_bucket(&path).map(|mut bucket| {
+                        bucket.sort_by_key(|e| e.key);
+                        bucket
+                    });
+                    let failed = bucket.is_err();
+                    if tx.send(bucket).is_err() || failed {
+                        return;
+                    }
                 }
+            });
+            for bucket in rx {
+                fold_sorted(&bucket?, &mut f)?;
             }
-            resolve_sorted(&mut bucket, &mut f)?;
+            Ok(())
+        })
+    }
+}
+
+/// A bucket file's entries, in the order they were written.
+fn read_bucket(path: &Path) -> Result<Vec<Entry>, String> {
+    let file = File::open(path).map_err(|e| spill_error(path, e))?;
+    let len = file.metadata().map_err(|e| spill_error(path, e))?.len() as usize;
+    let mut reader = BufReader::with_capacity(256 * 1024, file);
+    let mut bucket = Vec::with_capacity(len / ENTRY_BYTES);
+    let mut bytes = [0u8; ENTRY_BYTES];
+    loop {
+        match reader.read_exact(&mut bytes) {
+            Ok(()) => bucket.push(Entry::decode(&bytes)),
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(bucket),
+            Err(e) => return Err(spill_error(path, e)),
         }
-        Ok(())
     }
 }
 
@@ -187,6 +208,14 @@ fn resolve_sorted(
     f: &mut impl FnMut(&KeyHash, Slot) -> Result<(), String>,
 ) -> Result<(), String> {
     entries.sort_by_key(|e| e.key);
+    fold_sorted(entries, f)
+}
+
+/// Hands each key's winner to `f`, from entries sorted by key (stable).
+fn fold_sorted(
+    entries: &[Entry],
+    f: &mut impl FnMut(&KeyHash, Slot) -> Result<(), String>,
+) -> Result<(), String> {
     let mut i = 0;
     while i < entries.len() {
         let mut winner = entries[i];
