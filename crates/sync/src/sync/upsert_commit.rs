@@ -212,16 +212,17 @@ impl PreparedUpsert {
                 .map_err(|e| e.to_string())
         } else {
             WrittenRows::open(&winner_keys, ranks, &counts).and_then(|rows| {
-                let upserts = rows.in_background();
-                index
-                    .apply_each(
-                        snapshot.snapshot_id,
-                        snapshot.parent_snapshot_id,
-                        &files,
-                        upserts,
-                        &deleted,
-                    )
-                    .map_err(|e| e.to_string())
+                std::thread::scope(|scope| {
+                    index
+                        .apply_each(
+                            snapshot.snapshot_id,
+                            snapshot.parent_snapshot_id,
+                            &files,
+                            rows.in_background(scope),
+                            &deleted,
+                        )
+                        .map_err(|e| e.to_string())
+                })
             })
         };
         if let Err(e) = applied {
@@ -537,11 +538,15 @@ impl WrittenRows {
 }
 
 impl WrittenRows {
-    /// The same rows, read and ranked a chunk ahead by a thread of their
-    /// own while the caller takes them (the key index writes them).
-    fn in_background(self) -> impl Iterator<Item = Result<([u8; 16], usize, u64), String>> {
+    /// The same rows, read and ranked a chunk ahead by a thread of
+    /// `scope` while the caller takes them (the key index writes them).
+    /// The thread ends when the rows do or the iterator is dropped.
+    fn in_background<'scope>(
+        self,
+        scope: &'scope std::thread::Scope<'scope, '_>,
+    ) -> impl Iterator<Item = Result<([u8; 16], usize, u64), String>> + 'scope {
         let (tx, rx) = std::sync::mpsc::sync_channel::<WrittenChunk>(2);
-        std::thread::spawn(move || {
+        scope.spawn(move || {
             let mut rows = self.peekable();
             while rows.peek().is_some() {
                 let chunk: WrittenChunk = rows.by_ref().take(RANK_CHUNK).collect();
@@ -639,11 +644,13 @@ mod tests {
         let counts: Vec<u64> = (0..u64::from(n).div_ceil(5000))
             .map(|f| (u64::from(n) - f * 5000).min(5000))
             .collect();
-        let rows: Vec<_> = WrittenRows::open(&path, ranks, &counts)
-            .unwrap()
-            .in_background()
-            .collect::<Result<_, _>>()
-            .unwrap();
+        let rows: Vec<_> = std::thread::scope(|scope| {
+            WrittenRows::open(&path, ranks, &counts)
+                .unwrap()
+                .in_background(scope)
+                .collect::<Result<_, _>>()
+                .unwrap()
+        });
         std::fs::remove_file(&path).unwrap();
         assert_eq!(rows.len(), n as usize);
         for (key, file, pos) in rows {
