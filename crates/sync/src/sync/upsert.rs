@@ -237,16 +237,10 @@ impl UpsertBuffer {
         self.entries.for_each_winner(f)
     }
 
-    /// The held rows, batch by batch in arrival order, each with the row
-    /// number of its first row. Read back from disk; call
-    /// [`Self::for_each_winner`] (which closes the last file) first.
-    pub fn batches(&self) -> impl Iterator<Item = Result<(u32, RecordBatch), String>> + Send + '_ {
-        self.segments.iter().flat_map(Segment::batches)
-    }
-
     /// The held rows cut into at most `parts` runs of whole files, in
     /// arrival order, with about as many rows each: run `i` holds rows
-    /// before run `i + 1`'s. Call [`Self::for_each_winner`] first.
+    /// before run `i + 1`'s. Read back from disk; call
+    /// [`Self::for_each_winner`] (which closes the last file) first.
     pub fn parts(&self, parts: usize) -> Vec<HeldRows> {
         let parts = parts.clamp(1, self.segments.len().max(1));
         let mut out: Vec<HeldRows> = Vec::with_capacity(parts);
@@ -471,7 +465,8 @@ mod tests {
             })
             .unwrap();
         let mut rows = Vec::new();
-        for item in buffer.batches() {
+        let all = buffer.parts(1);
+        for item in all.iter().flat_map(HeldRows::batches) {
             let (first, batch) = item.unwrap();
             let Some(b) = winning_rows(&batch, first, &winners, &updates).unwrap() else {
                 continue;

@@ -391,14 +391,19 @@ async fn write_winning_rows(
     found: &Winners,
     writers: usize,
 ) -> Result<(Vec<iceberg::spec::DataFile>, u64), String> {
-    let mut tasks = Vec::new();
     let parts = buffer.parts(writers);
-    let writers = parts.len();
-    for part in parts {
+    // Every writer opened before any starts: a failure to open one leaves
+    // no task running and no file written.
+    let mut opened = Vec::with_capacity(parts.len());
+    for _ in &parts {
         let writer = destination
-            .data_file_writer_of(handle, writers)
+            .data_file_writer_of(handle, parts.len())
             .await
             .map_err(|e| e.to_string())?;
+        opened.push(writer);
+    }
+    let mut tasks = Vec::new();
+    for (part, writer) in parts.into_iter().zip(opened) {
         let schema = handle.arrow_schema().clone();
         let (winners, updates) = (Arc::clone(&found.winners), Arc::clone(&found.updates));
         tasks.push(tokio::spawn(async move {
