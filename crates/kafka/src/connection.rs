@@ -219,17 +219,88 @@ impl KafkaConnection {
 
 /// Drops a librdkafka client on a thread of its own: its teardown waits for
 /// its broker threads to end, and nothing after it needs it gone (a sync's
-/// setup and its last offset commit do not wait for it).
+/// setup and its last offset commit do not wait for it). The binary asks
+/// [`clients_closing`] before it exits.
 pub(crate) fn close_in_background<T: Send + 'static>(client: T) {
-    // Without a thread, the closure (and the client) is dropped here.
-    let _ = std::thread::Builder::new()
+    CLOSING.started();
+    let spawned = std::thread::Builder::new()
         .name("kafka-close".into())
-        .spawn(move || drop(client));
+        .spawn(move || {
+            drop(client);
+            CLOSING.finished();
+        });
+    // Without a thread the closure (and the client) was dropped here.
+    if spawned.is_err() {
+        CLOSING.finished();
+    }
+}
+
+/// Whether a client handed to a background close is still closing. A
+/// process must not run its exit handlers while one is: libc's `exit` runs
+/// OpenSSL's cleanup, which frees what a TLS connection being torn down on
+/// that thread still uses (a SASL_SSL sync once died with SIGSEGV after its
+/// last line). The binary then ends without exit handlers (`libc::_exit`),
+/// after flushing its own output; waiting would cost the teardown's time
+/// (about 100 ms for a group client) for nothing: the client's work is done.
+pub fn clients_closing() -> bool {
+    *CLOSING.open.lock().unwrap_or_else(|e| e.into_inner()) > 0
+}
+
+static CLOSING: Closing = Closing {
+    open: std::sync::Mutex::new(0),
+    changed: std::sync::Condvar::new(),
+};
+
+/// How many clients are being closed on their own threads.
+struct Closing {
+    open: std::sync::Mutex<usize>,
+    changed: std::sync::Condvar,
+}
+
+impl Closing {
+    fn started(&self) {
+        *self.open.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+    }
+
+    fn finished(&self) {
+        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        *open = open.saturating_sub(1);
+        self.changed.notify_all();
+    }
+
+    /// Waits up to `within` for no client to be closing; whether none is.
+    #[cfg(test)]
+    fn wait(&self, within: std::time::Duration) -> bool {
+        let open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        let (open, _) = self
+            .changed
+            .wait_timeout_while(open, within, |open| *open > 0)
+            .unwrap_or_else(|e| e.into_inner());
+        *open == 0
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Stands for a client whose teardown takes until it is told to end.
+    struct SlowClose(std::sync::mpsc::Receiver<()>);
+
+    impl Drop for SlowClose {
+        fn drop(&mut self) {
+            let _ = self.0.recv();
+        }
+    }
+
+    #[test]
+    fn a_client_closing_in_the_background_is_known_until_it_is_gone() {
+        let (release, closing) = std::sync::mpsc::channel();
+        close_in_background(SlowClose(closing));
+        assert!(clients_closing(), "a client still closing must be known");
+        release.send(()).unwrap();
+        assert!(CLOSING.wait(std::time::Duration::from_secs(30)));
+    }
 
     #[test]
     fn sasl_settings_reach_librdkafka_only_for_sasl_protocols() {

@@ -27,13 +27,16 @@ mod tls_probe;
 pub mod topics;
 
 pub use connection::{
-    ClientCertificate, KafkaConnection, OAuthClient, SaslMechanism, SecurityProtocol,
+    clients_closing, ClientCertificate, KafkaConnection, OAuthClient, SaslMechanism,
+    SecurityProtocol,
 };
 pub use drain::{
     drain, drain_checked, DrainError, DrainSettings, DrainedPartition, PartitionRange,
 };
 pub use error::{KafkaError, KafkaErrorKind};
-pub use offsets::{commit_group_offsets, read_partition_states, PartitionState, TopicPartition};
+pub use offsets::{
+    commit_group_offsets, read_partition_states, GroupClient, PartitionState, TopicPartition,
+};
 pub use ping::{ping, BrokerMetadata};
 pub use registry::{RegistryClient, RetryPolicy, SubjectVersion};
 pub use retention::topic_retention;

@@ -29,70 +29,148 @@ pub struct PartitionState {
     pub committed: Option<i64>,
 }
 
-fn group_consumer(connection: &KafkaConnection, group: &str) -> Result<BaseConsumer, KafkaError> {
-    connection
-        .client_config()
-        .set("group.id", group)
-        .set("enable.auto.commit", "false")
-        .create()
-        .map_err(|e| {
-            KafkaError::new(
-                KafkaErrorKind::Config,
-                "creating a consumer-group client",
-                e,
-            )
-        })
+/// The consumer group's client: the group's committed offsets, the
+/// partitions' watermarks, and the group's offset commit. It never joins
+/// the group. Opening it starts its connection and the group coordinator's
+/// lookup in librdkafka's threads, so a caller opens it before other work
+/// (the topic listing, an Iceberg commit) and uses it after; that lookup
+/// alone takes about 50 ms. Dropped, it closes in the background.
+pub struct GroupClient {
+    consumer: Option<BaseConsumer>,
+    connection: KafkaConnection,
+    group: String,
 }
 
-/// Reads watermarks and the group's committed offsets for every partition.
+impl GroupClient {
+    /// A client of `group` on `connection`, connecting from now on.
+    pub fn open(connection: &KafkaConnection, group: &str) -> Result<Self, KafkaError> {
+        let consumer = connection
+            .client_config()
+            .set("group.id", group)
+            .set("enable.auto.commit", "false")
+            .create()
+            .map_err(|e| {
+                KafkaError::new(
+                    KafkaErrorKind::Config,
+                    "creating a consumer-group client",
+                    e,
+                )
+            })?;
+        Ok(Self {
+            consumer: Some(consumer),
+            connection: connection.clone(),
+            group: group.to_string(),
+        })
+    }
+
+    fn consumer(&self) -> &BaseConsumer {
+        self.consumer
+            .as_ref()
+            .expect("the consumer is only taken by drop")
+    }
+
+    /// Watermarks and the group's committed offsets of every partition.
+    pub fn partition_states(
+        &self,
+        topics: &[SelectedTopic],
+        timeout: Duration,
+    ) -> Result<Vec<PartitionState>, KafkaError> {
+        let (consumer, group) = (self.consumer(), &self.group);
+        let mut tpl = TopicPartitionList::new();
+        for topic in topics {
+            for &p in &topic.partitions {
+                tpl.add_partition(&topic.name, p);
+            }
+        }
+        let committed = with_coordinator_retries(|| committed_offsets(consumer, &tpl, timeout))
+            .map_err(|e| {
+                let context = format!("reading committed offsets of consumer group {group}");
+                group_refused(&self.connection, group, &context, &e)
+                    .unwrap_or_else(|| KafkaError::new(KafkaErrorKind::Broker, context, e))
+            })?;
+        let mut states = Vec::new();
+        for topic in topics {
+            for &partition in &topic.partitions {
+                let (low, high) = consumer
+                    .fetch_watermarks(&topic.name, partition, timeout)
+                    .map_err(|e| {
+                        KafkaError::new(
+                            KafkaErrorKind::Broker,
+                            format!("reading watermarks of {}[{partition}]", topic.name),
+                            e,
+                        )
+                    })?;
+                let committed = committed
+                    .find_partition(&topic.name, partition)
+                    .and_then(|e| match e.offset() {
+                        Offset::Offset(o) if o >= 0 => Some(o),
+                        _ => None,
+                    });
+                states.push(PartitionState {
+                    topic: topic.name.clone(),
+                    partition,
+                    low,
+                    high,
+                    committed,
+                });
+            }
+        }
+        Ok(states)
+    }
+
+    /// Commits `next_offsets` (the offset of the next message to read, per
+    /// partition) to the consumer group, synchronously.
+    pub fn commit(&self, next_offsets: &BTreeMap<TopicPartition, i64>) -> Result<(), KafkaError> {
+        if next_offsets.is_empty() {
+            return Ok(());
+        }
+        let group = &self.group;
+        let mut tpl = TopicPartitionList::new();
+        for ((topic, partition), offset) in next_offsets {
+            tpl.add_partition_offset(topic, *partition, Offset::Offset(*offset))
+                .map_err(|e| {
+                    KafkaError::new(KafkaErrorKind::Config, "building the offset list", e)
+                })?;
+        }
+        let committed = with_coordinator_retries(|| self.consumer().commit(&tpl, CommitMode::Sync));
+        committed.map_err(|e| {
+            if group_has_members(&e) {
+                KafkaError::new(
+                    KafkaErrorKind::GroupInUse,
+                    format!("committing offsets of consumer group {group}"),
+                    format!(
+                        "{e}: another consumer is a member of the group (topicberg never joins it), and the \
+                         broker refuses offsets committed from outside while it is; the tables hold the \
+                         offsets and the first sync after that member leaves commits them. Give this job a \
+                         consumer_group no other application uses"
+                    ),
+                )
+            } else {
+                let context = format!("committing offsets of consumer group {group}");
+                group_refused(&self.connection, group, &context, &e)
+                    .unwrap_or_else(|| KafkaError::new(KafkaErrorKind::Broker, context, e))
+            }
+        })
+    }
+}
+
+impl Drop for GroupClient {
+    fn drop(&mut self) {
+        if let Some(consumer) = self.consumer.take() {
+            crate::connection::close_in_background(consumer);
+        }
+    }
+}
+
+/// Reads watermarks and the group's committed offsets for every partition
+/// ([`GroupClient::partition_states`] of a client opened for it).
 pub fn read_partition_states(
     connection: &KafkaConnection,
     group: &str,
     topics: &[SelectedTopic],
     timeout: Duration,
 ) -> Result<Vec<PartitionState>, KafkaError> {
-    let consumer = group_consumer(connection, group)?;
-    let mut tpl = TopicPartitionList::new();
-    for topic in topics {
-        for &p in &topic.partitions {
-            tpl.add_partition(&topic.name, p);
-        }
-    }
-    let committed = with_coordinator_retries(|| committed_offsets(&consumer, &tpl, timeout))
-        .map_err(|e| {
-            let context = format!("reading committed offsets of consumer group {group}");
-            group_refused(connection, group, &context, &e)
-                .unwrap_or_else(|| KafkaError::new(KafkaErrorKind::Broker, context, e))
-        })?;
-    let mut states = Vec::new();
-    for topic in topics {
-        for &partition in &topic.partitions {
-            let (low, high) = consumer
-                .fetch_watermarks(&topic.name, partition, timeout)
-                .map_err(|e| {
-                    KafkaError::new(
-                        KafkaErrorKind::Broker,
-                        format!("reading watermarks of {}[{partition}]", topic.name),
-                        e,
-                    )
-                })?;
-            let committed = committed
-                .find_partition(&topic.name, partition)
-                .and_then(|e| match e.offset() {
-                    Offset::Offset(o) if o >= 0 => Some(o),
-                    _ => None,
-                });
-            states.push(PartitionState {
-                topic: topic.name.clone(),
-                partition,
-                low,
-                high,
-                committed,
-            });
-        }
-    }
-    crate::connection::close_in_background(consumer);
-    Ok(states)
+    GroupClient::open(connection, group)?.partition_states(topics, timeout)
 }
 
 /// The group's committed offsets of `tpl`, asked in short attempts until
@@ -130,8 +208,8 @@ fn committed_offsets(
     }
 }
 
-/// Commits `next_offsets` (the offset of the next message to read, per
-/// partition) to the consumer group, synchronously.
+/// Commits `next_offsets` to the consumer group through a client opened for
+/// it ([`GroupClient::commit`]).
 pub fn commit_group_offsets(
     connection: &KafkaConnection,
     group: &str,
@@ -140,32 +218,7 @@ pub fn commit_group_offsets(
     if next_offsets.is_empty() {
         return Ok(());
     }
-    let consumer = group_consumer(connection, group)?;
-    let mut tpl = TopicPartitionList::new();
-    for ((topic, partition), offset) in next_offsets {
-        tpl.add_partition_offset(topic, *partition, Offset::Offset(*offset))
-            .map_err(|e| KafkaError::new(KafkaErrorKind::Config, "building the offset list", e))?;
-    }
-    let committed = with_coordinator_retries(|| consumer.commit(&tpl, CommitMode::Sync));
-    crate::connection::close_in_background(consumer);
-    committed.map_err(|e| {
-        if group_has_members(&e) {
-            KafkaError::new(
-                KafkaErrorKind::GroupInUse,
-                format!("committing offsets of consumer group {group}"),
-                format!(
-                    "{e}: another consumer is a member of the group (topicberg never joins it), and the \
-                     broker refuses offsets committed from outside while it is; the tables hold the \
-                     offsets and the first sync after that member leaves commits them. Give this job a \
-                     consumer_group no other application uses"
-                ),
-            )
-        } else {
-            let context = format!("committing offsets of consumer group {group}");
-            group_refused(connection, group, &context, &e)
-                .unwrap_or_else(|| KafkaError::new(KafkaErrorKind::Broker, context, e))
-        }
-    })
+    GroupClient::open(connection, group)?.commit(next_offsets)
 }
 
 /// An [`KafkaErrorKind::Authorization`] error when the ACLs refuse the

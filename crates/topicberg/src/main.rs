@@ -101,13 +101,34 @@ fn main() -> ExitCode {
         .enable_all()
         .build()
         .expect("tokio runtime");
-    match runtime.block_on(run(cli, log_capture)) {
+    let code = match runtime.block_on(run(cli, log_capture)) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e:#}");
-            ExitCode::from(2)
+            2
         }
+    };
+    // Every task and blocking task ends here; Kafka clients may still be
+    // closing on threads of their own.
+    drop(runtime);
+    exit_after_closing_clients(code)
+}
+
+/// The process's exit. While a Kafka client is still closing on a thread
+/// of its own, libc's exit handlers (OpenSSL's cleanup among them) must not
+/// run under its TLS connections: the output is flushed and the process
+/// ends without them. The client's work is done by then (offsets are
+/// committed synchronously); the operating system closes its connections.
+fn exit_after_closing_clients(code: u8) -> ExitCode {
+    if !topicberg_kafka::clients_closing() {
+        return ExitCode::from(code);
     }
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    let _ = std::io::stderr().flush();
+    // SAFETY: `_exit` ends the process at once; the output is flushed above
+    // and every file the command wrote was closed before `run` returned.
+    unsafe { libc::_exit(i32::from(code)) }
 }
 
 /// Loads and validates the job file, then resolves it: every problem at
@@ -173,7 +194,9 @@ fn log_level(level: tracing::level_filters::LevelFilter) -> log::LevelFilter {
 }
 
 /// Runs the command; `log_capture` is the per-run log's buffers (`serve` only).
-async fn run(cli: Cli, log_capture: Option<LogCapture>) -> anyhow::Result<ExitCode> {
+/// The process's exit code: 0 success, 1 a failed check / table / maintenance,
+/// 2 an error (`main`), 75 the job already running (`EX_TEMPFAIL`).
+async fn run(cli: Cli, log_capture: Option<LogCapture>) -> anyhow::Result<u8> {
     match cli.command {
         Command::Check { config } => {
             let job = load_job(&config)?;
@@ -191,11 +214,7 @@ async fn run(cli: Cli, log_capture: Option<LogCapture>) -> anyhow::Result<ExitCo
                     println!("WARN  {:<13} {warning}", step.step);
                 }
             }
-            Ok(if ok {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::FAILURE
-            })
+            Ok(if ok { 0 } else { 1 })
         }
         Command::Discover { config, json } => {
             let job = load_job(&config)?;
@@ -230,7 +249,7 @@ async fn run(cli: Cli, log_capture: Option<LogCapture>) -> anyhow::Result<ExitCo
                     println!("{}", t.streams_block);
                 }
             }
-            Ok(ExitCode::SUCCESS)
+            Ok(0)
         }
         Command::Serve {
             data_dir,
@@ -248,7 +267,7 @@ async fn run(cli: Cli, log_capture: Option<LogCapture>) -> anyhow::Result<ExitCo
                 metrics_token: std::env::var(topicberg_serve::guard::METRICS_TOKEN_ENV).ok(),
             })
             .await?;
-            Ok(ExitCode::SUCCESS)
+            Ok(0)
         }
         Command::Maintain {
             config,
@@ -264,11 +283,7 @@ async fn run(cli: Cli, log_capture: Option<LogCapture>) -> anyhow::Result<ExitCo
                 std::fs::write(&path, serde_json::to_vec_pretty(&report)?)
                     .with_context(|| format!("writing {}", path.display()))?;
             }
-            Ok(if report.succeeded() {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::FAILURE
-            })
+            Ok(if report.succeeded() { 0 } else { 1 })
         }
         Command::Sync {
             config,
@@ -280,7 +295,7 @@ async fn run(cli: Cli, log_capture: Option<LogCapture>) -> anyhow::Result<ExitCo
                 Err(topicberg_sync::destination::SetupError::AlreadyRunning(why)) => {
                     eprintln!("topicberg sync: {why}");
                     // EX_TEMPFAIL: nothing went wrong; try again later.
-                    return Ok(ExitCode::from(75));
+                    return Ok(75);
                 }
                 Err(e) => return Err(e.into()),
             };
@@ -289,11 +304,7 @@ async fn run(cli: Cli, log_capture: Option<LogCapture>) -> anyhow::Result<ExitCo
                 std::fs::write(&path, serde_json::to_vec_pretty(&report)?)
                     .with_context(|| format!("writing {}", path.display()))?;
             }
-            Ok(if report.succeeded() {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::FAILURE
-            })
+            Ok(if report.succeeded() { 0 } else { 1 })
         }
     }
 }

@@ -424,6 +424,14 @@ impl ObjectStorage {
         Ok(out)
     }
 
+    /// Builds the store of `location` now, as its first read or write would
+    /// (kept per bucket). A store's HTTP client loads the system's trusted
+    /// certificates, about 50 ms of CPU: a sync asks for it while it waits
+    /// on Kafka, not on its first write. A failure is left to that use.
+    pub fn prepare(&self, location: &str) {
+        let _ = self.resolve(location);
+    }
+
     /// The store and key of a location.
     pub(super) fn resolve(&self, location: &str) -> iceberg::Result<(Arc<dyn ObjectStore>, Path)> {
         if location.starts_with('/') {

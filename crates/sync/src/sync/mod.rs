@@ -38,7 +38,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use topicberg_core::Job;
-use topicberg_kafka::{read_partition_states, select_topics, DrainSettings, KafkaConnection};
+use topicberg_kafka::{select_topics, DrainSettings, GroupClient, KafkaConnection};
 use tracing::Instrument;
 
 use crate::destination::{connect_destination, SetupError};
@@ -106,13 +106,26 @@ async fn sync_stages(
     let kafka = {
         let (connection, topics, group) = (connection.clone(), job.topics.clone(), group.clone());
         tokio::task::spawn_blocking(move || -> Result<_, topicberg_kafka::KafkaError> {
+            // Opened first: its coordinator lookup runs during the listing.
+            let group_client = GroupClient::open(&connection, &group)?;
             let selection = select_topics(&connection, &topics, KAFKA_TIMEOUT)?;
-            let states =
-                read_partition_states(&connection, &group, &selection.selected, KAFKA_TIMEOUT)?;
+            tracing::debug!(
+                elapsed_ms = started.elapsed().as_millis() as u64,
+                "topics selected"
+            );
+            let states = group_client.partition_states(&selection.selected, KAFKA_TIMEOUT)?;
+            tracing::debug!(
+                elapsed_ms = started.elapsed().as_millis() as u64,
+                "partition states read"
+            );
             Ok((selection, states))
         })
     };
     let destination = connect_destination(job).await;
+    tracing::debug!(
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "catalog connected"
+    );
     let (selection, states) = kafka
         .await
         .map_err(|e| SetupError::Unsupported(format!("reading the topics failed: {e}")))??;
@@ -163,8 +176,10 @@ async fn sync_stages(
     ctx.progress.set_phase(SyncPhase::Committing);
     hooks::fault_point("before_iceberg_commit");
     hooks::pause_point("before_iceberg_commit").await;
+    // Opened now, its coordinator lookup runs during the Iceberg commits.
+    let group_client = GroupClient::open(&ctx.connection, group);
     stages::commit_tables(&ctx, &mut tables).await;
-    let group_offsets_committed = stages::commit_group(&ctx, &tables);
+    let group_offsets_committed = stages::commit_group(&tables, group_client);
     let mut reports: Vec<TableReport> = tables.into_iter().map(|s| s.report).collect();
     reports.sort_by(|a, b| a.table.cmp(&b.table));
     Ok(SyncReport {

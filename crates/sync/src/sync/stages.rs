@@ -11,8 +11,8 @@ use topicberg_core::config::OnInvalid;
 use topicberg_core::{Job, RegistryValues, TableColumns, TableSettings};
 use topicberg_iceberg::{CatalogErrorKind, Destination, IcebergErrorKind, TableHandle};
 use topicberg_kafka::{
-    commit_group_offsets, DrainSettings, KafkaConnection, PartitionRange, PartitionState,
-    RegistryClient, SelectedTopic,
+    DrainSettings, GroupClient, KafkaConnection, PartitionRange, PartitionState, RegistryClient,
+    SelectedTopic,
 };
 
 use super::commit::{commit_table, remove_uncommitted};
@@ -105,6 +105,7 @@ async fn plan_table(ctx: &SyncContext<'_>, state: &mut TableState) {
                 Err(e) => state.fail(Stage::Plan, e),
             }
             warn_if_spec_differs(&handle, &state.settings);
+            prepare_storage(&ctx.destination, &handle);
             state.handle = Some(handle);
         }
         Err(e) if e.kind == IcebergErrorKind::Catalog(CatalogErrorKind::NotFound) => {}
@@ -208,7 +209,17 @@ async fn create_table(
         .await
         .map_err(|e| format!("creating the table of stream \"{}\": {e}", settings.topic))?;
     warn_if_spec_differs(&handle, settings);
+    prepare_storage(&ctx.destination, &handle);
     Ok(handle)
+}
+
+/// The table's store is built on a blocking thread while the sync goes on
+/// (its TLS set-up is CPU the drain's waits can hide), not on the table's
+/// first write.
+fn prepare_storage(destination: &Destination, handle: &TableHandle) {
+    let storage = destination.storage().clone();
+    let location = handle.metadata().location().to_string();
+    tokio::task::spawn_blocking(move || storage.prepare(&location));
 }
 
 /// A table that exists keeps its partition spec: say so when the stream
@@ -395,7 +406,11 @@ pub(super) async fn commit_tables(ctx: &SyncContext<'_>, tables: &mut [TableStat
 /// The group's offsets: every table that did not fail (nor was superseded)
 /// moves its partitions' group offsets to what the table records, where
 /// they differ. Whether the commit succeeded.
-pub(super) fn commit_group(ctx: &SyncContext<'_>, tables: &[TableState]) -> bool {
+/// `client` is the group's, opened before the Iceberg commits.
+pub(super) fn commit_group(
+    tables: &[TableState],
+    client: Result<GroupClient, topicberg_kafka::KafkaError>,
+) -> bool {
     let mut group_offsets = BTreeMap::new();
     let moving = tables
         .iter()
@@ -418,7 +433,7 @@ pub(super) fn commit_group(ctx: &SyncContext<'_>, tables: &[TableState]) -> bool
         }
     }
     hooks::fault_point("before_group_commit");
-    match commit_group_offsets(&ctx.connection, &ctx.job.consumer_group, &group_offsets) {
+    match client.and_then(|client| client.commit(&group_offsets)) {
         Ok(()) => true,
         Err(e) => {
             tracing::error!(error = %e, "committing consumer-group offsets failed; the next sync repairs them from the tables");
