@@ -8,6 +8,7 @@ use std::time::Duration;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::{Offset, TopicPartitionList};
 
+use crate::ping::ErrorRecordingContext;
 use crate::topics::SelectedTopic;
 use crate::{KafkaConnection, KafkaError, KafkaErrorKind};
 
@@ -34,9 +35,13 @@ pub struct PartitionState {
 /// the group. Opening it starts its connection and the group coordinator's
 /// lookup in librdkafka's threads, so a caller opens it before other work
 /// (the topic listing, an Iceberg commit) and uses it after; that lookup
-/// alone takes about 50 ms. Dropped, it closes in the background.
+/// alone takes about 50 ms. Dropped, it closes in the background. What
+/// librdkafka reports on its own (a refused TLS handshake, a lost
+/// connection) is kept, not logged: opened before the topic listing, the
+/// client would otherwise print the listing's failure a second time, as a
+/// transport failure; its requests' results carry what went wrong.
 pub struct GroupClient {
-    consumer: Option<BaseConsumer>,
+    consumer: Option<BaseConsumer<ErrorRecordingContext>>,
     connection: KafkaConnection,
     group: String,
 }
@@ -48,7 +53,7 @@ impl GroupClient {
             .client_config()
             .set("group.id", group)
             .set("enable.auto.commit", "false")
-            .create()
+            .create_with_context(ErrorRecordingContext::default())
             .map_err(|e| {
                 KafkaError::new(
                     KafkaErrorKind::Config,
@@ -63,7 +68,7 @@ impl GroupClient {
         })
     }
 
-    fn consumer(&self) -> &BaseConsumer {
+    fn consumer(&self) -> &BaseConsumer<ErrorRecordingContext> {
         self.consumer
             .as_ref()
             .expect("the consumer is only taken by drop")
@@ -179,7 +184,7 @@ pub fn read_partition_states(
 /// (`GROUP_AUTHORIZATION_FAILED`, returned at once: the request itself would
 /// only time out).
 fn committed_offsets(
-    consumer: &BaseConsumer,
+    consumer: &BaseConsumer<ErrorRecordingContext>,
     tpl: &TopicPartitionList,
     timeout: Duration,
 ) -> Result<TopicPartitionList, rdkafka::error::KafkaError> {

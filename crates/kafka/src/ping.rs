@@ -126,6 +126,8 @@ impl Failure {
     }
 }
 
+impl rdkafka::consumer::ConsumerContext for ErrorRecordingContext {}
+
 impl rdkafka::producer::ProducerContext for ErrorRecordingContext {
     type DeliveryOpaque = ();
     fn delivery(
