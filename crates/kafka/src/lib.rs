@@ -34,9 +34,7 @@ pub use drain::{
     drain, drain_checked, DrainError, DrainSettings, DrainedPartition, PartitionRange,
 };
 pub use error::{KafkaError, KafkaErrorKind};
-pub use offsets::{
-    commit_group_offsets, read_partition_states, GroupClient, PartitionState, TopicPartition,
-};
+pub use offsets::{read_partition_states, GroupClient, PartitionState, TopicPartition};
 pub use ping::{ping, BrokerMetadata};
 pub use registry::{RegistryClient, RetryPolicy, SubjectVersion};
 pub use retention::topic_retention;

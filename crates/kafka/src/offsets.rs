@@ -213,19 +213,6 @@ fn committed_offsets(
     }
 }
 
-/// Commits `next_offsets` to the consumer group through a client opened for
-/// it ([`GroupClient::commit`]).
-pub fn commit_group_offsets(
-    connection: &KafkaConnection,
-    group: &str,
-    next_offsets: &BTreeMap<TopicPartition, i64>,
-) -> Result<(), KafkaError> {
-    if next_offsets.is_empty() {
-        return Ok(());
-    }
-    GroupClient::open(connection, group)?.commit(next_offsets)
-}
-
 /// An [`KafkaErrorKind::Authorization`] error when the ACLs refuse the
 /// group (`GROUP_AUTHORIZATION_FAILED`), with the fix.
 fn group_refused(

@@ -161,7 +161,7 @@ async fn sync_stages(
         return Ok(cancelled_report(job, started, tables));
     }
     stages::create_tables(&ctx, &mut tables).await;
-    stages::prepare_inputs(job, &mut tables);
+    stages::prepare_inputs(job, &ctx.destination, &mut tables);
     if options.cancelled() {
         return Ok(cancelled_report(job, started, tables));
     }
@@ -176,10 +176,14 @@ async fn sync_stages(
     ctx.progress.set_phase(SyncPhase::Committing);
     hooks::fault_point("before_iceberg_commit");
     hooks::pause_point("before_iceberg_commit").await;
-    // Opened now, its coordinator lookup runs during the Iceberg commits.
-    let group_client = GroupClient::open(&ctx.connection, group);
+    // With tables to commit, the group's client is opened now: its
+    // coordinator lookup runs during the Iceberg commits.
+    let group_client = tables
+        .iter()
+        .any(|t| t.output.is_some())
+        .then(|| GroupClient::open(&ctx.connection, group));
     stages::commit_tables(&ctx, &mut tables).await;
-    let group_offsets_committed = stages::commit_group(&tables, group_client);
+    let group_offsets_committed = stages::commit_group(&ctx, &tables, group_client);
     let mut reports: Vec<TableReport> = tables.into_iter().map(|s| s.report).collect();
     reports.sort_by(|a, b| a.table.cmp(&b.table));
     Ok(SyncReport {

@@ -105,7 +105,6 @@ async fn plan_table(ctx: &SyncContext<'_>, state: &mut TableState) {
                 Err(e) => state.fail(Stage::Plan, e),
             }
             warn_if_spec_differs(&handle, &state.settings);
-            prepare_storage(&ctx.destination, &handle);
             state.handle = Some(handle);
         }
         Err(e) if e.kind == IcebergErrorKind::Catalog(CatalogErrorKind::NotFound) => {}
@@ -209,13 +208,12 @@ async fn create_table(
         .await
         .map_err(|e| format!("creating the table of stream \"{}\": {e}", settings.topic))?;
     warn_if_spec_differs(&handle, settings);
-    prepare_storage(&ctx.destination, &handle);
     Ok(handle)
 }
 
-/// The table's store is built on a blocking thread while the sync goes on
-/// (its TLS set-up is CPU the drain's waits can hide), not on the table's
-/// first write.
+/// The store of a table with messages to read is built on a blocking
+/// thread while the sync goes on (its TLS set-up is CPU the drain's waits
+/// can hide), not on the table's first write.
 fn prepare_storage(destination: &Destination, handle: &TableHandle) {
     let storage = destination.storage().clone();
     let location = handle.metadata().location().to_string();
@@ -252,13 +250,15 @@ fn warn_if_spec_differs(handle: &TableHandle, settings: &TableSettings) {
 }
 
 /// Columns: what the drain needs per table with messages to read (the
-/// table's columns for the decoders, the ranges, the upsert key).
-pub(super) fn prepare_inputs(job: &Job, tables: &mut [TableState]) {
+/// table's columns for the decoders, the ranges, the upsert key); the
+/// table's store is built meanwhile ([`prepare_storage`]).
+pub(super) fn prepare_inputs(job: &Job, destination: &Destination, tables: &mut [TableState]) {
     for state in tables.iter_mut().filter(|s| !s.failed()) {
         let ranges = state.ranges_to_read();
         let Some(handle) = state.handle.as_ref().filter(|_| !ranges.is_empty()) else {
             continue;
         };
+        prepare_storage(destination, handle);
         let settings = &state.settings;
         match table_columns(handle) {
             Ok(columns) => {
@@ -406,10 +406,12 @@ pub(super) async fn commit_tables(ctx: &SyncContext<'_>, tables: &mut [TableStat
 /// The group's offsets: every table that did not fail (nor was superseded)
 /// moves its partitions' group offsets to what the table records, where
 /// they differ. Whether the commit succeeded.
-/// `client` is the group's, opened before the Iceberg commits.
+/// `opened` is the group's client when one was opened before the Iceberg
+/// commits; otherwise one is opened here, only if offsets move.
 pub(super) fn commit_group(
+    ctx: &SyncContext<'_>,
     tables: &[TableState],
-    client: Result<GroupClient, topicberg_kafka::KafkaError>,
+    opened: Option<Result<GroupClient, topicberg_kafka::KafkaError>>,
 ) -> bool {
     let mut group_offsets = BTreeMap::new();
     let moving = tables
@@ -433,6 +435,11 @@ pub(super) fn commit_group(
         }
     }
     hooks::fault_point("before_group_commit");
+    if group_offsets.is_empty() {
+        return true;
+    }
+    let client =
+        opened.unwrap_or_else(|| GroupClient::open(&ctx.connection, &ctx.job.consumer_group));
     match client.and_then(|client| client.commit(&group_offsets)) {
         Ok(()) => true,
         Err(e) => {
