@@ -24,7 +24,12 @@ const SECONDS_PER_DAY: i64 = 86_400;
 /// `None` for anything else: a date alone, a leap second (`:60`), an
 /// impossible date (`2023-02-29`), trailing text.
 pub fn parse_timestamp_micros(text: &str) -> Option<i64> {
-    let b = text.as_bytes();
+    parse_timestamp_micros_bytes(text.as_bytes())
+}
+
+/// [`parse_timestamp_micros`] of the bytes of a string (only ASCII can
+/// match, so the bytes need not be checked as UTF-8 first).
+pub(crate) fn parse_timestamp_micros_bytes(b: &[u8]) -> Option<i64> {
     // "YYYY-MM-DDTHH:MM:SS" is 19 bytes; nothing shorter can match.
     if b.len() < 19 {
         return None;

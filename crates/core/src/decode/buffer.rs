@@ -196,9 +196,17 @@ impl ColumnBuffer {
 
     #[inline]
     pub(crate) fn push_str(&mut self, value: &str) -> Result<(), Overflow> {
+        self.push_utf8(value.as_bytes())
+    }
+
+    /// A string value from bytes the caller has checked are UTF-8 (the
+    /// Arrow array checks them again when the batch is finished).
+    #[inline]
+    pub(crate) fn push_utf8(&mut self, value: &[u8]) -> Result<(), Overflow> {
+        debug_assert!(std::str::from_utf8(value).is_ok());
         let (offsets, bytes) = self.utf8();
         let end = i32::try_from(bytes.len() + value.len()).map_err(|_| Overflow)?;
-        bytes.extend_from_slice(value.as_bytes());
+        bytes.extend_from_slice(value);
         offsets.push(end);
         self.nulls.append_non_null();
         Ok(())

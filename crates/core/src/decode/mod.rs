@@ -1,7 +1,9 @@
 //! The hot path: Kafka JSON values straight into Arrow columns.
 //!
-//! [`BatchDecoder::append`] parses each value once with serde_json, driving
-//! our own serde visitors: the object's keys are looked up in a prebuilt
+//! [`BatchDecoder::append`] reads the usual message (a flat object of
+//! known fields and scalar values) with its own reader (`flat.rs`: one pass
+//! over the bytes, the same type rules), and any other message with
+//! serde_json, driving our own serde visitors: the object's keys are looked up in a prebuilt
 //! name -> column index (with a positional hint, so a topic whose messages
 //! keep one field order pays one string comparison per field), and each
 //! value is appended directly into its column's buffer. There is no
@@ -55,6 +57,7 @@ mod avro;
 mod buffer;
 mod error;
 pub mod fit;
+mod flat;
 mod framed;
 mod key_field;
 mod protobuf;
@@ -198,7 +201,16 @@ pub struct BatchDecoder {
     plans: framed::Plans,
     /// The Protobuf reader's reusable state.
     wire: protobuf::Scratch,
+    /// Messages to go before the flat reader is tried again (it gave a
+    /// message back to serde this many messages ago, less).
+    flat_skip: u32,
+    /// What `flat_skip` is set to when the flat reader gives a message
+    /// back: [`FLAT_SKIP`] (tests also try 0 and `u32::MAX`).
+    flat_pause: u32,
 }
+
+/// JSON messages read by serde alone after one the flat reader gave back.
+const FLAT_SKIP: u32 = 63;
 
 impl std::fmt::Debug for BatchDecoder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -302,6 +314,8 @@ impl BatchDecoder {
             registry: options.registry,
             plans: framed::Plans::default(),
             wire: protobuf::Scratch::default(),
+            flat_skip: 0,
+            flat_pause: FLAT_SKIP,
         })
     }
 
@@ -333,6 +347,17 @@ impl BatchDecoder {
         Ok(std::str::from_utf8(&hex)
             .expect("hex digits are ASCII")
             .to_owned())
+    }
+
+    /// Tests: how many messages serde reads alone after the flat reader
+    /// gave one back (0: the flat reader tries every message; `u32::MAX`
+    /// with `now`: serde reads every message).
+    #[cfg(test)]
+    pub(crate) fn set_flat_pause(&mut self, pause: u32, now: bool) {
+        self.flat_pause = pause;
+        if now {
+            self.flat_skip = pause;
+        }
     }
 
     /// The schema of the batches [`BatchDecoder::finish`] returns.
@@ -372,7 +397,24 @@ impl BatchDecoder {
         let unknown_mark = self.unknown.len();
         self.unknown_undo.clear();
         self.fields.stamp += 1;
-        let stamp = self.fields.stamp;
+        if self.flat_skip == 0 {
+            if flat::read(
+                value,
+                &mut self.buffers,
+                &mut self.fields,
+                &mut self.scratch,
+            ) {
+                return self.close_json_row(record, row, unknown_mark);
+            }
+            // Not a message the flat reader takes: serde reads it from
+            // scratch, and the next messages too (a topic of nested values
+            // pays the flat reader's try once in FLAT_SKIP + 1 messages).
+            self.rollback(row, unknown_mark);
+            self.fields.stamp += 1;
+            self.flat_skip = self.flat_pause;
+        } else {
+            self.flat_skip -= 1;
+        }
 
         // JSON is UTF-8: checking the whole value once lets serde_json skip
         // its check of every string.
@@ -415,6 +457,18 @@ impl BatchDecoder {
                 DecodeErrorKind::UnknownFields(unknown),
             ));
         }
+        self.close_json_row(record, row, unknown_mark)
+    }
+
+    /// Nulls in the payload columns the message did not set, then the
+    /// metadata columns.
+    fn close_json_row(
+        &mut self,
+        record: &SourceRecord<'_>,
+        row: usize,
+        unknown_mark: usize,
+    ) -> Result<(), DecodeError> {
+        let stamp = self.fields.stamp;
         for &column in &self.payload {
             if self.fields.seen[column] != stamp {
                 self.buffers[column].push_null();
@@ -589,9 +643,8 @@ impl BatchDecoder {
                     }
                 }
             }
-            let hex = hash_hex(&self.scratch);
-            let hex = std::str::from_utf8(&hex).expect("hex digits are ASCII");
-            b[c].push_str(hex).map_err(|_| full(c))?;
+            b[c].push_utf8(&hash_hex(&self.scratch))
+                .map_err(|_| full(c))?;
         }
         Ok(())
     }

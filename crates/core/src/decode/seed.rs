@@ -44,6 +44,17 @@ pub(super) struct FieldIndex {
 }
 
 impl FieldIndex {
+    /// [`FieldIndex::lookup`] of a name's UTF-8 bytes.
+    #[inline]
+    pub(super) fn lookup_bytes(&mut self, position: usize, name: &[u8]) -> Option<usize> {
+        if let Some(&column) = self.hint.get(position) {
+            if self.names.get(column).is_some_and(|n| n.as_bytes() == name) {
+                return Some(column);
+            }
+        }
+        self.lookup(position, std::str::from_utf8(name).ok()?)
+    }
+
     #[inline]
     fn lookup(&mut self, position: usize, name: &str) -> Option<usize> {
         // Positions that named no payload column hold usize::MAX: no name.

@@ -361,13 +361,15 @@ fn case() -> impl Strategy<Value = (Config, Vec<Step>)> {
         prop::collection::vec(any::<u8>(), 0..3),
         any::<bool>(),
         any::<bool>(),
+        prop::sample::select(vec![Flat::Paused, Flat::Always, Flat::Never]),
     )
-        .prop_map(|(table, upsert, keys, collect, allow)| Config {
+        .prop_map(|(table, upsert, keys, collect, allow, flat)| Config {
             table,
             upsert,
             keys,
             collect,
             allow,
+            flat,
         });
     config.prop_flat_map(|config| {
         let columns = model::tables()[config.table]
@@ -387,11 +389,35 @@ struct Config {
     keys: Vec<u8>,
     collect: bool,
     allow: bool,
+    flat: Flat,
+}
+
+/// When the decoder tries its flat JSON reader before serde.
+#[derive(Debug, Clone, Copy)]
+enum Flat {
+    /// As in a sync: not for a while after it gave a message back.
+    Paused,
+    /// On every message.
+    Always,
+    /// Never: serde reads every message.
+    Never,
 }
 
 fn run(c: &Config, steps: &[Step]) -> Checker {
     let (columns, options) = model::setup(c.table, c.upsert, &c.keys, c.collect, c.allow);
-    let mut checker = Checker::new(columns, options);
+    let mut checker = match c.flat {
+        // As the cargo-fuzz target makes it.
+        Flat::Paused => Checker::new(columns, options),
+        Flat::Always | Flat::Never => {
+            let mut decoder =
+                BatchDecoder::new(&columns, options.clone()).expect("valid key columns");
+            match c.flat {
+                Flat::Always => decoder.set_flat_pause(0, false),
+                _ => decoder.set_flat_pause(u32::MAX, true),
+            }
+            Checker::around(decoder, columns, options)
+        }
+    };
     for s in steps {
         checker.append(&SourceRecord {
             topic: model::TOPIC,
@@ -447,15 +473,18 @@ fn the_model_accepts_the_seed_messages_in_their_tables() {
                     then: 0,
                 })
                 .collect();
-            let config = Config {
-                table,
-                upsert,
-                keys: vec![0],
-                collect,
-                allow,
-            };
-            let checker = run(&config, &steps);
-            assert_eq!((checker.appended, checker.failed), (seeds.len(), 0));
+            for flat in [Flat::Paused, Flat::Always, Flat::Never] {
+                let config = Config {
+                    table,
+                    upsert,
+                    keys: vec![0],
+                    collect,
+                    allow,
+                    flat,
+                };
+                let checker = run(&config, &steps);
+                assert_eq!((checker.appended, checker.failed), (seeds.len(), 0));
+            }
         }
     }
 }

@@ -356,6 +356,11 @@ impl Checker {
     /// A checker around a new decoder for `columns` and `options`.
     pub fn new(columns: TableColumns, options: DecoderOptions) -> Self {
         let decoder = BatchDecoder::new(&columns, options.clone()).expect("valid key columns");
+        Self::around(decoder, columns, options)
+    }
+
+    /// A checker around `decoder`, made for `columns` and `options`.
+    pub fn around(decoder: BatchDecoder, columns: TableColumns, options: DecoderOptions) -> Self {
         Self {
             decoder,
             columns,
