@@ -50,11 +50,17 @@ pub(super) fn read(
         if !at.eat(b'"') {
             return false;
         }
-        let Some(name) = at.plain_string() else {
-            return false;
-        };
-        let Some(column) = fields.lookup_bytes(position, name) else {
-            return false;
+        let column = match at.hinted_name(fields, position) {
+            Some(column) => column,
+            None => {
+                let Some(name) = at.plain_string() else {
+                    return false;
+                };
+                let Some(column) = fields.lookup_bytes(position, name) else {
+                    return false;
+                };
+                column
+            }
         };
         at.skip_whitespace();
         if !at.eat(b':') {
@@ -79,6 +85,30 @@ pub(super) fn read(
             _ => return false,
         }
     }
+}
+
+/// Whether `name` reads the same in a JSON message, quoted as it is.
+pub(super) fn verbatim(name: &str) -> bool {
+    name.bytes().all(|b| b != b'"' && b != b'\\' && b >= 0x20)
+}
+
+/// `a == b`, inlined for the short slices field names are.
+#[inline(always)]
+fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let (mut a8, mut b8) = (a.chunks_exact(8), b.chunks_exact(8));
+    let word = |w: &[u8]| u64::from_ne_bytes(w.try_into().expect("8 bytes"));
+    for (x, y) in a8.by_ref().zip(b8.by_ref()) {
+        if word(x) != word(y) {
+            return false;
+        }
+    }
+    a8.remainder()
+        .iter()
+        .zip(b8.remainder())
+        .all(|(x, y)| x == y)
 }
 
 /// One value into `buffer`, or `false`.
@@ -235,6 +265,24 @@ impl Cursor<'_> {
         hit
     }
 
+    /// The column the previous messages named at `position`, when this
+    /// key (after its opening quote) is that column's name and its closing
+    /// quote: no scan for the quote, no hash lookup.
+    #[inline]
+    fn hinted_name(&mut self, fields: &FieldIndex, position: usize) -> Option<usize> {
+        let column = *fields.hint.get(position)?;
+        let name = fields.names.get(column)?.as_bytes();
+        let end = self.pos + name.len();
+        if self.bytes.get(end) != Some(&b'"')
+            || !fields.verbatim[column]
+            || !same_bytes(&self.bytes[self.pos..end], name)
+        {
+            return None;
+        }
+        self.pos = end + 1;
+        Some(column)
+    }
+
     /// The rest of a string (after its opening quote) with no escapes, as
     /// checked UTF-8 bytes; `None` at an escape, a control character,
     /// invalid UTF-8 or the end of the input.
@@ -329,51 +377,105 @@ impl Cursor<'_> {
         let start = self.pos;
         let negative = self.eat(b'-');
         let digits_start = self.pos;
-        let mut value = 0u64;
+        // Every digit, integer part and fraction, while they fit.
+        let mut mantissa = 0u64;
         let mut overflow = false;
-        while let Some(d @ b'0'..=b'9') = self.peek() {
-            match value
-                .checked_mul(10)
-                .and_then(|v| v.checked_add(u64::from(d - b'0')))
-            {
-                Some(v) => value = v,
-                None => overflow = true,
-            }
-            self.pos += 1;
-        }
-        let digits = self.pos - digits_start;
-        if digits == 0 || (digits > 1 && self.bytes[digits_start] == b'0') {
+        let int_digits = self.mantissa_digits(&mut mantissa, &mut overflow);
+        if int_digits == 0 || (int_digits > 1 && self.bytes[digits_start] == b'0') {
             return None;
         }
         let mut float = false;
+        let mut exponent = 0i64;
         if self.eat(b'.') {
             float = true;
-            self.digits()?;
+            let fraction_digits = self.mantissa_digits(&mut mantissa, &mut overflow);
+            if fraction_digits == 0 {
+                return None;
+            }
+            exponent = -(fraction_digits as i64);
         }
         if matches!(self.peek(), Some(b'e' | b'E')) {
             float = true;
             self.pos += 1;
-            if matches!(self.peek(), Some(b'+' | b'-')) {
+            let sign = match self.peek() {
+                Some(b'-') => -1,
+                Some(b'+') => 1,
+                _ => 0,
+            };
+            self.pos += usize::from(sign != 0);
+            let digits = self.pos;
+            let mut written = 0i64;
+            while let Some(d @ b'0'..=b'9') = self.peek() {
+                written = (written * 10 + i64::from(d - b'0')).min(1 << 20);
                 self.pos += 1;
             }
-            self.digits()?;
+            if self.pos == digits {
+                return None;
+            }
+            exponent += if sign < 0 { -written } else { written };
         }
         if float {
-            let text = std::str::from_utf8(&self.bytes[start..self.pos]).ok()?;
-            let v: f64 = text.parse().ok()?;
-            return v.is_finite().then_some(Number::Float(v));
+            return self.float(start, negative, mantissa, overflow, exponent);
         }
         if overflow {
             return None;
         }
         if !negative {
-            return Some(Number::Unsigned(value));
+            return Some(Number::Unsigned(mantissa));
         }
         // `-0` is a float to serde_json (-0.0); i64::MIN is left to it too.
-        match i64::try_from(value) {
+        match i64::try_from(mantissa) {
             Ok(v) if v != 0 => Some(Number::Negative(-v)),
             _ => None,
         }
+    }
+
+    /// Digits at `pos` appended to `mantissa` (`overflow` once it cannot
+    /// hold them); how many.
+    #[inline]
+    fn mantissa_digits(&mut self, mantissa: &mut u64, overflow: &mut bool) -> usize {
+        let start = self.pos;
+        while let Some(d @ b'0'..=b'9') = self.peek() {
+            match mantissa
+                .checked_mul(10)
+                .and_then(|v| v.checked_add(u64::from(d - b'0')))
+            {
+                Some(v) => *mantissa = v,
+                None => *overflow = true,
+            }
+            self.pos += 1;
+        }
+        self.pos - start
+    }
+
+    /// `mantissa * 10^exponent`, correctly rounded. A mantissa of at most
+    /// 2^53 and a power of ten of at most 10^22 are both exact doubles, so
+    /// one multiplication or division rounds correctly (Clinger's fast
+    /// path); anything else is parsed from the text by the standard
+    /// library, also correctly rounded.
+    fn float(
+        &self,
+        start: usize,
+        negative: bool,
+        mantissa: u64,
+        overflow: bool,
+        exponent: i64,
+    ) -> Option<Number> {
+        const POW10: [f64; 23] = [
+            1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+            1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22,
+        ];
+        if !overflow && mantissa <= 1 << 53 && (-22..=22).contains(&exponent) {
+            let m = mantissa as f64;
+            let v = match usize::try_from(exponent) {
+                Ok(e) => m * POW10[e],
+                Err(_) => m / POW10[exponent.unsigned_abs() as usize],
+            };
+            return Some(Number::Float(if negative { -v } else { v }));
+        }
+        let text = std::str::from_utf8(&self.bytes[start..self.pos]).ok()?;
+        let v: f64 = text.parse().ok()?;
+        v.is_finite().then_some(Number::Float(v))
     }
 
     /// One or more digits.
@@ -389,6 +491,7 @@ impl Cursor<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     fn number(text: &str) -> Option<Number> {
         let mut at = Cursor {
@@ -443,12 +546,81 @@ mod tests {
             "5e-324",
             "1e-400",
             "7.2057594037927933e16",
+            "25.85",
+            "-24.77",
+            "9007199254740992.5",
+            "9007199254740993e-22",
+            "1e22",
+            "1e23",
+            "123.456e-20",
+            "0.000000000000000000000001",
+            "3.14159265358979323846",
+            "1E+2",
+            "-1e-0",
         ];
         for text in texts {
             let serde: f64 = serde_json::from_str(text).unwrap();
             match number(text) {
                 Some(Number::Float(v)) => assert_eq!(v.to_bits(), serde.to_bits(), "{text}"),
                 other => panic!("{text}: {other:?}"),
+            }
+        }
+    }
+
+    /// Decimal text: digits, a point somewhere in them (or none), an
+    /// exponent (or none), a sign (or none).
+    fn decimal() -> impl Strategy<Value = String> {
+        (
+            any::<bool>(),
+            "[1-9][0-9]{0,20}",
+            0usize..22,
+            prop::option::of(-330i32..330),
+        )
+            .prop_map(|(negative, digits, point, exponent)| {
+                let mut text = String::new();
+                if negative {
+                    text.push('-');
+                }
+                let point = point.min(digits.len());
+                if point == 0 {
+                    text.push_str(&digits);
+                    text.push_str(".0");
+                } else {
+                    text.push_str(&digits[..point]);
+                    text.push('.');
+                    text.push_str(&digits[point..]);
+                    if point == digits.len() {
+                        text.push('0');
+                    }
+                }
+                if let Some(e) = exponent {
+                    text.push_str(&format!("e{e}"));
+                }
+                text
+            })
+    }
+
+    proptest! {
+        #[test]
+        fn floats_agree_with_serde_json_float_roundtrip(text in decimal()) {
+            let serde: Result<f64, _> = serde_json::from_str(&text);
+            match (number(&text), serde) {
+                (Some(Number::Float(v)), Ok(s)) => prop_assert_eq!(v.to_bits(), s.to_bits(), "{}", text),
+                // Beyond f64: serde's error, given back to it.
+                (None, Err(_)) => {}
+                (ours, theirs) => prop_assert!(false, "{}: {:?} vs {:?}", text, ours, theirs),
+            }
+        }
+
+        #[test]
+        fn shortest_float_texts_read_back_exactly(v in any::<f64>().prop_filter("finite", |v| v.is_finite())) {
+            for text in [format!("{v:?}"), format!("{v:e}")] {
+                let text = if text.contains(['.', 'e']) { text } else { format!("{text}.0") };
+                let serde: f64 = serde_json::from_str(&text).unwrap();
+                match number(&text) {
+                    Some(Number::Float(ours)) => prop_assert_eq!(ours.to_bits(), serde.to_bits(), "{}", text),
+                    other => prop_assert!(false, "{}: {:?}", text, other),
+                }
             }
         }
     }

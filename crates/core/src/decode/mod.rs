@@ -296,6 +296,7 @@ impl BatchDecoder {
                 .collect(),
             fields: FieldIndex {
                 by_name,
+                verbatim: names.iter().map(|n| flat::verbatim(n)).collect(),
                 names,
                 hint: Vec::new(),
                 seen: vec![0; cols.len()],

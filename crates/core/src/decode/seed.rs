@@ -32,6 +32,9 @@ pub(super) struct FieldIndex {
     /// The message field each column holds, by column index (a metadata
     /// column: its own name).
     pub(super) names: Vec<Box<str>>,
+    /// Whether each name reads the same in a JSON message, quoted as it
+    /// is (no quote, backslash or control character in it).
+    pub(super) verbatim: Vec<bool>,
     /// The column the key at each position of the previous message named:
     /// messages of a topic usually list fields in one order, so one string
     /// comparison replaces the hash lookup.
