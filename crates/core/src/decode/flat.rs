@@ -477,15 +477,6 @@ impl Cursor<'_> {
         let v: f64 = text.parse().ok()?;
         v.is_finite().then_some(Number::Float(v))
     }
-
-    /// One or more digits.
-    fn digits(&mut self) -> Option<()> {
-        let start = self.pos;
-        while let Some(b'0'..=b'9') = self.peek() {
-            self.pos += 1;
-        }
-        (self.pos > start).then_some(())
-    }
 }
 
 #[cfg(test)]
