@@ -161,14 +161,24 @@ pub(crate) fn encode_key_value(out: &mut Vec<u8>, value: &KeyValue<'_>) {
 /// The XXH3-128 of `bytes` as 32 lowercase hex digits, without allocating.
 pub(crate) fn hash_hex(bytes: &[u8]) -> [u8; 32] {
     let hash = xxh3_128(bytes);
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut out = [0u8; 32];
-    for (i, byte) in hash.to_be_bytes().into_iter().enumerate() {
-        out[2 * i] = DIGITS[usize::from(byte >> 4)];
-        out[2 * i + 1] = DIGITS[usize::from(byte & 0x0f)];
+    for (pair, byte) in out.chunks_exact_mut(2).zip(hash.to_be_bytes()) {
+        pair.copy_from_slice(&HEX_PAIRS[usize::from(byte)]);
     }
     out
 }
+
+/// Each byte's two lowercase hex digits.
+const HEX_PAIRS: [[u8; 2]; 256] = {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut pairs = [[0u8; 2]; 256];
+    let mut i = 0;
+    while i < 256 {
+        pairs[i] = [DIGITS[i >> 4], DIGITS[i & 0x0f]];
+        i += 1;
+    }
+    pairs
+};
 
 /// `_olake_id` of a row whose single dedup key is `_kafka_key`, from the
 /// raw key bytes (hashed as their standard base64 text, the column value):
