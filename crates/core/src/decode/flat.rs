@@ -94,7 +94,7 @@ pub(super) fn verbatim(name: &str) -> bool {
 
 /// `a == b`, inlined for the short slices field names are.
 #[inline(always)]
-fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+pub(super) fn same_bytes(a: &[u8], b: &[u8]) -> bool {
     if a.len() != b.len() {
         return false;
     }

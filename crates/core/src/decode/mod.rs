@@ -195,6 +195,9 @@ pub struct BatchDecoder {
     /// `(index, type before)` of unknown fields the current record widened.
     unknown_undo: Vec<(usize, Option<columns::ColumnType>)>,
     scratch: Vec<u8>,
+    /// The append-mode `_olake_id` bytes of the last record (topic,
+    /// partition, offset): the topic's part is kept for the next one.
+    place: Vec<u8>,
     rows: usize,
     registry: Option<Arc<RegistryValues>>,
     /// Writer schemas compiled for these columns, by schema id.
@@ -311,6 +314,7 @@ impl BatchDecoder {
             unknown: Vec::new(),
             unknown_undo: Vec::new(),
             scratch: Vec::with_capacity(64),
+            place: Vec::with_capacity(64),
             rows: 0,
             registry: options.registry,
             plans: framed::Plans::default(),
@@ -614,13 +618,11 @@ impl BatchDecoder {
         }
         // Last: in upsert mode the id hashes other columns of this row.
         if let Some(c) = m.id {
-            match &mut self.key_columns {
-                None => encode_append(
-                    &mut self.scratch,
-                    record.topic,
-                    record.partition,
-                    record.offset,
-                ),
+            let id_bytes = match &mut self.key_columns {
+                None => {
+                    place_bytes(&mut self.place, record);
+                    &self.place
+                }
                 Some(keys) => {
                     self.scratch.clear();
                     self.scratch.push(b'K');
@@ -642,10 +644,10 @@ impl BatchDecoder {
                                 })?,
                         }
                     }
+                    &self.scratch
                 }
-            }
-            b[c].push_utf8(&hash_hex(&self.scratch))
-                .map_err(|_| full(c))?;
+            };
+            b[c].push_utf8(&hash_hex(id_bytes)).map_err(|_| full(c))?;
         }
         Ok(())
     }
@@ -758,6 +760,20 @@ fn plan_failure(record: &SourceRecord<'_>, kind: &DecodeErrorKind) -> DecodeErro
         _ => None,
     };
     error(record, field, kind.clone())
+}
+
+/// `out` = the append-mode `_olake_id` bytes of `record`'s place
+/// ([`encode_append`]); the topic's part is written only when `out` does
+/// not hold it already (a decoder's records share one topic).
+fn place_bytes(out: &mut Vec<u8>, record: &SourceRecord<'_>) {
+    let topic = record.topic.as_bytes();
+    let prefix = 5 + topic.len();
+    if out.len() != prefix + 12 || !flat::same_bytes(&out[5..prefix], topic) {
+        encode_append(out, record.topic, record.partition, record.offset);
+        return;
+    }
+    out[prefix..prefix + 4].copy_from_slice(&record.partition.to_be_bytes());
+    out[prefix + 4..].copy_from_slice(&record.offset.to_be_bytes());
 }
 
 fn error(record: &SourceRecord<'_>, field: Option<String>, kind: DecodeErrorKind) -> DecodeError {

@@ -143,6 +143,36 @@ fn metadata_columns() {
     );
 }
 
+/// The append-mode id keeps the topic's bytes from the previous record:
+/// another topic of the same length, another partition, or an offset
+/// that changes in its high bytes must each give the id of its own place.
+#[test]
+fn append_ids_follow_each_record_place_in_one_decoder() {
+    let mut d = decoder(&orders());
+    let places = [
+        ("orders", 2, 1234),
+        ("orders", 2, 1235),
+        ("ordres", 2, 1235),
+        ("ordres", -1, 1 << 40),
+        ("orders", 0, 0),
+        ("o", 0, 0),
+    ];
+    for (topic, partition, offset) in places {
+        let r = SourceRecord {
+            topic,
+            partition,
+            offset,
+            ..record(0, ORDER)
+        };
+        d.append(&r).unwrap();
+    }
+    let expected: Vec<_> = places
+        .iter()
+        .map(|&(t, p, o)| Some(append_olake_id(t, p, o)))
+        .collect();
+    assert_eq!(strings(&d.finish(), "_olake_id"), expected);
+}
+
 #[test]
 fn base64_keys() {
     let mut d = decoder(&table(&[]));
