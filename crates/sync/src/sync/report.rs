@@ -196,6 +196,22 @@ impl SyncReport {
             && self.tables.iter().all(|t| t.status != TableStatus::Failed)
     }
 
+    /// What became of the consumer group's offsets, in words: a sync that
+    /// committed no table moved none (its group commit had nothing to do).
+    fn group_offsets_text(&self) -> &'static str {
+        if !self.group_offsets_committed {
+            "NOT committed"
+        } else if self
+            .tables
+            .iter()
+            .any(|t| t.status == TableStatus::Committed)
+        {
+            "committed"
+        } else {
+            "not moved"
+        }
+    }
+
     /// The human summary: one line per table.
     pub fn to_text(&self) -> String {
         let mut out = String::new();
@@ -260,11 +276,7 @@ impl SyncReport {
             },
             self.duration_ms as f64 / 1000.0,
             self.consumer_group,
-            if self.group_offsets_committed {
-                "committed"
-            } else {
-                "NOT committed"
-            }
+            self.group_offsets_text()
         ));
         out
     }
@@ -311,5 +323,26 @@ mod tests {
         assert_eq!(json["cancelled"], false);
         assert_eq!(json["group_offsets_committed"], true);
         assert!(ok.to_text().contains("sync succeeded in 1.50s"));
+        assert!(ok.to_text().ends_with("offsets committed\n"));
+    }
+
+    /// Found in a benchmark run whose only table failed: the summary said
+    /// the group's offsets were committed, though none moved.
+    #[test]
+    fn a_sync_that_committed_no_table_says_the_offsets_did_not_move() {
+        for status in [
+            TableStatus::Failed,
+            TableStatus::Unchanged,
+            TableStatus::Superseded,
+        ] {
+            let text = report(status, false).to_text();
+            assert!(
+                text.ends_with("consumer group topicberg_j offsets not moved\n"),
+                "{text}"
+            );
+        }
+        let mut lost = report(TableStatus::Committed, false);
+        lost.group_offsets_committed = false;
+        assert!(lost.to_text().ends_with("offsets NOT committed\n"));
     }
 }
