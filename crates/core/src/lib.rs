@@ -42,7 +42,9 @@ pub use job::{
     TableSettings, Tuning, Upsert,
 };
 pub use names::{ColumnNames, NameError};
-pub use olake_id::{append_olake_id, kafka_key_olake_id, upsert_olake_id, KeyValue};
+pub use olake_id::{
+    append_olake_id, kafka_key_olake_id, olake_id_bytes, olake_id_hex, upsert_olake_id, KeyValue,
+};
 pub use record::SourceRecord;
 pub use redact::redact_urls;
 pub use registry::{

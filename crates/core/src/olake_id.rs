@@ -160,13 +160,55 @@ pub(crate) fn encode_key_value(out: &mut Vec<u8>, value: &KeyValue<'_>) {
 
 /// The XXH3-128 of `bytes` as 32 lowercase hex digits, without allocating.
 pub(crate) fn hash_hex(bytes: &[u8]) -> [u8; 32] {
-    let hash = xxh3_128(bytes);
+    olake_id_hex(&xxh3_128(bytes).to_be_bytes())
+}
+
+/// An `_olake_id`'s 16 bytes (the hash, big-endian) as its 32 lowercase
+/// hex digits.
+pub fn olake_id_hex(hash: &[u8; 16]) -> [u8; 32] {
     let mut out = [0u8; 32];
-    for (pair, byte) in out.chunks_exact_mut(2).zip(hash.to_be_bytes()) {
-        pair.copy_from_slice(&HEX_PAIRS[usize::from(byte)]);
+    for (pair, byte) in out.chunks_exact_mut(2).zip(hash) {
+        pair.copy_from_slice(&HEX_PAIRS[usize::from(*byte)]);
     }
     out
 }
+
+/// An `_olake_id`'s 32 hex digits (either case) as its 16 bytes; `None`
+/// for anything else.
+pub fn olake_id_bytes(hex: &[u8]) -> Option<[u8; 16]> {
+    if hex.len() != 32 {
+        return None;
+    }
+    let mut out = [0u8; 16];
+    for (byte, pair) in out.iter_mut().zip(hex.chunks_exact(2)) {
+        let (high, low) = (
+            HEX_VALUES[usize::from(pair[0])],
+            HEX_VALUES[usize::from(pair[1])],
+        );
+        if (high | low) > 0x0f {
+            return None;
+        }
+        *byte = (high << 4) | low;
+    }
+    Some(out)
+}
+
+/// Each byte's value as a hex digit, or 0xff.
+const HEX_VALUES: [u8; 256] = {
+    let mut values = [0xffu8; 256];
+    let mut i = 0;
+    while i < 10 {
+        values[b'0' as usize + i] = i as u8;
+        i += 1;
+    }
+    let mut i = 0;
+    while i < 6 {
+        values[b'a' as usize + i] = 10 + i as u8;
+        values[b'A' as usize + i] = 10 + i as u8;
+        i += 1;
+    }
+    values
+};
 
 /// Each byte's two lowercase hex digits.
 const HEX_PAIRS: [[u8; 2]; 256] = {
@@ -263,6 +305,35 @@ mod tests {
             out,
             [b'K', 0, 1, 0, 0, 0, 0, 0, 0, 0, 1, 3, 1, 4, 0, 0, 0, 2, 0xc3, 0xa9]
         );
+    }
+
+    #[test]
+    fn olake_id_bytes_and_hex_round_trip_and_refuse_anything_else() {
+        let hex = b"000102030405060708090a0b0c0d0eff";
+        let bytes = olake_id_bytes(hex).unwrap();
+        assert_eq!(bytes[15], 0xff);
+        assert_eq!(&olake_id_hex(&bytes), hex);
+        assert_eq!(
+            olake_id_bytes(b"000102030405060708090A0B0C0D0EFF"),
+            Some(bytes)
+        );
+        for bad in [
+            &b"xyz"[..],
+            b"000102030405060708090a0b0c0d0eZZ",
+            b"000102030405060708090a0b0c0d0e0 ",
+        ] {
+            assert_eq!(olake_id_bytes(bad), None, "{:?}", std::str::from_utf8(bad));
+        }
+        for n in [
+            0u128,
+            1,
+            u128::MAX,
+            0x0123_4567_89ab_cdef_fedc_ba98_7654_3210,
+        ] {
+            let text = format!("{n:032x}");
+            assert_eq!(olake_id_hex(&n.to_be_bytes()), text.as_bytes());
+            assert_eq!(olake_id_bytes(text.as_bytes()), Some(n.to_be_bytes()));
+        }
     }
 
     #[test]

@@ -11,20 +11,22 @@
 //! it wins, deletes the key.
 
 mod entries;
+mod held;
 
 use std::fs::File;
 use std::io::{BufReader, BufWriter};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Int32Type, Int64Type, TimestampMicrosecondType};
 use arrow_array::{Array, BooleanArray, RecordBatch, StringArray};
 use arrow_ipc::reader::StreamReader;
 use arrow_ipc::writer::StreamWriter;
-use arrow_schema::SchemaRef;
 use arrow_select::filter::filter_record_batch;
 
 use entries::{Entries, Entry};
+use held::HeldShape;
 
 /// A message's place in the stream, for ordering versions of one key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,15 +65,7 @@ pub type KeyHash = [u8; 16];
 
 /// Parses the 32 hex digits of an `_olake_id`.
 pub fn parse_key_hash(hex: &str) -> Option<KeyHash> {
-    if hex.len() != 32 {
-        return None;
-    }
-    let mut out = [0u8; 16];
-    for (i, chunk) in hex.as_bytes().chunks(2).enumerate() {
-        let digit = |c: u8| (c as char).to_digit(16);
-        out[i] = (digit(chunk[0])? * 16 + digit(chunk[1])?) as u8;
-    }
-    Some(out)
+    topicberg_core::olake_id_bytes(hex.as_bytes())
 }
 
 /// Held rows per Arrow IPC file at most (a file ends at the first batch
@@ -79,12 +73,13 @@ pub fn parse_key_hash(hex: &str) -> Option<KeyHash> {
 /// parallel, each taking a run of whole files.
 const SEGMENT_ROWS: u32 = 1 << 18;
 
-/// One Arrow IPC file of held rows, all with one schema.
+/// One Arrow IPC file of held rows, all of one shape.
 #[derive(Debug, Clone)]
 struct Segment {
     path: PathBuf,
     first_row: u32,
     rows: u32,
+    shape: Arc<HeldShape>,
 }
 
 /// The sync's messages of one upsert table, held on local disk: the rows
@@ -97,9 +92,11 @@ struct Segment {
 pub struct UpsertBuffer {
     dir: PathBuf,
     segments: Vec<Segment>,
-    open: Option<(StreamWriter<BufWriter<File>>, SchemaRef)>,
+    open: Option<StreamWriter<BufWriter<File>>>,
     rows: u32,
     entries: Entries,
+    /// The `_olake_id` bytes of the batch being taken (reused).
+    ids: Vec<u8>,
     /// [`SEGMENT_ROWS`], or `TOPICBERG_UPSERT_SEGMENT_ROWS` (a test hook:
     /// small syncs then write their winning rows with several writers).
     segment_rows: u32,
@@ -116,6 +113,7 @@ impl UpsertBuffer {
             segments: Vec::new(),
             open: None,
             rows: 0,
+            ids: Vec::new(),
             segment_rows: crate::hooks::hooks()
                 .upsert_segment_rows
                 .unwrap_or(SEGMENT_ROWS),
@@ -139,9 +137,11 @@ impl UpsertBuffer {
             .ok()
             .and_then(|n| first_row.checked_add(n).filter(|end| *end < u32::MAX))
             .ok_or("more than 4 billion messages for one upsert table in one sync")?;
+        self.ids.clear();
         for row in 0..batch.num_rows() {
             let key = parse_key_hash(ids.value(row))
                 .ok_or_else(|| format!("bad _olake_id {:?}", ids.value(row)))?;
+            self.ids.extend_from_slice(&key);
             let version = Version {
                 timestamp: if timestamps.is_null(row) {
                     i64::MIN
@@ -163,11 +163,9 @@ impl UpsertBuffer {
     }
 
     fn write_rows(&mut self, batch: &RecordBatch) -> Result<(), String> {
-        if self
-            .open
-            .as_ref()
-            .is_some_and(|(_, schema)| *schema != batch.schema())
-        {
+        let shape = HeldShape::of(batch)?;
+        let same = |s: &Segment| *s.shape == shape;
+        if self.open.is_some() && !self.segments.last().is_some_and(same) {
             self.close_segment()?;
         }
         if self.open.is_none() {
@@ -176,19 +174,21 @@ impl UpsertBuffer {
                 .join(format!("rows-{:04}.arrow", self.segments.len()));
             let file = File::create(&path).map_err(|e| entries::spill_error(&path, e))?;
             let writer =
-                StreamWriter::try_new(BufWriter::with_capacity(1 << 20, file), &batch.schema())
+                StreamWriter::try_new(BufWriter::with_capacity(1 << 20, file), shape.held_schema())
                     .map_err(|e| format!("upsert spill file {}: {e}", path.display()))?;
             self.segments.push(Segment {
                 path,
                 first_row: self.rows,
                 rows: 0,
+                shape: Arc::new(shape),
             });
-            self.open = Some((writer, batch.schema()));
+            self.open = Some(writer);
         }
-        let (writer, _) = self.open.as_mut().expect("opened above");
+        let writer = self.open.as_mut().expect("opened above");
         let segment = self.segments.last_mut().expect("pushed with the writer");
+        let held = segment.shape.hold(batch, &self.ids)?;
         writer
-            .write(batch)
+            .write(&held)
             .map_err(|e| format!("upsert spill file {}: {e}", segment.path.display()))?;
         segment.rows += batch.num_rows() as u32;
         if segment.rows >= self.segment_rows {
@@ -198,7 +198,7 @@ impl UpsertBuffer {
     }
 
     fn close_segment(&mut self) -> Result<(), String> {
-        if let Some((mut writer, _)) = self.open.take() {
+        if let Some(mut writer) = self.open.take() {
             let path = &self.segments.last().expect("open segment").path;
             writer
                 .finish()
@@ -278,14 +278,20 @@ pub struct HeldRows {
 impl HeldRows {
     /// The rows, batch by batch in arrival order, each with the row number
     /// of its first row.
-    pub fn batches(&self) -> impl Iterator<Item = Result<(u32, RecordBatch), String>> + Send + '_ {
+    pub fn batches(&self) -> impl Iterator<Item = Result<(u32, HeldBatch), String>> + Send + '_ {
         self.segments.iter().flat_map(Segment::batches)
     }
 }
 
+/// Held rows as read back (see [`winning_rows`]).
+pub struct HeldBatch {
+    batch: RecordBatch,
+    shape: Arc<HeldShape>,
+}
+
 impl Segment {
     /// The file's batches, each with the row number of its first row.
-    fn batches(&self) -> Box<dyn Iterator<Item = Result<(u32, RecordBatch), String>> + Send + '_> {
+    fn batches(&self) -> Box<dyn Iterator<Item = Result<(u32, HeldBatch), String>> + Send + '_> {
         let reader = File::open(&self.path)
             .map_err(|e| entries::spill_error(&self.path, e))
             .and_then(|f| {
@@ -300,7 +306,8 @@ impl Segment {
                     batch.map_err(|e| format!("upsert spill file {}: {e}", self.path.display()))?;
                 let first = next_row;
                 next_row += batch.num_rows() as u32;
-                Ok((first, batch))
+                let shape = Arc::clone(&self.shape);
+                Ok((first, HeldBatch { batch, shape }))
             })),
         }
     }
@@ -351,15 +358,16 @@ impl RowSet {
     }
 }
 
-/// The winning rows of `batch` (whose first row is `first_row`) with
-/// `_op_type` "u" for rows in `updates` and "c" for the others; `None`
-/// when no row of it wins.
+/// The winning rows of `held` (whose first row is `first_row`) as they
+/// were decoded, with `_op_type` "u" for rows in `updates` and "c" for the
+/// others; `None` when no row of it wins.
 pub fn winning_rows(
-    batch: &RecordBatch,
+    held: &HeldBatch,
     first_row: u32,
     winners: &RowSet,
     updates: &RowSet,
 ) -> Result<Option<RecordBatch>, String> {
+    let batch = &held.batch;
     let end = first_row + batch.num_rows() as u32;
     if !winners.any_in(first_row..end) {
         return Ok(None);
@@ -372,19 +380,10 @@ pub fn winning_rows(
         .filter(|r| winners.contains(*r))
         .map(|r| Some(if updates.contains(r) { "u" } else { "c" }))
         .collect();
-    let position = filtered
-        .schema()
-        .index_of("_op_type")
-        .map_err(|e| e.to_string())?;
-    let mut columns = filtered.columns().to_vec();
-    columns[position] = std::sync::Arc::new(ops);
-    RecordBatch::try_new(filtered.schema(), columns)
-        .map(Some)
-        .map_err(|e| e.to_string())
+    held.shape.restore(&filtered, Arc::new(ops)).map(Some)
 }
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
 
     use arrow_array::{Int32Array, Int64Array, TimestampMicrosecondArray};
     use arrow_schema::{DataType, Field, Schema, TimeUnit};
