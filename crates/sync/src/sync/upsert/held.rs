@@ -10,14 +10,18 @@
 //!   gives each winning row its own ("c" or "u");
 //! - `_cdc_timestamp` is not held when the batch's equals its
 //!   `_kafka_timestamp` (the decoder writes both from the message
-//!   timestamp): the restored batch takes that column twice.
+//!   timestamp): the restored batch takes that column twice;
+//! - `_olake_timestamp` is not held when it is one value in every row (a
+//!   sync gives all its rows the same): the shape keeps that value.
 
 use std::sync::Arc;
 
-use arrow_array::{Array, ArrayRef, FixedSizeBinaryArray, RecordBatch, StringArray};
+use arrow_array::cast::AsArray;
+use arrow_array::types::TimestampMicrosecondType;
+use arrow_array::{Array, ArrayRef, FixedSizeBinaryArray, RecordBatch, StringArray, UInt32Array};
 use arrow_buffer::{Buffer, OffsetBuffer};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
-use topicberg_core::columns::{CDC_TIMESTAMP, KAFKA_TIMESTAMP, OLAKE_ID, OP_TYPE};
+use topicberg_core::columns::{CDC_TIMESTAMP, KAFKA_TIMESTAMP, OLAKE_ID, OLAKE_TIMESTAMP, OP_TYPE};
 
 use super::KeyHash;
 
@@ -25,7 +29,7 @@ use super::KeyHash;
 const ID_BYTES: i32 = 16;
 
 /// Where one of the decoded batch's columns is in the held batch.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum Source {
     /// The held column at this position, as it is.
     Held(usize),
@@ -35,6 +39,8 @@ enum Source {
     OpType,
     /// A copy of the decoded batch's column at this position.
     Copy(usize),
+    /// The shape's one value (`HeldShape::constant`) in every row.
+    Constant,
 }
 
 /// A decoded batch's schema, the schema it is held in, and how one
@@ -47,6 +53,8 @@ pub struct HeldShape {
     held: SchemaRef,
     /// Per column of `schema`, where it comes from.
     sources: Vec<Source>,
+    /// The value of the [`Source::Constant`] column: one row of it.
+    constant: Option<ArrayRef>,
 }
 
 impl HeldShape {
@@ -60,11 +68,13 @@ impl HeldShape {
         let cdc = index(CDC_TIMESTAMP)
             .zip(index(KAFKA_TIMESTAMP))
             .filter(|(cdc, kafka)| batch.column(*cdc) == batch.column(*kafka));
+        let constant = index(OLAKE_TIMESTAMP).filter(|i| one_value(batch.column(*i)));
         let mut fields = Vec::with_capacity(schema.fields().len());
         let mut sources = Vec::with_capacity(schema.fields().len());
         for (i, field) in schema.fields().iter().enumerate() {
             let source = match cdc {
                 _ if i == op_type => Source::OpType,
+                _ if Some(i) == constant => Source::Constant,
                 Some((cdc, kafka)) if i == cdc => Source::Copy(kafka),
                 _ if i == id => {
                     let held = Field::new(
@@ -85,6 +95,7 @@ impl HeldShape {
         let held = Schema::new(fields).with_metadata(schema.metadata().clone());
         Ok(HeldShape {
             held: Arc::new(held),
+            constant: constant.map(|i| batch.column(i).slice(0, 1)),
             schema,
             sources,
         })
@@ -111,7 +122,7 @@ impl HeldShape {
                     .map_err(|e| format!("holding _olake_id: {e}"))?;
                     columns.push(Arc::new(ids));
                 }
-                Source::OpType | Source::Copy(_) => {}
+                Source::OpType | Source::Copy(_) | Source::Constant => {}
             }
         }
         RecordBatch::try_new(Arc::clone(&self.held), columns).map_err(|e| e.to_string())
@@ -122,15 +133,17 @@ impl HeldShape {
     pub fn restore(&self, held: &RecordBatch, op_types: ArrayRef) -> Result<RecordBatch, String> {
         let mut columns: Vec<Option<ArrayRef>> = Vec::with_capacity(self.sources.len());
         for source in &self.sources {
-            columns.push(match *source {
-                Source::Held(j) => Some(Arc::clone(held.column(j))),
-                Source::Id(j) => Some(Arc::new(hex_ids(held.column(j))?)),
+            columns.push(match source {
+                Source::Held(j) => Some(Arc::clone(held.column(*j))),
+                Source::Id(j) => Some(Arc::new(hex_ids(held.column(*j))?)),
                 Source::OpType => Some(Arc::clone(&op_types)),
                 Source::Copy(_) => None,
+                Source::Constant => Some(self.repeat_constant(held.num_rows())?),
             });
         }
         for (i, source) in self.sources.iter().enumerate() {
-            if let Source::Copy(from) = *source {
+            if let Source::Copy(from) = source {
+                let from = *from;
                 columns[i] = columns[from].clone();
             }
         }
@@ -140,6 +153,31 @@ impl HeldShape {
             .ok_or("a held column copies another copy")?;
         RecordBatch::try_new(Arc::clone(&self.schema), columns).map_err(|e| e.to_string())
     }
+}
+
+impl HeldShape {
+    /// The constant column's value in `rows` rows.
+    fn repeat_constant(&self, rows: usize) -> Result<ArrayRef, String> {
+        let one = self
+            .constant
+            .as_ref()
+            .ok_or("a held shape lost its constant")?;
+        let indices = UInt32Array::from(vec![0u32; rows]);
+        arrow_select::take::take(one, &indices, None).map_err(|e| e.to_string())
+    }
+}
+
+/// Whether `column` is a microsecond timestamp column with one value in
+/// every row (and at least one row, no null).
+fn one_value(column: &ArrayRef) -> bool {
+    let Some(values) = column.as_primitive_opt::<TimestampMicrosecondType>() else {
+        return false;
+    };
+    let values = values.values();
+    values
+        .first()
+        .is_some_and(|first| values.iter().all(|v| v == first))
+        && column.null_count() == 0
 }
 
 /// A held `_olake_id` column as its hex digits.
@@ -167,6 +205,10 @@ mod tests {
     use super::*;
 
     fn decoded(cdc: [Option<i64>; 2]) -> RecordBatch {
+        decoded_at(cdc, [Some(7), Some(7)])
+    }
+
+    fn decoded_at(cdc: [Option<i64>; 2], olake: [Option<i64>; 2]) -> RecordBatch {
         let ts = || DataType::Timestamp(TimeUnit::Microsecond, Some("+00:00".into()));
         let id_field = Field::new(OLAKE_ID, DataType::Utf8, true).with_metadata(HashMap::from([(
             "PARQUET:field_id".to_string(),
@@ -178,6 +220,7 @@ mod tests {
             id_field,
             Field::new(OP_TYPE, DataType::Utf8, true),
             Field::new(KAFKA_TIMESTAMP, ts(), true),
+            Field::new(OLAKE_TIMESTAMP, ts(), true),
         ]);
         let ts_values = [Some(5), None];
         RecordBatch::try_new(
@@ -193,6 +236,7 @@ mod tests {
                 Arc::new(
                     TimestampMicrosecondArray::from(ts_values.to_vec()).with_timezone("+00:00"),
                 ),
+                Arc::new(TimestampMicrosecondArray::from(olake.to_vec()).with_timezone("+00:00")),
             ],
         )
         .unwrap()
@@ -228,7 +272,7 @@ mod tests {
         assert_eq!(
             held,
             ["id", OLAKE_ID, KAFKA_TIMESTAMP],
-            "op type and cdc not held"
+            "op type, cdc and the constant olake timestamp not held"
         );
         assert_eq!(
             shape.held.field(1).data_type(),
@@ -243,6 +287,24 @@ mod tests {
         assert_eq!(restored, batch);
         assert!(shape.held.field_with_name(CDC_TIMESTAMP).is_ok());
         assert_ne!(shape, HeldShape::of(&decoded([Some(5), None])).unwrap());
+    }
+
+    #[test]
+    fn an_olake_timestamp_of_several_values_or_a_null_is_held_and_its_value_is_part_of_the_shape() {
+        for olake in [[Some(7), Some(8)], [Some(7), None]] {
+            let batch = decoded_at([Some(5), None], olake);
+            let (shape, restored) = round_trip(&batch);
+            assert_eq!(restored, batch);
+            assert!(shape.held.field_with_name(OLAKE_TIMESTAMP).is_ok());
+        }
+        let at = |v| HeldShape::of(&decoded_at([Some(5), None], [Some(v), Some(v)])).unwrap();
+        assert_ne!(
+            at(7),
+            at(8),
+            "a batch of another constant starts a new file"
+        );
+        let batch = decoded_at([Some(5), None], [Some(8), Some(8)]);
+        assert_eq!(round_trip(&batch).1, batch);
     }
 
     #[test]
@@ -265,5 +327,6 @@ mod tests {
         assert_eq!(text(column(OLAKE_ID)), "ffeeddccbbaa99887766554433221100");
         assert_eq!(text(column(OP_TYPE)), "u");
         assert!(column(CDC_TIMESTAMP).is_null(0));
+        assert_eq!(column(OLAKE_TIMESTAMP).len(), 1);
     }
 }
