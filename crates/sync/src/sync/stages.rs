@@ -253,6 +253,11 @@ fn warn_if_spec_differs(handle: &TableHandle, settings: &TableSettings) {
 /// table's columns for the decoders, the ranges, the upsert key); the
 /// table's store is built meanwhile ([`prepare_storage`]).
 pub(super) fn prepare_inputs(job: &Job, destination: &Destination, tables: &mut [TableState]) {
+    // The spill folders of upsert syncs killed part-way, before this sync
+    // adds its own (see `upsert/folder.rs`).
+    if tables.iter().any(|s| s.settings.upsert().is_some()) {
+        super::upsert::remove_abandoned_spill_folders(&job.state_dir.join("spill"));
+    }
     for state in tables.iter_mut().filter(|s| !s.failed()) {
         let ranges = state.ranges_to_read();
         let Some(handle) = state.handle.as_ref().filter(|_| !ranges.is_empty()) else {

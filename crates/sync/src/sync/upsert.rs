@@ -11,6 +11,7 @@
 //! it wins, deletes the key.
 
 mod entries;
+mod folder;
 mod held;
 
 use std::fs::File;
@@ -26,6 +27,8 @@ use arrow_ipc::writer::StreamWriter;
 use arrow_select::filter::filter_record_batch;
 
 use entries::{Entries, Entry};
+pub use folder::remove_abandoned as remove_abandoned_spill_folders;
+use folder::SpillFolder;
 use held::HeldShape;
 
 /// A message's place in the stream, for ordering versions of one key.
@@ -88,9 +91,10 @@ struct Segment {
 /// [`Entry`] per message (key, version, row) from which the winner per key
 /// is found (see [`entries`]). Memory stays bounded by a batch plus the
 /// entries' 40 MiB, whatever the number of messages. The folder is removed
-/// when the buffer is dropped.
+/// when the buffer is dropped, or, after a crash, by the next buffer made
+/// under the same spill directory (see [`folder`]).
 pub struct UpsertBuffer {
-    dir: PathBuf,
+    folder: SpillFolder,
     segments: Vec<Segment>,
     open: Option<StreamWriter<BufWriter<File>>>,
     rows: u32,
@@ -105,11 +109,10 @@ pub struct UpsertBuffer {
 impl UpsertBuffer {
     /// A buffer in a new folder under `spill_dir` (created if missing).
     pub fn new(spill_dir: &Path) -> Result<Self, String> {
-        let dir = spill_dir.join(format!("upsert-{}", uuid::Uuid::new_v4().simple()));
-        std::fs::create_dir_all(&dir).map_err(|e| entries::spill_error(&dir, e))?;
+        let folder = SpillFolder::create(spill_dir)?;
         Ok(UpsertBuffer {
-            entries: Entries::new(&dir),
-            dir,
+            entries: Entries::new(folder.path()),
+            folder,
             segments: Vec::new(),
             open: None,
             rows: 0,
@@ -170,7 +173,8 @@ impl UpsertBuffer {
         }
         if self.open.is_none() {
             let path = self
-                .dir
+                .folder
+                .path()
                 .join(format!("rows-{:04}.arrow", self.segments.len()));
             let file = File::create(&path).map_err(|e| entries::spill_error(&path, e))?;
             let writer =
@@ -264,7 +268,7 @@ impl UpsertBuffer {
 
     /// The folder of this buffer's files.
     pub fn dir(&self) -> &Path {
-        &self.dir
+        self.folder.path()
     }
 }
 
@@ -315,8 +319,8 @@ impl Segment {
 
 impl Drop for UpsertBuffer {
     fn drop(&mut self) {
+        // The open file first; the folder goes with the field.
         self.open = None;
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 

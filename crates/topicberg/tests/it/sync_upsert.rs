@@ -363,8 +363,21 @@ fn upsert_model_run(
             !out.status.success(),
             "the sync should have been killed at {fault}"
         );
+        let left = spill_folders(&job);
+        if fault.starts_with("after_records") {
+            assert_eq!(
+                left.len(),
+                1,
+                "a sync killed mid-drain leaves its spill folder"
+            );
+        }
         job.sync();
         check(&work, &format!("after a crash at {fault} and a rerun"));
+        let left = spill_folders(&job);
+        assert!(
+            left.is_empty(),
+            "spill folders left after a crash at {fault} and a rerun: {left:?}"
+        );
     }
 
     std::fs::remove_dir_all(job.path.with_file_name(".topicberg-state"))
@@ -495,4 +508,17 @@ fn sync_upsert_position_deletes_are_one_file_per_data_file_and_polars_reads_them
         assert_eq!(rows.len(), 20, "{engine}: one row per key");
         assert_eq!(got, want, "{engine}: the latest message per key");
     }
+}
+
+/// The upsert spill folders under the job's state directory.
+fn spill_folders(job: &Job) -> Vec<std::path::PathBuf> {
+    let spill = job.path.with_file_name(".topicberg-state").join("spill");
+    let Ok(entries) = std::fs::read_dir(&spill) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("upsert-"))
+        .map(|e| e.path())
+        .collect()
 }
