@@ -91,8 +91,8 @@ struct Segment {
 /// [`Entry`] per message (key, version, row) from which the winner per key
 /// is found (see [`entries`]). Memory stays bounded by a batch plus the
 /// entries' 40 MiB, whatever the number of messages. The folder is removed
-/// when the buffer is dropped, or, after a crash, by the next buffer made
-/// under the same spill directory (see [`folder`]).
+/// when the buffer is dropped, or, after a crash, by the next sync with an
+/// upsert table under the same spill directory (see [`folder`]).
 pub struct UpsertBuffer {
     folder: SpillFolder,
     segments: Vec<Segment>,

@@ -1,8 +1,8 @@
 //! An upsert buffer's folder under the spill directory, locked for as long
 //! as the buffer lives. A sync killed part-way leaves its folder behind
-//! (gigabytes for a large sync); the next sync with an upsert table, and
-//! the next buffer made under the same spill directory, remove every
-//! folder whose lock no process holds. The kernel
+//! (gigabytes for a large sync); the next sync with an upsert table
+//! (`stages::prepare_inputs`, before it makes its own) removes every
+//! folder under that spill directory whose lock no process holds. The kernel
 //! drops a dead process's lock, so the folder of a sync still running (of
 //! another job sharing the state directory) is never touched. A folder is
 //! only named `upsert-*` once its lock file is in it and locked; folders
@@ -25,12 +25,10 @@ pub struct SpillFolder {
 }
 
 impl SpillFolder {
-    /// A new folder under `spill_dir` (created if missing), after removing
-    /// the folders of buffers no process holds any more.
+    /// A new folder under `spill_dir` (created if missing).
     pub fn create(spill_dir: &Path) -> Result<Self, String> {
         let failed = |path: &Path, e: std::io::Error| super::entries::spill_error(path, e);
         std::fs::create_dir_all(spill_dir).map_err(|e| failed(spill_dir, e))?;
-        remove_abandoned(spill_dir);
         let id = uuid::Uuid::new_v4().simple();
         let making = spill_dir.join(format!("making-{id}"));
         std::fs::create_dir(&making).map_err(|e| failed(&making, e))?;
@@ -99,7 +97,7 @@ mod tests {
     }
 
     #[test]
-    fn a_new_folder_removes_abandoned_ones_and_keeps_live_and_unlocked_ones() {
+    fn removing_abandoned_folders_keeps_live_and_unlocked_ones() {
         let dir = spill_dir();
         let live = SpillFolder::create(&dir).unwrap();
         // A killed sync's folder: its lock file is there, nobody holds it.
@@ -111,6 +109,7 @@ mod tests {
         let unlocked = dir.join("upsert-older");
         std::fs::create_dir(&unlocked).unwrap();
 
+        assert_eq!(remove_abandoned(&dir), 1);
         let new = SpillFolder::create(&dir).unwrap();
         assert!(!abandoned.exists(), "the abandoned folder is removed");
         assert!(live.path().exists(), "a live buffer's folder stays");

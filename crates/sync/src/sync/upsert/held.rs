@@ -37,7 +37,7 @@ enum Source {
     Id(usize),
     /// `_op_type`: given when restoring.
     OpType,
-    /// A copy of the decoded batch's column at this position.
+    /// A copy of the held column at this position (another column's).
     Copy(usize),
     /// The shape's one value (`HeldShape::constant`) in every row.
     Constant,
@@ -69,13 +69,19 @@ impl HeldShape {
             .zip(index(KAFKA_TIMESTAMP))
             .filter(|(cdc, kafka)| batch.column(*cdc) == batch.column(*kafka));
         let constant = index(OLAKE_TIMESTAMP).filter(|i| one_value(batch.column(*i)));
+        // The held position of a held column: the columns before it, less
+        // those not held (`_cdc_timestamp` when it repeats `_kafka_timestamp`,
+        // which is always held).
+        let not_held =
+            |i: usize| i == op_type || Some(i) == constant || cdc.is_some_and(|c| c.0 == i);
+        let held_at = |i: usize| (0..i).filter(|j| !not_held(*j)).count();
         let mut fields = Vec::with_capacity(schema.fields().len());
         let mut sources = Vec::with_capacity(schema.fields().len());
         for (i, field) in schema.fields().iter().enumerate() {
             let source = match cdc {
                 _ if i == op_type => Source::OpType,
                 _ if Some(i) == constant => Source::Constant,
-                Some((cdc, kafka)) if i == cdc => Source::Copy(kafka),
+                Some((cdc, kafka)) if i == cdc => Source::Copy(held_at(kafka)),
                 _ if i == id => {
                     let held = Field::new(
                         field.name(),
@@ -131,31 +137,18 @@ impl HeldShape {
     /// The decoded batch back from `held` (a held batch of this shape, or
     /// some of its rows), with `op_types` as its `_op_type`.
     pub fn restore(&self, held: &RecordBatch, op_types: ArrayRef) -> Result<RecordBatch, String> {
-        let mut columns: Vec<Option<ArrayRef>> = Vec::with_capacity(self.sources.len());
+        let mut columns: Vec<ArrayRef> = Vec::with_capacity(self.sources.len());
         for source in &self.sources {
             columns.push(match source {
-                Source::Held(j) => Some(Arc::clone(held.column(*j))),
-                Source::Id(j) => Some(Arc::new(hex_ids(held.column(*j))?)),
-                Source::OpType => Some(Arc::clone(&op_types)),
-                Source::Copy(_) => None,
-                Source::Constant => Some(self.repeat_constant(held.num_rows())?),
+                Source::Held(j) | Source::Copy(j) => Arc::clone(held.column(*j)),
+                Source::Id(j) => Arc::new(hex_ids(held.column(*j))?),
+                Source::OpType => Arc::clone(&op_types),
+                Source::Constant => self.repeat_constant(held.num_rows())?,
             });
         }
-        for (i, source) in self.sources.iter().enumerate() {
-            if let Source::Copy(from) = source {
-                let from = *from;
-                columns[i] = columns[from].clone();
-            }
-        }
-        let columns = columns
-            .into_iter()
-            .collect::<Option<Vec<_>>>()
-            .ok_or("a held column copies another copy")?;
         RecordBatch::try_new(Arc::clone(&self.schema), columns).map_err(|e| e.to_string())
     }
-}
 
-impl HeldShape {
     /// The constant column's value in `rows` rows.
     fn repeat_constant(&self, rows: usize) -> Result<ArrayRef, String> {
         let one = self
