@@ -84,7 +84,11 @@ pub(super) struct Entries {
     dir: PathBuf,
     limit: usize,
     memory: Vec<Entry>,
+    /// The bucket files' writers while entries are taken; closed (and the
+    /// memory released) once the winners are asked for.
     buckets: Option<Vec<BufWriter<File>>>,
+    /// Whether entries went to the bucket files.
+    spilled: bool,
     count: u64,
 }
 
@@ -95,6 +99,7 @@ impl Entries {
             limit: memory_entries(),
             memory: Vec::new(),
             buckets: None,
+            spilled: false,
             count: 0,
         }
     }
@@ -106,7 +111,7 @@ impl Entries {
 
     /// Whether entries went to disk.
     pub fn spilled(&self) -> bool {
-        self.buckets.is_some()
+        self.spilled
     }
 
     pub fn push(&mut self, entry: Entry) -> Result<(), String> {
@@ -127,10 +132,17 @@ impl Entries {
             let mut files = Vec::with_capacity(BUCKETS);
             for bucket in 0..BUCKETS {
                 let path = self.bucket_path(bucket);
-                let file = File::create(&path).map_err(|e| spill_error(&path, e))?;
+                // Appended to: the folder is new, and entries taken after
+                // the writers were closed add to what is there.
+                let file = File::options()
+                    .create(true)
+                    .append(true)
+                    .open(&path)
+                    .map_err(|e| spill_error(&path, e))?;
                 files.push(BufWriter::with_capacity(64 * 1024, file));
             }
             self.buckets = Some(files);
+            self.spilled = true;
         }
         let dir = self.dir.clone();
         let buckets = self.buckets.as_mut().expect("opened above");
@@ -157,7 +169,10 @@ impl Entries {
         if !self.memory.is_empty() {
             self.spill()?;
         }
-        for file in self.buckets.as_mut().expect("spilled") {
+        // The in-memory entries (up to 40 MiB) and the writers' buffers (16
+        // MiB) are released before the winning rows are written.
+        self.memory = Vec::new();
+        for mut file in self.buckets.take().into_iter().flatten() {
             file.flush().map_err(|e| spill_error(&self.dir, e))?;
         }
         // One thread reads and sorts the next bucket while this one folds
@@ -316,6 +331,16 @@ mod tests {
             .all(|(_, s)| matches!(s, Slot::Row(r) if (200..400).contains(r))));
         // Resolving twice gives the same answer (a recomputed commit).
         assert_eq!(winners(&mut spilled), b);
+        // An entry taken after the winners were asked for (the bucket
+        // writers closed) adds to the spilled ones: key 0's new winner.
+        spilled.push(entry(0, 9, 600)).unwrap();
+        let again = winners(&mut spilled);
+        assert_eq!(again.len(), 200);
+        assert!(again.contains(&(entry(0, 9, 600).key, Slot::Row(600))));
+        assert_eq!(
+            again.iter().filter(|(_, s)| *s == Slot::Row(600)).count(),
+            1
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

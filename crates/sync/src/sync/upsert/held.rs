@@ -101,7 +101,12 @@ impl HeldShape {
         let held = Schema::new(fields).with_metadata(schema.metadata().clone());
         Ok(HeldShape {
             held: Arc::new(held),
-            constant: constant.map(|i| batch.column(i).slice(0, 1)),
+            // A copy of the one row: a slice would keep the batch's
+            // whole column alive for as long as the shape.
+            constant: constant
+                .map(|i| arrow_select::concat::concat(&[&batch.column(i).slice(0, 1)]))
+                .transpose()
+                .map_err(|e| format!("holding {OLAKE_TIMESTAMP}: {e}"))?,
             schema,
             sources,
         })
