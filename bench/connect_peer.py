@@ -44,10 +44,24 @@ class Catalog:
                                      headers={"Authorization": f"Bearer {self.token}",
                                               "Content-Type": "application/json"})
         with urllib.request.urlopen(req) as r:
-            return json.load(r) if r.status != 204 else None
+            text = r.read()
+            return json.loads(text) if text else None
 
     def create_namespace(self, namespace):
         self._request("POST", "/namespaces", {"namespace": [namespace], "properties": {}})
+
+    def drop_namespaces(self, prefix):
+        """Drops every namespace named `prefix...` with its tables, asking the
+        catalog to purge their files too; the namespaces dropped."""
+        dropped = []
+        for (namespace, *_) in self._request("GET", "/namespaces")["namespaces"]:
+            if not namespace.startswith(prefix):
+                continue
+            for ident in self._request("GET", f"/namespaces/{namespace}/tables")["identifiers"]:
+                self._request("DELETE", f"/namespaces/{namespace}/tables/{ident['name']}?purgeRequested=true")
+            self._request("DELETE", f"/namespaces/{namespace}")
+            dropped.append(namespace)
+        return dropped
 
     def total_records(self, namespace, table):
         try:
