@@ -11,6 +11,7 @@ sync (not timed), with a fixed seed per run.
 
 import os
 import random
+import shutil
 import statistics
 import subprocess
 import tempfile
@@ -42,7 +43,7 @@ def batch_keys(rng, n, max_key):
     return keys, max_key
 
 
-def run(bench, binary, env, base, syncs, per_sync):
+def run(bench, binary, env, base, syncs, per_sync, keep_tables=False):
     """bench: the bench/run module (load, produce_shape, job_file, sync, topic_size)."""
     topic = f"bench2_steady_{base}"
     bootstrap = env["TESTBED_KAFKA_BOOTSTRAP"]
@@ -61,25 +62,30 @@ def run(bench, binary, env, base, syncs, per_sync):
     for fmt in ("position", "dv"):
         run_id = uuid.uuid4().hex[:8]
         dir_ = tempfile.mkdtemp(prefix=f"topicberg-bench-steady-{run_id}-")
-        job = bench.job_file(dir_, env, run_id, topic, "upsert", fmt)
-        first = bench.sync(binary, job, dir_)
-        bench.rates(first, first["messages"], first["mb"])
-        first["key_index_mib"] = dir_size_mib(os.path.join(dir_, "state"))
-        print(f"    steady {fmt}: first sync {first['messages']:,} rows, {first['msgs_per_s']:,} msg/s, "
-              f"{first['cpu_us_per_msg']} CPU µs/msg, index {first['key_index_mib']} MiB", flush=True)
-        rng = random.Random(f"steady-{fmt}-{run_id}")
-        max_key = base
-        per = []
-        for i in range(syncs):
-            keys, max_key = batch_keys(rng, per_sync, max_key)
-            bench.produce_shape(env, "trips", topic, rng, keys)
-            m = bench.sync(binary, job, dir_)
-            bench.rates(m, m["messages"], m["mb"])
-            m["key_index_mib"] = dir_size_mib(os.path.join(dir_, "state"))
-            per.append(m)
-            print(f"    steady {fmt}: sync {i + 1}/{syncs}: {m['messages']:,} messages, {m['msgs_per_s']:,} msg/s, "
-                  f"{m['cpu_us_per_msg']} CPU µs/msg, {m['deletes']:,} deletes in {m['delete_files']} files, "
-                  f"rss {m['peak_rss_mib']} MiB, index {m['key_index_mib']} MiB", flush=True)
+        try:
+            job = bench.job_file(dir_, env, run_id, topic, "upsert", fmt)
+            first = bench.sync(binary, job, dir_)
+            bench.rates(first, first["messages"], first["mb"])
+            first["key_index_mib"] = dir_size_mib(os.path.join(dir_, "state"))
+            print(f"    steady {fmt}: first sync {first['messages']:,} rows, {first['msgs_per_s']:,} msg/s, "
+                  f"{first['cpu_us_per_msg']} CPU µs/msg, index {first['key_index_mib']} MiB", flush=True)
+            rng = random.Random(f"steady-{fmt}-{run_id}")
+            max_key = base
+            per = []
+            for i in range(syncs):
+                keys, max_key = batch_keys(rng, per_sync, max_key)
+                bench.produce_shape(env, "trips", topic, rng, keys)
+                m = bench.sync(binary, job, dir_)
+                bench.rates(m, m["messages"], m["mb"])
+                m["key_index_mib"] = dir_size_mib(os.path.join(dir_, "state"))
+                per.append(m)
+                print(f"    steady {fmt}: sync {i + 1}/{syncs}: {m['messages']:,} messages, {m['msgs_per_s']:,} msg/s, "
+                      f"{m['cpu_us_per_msg']} CPU µs/msg, {m['deletes']:,} deletes in {m['delete_files']} files, "
+                      f"rss {m['peak_rss_mib']} MiB, index {m['key_index_mib']} MiB", flush=True)
+        finally:
+            shutil.rmtree(dir_, ignore_errors=True)
+            if not keep_tables:
+                bench.drop_run_tables(env, run_id)
         results[fmt] = {"first": first, "syncs": per}
         # Later syncs of the other format read the updates of this one too:
         # the topic grows; each format's job starts from the beginning.
