@@ -310,15 +310,12 @@ mod tests {
 
     #[test]
     fn the_shape_keeps_a_copy_of_the_constant_not_its_batch_column() {
-        let rows = 10_000;
-        let mut batch = decoded_at([Some(5), None], [Some(7), Some(7)]);
-        let column = batch.schema().index_of(OLAKE_TIMESTAMP).unwrap();
-        let long = TimestampMicrosecondArray::from(vec![7; rows]).with_timezone("+00:00");
-        batch = arrow_select::take::take_record_batch(&batch, &UInt32Array::from(vec![0; rows]))
-            .unwrap();
-        let mut columns = batch.columns().to_vec();
-        columns[column] = Arc::new(long);
-        let batch = RecordBatch::try_new(batch.schema(), columns).unwrap();
+        // 10,000 rows of the first: an `_olake_timestamp` column of 80,000 bytes.
+        let batch = arrow_select::take::take_record_batch(
+            &decoded_at([Some(5), None], [Some(7), Some(7)]),
+            &UInt32Array::from(vec![0; 10_000]),
+        )
+        .unwrap();
         let shape = HeldShape::of(&batch).unwrap();
         let constant = shape.constant.as_ref().expect("a constant");
         assert_eq!(constant.len(), 1);
