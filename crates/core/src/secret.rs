@@ -92,6 +92,25 @@ impl<'de> Visitor<'de> for SecretVisitor {
     }
 }
 
+/// In the job file's schema a secret is a string marked `writeOnly`: the
+/// service's forms take it as a password that is never shown again.
+impl schemars::JsonSchema for Secret {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Secret".into()
+    }
+
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "writeOnly": true,
+        })
+    }
+}
+
 impl Secret {
     /// Wraps a secret value.
     pub fn new(value: impl Into<String>) -> Self {

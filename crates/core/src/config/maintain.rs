@@ -4,39 +4,74 @@
 
 use std::time::Duration;
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::defaults;
 
-/// `[maintain]`: the settings of `topicberg maintain`; the defaults suit
-/// most jobs.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+/// `[maintain]`: what `topicberg maintain` does (compaction, snapshot
+/// expiry, orphan-file removal, manifest rewrite); the defaults suit most
+/// jobs. Durations are a whole number and a unit, `s`, `m`, `h` or `d`
+/// (`"90s"`, `"12h"`, `"7d"`).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(transform = super::schema::field_order::<Self>)]
 pub struct MaintainConfig {
     /// Compaction writes data files of about this size, in MiB; data files
     /// smaller than three quarters of it are "small".
     #[serde(default = "defaults::maintain_target_file_size_mb")]
+    #[schemars(range(min = 1))]
+    #[schemars(extend(
+        "x-label" = "Compacted file size (MiB)",
+        "x-help" = "compaction writes files of about this size; smaller than three quarters of it is small"
+    ))]
     pub target_file_size_mb: u64,
     /// A partition's small files are rewritten once there are at least this
     /// many of them; files with deletes are rewritten whatever their number.
     #[serde(default = "defaults::maintain_min_input_files")]
+    #[schemars(range(min = 1))]
+    #[schemars(extend(
+        "x-label" = "Small files before compacting",
+        "x-help" = "a partition's small files are rewritten once there are this many; files with deletes always are"
+    ))]
     pub min_input_files: usize,
     /// Snapshots of each branch kept whatever their age (the newest ones,
-    /// the branch's head included). At least 1.
+    /// the branch's head included).
     #[serde(default = "defaults::maintain_keep_snapshots")]
+    #[schemars(range(min = 1))]
+    #[schemars(extend(
+        "x-label" = "Snapshots kept",
+        "x-help" = "each branch's newest snapshots kept whatever their age (2 or more keeps the key index incremental)"
+    ))]
     pub keep_snapshots: usize,
     /// Snapshots older than this (beyond `keep_snapshots`) are expired, and
-    /// the files only they reference deleted, e.g. `"5d"`.
+    /// the files only they reference deleted.
     #[serde(default = "defaults::maintain_max_snapshot_age")]
+    #[schemars(regex(pattern = super::schema::DURATION_PATTERN))]
+    #[schemars(extend(
+        "x-label" = "Oldest snapshot kept",
+        "x-type" = "duration",
+        "x-help" = "older snapshots beyond those kept are expired, e.g. 5d, 12h"
+    ))]
     pub max_snapshot_age: String,
     /// Files under a table's location that nothing references are deleted
-    /// only once older than this, so that a commit in flight is never hit,
-    /// e.g. `"1d"`.
+    /// only once older than this, so that a commit in flight is never hit.
     #[serde(default = "defaults::maintain_orphan_min_age")]
+    #[schemars(regex(pattern = super::schema::DURATION_PATTERN))]
+    #[schemars(extend(
+        "x-label" = "Orphan safety window",
+        "x-type" = "duration",
+        "x-help" = "unreferenced files are deleted only when older than this, e.g. 1d (a commit in flight is never hit)"
+    ))]
     pub orphan_min_age: String,
-    /// The manifests of a table's current snapshot are rewritten into few
-    /// when there are more than this many.
+    /// The manifests of a table's current snapshot are rewritten into one
+    /// per partition spec and content when there are more than this many.
     #[serde(default = "defaults::maintain_max_manifests")]
+    #[schemars(range(min = 1))]
+    #[schemars(extend(
+        "x-label" = "Most manifests",
+        "x-help" = "a snapshot with more manifests has them rewritten into few"
+    ))]
     pub max_manifests: usize,
 }
 

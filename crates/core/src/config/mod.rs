@@ -6,7 +6,9 @@
 //! problem, unknown keys included, at once with a hint on how to fix it. The result holds typed values only:
 //! the Kafka and Iceberg crates turn [`SourceConfig`] and
 //! [`DestinationConfig`] into their connection settings without parsing
-//! anything again. Every field is documented in README.md ("The job file").
+//! anything again. Every field is documented by its `///` doc, which the
+//! job file's JSON Schema ([`job_file_schema`]), the book's reference page
+//! and the service's forms are made from.
 //!
 //! Secrets (`sasl_password`, `schema_registry_password`, `s3_secret_key`,
 //! `azure_access_key`, `token`, the whole `credential`) are [`Secret`](crate::Secret)s: `Debug` of a config and
@@ -24,6 +26,8 @@ mod interpolate;
 mod maintain;
 mod parse;
 mod partition;
+mod reference;
+mod schema;
 mod sort;
 mod source;
 mod streams;
@@ -36,6 +40,8 @@ mod tests_errors;
 #[cfg(test)]
 mod tests_registry;
 #[cfg(test)]
+mod tests_schema;
+#[cfg(test)]
 mod tests_security;
 mod unknown;
 mod validate;
@@ -43,6 +49,7 @@ mod validate_security;
 
 use std::path::{Path, PathBuf};
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer};
 
 pub use defaults::{
@@ -55,6 +62,8 @@ pub use engines::{resolve_delete_format, EngineSupport, ResolvedUpsert};
 pub use error::{ConfigError, ConfigProblem};
 pub use maintain::{parse_duration, MaintainConfig};
 pub use partition::{parse_partition_by, PartitionField, PartitionTransform};
+pub use reference::job_file_reference;
+pub use schema::job_file_schema;
 pub use sort::{parse_sort_by, sortable, SortKey};
 pub use source::{FetchMethod, SaslMechanism, SecurityProtocol, SourceConfig};
 pub use streams::{
@@ -137,28 +146,57 @@ impl TargetEngine {
 }
 
 /// `[sync]`: tuning knobs of one sync; the defaults suit most jobs.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(transform = schema::field_order::<Self>)]
 pub struct SyncConfig {
-    /// Parquet data files roll over to a new file at about this size, in MiB.
+    /// Parquet data files roll over to a new file at about this size, in
+    /// MiB.
     #[serde(default = "defaults::target_file_size_mb")]
+    #[schemars(range(min = 1))]
+    #[schemars(extend(
+        "x-label" = "Data file size (MiB)",
+        "x-help" = "Parquet files roll over at about this size; empty: the default"
+    ))]
     pub target_file_size_mb: u64,
-    /// Messages decoded into one Arrow record batch; bounds memory per
-    /// partition reader.
+    /// Messages decoded into one Arrow record batch; bounds the memory of
+    /// each partition reader.
     #[serde(default = "defaults::batch_rows")]
+    #[schemars(range(min = 1))]
+    #[schemars(extend(
+        "x-label" = "Rows per batch",
+        "x-help" = "messages decoded together; bounds memory per partition reader"
+    ))]
     pub batch_rows: usize,
-    /// Local folder for state that can be rebuilt from the tables (the
-    /// upsert key index). Relative to the job file's folder.
+    /// Local folder for state that can be rebuilt from the tables: the
+    /// upsert key index. Relative to the job file's folder. Losing it costs
+    /// a rebuild, never data.
     #[serde(default = "defaults::state_dir")]
+    #[schemars(extend(
+        "x-label" = "State folder",
+        "x-type" = "path",
+        "x-help" = "rebuildable local state (the upsert key index), relative to the data folder; empty: state/<job>"
+    ))]
     pub state_dir: PathBuf,
-    /// zstd level of the Parquet data files, 1 (fastest) to 22 (smallest).
+    /// zstd level of the Parquet data files: 1 is the fastest, 22 makes
+    /// the smallest files at more CPU.
     #[serde(default = "defaults::zstd_level")]
+    #[schemars(range(min = 1, max = 22))]
+    #[schemars(extend(
+        "x-label" = "Compression level",
+        "x-help" = "zstd, 1 (fastest) to 22 (smallest)"
+    ))]
     pub zstd_level: i32,
-    /// The most columns a table may have, metadata columns included: a
-    /// new table whose sample implies more, or a message that would add
-    /// columns beyond it mid-sync, is refused naming topic, partition and
-    /// offset. At least 9 (the 8 metadata columns and one payload column).
+    /// The most columns a table may have, the 8 metadata columns included.
+    /// A new table whose sampled messages imply more is not created; a
+    /// message whose new fields would pass it mid-sync is invalid
+    /// (`on_invalid`). The error names topic, partition and offset.
     #[serde(default = "defaults::max_columns")]
+    #[schemars(range(min = defaults::MIN_MAX_COLUMNS))]
+    #[schemars(extend(
+        "x-label" = "Most columns per table",
+        "x-help" = "a table that would grow beyond it is refused (at least 9: the metadata columns and one more)"
+    ))]
     pub max_columns: usize,
 }
 
@@ -175,30 +213,50 @@ impl Default for SyncConfig {
 }
 
 /// A whole job file.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(title = "topicberg job file")]
+#[schemars(transform = schema::field_order::<Self>)]
 pub struct JobConfig {
-    /// The job's name; the namespace defaults to `<name>_topics` and the
-    /// consumer group to `topicberg_<name>`.
+    /// The job's name. The namespace defaults to `<name>_topics` (the name
+    /// lower-cased, characters other than letters, digits and `_` turned
+    /// into `_`), the consumer group to `topicberg_<name>`.
+    #[schemars(extend(
+        "x-label" = "Name",
+        "x-help" = "names the consumer group and the default namespace"
+    ))]
     pub name: String,
-    /// The engines that will read the tables (spark, trino, duckdb,
-    /// databricks, snowflake, athena, pyiceberg, flink, clickhouse); they
-    /// decide the delete format of upsert tables. Unset: none named.
+    /// The engines that will read the tables, each optionally with the
+    /// releases meant (`trino<480`, `trino=476`, `clickhouse>=26.10`). They
+    /// decide the delete format of upsert tables: `databricks` implies
+    /// format v3 with deletion vectors; `trino<480` and `daft` never get
+    /// them. Unset: none named.
     #[serde(default)]
+    #[schemars(with = "Vec<EngineTarget>")]
+    #[schemars(extend(
+        "x-label" = "Target engines",
+        "x-help" = "the engines that read the tables; they decide the delete format of upsert tables"
+    ))]
     pub target_engines: Vec<String>,
     /// `[source]`: the Kafka cluster and the topics.
+    #[schemars(extend("x-label" = "the Kafka cluster"))]
     pub source: SourceConfig,
-    /// `[destination]`: the Iceberg catalog. Unset: the embedded catalog.
+    /// `[destination]`: the Iceberg catalog and the store the files go to.
+    /// Unset: the embedded catalog in `./warehouse`.
     #[serde(default)]
+    #[schemars(extend("x-label" = "the Iceberg catalog"))]
     pub destination: DestinationConfig,
     /// `[[streams]]`: per-topic settings.
     #[serde(default)]
+    #[schemars(extend("x-label" = "per-topic settings"))]
     pub streams: Vec<StreamConfig>,
-    /// `[sync]`: tuning knobs.
+    /// `[sync]`: tuning; the defaults suit most jobs.
     #[serde(default)]
+    #[schemars(extend("x-label" = "tuning"))]
     pub sync: SyncConfig,
     /// `[maintain]`: what `topicberg maintain` does to the tables.
     #[serde(default)]
+    #[schemars(extend("x-label" = "table maintenance"))]
     pub maintain: MaintainConfig,
 }
 

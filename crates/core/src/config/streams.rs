@@ -1,17 +1,18 @@
 //! `[[streams]]`: per-topic settings, and what a topic without an entry gets.
 
-use serde::{Deserialize, Deserializer};
+use schemars::JsonSchema;
+use serde::{Deserialize, Deserializer, Serialize};
 
-use super::{defaults, empty_as_none};
+use super::{defaults, empty_as_none, PartitionField, SortKey};
 use crate::registry::ValueFormat;
 
 /// How messages become rows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum StreamMode {
     /// Every message is a new row.
     Append,
-    /// One row per dedup key: the latest message wins.
+    /// One row per key (`dedup_keys`): the latest message wins.
     Upsert,
 }
 
@@ -31,18 +32,22 @@ impl Default for StreamMode {
     }
 }
 
-/// How an upsert retires the old row of a key. Which one a table gets is
-/// decided by [`resolve_delete_format`](super::resolve_delete_format) from
-/// `target_engines` (see the matrix in `engines.rs`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+/// How an upsert retires the old row of a key.
+// Which one a table gets is decided by
+// [`resolve_delete_format`](super::resolve_delete_format) from
+// `target_engines` (see the matrix in `engines.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum DeleteFormat {
     /// Position delete files; format v2 only (the Iceberg spec forbids
     /// adding them to v3 tables).
+    #[schemars(extend("x-label" = "position deletes (v2)"))]
     Position,
     /// Deletion vectors; format v3 only.
+    #[schemars(extend("x-label" = "deletion vectors (v3)"))]
     Dv,
     /// Equality delete files on the dedup key; format v2 or v3.
+    #[schemars(extend("x-label" = "equality deletes"))]
     Equality,
 }
 
@@ -67,14 +72,17 @@ impl DeleteFormat {
 }
 
 /// What to do with a message that cannot become a row.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum OnInvalid {
     /// Stop the sync for that table; nothing of it is committed.
+    #[schemars(extend("x-label" = "fail the sync"))]
     Fail,
     /// Write the record to the table `<table>__dlq` in the same commit.
+    #[schemars(extend("x-label" = "write them to the dead-letter table"))]
     Dlq,
     /// Count and log it, and go on.
+    #[schemars(extend("x-label" = "skip them (counted)"))]
     Skip,
 }
 
@@ -95,69 +103,118 @@ impl Default for OnInvalid {
     }
 }
 
-/// One `[[streams]]` entry, as written.
-#[derive(Debug, Clone, Deserialize)]
+/// `[[streams]]`: one entry per topic that needs more than the defaults; a
+/// topic that matches `topic_pattern` without an entry is synced in append
+/// mode with every default. Two entries for one topic, or two topics
+/// writing one table, are errors.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(transform = super::schema::field_order::<Self>)]
 pub struct StreamConfig {
-    /// The exact topic name this entry configures.
+    /// The exact topic name. Must match `topic_pattern` when that is set.
+    #[schemars(extend("x-label" = "Topic", "x-place" = "streams-table"))]
     pub topic: String,
-    /// `append` (every message a row) or `upsert` (one row per key).
+    /// How messages become rows.
     #[serde(default)]
+    #[schemars(extend("x-label" = "Mode", "x-place" = "streams-table"))]
     pub mode: StreamMode,
-    /// Upsert: the key. Payload field names, or `_kafka_key`; several make a
-    /// composite key, and `_kafka_key` may be combined with payload fields.
+    /// Upsert: the key. Payload field names, or `_kafka_key` (the message
+    /// key); several make a composite key, and `_kafka_key` may be combined
+    /// with payload fields. Other metadata columns cannot be keys. Required
+    /// in upsert mode, refused in append mode.
     #[serde(default)]
+    #[schemars(extend("x-label" = "Dedup keys", "x-place" = "streams-table"))]
     pub dedup_keys: Vec<String>,
-    /// Upsert: `position`, `dv` or `equality`. Unset: resolved from
-    /// `target_engines`.
+    /// Upsert: how the old row of a key is retired. `dv` needs format v3,
+    /// `position` cannot be used with it; every engine of `target_engines`
+    /// must read it.
     #[serde(default)]
+    #[schemars(extend(
+        "x-label" = "Delete format",
+        "x-default" = "from the target engines",
+        "x-help" = "upsert tables only"
+    ))]
     pub delete_format: Option<DeleteFormat>,
-    /// A message that cannot become a row: `fail`, `dlq` or `skip`.
+    /// What to do with a message that cannot become a row.
     #[serde(default)]
+    #[schemars(extend(
+        "x-label" = "Invalid messages",
+        "x-help" = "a message that cannot become a row"
+    ))]
     pub on_invalid: OnInvalid,
-    /// The payload fields that become columns. Unset: all of them. The
-    /// metadata columns are always there.
+    /// The payload fields that become columns; the metadata columns are
+    /// always there. Payload dedup keys must be listed.
     #[serde(default)]
+    #[schemars(extend(
+        "x-label" = "Columns",
+        "x-default" = "every payload field",
+        "x-help" = "the payload fields to keep, comma separated; empty: all of them"
+    ))]
     pub columns: Option<Vec<String>>,
-    /// The table name. Unset: the topic name in lower case with every
-    /// character other than letters, digits and `_` replaced by `_`.
+    /// The table name: lower-case letters, digits and `_`.
     #[serde(default, deserialize_with = "empty_as_none")]
+    #[schemars(extend(
+        "x-label" = "Table name",
+        "x-default" = "the topic, lower-cased, other characters than letters, digits and `_` as `_`",
+        "x-help" = "empty: the topic's name in lower case, other characters as _"
+    ))]
     pub table: Option<String>,
-    /// Go on (logging the lost offset range) when retention deleted
-    /// messages before they were read, instead of failing.
+    /// When retention deleted messages before they were read: log the lost
+    /// offset range and go on, instead of failing.
     #[serde(default)]
+    #[schemars(extend(
+        "x-label" = "Go on past expired messages",
+        "x-help" = "when retention deleted messages before they were read: log the lost range and go on"
+    ))]
     pub allow_data_loss: bool,
-    /// How the values are encoded: `json`, `avro`, `protobuf` (framed with
-    /// a schema registry id) or `auto` (framed values by their schema,
-    /// plain JSON otherwise). Unset: the latest schema of the registry's
-    /// `<topic>-value` subject decides at sync start; no subject, or no
-    /// registry, is `json`.
+    /// How the values are encoded. `avro` and `protobuf`: Confluent-framed
+    /// with the writer schema in the registry; `auto`: framed values by
+    /// their schema's kind, plain JSON otherwise. Unset: the latest schema
+    /// of the registry's `<topic>-value` subject decides at sync start (no
+    /// subject, or no registry: `json`). All but `json` need
+    /// `schema_registry_url`.
     #[serde(default, deserialize_with = "format_or_none")]
+    #[schemars(extend(
+        "x-label" = "Value format",
+        "x-place" = "streams-table",
+        "x-default" = "from the registry, else `json`"
+    ))]
     pub value_format: Option<ValueFormat>,
-    /// How the keys are encoded (same values). Unset: `auto` with a
-    /// registry (framed keys decoded by their schema), else the raw bytes
-    /// as without one.
+    /// How the keys are encoded (same values). `json` keeps the key's bytes
+    /// as they are (`_kafka_key`). All but `json` need
+    /// `schema_registry_url`.
     #[serde(default, deserialize_with = "format_or_none")]
+    #[schemars(extend(
+        "x-label" = "Key format",
+        "x-place" = "streams-table",
+        "x-default" = "`auto` with a registry, else `json`"
+    ))]
     pub key_format: Option<ValueFormat>,
-    /// How the table is partitioned when topicberg creates it: Iceberg
-    /// transforms of columns (metadata or payload), e.g.
-    /// `["day(_kafka_timestamp)", "bucket(16, id)", "identity(region)",
-    /// "truncate(4, sku)", "hour(created_at)", "month(..)", "year(..)"]`.
-    /// Unset: unpartitioned. A table that exists keeps its spec (another
-    /// engine may have changed it): files are written under its current
-    /// default spec.
+    /// The Iceberg transforms the table is partitioned by when topicberg
+    /// creates it, of payload or metadata columns, e.g.
+    /// `["day(_kafka_timestamp)", "bucket(16, id)"]`. A table that exists
+    /// keeps its own spec (another engine may have changed it).
     #[serde(default)]
+    #[schemars(with = "Vec<PartitionField>")]
+    #[schemars(extend(
+        "x-label" = "Partitioning",
+        "x-separator" = ";",
+        "x-default" = "unpartitioned",
+        "x-help" = "Iceberg transforms separated by ;, e.g. day(_kafka_timestamp); bucket(16, id); applied when topicberg creates the table"
+    ))]
     pub partition_by: Vec<String>,
-    /// The order of the rows within each data file, and the sort order
-    /// the table is created with: columns (metadata or payload, of any
-    /// type but struct, list, map), each optionally followed by `asc`
-    /// (the default) or `desc` and by `nulls first` / `nulls last` (unset:
-    /// nulls first ascending, last descending), e.g.
-    /// `["id", "created_at desc"]`. Unset: unsorted. The columns must be
-    /// in the table when it is created (a column added later cannot join
-    /// the order); a table that exists keeps its own sort order, which
-    /// files are written in (another engine may have changed it).
+    /// The order of the rows within each data file, and the sort order the
+    /// table is created with, e.g. `["id", "created_at desc"]`; nulls come
+    /// first ascending, last descending, unless said. The columns must be
+    /// in the table when it is created; a table that exists keeps its own
+    /// sort order (another engine may have changed it).
     #[serde(default)]
+    #[schemars(with = "Vec<SortKey>")]
+    #[schemars(extend(
+        "x-label" = "Sort order",
+        "x-default" = "unsorted",
+        "x-help" = "columns, comma separated, each optionally asc/desc and nulls first/last, e.g. region, created_at desc; applied when topicberg creates the table"
+    ))]
     pub sort_by: Vec<String>,
 }
 

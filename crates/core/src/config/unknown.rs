@@ -123,7 +123,7 @@ fn edit_distance(a: &str, b: &str) -> usize {
 /// The field names serde's derive gives a struct (the same list
 /// `deny_unknown_fields` checks against), read by asking the struct to
 /// deserialise itself from a deserializer that only records them.
-fn fields_of<T: for<'de> Deserialize<'de>>() -> &'static [&'static str] {
+pub(super) fn fields_of<T: for<'de> Deserialize<'de>>() -> &'static [&'static str] {
     let mut fields: &'static [&'static str] = &[];
     let _ = T::deserialize(FieldNames(&mut fields));
     fields
