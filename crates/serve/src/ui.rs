@@ -6,7 +6,11 @@
 //! the binary (no CDN, works offline). The scripts drive the same JSON API
 //! as any client (`/api/...`), so the UI and the API share every rule
 //! (validation, write-only secrets, CSRF). `GET /api/session` gives a page
-//! loaded with a valid session cookie its CSRF token back.
+//! loaded with a valid session cookie its CSRF token back; `GET
+//! /api/schema` the job file's JSON Schema and `GET /api/forms` the forms
+//! made from it ([`form_model`]).
+
+pub mod form_model;
 
 use crate::api::answers::SessionInfo;
 use crate::auth::{self, Session};
@@ -42,9 +46,23 @@ pub fn public_routes() -> Router<AppState> {
         .route("/ui/app.css", get(app_css))
 }
 
-/// `GET /api/session`: the current session's CSRF token.
+/// `GET /api/session`: the current session's CSRF token; `GET
+/// /api/schema` and `GET /api/forms`.
 pub fn protected_routes() -> Router<AppState> {
-    Router::new().route("/api/session", get(session))
+    Router::new()
+        .route("/api/session", get(session))
+        .route("/api/schema", get(schema))
+        .route("/api/forms", get(forms))
+}
+
+/// The job file's JSON Schema (as `docs/src/reference/job-file.schema.json`).
+async fn schema() -> Json<serde_json::Value> {
+    Json(topicberg_core::config::job_file_schema())
+}
+
+/// The forms the scripts render, made from the schema.
+async fn forms() -> Json<form_model::Forms> {
+    Json(form_model::forms())
 }
 
 async fn index() -> impl IntoResponse {

@@ -1,8 +1,30 @@
 // Labelled fields with short help, and validation errors shown next to
-// their field (all at once, in the UI's words). A field is described by
-// {key, label, help, type, options}: `key` is the job file's name (and the
-// input's id suffix), `label` what the user reads.
+// their field (all at once, in the UI's words). A field is described by a
+// spec {key, label, help, type, options, unset, min, separator, numeric,
+// new_default}: `key` is the job file's name (and the input's id suffix),
+// `label` what the user reads. The specs of the job file's fields come from
+// the service (GET /api/forms), which makes them from the job file's
+// schema: no script lists them.
 "use strict";
+
+// The forms of the job file's tables ({job, source, destination, stream,
+// sync, maintain}, each {groups: [{title, fields}], placed: {place:
+// [fields]}}), fetched once.
+let formsLoaded = null;
+function jobFileForms() {
+  if (!formsLoaded) formsLoaded = api("GET", "/api/forms").catch((e) => { formsLoaded = null; throw e; });
+  return formsLoaded;
+}
+
+// A form's fields in order, those placed on another page left out.
+function formFields(form) {
+  return form.groups.flatMap((g) => g.fields);
+}
+
+// The spec of `key`, wherever the form puts it.
+function formSpec(form, key) {
+  return formFields(form).concat(...Object.values(form.placed)).find((s) => s.key === key);
+}
 
 // Every label, by job-file key: used to put the validator's messages in
 // the UI's words.
@@ -19,9 +41,11 @@ function field(prefix, spec, stored) {
   let input;
   if (spec.type === "select" || spec.type === "bool") {
     const options = spec.type === "bool" ? [["", spec.unset || "(default)"], ["true", "yes"], ["false", "no"]]
-      : spec.options.map((o) => (Array.isArray(o) ? o : [o, o || (spec.unset || "(default)")]));
+      : spec.options;
     input = h("select", { id, class: spec.key }, options.map(([v, text]) => h("option", { value: v }, text)));
-    input.value = value === undefined || value === null ? (stored ? spec.stored_default ?? "" : spec.new_default ?? "") : String(value);
+    // Unset: the empty choice ("(default: ...)"); a new form may start
+    // with another.
+    input.value = value === undefined || value === null ? (stored ? "" : spec.new_default ?? "") : String(value);
   } else if (spec.type === "textarea") {
     input = h("textarea", { id, class: spec.key, rows: 3 });
     input.value = value ?? "";
@@ -34,7 +58,7 @@ function field(prefix, spec, stored) {
     const sep = spec.separator || ",";
     input = h("input", { type: "text", id, class: spec.key, value: Array.isArray(value) ? value.join(`${sep} `) : "" });
   } else {
-    input = h("input", { type: spec.type === "number" ? "number" : "text", id, class: spec.key, min: spec.type === "number" ? 1 : null, value: value ?? "" });
+    input = h("input", { type: spec.type === "number" ? "number" : "text", id, class: spec.key, min: spec.type === "number" ? spec.min ?? 1 : null, value: value ?? "" });
   }
   if (spec.placeholder && spec.type !== "secret") input.placeholder = spec.placeholder;
   const shown = input.value;

@@ -183,52 +183,37 @@ function importPage() {
 
 // ---- the job form -----------------------------------------------------------
 
-const ENGINES = ["spark", "trino", "duckdb", "databricks", "snowflake", "athena", "pyiceberg", "flink", "clickhouse", "polars", "datafusion", "daft"];
-
-const SYNC_FIELDS = [
-  { key: "target_file_size_mb", label: "Data file size (MiB)", type: "number", help: "Parquet files roll over at about this size; empty: the default" },
-  { key: "batch_rows", label: "Rows per batch", type: "number", help: "messages decoded together; bounds memory per partition reader" },
-  { key: "zstd_level", label: "Compression level", type: "number", help: "zstd, 1 (fastest) to 22 (smallest)" },
-  { key: "max_columns", label: "Most columns per table", type: "number", min: 9, help: "a table that would grow beyond it is refused (at least 9: the metadata columns and one more)" },
-  { key: "state_dir", label: "State folder", help: "rebuildable local state (the upsert key index), relative to the data folder; empty: state/<job>" },
-];
-
-const MAINTAIN_FIELDS = [
-  { key: "target_file_size_mb", label: "Compacted file size (MiB)", type: "number", help: "compaction writes files of about this size; smaller than three quarters of it is small" },
-  { key: "min_input_files", label: "Small files before compacting", type: "number", help: "a partition's small files are rewritten once there are this many; files with deletes always are" },
-  { key: "keep_snapshots", label: "Snapshots kept", type: "number", min: 1, help: "each branch's newest snapshots kept whatever their age (2 or more keeps the key index incremental)" },
-  { key: "max_snapshot_age", label: "Oldest snapshot kept", help: "older snapshots beyond those kept are expired, e.g. 5d, 12h" },
-  { key: "orphan_min_age", label: "Orphan safety window", help: "unreferenced files are deleted only when older than this, e.g. 1d (a commit in flight is never hit)" },
-  { key: "max_manifests", label: "Most manifests", type: "number", help: "a snapshot with more manifests has them rewritten into few" },
-];
-
 async function jobForm(id) {
-  const [sources, destinations, job] = await Promise.all([
+  const [sources, destinations, job, forms] = await Promise.all([
     api("GET", "/api/sources"),
     api("GET", "/api/destinations"),
     id ? api("GET", `/api/jobs/${id}`) : Promise.resolve(null),
+    jobFileForms(),
   ]);
   const msg = h("div", { id: "job-result" });
-  const name = field("job", { key: "name", label: "Name", help: "names the consumer group and the default namespace" }, job);
+  const name = field("job", formSpec(forms.job, "name"), job);
   const source = h("select", { id: "job-source" }, sources.map((s) => h("option", { value: s.id }, s.name)));
   const destination = h("select", { id: "job-destination" }, destinations.map((d) => h("option", { value: d.id }, d.name)));
   if (job) { source.value = job.source_id; destination.value = job.destination_id; }
   const schedule = field("job", { key: "schedule", label: "Schedule (UTC)", help: "a cron expression (min hour dom month dow), \"every N minutes\", \"every N hours\", \"daily at HH:MM\", or empty for manual only" },
     job || { schedule: "every 60 minutes" });
-  const namespace = field("job", { key: "namespace", label: "Namespace", help: "the Iceberg namespace of its tables; empty: <job name>_topics" }, job);
-  const engines = ENGINES.map((e) => h("label", { class: "hint inline" },
+  // destination.namespace: stored on the job (its destination is shared).
+  const namespace = field("job", formSpec(forms.destination, "namespace"), job);
+  const enginesSpec = formSpec(forms.job, "target_engines");
+  const names = enginesSpec.options.map(([e]) => e);
+  const engines = names.map((e) => h("label", { class: "hint inline" },
     h("input", { type: "checkbox", value: e, checked: job && (job.target_engines || []).includes(e) }), ` ${e}`));
   // Entries the boxes cannot show (a release: "trino<480") are kept in a
   // text field, so a save never drops them.
   const versions = field("job", { key: "engine_versions", label: "Engines with a release",
     help: "comma-separated, e.g. trino<480, clickhouse>=26.10 (read the delete-format matrix in README)" },
-    { engine_versions: ((job && job.target_engines) || []).filter((e) => !ENGINES.includes(e)).join(", ") });
+    { engine_versions: ((job && job.target_engines) || []).filter((e) => !names.includes(e)).join(", ") });
   const enginesError = h("div", { class: "field-error", id: "job-target_engines-error" });
-  const sync = SYNC_FIELDS.map((s) => field("sync", s, job ? job.sync : null));
+  const sync = formFields(forms.sync).map((s) => field("sync", s, job ? job.sync : null));
   const maintainSchedule = field("job", { key: "maintain_schedule", label: "Maintenance schedule (UTC)",
     help: "when to compact, expire snapshots and remove orphans, as the schedule above (e.g. daily at 03:00); empty: by hand only (Maintain Now). Never at the same time as this job's sync." },
   job || { maintain_schedule: "" });
-  const maintain = MAINTAIN_FIELDS.map((s) => field("maintain", s, job ? job.maintain : null));
+  const maintain = formFields(forms.maintain).map((s) => field("maintain", s, job ? job.maintain : null));
   const top = [name, schedule, namespace, maintainSchedule];
   const resolve = (path) => {
     if (path === "name" || path === "schedule" || path === "maintain_schedule") return top.find((f) => f.spec.key === path);
@@ -281,8 +266,8 @@ async function jobForm(id) {
       h("div", { class: "field" }, h("label", { for: "job-source" }, "Source"), source),
       h("div", { class: "field" }, h("label", { for: "job-destination" }, "Destination"), destination),
       schedule.el, namespace.el,
-      h("div", { class: "field" }, h("label", {}, "Target engines"), h("div", {}, engines),
-        h("div", { class: "hint help" }, "the engines that read the tables; they decide the delete format of upsert tables"), enginesError),
+      h("div", { class: "field" }, h("label", {}, enginesSpec.label), h("div", {}, engines),
+        h("div", { class: "hint help" }, enginesSpec.help), enginesError),
       versions.el,
       h("details", {}, h("summary", {}, "Sync tuning"), fieldset("Sync tuning", sync, "The defaults suit most jobs.")),
       h("details", { id: "maintain-settings" }, h("summary", {}, "Table maintenance"),

@@ -1,26 +1,14 @@
 // The streams page: the topics the source offers, ticked or not, each
-// with its mode, keys, formats and (under "More") every other setting of
-// its [[streams]] entry.
+// with its mode, keys, formats (the fields the job file's schema places
+// in the streams table) and (under "More") every other setting of its
+// [[streams]] entry.
 "use strict";
-
-// A stream's value_format / key_format; "" leaves it to the default
-// (the registry's subject for values, auto with a registry for keys).
-const FORMATS = ["", "json", "avro", "protobuf", "auto"];
-
-// The [[streams]] settings under "More" (prefix: the row's id).
-const STREAM_FIELDS = [
-  { key: "table", label: "Table name", help: "empty: the topic's name in lower case, other characters as _" },
-  { key: "columns", label: "Columns", type: "list", help: "the payload fields to keep, comma separated; empty: all of them" },
-  { key: "on_invalid", label: "Invalid messages", type: "select", options: [["", "(default: fail the sync)"], ["fail", "fail the sync"], ["dlq", "write them to the dead-letter table"], ["skip", "skip them (counted)"]], help: "a message that cannot become a row" },
-  { key: "delete_format", label: "Delete format", type: "select", options: [["", "(from the target engines)"], ["position", "position deletes (v2)"], ["dv", "deletion vectors (v3)"], ["equality", "equality deletes"]], help: "upsert tables only" },
-  { key: "partition_by", label: "Partitioning", type: "list", separator: ";", help: "Iceberg transforms separated by ;, e.g. day(_kafka_timestamp); bucket(16, id); applied when topicberg creates the table" },
-  { key: "sort_by", label: "Sort order", type: "list", help: "columns, comma separated, each optionally asc/desc and nulls first/last, e.g. region, created_at desc; applied when topicberg creates the table" },
-  { key: "allow_data_loss", label: "Go on past expired messages", type: "bool", unset: "(default: no, fail)", help: "when retention deleted messages before they were read: log the lost range and go on" },
-];
 
 async function streamsPage(id, first) {
   const saved = takeFlash();
-  const job = await api("GET", `/api/jobs/${id}`);
+  const [job, forms] = await Promise.all([api("GET", `/api/jobs/${id}`), jobFileForms()]);
+  const formats = formSpec(forms.stream, "value_format").options;
+  const modes = formSpec(forms.stream, "mode").options.filter(([v]) => v);
   let found;
   try {
     found = await api("GET", `/api/jobs/${id}/streams`);
@@ -39,7 +27,7 @@ async function streamsPage(id, first) {
   const rows = found.topics.map((t) => {
     const configured = (job.streams || []).find((s) => s.topic === t.topic);
     const tick = h("input", { type: "checkbox", class: "tick", checked: !!configured });
-    const mode = h("select", { class: "mode" }, h("option", { value: "append" }, "append"), h("option", { value: "upsert" }, "upsert"));
+    const mode = h("select", { class: "mode" }, modes.map(([v]) => h("option", { value: v }, v)));
     mode.value = (configured && configured.mode) || t.mode || "append";
     const keyNames = ["_kafka_key", ...t.columns.map((c) => c.name)];
     const storedKeys = (configured && configured.dedup_keys) || t.dedup_keys || [];
@@ -52,7 +40,7 @@ async function streamsPage(id, first) {
     }
     const formatSelect = (cls, value) => {
       const select = h("select", { class: cls },
-        FORMATS.map((f) => h("option", { value: f }, f || "(default)")));
+        formats.map(([f]) => h("option", { value: f }, f || "(default)")));
       select.value = value || "";
       return select;
     };
@@ -65,7 +53,7 @@ async function streamsPage(id, first) {
       ? h("div", { class: "bad invalid" },
         `${t.invalid_messages} of ${t.invalid_messages + t.sampled_messages} sampled messages cannot become rows (left out of the columns; the sync ${t.on_invalid === "fail" ? "fails on them" : t.on_invalid === "dlq" ? "writes them to the dead-letter table" : "skips them"}): ${t.invalid_example}`)
       : null;
-    const more = STREAM_FIELDS.map((spec) => field(`stream-${t.topic}`, spec, configured || null));
+    const more = formFields(forms.stream).map((spec) => field(`stream-${t.topic}`, spec, configured || null));
     const keysError = h("div", { class: "field-error" });
     return {
       topic: t.topic, configured, tick, mode, keys, valueFormat, keyFormat, shown, more, keysError,
