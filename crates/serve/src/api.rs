@@ -22,12 +22,13 @@ use axum::{Extension, Json, Router};
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::Value;
-use topicberg_core::JobConfig;
+use topicberg_core::Job;
 
 use self::answers::{ConnectionTest, Done, PieceView, SessionInfo, SetupDone};
 use crate::auth::{self, Session};
 use crate::error::{ApiError, ApiResult};
 use crate::guard;
+use crate::job_file::{load_job, JobFileError};
 use crate::pieces::{self, Piece, PieceKind, Secrets};
 use crate::state::AppState;
 use crate::store::PieceRow;
@@ -343,9 +344,9 @@ async fn delete_piece(state: &AppState, kind: PieceKind, id: i64) -> ApiResult<S
     Ok(StatusCode::NO_CONTENT)
 }
 
-/// The job file a connection test runs with: the piece, a stand-in for the
+/// The job a connection test runs with: the piece, a stand-in for the
 /// other table, the real secrets.
-fn test_config(state: &AppState, kind: PieceKind, piece: &Piece) -> ApiResult<JobConfig> {
+fn test_job(state: &AppState, kind: PieceKind, piece: &Piece) -> ApiResult<Job> {
     let mut source = Piece::from_iter([("bootstrap_servers".into(), "127.0.0.1:9".into())]);
     let empty = Piece::new();
     let destination = match kind {
@@ -377,8 +378,14 @@ fn test_config(state: &AppState, kind: PieceKind, piece: &Piece) -> ApiResult<Jo
             data_dir: state.store.data_dir(),
         },
     )?;
-    JobConfig::from_toml_str(&text, |name| std::env::var(name).ok())
-        .map_err(|e| ApiError::job_file(&e, kind.table()))
+    match load_job(&text, Some(state.store.data_dir())) {
+        Ok(loaded) => Ok(loaded.job),
+        Err(JobFileError::Invalid(e)) => Err(ApiError::job_file(&e, kind.table())),
+        Err(e) => Err(ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            e.to_string(),
+        )),
+    }
 }
 
 /// Tests a piece: the stored one, or (`body`) what a form shows before it
@@ -404,9 +411,7 @@ async fn test_piece(
         }
     };
     let id = id.unwrap_or_default();
-    let config = test_config(state, kind, &piece)?;
-    let job = crate::runner::resolve_job(&config)
-        .map_err(|e| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, e))?;
+    let job = test_job(state, kind, &piece)?;
     let steps = match kind {
         PieceKind::Source => topicberg_sync::check::check_source(&job).await,
         PieceKind::Destination => topicberg_sync::check::check_destination(&job).await,

@@ -8,6 +8,7 @@
 //!
 //! | module | owns |
 //! |---|---|
+//! | [`job_file`] | a job file loaded for a run or a request: parsed, paths under the data folder, resolved once into a `Job` |
 //! | [`pieces`] | job-file pieces (`[source]`, `[destination]`, ...), write-only secrets; <-> job TOML and export placeholders (`pieces/job_toml.rs`) |
 //! | [`run_store`] | what runs and the scheduler need from the store (`RunStore`), run status and trigger |
 //! | [`store`] | the SQLite database: migrations, sources, destinations, jobs, runs and their logs, sessions, the admin user |
@@ -27,6 +28,7 @@ pub mod api;
 pub mod auth;
 pub mod error;
 pub mod guard;
+pub mod job_file;
 pub mod metrics;
 pub mod pieces;
 pub mod run_store;

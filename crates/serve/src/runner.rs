@@ -15,17 +15,18 @@ mod tests;
 
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use topicberg_core::{Job, JobConfig};
+use topicberg_core::Job;
 use topicberg_kafka::{read_partition_states, select_topics, KafkaConnection};
 use tracing::Instrument;
 
 pub use log_capture::{log_capture_layer, LogCapture, LogCaptureLayer, MAX_RUN_LOG_BYTES};
 
+use crate::job_file::{load_job, JobFileError, LoadedJob};
 use crate::metrics::{Metrics, PartitionLag};
 use crate::run_store::{FinishedRun, RunKind, RunStatus, RunStore, Trigger};
 use topicberg_sync::sync::progress::{ProgressSnapshot, SyncProgress};
@@ -338,25 +339,23 @@ impl Runner {
         self.shared.count.send_modify(|n| *n = n.saturating_sub(1));
     }
 
-    /// Parses the job file and runs the sync; then reads the consumer lag.
+    /// Loads the job file and runs the sync; then reads the consumer lag.
     fn sync(&self, job_id: i64, toml: &str, run: &RunHandles, span: &tracing::Span) -> Outcome {
-        let config = match self.run_config(toml) {
-            Ok(config) => config,
-            Err(e) => return Outcome::invalid(toml, job_id, e),
+        let job = match load_job(toml, self.data_dir.as_deref()) {
+            Ok(loaded) => loaded.job,
+            Err(e) => return Outcome::invalid(toml, job_id, e.to_string()),
         };
         let options = SyncOptions {
             cancel: Some(Arc::clone(&run.cancel)),
             progress: Some(Arc::clone(&run.progress)),
         };
         let runtime = tokio::runtime::Handle::current();
-        let result = resolve_job(&config).and_then(|job| {
-            runtime
-                .block_on(run_sync_with(&job, options).instrument(span.clone()))
-                .map(RunReport::Sync)
-                .map_err(|e| e.to_string())
-        });
+        let result = runtime
+            .block_on(run_sync_with(&job, options).instrument(span.clone()))
+            .map(RunReport::Sync)
+            .map_err(|e| e.to_string());
         let lag = match &result {
-            Ok(_) => match read_lag(&config) {
+            Ok(_) => match read_lag(&job) {
                 Ok(lag) => Some(lag),
                 Err(e) => {
                     tracing::warn!(error = %e, "reading the consumer lag after the run failed");
@@ -366,7 +365,7 @@ impl Runner {
             Err(_) => None,
         };
         Outcome {
-            job_name: config.name.clone(),
+            job_name: job.name.clone(),
             result,
             lag,
         }
@@ -435,58 +434,24 @@ fn classify(result: &Result<RunReport, String>) -> (RunStatus, Option<String>) {
 }
 
 impl Runner {
-    /// The job's configuration as a run gets it (relative paths under the
-    /// data folder).
-    pub(crate) fn job_config(&self, job_id: i64) -> Result<JobConfig, String> {
-        self.run_config(&self.store.job_toml(job_id)?)
+    /// The job as a run gets it: its job file from the store, loaded with
+    /// the relative paths under the data folder ([`load_job`]).
+    pub(crate) fn load_job(&self, job_id: i64) -> Result<LoadedJob, JobFileError> {
+        let toml = self.store.job_toml(job_id).map_err(JobFileError::Store)?;
+        load_job(&toml, self.data_dir.as_deref())
     }
-
-    /// A job file as a run gets it: parsed, with its relative paths under
-    /// the data folder.
-    fn run_config(&self, toml: &str) -> Result<JobConfig, String> {
-        let mut config = JobConfig::from_toml_str(toml, |name| std::env::var(name).ok())
-            .map_err(|e| format!("the job's configuration is invalid: {e}"))?;
-        if let Some(dir) = &self.data_dir {
-            resolve_paths(&mut config, dir);
-        }
-        Ok(config)
-    }
-}
-
-/// Joins the job file's relative paths to the data folder.
-fn resolve_paths(config: &mut JobConfig, dir: &Path) {
-    if config.sync.state_dir.is_relative() {
-        config.sync.state_dir = dir.join(&config.sync.state_dir);
-    }
-    if let Some(path) = config.destination.path.as_mut() {
-        if path.is_relative() {
-            *path = dir.join(&*path);
-        }
-    }
-}
-
-/// The job a configuration resolves to; the problems, joined, if any.
-pub(crate) fn resolve_job(config: &JobConfig) -> Result<Job, String> {
-    Job::resolve(config).map_err(|problems| {
-        problems
-            .iter()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-            .join("; ")
-    })
 }
 
 /// The consumer lag of every partition the job selects: high watermark
 /// minus the group's committed offset (the sync commits the group after
 /// its snapshots; no committed offset: minus the low watermark).
-fn read_lag(config: &JobConfig) -> Result<Vec<PartitionLag>, String> {
-    let connection = KafkaConnection::from_source(&config.source);
-    let job = resolve_job(config)?;
+fn read_lag(job: &Job) -> Result<Vec<PartitionLag>, String> {
+    let connection = KafkaConnection::from_source(&job.source);
     let selection =
         select_topics(&connection, &job.topics, KAFKA_TIMEOUT).map_err(|e| e.to_string())?;
     let states = read_partition_states(
         &connection,
-        &config.consumer_group(),
+        &job.consumer_group,
         &selection.selected,
         KAFKA_TIMEOUT,
     )

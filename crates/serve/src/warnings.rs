@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use topicberg_core::JobConfig;
+use topicberg_core::Job;
 use topicberg_kafka::{select_topics, topic_retention, KafkaConnection};
 
 /// The default fraction of the shortest retention after which a job that
@@ -55,9 +55,9 @@ fn human(ms: i64) -> String {
 }
 
 /// Each selected topic's retention, read from the brokers.
-pub async fn job_topic_retention(config: &JobConfig) -> Result<Vec<(String, Option<i64>)>, String> {
-    let connection = KafkaConnection::from_source(&config.source);
-    let pattern = crate::runner::resolve_job(config)?.topics;
+pub async fn job_topic_retention(job: &Job) -> Result<Vec<(String, Option<i64>)>, String> {
+    let connection = KafkaConnection::from_source(&job.source);
+    let pattern = job.topics.clone();
     let timeout = Duration::from_secs(10);
     let selected = tokio::task::spawn_blocking({
         let connection = connection.clone();

@@ -8,13 +8,13 @@ use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::Value;
 use topicberg_core::config::resolve_delete_format;
-use topicberg_core::JobConfig;
 
 use super::answers::{Cancelled, JobView, RunTable, RunView, Streams, SyncStarted, TopicView};
 use super::ApiJson;
 use crate::error::{ApiError, ApiResult};
+use crate::job_file::{JobFileError, LoadedJob};
 use crate::pieces::{self, Piece, PieceKind, Secrets};
-use crate::run_store::{RunKind, RunStatus, RunStore, Trigger};
+use crate::run_store::{RunKind, RunStatus, Trigger};
 use crate::runner::StartError;
 use crate::scheduler;
 use crate::state::AppState;
@@ -184,11 +184,13 @@ async fn job_warnings(state: &AppState, job: &JobRow) -> ApiResult<Vec<String>> 
     else {
         return Ok(Vec::new());
     };
-    let text = state.store.job_toml(job.id).map_err(ApiError::internal)?;
-    let Ok(config) = JobConfig::from_toml_str(&text, |_| None) else {
-        return Ok(Vec::new());
+    let job = match state.runner.load_job(job.id) {
+        Ok(loaded) => loaded.job,
+        Err(JobFileError::Store(e)) => return Err(ApiError::internal(e)),
+        Err(JobFileError::Invalid(_)) => return Ok(Vec::new()),
+        Err(JobFileError::Unresolved(e)) => return Ok(vec![retention_unknown(&e)]),
     };
-    match crate::warnings::job_topic_retention(&config).await {
+    match crate::warnings::job_topic_retention(&job).await {
         Ok(retention) => Ok(crate::warnings::retention_warning(
             crate::auth::now_ms() - since,
             &retention,
@@ -197,10 +199,12 @@ async fn job_warnings(state: &AppState, job: &JobRow) -> ApiResult<Vec<String>> 
         )
         .into_iter()
         .collect()),
-        Err(e) => Ok(vec![format!(
-            "Could not read the topics' retention to check the replay window: {e}"
-        )]),
+        Err(e) => Ok(vec![retention_unknown(&e)]),
     }
+}
+
+fn retention_unknown(why: &str) -> String {
+    format!("Could not read the topics' retention to check the replay window: {why}")
 }
 
 async fn update_job(
@@ -242,24 +246,37 @@ async fn streams(State(state): State<AppState>, Path(id): Path<i64>) -> ApiResul
         .get("topic_pattern")
         .and_then(Value::as_str)
         .map(str::to_string);
-    let text = state.store.job_toml(id).map_err(ApiError::internal)?;
-    let config = JobConfig::from_toml_str(&text, |n| std::env::var(n).ok())
-        .map_err(|e| ApiError::job_file(&e, "job"))?;
-    let discovered = tokio::task::spawn_blocking({
-        // Every topic the source offers, not only the ticked ones.
-        let mut config = config.clone();
-        if offered.is_some() {
-            config.source.topic_pattern = offered;
+    let LoadedJob { config, job } = match state.runner.load_job(id) {
+        Ok(loaded) => loaded,
+        Err(JobFileError::Invalid(e)) => return Err(ApiError::job_file(&e, "job")),
+        Err(JobFileError::Unresolved(e)) => {
+            let e = topicberg_sync::destination::SetupError::Unsupported(e);
+            return Err(ApiError::new(
+                StatusCode::BAD_GATEWAY,
+                format!("discovering topics: {e}"),
+            ));
         }
-        move || {
-            let job = crate::runner::resolve_job(&config)
-                .map_err(topicberg_sync::destination::SetupError::Unsupported)?;
-            topicberg_sync::discover::discover(&job)
-        }
-    })
-    .await
-    .map_err(ApiError::internal)?
-    .map_err(|e| ApiError::new(StatusCode::BAD_GATEWAY, format!("discovering topics: {e}")))?;
+        Err(e) => return Err(ApiError::internal(e)),
+    };
+    // Every topic the source offers, not only the ticked ones.
+    let mut offering = job;
+    let topic_pattern = offered.clone().or(config.source.topic_pattern.clone());
+    if let Some(pattern) = offered {
+        offering.topics = regex::Regex::new(&pattern).map_err(|e| {
+            ApiError::new(
+                StatusCode::BAD_GATEWAY,
+                format!("discovering topics: source.topic_pattern: {e}"),
+            )
+        })?;
+        offering.source.topic_pattern = Some(pattern);
+    }
+    let discovered =
+        tokio::task::spawn_blocking(move || topicberg_sync::discover::discover(&offering))
+            .await
+            .map_err(ApiError::internal)?
+            .map_err(|e| {
+                ApiError::new(StatusCode::BAD_GATEWAY, format!("discovering topics: {e}"))
+            })?;
     let engines = config.engines();
     let topics = discovered
         .iter()
@@ -277,7 +294,7 @@ async fn streams(State(state): State<AppState>, Path(id): Path<i64>) -> ApiResul
         job_id: id,
         namespace: config.namespace(),
         target_engines: config.target_engines.clone(),
-        topic_pattern: config.source.topic_pattern.clone(),
+        topic_pattern,
         topics,
     }))
 }

@@ -10,6 +10,7 @@ use topicberg_iceberg::{CatalogErrorKind, IcebergErrorKind, TableHandle};
 use topicberg_sync::sync::dlq_rows::{newest_dead_letters, DeadLetterRow};
 
 use crate::error::{ApiError, ApiResult};
+use crate::job_file::JobFileError;
 use crate::state::AppState;
 
 /// A table page.
@@ -161,9 +162,16 @@ pub(super) async fn table(
     Path((id, table)): Path<(i64, String)>,
 ) -> ApiResult<Json<TableView>> {
     state.store.job(id)?;
-    let config = state.runner.job_config(id).map_err(ApiError::internal)?;
-    let job = crate::runner::resolve_job(&config)
-        .map_err(|e| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, e))?;
+    let job = match state.runner.load_job(id) {
+        Ok(loaded) => loaded.job,
+        Err(e @ JobFileError::Unresolved(_)) => {
+            return Err(ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                e.to_string(),
+            ))
+        }
+        Err(e) => return Err(ApiError::internal(e)),
+    };
     let destination = topicberg_sync::destination::connect_destination(&job)
         .await
         .map_err(|e| ApiError::new(StatusCode::BAD_GATEWAY, e.to_string()))?;

@@ -10,25 +10,24 @@ use tracing::Instrument;
 
 use topicberg_sync::maintain::{run_maintain, MaintainOptions, MaintainReport};
 
-use super::{resolve_job, Outcome, RunReport, Runner};
+use super::{Outcome, RunReport, Runner};
+use crate::job_file::load_job;
 use crate::run_store::RunStatus;
 
 impl Runner {
-    /// Parses the job file and maintains the job's tables.
+    /// Loads the job file and maintains the job's tables.
     pub(super) fn maintain(&self, job_id: i64, toml: &str, span: &tracing::Span) -> Outcome {
-        let config = match self.run_config(toml) {
-            Ok(config) => config,
-            Err(e) => return Outcome::invalid(toml, job_id, e),
+        let job = match load_job(toml, self.data_dir.as_deref()) {
+            Ok(loaded) => loaded.job,
+            Err(e) => return Outcome::invalid(toml, job_id, e.to_string()),
         };
         let runtime = tokio::runtime::Handle::current();
-        let result = resolve_job(&config).and_then(|job| {
-            runtime
-                .block_on(run_maintain(&job, &MaintainOptions::default()).instrument(span.clone()))
-                .map(RunReport::Maintain)
-                .map_err(|e| e.to_string())
-        });
+        let result = runtime
+            .block_on(run_maintain(&job, &MaintainOptions::default()).instrument(span.clone()))
+            .map(RunReport::Maintain)
+            .map_err(|e| e.to_string());
         Outcome {
-            job_name: config.name.clone(),
+            job_name: job.name.clone(),
             result,
             lag: None,
         }

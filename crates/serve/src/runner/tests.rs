@@ -144,26 +144,6 @@ async fn never_two_runs_of_one_job_and_shutdown_refuses_new_runs() {
 }
 
 #[test]
-fn relative_paths_resolve_against_the_data_dir() {
-    let toml = "name = \"p\"\n[source]\nbootstrap_servers = \"k:9092\"\ntopic_pattern = \"^t$\"\n\
-                [destination]\ncatalog = \"sql\"\n";
-    let mut config = JobConfig::from_toml_str(toml, |_| None).unwrap();
-    resolve_paths(&mut config, Path::new("/data"));
-    assert_eq!(config.sync.state_dir, Path::new("/data/.topicberg-state"));
-    assert_eq!(
-        config.destination.path.as_deref(),
-        Some(Path::new("/data/warehouse"))
-    );
-    let toml = toml.replace("catalog = \"sql\"", "catalog = \"sql\"\npath = \"/abs/wh\"");
-    let mut config = JobConfig::from_toml_str(&toml, |_| None).unwrap();
-    resolve_paths(&mut config, Path::new("/data"));
-    assert_eq!(
-        config.destination.path.as_deref(),
-        Some(Path::new("/abs/wh"))
-    );
-}
-
-#[test]
 fn classify_names_the_failed_tables() {
     let report = |status, cancelled, group| SyncReport {
         job: "j".into(),
