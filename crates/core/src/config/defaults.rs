@@ -1,6 +1,7 @@
 //! Every default of the job file, in one place. The serde attributes, the
 //! `Default` impls and the accessors that fill in an unset value all call
-//! these, and README.md's table quotes them.
+//! these; the job file's schema (and so the reference page and the
+//! service's forms) takes its defaults from the serde attributes.
 
 use std::path::PathBuf;
 
