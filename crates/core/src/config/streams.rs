@@ -3,7 +3,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer, Serialize};
 
-use super::{defaults, empty_as_none, PartitionField, SortKey};
+use super::{empty_as_none, PartitionField, SortKey};
 use crate::registry::ValueFormat;
 
 /// How messages become rows.
@@ -27,8 +27,10 @@ impl StreamMode {
 }
 
 impl Default for StreamMode {
+    /// `[[streams]] mode`, and the mode of a matching topic without an
+    /// entry.
     fn default() -> Self {
-        defaults::stream_mode()
+        Self::Append
     }
 }
 
@@ -98,8 +100,9 @@ impl OnInvalid {
 }
 
 impl Default for OnInvalid {
+    /// `[[streams]] on_invalid`.
     fn default() -> Self {
-        defaults::on_invalid()
+        Self::Fail
     }
 }
 
@@ -266,10 +269,10 @@ impl StreamSettings {
         Self {
             topic: topic.to_string(),
             table: sanitize_identifier(topic),
-            mode: defaults::stream_mode(),
+            mode: StreamMode::default(),
             dedup_keys: Vec::new(),
             delete_format: None,
-            on_invalid: defaults::on_invalid(),
+            on_invalid: OnInvalid::default(),
             columns: None,
             allow_data_loss: false,
             value_format: None,
