@@ -39,7 +39,7 @@ fn job(config: &JobConfig, out: &mut Vec<ConfigProblem>) {
     }
     for (i, engine) in config.target_engines.iter().enumerate() {
         if let Err(why) = EngineTarget::parse(engine) {
-            push(out, format!("target_engines[{i}]"), why);
+            push(out, format!("target_engines[{i}]"), why.to_string());
         }
     }
 }
@@ -523,7 +523,7 @@ fn streams(config: &JobConfig, out: &mut Vec<ConfigProblem>) {
                     resolve_delete_format(&engines, s.delete_format, explicit_version)
                 {
                     if s.delete_format.is_some() {
-                        push(out, at("delete_format"), message);
+                        push(out, at("delete_format"), message.to_string());
                     } else if !engines_reported {
                         engines_reported = true;
                         push(
@@ -705,7 +705,7 @@ fn maintain(config: &JobConfig, out: &mut Vec<ConfigProblem>) {
         ("maintain.orphan_min_age", &m.orphan_min_age),
     ] {
         if let Err(why) = super::parse_duration(text) {
-            push(out, field, why);
+            push(out, field, why.to_string());
         }
     }
 }
