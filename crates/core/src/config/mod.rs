@@ -40,6 +40,7 @@ mod tests_security;
 mod unknown;
 mod validate;
 mod validate_security;
+mod validate_streams;
 
 use std::path::{Path, PathBuf};
 
