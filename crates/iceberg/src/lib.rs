@@ -48,6 +48,7 @@ mod local_tests;
 pub mod maintain;
 mod newest_rows;
 mod table;
+pub mod table_metadata;
 pub mod write;
 
 pub use catalog::{rest, sql, Catalog};
