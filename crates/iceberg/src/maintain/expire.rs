@@ -98,15 +98,19 @@ pub(crate) fn to_expire(
     expired.iter().map(|s| s.snapshot_id()).collect()
 }
 
+/// Table properties by name, with their values.
+type Properties = HashMap<String, String>;
+
 /// The table properties that carry the offsets of topics recorded only in
 /// a snapshot summary.
-fn offsets_to_migrate(metadata: &TableMetadata) -> Result<HashMap<String, String>, IcebergError> {
+fn offsets_to_migrate(metadata: &TableMetadata) -> Result<Properties, IcebergError> {
     let recorded = TableOffsets::of_metadata(metadata).map_err(|e| {
         IcebergError::new(
             IcebergErrorKind::Data,
             format!("reading the offsets of {}", metadata.location()),
-            e,
+            e.to_string(),
         )
+        .with_source(e)
     })?;
     let mut out = HashMap::new();
     for (topic, partitions) in recorded.0 {

@@ -66,7 +66,7 @@ pub async fn remove_orphans(
         .storage()
         .list_with_times(&format!("{location}/"))
         .await
-        .map_err(|e| from_iceberg(&step, &e, IcebergErrorKind::Storage))?;
+        .map_err(|e| from_iceberg(&step, e, IcebergErrorKind::Storage))?;
     // The metadata as it is now (after the listing): whatever a commit
     // that landed meanwhile references is referenced.
     let fresh = destination.reload_patiently(handle).await?;
