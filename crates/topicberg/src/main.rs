@@ -5,7 +5,6 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::Context;
 use clap::{Parser, Subcommand};
 use topicberg_core::{Job, JobConfig};
 use topicberg_serve::runner::LogCapture;
@@ -104,7 +103,11 @@ fn main() -> ExitCode {
     let code = match runtime.block_on(run(cli, log_capture)) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            // The message alone: every error's message already names its
+            // cause (and is redacted); printing the source chain too would
+            // say each cause again, and a wrapped HTTP error's own words
+            // may show a URL's password.
+            eprintln!("error: {e}");
             2
         }
     };
@@ -281,7 +284,7 @@ async fn run(cli: Cli, log_capture: Option<LogCapture>) -> anyhow::Result<u8> {
             print!("{}", report.to_text());
             if let Some(path) = report_json {
                 std::fs::write(&path, serde_json::to_vec_pretty(&report)?)
-                    .with_context(|| format!("writing {}", path.display()))?;
+                    .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;
             }
             Ok(if report.succeeded() { 0 } else { 1 })
         }
@@ -302,7 +305,7 @@ async fn run(cli: Cli, log_capture: Option<LogCapture>) -> anyhow::Result<u8> {
             print!("{}", report.to_text());
             if let Some(path) = report_json {
                 std::fs::write(&path, serde_json::to_vec_pretty(&report)?)
-                    .with_context(|| format!("writing {}", path.display()))?;
+                    .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;
             }
             Ok(if report.succeeded() { 0 } else { 1 })
         }

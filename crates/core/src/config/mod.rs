@@ -40,6 +40,7 @@ mod tests_security;
 mod unknown;
 mod validate;
 mod validate_security;
+mod validate_streams;
 
 use std::path::{Path, PathBuf};
 
@@ -50,12 +51,14 @@ pub use defaults::{
     CATALOG_REQUEST_TIMEOUT_SECS, SCHEMA_REGISTRY_REQUEST_TIMEOUT_SECS,
 };
 pub use destination::{CatalogKind, Credential, DestinationConfig, FormatVersion};
-pub use engine_target::{EngineTarget, Version, VersionReq};
-pub use engines::{resolve_delete_format, EngineSupport, ResolvedUpsert};
-pub use error::{ConfigError, ConfigProblem};
-pub use maintain::{parse_duration, MaintainConfig};
-pub use partition::{parse_partition_by, PartitionField, PartitionTransform};
-pub use sort::{parse_sort_by, sortable, SortKey};
+pub use engine_target::{EngineTarget, EngineTargetError, Version, VersionReq};
+pub use engines::{
+    resolve_delete_format, DeleteFormatError, DeleteFormatErrorKind, EngineSupport, ResolvedUpsert,
+};
+pub use error::{ConfigError, ConfigProblem, SettingErrorKind};
+pub use maintain::{parse_duration, DurationError, MaintainConfig};
+pub use partition::{parse_partition_by, PartitionField, PartitionFieldError, PartitionTransform};
+pub use sort::{parse_sort_by, sortable, SortKey, SortKeyError};
 pub use source::{FetchMethod, SaslMechanism, SecurityProtocol, SourceConfig};
 pub use streams::{
     is_identifier, sanitize_identifier, DeleteFormat, OnInvalid, StreamConfig, StreamMode,

@@ -269,7 +269,8 @@ async fn streams(State(state): State<AppState>, Path(id): Path<i64>) -> ApiResul
                 &engines,
                 stream.delete_format,
                 config.destination.format_version,
-            );
+            )
+            .map_err(|e| e.to_string());
             TopicView::new(t, stream, upsert)
         })
         .collect();

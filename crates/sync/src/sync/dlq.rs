@@ -82,7 +82,7 @@ pub async fn commit_dead_letters(
             .ensure_table(namespace, &name, &dlq_columns(), FormatVersion::V2)
             .await
             .map_err(|e| format!("dead-letter table {qualified}: {e}"))?;
-        let recorded = TableOffsets::of_metadata(handle.metadata())?;
+        let recorded = TableOffsets::of_metadata(handle.metadata()).map_err(|e| e.to_string())?;
         let topic = advance.topic.as_str();
         let fresh: Vec<&DeadRecord> = dead
             .iter()

@@ -102,7 +102,7 @@ async fn plan_table(ctx: &SyncContext<'_>, state: &mut TableState) {
         Ok(handle) => {
             match TableOffsets::of_metadata(handle.metadata()) {
                 Ok(o) => state.offsets = o,
-                Err(e) => state.fail(Stage::Plan, e),
+                Err(e) => state.fail(Stage::Plan, e.to_string()),
             }
             warn_if_spec_differs(&handle, &state.settings);
             state.handle = Some(handle);

@@ -415,7 +415,8 @@ async fn write_winning_rows(
                     continue;
                 };
                 if batch.schema() != schema {
-                    batch = topicberg_iceberg::conform::conform(&batch, &schema)?;
+                    batch = topicberg_iceberg::conform::conform(&batch, &schema)
+                        .map_err(|e| e.to_string())?;
                 }
                 rows += batch.num_rows() as u64;
                 writer.write(&batch).await.map_err(|e| e.to_string())?;
