@@ -17,14 +17,19 @@ TB_RUN=${TOPICBERG_TESTBED_DIR:-$TB_REPO/.testbed}
 TB_HOST=127.0.0.1
 
 # --- Ports -----------------------------------------------------------------
-TB_KAFKA_PORT=9092            # PLAINTEXT
-TB_KAFKA_SASL_PORT=9093       # SASL_PLAINTEXT (PLAIN + SCRAM-SHA-512)
-TB_KAFKA_CONTROLLER_PORT=9094 # KRaft controller
-TB_KAFKA_FAULTS_PORT=9095             # fault-test broker: PLAINTEXT (restarted by tests)
-TB_KAFKA_FAULTS_CONTROLLER_PORT=9096  # fault-test broker: KRaft controller
-TB_S3_PORT=8333               # SeaweedFS S3
-TB_SEAWEED_CATALOG_PORT=8181  # SeaweedFS Iceberg REST catalog
-TB_FIXTURE_PORT=8182          # Apache Iceberg reference REST catalog (RESTCatalogServer)
+# Each can be set in the environment (the schema registry's too: TB_REGISTRY_PORT),
+# so that a second test bed, with its own TOPICBERG_CACHE and TOPICBERG_TESTBED_DIR
+# (or in another clone), runs beside the first: e.g. the demo's
+# `TB_KAFKA_PORT=19092 TB_KAFKA_SASL_PORT=19093 TB_KAFKA_CONTROLLER_PORT=19094
+# TB_REGISTRY_PORT=18081 scripts/demo`.
+TB_KAFKA_PORT=${TB_KAFKA_PORT:-9092}                       # PLAINTEXT
+TB_KAFKA_SASL_PORT=${TB_KAFKA_SASL_PORT:-9093}             # SASL_PLAINTEXT (PLAIN + SCRAM-SHA-512)
+TB_KAFKA_CONTROLLER_PORT=${TB_KAFKA_CONTROLLER_PORT:-9094} # KRaft controller
+TB_KAFKA_FAULTS_PORT=${TB_KAFKA_FAULTS_PORT:-9095}         # fault-test broker: PLAINTEXT (restarted by tests)
+TB_KAFKA_FAULTS_CONTROLLER_PORT=${TB_KAFKA_FAULTS_CONTROLLER_PORT:-9096} # fault-test broker: KRaft controller
+TB_S3_PORT=${TB_S3_PORT:-8333}                             # SeaweedFS S3
+TB_SEAWEED_CATALOG_PORT=${TB_SEAWEED_CATALOG_PORT:-8181}   # SeaweedFS Iceberg REST catalog
+TB_FIXTURE_PORT=${TB_FIXTURE_PORT:-8182}                   # Apache Iceberg reference REST catalog (RESTCatalogServer)
 
 # --- Credentials (test-only, loopback-only) ---------------------------------
 TB_KAFKA_PLAIN_USER=tb-plain

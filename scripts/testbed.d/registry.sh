@@ -3,11 +3,11 @@
 # storing its schemas in the topic _schemas of the shared broker (component kafka, so
 # `down --purge` forgets them with the broker's data).
 #
-# The source (Apache-2.0, three build fixes listed in karapace/karapace/PROVENANCE.md)
-# is kept in scripts/testbed.d/karapace/karapace and built by karapace/karapace-up
-# into $TB_CACHE/karapace/venv (Python >= 3.12 from PATH or ~/.pyenv/versions, and
-# Go for the protopace extension; pip and the Go module proxy; a few minutes the
-# first time, rebuilt when the source changes). Pid and log: $TB_RUN/registry.{pid,log}.
+# The source (Apache-2.0, three build fixes: third_party/karapace/NOTE.md) is kept in
+# third_party/karapace and built by testbed.d/karapace-up into $TB_CACHE/karapace/venv
+# (Python >= 3.12 from PATH or ~/.pyenv/versions, and Go for the protopace extension;
+# pip and the Go module proxy; a few minutes the first time, rebuilt when the source
+# changes). Pid and log: $TB_RUN/registry.{pid,log}.
 #
 # Readiness: a real registration, POST /subjects/$REGISTRY_PROBE_SUBJECT/versions
 # with a tiny Avro schema, answering an id. Right after start Karapace answers
@@ -17,7 +17,7 @@
 
 TB_REGISTRY_PORT=${TB_REGISTRY_PORT:-8081}
 REGISTRY_URL=http://$TB_HOST:$TB_REGISTRY_PORT
-REGISTRY_SRC=$TB_REPO/scripts/testbed.d/karapace
+REGISTRY_UP=$TB_REPO/scripts/testbed.d/karapace-up
 REGISTRY_HOME=$TB_CACHE/karapace
 REGISTRY_VENV=$REGISTRY_HOME/venv
 REGISTRY_DIR=$TB_RUN/registry
@@ -32,7 +32,7 @@ registry_install() {
   mkdir -p "$REGISTRY_HOME"
   local log=$REGISTRY_HOME/build.log before
   before=$(cat "$REGISTRY_VENV/.built" 2>/dev/null || true)
-  if ! "$REGISTRY_SRC/karapace-up" --build "$REGISTRY_VENV" >"$log" 2>&1; then
+  if ! "$REGISTRY_UP" --build "$REGISTRY_VENV" >"$log" 2>&1; then
     tb_log "FAILED: registry: building Karapace failed; last lines of $log:"
     tail -n 30 "$log" | sed 's/^/    /' >&2
     return 1
@@ -58,7 +58,7 @@ registry_start() {
   tb_log "starting registry"
   mkdir -p "$REGISTRY_DIR"
   # karapace-up starts it in its own session and returns once GET /subjects answers.
-  "$REGISTRY_SRC/karapace-up" --venv "$REGISTRY_VENV" \
+  "$REGISTRY_UP" --venv "$REGISTRY_VENV" \
     --pidfile "$(tb_pidfile registry)" --logfile "$(tb_logfile registry)" \
     "$REGISTRY_DIR" "$TB_HOST:$TB_KAFKA_PORT" "$TB_REGISTRY_PORT" >/dev/null || {
     tb_fail registry "karapace-up failed"

@@ -161,7 +161,7 @@ pub(crate) fn from_iceberg(
     let mut storage: Option<bool> = None;
     let mut cause = std::error::Error::source(err);
     while let Some(c) = cause {
-        if let Some(fault) = c.downcast_ref::<crate::write::storage::StorageFault>() {
+        if let Some(fault) = c.downcast_ref::<crate::write::storage_fault::StorageFault>() {
             storage.get_or_insert(fault.retryable);
         }
         let text = match c.downcast_ref::<iceberg::Error>() {

@@ -15,8 +15,10 @@
 //! At the root: [`Destination`] (the write-path API: connect, ensure a
 //! table, write data files, commit with conflict retries and a check for
 //! commits whose answer was lost; `destination.rs`), [`TableHandle`] (a loaded
-//! table and the schema change it carries to its next commit; `table.rs`)
-//! and the error kinds (`error.rs`).
+//! table and the schema change it carries to its next commit; `table.rs`),
+//! [`table_metadata`] (what a table's metadata says, read only: `main`'s
+//! snapshots, a snapshot's manifests, a file's partition spec; below
+//! `commit`, `deletes` and `maintain`) and the error kinds (`error.rs`).
 //!
 //! ```no_run
 //! # async fn demo(catalog: topicberg_iceberg::rest::RestCatalogConfig,
@@ -48,6 +50,7 @@ mod local_tests;
 pub mod maintain;
 mod newest_rows;
 mod table;
+pub mod table_metadata;
 pub mod write;
 
 pub use catalog::{rest, sql, Catalog};

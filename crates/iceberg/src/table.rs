@@ -4,12 +4,13 @@
 use std::collections::BTreeMap;
 
 use arrow_schema::SchemaRef as ArrowSchemaRef;
-use iceberg::spec::{SchemaRef, SnapshotRef, TableMetadata};
+use iceberg::spec::{SchemaRef, TableMetadata};
 
 use crate::catalog::rest::{LoadedTable, Namespace};
 use crate::commit::schema_evolution::{PendingSchema, SchemaChange};
 use crate::commit::summary::COMMIT_ID_PROPERTY;
 use crate::error::IcebergError;
+use crate::table_metadata::main_history;
 use crate::write::schema::{arrow_schema, Column};
 
 /// A loaded table: its identity, metadata and schemas. Refreshed by each
@@ -180,15 +181,4 @@ impl TableHandle {
         let pending = pending.rebase(&self.table, &self.name)?;
         self.with_pending_schema(pending)
     }
-}
-
-/// The snapshots of the `main` branch, newest first, as far back as the
-/// metadata still holds them (expired ones end the walk).
-pub(crate) fn main_history(metadata: &TableMetadata) -> impl Iterator<Item = &SnapshotRef> {
-    let mut next = metadata.current_snapshot_id();
-    std::iter::from_fn(move || {
-        let snapshot = metadata.snapshot_by_id(next?)?;
-        next = snapshot.parent_snapshot_id();
-        Some(snapshot)
-    })
 }

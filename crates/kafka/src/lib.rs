@@ -15,10 +15,13 @@
 
 mod batch;
 pub mod connection;
+mod consume;
 pub mod drain;
 mod error;
+mod failure;
 mod fetch;
 pub mod offsets;
+mod partition_range;
 pub mod ping;
 pub mod registry;
 mod retention;
@@ -30,11 +33,10 @@ pub use connection::{
     clients_closing, ClientCertificate, KafkaConnection, OAuthClient, SaslMechanism,
     SecurityProtocol,
 };
-pub use drain::{
-    drain, drain_checked, DrainError, DrainSettings, DrainedPartition, PartitionRange,
-};
+pub use drain::{drain, drain_checked};
 pub use error::{KafkaError, KafkaErrorKind};
 pub use offsets::{read_partition_states, GroupClient, PartitionState, TopicPartition};
+pub use partition_range::{DrainError, DrainSettings, DrainedPartition, PartitionRange};
 pub use ping::{ping, BrokerMetadata};
 pub use registry::{RegistryClient, RetryPolicy, SubjectVersion};
 pub use retention::topic_retention;

@@ -8,7 +8,7 @@ use std::time::Duration;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::{Offset, TopicPartitionList};
 
-use crate::ping::ErrorRecordingContext;
+use crate::failure::ErrorRecordingContext;
 use crate::topics::SelectedTopic;
 use crate::{KafkaConnection, KafkaError, KafkaErrorKind};
 

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use crate::ping::Failure;
+use crate::failure::Failure;
 use crate::tls_probe::{diagnose, CertificateProblem};
 use crate::KafkaConnection;
 

@@ -140,7 +140,7 @@ async fn setup(
             .unwrap_or_else(|p| p.into_inner());
         token
             .as_deref()
-            .is_some_and(|t| auth::constant_time_eq(t.as_bytes(), body.setup_token.as_bytes()))
+            .is_some_and(|t| guard::constant_time_eq(t.as_bytes(), body.setup_token.as_bytes()))
     };
     if !token_ok {
         tracing::warn!("setup refused: wrong or missing setup token");

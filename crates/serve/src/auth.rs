@@ -14,6 +14,7 @@ use base64::Engine as _;
 use sha2::{Digest, Sha256};
 
 use crate::error::ApiError;
+use crate::guard::constant_time_eq;
 use crate::state::AppState;
 use crate::store::Store;
 
@@ -61,11 +62,6 @@ pub fn token_hash(token: &str) -> String {
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect()
-}
-
-/// Equal, in time that does not depend on where they differ.
-pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 /// The `Set-Cookie` value that starts a session.

@@ -16,9 +16,9 @@
 //! | [`scheduler`] | schedules (cron, presets, UTC), next run, missed run at start, the scheduler loop |
 //! | [`warnings`] | the retention warning of a job's page |
 //! | [`error`] | `ApiError`: the status and `{"error", "problems"}` body of every failed request |
+//! | [`guard`] | security headers, the Host allowlist, the `/metrics` token, same-origin JSON for setup and login, the login throttle, tokens compared in constant time |
 //! | `state` | [`AppState`]: what every request handler shares |
 //! | [`auth`] | the admin password, sessions, CSRF, the session middleware |
-//! | [`guard`] | security headers, the Host allowlist, the `/metrics` token, same-origin JSON for setup and login, the login throttle |
 //! | [`api`] | the JSON API routes (`api/jobs.rs`: jobs, runs, import, export; `api/overview.rs`: a job's last success and lag); its answers, one struct per shape (`api/answers.rs`) |
 //! | [`ui`] | the web UI: one embedded page, script and stylesheet; `GET /api/session` |
 //! | `server` | [`serve`]: start-up, [`router`], graceful shutdown |

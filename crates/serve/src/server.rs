@@ -82,7 +82,7 @@ pub fn router(state: AppState) -> Router {
         .merge(protected)
         .fallback(not_found)
         .layer(middleware::from_fn_with_state(
-            state.clone(),
+            Arc::clone(&state.guard),
             guard::require_allowed_host,
         ))
         .layer(middleware::from_fn(guard::security_headers))

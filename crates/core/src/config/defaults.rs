@@ -1,20 +1,19 @@
-//! Every default of the job file, in one place. The serde attributes, the
-//! `Default` impls and the accessors that fill in an unset value all call
-//! these, and README.md's table quotes them.
+//! Every default of the job file, in one place, but for the settings whose
+//! default is a variant of their own enum: that is the enum's `Default`
+//! (`destination.catalog`: `CatalogKind`, `source.security_protocol`:
+//! `SecurityProtocol`, `[[streams]] mode`: `StreamMode`, `on_invalid`:
+//! `OnInvalid`; `destination.format_version` is v2 unless the target
+//! engines need v3, in `DestinationConfig::format_version`). The serde
+//! attributes, the `Default` impls and the accessors that fill in an unset
+//! value all call these, and README.md's table quotes them.
 
 use std::path::PathBuf;
 
-use super::{CatalogKind, FormatVersion, OnInvalid, SecurityProtocol, StreamMode};
 use crate::registry::ValueFormat;
 
 /// `source.consumer_group`: one group per job.
 pub fn consumer_group(job_name: &str) -> String {
     format!("topicberg_{job_name}")
-}
-
-/// `source.security_protocol`.
-pub fn security_protocol() -> SecurityProtocol {
-    SecurityProtocol::Plaintext
 }
 
 /// `source.ssl_verify_hostname`: the broker's certificate must name the
@@ -37,11 +36,6 @@ pub fn max_threads() -> usize {
         .clamp(1, MAX_DEFAULT_THREADS)
 }
 
-/// `destination.catalog`: the embedded SQLite catalog.
-pub fn catalog() -> CatalogKind {
-    CatalogKind::Sql
-}
-
 /// `destination.oauth2_server_uri`: the catalog's own token endpoint.
 pub fn oauth2_server_uri(uri: &str) -> String {
     format!("{}/v1/oauth/tokens", uri.trim_end_matches('/'))
@@ -61,21 +55,6 @@ pub fn sql_path() -> PathBuf {
 /// `destination.namespace`: `<name>_topics`, from the sanitised job name.
 pub fn namespace(job_name: &str) -> String {
     format!("{}_topics", super::sanitize_identifier(job_name))
-}
-
-/// `destination.format_version`, unless the target engines need v3.
-pub fn format_version() -> FormatVersion {
-    FormatVersion::V2
-}
-
-/// `[[streams]] mode`, and the mode of a matching topic without an entry.
-pub fn stream_mode() -> StreamMode {
-    StreamMode::Append
-}
-
-/// `[[streams]] on_invalid`.
-pub fn on_invalid() -> OnInvalid {
-    OnInvalid::Fail
 }
 
 /// `[[streams]] value_format` when it is unset and there is no schema

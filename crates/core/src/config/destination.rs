@@ -29,8 +29,9 @@ impl CatalogKind {
 }
 
 impl Default for CatalogKind {
+    /// `destination.catalog`: the embedded SQLite catalog.
     fn default() -> Self {
-        defaults::catalog()
+        Self::Sql
     }
 }
 
@@ -223,7 +224,9 @@ impl DestinationConfig {
         match self.format_version {
             Some(3) => FormatVersion::V3,
             Some(_) => FormatVersion::V2,
-            None => defaults::format_version(),
+            // `destination.format_version`'s default, unless the target
+            // engines need v3 (engines.rs).
+            None => FormatVersion::V2,
         }
     }
 }

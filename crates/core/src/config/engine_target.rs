@@ -1,6 +1,7 @@
 //! One entry of `target_engines`: an engine, optionally with a version
 //! requirement (`"trino<480"`, `"clickhouse>=26.10"`, `"duckdb=1.5.5"`),
-//! and what that engine reads at those versions.
+//! and the minimum release of each feature that needs one, which
+//! [`EngineTarget::support`] (`engines.rs`) takes away from older releases.
 //!
 //! A bare name means the engine's newest release as its documentation
 //! describes it, except ClickHouse, whose bare name means the release run
@@ -12,7 +13,6 @@
 
 use std::fmt;
 
-use super::engines::EngineSupport;
 use super::TargetEngine;
 
 /// A release number: `480`, `25.8`, `1.5.5`.
@@ -89,7 +89,7 @@ impl fmt::Display for EngineTarget {
 
 /// A feature of the matrix that needs a minimum release.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Feature {
+pub(super) enum Feature {
     V3,
     DeletionVectors,
     EqualityDeletes,
@@ -98,7 +98,7 @@ enum Feature {
 impl TargetEngine {
     /// The minimum release of each feature that has one (sources in the
     /// matrix of `engines.rs`).
-    fn since(self) -> &'static [(Feature, Version)] {
+    pub(super) fn since(self) -> &'static [(Feature, Version)] {
         use Feature::*;
         match self {
             // Trino 476 reads v3 tables, but not their deletion vectors.
@@ -172,29 +172,12 @@ impl EngineTarget {
     }
 
     /// Whether every release this entry admits is `min` or later.
-    fn at_least(self, min: Version) -> bool {
+    pub(super) fn at_least(self, min: Version) -> bool {
         match self.version {
             VersionReq::Newest => self.engine.bare_release().is_none_or(|v| v >= min),
             VersionReq::AtLeast(v) | VersionReq::Exactly(v) => v >= min,
             VersionReq::Below(_) => false,
         }
-    }
-
-    /// What these releases read: the engine's matrix row, less the
-    /// features their versions may lack.
-    pub fn support(self) -> EngineSupport {
-        let mut s = self.engine.support();
-        for &(feature, min) in self.engine.since() {
-            if self.at_least(min) {
-                continue;
-            }
-            match feature {
-                Feature::V3 => s.v3 = false,
-                Feature::DeletionVectors => s.deletion_vectors = false,
-                Feature::EqualityDeletes => s.equality_deletes = false,
-            }
-        }
-        s
     }
 }
 

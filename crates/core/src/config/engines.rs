@@ -24,7 +24,8 @@
 //! | daft       | yes                   | no                    | no (refused)     | 2, 3            |
 //!
 //! Versions: an entry may name releases (`trino<480`, `clickhouse>=26.10`);
-//! what older releases lack is taken away (`engine_target.rs`).
+//! what older releases lack (the minimum releases in `engine_target.rs`) is
+//! taken away from the engine's row ([`EngineTarget::support`]).
 //!
 //! Run here (`scripts/readers/selftest`, readers byte-identical to
 //! PyIceberg's): Polars 2.1.0 (its native reader forced) and DataFusion
@@ -108,6 +109,7 @@
 //! each engine and what it lacks; an explicit `delete_format` that a listed
 //! engine cannot read is an error naming that engine.
 
+use super::engine_target::Feature;
 use super::{DeleteFormat, EngineTarget, FormatVersion, TargetEngine};
 
 /// What one engine reads; see the matrix in the module documentation.
@@ -202,6 +204,23 @@ impl TargetEngine {
 }
 
 impl EngineTarget {
+    /// What these releases read: the engine's matrix row, less the
+    /// features their versions may lack.
+    pub fn support(self) -> EngineSupport {
+        let mut s = self.engine.support();
+        for &(feature, min) in self.engine.since() {
+            if self.at_least(min) {
+                continue;
+            }
+            match feature {
+                Feature::V3 => s.v3 = false,
+                Feature::DeletionVectors => s.deletion_vectors = false,
+                Feature::EqualityDeletes => s.equality_deletes = false,
+            }
+        }
+        s
+    }
+
     /// The entry as written (normalised): `trino<480`.
     pub fn as_str(self) -> String {
         self.to_string()

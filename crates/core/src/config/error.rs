@@ -96,3 +96,13 @@ fn list(problems: &[ConfigProblem]) -> String {
         .collect::<Vec<_>>()
         .join("\n")
 }
+
+/// 1-based line and column (in characters) of a byte offset.
+pub(super) fn line_column(text: &str, offset: usize) -> (usize, usize) {
+    let offset = offset.min(text.len());
+    let before = text.get(..offset).unwrap_or(text);
+    let line = before.matches('\n').count() + 1;
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    let column = before[line_start..].chars().count() + 1;
+    (line, column)
+}

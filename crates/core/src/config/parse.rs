@@ -6,6 +6,7 @@ use std::path::{Component, Path, PathBuf};
 use serde::Deserialize;
 use toml::de::{DeTable, DeValue, Deserializer};
 
+use super::error::line_column;
 use super::interpolate::{interpolate, InterpolationError};
 use super::{defaults, unknown, validate, CatalogKind, ConfigError, ConfigProblem, JobConfig};
 use crate::Secret;
@@ -82,16 +83,6 @@ fn is_secret_path(path: &str) -> bool {
     let last = path.rsplit('.').next().unwrap_or(path);
     let last = last.split('[').next().unwrap_or(last);
     crate::SECRET_FIELDS.contains(&last)
-}
-
-/// 1-based line and column (in characters) of a byte offset.
-pub(super) fn line_column(text: &str, offset: usize) -> (usize, usize) {
-    let offset = offset.min(text.len());
-    let before = text.get(..offset).unwrap_or(text);
-    let line = before.matches('\n').count() + 1;
-    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
-    let column = before[line_start..].chars().count() + 1;
-    (line, column)
 }
 
 fn interpolate_table(

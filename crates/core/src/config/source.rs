@@ -74,8 +74,9 @@ impl FetchMethod {
 }
 
 impl Default for SecurityProtocol {
+    /// `source.security_protocol`.
     fn default() -> Self {
-        defaults::security_protocol()
+        Self::Plaintext
     }
 }
 
@@ -228,7 +229,7 @@ impl Default for SourceConfig {
             bootstrap_servers: String::new(),
             consumer_group: None,
             topic_pattern: None,
-            security_protocol: defaults::security_protocol(),
+            security_protocol: SecurityProtocol::default(),
             sasl_mechanism: None,
             sasl_username: None,
             sasl_password: None,

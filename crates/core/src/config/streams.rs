@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Deserializer};
 
-use super::{defaults, empty_as_none};
+use super::empty_as_none;
 use crate::registry::ValueFormat;
 
 /// How messages become rows.
@@ -26,8 +26,10 @@ impl StreamMode {
 }
 
 impl Default for StreamMode {
+    /// `[[streams]] mode`, and the mode of a matching topic without an
+    /// entry.
     fn default() -> Self {
-        defaults::stream_mode()
+        Self::Append
     }
 }
 
@@ -90,8 +92,9 @@ impl OnInvalid {
 }
 
 impl Default for OnInvalid {
+    /// `[[streams]] on_invalid`.
     fn default() -> Self {
-        defaults::on_invalid()
+        Self::Fail
     }
 }
 
@@ -209,10 +212,10 @@ impl StreamSettings {
         Self {
             topic: topic.to_string(),
             table: sanitize_identifier(topic),
-            mode: defaults::stream_mode(),
+            mode: StreamMode::default(),
             dedup_keys: Vec::new(),
             delete_format: None,
-            on_invalid: defaults::on_invalid(),
+            on_invalid: OnInvalid::default(),
             columns: None,
             allow_data_loss: false,
             value_format: None,

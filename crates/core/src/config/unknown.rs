@@ -53,7 +53,7 @@ fn take_from(
             continue;
         }
         let at = key.span().start;
-        let line = super::parse::line_column(text, at).0;
+        let line = super::error::line_column(text, at).0;
         found.push((
             at,
             ConfigProblem::new(place, unknown_message(name, fields, line)),

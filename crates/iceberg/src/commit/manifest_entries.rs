@@ -1,17 +1,18 @@
-//! Manifests as commits and maintenance read and rewrite them: the
-//! manifests of a snapshot, their entries with everything a rewrite needs
+//! Manifests as commits and maintenance read and rewrite them: a
+//! manifest's entries with everything a rewrite needs
 //! (the file, its status, sequence numbers, the partition spec), a
 //! manifest written again with some entries marked deleted, and locations
 //! compared whatever their scheme's spelling.
 
 use iceberg::io::FileIO;
 use iceberg::spec::{
-    DataContentType, DataFile, ManifestContentType, ManifestFile, ManifestList, ManifestStatus,
-    Snapshot, TableMetadata,
+    DataContentType, DataFile, ManifestContentType, ManifestFile, ManifestStatus, Snapshot,
+    TableMetadata,
 };
 
 use super::snapshot_commit::manifest_writer;
 use crate::error::{from_iceberg, IcebergError, IcebergErrorKind};
+use crate::table_metadata::manifests_of;
 
 /// One entry of a manifest.
 #[derive(Debug, Clone)]
@@ -42,28 +43,6 @@ impl Entry {
     pub fn is_live(&self) -> bool {
         self.status != ManifestStatus::Deleted
     }
-}
-
-/// The manifests a snapshot lists.
-pub(crate) async fn manifests_of(
-    file_io: &FileIO,
-    metadata: &TableMetadata,
-    snapshot: &Snapshot,
-) -> Result<Vec<ManifestFile>, IcebergError> {
-    let location = snapshot.manifest_list();
-    let step = format!("reading manifest list {location}");
-    let bytes = file_io
-        .new_input(location)
-        .map_err(|e| from_iceberg(&step, &e, IcebergErrorKind::Storage))?
-        .read()
-        .await
-        .map_err(|e| from_iceberg(&step, &e, IcebergErrorKind::Storage))?;
-    Ok(
-        ManifestList::parse_with_version(&bytes, metadata.format_version())
-            .map_err(|e| from_iceberg(&step, &e, IcebergErrorKind::Data))?
-            .entries()
-            .to_vec(),
-    )
 }
 
 /// Every entry of a manifest (deleted ones too), sequence numbers
@@ -128,18 +107,6 @@ pub(crate) async fn live_entries(
         out.extend(live_entries_of(file_io, &manifest).await?);
     }
     Ok(out)
-}
-
-/// The manifests of the table's current `main` snapshot (none without
-/// one).
-pub(crate) async fn current_manifests(
-    file_io: &FileIO,
-    metadata: &TableMetadata,
-) -> Result<Vec<ManifestFile>, IcebergError> {
-    match metadata.current_snapshot() {
-        Some(snapshot) => manifests_of(file_io, metadata, snapshot).await,
-        None => Ok(Vec::new()),
-    }
 }
 
 /// A file's identity in a manifest: its path, and the blob offset for a

@@ -27,7 +27,7 @@ use iceberg::spec::TableMetadata;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{IcebergError, IcebergErrorKind};
-use crate::table::main_history;
+use crate::table_metadata::main_history;
 
 /// The snapshot summary property: `{"<topic>": {"<partition>": <next>}}`.
 pub const OFFSETS_PROPERTY: &str = "topicberg.offsets";

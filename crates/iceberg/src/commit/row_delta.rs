@@ -30,17 +30,15 @@ use iceberg::spec::{
     Operation, TableMetadata,
 };
 
-use crate::commit::manifest_entries::{
-    current_manifests, file_identity, live_entries_of, ManifestRewrite,
-};
+use crate::commit::manifest_entries::{file_identity, live_entries_of, ManifestRewrite};
 use crate::commit::offsets::OffsetsAdvance;
 use crate::commit::snapshot_commit::{
     build_snapshot, new_snapshot_id, renew_snapshot_id_if_taken, write_new_manifests,
     BuiltSnapshot, PendingCommit,
 };
 use crate::commit::summary::summary;
-use crate::deletes::deletion_vectors::is_deletion_vector;
 use crate::error::{CatalogErrorKind, IcebergError, IcebergErrorKind};
+use crate::table_metadata::{current_manifests, is_deletion_vector};
 
 /// What a row delta commits.
 #[derive(Debug, Clone, Default)]

@@ -19,8 +19,8 @@ use iceberg::spec::{
 use iceberg::{TableRequirement, TableUpdate};
 
 use crate::commit::offsets::OffsetsAdvance;
-use crate::deletes::partitions::spec_id;
 use crate::error::{from_iceberg, IcebergError, IcebergErrorKind};
+use crate::table_metadata::spec_id;
 
 /// A snapshot ready to commit.
 pub(crate) struct BuiltSnapshot {

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use iceberg::spec::{DataContentType, DataFile, Operation, Summary};
 
-use crate::deletes::deletion_vectors::is_deletion_vector;
+use crate::table_metadata::{is_deletion_vector, spec_id};
 
 /// The snapshot summary property that identifies a topicberg commit, so
 /// that a commit whose answer was lost can be recognised after a reload.
@@ -145,7 +145,7 @@ pub(crate) fn summary(
         let changed: std::collections::HashSet<(i32, &iceberg::spec::Struct)> = added_files
             .iter()
             .chain(removed)
-            .map(|f| (crate::deletes::partitions::spec_id(f), f.partition()))
+            .map(|f| (spec_id(f), f.partition()))
             .collect();
         props.insert("changed-partition-count".into(), changed.len().to_string());
     }

@@ -179,12 +179,6 @@ pub(crate) fn dv_entry(
         .map_err(|e| e.to_string())
 }
 
-/// Whether a manifest entry is a deletion vector.
-pub fn is_deletion_vector(file: &DataFile) -> bool {
-    file.content_type() == DataContentType::PositionDeletes
-        && file.file_format() == DataFileFormat::Puffin
-}
-
 /// Writes ONE Puffin file into the table's data folder with one
 /// `deletion-vector-v1` blob per `(data file path, positions)` and returns
 /// one manifest entry per blob, in input order, each in its data file's
@@ -279,6 +273,7 @@ pub async fn write_deletion_vectors(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::table_metadata::is_deletion_vector;
 
     #[test]
     fn round_trip_including_positions_past_two_to_the_32() {

@@ -12,10 +12,10 @@
 use std::collections::{HashMap, HashSet};
 
 use iceberg::io::FileIO;
-use iceberg::spec::{DataFile, ManifestContentType, Struct, TableMetadata};
+use iceberg::spec::{ManifestContentType, Struct, TableMetadata};
 
-use crate::commit::manifest_entries::current_manifests;
 use crate::error::{from_iceberg, IcebergError, IcebergErrorKind};
+use crate::table_metadata::current_manifests;
 
 /// A data file's partition: its spec id and partition value.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -97,37 +97,6 @@ pub async fn data_file_partitions(
     Ok(found)
 }
 
-/// The partition spec id a data or delete file was written under.
-///
-/// `iceberg` 0.10.1 keeps `DataFile::partition_spec_id` crate-private with
-/// no getter (the builder sets it, the manifest writer ignores it), so it
-/// is read from the derived `Debug` text, whose `field: value` form is
-/// fixed by `#[derive(Debug)]`; a unit test guards it.
-pub fn spec_id(file: &DataFile) -> i32 {
-    const MARK: &str = "partition_spec_id: ";
-    let text = format!("{file:?}");
-    // The field sits between `first_row_id` and `referenced_data_file`:
-    // a path holding the marker is not taken for it.
-    text.match_indices(MARK)
-        .filter_map(|(at, _)| {
-            let before = text[..at].strip_suffix(", ")?;
-            let first_row_id = before.rsplit_once("first_row_id: ")?.1;
-            let numbered = first_row_id
-                .strip_prefix("Some(")
-                .and_then(|n| n.strip_suffix(')'))
-                .is_some_and(|n| n.parse::<i64>().is_ok());
-            if first_row_id != "None" && !numbered {
-                return None;
-            }
-            let (value, after) = text[at + MARK.len()..].split_once(", ")?;
-            after
-                .starts_with("referenced_data_file: ")
-                .then(|| value.parse().ok())?
-        })
-        .next()
-        .expect("DataFile's Debug text names its partition_spec_id")
-}
-
 /// The partition of the data file `path` in `partitions` (from
 /// [`data_file_partitions`]); `step` names what needed it in the error.
 pub fn partition_of<'a>(
@@ -159,28 +128,4 @@ pub fn group_by_partition<T>(
             .push((path, item));
     }
     Ok(groups)
-}
-
-#[cfg(test)]
-mod tests {
-    use iceberg::spec::{DataContentType, DataFileBuilder, DataFileFormat, Literal};
-
-    use super::*;
-
-    #[test]
-    fn a_files_spec_id_is_read_back() {
-        for id in [0, 7, 1234] {
-            let file = DataFileBuilder::default()
-                .content(DataContentType::Data)
-                .file_path("s3://b/t/data/partition_spec_id: 99/x.parquet".into())
-                .file_format(DataFileFormat::Parquet)
-                .partition(Struct::from_iter([Some(Literal::int(3))]))
-                .partition_spec_id(id)
-                .record_count(1)
-                .file_size_in_bytes(10)
-                .build()
-                .unwrap();
-            assert_eq!(spec_id(&file), id);
-        }
-    }
 }

@@ -24,10 +24,11 @@ use iceberg::spec::{ManifestFile, SnapshotRef, TableMetadata, MAIN_BRANCH};
 use iceberg::{TableRequirement, TableUpdate};
 use serde::Serialize;
 
-use crate::commit::manifest_entries::{entries_of, manifests_of};
+use crate::commit::manifest_entries::entries_of;
 use crate::commit::offsets::{TableOffsets, OFFSETS_TABLE_PROPERTY_PREFIX};
 use crate::error::{IcebergError, IcebergErrorKind};
 use crate::table::TableHandle;
+use crate::table_metadata::manifests_of;
 use crate::{CatalogErrorKind, Destination};
 
 /// What expiry did to one table.

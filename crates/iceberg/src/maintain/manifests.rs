@@ -18,7 +18,7 @@ use serde::Serialize;
 
 use super::replace::stale;
 use super::MAX_PLANS;
-use crate::commit::manifest_entries::{entries_of, manifests_of, Entry};
+use crate::commit::manifest_entries::{entries_of, Entry};
 use crate::commit::offsets::OffsetsAdvance;
 use crate::commit::snapshot_commit::{
     build_snapshot, manifest_writer, new_snapshot_id, BuiltSnapshot, PendingCommit,
@@ -27,6 +27,7 @@ use crate::commit::summary::summary;
 use crate::destination::DEFAULT_COMMIT_ATTEMPTS;
 use crate::error::{from_iceberg, IcebergError, IcebergErrorKind};
 use crate::table::TableHandle;
+use crate::table_metadata::manifests_of;
 use crate::write::data_files::copy_of;
 use crate::Destination;
 
@@ -297,7 +298,7 @@ impl PendingCommit for PendingManifests {
 mod tests {
     use iceberg::spec::{DataContentType, DataFileBuilder, DataFileFormat, ManifestStatus, Struct};
 
-    use crate::deletes::partitions::spec_id;
+    use crate::table_metadata::spec_id;
 
     use super::*;
 

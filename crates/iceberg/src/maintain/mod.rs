@@ -71,7 +71,7 @@ impl TableStats {
             return Ok(stats);
         };
         let file_io = destination.file_io();
-        for manifest in manifest_entries::manifests_of(file_io, metadata, snapshot).await? {
+        for manifest in crate::table_metadata::manifests_of(file_io, metadata, snapshot).await? {
             stats.manifests += 1;
             for entry in manifest_entries::entries_of(file_io, &manifest).await? {
                 if !entry.is_live() {

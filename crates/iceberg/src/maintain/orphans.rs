@@ -22,9 +22,10 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::commit::manifest_entries::{entries_of, location_key, manifests_of};
+use crate::commit::manifest_entries::{entries_of, location_key};
 use crate::error::{from_iceberg, IcebergError, IcebergErrorKind};
 use crate::table::TableHandle;
+use crate::table_metadata::manifests_of;
 use crate::Destination;
 
 /// What orphan removal did to one table.

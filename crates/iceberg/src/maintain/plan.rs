@@ -29,9 +29,10 @@ use iceberg::spec::{DataContentType, PartitionSpecRef, Struct, TableMetadata};
 use roaring::RoaringTreemap;
 
 use crate::commit::manifest_entries::{live_entries, Entry};
-use crate::deletes::deletion_vectors::{is_deletion_vector, read_deletion_vector};
+use crate::deletes::deletion_vectors::read_deletion_vector;
 use crate::error::IcebergError;
 use crate::key_index::scan::{read_keys, read_position_deletes, KEY_COLUMN};
+use crate::table_metadata::is_deletion_vector;
 
 /// The sizes a compaction aims at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

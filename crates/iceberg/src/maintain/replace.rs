@@ -21,7 +21,7 @@ use iceberg::spec::{
 };
 
 use crate::commit::manifest_entries::{
-    entries_of, file_identity, live_entries_of, manifests_of, Entry, ManifestRewrite,
+    entries_of, file_identity, live_entries_of, Entry, ManifestRewrite,
 };
 use crate::commit::offsets::OffsetsAdvance;
 use crate::commit::snapshot_commit::{
@@ -29,9 +29,9 @@ use crate::commit::snapshot_commit::{
     BuiltSnapshot, PendingCommit,
 };
 use crate::commit::summary::summary;
-use crate::deletes::deletion_vectors::is_deletion_vector;
 use crate::error::{CatalogErrorKind, IcebergError, IcebergErrorKind};
 use crate::key_index::scan::read_position_deletes;
+use crate::table_metadata::{is_deletion_vector, manifests_of};
 
 /// The step text of a replace that no longer applies (see the module doc);
 /// the error's kind is `Catalog(Conflict)`.

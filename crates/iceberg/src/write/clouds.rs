@@ -1,6 +1,7 @@
-//! Azure Blob Storage / ADLS Gen2 and Google Cloud Storage behind
-//! [`ObjectStorage`]: one `object_store` client per container or bucket,
-//! with the job file's settings over the environment's credential chain.
+//! Azure Blob Storage / ADLS Gen2 and Google Cloud Storage for
+//! [`ObjectStorage`](super::storage::ObjectStorage): one `object_store`
+//! client per container or bucket, with the job file's settings over the
+//! environment's credential chain.
 //!
 //! Location forms:
 //! - Azure: `abfss://<container>@<account>.dfs.core.windows.net/<key>`
@@ -9,15 +10,17 @@
 //!   settings or the environment;
 //! - Google Cloud Storage: `gs://<bucket>/<key>` (also `gcs://`).
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use object_store::azure::{AzureCredential, MicrosoftAzureBuilder};
 use object_store::gcp::{GcpCredential, GoogleCloudStorageBuilder};
 use object_store::ObjectStore;
 use topicberg_core::Secret;
 
-use super::credentials::{Refresh, Vended, VendedSource};
-use super::storage::{bad_location, bucket_of, vended_provider, ObjectStorage, StorageFault};
+use super::credentials::{vended_provider, Refresh, Vended, VendedSource};
+use super::retry::S3RetryPolicy;
+use super::storage_fault::{bad_location, bucket_of, StorageFault};
 
 /// How to reach Azure Blob Storage / ADLS Gen2 (`abfss://`, `abfs://`,
 /// `wasbs://`, `wasb://`, `az://`). Unset parts come from the environment
@@ -88,23 +91,33 @@ fn configuring(what: &str, location: &str, e: object_store::Error) -> iceberg::E
         .with_source(StorageFault { retryable: false })
 }
 
-impl ObjectStorage {
+/// The stores of `write/`, by key (a bucket, `azure:<container>@<account>`,
+/// `gcs:<bucket>`), built once each.
+pub(super) type Stores = Mutex<HashMap<String, Arc<dyn ObjectStore>>>;
+
+impl AzureConfig {
     /// The Azure store of a location's container (and account), with the
-    /// job's key or the environment's chain.
-    pub(super) fn azure_store(
+    /// job's key or the environment's chain; kept in `stores`.
+    pub(super) fn store(
         &self,
+        stores: &Stores,
+        retry: &S3RetryPolicy,
         url: &url::Url,
         location: &str,
     ) -> iceberg::Result<Arc<dyn ObjectStore>> {
         let (container, account) = azure_container(url, location)?;
         let key = format!("azure:{}@{}", container, account.as_deref().unwrap_or(""));
-        let mut stores = self.inner.buckets.lock().unwrap_or_else(|p| p.into_inner());
+        let mut stores = stores.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(store) = stores.get(&key) {
             return Ok(store.clone());
         }
-        let mut builder =
-            self.azure_builder(MicrosoftAzureBuilder::from_env(), &container, account);
-        if let Some(secret) = &self.inner.azure.access_key {
+        let mut builder = self.builder(
+            MicrosoftAzureBuilder::from_env(),
+            retry,
+            &container,
+            account,
+        );
+        if let Some(secret) = &self.access_key {
             builder = builder.with_access_key(secret.expose());
         }
         let store: Arc<dyn ObjectStore> = Arc::new(
@@ -118,20 +131,20 @@ impl ObjectStorage {
 
     /// A builder for `container` (of `account`, else the configured one),
     /// with the configured endpoint and the retry policy.
-    fn azure_builder(
+    fn builder(
         &self,
         builder: MicrosoftAzureBuilder,
+        retry: &S3RetryPolicy,
         container: &str,
         account: Option<String>,
     ) -> MicrosoftAzureBuilder {
-        let config = &self.inner.azure;
         let mut builder = builder
             .with_container_name(container)
-            .with_retry(self.inner.retry.retry_config());
-        if let Some(account) = account.as_ref().or(config.account.as_ref()) {
+            .with_retry(retry.retry_config());
+        if let Some(account) = account.as_ref().or(self.account.as_ref()) {
             builder = builder.with_account(account);
         }
-        if let Some(endpoint) = &config.endpoint {
+        if let Some(endpoint) = &self.endpoint {
             let endpoint = endpoint.trim_end_matches('/');
             builder = builder
                 .with_endpoint(endpoint.to_string())
@@ -140,20 +153,10 @@ impl ObjectStorage {
         builder
     }
 
-    /// A builder for `bucket` with the retry policy.
-    fn gcs_builder(
-        &self,
-        builder: GoogleCloudStorageBuilder,
-        bucket: &str,
-    ) -> GoogleCloudStorageBuilder {
-        builder
-            .with_bucket_name(bucket)
-            .with_retry(self.inner.retry.retry_config())
-    }
-
     /// The store of a table on Azure whose catalog vended a SAS token.
-    pub(super) fn vended_azure_store(
+    pub(super) fn vended_store(
         &self,
+        retry: &S3RetryPolicy,
         table: &str,
         location: &str,
         vended: &Vended,
@@ -163,7 +166,7 @@ impl ObjectStorage {
         let (container, account) = azure_container(&url, location)?;
         let provider = Arc::new(vended_provider::<AzureCredential>(table, vended, refresh)?);
         let builder = self
-            .azure_builder(MicrosoftAzureBuilder::new(), &container, account)
+            .builder(MicrosoftAzureBuilder::new(), retry, &container, account)
             .with_credentials(provider.clone());
         let store: Arc<dyn ObjectStore> = Arc::new(
             builder
@@ -173,10 +176,28 @@ impl ObjectStorage {
         Ok((store, provider))
     }
 
+    /// Whether the job file gives Azure's account key.
+    pub(super) fn has_key(&self) -> bool {
+        self.access_key.is_some()
+    }
+}
+
+/// A builder for `bucket` with the retry policy.
+fn gcs_builder(
+    builder: GoogleCloudStorageBuilder,
+    retry: &S3RetryPolicy,
+    bucket: &str,
+) -> GoogleCloudStorageBuilder {
+    builder
+        .with_bucket_name(bucket)
+        .with_retry(retry.retry_config())
+}
+
+impl GcsConfig {
     /// The store of a table on Google Cloud Storage whose catalog vended
     /// an OAuth2 token.
-    pub(super) fn vended_gcs_store(
-        &self,
+    pub(super) fn vended_store(
+        retry: &S3RetryPolicy,
         table: &str,
         location: &str,
         vended: &Vended,
@@ -186,7 +207,7 @@ impl ObjectStorage {
         let bucket = bucket_of(&url, location)?;
         let provider = Arc::new(vended_provider::<GcpCredential>(table, vended, refresh)?);
         let store: Arc<dyn ObjectStore> = Arc::new(
-            self.gcs_builder(GoogleCloudStorageBuilder::new(), bucket)
+            gcs_builder(GoogleCloudStorageBuilder::new(), retry, bucket)
                 .with_credentials(provider.clone())
                 .build()
                 .map_err(|e| configuring("Google Cloud Storage", location, e))?,
@@ -194,19 +215,21 @@ impl ObjectStorage {
         Ok((store, provider))
     }
 
-    /// The Google Cloud Storage store of a bucket.
-    pub(super) fn gcs_store(
+    /// The Google Cloud Storage store of a bucket; kept in `stores`.
+    pub(super) fn store(
         &self,
+        stores: &Stores,
+        retry: &S3RetryPolicy,
         bucket: &str,
         location: &str,
     ) -> iceberg::Result<Arc<dyn ObjectStore>> {
         let key = format!("gcs:{bucket}");
-        let mut stores = self.inner.buckets.lock().unwrap_or_else(|p| p.into_inner());
+        let mut stores = stores.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(store) = stores.get(&key) {
             return Ok(store.clone());
         }
-        let mut builder = self.gcs_builder(GoogleCloudStorageBuilder::from_env(), bucket);
-        if let Some(path) = &self.inner.gcs.service_account_path {
+        let mut builder = gcs_builder(GoogleCloudStorageBuilder::from_env(), retry, bucket);
+        if let Some(path) = &self.service_account_path {
             builder = builder.with_service_account_path(path);
             // An emulator's base URL (in the key file) may be plain HTTP.
             builder = builder
@@ -221,13 +244,8 @@ impl ObjectStorage {
         Ok(store)
     }
 
-    /// Whether the job file gives Azure's account key.
-    pub(super) fn has_azure_key(&self) -> bool {
-        self.inner.azure.access_key.is_some()
-    }
-
     /// Whether the job file gives a GCS service account key file.
-    pub(super) fn has_gcs_key(&self) -> bool {
-        self.inner.gcs.service_account_path.is_some()
+    pub(super) fn has_key(&self) -> bool {
+        self.service_account_path.is_some()
     }
 }

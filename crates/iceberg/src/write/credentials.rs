@@ -28,6 +28,8 @@ use object_store::gcp::GcpCredential;
 use object_store::CredentialProvider;
 use topicberg_core::Secret;
 
+use super::storage_fault::StorageFault;
+
 /// One entry of a load-table answer's `storage-credentials`: the config
 /// for locations under `prefix`.
 #[derive(Clone, PartialEq, Eq)]
@@ -447,6 +449,23 @@ impl<C: FromVended> CredentialProvider for VendedProvider<C> {
             }
         }
     }
+}
+
+/// A provider of `vended`, for the store its type `C` signs.
+pub(super) fn vended_provider<C: FromVended>(
+    table: &str,
+    vended: &Vended,
+    refresh: Refresh,
+) -> iceberg::Result<VendedProvider<C>> {
+    VendedProvider::new(table, vended, refresh).ok_or_else(|| {
+        let message = format!(
+            "the catalog vended {} credentials for table {table}, not {}",
+            vended.store(),
+            C::STORE
+        );
+        iceberg::Error::new(iceberg::ErrorKind::DataInvalid, message)
+            .with_source(StorageFault { retryable: false })
+    })
 }
 
 #[cfg(test)]

@@ -53,8 +53,8 @@ use parquet::file::properties::WriterProperties;
 use parquet::schema::types::ColumnPath;
 use topicberg_core::columns::{KAFKA_KEY, KAFKA_OFFSET, KAFKA_TIMESTAMP, OLAKE_ID};
 
-use crate::deletes::partitions::spec_id;
 use crate::error::{from_iceberg, IcebergError, IcebergErrorKind};
+use crate::table_metadata::spec_id;
 use crate::write::conform::conform;
 use crate::write::partition::{write_spec, PartitionSplitter};
 use crate::write::schema::arrow_schema;

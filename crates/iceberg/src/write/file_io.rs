@@ -10,7 +10,7 @@ use bytes::Bytes;
 use futures::stream::BoxStream;
 use futures::StreamExt;
 use iceberg::io::{
-    FileMetadata, FileRead, FileWrite, InputFile, OutputFile, Storage,
+    FileIO, FileIOBuilder, FileMetadata, FileRead, FileWrite, InputFile, OutputFile, Storage,
     StorageConfig as IcebergStorageConfig, StorageFactory,
 };
 use object_store::buffered::BufWriter;
@@ -19,7 +19,25 @@ use object_store::{ObjectStore, PutPayload};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use tokio::io::AsyncWriteExt;
 
-use super::storage::{fault, ObjectStorage, StorageFault, PARTS_IN_FLIGHT, PART_SIZE};
+use super::storage::ObjectStorage;
+use super::storage_fault::{fault, StorageFault};
+
+/// Bytes buffered per object before switching to a multipart upload; also
+/// the part size.
+pub(super) const PART_SIZE: usize = 8 * 1024 * 1024;
+/// Parts of one object uploading at once.
+pub(super) const PARTS_IN_FLIGHT: usize = 4;
+
+impl ObjectStorage {
+    /// An `iceberg` [`FileIO`] over this storage, for the crate's Parquet,
+    /// manifest and manifest-list writers.
+    pub fn file_io(&self) -> FileIO {
+        FileIOBuilder::new(Arc::new(ObjectStorageFactory {
+            storage: self.clone(),
+        }))
+        .build()
+    }
+}
 
 /// Hands the one [`ObjectStorage`] to `FileIO`.
 #[derive(Debug)]

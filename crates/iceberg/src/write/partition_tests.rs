@@ -214,7 +214,7 @@ async fn files_are_written_per_partition_with_values_and_bounds() {
 
     let mut by_partition: HashMap<String, (u64, Datum, Datum)> = HashMap::new();
     for file in &files {
-        assert_eq!(crate::deletes::partitions::spec_id(file), 0);
+        assert_eq!(crate::table_metadata::spec_id(file), 0);
         let key = format!("{:?}", file.partition());
         let entry = by_partition.entry(key).or_insert((
             0,
@@ -326,7 +326,7 @@ async fn sorted_tables_write_each_partition_file_in_order_marked_with_the_order(
     assert_eq!(ids, [vec![5, 4, 3, 0], vec![6, 2, 1]]);
     for (file, _) in &files {
         assert_eq!(file.sort_order_id(), Some(1));
-        assert_eq!(crate::deletes::partitions::spec_id(file), 0);
+        assert_eq!(crate::table_metadata::spec_id(file), 0);
     }
 }
 

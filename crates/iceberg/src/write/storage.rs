@@ -28,29 +28,22 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use futures::StreamExt;
-use iceberg::io::{FileIO, FileIOBuilder};
 use object_store::aws::AmazonS3Builder;
 use object_store::local::LocalFileSystem;
 use object_store::path::Path;
-use object_store::{BackoffConfig, ObjectStore, RetryConfig};
+use object_store::ObjectStore;
 use topicberg_core::Secret;
 
-use crate::write::clouds::{is_azure, is_gcs, AZURE_CHAIN, GCS_CHAIN};
+use crate::write::clouds::{is_azure, is_gcs, Stores, AZURE_CHAIN, GCS_CHAIN};
 pub use crate::write::clouds::{AzureConfig, GcsConfig};
 use crate::write::credentials::{
-    describe_expiry, Refresh, Vended, VendedProvider, VendedS3, VendedSource,
+    describe_expiry, vended_provider, Refresh, Vended, VendedS3, VendedSource,
 };
-use crate::write::file_io::ObjectStorageFactory;
+pub use crate::write::retry::{S3RetryPolicy, S3_RETRY_ENV};
 use crate::write::signing::{RemoteSigning, SignerToken, SigningConnector};
-
-/// Bytes buffered per object before switching to a multipart upload; also
-/// the part size.
-pub(super) const PART_SIZE: usize = 8 * 1024 * 1024;
-/// Parts of one object uploading at once.
-pub(super) const PARTS_IN_FLIGHT: usize = 4;
+use crate::write::storage_fault::{bad_location, bucket_of, fault, StorageFault};
 
 /// How to reach an S3-compatible object store.
 #[derive(Debug, Clone)]
@@ -103,90 +96,6 @@ impl S3Credentials {
     }
 }
 
-/// How S3 requests are retried on transient failures (see the module
-/// docs for which failures those are). Each request is retried at most
-/// `max_retries` times, and not after `retry_timeout` since its first
-/// attempt; the waits start at `init_backoff` and grow up to twofold each
-/// time (random jitter), capped at `max_backoff`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct S3RetryPolicy {
-    /// Retries after the first attempt (0: none).
-    pub max_retries: usize,
-    /// The first wait.
-    pub init_backoff: Duration,
-    /// The longest wait.
-    pub max_backoff: Duration,
-    /// No retry starts later than this after the first attempt.
-    pub retry_timeout: Duration,
-}
-
-/// The environment variable that replaces [`S3RetryPolicy::default`] (a
-/// test hook, like `TOPICBERG_FAULT`): comma-separated `key=value` with
-/// keys `max_retries`, `init_backoff_ms`, `max_backoff_ms`,
-/// `retry_timeout_ms`; keys left out keep their defaults.
-pub const S3_RETRY_ENV: &str = "TOPICBERG_S3_RETRY";
-
-impl Default for S3RetryPolicy {
-    /// 8 retries, waits from 200 ms up to 5 s (at most about 21 s of
-    /// waiting in all), none started after 60 s.
-    fn default() -> Self {
-        Self {
-            max_retries: 8,
-            init_backoff: Duration::from_millis(200),
-            max_backoff: Duration::from_secs(5),
-            retry_timeout: Duration::from_secs(60),
-        }
-    }
-}
-
-impl S3RetryPolicy {
-    /// The policy [`S3_RETRY_ENV`] sets, or the default. A malformed value
-    /// is logged and ignored.
-    pub fn from_env() -> Self {
-        match std::env::var(S3_RETRY_ENV) {
-            Ok(text) => Self::parse(&text).unwrap_or_else(|e| {
-                tracing::warn!(variable = S3_RETRY_ENV, error = %e, "ignored; using the default S3 retry policy");
-                Self::default()
-            }),
-            Err(_) => Self::default(),
-        }
-    }
-
-    /// Parses `max_retries=3,init_backoff_ms=50,...` over the defaults.
-    pub fn parse(text: &str) -> Result<Self, String> {
-        let mut policy = Self::default();
-        for item in text.split(',').map(str::trim).filter(|i| !i.is_empty()) {
-            let (key, value) = item
-                .split_once('=')
-                .ok_or_else(|| format!("`{item}` is not key=value"))?;
-            let number: u64 = value
-                .trim()
-                .parse()
-                .map_err(|_| format!("`{item}`: not a whole number"))?;
-            match key.trim() {
-                "max_retries" => policy.max_retries = number as usize,
-                "init_backoff_ms" => policy.init_backoff = Duration::from_millis(number),
-                "max_backoff_ms" => policy.max_backoff = Duration::from_millis(number),
-                "retry_timeout_ms" => policy.retry_timeout = Duration::from_millis(number),
-                other => return Err(format!("unknown key `{other}`")),
-            }
-        }
-        Ok(policy)
-    }
-
-    pub(super) fn retry_config(&self) -> RetryConfig {
-        RetryConfig {
-            backoff: BackoffConfig {
-                init_backoff: self.init_backoff,
-                max_backoff: self.max_backoff.max(self.init_backoff),
-                base: 2.0,
-            },
-            max_retries: self.max_retries,
-            retry_timeout: self.retry_timeout,
-        }
-    }
-}
-
 /// Which object stores an [`ObjectStorage`] can reach, and how. Local
 /// paths (`file://`, `/...`) always work; Azure and Google Cloud Storage
 /// locations work with their environment's credentials when nothing is set.
@@ -219,19 +128,19 @@ impl StorageConfig {
 /// chosen per location.
 #[derive(Clone)]
 pub struct ObjectStorage {
-    pub(super) inner: Arc<Inner>,
+    inner: Arc<Inner>,
 }
 
-pub(super) struct Inner {
+struct Inner {
     s3: Option<S3Config>,
-    pub(super) retry: S3RetryPolicy,
+    retry: S3RetryPolicy,
     /// Stores by bucket (S3), `azure:<container>@<account>`, `gcs:<bucket>`.
-    pub(super) buckets: Mutex<HashMap<String, Arc<dyn ObjectStore>>>,
+    buckets: Stores,
     local: Arc<dyn ObjectStore>,
     /// Tables whose catalog vends their credentials: by table location.
     vended: Mutex<Vec<VendedTable>>,
-    pub(super) azure: AzureConfig,
-    pub(super) gcs: GcsConfig,
+    azure: AzureConfig,
+    gcs: GcsConfig,
 }
 
 /// A table's own store: signed with the credentials its catalog vends, or
@@ -298,62 +207,6 @@ impl fmt::Debug for ObjectStorage {
     }
 }
 
-/// A storage failure, kept in the `iceberg::Error` source chain so that the
-/// write path can tell storage from encoding failures and transient from
-/// permanent ones.
-#[derive(Debug)]
-pub(crate) struct StorageFault {
-    pub(crate) retryable: bool,
-}
-
-/// Short, as the message is already the error's own text (printing it
-/// again as the source doubled every storage error).
-impl fmt::Display for StorageFault {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(if self.retryable {
-            "a transient storage failure"
-        } else {
-            "a permanent storage failure"
-        })
-    }
-}
-
-impl std::error::Error for StorageFault {}
-
-pub(super) fn fault(op: &str, location: &str, e: object_store::Error) -> iceberg::Error {
-    use object_store::Error as E;
-    let retryable = !matches!(
-        e,
-        E::NotFound { .. }
-            | E::InvalidPath { .. }
-            | E::NotSupported { .. }
-            | E::AlreadyExists { .. }
-            | E::Precondition { .. }
-            | E::NotModified { .. }
-            | E::NotImplemented
-            | E::PermissionDenied { .. }
-            | E::Unauthenticated { .. }
-            | E::UnknownConfigurationKey { .. }
-    );
-    let message = format!("{op} {location}: {e}");
-    iceberg::Error::new(iceberg::ErrorKind::Unexpected, message)
-        .with_retryable(retryable)
-        .with_source(StorageFault { retryable })
-}
-
-/// The bucket a `s3://` or `gs://` location names.
-pub(super) fn bucket_of<'u>(url: &'u url::Url, location: &str) -> iceberg::Result<&'u str> {
-    url.host_str()
-        .filter(|b| !b.is_empty())
-        .ok_or_else(|| bad_location(location, "no bucket"))
-}
-
-pub(super) fn bad_location(location: &str, why: &str) -> iceberg::Error {
-    let message = format!("location {location}: {why}");
-    iceberg::Error::new(iceberg::ErrorKind::DataInvalid, message)
-        .with_source(StorageFault { retryable: false })
-}
-
 impl ObjectStorage {
     /// Storage for the given configuration, with the S3 retry policy of
     /// [`S3RetryPolicy::from_env`]; connects lazily, per bucket.
@@ -375,15 +228,6 @@ impl ObjectStorage {
                 gcs: config.gcs,
             }),
         }
-    }
-
-    /// An `iceberg` [`FileIO`] over this storage, for the crate's Parquet,
-    /// manifest and manifest-list writers.
-    pub fn file_io(&self) -> FileIO {
-        FileIOBuilder::new(Arc::new(ObjectStorageFactory {
-            storage: self.clone(),
-        }))
-        .build()
     }
 
     /// The locations of every object under the folder `location` (its
@@ -452,9 +296,11 @@ impl ObjectStorage {
         }
         match scheme {
             "s3" | "s3a" | "s3n" => Ok((self.bucket(bucket_of(&url, location)?, location)?, path)),
-            scheme if is_azure(scheme) => Ok((self.azure_store(&url, location)?, path)),
+            scheme if is_azure(scheme) => Ok((self.inner.azure.store(&self.inner.buckets, &self.inner.retry, &url, location)?, path)),
             scheme if is_gcs(scheme) => {
-                Ok((self.gcs_store(bucket_of(&url, location)?, location)?, path))
+                let bucket = bucket_of(&url, location)?;
+                let gcs = &self.inner.gcs;
+                Ok((gcs.store(&self.inner.buckets, &self.inner.retry, bucket, location)?, path))
             }
             other => Err(bad_location(
                 location,
@@ -573,8 +419,16 @@ impl ObjectStorage {
         tables.retain(|t| t.location != location);
         let (store, source) = match vended {
             Vended::S3(s3) => self.vended_s3_store(table, &location, s3, vended, refresh)?,
-            Vended::Gcs(_) => self.vended_gcs_store(table, &location, vended, refresh)?,
-            Vended::Adls(_) => self.vended_azure_store(table, &location, vended, refresh)?,
+            Vended::Gcs(_) => {
+                GcsConfig::vended_store(&self.inner.retry, table, &location, vended, refresh)?
+            }
+            Vended::Adls(_) => self.inner.azure.vended_store(
+                &self.inner.retry,
+                table,
+                &location,
+                vended,
+                refresh,
+            )?,
         };
         tables.push(VendedTable {
             location,
@@ -663,10 +517,10 @@ impl ObjectStorage {
     pub fn has_job_keys_for(&self, location: &str) -> bool {
         let scheme = location.split_once("://").map_or("", |(s, _)| s);
         if is_azure(scheme) {
-            return self.has_azure_key();
+            return self.inner.azure.has_key();
         }
         if is_gcs(scheme) {
-            return self.has_gcs_key();
+            return self.inner.gcs.has_key();
         }
         matches!(
             self.inner.s3.as_ref().map(|s| &s.credentials),
@@ -696,11 +550,11 @@ impl ObjectStorage {
         }
         let scheme = location.split_once("://").map_or("", |(s, _)| s);
         match self.inner.s3.as_ref().map(|s| &s.credentials) {
-            _ if is_azure(scheme) && self.has_azure_key() => {
+            _ if is_azure(scheme) && self.inner.azure.has_key() => {
                 CredentialPath::JobKeys("Azure account key (azure_access_key)")
             }
             _ if is_azure(scheme) => CredentialPath::Environment(AZURE_CHAIN),
-            _ if is_gcs(scheme) && self.has_gcs_key() => {
+            _ if is_gcs(scheme) && self.inner.gcs.has_key() => {
                 CredentialPath::JobKeys("service account key file (gcs_service_account_path)")
             }
             _ if is_gcs(scheme) => CredentialPath::Environment(GCS_CHAIN),
@@ -710,23 +564,6 @@ impl ObjectStorage {
             _ => CredentialPath::Environment(S3_CHAIN),
         }
     }
-}
-
-/// A provider of `vended`, for the store its type `C` signs.
-pub(super) fn vended_provider<C: crate::write::credentials::FromVended>(
-    table: &str,
-    vended: &Vended,
-    refresh: Refresh,
-) -> iceberg::Result<VendedProvider<C>> {
-    VendedProvider::new(table, vended, refresh).ok_or_else(|| {
-        let message = format!(
-            "the catalog vended {} credentials for table {table}, not {}",
-            vended.store(),
-            C::STORE
-        );
-        iceberg::Error::new(iceberg::ErrorKind::DataInvalid, message)
-            .with_source(StorageFault { retryable: false })
-    })
 }
 
 /// Whether `location` is `folder` or inside it.
@@ -829,20 +666,6 @@ mod tests {
     }
 
     #[test]
-    fn retry_policy_parses_over_the_defaults() {
-        let policy = S3RetryPolicy::parse("max_retries=3, init_backoff_ms=50").unwrap();
-        assert_eq!(policy.max_retries, 3);
-        assert_eq!(policy.init_backoff, Duration::from_millis(50));
-        assert_eq!(policy.max_backoff, S3RetryPolicy::default().max_backoff);
-        assert_eq!(S3RetryPolicy::parse("").unwrap(), S3RetryPolicy::default());
-        assert!(S3RetryPolicy::parse("retries=3").is_err());
-        assert!(S3RetryPolicy::parse("max_retries=-1").is_err());
-        let config = S3RetryPolicy::default().retry_config();
-        assert_eq!(config.max_retries, 8);
-        assert_eq!(config.retry_timeout, Duration::from_secs(60));
-    }
-
-    #[test]
     fn s3_location_without_s3_config_is_refused() {
         let storage = ObjectStorage::new(StorageConfig::local());
         let err = storage.resolve("s3://bucket/key").unwrap_err();
@@ -891,7 +714,7 @@ mod tests {
         let location = format!("file://{}/a/b.bin", dir.display());
         let out = io.new_output(&location).unwrap();
         let mut writer = out.writer().await.unwrap();
-        let big = Bytes::from(vec![7u8; PART_SIZE + 10]);
+        let big = Bytes::from(vec![7u8; crate::write::file_io::PART_SIZE + 10]);
         writer.write(Bytes::from_static(b"head")).await.unwrap();
         writer.write(big.clone()).await.unwrap();
         writer.close().await.unwrap();

@@ -166,7 +166,7 @@ impl<'a> Fetcher<'a> {
             }
             if last_progress.elapsed() > self.stall_timeout {
                 let waiting = self.cursors.iter().filter(|(_, c)| !c.done);
-                let stalled = crate::drain::stalled(
+                let stalled = crate::partition_range::stalled(
                     self.topic,
                     waiting.map(|(p, c)| (*p, c.next, c.end)),
                     self.stall_timeout,

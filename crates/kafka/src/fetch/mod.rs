@@ -29,7 +29,7 @@ use std::time::Duration;
 
 use topicberg_core::SourceRecord;
 
-use crate::drain::{DrainError, DrainSettings, DrainedPartition, PartitionRange};
+use crate::partition_range::{DrainError, DrainSettings, DrainedPartition, PartitionRange};
 use crate::{KafkaConnection, KafkaError, KafkaErrorKind};
 use fetcher::{Event, Fetched, Fetcher};
 use records::{batches, for_each_record, record_bytes, TransactionFilter};

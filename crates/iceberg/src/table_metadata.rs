@@ -1,0 +1,119 @@
+//! What a table's metadata says, read without changing anything: the
+//! snapshots of its `main` branch, the manifests a snapshot lists, and what
+//! a manifest entry's file is (its partition spec, whether it is a deletion
+//! vector). Below `commit/`, `deletes/` and `maintain/`, which all read
+//! these; it uses none of them.
+
+use iceberg::io::FileIO;
+use iceberg::spec::{
+    DataContentType, DataFile, DataFileFormat, ManifestFile, ManifestList, Snapshot, SnapshotRef,
+    TableMetadata,
+};
+
+use crate::error::{from_iceberg, IcebergError, IcebergErrorKind};
+
+/// The snapshots of the `main` branch, newest first, as far back as the
+/// metadata still holds them (expired ones end the walk).
+pub(crate) fn main_history(metadata: &TableMetadata) -> impl Iterator<Item = &SnapshotRef> {
+    let mut next = metadata.current_snapshot_id();
+    std::iter::from_fn(move || {
+        let snapshot = metadata.snapshot_by_id(next?)?;
+        next = snapshot.parent_snapshot_id();
+        Some(snapshot)
+    })
+}
+
+/// The manifests a snapshot lists.
+pub(crate) async fn manifests_of(
+    file_io: &FileIO,
+    metadata: &TableMetadata,
+    snapshot: &Snapshot,
+) -> Result<Vec<ManifestFile>, IcebergError> {
+    let location = snapshot.manifest_list();
+    let step = format!("reading manifest list {location}");
+    let bytes = file_io
+        .new_input(location)
+        .map_err(|e| from_iceberg(&step, &e, IcebergErrorKind::Storage))?
+        .read()
+        .await
+        .map_err(|e| from_iceberg(&step, &e, IcebergErrorKind::Storage))?;
+    Ok(
+        ManifestList::parse_with_version(&bytes, metadata.format_version())
+            .map_err(|e| from_iceberg(&step, &e, IcebergErrorKind::Data))?
+            .entries()
+            .to_vec(),
+    )
+}
+
+/// The manifests of the table's current `main` snapshot (none without
+/// one).
+pub(crate) async fn current_manifests(
+    file_io: &FileIO,
+    metadata: &TableMetadata,
+) -> Result<Vec<ManifestFile>, IcebergError> {
+    match metadata.current_snapshot() {
+        Some(snapshot) => manifests_of(file_io, metadata, snapshot).await,
+        None => Ok(Vec::new()),
+    }
+}
+
+/// The partition spec id a data or delete file was written under.
+///
+/// `iceberg` 0.10.1 keeps `DataFile::partition_spec_id` crate-private with
+/// no getter (the builder sets it, the manifest writer ignores it), so it
+/// is read from the derived `Debug` text, whose `field: value` form is
+/// fixed by `#[derive(Debug)]`; a unit test guards it.
+pub fn spec_id(file: &DataFile) -> i32 {
+    const MARK: &str = "partition_spec_id: ";
+    let text = format!("{file:?}");
+    // The field sits between `first_row_id` and `referenced_data_file`:
+    // a path holding the marker is not taken for it.
+    text.match_indices(MARK)
+        .filter_map(|(at, _)| {
+            let before = text[..at].strip_suffix(", ")?;
+            let first_row_id = before.rsplit_once("first_row_id: ")?.1;
+            let numbered = first_row_id
+                .strip_prefix("Some(")
+                .and_then(|n| n.strip_suffix(')'))
+                .is_some_and(|n| n.parse::<i64>().is_ok());
+            if first_row_id != "None" && !numbered {
+                return None;
+            }
+            let (value, after) = text[at + MARK.len()..].split_once(", ")?;
+            after
+                .starts_with("referenced_data_file: ")
+                .then(|| value.parse().ok())?
+        })
+        .next()
+        .expect("DataFile's Debug text names its partition_spec_id")
+}
+
+/// Whether a manifest entry is a deletion vector.
+pub fn is_deletion_vector(file: &DataFile) -> bool {
+    file.content_type() == DataContentType::PositionDeletes
+        && file.file_format() == DataFileFormat::Puffin
+}
+
+#[cfg(test)]
+mod tests {
+    use iceberg::spec::{DataFileBuilder, Literal, Struct};
+
+    use super::*;
+
+    #[test]
+    fn a_files_spec_id_is_read_back() {
+        for id in [0, 7, 1234] {
+            let file = DataFileBuilder::default()
+                .content(DataContentType::Data)
+                .file_path("s3://b/t/data/partition_spec_id: 99/x.parquet".into())
+                .file_format(DataFileFormat::Parquet)
+                .partition(Struct::from_iter([Some(Literal::int(3))]))
+                .partition_spec_id(id)
+                .record_count(1)
+                .file_size_in_bytes(10)
+                .build()
+                .unwrap();
+            assert_eq!(spec_id(&file), id);
+        }
+    }
+}
