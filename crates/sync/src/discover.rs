@@ -10,14 +10,16 @@ use std::time::Duration;
 use serde::Serialize;
 use tokio::runtime::Handle;
 use topicberg_core::{
-    ColumnNames, Job, RegistryValues, SchemaInference, TableSettings, ValueFormat,
+    ColumnNames, DecodeErrorKind, InferError, Job, NameError, RegistryError, RegistryValues,
+    SchemaInference, TableSettings, ValueFormat,
 };
 use topicberg_kafka::{
-    drain, read_partition_states, select_topics, DrainSettings, KafkaConnection, PartitionRange,
-    RegistryClient,
+    drain, read_partition_states, select_topics, DrainError, DrainSettings, KafkaConnection,
+    PartitionRange, RegistryClient,
 };
 
 use crate::destination::SetupError;
+use crate::error::SyncErrorKind;
 use crate::registry::{
     connect_registry, decide_value_format, format_without_registry, schema_source, FormatChoice,
     FormatReason,
@@ -211,7 +213,7 @@ fn sample_columns(
     ranges: &[PartitionRange],
     stream: &TableSettings,
     invalid: Option<&mut InvalidSample>,
-) -> Result<SchemaInference, SetupError> {
+) -> Result<SchemaInference, SampleError> {
     let keep = stream
         .columns
         .as_ref()
@@ -225,7 +227,6 @@ fn sample_columns(
         keep,
         job.tuning.max_columns,
     )
-    .map_err(SetupError::Unsupported)
 }
 
 /// A ready-to-paste `[[streams]]` block: mode, the value format when a
@@ -276,7 +277,7 @@ pub fn infer_columns(
     skip_invalid: bool,
     keep: Option<Arc<HashSet<String>>>,
     max_columns: usize,
-) -> Result<SchemaInference, String> {
+) -> Result<SchemaInference, SampleError> {
     let mut inference = SchemaInference::new()
         .keep_only(keep)
         .max_columns(max_columns);
@@ -298,28 +299,27 @@ pub fn infer_columns_counting(
     invalid: &mut InvalidSample,
     keep: Option<Arc<HashSet<String>>>,
     max_columns: usize,
-) -> Result<SchemaInference, String> {
+) -> Result<SchemaInference, SampleError> {
     let mut inference = SchemaInference::new()
         .keep_only(keep)
         .max_columns(max_columns);
     sample(connection, settings, ranges, &mut inference, |e| {
         invalid.count += 1;
-        invalid.first.get_or_insert(e);
+        invalid.first.get_or_insert(e.to_string());
         Ok(())
     })?;
     Ok(inference)
 }
 
 /// Adds every message value of `ranges` to `inference`; `on_invalid` gets
-/// each one that cannot be added (`topic[partition]@offset: why`) and
-/// fails the sample by returning it.
+/// each one that cannot be added and fails the sample by returning it.
 fn sample(
     connection: &KafkaConnection,
     settings: &DrainSettings,
     ranges: &[PartitionRange],
     inference: &mut SchemaInference,
-    mut on_invalid: impl FnMut(String) -> Result<(), String>,
-) -> Result<(), String> {
+    mut on_invalid: impl FnMut(SampledMessage) -> Result<(), SampledMessage>,
+) -> Result<(), SampleError> {
     let mut by_topic: BTreeMap<&str, Vec<PartitionRange>> = BTreeMap::new();
     for r in ranges.iter().filter(|r| r.start < r.end) {
         by_topic.entry(&r.topic).or_default().push(r.clone());
@@ -327,21 +327,143 @@ fn sample(
     for topic_ranges in by_topic.into_values() {
         drain(connection, &topic_ranges, settings, |record| {
             if let Some(value) = record.value {
-                if let Err(e) = inference.add(value) {
-                    let at = format!(
-                        "{}[{}]@{}: {e}",
-                        record.topic, record.partition, record.offset
-                    );
-                    on_invalid(at).map_err(SampleError)?;
+                if let Err(source) = inference.add(value) {
+                    on_invalid(SampledMessage::Invalid {
+                        at: MessageAt::of(record),
+                        source,
+                    })?;
                 }
             }
-            Ok::<(), SampleError>(())
+            Ok(())
         })
-        .map_err(|e| format!("sampling messages: {e}"))?;
+        .map_err(SampleError::Read)?;
     }
     Ok(())
 }
 
+/// Why a sample of a topic's messages could not give its columns.
 #[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-struct SampleError(String);
+pub enum SampleError {
+    /// Reading the sample failed, or a sampled message failed it.
+    #[error("sampling messages: {0}")]
+    Read(#[source] DrainError<SampledMessage>),
+    /// Two sampled writer schemas give a field types that do not fit.
+    #[error("schema id {schema_id}: field {field}: {reason}")]
+    Incompatible {
+        /// The later schema.
+        schema_id: u32,
+        /// The field.
+        field: String,
+        /// Why the types do not fit.
+        reason: String,
+    },
+    /// A sampled field cannot be named as a column.
+    #[error("field {field}: {source}")]
+    ColumnName {
+        /// The field.
+        field: String,
+        /// Why it cannot be named.
+        #[source]
+        source: NameError,
+    },
+}
+
+impl SampleError {
+    /// What kind of failure.
+    pub fn kind(&self) -> SyncErrorKind {
+        match self {
+            Self::Read(DrainError::Kafka(_)) => SyncErrorKind::Kafka,
+            Self::Read(DrainError::Sink(SampledMessage::Registry(_))) => SyncErrorKind::Registry,
+            Self::Read(DrainError::Sink(_)) => SyncErrorKind::InvalidMessage,
+            Self::Incompatible { .. } | Self::ColumnName { .. } => SyncErrorKind::Schema,
+        }
+    }
+
+    /// Whether sampling again may succeed without a change.
+    pub fn retryable(&self) -> bool {
+        match self {
+            Self::Read(DrainError::Kafka(e)) => e.retryable(),
+            Self::Read(DrainError::Sink(SampledMessage::Registry(e))) => e.is_retryable(),
+            _ => false,
+        }
+    }
+}
+
+/// A sampled message that fails the sample.
+#[derive(Debug, thiserror::Error)]
+pub enum SampledMessage {
+    /// The registry could not give the message's writer schema.
+    #[error(transparent)]
+    Registry(Box<RegistryError>),
+    /// The message's writer schema cannot become columns.
+    #[error("{at}: {}", schema_problem(.kind))]
+    Unreadable {
+        /// The message.
+        at: MessageAt,
+        /// Why its schema cannot be read.
+        kind: DecodeErrorKind,
+    },
+    /// The value cannot add its fields (not JSON, not an object, a field
+    /// that cannot be named, too many columns).
+    #[error("{at}: {source}")]
+    Invalid {
+        /// The message.
+        at: MessageAt,
+        /// Why.
+        #[source]
+        source: InferError,
+    },
+    /// The value is not registry-framed but the stream reads Avro or
+    /// Protobuf.
+    #[error(
+        "{at}: value is not schema-registry framed, but the stream's value_format is {format}"
+    )]
+    NotFramed {
+        /// The message.
+        at: MessageAt,
+        /// The stream's value format.
+        format: ValueFormat,
+    },
+}
+
+/// A message's place: `topic[partition]@offset`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MessageAt {
+    /// The topic.
+    pub topic: String,
+    /// The partition.
+    pub partition: i32,
+    /// The offset.
+    pub offset: i64,
+}
+
+impl MessageAt {
+    /// Where `record` is.
+    pub fn of(record: &topicberg_core::SourceRecord<'_>) -> Self {
+        Self {
+            topic: record.topic.to_string(),
+            partition: record.partition,
+            offset: record.offset,
+        }
+    }
+}
+
+impl std::fmt::Display for MessageAt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}[{}]@{}", self.topic, self.partition, self.offset)
+    }
+}
+
+/// A decode error kind's text without the message position.
+fn schema_problem(kind: &DecodeErrorKind) -> String {
+    let e = topicberg_core::DecodeError {
+        topic: String::new(),
+        partition: 0,
+        offset: 0,
+        field: None,
+        kind: kind.clone(),
+    };
+    let text = e.to_string();
+    text.split_once(": ")
+        .map_or(text.clone(), |(_, rest)| rest.to_owned())
+}

@@ -21,6 +21,7 @@ pub mod check;
 mod columns;
 pub mod destination;
 pub mod discover;
+pub mod error;
 pub mod hooks;
 pub mod log_writer;
 pub mod maintain;
@@ -49,10 +50,7 @@ pub fn check_table_collisions<'a>(
     if problems.is_empty() {
         return Ok(());
     }
-    Err(SetupError::TableCollision(format!(
-        "{}; nothing was read or written",
-        problems.join("; ")
-    )))
+    Err(SetupError::TableCollision(problems))
 }
 
 /// Logs every topic the pattern leaves out, as the product pages' users

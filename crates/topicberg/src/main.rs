@@ -104,7 +104,7 @@ fn main() -> ExitCode {
     let code = match runtime.block_on(run(cli, log_capture)) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", error_text(&e));
             2
         }
     };
@@ -112,6 +112,22 @@ fn main() -> ExitCode {
     // closing on threads of their own.
     drop(runtime);
     exit_after_closing_clients(code)
+}
+
+/// An error's message and its causes (its source chain), each once: a
+/// library error's message names its cause already, which is then not
+/// repeated; a context added here (`writing <file>`) is followed by its
+/// cause.
+fn error_text(e: &anyhow::Error) -> String {
+    let mut text = e.to_string();
+    for cause in e.chain().skip(1) {
+        let cause = cause.to_string();
+        if !text.contains(&cause) {
+            text.push_str(": ");
+            text.push_str(&cause);
+        }
+    }
+    text
 }
 
 /// The process's exit. While a Kafka client is still closing on a thread
@@ -205,9 +221,9 @@ async fn run(cli: Cli, log_capture: Option<LogCapture>) -> anyhow::Result<u8> {
             for step in &steps {
                 match &step.outcome {
                     Ok(text) => println!("ok    {:<13} {text}", step.step),
-                    Err(text) => {
+                    Err(e) => {
                         ok = false;
-                        println!("FAIL  {:<13} {text}", step.step);
+                        println!("FAIL  {:<13} {e}", step.step);
                     }
                 }
                 for warning in &step.warnings {
@@ -292,8 +308,8 @@ async fn run(cli: Cli, log_capture: Option<LogCapture>) -> anyhow::Result<u8> {
             let job = load_job(&config)?;
             let report = match run_sync(&job).await {
                 Ok(report) => report,
-                Err(topicberg_sync::destination::SetupError::AlreadyRunning(why)) => {
-                    eprintln!("topicberg sync: {why}");
+                Err(e @ topicberg_sync::destination::SetupError::AlreadyRunning { .. }) => {
+                    eprintln!("topicberg sync: {e}");
                     // EX_TEMPFAIL: nothing went wrong; try again later.
                     return Ok(75);
                 }
