@@ -14,7 +14,7 @@ use base64::Engine as _;
 use sha2::{Digest, Sha256};
 
 use crate::error::ApiError;
-use crate::error::ServeErrorKind;
+use crate::error_kind::ServeErrorKind;
 use crate::guard::constant_time_eq;
 use crate::state::AppState;
 use crate::store::{Store, StoreError};

@@ -2,8 +2,7 @@
 //! trait: `store::Store` implements it, and the runner's unit tests use an
 //! in-memory one.
 
-use crate::error::ServeErrorKind;
-use crate::store::StoreError;
+use crate::error_kind::ServeErrorKind;
 
 /// How a run ended (or that it has not yet).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -123,9 +122,10 @@ pub struct ScheduledJob {
 /// Why the store could not give or record what a run needs.
 #[derive(Debug, thiserror::Error)]
 pub enum RunStoreError {
-    /// The job, its pieces or the database.
-    #[error(transparent)]
-    Store(#[from] StoreError),
+    /// The job, its pieces or the database (the store's `StoreError`,
+    /// boxed: the store is built on this trait, not the other way round).
+    #[error("{0}")]
+    Store(#[source] Box<dyn std::error::Error + Send + Sync>),
     /// The start of a run could not be recorded.
     #[error("recording a run of job {job_id}: {source}")]
     InsertRun {

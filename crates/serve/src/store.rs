@@ -706,14 +706,16 @@ fn migrate(conn: &Connection) -> Result<(), StoreError> {
 
 impl RunStore for Store {
     fn job_toml(&self, job_id: i64) -> Result<String, RunStoreError> {
-        let job = self.job(job_id)?;
+        let store_error = |e: StoreError| RunStoreError::Store(Box::new(e));
+        let job = self.job(job_id).map_err(store_error)?;
         let data_dir = self.data_dir.clone();
-        Ok(self.assemble(
+        self.assemble(
             &job,
             Secrets::Real {
                 data_dir: &data_dir,
             },
-        )?)
+        )
+        .map_err(store_error)
     }
 
     fn insert_run(

@@ -12,8 +12,8 @@ use topicberg_iceberg::{
 };
 use topicberg_kafka::KafkaError;
 
-use crate::discover::SampleError;
 use crate::error::SyncErrorKind;
+use crate::sample::SampleError;
 
 /// An error that stops a command before any table is touched.
 #[derive(Debug, thiserror::Error)]

@@ -9,7 +9,12 @@
 //!   see its module doc for the stages).
 //! - [`maintain`]: `topicberg maintain`: compaction, snapshot expiry,
 //!   orphan-file removal of the job's tables ([`maintain::run_maintain`]).
-//! - [`destination`]: the job's catalog and storage, connected.
+//! - [`destination`]: the job's catalog and storage, connected; what stops
+//!   a command before any table ([`destination::SetupError`]).
+//! - [`error`]: what kind of failure an error of this crate is
+//!   ([`error::SyncErrorKind`]).
+//! - [`sample`]: why a sample of a topic's messages could not give its
+//!   columns.
 //! - [`registry`]: the job's schema registry, connected, and each table's
 //!   value format decided once (explicit, or from its `<topic>-value`
 //!   subject).
@@ -26,6 +31,7 @@ pub mod hooks;
 pub mod log_writer;
 pub mod maintain;
 pub mod registry;
+pub mod sample;
 pub mod sync;
 
 use std::time::Duration;

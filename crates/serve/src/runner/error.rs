@@ -6,7 +6,7 @@ use topicberg_core::ConfigError;
 use topicberg_kafka::KafkaError;
 use topicberg_sync::destination::SetupError;
 
-use crate::error::ServeErrorKind;
+use crate::error_kind::ServeErrorKind;
 use crate::run_store::RunStoreError;
 
 /// Why a run did not start.

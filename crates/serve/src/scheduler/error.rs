@@ -1,7 +1,7 @@
 //! Why a schedule's text is not a schedule: each error names the text and
 //! says how to write it.
 
-use crate::error::ServeErrorKind;
+use crate::error_kind::ServeErrorKind;
 
 /// How to write a schedule, added to the errors that do not say it otherwise.
 pub(super) const HOW_TO: &str = "write a cron expression in UTC with 5 fields \

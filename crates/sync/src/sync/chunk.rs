@@ -20,11 +20,10 @@ use topicberg_kafka::{
 };
 
 use super::evolve::{ColumnsWanted, EvolvingColumns, Refused};
-use super::failure::{DrainFailure, CANCELLED};
+use super::failure::{DrainFailure, SinkError};
 use super::invalid::{is_invalid, DeadRecord, SkipLog};
 use super::progress::{ChunkReads, SyncProgress, TableProgress};
 use super::upsert::{parse_key_hash, KeyHash, Version};
-use crate::error::SyncErrorKind;
 
 /// Upsert settings of a table.
 #[derive(Clone)]
@@ -43,43 +42,6 @@ pub(super) enum Item {
     Tombstone(usize, KeyHash, Version),
     /// An invalid message for the dead-letter table.
     Dead(usize, Box<DeadRecord>),
-}
-
-/// Why a drain thread stopped taking a table's messages.
-#[derive(Debug, thiserror::Error)]
-pub enum SinkError {
-    /// A message that cannot become a row (`on_invalid = "fail"`), or one
-    /// whose schema the registry could not give.
-    #[error(transparent)]
-    Decode(#[from] DecodeError),
-    /// Another part of the table failed first.
-    #[error("stopped: another part of this table failed")]
-    Aborted,
-    /// The sync was cancelled.
-    #[error("{CANCELLED}")]
-    Cancelled,
-    /// The file writer stopped.
-    #[error("the file writer stopped")]
-    WriterGone,
-    /// The decoder cannot be built for the table's grown columns.
-    #[error(transparent)]
-    Decoder(#[from] DecoderConfigError),
-}
-
-impl SinkError {
-    /// What kind of failure.
-    pub fn kind(&self) -> SyncErrorKind {
-        match self {
-            Self::Decode(DecodeError {
-                kind: DecodeErrorKind::Registry(_),
-                ..
-            }) => SyncErrorKind::Registry,
-            Self::Decode(_) => SyncErrorKind::InvalidMessage,
-            Self::Aborted | Self::WriterGone => SyncErrorKind::Internal,
-            Self::Cancelled => SyncErrorKind::Cancelled,
-            Self::Decoder(_) => SyncErrorKind::Schema,
-        }
-    }
 }
 
 /// Partitions of one table read by one thread.

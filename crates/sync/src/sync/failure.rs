@@ -3,17 +3,19 @@
 //! Display) and the log names with its stage. Every message names the
 //! topic, partition, offset, field or file where one is known.
 
-use topicberg_core::{ColumnsError, DecodeErrorKind, DecoderConfigError, RegistryError};
+use std::path::{Path, PathBuf};
+
+use topicberg_core::{
+    ColumnsError, DecodeError, DecodeErrorKind, DecoderConfigError, RegistryError,
+};
 use topicberg_iceberg::IcebergError;
 
-use super::chunk::SinkError;
 use super::dlq::DeadLetterError;
 use super::plan::PlanError;
 use super::upsert::SpillError;
-use super::upsert_commit::UpsertError;
 use crate::columns::TableColumnsError;
-use crate::discover::SampleError;
 use crate::error::SyncErrorKind;
+use crate::sample::SampleError;
 
 /// Why a table failed, whatever the stage.
 #[derive(Debug, thiserror::Error)]
@@ -230,6 +232,117 @@ impl CommitError {
             Self::DeadLetters(e) => e.retryable(),
             Self::Snapshot(e) | Self::GaveUp { source: e, .. } => e.retryable(),
             Self::Upsert(e) => e.retryable(),
+        }
+    }
+}
+
+/// Why a drain thread stopped taking a table's messages.
+#[derive(Debug, thiserror::Error)]
+pub enum SinkError {
+    /// A message that cannot become a row (`on_invalid = "fail"`), or one
+    /// whose schema the registry could not give.
+    #[error(transparent)]
+    Decode(#[from] DecodeError),
+    /// Another part of the table failed first.
+    #[error("stopped: another part of this table failed")]
+    Aborted,
+    /// The sync was cancelled.
+    #[error("{CANCELLED}")]
+    Cancelled,
+    /// The file writer stopped.
+    #[error("the file writer stopped")]
+    WriterGone,
+    /// The decoder cannot be built for the table's grown columns.
+    #[error(transparent)]
+    Decoder(#[from] DecoderConfigError),
+}
+
+impl SinkError {
+    /// What kind of failure.
+    pub fn kind(&self) -> SyncErrorKind {
+        match self {
+            Self::Decode(DecodeError {
+                kind: DecodeErrorKind::Registry(_),
+                ..
+            }) => SyncErrorKind::Registry,
+            Self::Decode(_) => SyncErrorKind::InvalidMessage,
+            Self::Aborted | Self::WriterGone => SyncErrorKind::Internal,
+            Self::Cancelled => SyncErrorKind::Cancelled,
+            Self::Decoder(_) => SyncErrorKind::Schema,
+        }
+    }
+}
+
+/// Why an upsert's rows and deletes could not be written before its commit.
+#[derive(Debug, thiserror::Error)]
+pub enum UpsertError {
+    /// The key index could not be opened or brought up to the table.
+    #[error("opening the key index: {0}")]
+    OpenKeyIndex(#[source] IcebergError),
+    /// The key index could not be read.
+    #[error(transparent)]
+    KeyIndex(IcebergError),
+    /// The file of the written keys could not be written or read.
+    #[error("{}: {source}", path.display())]
+    WinnersFile {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The held messages could not be read back.
+    #[error(transparent)]
+    Spill(#[from] SpillError),
+    /// A data or delete file could not be written.
+    #[error(transparent)]
+    Write(IcebergError),
+    /// A held batch does not fit the table's final columns (the Iceberg
+    /// crate's text).
+    #[error("{0}")]
+    Conform(String),
+    /// A data file writer's task stopped (panicked).
+    #[error("a data file writer stopped: {0}")]
+    WriterStopped(#[source] tokio::task::JoinError),
+    /// The data files do not hold the rows written to them.
+    #[error("{in_files} rows in the data files, {written} written")]
+    RowCount {
+        /// Rows the data files say they hold.
+        in_files: u64,
+        /// Rows written.
+        written: u64,
+    },
+    /// A written row's position is past the last data file.
+    #[error("written row {0} is beyond the data files")]
+    RowBeyondFiles(u64),
+}
+
+impl UpsertError {
+    pub(super) fn winners_file(path: &Path) -> impl Fn(std::io::Error) -> Self + '_ {
+        move |source| Self::WinnersFile {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+
+    /// What kind of failure.
+    pub fn kind(&self) -> SyncErrorKind {
+        match self {
+            Self::OpenKeyIndex(_) | Self::KeyIndex(_) | Self::Write(_) => SyncErrorKind::Iceberg,
+            Self::WinnersFile { .. } => SyncErrorKind::LocalDisk,
+            Self::Spill(e) => e.kind(),
+            Self::Conform(_) => SyncErrorKind::Schema,
+            Self::WriterStopped(_) | Self::RowCount { .. } | Self::RowBeyondFiles(_) => {
+                SyncErrorKind::Internal
+            }
+        }
+    }
+
+    /// Whether the next sync may succeed without a change.
+    pub fn retryable(&self) -> bool {
+        match self {
+            Self::OpenKeyIndex(e) | Self::KeyIndex(e) | Self::Write(e) => e.retryable(),
+            _ => false,
         }
     }
 }

@@ -15,7 +15,7 @@ use topicberg_core::{
 };
 use topicberg_kafka::{drain, DrainSettings, KafkaConnection, PartitionRange};
 
-use crate::discover::{MessageAt, SampleError, SampledMessage};
+use crate::sample::{MessageAt, SampleError, SampledMessage};
 
 /// Payload fields and the column type each is stored as.
 type Fields = Vec<(String, ColumnType)>;

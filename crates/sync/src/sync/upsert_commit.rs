@@ -18,84 +18,9 @@ use topicberg_iceberg::{
     CommittedSnapshot, Destination, IcebergError, OffsetsAdvance, TableHandle,
 };
 
-use super::failure::CommitError;
+use super::failure::{CommitError, UpsertError};
 use super::table::CommitRefused;
-use super::upsert::{winning_rows, KeyHash, RowSet, Slot, SpillError, UpsertBuffer};
-use crate::error::SyncErrorKind;
-
-/// Why an upsert's rows and deletes could not be written before its commit.
-#[derive(Debug, thiserror::Error)]
-pub enum UpsertError {
-    /// The key index could not be opened or brought up to the table.
-    #[error("opening the key index: {0}")]
-    OpenKeyIndex(#[source] IcebergError),
-    /// The key index could not be read.
-    #[error(transparent)]
-    KeyIndex(IcebergError),
-    /// The file of the written keys could not be written or read.
-    #[error("{}: {source}", path.display())]
-    WinnersFile {
-        /// The file.
-        path: PathBuf,
-        /// The I/O error.
-        #[source]
-        source: std::io::Error,
-    },
-    /// The held messages could not be read back.
-    #[error(transparent)]
-    Spill(#[from] SpillError),
-    /// A data or delete file could not be written.
-    #[error(transparent)]
-    Write(IcebergError),
-    /// A held batch does not fit the table's final columns (the Iceberg
-    /// crate's text).
-    #[error("{0}")]
-    Conform(String),
-    /// A data file writer's task stopped (panicked).
-    #[error("a data file writer stopped: {0}")]
-    WriterStopped(#[source] tokio::task::JoinError),
-    /// The data files do not hold the rows written to them.
-    #[error("{in_files} rows in the data files, {written} written")]
-    RowCount {
-        /// Rows the data files say they hold.
-        in_files: u64,
-        /// Rows written.
-        written: u64,
-    },
-    /// A written row's position is past the last data file.
-    #[error("written row {0} is beyond the data files")]
-    RowBeyondFiles(u64),
-}
-
-impl UpsertError {
-    fn winners_file(path: &Path) -> impl Fn(std::io::Error) -> Self + '_ {
-        move |source| Self::WinnersFile {
-            path: path.to_path_buf(),
-            source,
-        }
-    }
-
-    /// What kind of failure.
-    pub fn kind(&self) -> SyncErrorKind {
-        match self {
-            Self::OpenKeyIndex(_) | Self::KeyIndex(_) | Self::Write(_) => SyncErrorKind::Iceberg,
-            Self::WinnersFile { .. } => SyncErrorKind::LocalDisk,
-            Self::Spill(e) => e.kind(),
-            Self::Conform(_) => SyncErrorKind::Schema,
-            Self::WriterStopped(_) | Self::RowCount { .. } | Self::RowBeyondFiles(_) => {
-                SyncErrorKind::Internal
-            }
-        }
-    }
-
-    /// Whether the next sync may succeed without a change.
-    pub fn retryable(&self) -> bool {
-        match self {
-            Self::OpenKeyIndex(e) | Self::KeyIndex(e) | Self::Write(e) => e.retryable(),
-            _ => false,
-        }
-    }
-}
+use super::upsert::{winning_rows, KeyHash, RowSet, Slot, UpsertBuffer};
 
 /// What an upsert commit did.
 pub struct UpsertCommit {
