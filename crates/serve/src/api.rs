@@ -406,7 +406,7 @@ async fn test_piece(
     let id = id.unwrap_or_default();
     let config = test_config(state, kind, &piece)?;
     let job = crate::runner::resolve_job(&config)
-        .map_err(|e| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, e))?;
+        .map_err(|e| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, e.to_string()))?;
     let steps = match kind {
         PieceKind::Source => topicberg_sync::check::check_source(&job).await,
         PieceKind::Destination => topicberg_sync::check::check_destination(&job).await,

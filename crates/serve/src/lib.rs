@@ -8,12 +8,13 @@
 //!
 //! | module | owns |
 //! |---|---|
+//! | [`error_kind`] | what kind of failure an error of the service is (`ServeErrorKind`) |
 //! | [`pieces`] | job-file pieces (`[source]`, `[destination]`, ...), write-only secrets; <-> job TOML and export placeholders (`pieces/job_toml.rs`) |
-//! | [`run_store`] | what runs and the scheduler need from the store (`RunStore`), run status and trigger |
+//! | [`run_store`] | what runs and the scheduler need from the store (`RunStore`, `RunStoreError`), run status and trigger |
 //! | [`store`] | the SQLite database: migrations, sources, destinations, jobs, runs and their logs, sessions, the admin user |
 //! | [`metrics`] | the Prometheus metrics (`/metrics` text), consumer lag |
-//! | [`runner`] | runs: one at a time per job, cancel, shutdown; the per-run log capture (`runner/log_capture.rs`) |
-//! | [`scheduler`] | schedules (cron, presets, UTC), next run, missed run at start, the scheduler loop |
+//! | [`runner`] | runs: one at a time per job, cancel, shutdown; the per-run log capture (`runner/log_capture.rs`); why a run did not start or ended without a report (`runner/error.rs`) |
+//! | [`scheduler`] | schedules (cron, presets, UTC), next run, missed run at start, the scheduler loop; why a schedule's text is none (`scheduler/error.rs`) |
 //! | [`warnings`] | the retention warning of a job's page |
 //! | [`error`] | `ApiError`: the status and `{"error", "problems"}` body of every failed request |
 //! | [`guard`] | security headers, the Host allowlist, the `/metrics` token, same-origin JSON for setup and login, the login throttle, tokens compared in constant time |
@@ -26,6 +27,7 @@
 pub mod api;
 pub mod auth;
 pub mod error;
+pub mod error_kind;
 pub mod guard;
 pub mod metrics;
 pub mod pieces;

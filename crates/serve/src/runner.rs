@@ -6,6 +6,7 @@
 //! block), inside a span `run{run_id, job_id, trigger}` whose events the
 //! [`log_capture_layer`] keeps in the run's log.
 
+mod error;
 mod log_capture;
 mod maintain_run;
 #[cfg(test)]
@@ -24,6 +25,7 @@ use topicberg_core::{Job, JobConfig};
 use topicberg_kafka::{read_partition_states, select_topics, KafkaConnection};
 use tracing::Instrument;
 
+pub use error::{JobConfigError, JobProblems, RunError, StartError, TopicsError};
 pub use log_capture::{log_capture_layer, LogCapture, LogCaptureLayer, MAX_RUN_LOG_BYTES};
 
 use crate::metrics::{Metrics, PartitionLag};
@@ -38,20 +40,6 @@ struct RunHandles {
     cancel: Arc<AtomicBool>,
     progress: Arc<SyncProgress>,
     kind: RunKind,
-}
-
-/// Why a run did not start.
-#[derive(Debug, thiserror::Error)]
-pub enum StartError {
-    /// The job has a run in progress.
-    #[error("the job is already running")]
-    AlreadyRunning,
-    /// The service is shutting down and starts no more runs.
-    #[error("the service is shutting down")]
-    ShuttingDown,
-    /// The store could not give the job or record the run.
-    #[error("store: {0}")]
-    Store(String),
 }
 
 /// Starts, cancels and tracks the service's runs. Clones share everything.
@@ -159,8 +147,7 @@ impl Runner {
         if self.shared.closed.load(Ordering::SeqCst) {
             return Err(StartError::ShuttingDown);
         }
-        let runtime = tokio::runtime::Handle::try_current()
-            .map_err(|e| StartError::Store(format!("no tokio runtime to run in: {e}")))?;
+        let runtime = tokio::runtime::Handle::try_current().map_err(StartError::NoRuntime)?;
         let cancel = Arc::new(AtomicBool::new(false));
         let progress = Arc::new(SyncProgress::default());
         {
@@ -177,7 +164,7 @@ impl Runner {
                 },
             );
         }
-        let release = |e: String| {
+        let release = |e| {
             self.running().remove(&job_id);
             StartError::Store(e)
         };
@@ -279,7 +266,7 @@ impl Runner {
         }))
         .unwrap_or_else(|panic| Outcome {
             job_name: job_name_of(toml, job_id),
-            result: Err(format!("the sync panicked: {}", panic_text(&panic))),
+            result: Err(RunError::Panicked(panic_text(&panic))),
             lag: None,
         });
         let duration = started.elapsed();
@@ -349,12 +336,14 @@ impl Runner {
             progress: Some(Arc::clone(&run.progress)),
         };
         let runtime = tokio::runtime::Handle::current();
-        let result = resolve_job(&config).and_then(|job| {
-            runtime
-                .block_on(run_sync_with(&job, options).instrument(span.clone()))
-                .map(RunReport::Sync)
-                .map_err(|e| e.to_string())
-        });
+        let result = resolve_job(&config)
+            .map_err(RunError::from)
+            .and_then(|job| {
+                runtime
+                    .block_on(run_sync_with(&job, options).instrument(span.clone()))
+                    .map(RunReport::Sync)
+                    .map_err(RunError::from)
+            });
         let lag = match &result {
             Ok(_) => match read_lag(&config) {
                 Ok(lag) => Some(lag),
@@ -375,16 +364,16 @@ impl Runner {
 
 struct Outcome {
     job_name: String,
-    result: Result<RunReport, String>,
+    result: Result<RunReport, RunError>,
     lag: Option<Vec<PartitionLag>>,
 }
 
 impl Outcome {
     /// A run whose job file did not parse: named as well as the text allows.
-    fn invalid(toml: &str, job_id: i64, error: String) -> Outcome {
+    fn invalid(toml: &str, job_id: i64, error: JobConfigError) -> Outcome {
         Outcome {
             job_name: job_name_of(toml, job_id),
-            result: Err(error),
+            result: Err(error.into()),
             lag: None,
         }
     }
@@ -407,9 +396,9 @@ impl RunReport {
 
 /// The run's status and, when it failed, the error shown at the top of its
 /// page: the sync's error, or the failed tables' errors.
-fn classify(result: &Result<RunReport, String>) -> (RunStatus, Option<String>) {
+fn classify(result: &Result<RunReport, RunError>) -> (RunStatus, Option<String>) {
     let report = match result {
-        Err(e) => return (RunStatus::Failed, Some(e.clone())),
+        Err(e) => return (RunStatus::Failed, Some(e.to_string())),
         Ok(RunReport::Maintain(report)) => return maintain_run::classify(report),
         Ok(RunReport::Sync(report)) => report,
     };
@@ -437,15 +426,15 @@ fn classify(result: &Result<RunReport, String>) -> (RunStatus, Option<String>) {
 impl Runner {
     /// The job's configuration as a run gets it (relative paths under the
     /// data folder).
-    pub(crate) fn job_config(&self, job_id: i64) -> Result<JobConfig, String> {
+    pub(crate) fn job_config(&self, job_id: i64) -> Result<JobConfig, JobConfigError> {
         self.run_config(&self.store.job_toml(job_id)?)
     }
 
     /// A job file as a run gets it: parsed, with its relative paths under
     /// the data folder.
-    fn run_config(&self, toml: &str) -> Result<JobConfig, String> {
+    fn run_config(&self, toml: &str) -> Result<JobConfig, JobConfigError> {
         let mut config = JobConfig::from_toml_str(toml, |name| std::env::var(name).ok())
-            .map_err(|e| format!("the job's configuration is invalid: {e}"))?;
+            .map_err(JobConfigError::Invalid)?;
         if let Some(dir) = &self.data_dir {
             resolve_paths(&mut config, dir);
         }
@@ -465,32 +454,24 @@ fn resolve_paths(config: &mut JobConfig, dir: &Path) {
     }
 }
 
-/// The job a configuration resolves to; the problems, joined, if any.
-pub(crate) fn resolve_job(config: &JobConfig) -> Result<Job, String> {
-    Job::resolve(config).map_err(|problems| {
-        problems
-            .iter()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-            .join("; ")
-    })
+/// The job a configuration resolves to; every problem, if any.
+pub(crate) fn resolve_job(config: &JobConfig) -> Result<Job, JobProblems> {
+    Job::resolve(config).map_err(JobProblems)
 }
 
 /// The consumer lag of every partition the job selects: high watermark
 /// minus the group's committed offset (the sync commits the group after
 /// its snapshots; no committed offset: minus the low watermark).
-fn read_lag(config: &JobConfig) -> Result<Vec<PartitionLag>, String> {
+fn read_lag(config: &JobConfig) -> Result<Vec<PartitionLag>, TopicsError> {
     let connection = KafkaConnection::from_source(&config.source);
     let job = resolve_job(config)?;
-    let selection =
-        select_topics(&connection, &job.topics, KAFKA_TIMEOUT).map_err(|e| e.to_string())?;
+    let selection = select_topics(&connection, &job.topics, KAFKA_TIMEOUT)?;
     let states = read_partition_states(
         &connection,
         &config.consumer_group(),
         &selection.selected,
         KAFKA_TIMEOUT,
-    )
-    .map_err(|e| e.to_string())?;
+    )?;
     Ok(states
         .into_iter()
         .map(|s| PartitionLag {

@@ -251,10 +251,9 @@ async fn streams(State(state): State<AppState>, Path(id): Path<i64>) -> ApiResul
         if offered.is_some() {
             config.source.topic_pattern = offered;
         }
-        move || {
-            let job = crate::runner::resolve_job(&config)
-                .map_err(topicberg_sync::destination::SetupError::Unsupported)?;
-            topicberg_sync::discover::discover(&job)
+        move || -> Result<_, DiscoverError> {
+            let job = crate::runner::resolve_job(&config)?;
+            Ok(topicberg_sync::discover::discover(&job)?)
         }
     })
     .await
@@ -281,6 +280,17 @@ async fn streams(State(state): State<AppState>, Path(id): Path<i64>) -> ApiResul
         topic_pattern: config.source.topic_pattern.clone(),
         topics,
     }))
+}
+
+/// Why the streams page could not discover the job's topics.
+#[derive(Debug, thiserror::Error)]
+enum DiscoverError {
+    /// The job's settings do not resolve.
+    #[error(transparent)]
+    Problems(#[from] crate::runner::JobProblems),
+    /// Kafka, the registry or a sample failed.
+    #[error(transparent)]
+    Setup(#[from] topicberg_sync::destination::SetupError),
 }
 
 async fn sync_now(State(state): State<AppState>, Path(id): Path<i64>) -> ApiResult<Response> {

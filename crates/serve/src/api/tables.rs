@@ -163,7 +163,7 @@ pub(super) async fn table(
     state.store.job(id)?;
     let config = state.runner.job_config(id).map_err(ApiError::internal)?;
     let job = crate::runner::resolve_job(&config)
-        .map_err(|e| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, e))?;
+        .map_err(|e| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, e.to_string()))?;
     let destination = topicberg_sync::destination::connect_destination(&job)
         .await
         .map_err(|e| ApiError::new(StatusCode::BAD_GATEWAY, e.to_string()))?;

@@ -10,7 +10,7 @@ use tracing::Instrument;
 
 use topicberg_sync::maintain::{run_maintain, MaintainOptions, MaintainReport};
 
-use super::{resolve_job, Outcome, RunReport, Runner};
+use super::{resolve_job, Outcome, RunError, RunReport, Runner};
 use crate::run_store::RunStatus;
 
 impl Runner {
@@ -21,12 +21,16 @@ impl Runner {
             Err(e) => return Outcome::invalid(toml, job_id, e),
         };
         let runtime = tokio::runtime::Handle::current();
-        let result = resolve_job(&config).and_then(|job| {
-            runtime
-                .block_on(run_maintain(&job, &MaintainOptions::default()).instrument(span.clone()))
-                .map(RunReport::Maintain)
-                .map_err(|e| e.to_string())
-        });
+        let result = resolve_job(&config)
+            .map_err(RunError::from)
+            .and_then(|job| {
+                let options = MaintainOptions::default();
+                let maintain = run_maintain(&job, &options);
+                runtime
+                    .block_on(maintain.instrument(span.clone()))
+                    .map(RunReport::Maintain)
+                    .map_err(RunError::from)
+            });
         Outcome {
             job_name: config.name.clone(),
             result,
