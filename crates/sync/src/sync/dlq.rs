@@ -71,10 +71,9 @@ pub enum DeadLetterError {
         #[source]
         source: IcebergError,
     },
-    /// The offsets the dead-letter table records cannot be read (the
-    /// Iceberg crate's text).
-    #[error("{0}")]
-    RecordedOffsets(String),
+    /// The offsets the dead-letter table records cannot be read.
+    #[error(transparent)]
+    RecordedOffsets(topicberg_iceberg::OffsetsError),
     /// The dead letters do not make a batch of the table's schema.
     #[error(transparent)]
     Batch(#[from] ArrowError),

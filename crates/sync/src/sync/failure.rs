@@ -26,10 +26,9 @@ pub enum TableFailure {
     /// Plan: the table could not be loaded.
     #[error(transparent)]
     Load(IcebergError),
-    /// Plan: the offsets the table records cannot be read (the Iceberg
-    /// crate's text).
-    #[error("{0}")]
-    RecordedOffsets(String),
+    /// Plan: the offsets the table records cannot be read.
+    #[error(transparent)]
+    RecordedOffsets(topicberg_iceberg::OffsetsError),
     /// Plan: a partition cannot be planned (the group is ahead of the
     /// table, retention passed the table's offsets).
     #[error(transparent)]
@@ -297,10 +296,9 @@ pub enum UpsertError {
     /// A data or delete file could not be written.
     #[error(transparent)]
     Write(IcebergError),
-    /// A held batch does not fit the table's final columns (the Iceberg
-    /// crate's text).
-    #[error("{0}")]
-    Conform(String),
+    /// A held batch does not fit the table's final columns.
+    #[error(transparent)]
+    Conform(topicberg_iceberg::conform::ConformError),
     /// A data file writer's task stopped (panicked).
     #[error("a data file writer stopped: {0}")]
     WriterStopped(#[source] tokio::task::JoinError),
