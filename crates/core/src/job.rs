@@ -140,7 +140,7 @@ pub struct MaintainSettings {
 impl MaintainSettings {
     fn resolve(config: &MaintainConfig) -> Result<Self, Vec<ConfigProblem>> {
         let duration = |field: &str, text: &str| {
-            parse_duration(text).map_err(|why| vec![ConfigProblem::new(field, why)])
+            parse_duration(text).map_err(|why| vec![ConfigProblem::new(field, why.to_string())])
         };
         Ok(Self {
             target_file_size_bytes: config.target_file_size_mb * 1024 * 1024,

@@ -19,7 +19,7 @@ use crate::commit::snapshot_commit::PendingCommit;
 use crate::commit::summary::COMMIT_ID_PROPERTY;
 use crate::error::{IcebergError, IcebergErrorKind};
 use crate::table::TableHandle;
-use crate::write::credentials::{Refresh, Vended};
+use crate::write::credentials::{Refresh, RefreshError, Vended};
 use crate::write::data_files::{DataFileWriter, WriteOptions};
 use crate::write::partition::partition_spec;
 use crate::write::schema::{iceberg_schema, schema_differences, Column};
@@ -191,6 +191,7 @@ impl Destination {
                 format!("using the storage credentials vended for table {qualified}"),
                 e.message().to_string(),
             )
+            .with_source(e)
         })
     }
 
@@ -540,7 +541,7 @@ impl Destination {
             if let Err(e) = result {
                 let e = crate::error::from_iceberg(
                     format!("deleting {location}"),
-                    &e,
+                    e,
                     IcebergErrorKind::Storage,
                 );
                 tracing::warn!(location = %location, error = %e, "could not delete an uncommitted file");
@@ -582,7 +583,7 @@ impl Destination {
             metadata.snapshots().map(|s| s.manifest_list()).collect();
         let folder = format!("{}/metadata", metadata.location().trim_end_matches('/'));
         let listed = self.storage.list(&folder).await.map_err(|e| {
-            crate::error::from_iceberg(format!("listing {folder}"), &e, IcebergErrorKind::Storage)
+            crate::error::from_iceberg(format!("listing {folder}"), e, IcebergErrorKind::Storage)
         })?;
         let ours = |location: &&String| {
             let name = location.rsplit('/').next().unwrap_or_default();
@@ -596,7 +597,7 @@ impl Destination {
             if let Err(e) = self.file_io.delete(location).await {
                 let e = crate::error::from_iceberg(
                     format!("deleting {location}"),
-                    &e,
+                    e,
                     IcebergErrorKind::Storage,
                 );
                 tracing::warn!(location = %location, error = %e, "could not delete a commit's metadata file");
@@ -611,7 +612,7 @@ impl Destination {
 fn signer_token(rest: Arc<RestCatalog>) -> SignerToken {
     Arc::new(move || {
         let rest = rest.clone();
-        Box::pin(async move { rest.bearer(false).await.map_err(|e| e.to_string()) })
+        Box::pin(async move { rest.bearer(false).await })
     })
 }
 
@@ -625,10 +626,7 @@ fn vended_refresh(rest: Arc<RestCatalog>, namespace: Namespace, table: String) -
             {
                 Ok(entries) if !entries.is_empty() => (None, entries, Default::default()),
                 _ => {
-                    let loaded = rest
-                        .load_table(&namespace, &table)
-                        .await
-                        .map_err(|e| e.to_string())?;
+                    let loaded = rest.load_table(&namespace, &table).await?;
                     let location = loaded.metadata.location().to_string();
                     (Some(location), loaded.storage_credentials, loaded.config)
                 }
@@ -640,9 +638,7 @@ fn vended_refresh(rest: Arc<RestCatalog>, namespace: Namespace, table: String) -
                     .max_by_key(String::len)
                     .unwrap_or_default()
             });
-            Vended::for_location(&location, &entries, &config).ok_or_else(|| {
-                "the catalog vended no storage credentials for the table".to_string()
-            })
+            Vended::for_location(&location, &entries, &config).ok_or(RefreshError::NoCredentials)
         })
     })
 }

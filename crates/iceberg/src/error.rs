@@ -1,4 +1,10 @@
+use std::fmt;
+
 use topicberg_core::redact_urls;
+
+/// The error behind a [`CatalogError`] or an [`IcebergError`] (an I/O,
+/// HTTP, JSON, Parquet or `iceberg` crate error), whose type varies.
+pub type Cause = Box<dyn std::error::Error + Send + Sync + 'static>;
 
 /// What kind of failure a [`CatalogError`] is; decides whether a retry can help.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -24,8 +30,10 @@ pub enum CatalogErrorKind {
 /// The message names the step, the URL and what the catalog said, so that
 /// a user can fix it. Every URL in it has gone through
 /// [`redact_urls`] when the error was made: no userinfo password, no
-/// `token=`-like query value.
-#[derive(Debug, thiserror::Error)]
+/// `token=`-like query value. The error it wraps, if any, is its
+/// [`source`](std::error::Error::source); the message already says what it
+/// said (redacted), so print the message, not the chain.
+#[derive(thiserror::Error)]
 #[error("{step}: {detail}")]
 pub struct CatalogError {
     /// What kind of failure this is.
@@ -34,6 +42,8 @@ pub struct CatalogError {
     pub step: String,
     /// What went wrong, with the catalog's own message when it sent one.
     pub detail: String,
+    #[source]
+    source: Option<Cause>,
 }
 
 impl CatalogError {
@@ -46,7 +56,14 @@ impl CatalogError {
             kind,
             step: redact_urls(&step.into()),
             detail: redact_urls(&detail.into()),
+            source: None,
         }
+    }
+
+    /// This error, caused by `source` (its text is in the detail already).
+    pub(crate) fn with_source(mut self, source: impl Into<Cause>) -> Self {
+        self.source = Some(source.into());
+        self
     }
 
     /// Whether the same request may succeed if sent again unchanged.
@@ -87,8 +104,9 @@ pub enum IcebergErrorKind {
 /// data, or the commit.
 ///
 /// Like [`CatalogError`], the message names the step and the object (a URL
-/// or file location, passed through [`redact_urls`]).
-#[derive(Debug, thiserror::Error)]
+/// or file location, passed through [`redact_urls`]), and the error it
+/// wraps, if any, is its [`source`](std::error::Error::source).
+#[derive(thiserror::Error)]
 #[error("{step}: {detail}")]
 pub struct IcebergError {
     /// What kind of failure this is.
@@ -98,6 +116,8 @@ pub struct IcebergError {
     /// What went wrong.
     pub detail: String,
     transient: bool,
+    #[source]
+    source: Option<Cause>,
 }
 
 impl IcebergError {
@@ -118,7 +138,14 @@ impl IcebergError {
             step: redact_urls(&step.into()),
             detail: redact_urls(&detail.into()),
             transient,
+            source: None,
         }
+    }
+
+    /// This error, caused by `source` (its text is in the detail already).
+    pub(crate) fn with_source(mut self, source: impl Into<Cause>) -> Self {
+        self.source = Some(source.into());
+        self
     }
 
     pub(crate) fn with_retryable(mut self, retryable: bool) -> Self {
@@ -145,7 +172,38 @@ impl IcebergError {
 
 impl From<CatalogError> for IcebergError {
     fn from(e: CatalogError) -> Self {
-        Self::new(IcebergErrorKind::Catalog(e.kind), e.step, e.detail)
+        let mut error = Self::new(IcebergErrorKind::Catalog(e.kind), e.step, e.detail);
+        error.source = e.source;
+        error
+    }
+}
+
+/// The source as its message, redacted: a wrapped HTTP error's own form
+/// may show a URL's password.
+fn cause_text(source: &Option<Cause>) -> Option<String> {
+    source.as_ref().map(|s| redact_urls(&s.to_string()))
+}
+
+impl fmt::Debug for CatalogError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CatalogError")
+            .field("kind", &self.kind)
+            .field("step", &self.step)
+            .field("detail", &self.detail)
+            .field("source", &cause_text(&self.source))
+            .finish()
+    }
+}
+
+impl fmt::Debug for IcebergError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("IcebergError")
+            .field("kind", &self.kind)
+            .field("step", &self.step)
+            .field("detail", &self.detail)
+            .field("transient", &self.transient)
+            .field("source", &cause_text(&self.source))
+            .finish()
     }
 }
 
@@ -154,12 +212,12 @@ impl From<CatalogError> for IcebergError {
 /// (retryable as the storage said), anything else is `otherwise`.
 pub(crate) fn from_iceberg(
     step: impl Into<String>,
-    err: &iceberg::Error,
+    err: iceberg::Error,
     otherwise: IcebergErrorKind,
 ) -> IcebergError {
     let mut parts: Vec<String> = vec![err.message().to_string()];
     let mut storage: Option<bool> = None;
-    let mut cause = std::error::Error::source(err);
+    let mut cause = std::error::Error::source(&err);
     while let Some(c) = cause {
         if let Some(fault) = c.downcast_ref::<crate::write::storage_fault::StorageFault>() {
             storage.get_or_insert(fault.retryable);
@@ -174,12 +232,13 @@ pub(crate) fn from_iceberg(
         cause = c.source();
     }
     let detail = parts.join(": ");
-    match storage {
+    let error = match storage {
         Some(retryable) => {
             IcebergError::new(IcebergErrorKind::Storage, step, detail).with_retryable(retryable)
         }
         None => IcebergError::new(otherwise, step, detail),
-    }
+    };
+    error.with_source(err)
 }
 
 #[cfg(test)]
@@ -207,5 +266,21 @@ mod tests {
         );
         let err = IcebergError::new(IcebergErrorKind::Storage, "https://k:pw3@s3/b", "x");
         assert_eq!(err.step, "https://k:***@s3/b");
+    }
+
+    #[test]
+    fn the_cause_is_kept_through_the_catalog_and_never_printed_with_its_password() {
+        let io = std::io::Error::other("refused by http://u:pw4@h:9/v1/config");
+        let err = CatalogError::new(CatalogErrorKind::Unreachable, "GET http://h:9", "refused")
+            .with_source(io);
+        let err = IcebergError::from(err);
+        assert_eq!(err.to_string(), "GET http://h:9: refused");
+        let cause = std::error::Error::source(&err).expect("the cause is kept");
+        assert!(cause.to_string().contains("pw4"));
+        let debug = format!("{err:?}");
+        assert!(
+            debug.contains("u:***@h:9") && !debug.contains("pw4"),
+            "{debug}"
+        );
     }
 }

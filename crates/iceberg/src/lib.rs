@@ -54,7 +54,7 @@ pub mod table_metadata;
 pub mod write;
 
 pub use catalog::{rest, sql, Catalog};
-pub use commit::offsets::{OffsetsAdvance, TableOffsets, OFFSETS_PROPERTY};
+pub use commit::offsets::{OffsetsAdvance, OffsetsError, TableOffsets, OFFSETS_PROPERTY};
 pub use commit::row_delta::{is_stale_deletes, RowDelta};
 pub use commit::schema_evolution::SchemaChange;
 pub use commit::summary::COMMIT_ID_PROPERTY;

@@ -33,13 +33,13 @@ pub(crate) async fn manifests_of(
     let step = format!("reading manifest list {location}");
     let bytes = file_io
         .new_input(location)
-        .map_err(|e| from_iceberg(&step, &e, IcebergErrorKind::Storage))?
+        .map_err(|e| from_iceberg(&step, e, IcebergErrorKind::Storage))?
         .read()
         .await
-        .map_err(|e| from_iceberg(&step, &e, IcebergErrorKind::Storage))?;
+        .map_err(|e| from_iceberg(&step, e, IcebergErrorKind::Storage))?;
     Ok(
         ManifestList::parse_with_version(&bytes, metadata.format_version())
-            .map_err(|e| from_iceberg(&step, &e, IcebergErrorKind::Data))?
+            .map_err(|e| from_iceberg(&step, e, IcebergErrorKind::Data))?
             .entries()
             .to_vec(),
     )

@@ -43,7 +43,7 @@ pub(crate) fn tls_failed(connection: &KafkaConnection, failure: Failure, reason:
                     " - the one set did not sign them"
                 }
             ),
-            Some(CertificateProblem::Other(why)) => format!(
+            Some(CertificateProblem::Unverified(why)) => format!(
                 "{head}: the broker's certificate was not accepted ({why}); check \
                      ssl_ca_pem and the broker's certificate ({reason})"
             ),

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use openssl::ssl::{HandshakeError, SslConnector, SslMethod, SslVerifyMode};
-use openssl::x509::X509;
+use openssl::x509::{X509VerifyResult, X509};
 
 use crate::KafkaConnection;
 
@@ -20,10 +20,11 @@ pub(crate) enum CertificateProblem {
     Expired(String),
     /// Issued for other host names than the one connected to.
     HostnameMismatch,
-    /// Signed by a CA this client does not trust.
-    UnknownCa(String),
-    /// Another verification error, in OpenSSL's words.
-    Other(String),
+    /// Signed by a CA this client does not trust (OpenSSL's verification
+    /// result: self-signed, issuer unknown, ...).
+    UnknownCa(X509VerifyResult),
+    /// Another verification failure; OpenSSL's result prints its words.
+    Unverified(X509VerifyResult),
 }
 
 /// Connects to the first bootstrap broker and verifies its certificate as
@@ -79,11 +80,9 @@ pub(crate) fn diagnose(
                 // X509_V_ERR_HOSTNAME_MISMATCH, X509_V_ERR_IP_ADDRESS_MISMATCH
                 62 | 64 => CertificateProblem::HostnameMismatch,
                 // self-signed (18, 19), issuer unknown (2, 20, 21)
-                2 | 18 | 19 | 20 | 21 => {
-                    CertificateProblem::UnknownCa(result.error_string().to_string())
-                }
+                2 | 18 | 19 | 20 | 21 => CertificateProblem::UnknownCa(result),
                 0 => return None,
-                _ => CertificateProblem::Other(result.error_string().to_string()),
+                _ => CertificateProblem::Unverified(result),
             })
         }
         Err(_) => None,

@@ -28,7 +28,7 @@ use self::answers::{ConnectionTest, Done, PieceView, SessionInfo, SetupDone};
 use crate::auth::{self, Session};
 use crate::error::{ApiError, ApiResult};
 use crate::guard;
-use crate::job_file::{load_job, JobFileError};
+use crate::job_file::{load_job, JobConfigError, JobFileError};
 use crate::pieces::{self, Piece, PieceKind, Secrets};
 use crate::state::AppState;
 use crate::store::PieceRow;
@@ -380,7 +380,9 @@ fn test_job(state: &AppState, kind: PieceKind, piece: &Piece) -> ApiResult<Job> 
     )?;
     match load_job(&text, Some(state.store.data_dir())) {
         Ok(loaded) => Ok(loaded.job),
-        Err(JobFileError::Invalid(e)) => Err(ApiError::job_file(&e, kind.table())),
+        Err(JobFileError::Config(JobConfigError::Invalid(e))) => {
+            Err(ApiError::job_file(&e, kind.table()))
+        }
         Err(e) => Err(ApiError::new(
             StatusCode::UNPROCESSABLE_ENTITY,
             e.to_string(),

@@ -14,9 +14,10 @@ use base64::Engine as _;
 use sha2::{Digest, Sha256};
 
 use crate::error::ApiError;
+use crate::error_kind::ServeErrorKind;
 use crate::guard::constant_time_eq;
 use crate::state::AppState;
-use crate::store::Store;
+use crate::store::{Store, StoreError};
 
 /// The session cookie's name.
 pub const SESSION_COOKIE: &str = "topicberg_session";
@@ -31,13 +32,38 @@ pub const ADMIN_PASSWORD_ENV: &str = "TOPICBERG_ADMIN_PASSWORD";
 /// The shortest password `POST /api/setup` accepts.
 pub const MIN_PASSWORD_LEN: usize = 8;
 
+/// Why the admin password could not be hashed or kept.
+#[derive(Debug, thiserror::Error)]
+pub enum PasswordError {
+    /// No salt could be made (`password_hash`'s error is no
+    /// `std::error::Error` in this build: kept, not chained).
+    #[error("{0}")]
+    Salt(argon2::password_hash::Error),
+    /// argon2 refused to hash it.
+    #[error("hashing the password: {0}")]
+    Hash(argon2::password_hash::Error),
+    /// The store could not read or keep it.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl PasswordError {
+    /// What kind of failure.
+    pub fn kind(&self) -> ServeErrorKind {
+        match self {
+            Self::Salt(_) | Self::Hash(_) => ServeErrorKind::Internal,
+            Self::Store(_) => ServeErrorKind::Store,
+        }
+    }
+}
+
 /// The argon2id hash (PHC string) of `password`.
-pub fn hash_password(password: &str) -> Result<String, String> {
-    let salt = SaltString::encode_b64(&rand::random::<[u8; 16]>()).map_err(|e| e.to_string())?;
+pub fn hash_password(password: &str) -> Result<String, PasswordError> {
+    let salt = SaltString::encode_b64(&rand::random::<[u8; 16]>()).map_err(PasswordError::Salt)?;
     Argon2::default()
         .hash_password(password.as_bytes(), &salt)
         .map(|h| h.to_string())
-        .map_err(|e| format!("hashing the password: {e}"))
+        .map_err(PasswordError::Hash)
 }
 
 /// Whether `password` matches the stored hash.
@@ -108,22 +134,19 @@ pub fn now_ms() -> i64 {
 /// Sets the admin password from `TOPICBERG_ADMIN_PASSWORD` when given
 /// (replacing a stored one, which ends every session). Returns whether an
 /// admin password is now set.
-pub fn init_admin(store: &Store) -> Result<bool, String> {
+pub fn init_admin(store: &Store) -> Result<bool, PasswordError> {
     match std::env::var(ADMIN_PASSWORD_ENV) {
         Ok(password) if !password.is_empty() => {
             let unchanged = store
-                .admin()
-                .map_err(|e| e.to_string())?
+                .admin()?
                 .is_some_and(|(_, hash)| verify_password(&password, &hash));
             if !unchanged {
-                store
-                    .set_admin(ADMIN_USER, &hash_password(&password)?)
-                    .map_err(|e| e.to_string())?;
+                store.set_admin(ADMIN_USER, &hash_password(&password)?)?;
                 tracing::info!("admin password set from {ADMIN_PASSWORD_ENV}");
             }
             Ok(true)
         }
-        _ => Ok(store.admin().map_err(|e| e.to_string())?.is_some()),
+        _ => Ok(store.admin()?.is_some()),
     }
 }
 

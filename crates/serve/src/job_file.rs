@@ -2,10 +2,16 @@
 //! the process environment), its relative paths put under the data folder
 //! and resolved into a [`Job`] once ([`load_job`]), as the CLI does with
 //! the file it is given. Runs and API requests pass that `Job` down.
+//! Why a job did not load: [`JobFileError`], its file ([`JobConfigError`])
+//! or its settings ([`JobProblems`]).
 
 use std::path::Path;
 
+use topicberg_core::config::ConfigProblem;
 use topicberg_core::{ConfigError, Job, JobConfig};
+
+use crate::error_kind::ServeErrorKind;
+use crate::run_store::RunStoreError;
 
 /// A job file, parsed and resolved.
 #[derive(Debug, Clone)]
@@ -17,37 +23,62 @@ pub struct LoadedJob {
     pub job: Job,
 }
 
-/// Why a job could not be loaded.
+/// Why a job could not be loaded: its file, or its settings.
 #[derive(Debug, thiserror::Error)]
 pub enum JobFileError {
-    /// The store could not give the job's file.
-    #[error("{0}")]
-    Store(String),
-    /// The file does not parse or validate.
-    #[error("the job's configuration is invalid: {0}")]
-    Invalid(ConfigError),
-    /// It parses but does not resolve (the problems, joined).
-    #[error("{0}")]
-    Unresolved(String),
+    /// The store could not give the file, or it does not parse or validate.
+    #[error(transparent)]
+    Config(#[from] JobConfigError),
+    /// It parses but its settings do not resolve.
+    #[error(transparent)]
+    Unresolved(#[from] JobProblems),
 }
+
+impl JobFileError {
+    /// What kind of failure.
+    pub fn kind(&self) -> ServeErrorKind {
+        match self {
+            Self::Config(e) => e.kind(),
+            Self::Unresolved(_) => ServeErrorKind::Invalid,
+        }
+    }
+}
+
+/// Why a job's configuration could not be read as a run reads it.
+#[derive(Debug, thiserror::Error)]
+pub enum JobConfigError {
+    /// The store could not give the job's job file.
+    #[error(transparent)]
+    Store(#[from] RunStoreError),
+    /// The job file did not load.
+    #[error("the job's configuration is invalid: {0}")]
+    Invalid(#[source] ConfigError),
+}
+
+impl JobConfigError {
+    /// What kind of failure.
+    pub fn kind(&self) -> ServeErrorKind {
+        match self {
+            Self::Store(e) => e.kind(),
+            Self::Invalid(_) => ServeErrorKind::Invalid,
+        }
+    }
+}
+
+/// A job whose settings do not resolve: every problem, joined by `; `.
+#[derive(Debug, thiserror::Error)]
+#[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+pub struct JobProblems(pub Vec<ConfigProblem>);
 
 /// Parses `toml`, puts its relative paths under `data_dir` (when given)
 /// and resolves the job.
 pub fn load_job(toml: &str, data_dir: Option<&Path>) -> Result<LoadedJob, JobFileError> {
     let mut config = JobConfig::from_toml_str(toml, |name| std::env::var(name).ok())
-        .map_err(JobFileError::Invalid)?;
+        .map_err(JobConfigError::Invalid)?;
     if let Some(dir) = data_dir {
         resolve_paths(&mut config, dir);
     }
-    let job = Job::resolve(&config).map_err(|problems| {
-        JobFileError::Unresolved(
-            problems
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join("; "),
-        )
-    })?;
+    let job = Job::resolve(&config).map_err(JobProblems)?;
     Ok(LoadedJob { config, job })
 }
 
@@ -90,7 +121,11 @@ mod tests {
     fn a_file_that_does_not_parse_or_resolve_says_which() {
         let bad = TOML.replace("bootstrap_servers", "bootstrap_server");
         let e = load_job(&bad, None).unwrap_err();
-        assert!(matches!(e, JobFileError::Invalid(_)), "{e}");
+        assert!(
+            matches!(e, JobFileError::Config(JobConfigError::Invalid(_))),
+            "{e}"
+        );
+        assert_eq!(e.kind(), ServeErrorKind::Invalid);
         assert!(
             e.to_string()
                 .starts_with("the job's configuration is invalid: "),

@@ -8,13 +8,14 @@
 //!
 //! | module | owns |
 //! |---|---|
-//! | [`job_file`] | a job file loaded for a run or a request: parsed, paths under the data folder, resolved once into a `Job` |
+//! | [`error_kind`] | what kind of failure an error of the service is (`ServeErrorKind`) |
+//! | [`job_file`] | a job file loaded for a run or a request: parsed, paths under the data folder, resolved once into a `Job`; why it did not load (`JobFileError`, `JobConfigError`, `JobProblems`) |
 //! | [`pieces`] | job-file pieces (`[source]`, `[destination]`, ...), write-only secrets; <-> job TOML and export placeholders (`pieces/job_toml.rs`) |
-//! | [`run_store`] | what runs and the scheduler need from the store (`RunStore`), run status and trigger |
+//! | [`run_store`] | what runs and the scheduler need from the store (`RunStore`, `RunStoreError`), run status and trigger |
 //! | [`store`] | the SQLite database: migrations, sources, destinations, jobs, runs and their logs, sessions, the admin user |
 //! | [`metrics`] | the Prometheus metrics (`/metrics` text), consumer lag |
-//! | [`runner`] | runs: one at a time per job, cancel, shutdown; the per-run log capture (`runner/log_capture.rs`) |
-//! | [`scheduler`] | schedules (cron, presets, UTC), next run, missed run at start, the scheduler loop |
+//! | [`runner`] | runs: one at a time per job, cancel, shutdown; the per-run log capture (`runner/log_capture.rs`); why a run did not start or ended without a report (`runner/error.rs`) |
+//! | [`scheduler`] | schedules (cron, presets, UTC), next run, missed run at start, the scheduler loop; why a schedule's text is none (`scheduler/error.rs`) |
 //! | [`warnings`] | the retention warning of a job's page |
 //! | [`error`] | `ApiError`: the status and `{"error", "problems"}` body of every failed request |
 //! | [`guard`] | security headers, the Host allowlist, the `/metrics` token, same-origin JSON for setup and login, the login throttle, tokens compared in constant time |
@@ -27,6 +28,7 @@
 pub mod api;
 pub mod auth;
 pub mod error;
+pub mod error_kind;
 pub mod guard;
 pub mod job_file;
 pub mod metrics;

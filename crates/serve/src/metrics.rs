@@ -147,34 +147,18 @@ impl Metrics {
     pub fn render_at(&self, now_ms: i64) -> String {
         let state = self.state();
         let mut out = String::new();
-        family(
+        table_counter(
             &mut out,
             "topicberg_records_total",
-            "counter",
             "Records written to Iceberg tables (committed), per job and table.",
+            &state.records,
         );
-        for ((job, table), n) in &state.records {
-            sample(
-                &mut out,
-                "topicberg_records_total",
-                &[("job", job), ("table", table)],
-                *n as f64,
-            );
-        }
-        family(
+        table_counter(
             &mut out,
             "topicberg_bytes_total",
-            "counter",
             "Kafka key and value bytes read into committed snapshots, per job and table.",
+            &state.bytes,
         );
-        for ((job, table), n) in &state.bytes {
-            sample(
-                &mut out,
-                "topicberg_bytes_total",
-                &[("job", job), ("table", table)],
-                *n as f64,
-            );
-        }
         family(
             &mut out,
             "topicberg_syncs_total",
@@ -189,72 +173,95 @@ impl Metrics {
                 *n as f64,
             );
         }
-        family(
-            &mut out,
-            "topicberg_sync_duration_seconds",
-            "histogram",
-            "Wall time of a sync, per job.",
-        );
-        for (job, h) in &state.durations {
-            let name = "topicberg_sync_duration_seconds";
-            let mut cumulative = 0;
-            for (bound, n) in DURATION_BUCKETS.iter().zip(h.buckets) {
-                cumulative += n;
-                let le = format_value(*bound);
-                sample(
-                    &mut out,
-                    &format!("{name}_bucket"),
-                    &[("job", job), ("le", &le)],
-                    cumulative as f64,
-                );
-            }
-            sample(
-                &mut out,
-                &format!("{name}_bucket"),
-                &[("job", job), ("le", "+Inf")],
-                h.count as f64,
-            );
-            sample(&mut out, &format!("{name}_sum"), &[("job", job)], h.sum);
-            sample(
-                &mut out,
-                &format!("{name}_count"),
-                &[("job", job)],
-                h.count as f64,
-            );
-        }
-        family(
-            &mut out,
-            "topicberg_seconds_since_last_success",
-            "gauge",
-            "Seconds since the job's last successful sync (absent before its first).",
-        );
-        for (job, ms) in &state.last_success_ms {
-            let seconds = (now_ms - ms).max(0) as f64 / 1000.0;
-            sample(
-                &mut out,
-                "topicberg_seconds_since_last_success",
-                &[("job", job)],
-                seconds,
-            );
-        }
-        family(
-            &mut out,
-            "topicberg_consumer_lag_messages",
-            "gauge",
-            "Messages not yet synced per partition after the job's last run: high watermark minus the consumer group's committed offset.",
-        );
-        for (job, partitions) in &state.lag {
-            for p in partitions {
-                let partition = p.partition.to_string();
-                sample(
-                    &mut out,
-                    "topicberg_consumer_lag_messages",
-                    &[("job", job), ("topic", &p.topic), ("partition", &partition)],
-                    p.lag as f64,
-                );
-            }
-        }
+        durations(&mut out, &state.durations);
+        since_last_success(&mut out, &state.last_success_ms, now_ms);
+        consumer_lag(&mut out, &state.lag);
         out
+    }
+}
+
+/// A counter family with one sample per job and table.
+fn table_counter(
+    out: &mut String,
+    name: &str,
+    help: &str,
+    counts: &BTreeMap<(String, String), u64>,
+) {
+    family(out, name, "counter", help);
+    for ((job, table), n) in counts {
+        sample(out, name, &[("job", job), ("table", table)], *n as f64);
+    }
+}
+
+/// `topicberg_sync_duration_seconds`: each job's histogram.
+fn durations(out: &mut String, durations: &BTreeMap<String, Histogram>) {
+    let name = "topicberg_sync_duration_seconds";
+    family(out, name, "histogram", "Wall time of a sync, per job.");
+    for (job, h) in durations {
+        let mut cumulative = 0;
+        for (bound, n) in DURATION_BUCKETS.iter().zip(h.buckets) {
+            cumulative += n;
+            let le = format_value(*bound);
+            sample(
+                out,
+                &format!("{name}_bucket"),
+                &[("job", job), ("le", &le)],
+                cumulative as f64,
+            );
+        }
+        sample(
+            out,
+            &format!("{name}_bucket"),
+            &[("job", job), ("le", "+Inf")],
+            h.count as f64,
+        );
+        sample(out, &format!("{name}_sum"), &[("job", job)], h.sum);
+        sample(
+            out,
+            &format!("{name}_count"),
+            &[("job", job)],
+            h.count as f64,
+        );
+    }
+}
+
+/// `topicberg_seconds_since_last_success`, as of `now_ms`.
+fn since_last_success(out: &mut String, last_success_ms: &BTreeMap<String, i64>, now_ms: i64) {
+    family(
+        out,
+        "topicberg_seconds_since_last_success",
+        "gauge",
+        "Seconds since the job's last successful sync (absent before its first).",
+    );
+    for (job, ms) in last_success_ms {
+        let seconds = (now_ms - ms).max(0) as f64 / 1000.0;
+        sample(
+            out,
+            "topicberg_seconds_since_last_success",
+            &[("job", job)],
+            seconds,
+        );
+    }
+}
+
+/// `topicberg_consumer_lag_messages`: each job's partitions.
+fn consumer_lag(out: &mut String, lag: &BTreeMap<String, Vec<PartitionLag>>) {
+    family(
+        out,
+        "topicberg_consumer_lag_messages",
+        "gauge",
+        "Messages not yet synced per partition after the job's last run: high watermark minus the consumer group's committed offset.",
+    );
+    for (job, partitions) in lag {
+        for p in partitions {
+            let partition = p.partition.to_string();
+            sample(
+                out,
+                "topicberg_consumer_lag_messages",
+                &[("job", job), ("topic", &p.topic), ("partition", &partition)],
+                p.lag as f64,
+            );
+        }
     }
 }
 

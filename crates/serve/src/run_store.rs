@@ -2,6 +2,8 @@
 //! trait: `store::Store` implements it, and the runner's unit tests use an
 //! in-memory one.
 
+use crate::error_kind::ServeErrorKind;
+
 /// How a run ended (or that it has not yet).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RunStatus {
@@ -117,11 +119,54 @@ pub struct ScheduledJob {
     pub last_started_ms: Option<i64>,
 }
 
-/// The store operations runs need. Errors are messages for the log.
+/// Why the store could not give or record what a run needs.
+#[derive(Debug, thiserror::Error)]
+pub enum RunStoreError {
+    /// The job, its pieces or the database (the store's `StoreError`,
+    /// boxed: the store is built on this trait, not the other way round).
+    #[error("{0}")]
+    Store(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// The start of a run could not be recorded.
+    #[error("recording a run of job {job_id}: {source}")]
+    InsertRun {
+        /// The job.
+        job_id: i64,
+        /// SQLite's error.
+        #[source]
+        source: rusqlite::Error,
+    },
+    /// The end of a run could not be recorded.
+    #[error("recording the end of run {run_id}: {source}")]
+    FinishRun {
+        /// The run.
+        run_id: i64,
+        /// SQLite's error.
+        #[source]
+        source: rusqlite::Error,
+    },
+    /// The jobs' schedules could not be read.
+    #[error(transparent)]
+    Schedules(rusqlite::Error),
+    /// No such job.
+    #[error("no job {0}")]
+    NoJob(i64),
+    /// No such run.
+    #[error("no run {0}")]
+    NoRun(i64),
+}
+
+impl RunStoreError {
+    /// What kind of failure.
+    pub fn kind(&self) -> ServeErrorKind {
+        ServeErrorKind::Store
+    }
+}
+
+/// The store operations runs need.
 pub trait RunStore: Send + Sync + 'static {
     /// The job's job file, assembled from its source, destination and job
     /// pieces, with the real secrets (never shown anywhere).
-    fn job_toml(&self, job_id: i64) -> Result<String, String>;
+    fn job_toml(&self, job_id: i64) -> Result<String, RunStoreError>;
     /// Records that a run started; returns its id.
     fn insert_run(
         &self,
@@ -129,9 +174,9 @@ pub trait RunStore: Send + Sync + 'static {
         kind: RunKind,
         trigger: Trigger,
         started_ms: i64,
-    ) -> Result<i64, String>;
+    ) -> Result<i64, RunStoreError>;
     /// Records how a run ended.
-    fn finish_run(&self, run: &FinishedRun) -> Result<(), String>;
+    fn finish_run(&self, run: &FinishedRun) -> Result<(), RunStoreError>;
     /// Every job, with its schedule.
-    fn schedules(&self) -> Result<Vec<ScheduledJob>, String>;
+    fn schedules(&self) -> Result<Vec<ScheduledJob>, RunStoreError>;
 }

@@ -6,6 +6,7 @@
 //! block), inside a span `run{run_id, job_id, trigger}` whose events the
 //! [`log_capture_layer`] keeps in the run's log.
 
+mod error;
 mod log_capture;
 mod maintain_run;
 #[cfg(test)]
@@ -24,9 +25,10 @@ use topicberg_core::Job;
 use topicberg_kafka::{read_partition_states, select_topics, KafkaConnection};
 use tracing::Instrument;
 
+pub use error::{RunError, StartError, TopicsError};
 pub use log_capture::{log_capture_layer, LogCapture, LogCaptureLayer, MAX_RUN_LOG_BYTES};
 
-use crate::job_file::{load_job, JobFileError, LoadedJob};
+use crate::job_file::{load_job, JobConfigError, JobFileError, LoadedJob};
 use crate::metrics::{Metrics, PartitionLag};
 use crate::run_store::{FinishedRun, RunKind, RunStatus, RunStore, Trigger};
 use topicberg_sync::sync::progress::{ProgressSnapshot, SyncProgress};
@@ -39,20 +41,6 @@ struct RunHandles {
     cancel: Arc<AtomicBool>,
     progress: Arc<SyncProgress>,
     kind: RunKind,
-}
-
-/// Why a run did not start.
-#[derive(Debug, thiserror::Error)]
-pub enum StartError {
-    /// The job has a run in progress.
-    #[error("the job is already running")]
-    AlreadyRunning,
-    /// The service is shutting down and starts no more runs.
-    #[error("the service is shutting down")]
-    ShuttingDown,
-    /// The store could not give the job or record the run.
-    #[error("store: {0}")]
-    Store(String),
 }
 
 /// Starts, cancels and tracks the service's runs. Clones share everything.
@@ -160,8 +148,7 @@ impl Runner {
         if self.shared.closed.load(Ordering::SeqCst) {
             return Err(StartError::ShuttingDown);
         }
-        let runtime = tokio::runtime::Handle::try_current()
-            .map_err(|e| StartError::Store(format!("no tokio runtime to run in: {e}")))?;
+        let runtime = tokio::runtime::Handle::try_current().map_err(StartError::NoRuntime)?;
         let cancel = Arc::new(AtomicBool::new(false));
         let progress = Arc::new(SyncProgress::default());
         {
@@ -178,7 +165,7 @@ impl Runner {
                 },
             );
         }
-        let release = |e: String| {
+        let release = |e| {
             self.running().remove(&job_id);
             StartError::Store(e)
         };
@@ -280,7 +267,7 @@ impl Runner {
         }))
         .unwrap_or_else(|panic| Outcome {
             job_name: job_name_of(toml, job_id),
-            result: Err(format!("the sync panicked: {}", panic_text(&panic))),
+            result: Err(RunError::Panicked(panic_text(&panic))),
             lag: None,
         });
         let duration = started.elapsed();
@@ -343,7 +330,7 @@ impl Runner {
     fn sync(&self, job_id: i64, toml: &str, run: &RunHandles, span: &tracing::Span) -> Outcome {
         let job = match load_job(toml, self.data_dir.as_deref()) {
             Ok(loaded) => loaded.job,
-            Err(e) => return Outcome::invalid(toml, job_id, e.to_string()),
+            Err(e) => return Outcome::invalid(toml, job_id, e),
         };
         let options = SyncOptions {
             cancel: Some(Arc::clone(&run.cancel)),
@@ -353,7 +340,7 @@ impl Runner {
         let result = runtime
             .block_on(run_sync_with(&job, options).instrument(span.clone()))
             .map(RunReport::Sync)
-            .map_err(|e| e.to_string());
+            .map_err(RunError::from);
         let lag = match &result {
             Ok(_) => match read_lag(&job) {
                 Ok(lag) => Some(lag),
@@ -374,16 +361,17 @@ impl Runner {
 
 struct Outcome {
     job_name: String,
-    result: Result<RunReport, String>,
+    result: Result<RunReport, RunError>,
     lag: Option<Vec<PartitionLag>>,
 }
 
 impl Outcome {
-    /// A run whose job file did not parse: named as well as the text allows.
-    fn invalid(toml: &str, job_id: i64, error: String) -> Outcome {
+    /// A run whose job file did not load (parse or resolve): named as well
+    /// as the text allows.
+    fn invalid(toml: &str, job_id: i64, error: JobFileError) -> Outcome {
         Outcome {
             job_name: job_name_of(toml, job_id),
-            result: Err(error),
+            result: Err(error.into()),
             lag: None,
         }
     }
@@ -406,9 +394,9 @@ impl RunReport {
 
 /// The run's status and, when it failed, the error shown at the top of its
 /// page: the sync's error, or the failed tables' errors.
-fn classify(result: &Result<RunReport, String>) -> (RunStatus, Option<String>) {
+fn classify(result: &Result<RunReport, RunError>) -> (RunStatus, Option<String>) {
     let report = match result {
-        Err(e) => return (RunStatus::Failed, Some(e.clone())),
+        Err(e) => return (RunStatus::Failed, Some(e.to_string())),
         Ok(RunReport::Maintain(report)) => return maintain_run::classify(report),
         Ok(RunReport::Sync(report)) => report,
     };
@@ -437,7 +425,7 @@ impl Runner {
     /// The job as a run gets it: its job file from the store, loaded with
     /// the relative paths under the data folder ([`load_job`]).
     pub(crate) fn load_job(&self, job_id: i64) -> Result<LoadedJob, JobFileError> {
-        let toml = self.store.job_toml(job_id).map_err(JobFileError::Store)?;
+        let toml = self.store.job_toml(job_id).map_err(JobConfigError::from)?;
         load_job(&toml, self.data_dir.as_deref())
     }
 }
@@ -445,17 +433,15 @@ impl Runner {
 /// The consumer lag of every partition the job selects: high watermark
 /// minus the group's committed offset (the sync commits the group after
 /// its snapshots; no committed offset: minus the low watermark).
-fn read_lag(job: &Job) -> Result<Vec<PartitionLag>, String> {
+fn read_lag(job: &Job) -> Result<Vec<PartitionLag>, TopicsError> {
     let connection = KafkaConnection::from_source(&job.source);
-    let selection =
-        select_topics(&connection, &job.topics, KAFKA_TIMEOUT).map_err(|e| e.to_string())?;
+    let selection = select_topics(&connection, &job.topics, KAFKA_TIMEOUT)?;
     let states = read_partition_states(
         &connection,
         &job.consumer_group,
         &selection.selected,
         KAFKA_TIMEOUT,
-    )
-    .map_err(|e| e.to_string())?;
+    )?;
     Ok(states
         .into_iter()
         .map(|s| PartitionLag {

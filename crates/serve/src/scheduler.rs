@@ -24,8 +24,12 @@ use std::time::Duration;
 use chrono::{DateTime, Days, NaiveTime, TimeZone, Utc};
 use tokio::task::JoinHandle;
 
+pub use error::{DayOfWeekError, ScheduleError};
+
 use crate::run_store::{RunKind, RunStore, ScheduledJob, Trigger};
 use crate::runner::{Runner, StartError};
+
+mod error;
 
 /// The longest the loop sleeps, so new and edited schedules are picked up.
 pub const RESCAN_INTERVAL: Duration = Duration::from_secs(30);
@@ -49,14 +53,9 @@ pub enum Schedule {
     Cron(Box<cron::Schedule>),
 }
 
-const HOW_TO: &str = "write a cron expression in UTC with 5 fields \
-    (minute hour day-of-month month day-of-week, e.g. `30 2 * * *` or `0 9 * * 1-5`) \
-    or 6 with seconds first, or a preset: `every 15 minutes`, `every 2 hours`, \
-    `daily at 02:30`; leave it empty for manual runs only";
-
 impl Schedule {
     /// Parses a schedule; the error says what is wrong and how to write it.
-    pub fn parse(text: &str) -> Result<Schedule, String> {
+    pub fn parse(text: &str) -> Result<Schedule, ScheduleError> {
         let text = text.trim();
         if text.is_empty() {
             return Ok(Schedule::Manual);
@@ -69,34 +68,42 @@ impl Schedule {
             ["every", n, unit] => return parse_every(text, n, unit),
             ["daily", "at", time] => return parse_daily(text, time),
             ["every", ..] | ["daily", ..] => {
-                return Err(format!("`{text}` is not a schedule: {HOW_TO}"));
+                let text = text.to_string();
+                return Err(ScheduleError::NotASchedule { text });
             }
             _ => {}
         }
         if text.starts_with('@') {
             return cron::Schedule::from_str(&lower)
                 .map(|s| Schedule::Cron(Box::new(s)))
-                .map_err(|e| format!("`{text}`: {e}; {HOW_TO}"));
+                .map_err(|source| ScheduleError::Preset {
+                    text: text.to_string(),
+                    source,
+                });
         }
         let fields: Vec<&str> = text.split_whitespace().collect();
         let (seconds, rest) = match fields.len() {
             5 => ("0", &fields[..]),
             6 => (fields[0], &fields[1..]),
-            n => {
-                return Err(format!(
-                    "`{text}` has {n} field{}: {HOW_TO}",
-                    if n == 1 { "" } else { "s" }
-                ))
+            fields => {
+                let text = text.to_string();
+                return Err(ScheduleError::FieldCount { text, fields });
             }
         };
-        let dow = cron_day_of_week(rest[4]).map_err(|e| format!("`{text}`: {e}"))?;
+        let dow = cron_day_of_week(rest[4]).map_err(|source| ScheduleError::DayOfWeek {
+            text: text.to_string(),
+            source,
+        })?;
         let expression = format!(
             "{seconds} {} {} {} {} {dow}",
             rest[0], rest[1], rest[2], rest[3]
         );
         cron::Schedule::from_str(&expression)
             .map(|s| Schedule::Cron(Box::new(s)))
-            .map_err(|e| format!("`{text}` is not a valid cron expression ({e}); {HOW_TO}"))
+            .map_err(|source| ScheduleError::Cron {
+                text: text.to_string(),
+                source,
+            })
     }
 
     /// The first time strictly after `after` this schedule starts a run;
@@ -122,30 +129,26 @@ impl Schedule {
     }
 }
 
-fn parse_every(text: &str, n: &str, unit: &str) -> Result<Schedule, String> {
+fn parse_every(text: &str, n: &str, unit: &str) -> Result<Schedule, ScheduleError> {
+    let text = || text.to_string();
     let unit_seconds = match unit {
         "minute" | "minutes" | "min" | "mins" => 60,
         "hour" | "hours" => 3600,
-        _ => {
-            return Err(format!(
-                "`{text}`: the unit must be minutes or hours (e.g. `every 15 minutes`, `every 2 hours`)"
-            ))
-        }
+        _ => return Err(ScheduleError::EveryUnit { text: text() }),
     };
-    let n: i64 = n
-        .parse()
-        .map_err(|_| format!("`{text}`: `{n}` is not a whole number (e.g. `every 15 minutes`)"))?;
+    let n: i64 = n.parse().map_err(|_| ScheduleError::EveryNotWhole {
+        text: text(),
+        n: n.to_string(),
+    })?;
     if !(1..=10_000).contains(&n) {
-        return Err(format!(
-            "`{text}`: the number must be between 1 and 10000 (e.g. `every 15 minutes`)"
-        ));
+        return Err(ScheduleError::EveryOutOfRange { text: text() });
     }
     Ok(Schedule::Every {
         seconds: n * unit_seconds,
     })
 }
 
-fn parse_daily(text: &str, time: &str) -> Result<Schedule, String> {
+fn parse_daily(text: &str, time: &str) -> Result<Schedule, ScheduleError> {
     let (h, m) = time.split_once(':').unwrap_or((time, "00"));
     let number = |s: &str| {
         (!s.is_empty() && s.len() <= 2 && s.chars().all(|c| c.is_ascii_digit()))
@@ -157,17 +160,14 @@ fn parse_daily(text: &str, time: &str) -> Result<Schedule, String> {
         _ => None,
     }
     .map(|time| Schedule::Daily { time })
-    .ok_or_else(|| {
-        format!(
-            "`{text}`: the time must be HH:MM or HH in UTC, hours 0-23 and minutes 0-59 \
-             (e.g. `daily at 02:30`)"
-        )
+    .ok_or_else(|| ScheduleError::DailyTime {
+        text: text.to_string(),
     })
 }
 
 /// Unix cron's day-of-week field (0-7, 0 and 7 = Sunday) in the `cron`
 /// crate's numbering (1-7, 1 = Sunday). Names and `*`/`?` pass through.
-fn cron_day_of_week(field: &str) -> Result<String, String> {
+fn cron_day_of_week(field: &str) -> Result<String, DayOfWeekError> {
     if field == "*" || field == "?" {
         return Ok(field.to_string());
     }
@@ -183,15 +183,22 @@ fn cron_day_of_week(field: &str) -> Result<String, String> {
             None => (part, None),
         };
         let step: u32 = match step {
-            Some(s) => s.parse().ok().filter(|s| *s > 0).ok_or_else(|| {
-                format!("day of week `{part}`: the step must be a whole number above 0")
-            })?,
+            Some(s) => s
+                .parse()
+                .ok()
+                .filter(|s| *s > 0)
+                .ok_or_else(|| DayOfWeekError::Step {
+                    part: part.to_string(),
+                })?,
             None => 1,
         };
-        let number = |s: &str| -> Result<u32, String> {
-            s.parse::<u32>().ok().filter(|n| *n <= 7).ok_or_else(|| {
-                format!("day of week `{part}` is out of range: use 0-7 (0 or 7 = Sunday, 1 = Monday) or names SUN-SAT")
-            })
+        let number = |s: &str| -> Result<u32, DayOfWeekError> {
+            s.parse::<u32>()
+                .ok()
+                .filter(|n| *n <= 7)
+                .ok_or_else(|| DayOfWeekError::OutOfRange {
+                    part: part.to_string(),
+                })
         };
         let (from, to) = match base.split_once('-') {
             _ if base == "*" => (0, 6),
@@ -200,9 +207,9 @@ fn cron_day_of_week(field: &str) -> Result<String, String> {
             None => (number(base)?, number(base)?),
         };
         if from > to {
-            return Err(format!(
-                "day of week `{part}`: the range must go upwards (e.g. `1-5` for Monday to Friday)"
-            ));
+            return Err(DayOfWeekError::Downwards {
+                part: part.to_string(),
+            });
         }
         days.extend((from..=to).step_by(step as usize).map(|d| d % 7 + 1));
     }
@@ -214,7 +221,7 @@ fn cron_day_of_week(field: &str) -> Result<String, String> {
 }
 
 /// `Ok` when `text` is a schedule; otherwise what is wrong and how to fix it.
-pub fn validate_schedule(text: &str) -> Result<(), String> {
+pub fn validate_schedule(text: &str) -> Result<(), ScheduleError> {
     Schedule::parse(text).map(|_| ())
 }
 

@@ -51,7 +51,7 @@ pub enum ServeError {
     Store(#[from] store::StoreError),
     /// The admin password from the environment could not be stored.
     #[error("admin password: {0}")]
-    Admin(String),
+    Admin(#[source] auth::PasswordError),
     /// The listen address could not be bound.
     #[error("listening on {addr}: {source}")]
     Bind {

@@ -11,7 +11,9 @@ use rusqlite::{params, Connection, OptionalExtension, Row};
 use serde_json::Value;
 
 use super::pieces::{assemble_job_toml, JobPieces, Piece, PieceKind, Secrets};
-use super::run_store::{FinishedRun, RunKind, RunStatus, RunStore, ScheduledJob, Trigger};
+use super::run_store::{
+    FinishedRun, RunKind, RunStatus, RunStore, RunStoreError, ScheduledJob, Trigger,
+};
 
 /// The database file's name inside the data folder.
 pub const DB_FILE: &str = "topicberg.db";
@@ -703,8 +705,9 @@ fn migrate(conn: &Connection) -> Result<(), StoreError> {
 }
 
 impl RunStore for Store {
-    fn job_toml(&self, job_id: i64) -> Result<String, String> {
-        let job = self.job(job_id).map_err(|e| e.to_string())?;
+    fn job_toml(&self, job_id: i64) -> Result<String, RunStoreError> {
+        let store_error = |e: StoreError| RunStoreError::Store(Box::new(e));
+        let job = self.job(job_id).map_err(store_error)?;
         let data_dir = self.data_dir.clone();
         self.assemble(
             &job,
@@ -712,7 +715,7 @@ impl RunStore for Store {
                 data_dir: &data_dir,
             },
         )
-        .map_err(|e| e.to_string())
+        .map_err(store_error)
     }
 
     fn insert_run(
@@ -721,7 +724,7 @@ impl RunStore for Store {
         kind: RunKind,
         trigger: Trigger,
         started_ms: i64,
-    ) -> Result<i64, String> {
+    ) -> Result<i64, RunStoreError> {
         let conn = self.conn();
         conn.execute(
             "INSERT INTO runs (job_id, trigger, started_ms, status, kind) VALUES (?1, ?2, ?3, ?4, ?5)",
@@ -733,11 +736,11 @@ impl RunStore for Store {
                 kind.as_str()
             ],
         )
-        .map_err(|e| format!("recording a run of job {job_id}: {e}"))?;
+        .map_err(|source| RunStoreError::InsertRun { job_id, source })?;
         Ok(conn.last_insert_rowid())
     }
 
-    fn finish_run(&self, run: &FinishedRun) -> Result<(), String> {
+    fn finish_run(&self, run: &FinishedRun) -> Result<(), RunStoreError> {
         self.conn()
             .execute(
                 "UPDATE runs SET status = ?1, finished_ms = ?2, error = ?3, report_json = ?4,
@@ -752,11 +755,14 @@ impl RunStore for Store {
                     run.lag
                 ],
             )
-            .map_err(|e| format!("recording the end of run {}: {e}", run.run_id))?;
+            .map_err(|source| RunStoreError::FinishRun {
+                run_id: run.run_id,
+                source,
+            })?;
         Ok(())
     }
 
-    fn schedules(&self) -> Result<Vec<ScheduledJob>, String> {
+    fn schedules(&self) -> Result<Vec<ScheduledJob>, RunStoreError> {
         let conn = self.conn();
         let mut stmt = conn
             .prepare(
@@ -766,7 +772,7 @@ impl RunStore for Store {
                         (SELECT MAX(started_ms) FROM runs r WHERE r.job_id = j.id AND r.kind = 'maintain')
                  FROM jobs j ORDER BY j.id",
             )
-            .map_err(|e| e.to_string())?;
+            .map_err(RunStoreError::Schedules)?;
         let rows = stmt
             .query_map([], |r| {
                 let sync = ScheduledJob {
@@ -785,11 +791,11 @@ impl RunStore for Store {
                 };
                 Ok([sync, maintain])
             })
-            .map_err(|e| e.to_string())?;
+            .map_err(RunStoreError::Schedules)?;
         let mut jobs = Vec::new();
         for pair in rows {
             // A job without a maintenance schedule has no maintenance timer.
-            let pair = pair.map_err(|e| e.to_string())?;
+            let pair = pair.map_err(RunStoreError::Schedules)?;
             jobs.extend(
                 pair.into_iter()
                     .filter(|j| j.kind == RunKind::Sync || !j.schedule.is_empty()),

@@ -7,6 +7,8 @@ use std::time::Duration;
 use topicberg_core::Job;
 use topicberg_kafka::{select_topics, topic_retention, KafkaConnection};
 
+use crate::runner::TopicsError;
+
 /// The default fraction of the shortest retention after which a job that
 /// has not succeeded gets a warning (`topicberg serve
 /// --retention-warning-fraction`).
@@ -55,7 +57,7 @@ fn human(ms: i64) -> String {
 }
 
 /// Each selected topic's retention, read from the brokers.
-pub async fn job_topic_retention(job: &Job) -> Result<Vec<(String, Option<i64>)>, String> {
+pub async fn job_topic_retention(job: &Job) -> Result<Vec<(String, Option<i64>)>, TopicsError> {
     let connection = KafkaConnection::from_source(&job.source);
     let pattern = job.topics.clone();
     let timeout = Duration::from_secs(10);
@@ -64,12 +66,9 @@ pub async fn job_topic_retention(job: &Job) -> Result<Vec<(String, Option<i64>)>
         move || select_topics(&connection, &pattern, timeout)
     })
     .await
-    .map_err(|e| e.to_string())?
-    .map_err(|e| e.to_string())?;
+    .map_err(TopicsError::Task)??;
     let topics: Vec<String> = selected.selected.into_iter().map(|t| t.name).collect();
-    let retention = topic_retention(&connection, &topics, timeout)
-        .await
-        .map_err(|e| e.to_string())?;
+    let retention = topic_retention(&connection, &topics, timeout).await?;
     Ok(retention.into_iter().collect())
 }
 

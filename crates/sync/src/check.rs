@@ -1,6 +1,7 @@
 //! `topicberg check`: every step a sync needs, tried for real, each failure
 //! named with its likely fix.
 
+mod failure;
 mod registry;
 
 use std::sync::Arc;
@@ -9,32 +10,30 @@ use std::time::Duration;
 use arrow_array::{Int64Array, RecordBatch};
 use topicberg_core::config::CatalogKind;
 use topicberg_core::Job;
-use topicberg_iceberg::{
-    CatalogErrorKind, Column, ColumnType, Destination, IcebergErrorKind, TableHandle,
-};
-use topicberg_kafka::{
-    ping, read_partition_states, select_topics, KafkaConnection, KafkaErrorKind,
-};
+use topicberg_iceberg::{Column, ColumnType, Destination, TableHandle};
+use topicberg_kafka::{ping, read_partition_states, select_topics, KafkaConnection};
 
-use crate::destination::{connect_destination, iceberg_format};
+pub use failure::CheckFailure;
+
+use crate::destination::{connect_destination, iceberg_format, SetupError};
 
 /// Deadline for the broker ping.
 pub const PING_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// One step's outcome.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct CheckStep {
     /// What was tried.
     pub step: &'static str,
     /// What happened (or the error with its fix).
-    pub outcome: Result<String, String>,
+    pub outcome: Result<String, CheckFailure>,
     /// What may be wrong without failing the step (shown as warnings).
     pub warnings: Vec<String>,
 }
 
 impl CheckStep {
     /// A step without warnings.
-    pub fn new(step: &'static str, outcome: Result<String, String>) -> Self {
+    pub fn new(step: &'static str, outcome: Result<String, CheckFailure>) -> Self {
         Self {
             step,
             outcome,
@@ -93,24 +92,18 @@ async fn kafka_steps(job: &Job) -> (Vec<CheckStep>, Option<Vec<String>>) {
             )),
         )),
         Err(e) => {
-            let hint = match e.kind {
-                // The error itself names the user, mechanism, the TLS
-                // cause and the fields to fix.
-                KafkaErrorKind::Authentication | KafkaErrorKind::Tls => "",
-                KafkaErrorKind::Unreachable => {
-                    " (check bootstrap_servers and that the brokers advertise an address this machine can reach)"
-                }
-                _ => "",
-            };
-            steps.push(CheckStep::new("kafka", Err(format!("{e}{hint}"))));
+            steps.push(CheckStep::new(
+                "kafka",
+                Err(CheckFailure::Kafka { source: e }),
+            ));
             return (steps, None);
         }
     }
     let selected = select_topics(&connection, &job.topics, PING_TIMEOUT)
-        .map_err(|e| e.to_string())
+        .map_err(SetupError::from)
         .and_then(|selection| {
             let names = selection.selected.iter().map(|t| t.name.as_str());
-            crate::check_table_collisions(job, names).map_err(|e| e.to_string())?;
+            crate::check_table_collisions(job, names)?;
             Ok(selection)
         });
     match selected {
@@ -142,13 +135,13 @@ async fn kafka_steps(job: &Job) -> (Vec<CheckStep>, Option<Vec<String>>) {
                             job.consumer_group
                         )
                     })
-                    .map_err(|e| e.to_string()),
+                    .map_err(CheckFailure::Group),
                 ));
             }
             (steps, Some(names))
         }
         Err(e) => {
-            steps.push(CheckStep::new("topics", Err(e)));
+            steps.push(CheckStep::new("topics", Err(CheckFailure::Topics(e))));
             (steps, None)
         }
     }
@@ -160,16 +153,18 @@ async fn kafka_steps(job: &Job) -> (Vec<CheckStep>, Option<Vec<String>>) {
 /// destination).
 pub async fn check_destination(job: &Job) -> Vec<CheckStep> {
     let mut steps = Vec::new();
-    let connected = connect_destination(job).await;
-    steps.push(CheckStep::new(
-        "catalog",
-        match &connected {
-            Ok(_) => Ok(catalog_ok(job)),
-            Err(e) => Err(format!("{e}{}", catalog_hint(&e.to_string()))),
-        },
-    ));
-    let Ok(destination) = connected else {
-        return steps;
+    let destination = match connect_destination(job).await {
+        Ok(destination) => {
+            steps.push(CheckStep::new("catalog", Ok(catalog_ok(job))));
+            destination
+        }
+        Err(e) => {
+            steps.push(CheckStep::new(
+                "catalog",
+                Err(CheckFailure::Catalog { source: e }),
+            ));
+            return steps;
+        }
     };
     let namespace = job.namespace_path();
     let table = format!("topicberg_check_{}", uuid::Uuid::new_v4().simple());
@@ -178,15 +173,19 @@ pub async fn check_destination(job: &Job) -> Vec<CheckStep> {
     let created = destination
         .ensure_table(&namespace, &table, &columns, format)
         .await;
-    steps.push(CheckStep::new(
-        "create table",
-        match &created {
-            Ok(_) => Ok(format!("created {}.{table}", namespace.join("."))),
-            Err(e) => Err(format!("{e}{}", create_hint(e.kind))),
-        },
-    ));
-    let Ok(handle) = created else {
-        return steps;
+    let handle = match created {
+        Ok(handle) => {
+            let text = format!("created {}.{table}", namespace.join("."));
+            steps.push(CheckStep::new("create table", Ok(text)));
+            handle
+        }
+        Err(e) => {
+            steps.push(CheckStep::new(
+                "create table",
+                Err(CheckFailure::CreateTable { source: e }),
+            ));
+            return steps;
+        }
     };
     steps.push(CheckStep::new(
         "storage credentials",
@@ -197,7 +196,7 @@ pub async fn check_destination(job: &Job) -> Vec<CheckStep> {
         "drop table",
         match destination.drop_table(&namespace, &table, true).await {
             Ok(()) => Ok(format!("dropped {}.{table}", namespace.join("."))),
-            Err(e) => Err(e.to_string()),
+            Err(e) => Err(CheckFailure::DropTable(e)),
         },
     ));
     steps
@@ -219,30 +218,6 @@ fn catalog_ok(job: &Job) -> String {
     }
 }
 
-/// The likely fix of a failed catalog connection.
-fn catalog_hint(text: &str) -> &'static str {
-    if text.contains("401") || text.contains("Unauthorized") || text.contains("invalid_client") {
-        " (wrong client id or secret)"
-    } else if text.contains("403") {
-        " (the principal lacks a privilege on the catalog)"
-    } else if text.contains("404") {
-        " (check uri and warehouse)"
-    } else {
-        ""
-    }
-}
-
-/// The likely fix of a failed table creation.
-fn create_hint(kind: IcebergErrorKind) -> &'static str {
-    match kind {
-        IcebergErrorKind::Catalog(CatalogErrorKind::Forbidden) => {
-            " (grant the principal the right to create namespaces and tables, e.g. CATALOG_MANAGE_CONTENT on Polaris)"
-        }
-        IcebergErrorKind::Catalog(CatalogErrorKind::NotFound) => " (check the warehouse name)",
-        _ => "",
-    }
-}
-
 /// Writes one data file of one row into the throw-away table.
 async fn write_probe(destination: &Destination, handle: &TableHandle) -> CheckStep {
     let batch = RecordBatch::try_new(
@@ -255,11 +230,12 @@ async fn write_probe(destination: &Destination, handle: &TableHandle) -> CheckSt
         match destination.write_data_files(handle, [batch]).await {
             Ok(files) => Ok(format!(
                 "wrote {}",
-                files.first().map(|f| f.file_path().to_string()).unwrap_or_default()
+                files
+                    .first()
+                    .map(|f| f.file_path().to_string())
+                    .unwrap_or_default()
             )),
-            Err(e) => Err(format!(
-                "{e} (check s3_endpoint, s3_region, the storage credentials named above and that the bucket exists and is writable)"
-            )),
+            Err(e) => Err(CheckFailure::WriteFile(e)),
         },
     )
 }

@@ -1,4 +1,7 @@
-//! The destination, built from the job file: catalog client and storage.
+//! The destination, built from the job file: catalog client and storage;
+//! and [`SetupError`], what stops a command before any table is touched.
+
+use std::path::PathBuf;
 
 use topicberg_core::config::{CatalogKind, FormatVersion as ConfigFormatVersion};
 use topicberg_core::{Job, RegistryError};
@@ -8,6 +11,9 @@ use topicberg_iceberg::{
     StorageConfig,
 };
 use topicberg_kafka::KafkaError;
+
+use crate::error::SyncErrorKind;
+use crate::sample::SampleError;
 
 /// An error that stops a command before any table is touched.
 #[derive(Debug, thiserror::Error)]
@@ -22,15 +28,80 @@ pub enum SetupError {
     /// the client cannot use.
     #[error(transparent)]
     Registry(#[from] RegistryError),
-    /// The job file asks for something this build cannot do.
-    #[error("{0}")]
-    Unsupported(String),
+    /// A REST catalog without its `uri` or `warehouse` (a job built in
+    /// code: the job file's validation refuses it).
+    #[error("destination: a rest catalog needs uri and warehouse")]
+    IncompleteRestCatalog,
     /// Another sync of the job holds its lock on this machine.
-    #[error("{0}")]
-    AlreadyRunning(String),
-    /// Two selected topics would be written into one table.
-    #[error("{0}")]
-    TableCollision(String),
+    #[error(
+        "another sync of this job (consumer group {group}) is already running elsewhere \
+         on this machine ({holder}; lock {}); this run did nothing. That sync ends by itself; \
+         the next run goes on from where it stops",
+        lock.display()
+    )]
+    AlreadyRunning {
+        /// The job's consumer group.
+        group: String,
+        /// What the holder wrote in the lock file: its pid and start.
+        holder: String,
+        /// The lock file.
+        lock: PathBuf,
+    },
+    /// The job's lock file could not be made, opened, locked or written.
+    #[error("{step} {}: {source}", path.display())]
+    Lock {
+        /// `creating`, `opening`, `locking` or `writing`.
+        step: &'static str,
+        /// The lock file or its folder.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Two selected topics would be written into one table: every clash
+    /// with its fix.
+    #[error("{}; nothing was read or written", .0.join("; "))]
+    TableCollision(Vec<String>),
+    /// The task reading the topics stopped (it panicked).
+    #[error("reading the topics failed: {0}")]
+    Task(#[source] tokio::task::JoinError),
+    /// A sample of a topic's messages could not give its columns
+    /// (`discover`).
+    #[error(transparent)]
+    Sample(#[from] SampleError),
+}
+
+impl SetupError {
+    /// What kind of failure.
+    pub fn kind(&self) -> SyncErrorKind {
+        match self {
+            Self::Kafka(_) => SyncErrorKind::Kafka,
+            Self::Iceberg(_) => SyncErrorKind::Iceberg,
+            Self::Registry(_) => SyncErrorKind::Registry,
+            Self::IncompleteRestCatalog | Self::TableCollision(_) => SyncErrorKind::Config,
+            Self::AlreadyRunning { .. } => SyncErrorKind::AlreadyRunning,
+            Self::Lock { .. } => SyncErrorKind::LocalDisk,
+            Self::Task(_) => SyncErrorKind::Internal,
+            Self::Sample(e) => e.kind(),
+        }
+    }
+
+    /// Whether running the command again later may succeed without a
+    /// change: an unreachable Kafka, catalog or registry, or another sync
+    /// of the job that will end.
+    pub fn retryable(&self) -> bool {
+        match self {
+            Self::Kafka(e) => e.retryable(),
+            Self::Iceberg(e) => e.retryable(),
+            Self::Registry(e) => e.is_retryable(),
+            Self::AlreadyRunning { .. } => true,
+            Self::Sample(e) => e.retryable(),
+            Self::IncompleteRestCatalog
+            | Self::Lock { .. }
+            | Self::TableCollision(_)
+            | Self::Task(_) => false,
+        }
+    }
 }
 
 /// A format version as the Iceberg crate takes it (the one mapping).
@@ -101,12 +172,8 @@ pub async fn connect_destination(job: &Job) -> Result<Destination, SetupError> {
     };
     let target = match job.destination.catalog {
         CatalogKind::Rest => {
-            let catalog =
-                RestCatalogConfig::from_destination(&job.destination).ok_or_else(|| {
-                    SetupError::Unsupported(
-                        "destination: a rest catalog needs uri and warehouse".into(),
-                    )
-                })?;
+            let catalog = RestCatalogConfig::from_destination(&job.destination)
+                .ok_or(SetupError::IncompleteRestCatalog)?;
             Destination::connect(&catalog, storage_config(job)).await?
         }
         CatalogKind::Sql => match (

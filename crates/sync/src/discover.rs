@@ -22,6 +22,7 @@ use crate::registry::{
     connect_registry, decide_value_format, format_without_registry, schema_source, FormatChoice,
     FormatReason,
 };
+use crate::sample::{MessageAt, SampleError, SampledMessage};
 use crate::{KAFKA_TIMEOUT, SAMPLE_PER_PARTITION};
 
 /// One selected topic and what its messages look like.
@@ -211,7 +212,7 @@ fn sample_columns(
     ranges: &[PartitionRange],
     stream: &TableSettings,
     invalid: Option<&mut InvalidSample>,
-) -> Result<SchemaInference, SetupError> {
+) -> Result<SchemaInference, SampleError> {
     let keep = stream
         .columns
         .as_ref()
@@ -225,7 +226,6 @@ fn sample_columns(
         keep,
         job.tuning.max_columns,
     )
-    .map_err(SetupError::Unsupported)
 }
 
 /// A ready-to-paste `[[streams]]` block: mode, the value format when a
@@ -276,7 +276,7 @@ pub fn infer_columns(
     skip_invalid: bool,
     keep: Option<Arc<HashSet<String>>>,
     max_columns: usize,
-) -> Result<SchemaInference, String> {
+) -> Result<SchemaInference, SampleError> {
     let mut inference = SchemaInference::new()
         .keep_only(keep)
         .max_columns(max_columns);
@@ -298,28 +298,27 @@ pub fn infer_columns_counting(
     invalid: &mut InvalidSample,
     keep: Option<Arc<HashSet<String>>>,
     max_columns: usize,
-) -> Result<SchemaInference, String> {
+) -> Result<SchemaInference, SampleError> {
     let mut inference = SchemaInference::new()
         .keep_only(keep)
         .max_columns(max_columns);
     sample(connection, settings, ranges, &mut inference, |e| {
         invalid.count += 1;
-        invalid.first.get_or_insert(e);
+        invalid.first.get_or_insert(e.to_string());
         Ok(())
     })?;
     Ok(inference)
 }
 
 /// Adds every message value of `ranges` to `inference`; `on_invalid` gets
-/// each one that cannot be added (`topic[partition]@offset: why`) and
-/// fails the sample by returning it.
+/// each one that cannot be added and fails the sample by returning it.
 fn sample(
     connection: &KafkaConnection,
     settings: &DrainSettings,
     ranges: &[PartitionRange],
     inference: &mut SchemaInference,
-    mut on_invalid: impl FnMut(String) -> Result<(), String>,
-) -> Result<(), String> {
+    mut on_invalid: impl FnMut(SampledMessage) -> Result<(), SampledMessage>,
+) -> Result<(), SampleError> {
     let mut by_topic: BTreeMap<&str, Vec<PartitionRange>> = BTreeMap::new();
     for r in ranges.iter().filter(|r| r.start < r.end) {
         by_topic.entry(&r.topic).or_default().push(r.clone());
@@ -327,21 +326,16 @@ fn sample(
     for topic_ranges in by_topic.into_values() {
         drain(connection, &topic_ranges, settings, |record| {
             if let Some(value) = record.value {
-                if let Err(e) = inference.add(value) {
-                    let at = format!(
-                        "{}[{}]@{}: {e}",
-                        record.topic, record.partition, record.offset
-                    );
-                    on_invalid(at).map_err(SampleError)?;
+                if let Err(source) = inference.add(value) {
+                    on_invalid(SampledMessage::Invalid {
+                        at: MessageAt::of(record),
+                        source,
+                    })?;
                 }
             }
-            Ok::<(), SampleError>(())
+            Ok(())
         })
-        .map_err(|e| format!("sampling messages: {e}"))?;
+        .map_err(SampleError::Read)?;
     }
     Ok(())
 }
-
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-struct SampleError(String);

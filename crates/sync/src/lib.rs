@@ -9,7 +9,12 @@
 //!   see its module doc for the stages).
 //! - [`maintain`]: `topicberg maintain`: compaction, snapshot expiry,
 //!   orphan-file removal of the job's tables ([`maintain::run_maintain`]).
-//! - [`destination`]: the job's catalog and storage, connected.
+//! - [`destination`]: the job's catalog and storage, connected; what stops
+//!   a command before any table ([`destination::SetupError`]).
+//! - [`error`]: what kind of failure an error of this crate is
+//!   ([`error::SyncErrorKind`]).
+//! - [`sample`]: why a sample of a topic's messages could not give its
+//!   columns.
 //! - [`registry`]: the job's schema registry, connected, and each table's
 //!   value format decided once (explicit, or from its `<topic>-value`
 //!   subject).
@@ -21,10 +26,12 @@ pub mod check;
 mod columns;
 pub mod destination;
 pub mod discover;
+pub mod error;
 pub mod hooks;
 pub mod log_writer;
 pub mod maintain;
 pub mod registry;
+pub mod sample;
 pub mod sync;
 
 use std::time::Duration;
@@ -49,10 +56,7 @@ pub fn check_table_collisions<'a>(
     if problems.is_empty() {
         return Ok(());
     }
-    Err(SetupError::TableCollision(format!(
-        "{}; nothing was read or written",
-        problems.join("; ")
-    )))
+    Err(SetupError::TableCollision(problems))
 }
 
 /// Logs every topic the pattern leaves out, as the product pages' users

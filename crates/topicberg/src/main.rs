@@ -5,7 +5,6 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::Context;
 use clap::{Parser, Subcommand};
 use topicberg_core::{Job, JobConfig};
 use topicberg_serve::runner::LogCapture;
@@ -104,7 +103,11 @@ fn main() -> ExitCode {
     let code = match runtime.block_on(run(cli, log_capture)) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            // The message alone: every library error's message already
+            // names its cause (redacted); printing the source chain too
+            // would say each cause again, and a wrapped HTTP error's own
+            // words may show a URL's password.
+            eprintln!("error: {e}");
             2
         }
     };
@@ -198,59 +201,8 @@ fn log_level(level: tracing::level_filters::LevelFilter) -> log::LevelFilter {
 /// 2 an error (`main`), 75 the job already running (`EX_TEMPFAIL`).
 async fn run(cli: Cli, log_capture: Option<LogCapture>) -> anyhow::Result<u8> {
     match cli.command {
-        Command::Check { config } => {
-            let job = load_job(&config)?;
-            let steps = run_check(&job).await;
-            let mut ok = true;
-            for step in &steps {
-                match &step.outcome {
-                    Ok(text) => println!("ok    {:<13} {text}", step.step),
-                    Err(text) => {
-                        ok = false;
-                        println!("FAIL  {:<13} {text}", step.step);
-                    }
-                }
-                for warning in &step.warnings {
-                    println!("WARN  {:<13} {warning}", step.step);
-                }
-            }
-            Ok(if ok { 0 } else { 1 })
-        }
-        Command::Discover { config, json } => {
-            let job = load_job(&config)?;
-            let topics = tokio::task::spawn_blocking(move || discover(&job)).await??;
-            if json {
-                println!("{}", serde_json::to_string_pretty(&topics)?);
-            } else {
-                for t in &topics {
-                    println!(
-                        "topic {} ({} partitions, {} messages sampled) -> table {}",
-                        t.topic, t.partitions, t.sampled_messages, t.table
-                    );
-                    println!(
-                        "    value format: {} ({})",
-                        t.value_format, t.value_format_reason
-                    );
-                    if let Some(example) = &t.invalid_example {
-                        println!(
-                            "    {} messages of the sample cannot become rows (left out); the first: {example}",
-                            t.invalid_messages
-                        );
-                    }
-                    for (name, ty) in &t.columns {
-                        println!("    {name:<30} {ty}");
-                    }
-                    for (field, column) in &t.renamed {
-                        println!(
-                            "    note: field {field:?} is stored in column {column:?}: {}",
-                            topicberg_core::names::rename_reason(field)
-                        );
-                    }
-                    println!("{}", t.streams_block);
-                }
-            }
-            Ok(0)
-        }
+        Command::Check { config } => check(&config).await,
+        Command::Discover { config, json } => discover_topics(&config, json).await,
         Command::Serve {
             data_dir,
             listen,
@@ -279,32 +231,99 @@ async fn run(cli: Cli, log_capture: Option<LogCapture>) -> anyhow::Result<u8> {
             let options = topicberg_sync::maintain::MaintainOptions { table, dry_run };
             let report = topicberg_sync::maintain::run_maintain(&job, &options).await?;
             print!("{}", report.to_text());
-            if let Some(path) = report_json {
-                std::fs::write(&path, serde_json::to_vec_pretty(&report)?)
-                    .with_context(|| format!("writing {}", path.display()))?;
-            }
+            write_report(report_json, || serde_json::to_vec_pretty(&report))?;
             Ok(if report.succeeded() { 0 } else { 1 })
         }
         Command::Sync {
             config,
             report_json,
-        } => {
-            let job = load_job(&config)?;
-            let report = match run_sync(&job).await {
-                Ok(report) => report,
-                Err(topicberg_sync::destination::SetupError::AlreadyRunning(why)) => {
-                    eprintln!("topicberg sync: {why}");
-                    // EX_TEMPFAIL: nothing went wrong; try again later.
-                    return Ok(75);
-                }
-                Err(e) => return Err(e.into()),
-            };
-            print!("{}", report.to_text());
-            if let Some(path) = report_json {
-                std::fs::write(&path, serde_json::to_vec_pretty(&report)?)
-                    .with_context(|| format!("writing {}", path.display()))?;
+        } => sync(&config, report_json).await,
+    }
+}
+
+/// `check`: every step, `ok`, `FAIL` or `WARN` with its text.
+async fn check(config: &std::path::Path) -> anyhow::Result<u8> {
+    let job = load_job(config)?;
+    let steps = run_check(&job).await;
+    let mut ok = true;
+    for step in &steps {
+        match &step.outcome {
+            Ok(text) => println!("ok    {:<13} {text}", step.step),
+            Err(e) => {
+                ok = false;
+                println!("FAIL  {:<13} {e}", step.step);
             }
-            Ok(if report.succeeded() { 0 } else { 1 })
+        }
+        for warning in &step.warnings {
+            println!("WARN  {:<13} {warning}", step.step);
         }
     }
+    Ok(if ok { 0 } else { 1 })
+}
+
+/// `discover`: each selected topic and its columns, as text or JSON.
+async fn discover_topics(config: &std::path::Path, json: bool) -> anyhow::Result<u8> {
+    let job = load_job(config)?;
+    let topics = tokio::task::spawn_blocking(move || discover(&job)).await??;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&topics)?);
+        return Ok(0);
+    }
+    for t in &topics {
+        println!(
+            "topic {} ({} partitions, {} messages sampled) -> table {}",
+            t.topic, t.partitions, t.sampled_messages, t.table
+        );
+        println!(
+            "    value format: {} ({})",
+            t.value_format, t.value_format_reason
+        );
+        if let Some(example) = &t.invalid_example {
+            println!(
+                "    {} messages of the sample cannot become rows (left out); the first: {example}",
+                t.invalid_messages
+            );
+        }
+        for (name, ty) in &t.columns {
+            println!("    {name:<30} {ty}");
+        }
+        for (field, column) in &t.renamed {
+            println!(
+                "    note: field {field:?} is stored in column {column:?}: {}",
+                topicberg_core::names::rename_reason(field)
+            );
+        }
+        println!("{}", t.streams_block);
+    }
+    Ok(0)
+}
+
+/// `sync`: the report as text (and JSON); 75 when another sync of the job
+/// holds its lock here.
+async fn sync(config: &std::path::Path, report_json: Option<PathBuf>) -> anyhow::Result<u8> {
+    let job = load_job(config)?;
+    let report = match run_sync(&job).await {
+        Ok(report) => report,
+        Err(e @ topicberg_sync::destination::SetupError::AlreadyRunning { .. }) => {
+            eprintln!("topicberg sync: {e}");
+            // EX_TEMPFAIL: nothing went wrong; try again later.
+            return Ok(75);
+        }
+        Err(e) => return Err(e.into()),
+    };
+    print!("{}", report.to_text());
+    write_report(report_json, || serde_json::to_vec_pretty(&report))?;
+    Ok(if report.succeeded() { 0 } else { 1 })
+}
+
+/// Writes the report's JSON (`json`) to `path`, when given.
+fn write_report(
+    path: Option<PathBuf>,
+    json: impl FnOnce() -> serde_json::Result<Vec<u8>>,
+) -> anyhow::Result<()> {
+    if let Some(path) = path {
+        std::fs::write(&path, json()?)
+            .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;
+    }
+    Ok(())
 }

@@ -13,7 +13,7 @@
 
 use std::fmt;
 
-use super::TargetEngine;
+use super::{SettingErrorKind, TargetEngine};
 
 /// A release number: `480`, `25.8`, `1.5.5`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -128,28 +128,61 @@ impl TargetEngine {
     }
 }
 
+/// Why a `target_engines` entry does not parse; the message says how to
+/// write one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EngineTargetError {
+    /// A name that is no engine of the matrix; `known` lists them.
+    #[error(
+        "unknown engine \"{name}\"; use any of {known}, optionally with a version \
+         (\"trino<480\", \"duckdb>=1.5\")"
+    )]
+    UnknownEngine {
+        /// The name as written (trimmed).
+        name: String,
+        /// The engines' names, comma-separated.
+        known: String,
+    },
+    /// A version requirement not written `>=V`, `<V` or `=V`.
+    #[error(
+        "\"{entry}\": write a version requirement as {engine}>=V, {engine}<V or {engine}=V \
+         with V a release number such as 480 or 1.5.5"
+    )]
+    BadVersion {
+        /// The entry as written (trimmed).
+        entry: String,
+        /// The engine's name.
+        engine: String,
+    },
+}
+
+impl EngineTargetError {
+    /// What kind of failure this is.
+    pub fn kind(&self) -> SettingErrorKind {
+        match self {
+            Self::UnknownEngine { .. } => SettingErrorKind::UnknownName,
+            Self::BadVersion { .. } => SettingErrorKind::Syntax,
+        }
+    }
+}
+
 impl EngineTarget {
     /// Parses `name`, `name>=V`, `name<V`, `name=V` or `name==V` (the name
     /// in any case); the error says what is wrong.
-    pub fn parse(text: &str) -> Result<Self, String> {
+    pub fn parse(text: &str) -> Result<Self, EngineTargetError> {
         let text = text.trim();
         let at = text.find(['<', '>', '=']).unwrap_or(text.len());
         let (name, requirement) = text.split_at(at);
         let engine = TargetEngine::from_name(name).ok_or_else(|| {
             let known: Vec<&str> = TargetEngine::ALL.iter().map(|e| e.as_str()).collect();
-            format!(
-                "unknown engine \"{}\"; use any of {}, optionally with a version \
-                 (\"trino<480\", \"duckdb>=1.5\")",
-                name.trim(),
-                known.join(", ")
-            )
+            EngineTargetError::UnknownEngine {
+                name: name.trim().to_owned(),
+                known: known.join(", "),
+            }
         })?;
-        let bad = || {
-            format!(
-                "\"{text}\": write a version requirement as {0}>=V, {0}<V or {0}=V with V a \
-                 release number such as 480 or 1.5.5",
-                engine.as_str()
-            )
+        let bad = || EngineTargetError::BadVersion {
+            entry: text.to_owned(),
+            engine: engine.as_str().to_owned(),
         };
         let version = if requirement.is_empty() {
             VersionReq::Newest
@@ -202,11 +235,14 @@ mod tests {
             VersionReq::Newest
         );
         let e = EngineTarget::parse("trino>480").unwrap_err();
-        assert!(e.contains("trino>=V, trino<V or trino=V"), "{e}");
+        assert!(
+            e.to_string().contains("trino>=V, trino<V or trino=V"),
+            "{e}"
+        );
         assert!(EngineTarget::parse("trino<4x0").is_err());
         assert!(EngineTarget::parse("trino<1.2.3.4").is_err());
         let e = EngineTarget::parse("presto").unwrap_err();
-        assert!(e.contains("unknown engine \"presto\""), "{e}");
+        assert!(e.to_string().contains("unknown engine \"presto\""), "{e}");
     }
 
     #[test]

@@ -281,6 +281,43 @@ pub struct ResolvedUpsert {
     pub reason: String,
 }
 
+/// What kind of failure a [`DeleteFormatError`] is. None is retryable:
+/// the job file must change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeleteFormatErrorKind {
+    /// `destination.format_version` is neither 2 nor 3.
+    FormatVersion,
+    /// The explicit `delete_format` cannot be used on the explicit
+    /// `destination.format_version`.
+    WrongFormatVersion,
+    /// A listed engine cannot read the explicit `delete_format`.
+    Unreadable,
+    /// No delete format is read by every listed engine.
+    NoCommonFormat,
+}
+
+/// Why an upsert table's delete format cannot be resolved from the job
+/// file: the message says which engine lacks what and how to fix the job
+/// file.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct DeleteFormatError {
+    /// What kind of failure this is.
+    pub kind: DeleteFormatErrorKind,
+    message: String,
+}
+
+impl DeleteFormatError {
+    fn new(kind: DeleteFormatErrorKind, message: String) -> Self {
+        Self { kind, message }
+    }
+
+    /// What kind of failure this is.
+    pub fn kind(&self) -> DeleteFormatErrorKind {
+        self.kind
+    }
+}
+
 /// The format version numbered `version` (2 or 3; the matrix only asks
 /// about those two).
 fn format_version(version: u8) -> FormatVersion {
@@ -301,12 +338,15 @@ pub fn resolve_delete_format(
     engines: &[EngineTarget],
     explicit: Option<DeleteFormat>,
     explicit_format_version: Option<u8>,
-) -> Result<ResolvedUpsert, String> {
+) -> Result<ResolvedUpsert, DeleteFormatError> {
     if let Some(v) = explicit_format_version {
         if v != 2 && v != 3 {
-            return Err(format!(
-                "destination.format_version is {v}; upsert tables need 2 (position or equality \
-                 deletes) or 3 (deletion vectors or equality deletes)"
+            return Err(DeleteFormatError::new(
+                DeleteFormatErrorKind::FormatVersion,
+                format!(
+                    "destination.format_version is {v}; upsert tables need 2 (position or \
+                     equality deletes) or 3 (deletion vectors or equality deletes)"
+                ),
             ));
         }
     }
@@ -325,7 +365,7 @@ fn check_explicit(
     engines: &[EngineTarget],
     format: DeleteFormat,
     explicit_version: Option<u8>,
-) -> Result<ResolvedUpsert, String> {
+) -> Result<ResolvedUpsert, DeleteFormatError> {
     let all_read = |f: DeleteFormat, v: u8| engines.iter().all(|e| e.reads_deletes(f, v));
     let version = match (format, explicit_version) {
         (DeleteFormat::Dv, Some(2)) => {
@@ -334,9 +374,12 @@ fn check_explicit(
             } else {
                 ""
             };
-            return Err(format!(
-                "delete_format \"dv\" (deletion vectors) needs format_version = 3; set \
-                 destination.format_version = 3{or_position}"
+            return Err(DeleteFormatError::new(
+                DeleteFormatErrorKind::WrongFormatVersion,
+                format!(
+                    "delete_format \"dv\" (deletion vectors) needs format_version = 3; set \
+                     destination.format_version = 3{or_position}"
+                ),
             ));
         }
         (DeleteFormat::Position, Some(3)) => {
@@ -345,10 +388,13 @@ fn check_explicit(
             } else {
                 ""
             };
-            return Err(format!(
-                "delete_format \"position\": position delete files cannot be added to format v3 \
-                 tables (the Iceberg spec deprecates them in v3 and forbids new ones); \
-                 {or_dv}set destination.format_version = 2"
+            return Err(DeleteFormatError::new(
+                DeleteFormatErrorKind::WrongFormatVersion,
+                format!(
+                    "delete_format \"position\": position delete files cannot be added to \
+                     format v3 tables (the Iceberg spec deprecates them in v3 and forbids new \
+                     ones); {or_dv}set destination.format_version = 2"
+                ),
             ));
         }
         (DeleteFormat::Dv, _) => 3,
@@ -393,13 +439,16 @@ fn check_explicit(
         ),
         Err(_) => String::new(),
     };
-    Err(format!(
-        "delete_format \"{}\" ({} on format v{version}) cannot be read by {}; remove {} from \
-         target_engines{alternative}",
-        format.as_str(),
-        format.label(),
-        who.join(", "),
-        names(&unable),
+    Err(DeleteFormatError::new(
+        DeleteFormatErrorKind::Unreadable,
+        format!(
+            "delete_format \"{}\" ({} on format v{version}) cannot be read by {}; remove {} \
+             from target_engines{alternative}",
+            format.as_str(),
+            format.label(),
+            who.join(", "),
+            names(&unable),
+        ),
     ))
 }
 
@@ -407,7 +456,7 @@ fn check_explicit(
 fn choose(
     engines: &[EngineTarget],
     explicit_version: Option<u8>,
-) -> Result<ResolvedUpsert, String> {
+) -> Result<ResolvedUpsert, DeleteFormatError> {
     use DeleteFormat::{Dv, Equality, Position};
     let candidates: &[(DeleteFormat, u8)] = match explicit_version {
         Some(3) => &[(Dv, 3), (Equality, 3)],
@@ -460,11 +509,14 @@ fn choose(
         ),
         None => (String::new(), String::new()),
     };
-    Err(format!(
-        "no delete format{scope} is read by every engine of target_engines: {}; remove {} from \
-         target_engines so the rest share a format{hint}",
-        lacking.join("; "),
-        or_list(&culprits),
+    Err(DeleteFormatError::new(
+        DeleteFormatErrorKind::NoCommonFormat,
+        format!(
+            "no delete format{scope} is read by every engine of target_engines: {}; remove {} \
+             from target_engines so the rest share a format{hint}",
+            lacking.join("; "),
+            or_list(&culprits),
+        ),
     ))
 }
 
@@ -550,7 +602,7 @@ mod tests {
             .collect()
     }
 
-    fn auto(names: &[&str]) -> Result<ResolvedUpsert, String> {
+    fn auto(names: &[&str]) -> Result<ResolvedUpsert, DeleteFormatError> {
         resolve_delete_format(&engines(names), None, None)
     }
 
@@ -608,7 +660,7 @@ mod tests {
 
     #[test]
     fn databricks_and_athena_share_no_format() {
-        let e = auto(&["databricks", "athena"]).unwrap_err();
+        let e = auto(&["databricks", "athena"]).unwrap_err().to_string();
         assert!(e.contains("no delete format"), "{e}");
         assert!(
             e.contains("databricks lacks position deletes (v2) and equality deletes"),
@@ -617,14 +669,17 @@ mod tests {
         assert!(e.contains("athena lacks deletion vectors (v3)"), "{e}");
         assert!(e.contains("remove databricks or athena"), "{e}");
         // An engine that reads everything is not blamed.
-        let e = auto(&["spark", "databricks", "athena"]).unwrap_err();
+        let e = auto(&["spark", "databricks", "athena"])
+            .unwrap_err()
+            .to_string();
         assert!(!e.contains("spark lacks"), "{e}");
     }
 
     #[test]
     fn databricks_cannot_live_on_format_v2() {
-        let e =
-            resolve_delete_format(&[Databricks.into(), Spark.into()], None, Some(2)).unwrap_err();
+        let e = resolve_delete_format(&[Databricks.into(), Spark.into()], None, Some(2))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("on format v2"), "{e}");
         assert!(e.contains("databricks lacks"), "{e}");
         assert!(
@@ -632,25 +687,31 @@ mod tests {
             "{e}"
         );
         // Athena reads no v3 table, so format_version = 3 leaves it nothing.
-        let e = resolve_delete_format(&[Athena.into()], None, Some(3)).unwrap_err();
+        let e = resolve_delete_format(&[Athena.into()], None, Some(3))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("athena lacks deletion vectors (v3) and equality deletes (v3)"));
     }
 
     #[test]
     fn an_explicit_format_an_engine_cannot_read_is_an_error() {
         let e = resolve_delete_format(&[Databricks.into(), Spark.into()], Some(Equality), None)
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("delete_format \"equality\""), "{e}");
         assert!(e.contains("cannot be read by databricks"), "{e}");
         assert!(!e.contains("spark ("), "{e}");
         assert!(e.contains("set delete_format = \"dv\""), "{e}");
 
-        let e = resolve_delete_format(&[Trino.into(), Athena.into()], Some(Dv), None).unwrap_err();
+        let e = resolve_delete_format(&[Trino.into(), Athena.into()], Some(Dv), None)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("cannot be read by athena"), "{e}");
         assert!(e.contains("set delete_format = \"position\""), "{e}");
 
         let e = resolve_delete_format(&[Snowflake.into(), Pyiceberg.into()], Some(Equality), None)
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("snowflake"), "{e}");
         assert!(e.contains("pyiceberg"), "{e}");
         assert!(e.contains("remove snowflake, pyiceberg"), "{e}");
@@ -685,11 +746,17 @@ mod tests {
 
     #[test]
     fn an_explicit_version_that_contradicts_the_format_is_an_error() {
-        let e = resolve_delete_format(&[], Some(Dv), Some(2)).unwrap_err();
+        let e = resolve_delete_format(&[], Some(Dv), Some(2))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("needs format_version = 3"), "{e}");
-        let e = resolve_delete_format(&[], Some(Position), Some(3)).unwrap_err();
+        let e = resolve_delete_format(&[], Some(Position), Some(3))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("cannot be added to format v3 tables"), "{e}");
-        let e = resolve_delete_format(&[], None, Some(4)).unwrap_err();
+        let e = resolve_delete_format(&[], None, Some(4))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("format_version is 4"), "{e}");
     }
 
@@ -729,9 +796,13 @@ mod tests {
             );
         }
         // Deletion vectors asked for, an engine that cannot read them named.
-        let e = resolve_delete_format(&engines(&["trino<480"]), Some(Dv), None).unwrap_err();
+        let e = resolve_delete_format(&engines(&["trino<480"]), Some(Dv), None)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("cannot be read by trino<480"), "{e}");
-        let e = resolve_delete_format(&engines(&["daft", "spark"]), None, Some(3)).unwrap_err();
+        let e = resolve_delete_format(&engines(&["daft", "spark"]), None, Some(3))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("daft lacks"), "{e}");
         assert!(e.contains("remove daft"), "{e}");
         // Newer releases that read them may have them.
@@ -739,7 +810,7 @@ mod tests {
         assert_eq!(r.delete_format, Dv);
         let r = auto(&["databricks", "clickhouse>=26.10"]).unwrap();
         assert_eq!(r.delete_format, Dv);
-        let e = auto(&["databricks", "clickhouse"]).unwrap_err();
+        let e = auto(&["databricks", "clickhouse"]).unwrap_err().to_string();
         assert!(e.contains("clickhouse lacks deletion vectors (v3)"), "{e}");
     }
 
@@ -749,17 +820,22 @@ mod tests {
         // (sync_upsert_seeds_with_equality_deletes asserts their refusal).
         for name in ["daft", "polars", "pyiceberg"] {
             let e = resolve_delete_format(&engines(&[name, "spark"]), Some(Equality), None)
-                .unwrap_err();
+                .unwrap_err()
+                .to_string();
             assert!(e.contains(&format!("cannot be read by {name} (")), "{e}");
             assert!(!e.contains("spark ("), "{e}");
             assert!(e.contains("set delete_format = \"position\""), "{e}");
         }
         // Daft reads neither equality deletes nor deletion vectors: on v3 it
         // has nothing; the error names both and how to get position deletes.
-        let e = resolve_delete_format(&engines(&["daft"]), Some(Equality), Some(3)).unwrap_err();
+        let e = resolve_delete_format(&engines(&["daft"]), Some(Equality), Some(3))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("equality deletes on format v3"), "{e}");
         assert!(e.contains("cannot be read by daft"), "{e}");
-        let e = resolve_delete_format(&engines(&["daft"]), None, Some(3)).unwrap_err();
+        let e = resolve_delete_format(&engines(&["daft"]), None, Some(3))
+            .unwrap_err()
+            .to_string();
         assert!(
             e.contains("daft lacks deletion vectors (v3) and equality deletes (v3)"),
             "{e}"

@@ -30,6 +30,25 @@ impl fmt::Display for ConfigProblem {
     }
 }
 
+/// What kind of failure an error about one setting's value is
+/// ([`DurationError`](super::DurationError),
+/// [`SortKeyError`](super::SortKeyError), ...). None is retryable: the job
+/// file must change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SettingErrorKind {
+    /// The value is not written the way the setting takes it.
+    Syntax,
+    /// A name (a unit, a transform, an engine) the setting does not know.
+    UnknownName,
+    /// A number out of the setting's range.
+    OutOfRange,
+    /// The file the value names cannot be read.
+    Unreadable,
+    /// The value contradicts other settings (an engine that cannot read
+    /// the delete format, a format version the delete format cannot use).
+    Conflict,
+}
+
 /// Why a job file could not be loaded. Every variant names the file
 /// (`<inline>` for [`JobConfig::from_toml_str`](super::JobConfig::from_toml_str)).
 #[derive(Debug, thiserror::Error)]

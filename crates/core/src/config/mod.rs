@@ -46,6 +46,7 @@ mod tests_security;
 mod unknown;
 mod validate;
 mod validate_security;
+mod validate_streams;
 
 use std::path::{Path, PathBuf};
 
@@ -57,14 +58,16 @@ pub use defaults::{
     CATALOG_REQUEST_TIMEOUT_SECS, SCHEMA_REGISTRY_REQUEST_TIMEOUT_SECS,
 };
 pub use destination::{CatalogKind, Credential, DestinationConfig, FormatVersion};
-pub use engine_target::{EngineTarget, Version, VersionReq};
-pub use engines::{resolve_delete_format, EngineSupport, ResolvedUpsert};
-pub use error::{ConfigError, ConfigProblem};
-pub use maintain::{parse_duration, MaintainConfig};
-pub use partition::{parse_partition_by, PartitionField, PartitionTransform};
+pub use engine_target::{EngineTarget, EngineTargetError, Version, VersionReq};
+pub use engines::{
+    resolve_delete_format, DeleteFormatError, DeleteFormatErrorKind, EngineSupport, ResolvedUpsert,
+};
+pub use error::{ConfigError, ConfigProblem, SettingErrorKind};
+pub use maintain::{parse_duration, DurationError, MaintainConfig};
+pub use partition::{parse_partition_by, PartitionField, PartitionFieldError, PartitionTransform};
 pub use reference::job_file_reference;
 pub use schema::job_file_schema;
-pub use sort::{parse_sort_by, sortable, SortKey};
+pub use sort::{parse_sort_by, sortable, SortKey, SortKeyError};
 pub use source::{FetchMethod, SaslMechanism, SecurityProtocol, SourceConfig};
 pub use streams::{
     is_identifier, sanitize_identifier, DeleteFormat, OnInvalid, StreamConfig, StreamMode,

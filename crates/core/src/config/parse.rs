@@ -168,16 +168,17 @@ fn resolve(config: &mut JobConfig, base: Option<&Path>) -> Vec<ConfigProblem> {
         if let Some(text) = value.as_deref() {
             match pem_text(text, base, "CA certificate") {
                 Ok(pem) => *value = Some(pem),
-                Err(message) => problems.push(ConfigProblem::new(field, message)),
+                Err(e) => problems.push(ConfigProblem::new(field, e.to_string())),
             }
         }
     }
     if let Some(text) = config.source.ssl_certificate_pem.as_deref() {
         match pem_text(text, base, "client certificate") {
             Ok(pem) => config.source.ssl_certificate_pem = Some(pem),
-            Err(message) => {
-                problems.push(ConfigProblem::new("source.ssl_certificate_pem", message))
-            }
+            Err(e) => problems.push(ConfigProblem::new(
+                "source.ssl_certificate_pem",
+                e.to_string(),
+            )),
         }
     }
     if let Some(key) = &config.source.ssl_key_pem {
@@ -203,25 +204,41 @@ fn resolve(config: &mut JobConfig, base: Option<&Path>) -> Vec<ConfigProblem> {
     problems
 }
 
+/// Why a PEM setting (`ssl_ca_pem`, ...) gives no PEM text; the message
+/// names the path it read and how to fix the setting.
+#[derive(Debug, thiserror::Error)]
+enum PemError {
+    /// The file holds no `-----BEGIN` line.
+    #[error(
+        "{} holds no PEM {what} (no -----BEGIN line); \
+         give the {what}'s PEM text or the path of its .pem file",
+        path.display()
+    )]
+    NoPem { path: PathBuf, what: &'static str },
+    /// The value is no PEM text and names no readable file.
+    #[error(
+        "is neither PEM text nor a readable file: {}: {source}; \
+         give the PEM text or fix the path (relative to the job file's folder)",
+        path.display()
+    )]
+    Unreadable {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
 /// A CA setting's PEM text: the value itself when it holds a `-----BEGIN`
 /// line, else the text of the file it names (relative to `base`).
-fn pem_text(value: &str, base: Option<&Path>, what: &str) -> Result<String, String> {
+fn pem_text(value: &str, base: Option<&Path>, what: &'static str) -> Result<String, PemError> {
     if value.contains("-----BEGIN") {
         return Ok(value.to_string());
     }
     let path = relative_to(base, Path::new(value));
     match std::fs::read_to_string(&path) {
         Ok(pem) if pem.contains("-----BEGIN") => Ok(pem),
-        Ok(_) => Err(format!(
-            "{} holds no PEM {what} (no -----BEGIN line); \
-             give the {what}'s PEM text or the path of its .pem file",
-            path.display()
-        )),
-        Err(e) => Err(format!(
-            "is neither PEM text nor a readable file: {}: {e}; \
-             give the PEM text or fix the path (relative to the job file's folder)",
-            path.display()
-        )),
+        Ok(_) => Err(PemError::NoPem { path, what }),
+        Err(source) => Err(PemError::Unreadable { path, source }),
     }
 }
 

@@ -9,6 +9,7 @@
 use std::fmt;
 use std::str::FromStr;
 
+use super::SettingErrorKind;
 use crate::columns::{metadata_column_type, ColumnType};
 
 /// An Iceberg partition transform (format/spec.md, "Partition Transforms").
@@ -145,37 +146,99 @@ impl fmt::Display for PartitionField {
     }
 }
 
+/// Why a `partition_by` entry does not parse; the message says how to
+/// write one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PartitionFieldError {
+    /// Not `name(...)`.
+    #[error("\"{entry}\" is not a transform of a column; write one of {TRANSFORMS}")]
+    NotATransform {
+        /// The entry as written (trimmed).
+        entry: String,
+    },
+    /// A one-column transform given other arguments.
+    #[error("\"{entry}\": {name} takes one column, e.g. {name}(_kafka_timestamp)")]
+    OneColumn {
+        /// The entry as written (trimmed).
+        entry: String,
+        /// The transform's name, lower case.
+        name: String,
+    },
+    /// `bucket` or `truncate` with a width that is not a positive `i32`.
+    #[error(
+        "\"{entry}\": {name}'s first argument must be a positive whole number, \
+         e.g. {name}(16, {column})"
+    )]
+    BadWidth {
+        /// The entry as written (trimmed).
+        entry: String,
+        /// The transform's name, lower case.
+        name: String,
+        /// The column as written.
+        column: String,
+    },
+    /// `bucket` or `truncate` without a width and a column.
+    #[error("\"{entry}\": {name} takes a number and a column, e.g. {name}(16, id)")]
+    NumberAndColumn {
+        /// The entry as written (trimmed).
+        entry: String,
+        /// The transform's name, lower case.
+        name: String,
+    },
+    /// A transform name Iceberg does not have.
+    #[error("\"{entry}\": unknown transform \"{name}\"; use one of {TRANSFORMS}")]
+    UnknownTransform {
+        /// The entry as written (trimmed).
+        entry: String,
+        /// The transform's name, lower case.
+        name: String,
+    },
+}
+
+impl PartitionFieldError {
+    /// What kind of failure this is.
+    pub fn kind(&self) -> SettingErrorKind {
+        match self {
+            Self::BadWidth { .. } => SettingErrorKind::OutOfRange,
+            Self::UnknownTransform { .. } => SettingErrorKind::UnknownName,
+            _ => SettingErrorKind::Syntax,
+        }
+    }
+}
+
 impl FromStr for PartitionField {
-    type Err = String;
+    type Err = PartitionFieldError;
 
     /// `name(column)` or `name(N, column)`; the message says how to write it.
-    fn from_str(text: &str) -> Result<Self, String> {
+    fn from_str(text: &str) -> Result<Self, PartitionFieldError> {
         let text = text.trim();
+        let entry = || text.to_owned();
         let (name, args) = text
             .strip_suffix(')')
             .and_then(|t| t.split_once('('))
-            .ok_or_else(|| {
-                format!("\"{text}\" is not a transform of a column; write one of {TRANSFORMS}")
-            })?;
+            .ok_or_else(|| PartitionFieldError::NotATransform { entry: entry() })?;
         let name = name.trim().to_ascii_lowercase();
         let args: Vec<&str> = args.split(',').map(str::trim).collect();
         let column = |args: &[&str]| match args {
             [column] if !column.is_empty() => Ok(column.to_string()),
-            _ => Err(format!(
-                "\"{text}\": {name} takes one column, e.g. {name}(_kafka_timestamp)"
-            )),
+            _ => Err(PartitionFieldError::OneColumn {
+                entry: entry(),
+                name: name.clone(),
+            }),
         };
         let with_width = |args: &[&str]| match args {
             [n, column] if !column.is_empty() => match n.parse::<u32>() {
                 Ok(n) if n > 0 && n <= i32::MAX as u32 => Ok((n, column.to_string())),
-                _ => Err(format!(
-                    "\"{text}\": {name}'s first argument must be a positive whole number, \
-                     e.g. {name}(16, {column})"
-                )),
+                _ => Err(PartitionFieldError::BadWidth {
+                    entry: entry(),
+                    name: name.clone(),
+                    column: column.to_string(),
+                }),
             },
-            _ => Err(format!(
-                "\"{text}\": {name} takes a number and a column, e.g. {name}(16, id)"
-            )),
+            _ => Err(PartitionFieldError::NumberAndColumn {
+                entry: entry(),
+                name: name.clone(),
+            }),
         };
         let (transform, column) = match name.as_str() {
             "identity" => (PartitionTransform::Identity, column(&args)?),
@@ -192,9 +255,10 @@ impl FromStr for PartitionField {
                 (PartitionTransform::Truncate(w), column)
             }
             other => {
-                return Err(format!(
-                    "\"{text}\": unknown transform \"{other}\"; use one of {TRANSFORMS}"
-                ))
+                return Err(PartitionFieldError::UnknownTransform {
+                    entry: entry(),
+                    name: other.to_owned(),
+                })
             }
         };
         Ok(Self { transform, column })
@@ -215,7 +279,7 @@ pub fn parse_partition_by(
         let field = match entry.parse::<PartitionField>() {
             Ok(field) => field,
             Err(problem) => {
-                problems.push(problem);
+                problems.push(problem.to_string());
                 continue;
             }
         };

@@ -12,6 +12,7 @@
 use std::fmt;
 use std::str::FromStr;
 
+use super::SettingErrorKind;
 use crate::columns::{metadata_column_type, ColumnType};
 
 /// One `sort_by` entry: a column, its direction and where nulls go.
@@ -55,17 +56,38 @@ impl fmt::Display for SortKey {
 const HOW: &str = "write \"column\", \"column asc\" or \"column desc\", optionally followed \
                    by \"nulls first\" or \"nulls last\"";
 
+/// Why a `sort_by` entry does not parse; the message says how to write one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SortKeyError {
+    /// An empty entry.
+    #[error("an empty entry; {HOW}")]
+    Empty,
+    /// Words that are not `column [asc|desc] [nulls first|nulls last]`.
+    #[error("\"{entry}\" is not a sort key; {HOW}")]
+    NotASortKey {
+        /// The entry as written (trimmed).
+        entry: String,
+    },
+}
+
+impl SortKeyError {
+    /// What kind of failure this is.
+    pub fn kind(&self) -> SettingErrorKind {
+        SettingErrorKind::Syntax
+    }
+}
+
 impl FromStr for SortKey {
-    type Err = String;
+    type Err = SortKeyError;
 
     /// `column [asc|desc] [nulls first|nulls last]`; the message says how
     /// to write it.
-    fn from_str(text: &str) -> Result<Self, String> {
+    fn from_str(text: &str) -> Result<Self, SortKeyError> {
         let words: Vec<String> = text.split_whitespace().map(str::to_string).collect();
         let lower: Vec<String> = words.iter().map(|w| w.to_ascii_lowercase()).collect();
         let lower: Vec<&str> = lower.iter().map(String::as_str).collect();
         let Some(column) = words.first().cloned() else {
-            return Err(format!("an empty entry; {HOW}"));
+            return Err(SortKeyError::Empty);
         };
         let (descending, rest) = match &lower[1..] {
             ["desc", rest @ ..] => (true, rest),
@@ -76,7 +98,11 @@ impl FromStr for SortKey {
             [] => !descending,
             ["nulls", "first"] => true,
             ["nulls", "last"] => false,
-            _ => return Err(format!("\"{}\" is not a sort key; {HOW}", text.trim())),
+            _ => {
+                return Err(SortKeyError::NotASortKey {
+                    entry: text.trim().to_owned(),
+                })
+            }
         };
         Ok(Self {
             column,
@@ -100,7 +126,7 @@ pub fn parse_sort_by(
         let key = match entry.parse::<SortKey>() {
             Ok(key) => key,
             Err(problem) => {
-                problems.push(problem);
+                problems.push(problem.to_string());
                 continue;
             }
         };

@@ -1,16 +1,9 @@
 //! Every check of a parsed job file. Each problem names its field and says
 //! how to fix it; all are reported at once.
 
-use std::collections::{BTreeSet, HashMap};
-
 use regex::Regex;
 
-use crate::columns::{KAFKA_KEY, METADATA_COLUMNS};
-
-use super::{
-    defaults, is_identifier, resolve_delete_format, CatalogKind, ConfigProblem, EngineTarget,
-    JobConfig, StreamMode,
-};
+use super::{defaults, is_identifier, CatalogKind, ConfigProblem, EngineTarget, JobConfig};
 
 pub(super) fn problems(config: &JobConfig) -> Vec<ConfigProblem> {
     let mut out = Vec::new();
@@ -18,7 +11,7 @@ pub(super) fn problems(config: &JobConfig) -> Vec<ConfigProblem> {
     source(config, &mut out);
     schema_registry(config, &mut out);
     destination(config, &mut out);
-    streams(config, &mut out);
+    super::validate_streams::streams(config, &mut out);
     sync(config, &mut out);
     maintain(config, &mut out);
     out
@@ -39,7 +32,7 @@ fn job(config: &JobConfig, out: &mut Vec<ConfigProblem>) {
     }
     for (i, engine) in config.target_engines.iter().enumerate() {
         if let Err(why) = EngineTarget::parse(engine) {
-            push(out, format!("target_engines[{i}]"), why);
+            push(out, format!("target_engines[{i}]"), why.to_string());
         }
     }
 }
@@ -189,35 +182,6 @@ fn schema_registry(config: &JobConfig, out: &mut Vec<ConfigProblem>) {
     }
 }
 
-/// A stream's `value_format` / `key_format` that needs a registry the
-/// source lacks.
-fn stream_formats(
-    config: &JobConfig,
-    s: &super::StreamConfig,
-    at: &dyn Fn(&str) -> String,
-    out: &mut Vec<ConfigProblem>,
-) {
-    if config.source.schema_registry_url.is_some() {
-        return;
-    }
-    for (field, format) in [
-        ("value_format", s.value_format),
-        ("key_format", s.key_format),
-    ] {
-        if let Some(format) = format.filter(|f| f.uses_registry()) {
-            push(
-                out,
-                at(field),
-                format!(
-                    "is \"{format}\", which reads schema-registry framed messages, but \
-                     [source] has no schema_registry_url; set source.schema_registry_url = \
-                     \"http://host:8081\", or {field} = \"json\""
-                ),
-            );
-        }
-    }
-}
-
 /// `uri` without a leading `scheme://` (the value may hold a password, so
 /// the message shows only the redacted suggestion).
 fn without_scheme(uri: &str) -> &str {
@@ -227,87 +191,7 @@ fn without_scheme(uri: &str) -> &str {
 fn destination(config: &JobConfig, out: &mut Vec<ConfigProblem>) {
     let d = &config.destination;
     match d.catalog {
-        CatalogKind::Rest => {
-            match &d.uri {
-                None => push(
-                    out,
-                    "destination.uri",
-                    "is required with catalog = \"rest\"; set the catalog's base URI, e.g. \
-                     uri = \"http://127.0.0.1:8181\" (Polaris: \"http://host:8181/api/catalog\")",
-                ),
-                Some(uri) if !(uri.starts_with("http://") || uri.starts_with("https://")) => push(
-                    out,
-                    "destination.uri",
-                    format!(
-                        "is not an http:// or https:// URI; write e.g. \"{}\"",
-                        crate::redact_urls(&format!("https://{}", without_scheme(uri)))
-                    ),
-                ),
-                Some(_) => {}
-            }
-            if d.warehouse.is_none() {
-                push(
-                    out,
-                    "destination.warehouse",
-                    "is required with catalog = \"rest\"; set the warehouse (Polaris or Unity \
-                     catalog name, SeaweedFS table bucket), e.g. warehouse = \"lakehouse\"",
-                );
-            }
-            if let Some(credential) = &d.credential {
-                match (credential.client_id(), credential.client_secret()) {
-                    (Some(id), Some(secret)) if !id.is_empty() && !secret.expose().is_empty() => {}
-                    (Some(_), Some(_)) => push(
-                        out,
-                        "destination.credential",
-                        "has an empty client id or secret; write \"client_id:client_secret\"",
-                    ),
-                    _ => push(
-                        out,
-                        "destination.credential",
-                        "has no ':'; write OAuth2 client credentials as \"client_id:client_secret\", \
-                         or use token = \"...\" for a bearer token",
-                    ),
-                }
-                if d.token.is_some() {
-                    push(
-                        out,
-                        "destination.token",
-                        "is set together with credential; keep one: credential for OAuth2 client \
-                         credentials, token for a static bearer token",
-                    );
-                }
-            } else {
-                for (field, is_set) in [
-                    ("oauth2_server_uri", d.oauth2_server_uri.is_some()),
-                    ("scope", d.scope.is_some()),
-                ] {
-                    if is_set {
-                        push(
-                            out,
-                            format!("destination.{field}"),
-                            "is only used with credential (OAuth2 client credentials); set \
-                             credential = \"client_id:client_secret\" or remove it",
-                        );
-                    }
-                }
-            }
-            if d.s3_access_key.is_some() != d.s3_secret_key.is_some() {
-                push(
-                    out,
-                    "destination.s3_access_key",
-                    "s3_access_key and s3_secret_key go together; set both, or neither to use \
-                     the credentials the catalog or the environment provides",
-                );
-            }
-            if d.path.is_some() {
-                push(
-                    out,
-                    "destination.path",
-                    "is only used with catalog = \"sql\"; remove it (a REST catalog decides \
-                     where table files go)",
-                );
-            }
-        }
+        CatalogKind::Rest => rest_destination(d, out),
         CatalogKind::Sql => sql_destination(d, out),
     }
     if let Some(namespace) = &d.namespace {
@@ -326,6 +210,96 @@ fn destination(config: &JobConfig, out: &mut Vec<ConfigProblem>) {
                 "destination.format_version",
                 format!("is {v}; Iceberg format version must be 2 or 3"),
             );
+        }
+    }
+}
+
+/// A REST catalog: its URI and warehouse, one kind of credential, S3 keys
+/// in pairs, no SQL-only `path`.
+fn rest_destination(d: &super::DestinationConfig, out: &mut Vec<ConfigProblem>) {
+    match &d.uri {
+        None => push(
+            out,
+            "destination.uri",
+            "is required with catalog = \"rest\"; set the catalog's base URI, e.g. \
+             uri = \"http://127.0.0.1:8181\" (Polaris: \"http://host:8181/api/catalog\")",
+        ),
+        Some(uri) if !(uri.starts_with("http://") || uri.starts_with("https://")) => push(
+            out,
+            "destination.uri",
+            format!(
+                "is not an http:// or https:// URI; write e.g. \"{}\"",
+                crate::redact_urls(&format!("https://{}", without_scheme(uri)))
+            ),
+        ),
+        Some(_) => {}
+    }
+    if d.warehouse.is_none() {
+        push(
+            out,
+            "destination.warehouse",
+            "is required with catalog = \"rest\"; set the warehouse (Polaris or Unity \
+             catalog name, SeaweedFS table bucket), e.g. warehouse = \"lakehouse\"",
+        );
+    }
+    rest_credential(d, out);
+    if d.s3_access_key.is_some() != d.s3_secret_key.is_some() {
+        push(
+            out,
+            "destination.s3_access_key",
+            "s3_access_key and s3_secret_key go together; set both, or neither to use \
+             the credentials the catalog or the environment provides",
+        );
+    }
+    if d.path.is_some() {
+        push(
+            out,
+            "destination.path",
+            "is only used with catalog = \"sql\"; remove it (a REST catalog decides \
+             where table files go)",
+        );
+    }
+}
+
+/// A REST catalog's `credential` (`client_id:client_secret`, not with
+/// `token`), and the OAuth2 settings only it uses.
+fn rest_credential(d: &super::DestinationConfig, out: &mut Vec<ConfigProblem>) {
+    if let Some(credential) = &d.credential {
+        match (credential.client_id(), credential.client_secret()) {
+            (Some(id), Some(secret)) if !id.is_empty() && !secret.expose().is_empty() => {}
+            (Some(_), Some(_)) => push(
+                out,
+                "destination.credential",
+                "has an empty client id or secret; write \"client_id:client_secret\"",
+            ),
+            _ => push(
+                out,
+                "destination.credential",
+                "has no ':'; write OAuth2 client credentials as \"client_id:client_secret\", \
+                 or use token = \"...\" for a bearer token",
+            ),
+        }
+        if d.token.is_some() {
+            push(
+                out,
+                "destination.token",
+                "is set together with credential; keep one: credential for OAuth2 client \
+                 credentials, token for a static bearer token",
+            );
+        }
+    } else {
+        for (field, is_set) in [
+            ("oauth2_server_uri", d.oauth2_server_uri.is_some()),
+            ("scope", d.scope.is_some()),
+        ] {
+            if is_set {
+                push(
+                    out,
+                    format!("destination.{field}"),
+                    "is only used with credential (OAuth2 client credentials); set \
+                     credential = \"client_id:client_secret\" or remove it",
+                );
+            }
         }
     }
 }
@@ -439,188 +413,6 @@ fn sql_destination(d: &super::DestinationConfig, out: &mut Vec<ConfigProblem>) {
     }
 }
 
-fn streams(config: &JobConfig, out: &mut Vec<ConfigProblem>) {
-    let pattern = config
-        .source
-        .topic_pattern
-        .as_deref()
-        .and_then(|p| Regex::new(p).ok());
-    let mut topics: HashMap<&str, usize> = HashMap::new();
-    let mut tables: HashMap<String, usize> = HashMap::new();
-    // An out-of-range format_version is reported by destination() already.
-    let explicit_version = config
-        .destination
-        .format_version
-        .filter(|v| *v == 2 || *v == 3);
-    let engines = config.engines();
-    let mut engines_reported = false;
-    for (i, s) in config.streams.iter().enumerate() {
-        let at = |field: &str| format!("streams[{i}].{field}");
-        let topic = s.topic.as_str();
-        if topic.is_empty() {
-            push(
-                out,
-                at("topic"),
-                "is empty; name the topic this entry configures",
-            );
-        }
-        if let Some(first) = topics.insert(topic, i) {
-            push(
-                out,
-                at("topic"),
-                format!("\"{topic}\" already has an entry (streams[{first}]); merge the two entries into one"),
-            );
-        }
-        if let Some(regex) = &pattern {
-            if !topic.is_empty() && !regex.is_match(topic) {
-                push(
-                    out,
-                    at("topic"),
-                    format!("\"{topic}\" does not match topic_pattern, so this entry would never be used; widen the pattern or remove the entry"),
-                );
-            }
-        }
-        let table = s
-            .table
-            .clone()
-            .unwrap_or_else(|| super::sanitize_identifier(topic));
-        if let Some(t) = &s.table {
-            if !is_identifier(t) {
-                push(
-                    out,
-                    at("table"),
-                    format!(
-                        "\"{t}\" must be lower-case letters, digits and underscores; e.g. \"{}\"",
-                        super::sanitize_identifier(t)
-                    ),
-                );
-            }
-        }
-        if let Some(first) = tables.insert(table.clone(), i) {
-            if config.streams[first].topic != s.topic {
-                push(
-                    out,
-                    at("table"),
-                    format!("table \"{table}\" is also written by streams[{first}] (topic \"{}\"); set a distinct table = \"...\"", config.streams[first].topic),
-                );
-            }
-        }
-        match s.mode {
-            StreamMode::Upsert => {
-                if s.dedup_keys.is_empty() {
-                    push(
-                        out,
-                        at("dedup_keys"),
-                        format!("upsert stream \"{topic}\" needs dedup_keys: the payload field(s) that identify a row, e.g. dedup_keys = [\"id\"], or [\"_kafka_key\"] to key on the message key"),
-                    );
-                }
-                dedup_keys(s, &at, out);
-                // The delete format and format version, from target_engines
-                // (engines.rs): an explicit delete_format is checked per
-                // stream; without one the answer depends on target_engines
-                // and format_version only, so it is reported once.
-                if let Err(message) =
-                    resolve_delete_format(&engines, s.delete_format, explicit_version)
-                {
-                    if s.delete_format.is_some() {
-                        push(out, at("delete_format"), message);
-                    } else if !engines_reported {
-                        engines_reported = true;
-                        push(
-                            out,
-                            "target_engines",
-                            format!("{message} (upsert stream \"{topic}\")"),
-                        );
-                    }
-                }
-            }
-            StreamMode::Append => {
-                for (field, is_set) in [
-                    ("dedup_keys", !s.dedup_keys.is_empty()),
-                    ("delete_format", s.delete_format.is_some()),
-                ] {
-                    if is_set {
-                        push(
-                            out,
-                            at(field),
-                            format!("only applies to upsert streams; set mode = \"upsert\" on \"{topic}\" or remove {field}"),
-                        );
-                    }
-                }
-            }
-        }
-        stream_formats(config, s, &at, out);
-        if let Err(problems) = super::parse_partition_by(&s.partition_by, s.columns.as_deref()) {
-            for problem in problems {
-                push(out, at("partition_by"), problem);
-            }
-        }
-        if let Err(problems) = super::parse_sort_by(&s.sort_by, s.columns.as_deref()) {
-            for problem in problems {
-                push(out, at("sort_by"), problem);
-            }
-        }
-        if let Some(columns) = &s.columns {
-            let mut seen = BTreeSet::new();
-            for c in columns {
-                if c.is_empty() {
-                    push(out, at("columns"), "holds an empty name; remove it");
-                } else if is_metadata_column(c) {
-                    push(
-                        out,
-                        at("columns"),
-                        format!(
-                            "\"{c}\" is a metadata column, always present; remove it from columns"
-                        ),
-                    );
-                } else if !seen.insert(c.as_str()) {
-                    push(
-                        out,
-                        at("columns"),
-                        format!("\"{c}\" is listed twice; remove one"),
-                    );
-                }
-            }
-            if columns.is_empty() {
-                push(out, at("columns"), "is empty, so no payload field would be kept; list the fields, or remove columns to keep all");
-            }
-        }
-    }
-}
-
-/// Upsert keys: payload fields and/or `_kafka_key` (a composite key may mix
-/// them); no other metadata column, no blanks, no repeats, and kept by
-/// `columns` when that is set.
-fn dedup_keys(s: &super::StreamConfig, at: &dyn Fn(&str) -> String, out: &mut Vec<ConfigProblem>) {
-    let mut seen = BTreeSet::new();
-    for key in &s.dedup_keys {
-        if key.is_empty() {
-            push(out, at("dedup_keys"), "holds an empty name; remove it");
-        } else if key != KAFKA_KEY && is_metadata_column(key) {
-            push(
-                out,
-                at("dedup_keys"),
-                format!("\"{key}\" is a metadata column; only \"{KAFKA_KEY}\" and payload fields can be dedup keys"),
-            );
-        } else if !seen.insert(key.as_str()) {
-            push(
-                out,
-                at("dedup_keys"),
-                format!("\"{key}\" is listed twice; remove one"),
-            );
-        } else if let Some(columns) = &s.columns {
-            let in_key = key.starts_with(crate::decode::KEY_FIELD_PREFIX);
-            if key != KAFKA_KEY && !in_key && !columns.contains(key) {
-                push(
-                    out,
-                    at("dedup_keys"),
-                    format!("\"{key}\" is not among columns; add it to columns so the key is in the table"),
-                );
-            }
-        }
-    }
-}
-
 /// The regex crate's error on one line: its syntax errors span several
 /// lines (pattern, caret, "error: ..."); keep the last.
 fn regex_error(e: &regex::Error) -> String {
@@ -705,14 +497,7 @@ fn maintain(config: &JobConfig, out: &mut Vec<ConfigProblem>) {
         ("maintain.orphan_min_age", &m.orphan_min_age),
     ] {
         if let Err(why) = super::parse_duration(text) {
-            push(out, field, why);
+            push(out, field, why.to_string());
         }
     }
-}
-
-/// Whether `name` is one of the metadata columns every table carries.
-fn is_metadata_column(name: &str) -> bool {
-    METADATA_COLUMNS
-        .iter()
-        .any(|(metadata, _)| *metadata == name)
 }

@@ -6,6 +6,8 @@ use crate::columns::ColumnType;
 use crate::names::NameError;
 use crate::registry::{RegistryError, ValueFormat};
 
+use super::schema_error::SchemaError;
+
 /// A field of a message that the table has no column for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UnknownField {
@@ -80,7 +82,10 @@ pub enum DecodeErrorKind {
     UnknownSchema { schema_id: u32, reason: String },
     /// The writer schema cannot be read into a table (not parseable, a
     /// recursive type, a decimal beyond 38 digits, ...).
-    UnsupportedSchema { schema_id: u32, reason: String },
+    UnsupportedSchema {
+        schema_id: u32,
+        reason: Box<SchemaError>,
+    },
     /// The writer schema gives a field a type its column cannot take, and
     /// Iceberg cannot widen the column to it. `previous` is the schema id
     /// the table's columns were last read with in this sync, if any.

@@ -26,6 +26,7 @@ use super::avro::{self, AvroType, FieldOp};
 use super::error::{DecodeErrorKind, UnknownField};
 use super::fit::{fit, Fit};
 use super::protobuf::{self, MessageOp, ProtoSchema};
+use super::schema_error::SchemaError;
 use crate::columns::ColumnType;
 use crate::registry::{RegistryErrorKind, SchemaKind, SchemaSource, ValueFormat};
 
@@ -102,9 +103,9 @@ impl RegistryValues {
     /// values naming another message ask for their columns when read).
     pub fn fields_of(&self, id: u32) -> Result<Option<Vec<(String, ColumnType)>>, DecodeErrorKind> {
         let parsed = self.parsed(id)?;
-        let unsupported = |reason: String| DecodeErrorKind::UnsupportedSchema {
+        let unsupported = |reason: SchemaError| DecodeErrorKind::UnsupportedSchema {
             schema_id: id,
-            reason,
+            reason: Box::new(reason),
         };
         match parsed.as_ref() {
             Parsed::Json => Ok(None),
@@ -113,12 +114,12 @@ impl RegistryValues {
                 .into_iter()
                 .map(|(name, ty)| match ty.column_type() {
                     Ok(t) => Ok((name, t)),
-                    Err(reason) => Err(unsupported(format!("field {name}: {reason}"))),
+                    Err(reason) => Err(unsupported(reason.in_field(name))),
                 })
                 .collect::<Result<Vec<_>, _>>()
                 .map(Some),
             Parsed::Protobuf(schema) => match schema.message(&[0]) {
-                None => Err(unsupported("the schema defines no message".to_owned())),
+                None => Err(unsupported(SchemaError::NoMessage)),
                 Some(Err(reason)) => Err(unsupported(reason)),
                 Some(Ok(message)) => Ok(Some(
                     message
@@ -162,7 +163,7 @@ pub(crate) enum Parsed {
     /// A JSON Schema: the body is a plain JSON value.
     Json,
     /// Cannot be read into a table; why.
-    Unsupported(String),
+    Unsupported(SchemaError),
 }
 
 /// A decoder's plans by schema id. Hashed by [`SchemaIdHasher`]: SipHash
@@ -244,7 +245,7 @@ pub(crate) fn plan(
         Parsed::Unsupported(reason) => {
             return Plan::Fails(DecodeErrorKind::UnsupportedSchema {
                 schema_id: id,
-                reason: reason.clone(),
+                reason: Box::new(reason.clone()),
             })
         }
         Parsed::Avro(t) => t,
@@ -257,7 +258,7 @@ pub(crate) fn plan(
             Err(reason) => {
                 return Plan::Fails(DecodeErrorKind::UnsupportedSchema {
                     schema_id: id,
-                    reason: format!("field {name}: {reason}"),
+                    reason: Box::new(reason.in_field(name.as_str())),
                 })
             }
         }
@@ -309,7 +310,7 @@ pub(crate) fn plan_message(
         Err(reason) => {
             return MessagePlan::Fails(DecodeErrorKind::UnsupportedSchema {
                 schema_id: id,
-                reason,
+                reason: Box::new(reason),
             })
         }
     };
@@ -387,7 +388,12 @@ fn absent_columns(columns: &Columns<'_>, targets: &[Option<usize>]) -> Vec<usize
         .collect()
 }
 
-fn mismatch(id: u32, previous: Option<u32>, field: &str, reason: &str) -> DecodeErrorKind {
+fn mismatch(
+    id: u32,
+    previous: Option<u32>,
+    field: &str,
+    reason: &dyn std::fmt::Display,
+) -> DecodeErrorKind {
     DecodeErrorKind::SchemaMismatch {
         schema_id: id,
         previous,

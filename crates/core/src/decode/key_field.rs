@@ -13,6 +13,7 @@ use super::buffer::ColumnBuffer;
 use super::error::DecodeErrorKind;
 use super::framed::{top_level, Parsed, RegistryValues};
 use super::protobuf::ProtoKey;
+use super::schema_error::SchemaError;
 use crate::olake_id::{encode_key_value, KeyValue};
 use crate::registry::{framing, ValueFormat};
 
@@ -26,7 +27,7 @@ pub(crate) struct KeyField {
     /// How the keys are encoded (the stream's `key_format`).
     format: ValueFormat,
     /// Per key schema id: how to read the field into a one-value buffer.
-    plans: HashMap<u32, Result<(Vec<FieldOp>, ColumnBuffer), String>>,
+    plans: HashMap<u32, Result<(Vec<FieldOp>, ColumnBuffer), SchemaError>>,
     /// Per Protobuf key schema id: its reader.
     protobuf: HashMap<u32, ProtoKey>,
 }
@@ -95,7 +96,7 @@ impl KeyField {
             Err(reason) => {
                 return Err(DecodeErrorKind::UnsupportedSchema {
                     schema_id: id,
-                    reason: reason.clone(),
+                    reason: Box::new(reason.clone()),
                 })
             }
         };
@@ -149,22 +150,24 @@ impl KeyField {
 }
 
 /// How to read field `name` of a key written with `parsed`.
-fn key_plan(parsed: &Parsed, name: &str) -> Result<(Vec<FieldOp>, ColumnBuffer), String> {
+fn key_plan(parsed: &Parsed, name: &str) -> Result<(Vec<FieldOp>, ColumnBuffer), SchemaError> {
     let Parsed::Avro(writer) = parsed else {
-        return Err(
-            "only Avro and Protobuf keys can be read for a _kafka_key.<field> dedup key".to_owned(),
-        );
+        return Err(SchemaError::KeyFormat);
     };
     let fields = top_level(writer);
-    let (_, ty) = fields
-        .iter()
-        .find(|(n, _)| n == name)
-        .ok_or_else(|| format!("the key schema has no field {name:?}"))?;
+    let (_, ty) =
+        fields
+            .iter()
+            .find(|(n, _)| n == name)
+            .ok_or_else(|| SchemaError::NoKeyField {
+                name: name.to_owned(),
+            })?;
     let column = ty.column_type()?;
     if column.is_nested() {
-        return Err(format!(
-            "key field {name:?} is a {column}, not a single value"
-        ));
+        return Err(SchemaError::KeyNotSingle {
+            name: name.to_owned(),
+            column: Some(column),
+        });
     }
     let ops = fields
         .iter()
@@ -181,6 +184,6 @@ fn key_plan(parsed: &Parsed, name: &str) -> Result<(Vec<FieldOp>, ColumnBuffer),
                 }
             })
         })
-        .collect::<Result<Vec<_>, String>>()?;
+        .collect::<Result<Vec<_>, SchemaError>>()?;
     Ok((ops, ColumnBuffer::new(column)))
 }

@@ -61,6 +61,7 @@ mod flat;
 mod framed;
 mod key_field;
 mod protobuf;
+mod schema_error;
 mod seed;
 #[cfg(test)]
 mod tests;
@@ -78,6 +79,7 @@ pub use framed::RegistryValues;
 use key_field::KeyField;
 pub use key_field::KEY_FIELD_PREFIX;
 pub use protobuf::{ProtoField, ProtoMessage, ProtoSchema};
+pub use schema_error::{SchemaError, SchemaErrorKind};
 
 use crate::columns::{self, metadata_column_type, TableColumns};
 use crate::infer::non_object_kind;

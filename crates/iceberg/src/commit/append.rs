@@ -122,13 +122,13 @@ impl PendingCommit for PendingAppend {
             Some(parent) => {
                 let bytes = file_io
                     .new_input(parent.manifest_list())
-                    .map_err(|e| from_iceberg(&step, &e, IcebergErrorKind::Storage))?
+                    .map_err(|e| from_iceberg(&step, e, IcebergErrorKind::Storage))?
                     .read()
                     .await
                     .map_err(|e| {
                         from_iceberg(
                             format!("reading manifest list {}", parent.manifest_list()),
-                            &e,
+                            e,
                             IcebergErrorKind::Storage,
                         )
                     })?;
@@ -136,7 +136,7 @@ impl PendingCommit for PendingAppend {
                     .map_err(|e| {
                         from_iceberg(
                             format!("parsing manifest list {}", parent.manifest_list()),
-                            &e,
+                            e,
                             IcebergErrorKind::Data,
                         )
                     })?

@@ -55,7 +55,7 @@ pub(crate) async fn entries_of(
     let loaded = manifest
         .load_manifest(file_io)
         .await
-        .map_err(|e| from_iceberg(&step, &e, IcebergErrorKind::Storage))?;
+        .map_err(|e| from_iceberg(&step, e, IcebergErrorKind::Storage))?;
     let mut out = Vec::with_capacity(loaded.entries().len());
     // First row ids inherited in order by the live data files that have
     // none (the specification's inheritance).
@@ -144,7 +144,7 @@ impl ManifestRewrite<'_> {
             "rewriting manifest {} as {location}",
             manifest.manifest_path
         );
-        let err = |e: iceberg::Error| from_iceberg(&step, &e, IcebergErrorKind::Data);
+        let err = |e: iceberg::Error| from_iceberg(&step, e, IcebergErrorKind::Data);
         let spec = self
             .metadata
             .partition_spec_by_id(manifest.partition_spec_id)

@@ -36,6 +36,36 @@ pub const OFFSETS_PROPERTY: &str = "topicberg.offsets";
 /// `{"<partition>": <next>}` for that topic.
 pub const OFFSETS_TABLE_PROPERTY_PREFIX: &str = "topicberg.offsets.";
 
+/// Why a table's record of offsets cannot be read (the same table fails
+/// again: never retryable).
+#[derive(Debug, thiserror::Error)]
+pub enum OffsetsError {
+    /// A snapshot's [`OFFSETS_PROPERTY`] summary entry is not the JSON it
+    /// must be.
+    #[error(
+        "the table's {} summary property is not valid: {source}",
+        OFFSETS_PROPERTY
+    )]
+    Summary {
+        /// What the JSON parser said.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// A `topicberg.offsets.<topic>` table property is not the JSON it
+    /// must be.
+    #[error(
+        "the table property {key} is not valid ({source}); it must be \
+         {{\"<partition>\": <next offset>}}"
+    )]
+    Property {
+        /// The property.
+        key: String,
+        /// What the JSON parser said.
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
 /// Next offsets per partition, per topic, as a table records them.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(transparent)]
@@ -49,11 +79,11 @@ impl TableOffsets {
     /// ours and must not hide them.
     pub fn from_history<'a>(
         recorded: impl IntoIterator<Item = Option<&'a String>>,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, OffsetsError> {
         match recorded.into_iter().flatten().next() {
-            Some(text) => serde_json::from_str(text).map_err(|e| {
-                format!("the table's {OFFSETS_PROPERTY} summary property is not valid: {e}")
-            }),
+            Some(text) => {
+                serde_json::from_str(text).map_err(|source| OffsetsError::Summary { source })
+            }
             None => Ok(Self::default()),
         }
     }
@@ -61,7 +91,7 @@ impl TableOffsets {
     /// The table's record: each topic's table property, and for a topic
     /// without one (a table written before the properties existed) what
     /// the newest snapshot on `main` recording offsets says.
-    pub fn of_metadata(metadata: &TableMetadata) -> Result<Self, String> {
+    pub fn of_metadata(metadata: &TableMetadata) -> Result<Self, OffsetsError> {
         let mut out = Self::from_history(
             main_history(metadata).map(|s| s.summary().additional_properties.get(OFFSETS_PROPERTY)),
         )?;
@@ -69,9 +99,11 @@ impl TableOffsets {
             let Some(topic) = key.strip_prefix(OFFSETS_TABLE_PROPERTY_PREFIX) else {
                 continue;
             };
-            let partitions: BTreeMap<i32, i64> = serde_json::from_str(value).map_err(|e| {
-                format!("the table property {key} is not valid ({e}); it must be {{\"<partition>\": <next offset>}}")
-            })?;
+            let partitions: BTreeMap<i32, i64> =
+                serde_json::from_str(value).map_err(|source| OffsetsError::Property {
+                    key: key.clone(),
+                    source,
+                })?;
             out.0.insert(topic.to_string(), partitions);
         }
         Ok(out)
@@ -130,8 +162,9 @@ impl OffsetsAdvance {
             self.topic,
             metadata.location()
         );
-        let recorded = TableOffsets::of_metadata(metadata)
-            .map_err(|e| IcebergError::new(IcebergErrorKind::Data, &step, e))?;
+        let recorded = TableOffsets::of_metadata(metadata).map_err(|e| {
+            IcebergError::new(IcebergErrorKind::Data, &step, e.to_string()).with_source(e)
+        })?;
         let moved: Vec<String> = self
             .partitions
             .iter()

@@ -267,6 +267,7 @@ impl PendingSchema {
                 "evolving the table schema",
                 e.message().to_string(),
             )
+            .with_source(e)
         })?;
         Ok(LoadedTable {
             metadata_location: self.base.metadata_location.clone(),

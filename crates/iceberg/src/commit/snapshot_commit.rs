@@ -168,7 +168,7 @@ async fn write_new_manifest(
         .is_some_and(|f| f.content_type() != DataContentType::Data);
     let location = format!("{}/metadata/{commit_id}-{suffix}.avro", metadata.location());
     let step = format!("writing manifest {location}");
-    let err = |e: iceberg::Error| from_iceberg(&step, &e, IcebergErrorKind::Data);
+    let err = |e: iceberg::Error| from_iceberg(&step, e, IcebergErrorKind::Data);
     let spec = metadata.partition_spec_by_id(spec_id).ok_or_else(|| {
         IcebergError::new(
             IcebergErrorKind::Data,
@@ -218,7 +218,7 @@ pub(crate) async fn build_snapshot(
     let list_err = |e: iceberg::Error| {
         from_iceberg(
             format!("writing manifest list {list_location}"),
-            &e,
+            e,
             IcebergErrorKind::Data,
         )
     };

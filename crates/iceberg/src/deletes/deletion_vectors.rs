@@ -30,6 +30,7 @@ use roaring::RoaringTreemap;
 
 use crate::deletes::partitions::{partition_of, FilePartition};
 use crate::deletes::position::{data_folder, POS_FIELD_ID};
+use crate::deletes::DeleteFileError;
 use crate::error::{from_iceberg, IcebergError, IcebergErrorKind};
 
 /// The magic bytes that start a `deletion-vector-v1` blob's payload.
@@ -40,23 +41,21 @@ const PUFFIN_MAGIC_LEN: u64 = 4;
 
 /// Encodes deleted positions as a `deletion-vector-v1` blob. Positions must
 /// be below 2^63 (the spec reserves the most significant bit).
-pub fn encode_deletion_vector(positions: &RoaringTreemap) -> Result<Vec<u8>, String> {
+pub fn encode_deletion_vector(positions: &RoaringTreemap) -> Result<Vec<u8>, DeleteFileError> {
     if let Some(max) = positions.max() {
         if max > i64::MAX as u64 {
-            return Err(format!(
-                "position {max} is past 2^63-1, which a deletion vector cannot hold"
-            ));
+            return Err(DeleteFileError::VectorPosition { max });
         }
     }
     let bitmap_len = positions.serialized_size();
     let payload_len = u32::try_from(DV_MAGIC.len() + bitmap_len)
-        .map_err(|_| format!("the deletion vector is too large ({bitmap_len} bytes)"))?;
+        .map_err(|_| DeleteFileError::VectorTooLarge { bitmap_len })?;
     let mut out = Vec::with_capacity(12 + bitmap_len);
     out.extend_from_slice(&payload_len.to_be_bytes());
     out.extend_from_slice(&DV_MAGIC);
     positions
         .serialize_into(&mut out)
-        .map_err(|e| format!("serializing the bitmap: {e}"))?;
+        .map_err(DeleteFileError::Serialize)?;
     let crc = crc32fast::hash(&out[4..]);
     out.extend_from_slice(&crc.to_be_bytes());
     Ok(out)
@@ -64,39 +63,33 @@ pub fn encode_deletion_vector(positions: &RoaringTreemap) -> Result<Vec<u8>, Str
 
 /// Decodes a `deletion-vector-v1` blob, checking its length, magic and
 /// CRC-32.
-pub fn decode_deletion_vector(bytes: &[u8]) -> Result<RoaringTreemap, String> {
+pub fn decode_deletion_vector(bytes: &[u8]) -> Result<RoaringTreemap, DeleteFileError> {
     if bytes.len() < 12 {
-        return Err(format!(
-            "a deletion vector is at least 12 bytes, got {}",
-            bytes.len()
-        ));
+        return Err(DeleteFileError::TooShort { len: bytes.len() });
     }
     let declared = u32::from_be_bytes(bytes[..4].try_into().expect("4 bytes")) as usize;
     if declared != bytes.len() - 8 {
-        return Err(format!(
-            "the length field says {declared} bytes of magic and bitmap, the blob holds {}",
-            bytes.len() - 8
-        ));
+        return Err(DeleteFileError::Length {
+            declared,
+            holds: bytes.len() - 8,
+        });
     }
     let payload = &bytes[4..bytes.len() - 4];
     if payload[..4] != DV_MAGIC {
-        return Err(format!(
-            "bad magic {:02X?} (want D1 D3 39 64)",
-            &payload[..4]
-        ));
+        return Err(DeleteFileError::Magic {
+            found: payload[..4].try_into().expect("4 bytes"),
+        });
     }
     let stored = u32::from_be_bytes(bytes[bytes.len() - 4..].try_into().expect("4 bytes"));
     let computed = crc32fast::hash(payload);
     if stored != computed {
-        return Err(format!(
-            "CRC-32 mismatch: stored {stored:08x}, computed {computed:08x}"
-        ));
+        return Err(DeleteFileError::Crc { stored, computed });
     }
     let mut bitmap = &payload[4..];
-    let positions = RoaringTreemap::deserialize_from(&mut bitmap)
-        .map_err(|e| format!("reading the bitmap: {e}"))?;
+    let positions =
+        RoaringTreemap::deserialize_from(&mut bitmap).map_err(DeleteFileError::Bitmap)?;
     if !bitmap.is_empty() {
-        return Err(format!("{} bytes left after the bitmap", bitmap.len()));
+        return Err(DeleteFileError::Trailing { left: bitmap.len() });
     }
     Ok(positions)
 }
@@ -130,16 +123,17 @@ pub async fn read_deletion_vector(
     let (offset, size) = (offset as u64, size as u64);
     let reader = file_io
         .new_input(dv.file_path())
-        .map_err(|e| from_iceberg(&step, &e, IcebergErrorKind::Storage))?
+        .map_err(|e| from_iceberg(&step, e, IcebergErrorKind::Storage))?
         .reader()
         .await
-        .map_err(|e| from_iceberg(&step, &e, IcebergErrorKind::Storage))?;
+        .map_err(|e| from_iceberg(&step, e, IcebergErrorKind::Storage))?;
     let bytes = reader
         .read(offset..offset + size)
         .await
-        .map_err(|e| from_iceberg(&step, &e, IcebergErrorKind::Storage))?;
-    let positions = decode_deletion_vector(&bytes)
-        .map_err(|detail| IcebergError::new(IcebergErrorKind::Data, &step, detail))?;
+        .map_err(|e| from_iceberg(&step, e, IcebergErrorKind::Storage))?;
+    let positions = decode_deletion_vector(&bytes).map_err(|e| {
+        IcebergError::new(IcebergErrorKind::Data, &step, e.to_string()).with_source(e)
+    })?;
     if positions.len() != dv.record_count() {
         return Err(IcebergError::new(
             IcebergErrorKind::Data,
@@ -163,7 +157,7 @@ pub(crate) fn dv_entry(
     length: u64,
     cardinality: u64,
     partition: &FilePartition,
-) -> Result<DataFile, String> {
+) -> Result<DataFile, DeleteFileError> {
     DataFileBuilder::default()
         .content(DataContentType::PositionDeletes)
         .file_path(puffin_path.to_string())
@@ -176,7 +170,7 @@ pub(crate) fn dv_entry(
         .content_offset(Some(offset as i64))
         .content_size_in_bytes(Some(length as i64))
         .build()
-        .map_err(|e| e.to_string())
+        .map_err(DeleteFileError::Entry)
 }
 
 /// Writes ONE Puffin file into the table's data folder with one
@@ -197,7 +191,8 @@ pub async fn write_deletion_vectors(
     );
     let step = format!("writing deletion vectors {location}");
     let data_err = |detail: String| IcebergError::new(IcebergErrorKind::Data, &step, detail);
-    let storage_err = |e: iceberg::Error| from_iceberg(&step, &e, IcebergErrorKind::Storage);
+    let entry_err = |e: DeleteFileError| data_err(e.to_string()).with_source(e);
+    let storage_err = |e: iceberg::Error| from_iceberg(&step, e, IcebergErrorKind::Storage);
     let mut seen = std::collections::HashSet::new();
     for (path, _) in vectors {
         if !seen.insert(path.as_str()) {
@@ -223,8 +218,8 @@ pub async fn write_deletion_vectors(
     let mut offset = PUFFIN_MAGIC_LEN;
     let mut blobs = Vec::with_capacity(vectors.len());
     for (path, positions) in vectors {
-        let data =
-            encode_deletion_vector(positions).map_err(|d| data_err(format!("{path}: {d}")))?;
+        let data = encode_deletion_vector(positions)
+            .map_err(|e| data_err(format!("{path}: {e}")).with_source(e))?;
         let length = data.len() as u64;
         let blob = Blob::builder()
             .r#type(DELETION_VECTOR_V1.to_string())
@@ -265,7 +260,7 @@ pub async fn write_deletion_vectors(
                 cardinality,
                 partition,
             )
-            .map_err(data_err)
+            .map_err(entry_err)
         })
         .collect()
 }
@@ -297,6 +292,7 @@ mod tests {
         positions.insert(1u64 << 63);
         assert!(encode_deletion_vector(&positions)
             .unwrap_err()
+            .to_string()
             .contains("2^63"));
     }
 
@@ -346,7 +342,10 @@ mod tests {
         let crc = crc32fast::hash(&bytes[4..n - 4]).to_be_bytes();
         assert_eq!(&bytes[n - 4..], &crc);
         bytes[9] ^= 0x01;
-        assert!(decode_deletion_vector(&bytes).unwrap_err().contains("CRC"));
+        assert!(decode_deletion_vector(&bytes)
+            .unwrap_err()
+            .to_string()
+            .contains("CRC"));
     }
 
     #[test]
@@ -358,11 +357,13 @@ mod tests {
         bad_len[3] ^= 1;
         assert!(decode_deletion_vector(&bad_len)
             .unwrap_err()
+            .to_string()
             .contains("length"));
         let mut bad_magic = good.clone();
         bad_magic[4] = 0;
         assert!(decode_deletion_vector(&bad_magic)
             .unwrap_err()
+            .to_string()
             .contains("magic"));
         assert!(decode_deletion_vector(&good[..8]).is_err());
     }
@@ -379,7 +380,10 @@ mod tests {
         assert_eq!(decode_deletion_vector(&blob).unwrap(), bitmap);
         let last = blob.len() - 1;
         blob[last] ^= 1;
-        assert!(decode_deletion_vector(&blob).unwrap_err().contains("CRC"));
+        assert!(decode_deletion_vector(&blob)
+            .unwrap_err()
+            .to_string()
+            .contains("CRC"));
     }
 
     #[test]

@@ -20,6 +20,7 @@ use iceberg::spec::{
 
 use crate::deletes::partitions::FilePartition;
 use crate::deletes::position::{data_folder, encode_zstd_parquet, store_file};
+use crate::deletes::DeleteFileError;
 use crate::error::{IcebergError, IcebergErrorKind};
 use crate::key_index::scan::KEY_COLUMN;
 
@@ -62,10 +63,10 @@ pub(crate) fn encode_parquet(
     key_field_id: i32,
     nullable: bool,
     zstd_level: i32,
-) -> Result<Vec<u8>, String> {
+) -> Result<Vec<u8>, DeleteFileError> {
     let schema = equality_delete_arrow_schema(key_field_id, nullable);
     let column: ArrayRef = Arc::new(StringArray::from_iter_values(ids.iter()));
-    let batch = RecordBatch::try_new(schema, vec![column]).map_err(|e| e.to_string())?;
+    let batch = RecordBatch::try_new(schema, vec![column]).map_err(DeleteFileError::Batch)?;
     encode_zstd_parquet(&batch, zstd_level)
 }
 
@@ -76,10 +77,10 @@ pub(crate) fn delete_file_entry(
     key_field_id: i32,
     file_size: u64,
     partition: &FilePartition,
-) -> Result<DataFile, String> {
+) -> Result<DataFile, DeleteFileError> {
     let (first, last) = match (ids.first(), ids.last()) {
         (Some(a), Some(b)) => (a, b),
-        _ => return Err("no keys to delete".to_string()),
+        _ => return Err(DeleteFileError::Nothing { what: "keys" }),
     };
     let count = ids.len() as u64;
     DataFileBuilder::default()
@@ -96,7 +97,7 @@ pub(crate) fn delete_file_entry(
         .lower_bounds(HashMap::from([(key_field_id, Datum::string(first))]))
         .upper_bounds(HashMap::from([(key_field_id, Datum::string(last))]))
         .build()
-        .map_err(|e| e.to_string())
+        .map_err(DeleteFileError::Entry)
 }
 
 /// Writes one equality delete file on `_olake_id` (field `key_field_id`
@@ -123,7 +124,9 @@ pub async fn write_equality_delete_file(
         uuid::Uuid::new_v4()
     );
     let step = format!("writing equality delete file {location}");
-    let data_err = |detail: String| IcebergError::new(IcebergErrorKind::Data, &step, detail);
+    let data_err = |e: DeleteFileError| {
+        IcebergError::new(IcebergErrorKind::Data, &step, e.to_string()).with_source(e)
+    };
     let bytes = encode_parquet(&ids, key_field_id, nullable, zstd_level).map_err(data_err)?;
     let size = bytes.len() as u64;
     store_file(file_io, &location, bytes, &step).await?;

@@ -4,6 +4,7 @@
 //! current deletion vectors, and commit data and delete files together as
 //! one row-delta snapshot.
 
+mod delete_file_error;
 pub mod deletion_vectors;
 pub mod equality;
 pub mod partitions;
@@ -16,6 +17,8 @@ use std::collections::{BTreeMap, HashMap};
 use iceberg::spec::DataFile;
 use roaring::RoaringTreemap;
 use topicberg_core::config::DeleteFormat;
+
+pub use delete_file_error::{DeleteFileError, DeleteFileErrorKind};
 
 use crate::commit::row_delta::{list_deletion_vectors, PendingRowDelta, RowDelta};
 use crate::destination::{CommittedSnapshot, Destination, DEFAULT_COMMIT_ATTEMPTS};

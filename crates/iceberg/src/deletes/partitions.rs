@@ -67,7 +67,7 @@ pub async fn data_file_partitions(
         let loaded = manifest
             .load_manifest(file_io)
             .await
-            .map_err(|e| from_iceberg(&step, &e, IcebergErrorKind::Storage))?;
+            .map_err(|e| from_iceberg(&step, e, IcebergErrorKind::Storage))?;
         for entry in loaded.entries().iter().filter(|e| e.is_alive()) {
             let file = entry.data_file();
             if wanted.remove(file.file_path()) {

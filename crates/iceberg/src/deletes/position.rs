@@ -24,6 +24,7 @@ use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
 
 use crate::deletes::partitions::FilePartition;
+use crate::deletes::DeleteFileError;
 use crate::error::{from_iceberg, IcebergError, IcebergErrorKind};
 
 /// The reserved field id of a position delete file's `file_path` column.
@@ -59,7 +60,7 @@ impl SortedDeletes {
     /// Sorts `deletes` by data file path (bytewise), then position, merging
     /// repeated paths and dropping repeated positions. A position past
     /// `i64::MAX` is an error.
-    pub(crate) fn new(deletes: &[(String, Vec<u64>)]) -> Result<Self, String> {
+    pub(crate) fn new(deletes: &[(String, Vec<u64>)]) -> Result<Self, DeleteFileError> {
         let mut by_path: Vec<(&str, Vec<i64>)> = Vec::new();
         let mut sorted: Vec<&(String, Vec<u64>)> = deletes.iter().collect();
         sorted.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
@@ -69,8 +70,10 @@ impl SortedDeletes {
             }
             let slot = &mut by_path.last_mut().expect("pushed above").1;
             for &pos in positions {
-                let pos = i64::try_from(pos)
-                    .map_err(|_| format!("position {pos} of {path} is past 2^63-1"))?;
+                let pos = i64::try_from(pos).map_err(|_| DeleteFileError::Position {
+                    position: pos,
+                    path: path.clone(),
+                })?;
                 slot.push(pos);
             }
         }
@@ -100,35 +103,38 @@ impl SortedDeletes {
         out
     }
 
-    fn batch(&self) -> Result<RecordBatch, String> {
+    fn batch(&self) -> Result<RecordBatch, DeleteFileError> {
         let columns: Vec<ArrayRef> = vec![
             Arc::new(StringArray::from_iter_values(self.paths.iter())),
             Arc::new(Int64Array::from(self.positions.clone())),
         ];
-        RecordBatch::try_new(position_delete_arrow_schema(), columns).map_err(|e| e.to_string())
+        RecordBatch::try_new(position_delete_arrow_schema(), columns)
+            .map_err(DeleteFileError::Batch)
     }
 }
 
 /// Encodes the rows as a zstd Parquet file.
-pub(crate) fn encode_parquet(rows: &SortedDeletes, zstd_level: i32) -> Result<Vec<u8>, String> {
+pub(crate) fn encode_parquet(
+    rows: &SortedDeletes,
+    zstd_level: i32,
+) -> Result<Vec<u8>, DeleteFileError> {
     encode_zstd_parquet(&rows.batch()?, zstd_level)
 }
 
 /// One record batch as a whole zstd Parquet file in memory (delete files
 /// are small); shared by the position and equality delete writers.
-pub(crate) fn encode_zstd_parquet(batch: &RecordBatch, zstd_level: i32) -> Result<Vec<u8>, String> {
-    let level = ZstdLevel::try_new(zstd_level).map_err(|e| format!("zstd level: {e}"))?;
+pub(crate) fn encode_zstd_parquet(
+    batch: &RecordBatch,
+    zstd_level: i32,
+) -> Result<Vec<u8>, DeleteFileError> {
+    let level = ZstdLevel::try_new(zstd_level).map_err(DeleteFileError::ZstdLevel)?;
     let props = WriterProperties::builder()
         .set_compression(Compression::ZSTD(level))
         .build();
-    let mut writer =
-        ArrowWriter::try_new(Vec::new(), batch.schema(), Some(props)).map_err(|e| e.to_string())?;
-    writer
-        .write(batch)
-        .map_err(|e| format!("encoding Parquet: {e}"))?;
-    writer
-        .into_inner()
-        .map_err(|e| format!("closing Parquet: {e}"))
+    let mut writer = ArrowWriter::try_new(Vec::new(), batch.schema(), Some(props))
+        .map_err(DeleteFileError::Writer)?;
+    writer.write(batch).map_err(DeleteFileError::Encode)?;
+    writer.into_inner().map_err(DeleteFileError::Close)
 }
 
 /// Stores a finished delete file at `location`; errors are of kind
@@ -141,10 +147,10 @@ pub(crate) async fn store_file(
 ) -> Result<(), IcebergError> {
     file_io
         .new_output(location)
-        .map_err(|e| from_iceberg(step, &e, IcebergErrorKind::Storage))?
+        .map_err(|e| from_iceberg(step, e, IcebergErrorKind::Storage))?
         .write(bytes.into())
         .await
-        .map_err(|e| from_iceberg(step, &e, IcebergErrorKind::Storage))
+        .map_err(|e| from_iceberg(step, e, IcebergErrorKind::Storage))
 }
 
 /// Where the table's data files go: `write.data.path`, else
@@ -163,11 +169,11 @@ pub(crate) fn delete_file_entry(
     rows: &SortedDeletes,
     file_size: u64,
     partition: &FilePartition,
-) -> Result<DataFile, String> {
+) -> Result<DataFile, DeleteFileError> {
     let paths = rows.distinct_paths();
     let (first_path, last_path) = match (paths.first(), paths.last()) {
         (Some(a), Some(b)) => (*a, *b),
-        _ => return Err("no positions to delete".to_string()),
+        _ => return Err(DeleteFileError::Nothing { what: "positions" }),
     };
     let min_pos = *rows.positions.iter().min().expect("not empty");
     let max_pos = *rows.positions.iter().max().expect("not empty");
@@ -195,7 +201,7 @@ pub(crate) fn delete_file_entry(
         ]))
         .referenced_data_file((paths.len() == 1).then(|| first_path.to_string()))
         .build()
-        .map_err(|e| e.to_string())
+        .map_err(DeleteFileError::Entry)
 }
 
 /// Writes one position delete file for `deletes` (data file path ->
@@ -215,7 +221,9 @@ pub async fn write_position_delete_file(
         uuid::Uuid::new_v4()
     );
     let step = format!("writing position delete file {location}");
-    let data_err = |detail: String| IcebergError::new(IcebergErrorKind::Data, &step, detail);
+    let data_err = |e: DeleteFileError| {
+        IcebergError::new(IcebergErrorKind::Data, &step, e.to_string()).with_source(e)
+    };
     let rows = SortedDeletes::new(deletes).map_err(data_err)?;
     if rows.len() == 0 {
         return Ok(None);
@@ -261,7 +269,10 @@ mod tests {
         );
         assert_eq!(rows.positions, [7, 0, 1, 3, 9]);
         let too_far = [("x".to_string(), vec![u64::MAX])];
-        assert!(SortedDeletes::new(&too_far).unwrap_err().contains("2^63"));
+        assert!(SortedDeletes::new(&too_far)
+            .unwrap_err()
+            .to_string()
+            .contains("2^63"));
     }
 
     #[test]

@@ -261,6 +261,25 @@ pub(crate) fn snapshots_since(
     })
 }
 
+/// Why the snapshots since the index's cannot be replayed into it (the
+/// index is rebuilt instead).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReplayRefused {
+    /// A snapshot removes a data file outside a `replace` (an overwrite).
+    #[error("snapshot {snapshot} removes data file {file} (an overwrite)")]
+    Overwrite { snapshot: i64, file: String },
+    /// A snapshot adds equality deletes.
+    #[error("snapshot {snapshot} adds equality deletes")]
+    EqualityDeletes { snapshot: i64 },
+    /// A `replace` moved rows the index did not have where it thought.
+    #[error("snapshot {snapshot} (replace) moved {moved} rows, {found} of them indexed before")]
+    RowsMoved {
+        snapshot: i64,
+        moved: u64,
+        found: u64,
+    },
+}
+
 /// Brings the index from the snapshot it reflects to the table's current
 /// one by replaying `chain`. `Ok(Err(reason))`: a snapshot cannot be
 /// replayed (it removes data files outside a `replace`, or adds equality
@@ -278,7 +297,7 @@ pub(crate) async fn update(
     file_io: &FileIO,
     key_field: i32,
     chain: &[SnapshotRef],
-) -> Result<Result<BuildStats, String>, IcebergError> {
+) -> Result<Result<BuildStats, ReplayRefused>, IcebergError> {
     // Not committed here: a crash in between leaves the index as it was.
     let mut writer = Writer::new(store, step, false);
     for snapshot in chain {
@@ -290,15 +309,15 @@ pub(crate) async fn update(
                 && entry.content == DataContentType::Data
                 && !replace
             {
-                return Ok(Err(format!(
-                    "snapshot {id} removes data file {} (an overwrite)",
-                    entry.path
-                )));
+                return Ok(Err(ReplayRefused::Overwrite {
+                    snapshot: id,
+                    file: entry.path.clone(),
+                }));
             }
             if entry.content == DataContentType::EqualityDeletes
                 && entry.status == ManifestStatus::Added
             {
-                return Ok(Err(format!("snapshot {id} adds equality deletes")));
+                return Ok(Err(ReplayRefused::EqualityDeletes { snapshot: id }));
             }
         }
         let (replaced_before, puts_before) = (writer.replaced, writer.puts);
@@ -326,9 +345,11 @@ pub(crate) async fn update(
             let moved = writer.puts - puts_before;
             let found = writer.replaced - replaced_before;
             if moved != found {
-                return Ok(Err(format!(
-                    "snapshot {id} (replace) moved {moved} rows, {found} of them indexed before"
-                )));
+                return Ok(Err(ReplayRefused::RowsMoved {
+                    snapshot: id,
+                    moved,
+                    found,
+                }));
             }
         }
         // Deletes of older rows: forget a key whose row they retire (unless

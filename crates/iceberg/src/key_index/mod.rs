@@ -52,7 +52,7 @@ use std::path::{Path, PathBuf};
 
 use iceberg::io::FileIO;
 
-pub use build::BuildStats;
+pub use build::{BuildStats, ReplayRefused};
 pub use scan::parse_key;
 
 use crate::error::{IcebergError, IcebergErrorKind};
@@ -82,7 +82,7 @@ pub enum RebuildReason {
     /// snapshots, a rollback).
     UnknownSnapshot(i64),
     /// A snapshot since the recorded one cannot be replayed.
-    NotReplayable(String),
+    NotReplayable(ReplayRefused),
 }
 
 impl std::fmt::Display for RebuildReason {
@@ -437,10 +437,14 @@ impl KeyReader<'_> {
 
     /// The path of data file id `file`.
     pub fn path(&self, file: u32) -> Result<String, IcebergError> {
-        self.store
-            .path(file)
-            .map(str::to_string)
-            .ok_or_else(|| store_err(&self.step, format!("no path for file id {file}")))
+        self.store.path(file).map(str::to_string).ok_or_else(|| {
+            IcebergError::new(
+                IcebergErrorKind::Storage,
+                &self.step,
+                format!("no path for file id {file}"),
+            )
+            .with_retryable(false)
+        })
     }
 }
 

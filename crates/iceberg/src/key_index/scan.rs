@@ -48,7 +48,7 @@ fn data_err(step: impl Into<String>, detail: impl std::fmt::Display) -> IcebergE
 }
 
 fn parquet_err(step: impl Into<String>, e: parquet::errors::ParquetError) -> IcebergError {
-    IcebergError::new(IcebergErrorKind::Storage, step, e.to_string())
+    IcebergError::new(IcebergErrorKind::Storage, step, e.to_string()).with_source(e)
 }
 
 /// The entries of the snapshot's manifests. `only_added_by`: read only the
@@ -63,12 +63,12 @@ pub(crate) async fn snapshot_files(
     let step = format!("reading manifest list {list_path}");
     let bytes = file_io
         .new_input(list_path)
-        .map_err(|e| from_iceberg(&step, &e, IcebergErrorKind::Data))?
+        .map_err(|e| from_iceberg(&step, e, IcebergErrorKind::Data))?
         .read()
         .await
-        .map_err(|e| from_iceberg(&step, &e, IcebergErrorKind::Data))?;
+        .map_err(|e| from_iceberg(&step, e, IcebergErrorKind::Data))?;
     let list = ManifestList::parse_with_version(&bytes, metadata.format_version())
-        .map_err(|e| from_iceberg(&step, &e, IcebergErrorKind::Data))?;
+        .map_err(|e| from_iceberg(&step, e, IcebergErrorKind::Data))?;
     let mut out = Vec::new();
     for manifest_file in list.entries() {
         if only_added_by.is_some_and(|id| manifest_file.added_snapshot_id != id) {
@@ -78,7 +78,7 @@ pub(crate) async fn snapshot_files(
         let manifest = manifest_file
             .load_manifest(file_io)
             .await
-            .map_err(|e| from_iceberg(&step, &e, IcebergErrorKind::Data))?;
+            .map_err(|e| from_iceberg(&step, e, IcebergErrorKind::Data))?;
         for entry in manifest.entries() {
             match only_added_by {
                 Some(id) if entry.snapshot_id() != Some(id) => continue,
@@ -114,15 +114,15 @@ pub(crate) async fn open_parquet(
 ) -> Result<ParquetRecordBatchStreamBuilder<ArrowFileReader>, IcebergError> {
     let input = file_io
         .new_input(path)
-        .map_err(|e| from_iceberg(step, &e, IcebergErrorKind::Data))?;
+        .map_err(|e| from_iceberg(step, e, IcebergErrorKind::Data))?;
     let meta = input
         .metadata()
         .await
-        .map_err(|e| from_iceberg(step, &e, IcebergErrorKind::Storage))?;
+        .map_err(|e| from_iceberg(step, e, IcebergErrorKind::Storage))?;
     let reader = input
         .reader()
         .await
-        .map_err(|e| from_iceberg(step, &e, IcebergErrorKind::Storage))?;
+        .map_err(|e| from_iceberg(step, e, IcebergErrorKind::Storage))?;
     ParquetRecordBatchStreamBuilder::new(ArrowFileReader::new(meta, reader))
         .await
         .map_err(|e| parquet_err(step, e))
@@ -285,15 +285,15 @@ pub(crate) async fn read_deletion_vector(
     };
     let reader = file_io
         .new_input(&entry.path)
-        .map_err(|e| from_iceberg(&step, &e, IcebergErrorKind::Data))?
+        .map_err(|e| from_iceberg(&step, e, IcebergErrorKind::Data))?
         .reader()
         .await
-        .map_err(|e| from_iceberg(&step, &e, IcebergErrorKind::Storage))?;
+        .map_err(|e| from_iceberg(&step, e, IcebergErrorKind::Storage))?;
     let bytes = reader
         .read(offset as u64..(offset + size) as u64)
         .await
-        .map_err(|e| from_iceberg(&step, &e, IcebergErrorKind::Storage))?;
-    decode_deletion_vector(&bytes).map_err(|detail| data_err(step, detail))
+        .map_err(|e| from_iceberg(&step, e, IcebergErrorKind::Storage))?;
+    decode_deletion_vector(&bytes).map_err(|e| data_err(step, &e).with_source(e))
 }
 
 #[cfg(test)]

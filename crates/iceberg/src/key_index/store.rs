@@ -35,8 +35,13 @@ pub(crate) const FLUSH_OPS: usize = 1_000_000;
 /// More runs than this are merged whatever their sizes.
 const MAX_RUNS: usize = 8;
 
-pub(crate) fn store_err(step: impl Into<String>, e: impl std::fmt::Display) -> IcebergError {
-    IcebergError::new(IcebergErrorKind::Storage, step, e.to_string()).with_retryable(false)
+pub(crate) fn store_err(
+    step: impl Into<String>,
+    e: impl std::error::Error + Send + Sync + 'static,
+) -> IcebergError {
+    IcebergError::new(IcebergErrorKind::Storage, step, e.to_string())
+        .with_source(e)
+        .with_retryable(false)
 }
 
 /// One buffered change of the index.
@@ -107,6 +112,36 @@ pub(crate) struct Store {
     obsolete: Vec<PathBuf>,
 }
 
+/// Why `keys.index` cannot be read (the index is then rebuilt).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum IndexFileError {
+    #[error("not a key index")]
+    NotAnIndex,
+    #[error("a line after the end: {0}")]
+    AfterEnd(String),
+    #[error("a bad line: {0}")]
+    BadLine(String),
+    #[error("{line}: {source}")]
+    BadNumber {
+        line: String,
+        #[source]
+        source: std::num::ParseIntError,
+    },
+    #[error("file ids out of order at {0}")]
+    FileOrder(String),
+    #[error("an unknown line: {0}")]
+    UnknownLine(String),
+    #[error("an unknown layout")]
+    UnknownLayout,
+    #[error("an index cut short (no end line)")]
+    CutShort,
+    #[error("an incomplete index")]
+    Incomplete,
+    /// A run the index names could not be opened.
+    #[error("{0}")]
+    Run(#[source] std::io::Error),
+}
+
 /// `keys.index`, parsed.
 struct Parsed {
     meta: Meta,
@@ -116,10 +151,10 @@ struct Parsed {
     files: Vec<String>,
 }
 
-fn parse(text: &str) -> Result<Parsed, String> {
+fn parse(text: &str) -> Result<Parsed, IndexFileError> {
     let mut lines = text.lines();
     if lines.next() != Some(HEADER) {
-        return Err("not a key index".into());
+        return Err(IndexFileError::NotAnIndex);
     }
     let (mut uuid, mut snapshot, mut keys, mut next_seq) = (None, None, None, None);
     let (mut runs, mut files) = (Vec::new(), Vec::new());
@@ -127,41 +162,42 @@ fn parse(text: &str) -> Result<Parsed, String> {
     let mut ended = false;
     for line in lines {
         if ended {
-            return Err(format!("a line after the end: {line}"));
+            return Err(IndexFileError::AfterEnd(line.to_string()));
         }
         if line == END_LINE {
             ended = true;
             continue;
         }
-        let (name, value) = line.split_once(' ').ok_or(format!("a bad line: {line}"))?;
-        let number = |v: &str| v.parse::<u64>().map_err(|e| format!("{line}: {e}"));
+        let bad_line = || IndexFileError::BadLine(line.to_string());
+        let bad_number = |source| IndexFileError::BadNumber {
+            line: line.to_string(),
+            source,
+        };
+        let (name, value) = line.split_once(' ').ok_or_else(bad_line)?;
+        let number = |v: &str| v.parse::<u64>().map_err(bad_number);
         match name {
             "layout" => layout_ok = value == LAYOUT,
             "table-uuid" => uuid = Some(value.to_string()),
             "snapshot-id" if value == "none" => snapshot = Some(None),
-            "snapshot-id" => {
-                snapshot = Some(Some(
-                    value.parse::<i64>().map_err(|e| format!("{line}: {e}"))?,
-                ))
-            }
+            "snapshot-id" => snapshot = Some(Some(value.parse::<i64>().map_err(bad_number)?)),
             "keys" => keys = Some(number(value)?),
             "next-run" => next_seq = Some(number(value)?),
             "run" => runs.push(number(value)?),
             "file" => {
-                let (id, path) = value.split_once(' ').ok_or(format!("a bad line: {line}"))?;
+                let (id, path) = value.split_once(' ').ok_or_else(bad_line)?;
                 if number(id)? != files.len() as u64 {
-                    return Err(format!("file ids out of order at {line}"));
+                    return Err(IndexFileError::FileOrder(line.to_string()));
                 }
                 files.push(path.to_string());
             }
-            _ => return Err(format!("an unknown line: {line}")),
+            _ => return Err(IndexFileError::UnknownLine(line.to_string())),
         }
     }
     if !layout_ok {
-        return Err("an unknown layout".into());
+        return Err(IndexFileError::UnknownLayout);
     }
     if !ended {
-        return Err("an index cut short (no end line)".into());
+        return Err(IndexFileError::CutShort);
     }
     match (uuid, snapshot, keys, next_seq) {
         (Some(table_uuid), Some(snapshot), Some(keys), Some(next_seq)) => Ok(Parsed {
@@ -174,7 +210,7 @@ fn parse(text: &str) -> Result<Parsed, String> {
             runs,
             files,
         }),
-        _ => Err("an incomplete index".into()),
+        _ => Err(IndexFileError::Incomplete),
     }
 }
 
@@ -225,7 +261,7 @@ impl Store {
                 Err(e) => {
                     store.reset();
                     store.obsolete.clear();
-                    Found::Unreadable(e)
+                    Found::Unreadable(e.to_string())
                 }
             },
         };
@@ -233,9 +269,9 @@ impl Store {
         Ok((store, found))
     }
 
-    fn load(&mut self, parsed: Parsed) -> Result<Meta, String> {
+    fn load(&mut self, parsed: Parsed) -> Result<Meta, IndexFileError> {
         for seq in parsed.runs {
-            let run = Run::open(&self.run_path(seq), seq).map_err(|e| e.to_string())?;
+            let run = Run::open(&self.run_path(seq), seq).map_err(IndexFileError::Run)?;
             self.runs.push(run);
         }
         self.next_seq = parsed.next_seq;

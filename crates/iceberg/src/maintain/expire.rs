@@ -20,6 +20,7 @@
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::time::Duration;
 
+use iceberg::io::FileIO;
 use iceberg::spec::{ManifestFile, SnapshotRef, TableMetadata, MAIN_BRANCH};
 use iceberg::{TableRequirement, TableUpdate};
 use serde::Serialize;
@@ -98,15 +99,19 @@ pub(crate) fn to_expire(
     expired.iter().map(|s| s.snapshot_id()).collect()
 }
 
+/// Table properties by name, with their values.
+type Properties = HashMap<String, String>;
+
 /// The table properties that carry the offsets of topics recorded only in
 /// a snapshot summary.
-fn offsets_to_migrate(metadata: &TableMetadata) -> Result<HashMap<String, String>, IcebergError> {
+fn offsets_to_migrate(metadata: &TableMetadata) -> Result<Properties, IcebergError> {
     let recorded = TableOffsets::of_metadata(metadata).map_err(|e| {
         IcebergError::new(
             IcebergErrorKind::Data,
             format!("reading the offsets of {}", metadata.location()),
-            e,
+            e.to_string(),
         )
+        .with_source(e)
     })?;
     let mut out = HashMap::new();
     for (topic, partitions) in recorded.0 {
@@ -137,32 +142,49 @@ pub async fn expire_snapshots(
 ) -> Result<ExpiryOutcome, IcebergError> {
     let file_io = destination.file_io();
     let mut outcome = ExpiryOutcome::default();
+    let Some((expired, before)) =
+        commit_expiry(destination, handle, keep, max_age, dry_run, &mut outcome).await?
+    else {
+        return Ok(outcome);
+    };
+    let kept = KeptFiles::of(file_io, handle.metadata()).await?;
+    let doomed = doomed_files(file_io, &before, &expired, &kept).await?;
+    for location in &doomed {
+        match file_io.delete(location).await {
+            Ok(()) => outcome.files_deleted += 1,
+            Err(e) => {
+                tracing::warn!(location = %location, error = %e, "could not delete an expired snapshot's file");
+                outcome.files_not_deleted += 1;
+            }
+        }
+    }
+    Ok(outcome)
+}
+
+/// Removes the snapshots to expire from the table (migrating the offsets
+/// only their summaries record to table properties), retrying on a
+/// concurrent change; returns them with the metadata they were removed
+/// from, or `None` when there are none or on a dry run. Counts go into
+/// `outcome`.
+async fn commit_expiry(
+    destination: &Destination,
+    handle: &mut TableHandle,
+    keep: usize,
+    max_age: Duration,
+    dry_run: bool,
+    outcome: &mut ExpiryOutcome,
+) -> Result<Option<(Vec<i64>, TableMetadata)>, IcebergError> {
     let mut attempt = 0;
-    let (expired, before) = loop {
+    loop {
         attempt += 1;
         let metadata = handle.metadata().clone();
         let expired = to_expire(&metadata, keep.max(1), max_age, now_ms());
         outcome.snapshots_kept = metadata.snapshots().len() - expired.len();
         outcome.snapshots_expired = expired.len();
         if expired.is_empty() || dry_run {
-            return Ok(outcome);
+            return Ok(None);
         }
-        let migrate = offsets_to_migrate(&metadata)?;
-        outcome.offsets_migrated = migrate
-            .keys()
-            .map(|k| {
-                k.trim_start_matches(OFFSETS_TABLE_PROPERTY_PREFIX)
-                    .to_string()
-            })
-            .collect();
-        outcome.offsets_migrated.sort();
-        let mut updates = Vec::new();
-        if !migrate.is_empty() {
-            updates.push(TableUpdate::SetProperties { updates: migrate });
-        }
-        updates.push(TableUpdate::RemoveSnapshots {
-            snapshot_ids: expired.clone(),
-        });
+        let updates = expiry_updates(&metadata, &expired, outcome)?;
         let requirements = vec![
             TableRequirement::UuidMatch {
                 uuid: metadata.uuid(),
@@ -180,69 +202,107 @@ pub async fn expire_snapshots(
             Ok(committed) => {
                 *handle =
                     TableHandle::new(handle.namespace.clone(), handle.name.clone(), committed)?;
-                break (expired, metadata);
+                return Ok(Some((expired, metadata)));
             }
             Err(e) if e.kind == CatalogErrorKind::Conflict && attempt < 5 => {
                 *handle = destination.reload_patiently(handle).await?;
             }
             Err(e) => return Err(e.into()),
         }
-    };
+    }
+}
 
-    // The files the kept snapshots need, read from the metadata committed.
-    let after = handle.metadata();
-    let mut kept_manifests: HashSet<String> = HashSet::new();
-    let mut live: HashSet<String> = HashSet::new();
-    let mut kept_lists: HashSet<String> = HashSet::new();
-    for snapshot in after.snapshots() {
-        kept_lists.insert(snapshot.manifest_list().to_string());
-        for manifest in manifests_of(file_io, after, snapshot).await? {
-            if kept_manifests.insert(manifest.manifest_path.clone()) {
-                for entry in entries_of(file_io, &manifest).await? {
-                    if entry.is_live() {
-                        live.insert(entry.path().to_string());
+/// The table updates that expire `expired`: the offsets to migrate to
+/// table properties (named in `outcome`), then the snapshots' removal.
+fn expiry_updates(
+    metadata: &TableMetadata,
+    expired: &[i64],
+    outcome: &mut ExpiryOutcome,
+) -> Result<Vec<TableUpdate>, IcebergError> {
+    let migrate = offsets_to_migrate(metadata)?;
+    outcome.offsets_migrated = migrate
+        .keys()
+        .map(|k| {
+            k.trim_start_matches(OFFSETS_TABLE_PROPERTY_PREFIX)
+                .to_string()
+        })
+        .collect();
+    outcome.offsets_migrated.sort();
+    let mut updates = Vec::new();
+    if !migrate.is_empty() {
+        updates.push(TableUpdate::SetProperties { updates: migrate });
+    }
+    updates.push(TableUpdate::RemoveSnapshots {
+        snapshot_ids: expired.to_vec(),
+    });
+    Ok(updates)
+}
+
+/// The files the kept snapshots need, read from the metadata committed.
+#[derive(Default)]
+struct KeptFiles {
+    manifests: HashSet<String>,
+    /// Live data and delete files.
+    live: HashSet<String>,
+    manifest_lists: HashSet<String>,
+}
+
+impl KeptFiles {
+    async fn of(file_io: &FileIO, after: &TableMetadata) -> Result<Self, IcebergError> {
+        let mut kept = Self::default();
+        for snapshot in after.snapshots() {
+            kept.manifest_lists
+                .insert(snapshot.manifest_list().to_string());
+            for manifest in manifests_of(file_io, after, snapshot).await? {
+                if kept.manifests.insert(manifest.manifest_path.clone()) {
+                    for entry in entries_of(file_io, &manifest).await? {
+                        if entry.is_live() {
+                            kept.live.insert(entry.path().to_string());
+                        }
                     }
                 }
             }
         }
+        Ok(kept)
     }
+}
+
+/// The manifest lists, manifests and files of the `expired` snapshots of
+/// `before` that no kept snapshot needs.
+async fn doomed_files(
+    file_io: &FileIO,
+    before: &TableMetadata,
+    expired: &[i64],
+    kept: &KeptFiles,
+) -> Result<BTreeSet<String>, IcebergError> {
     let mut doomed: BTreeSet<String> = BTreeSet::new();
     let mut seen: HashSet<String> = HashSet::new();
-    for id in &expired {
+    for id in expired {
         let Some(snapshot) = before.snapshot_by_id(*id) else {
             continue;
         };
-        if !kept_lists.contains(snapshot.manifest_list()) {
+        if !kept.manifest_lists.contains(snapshot.manifest_list()) {
             doomed.insert(snapshot.manifest_list().to_string());
         }
-        let manifests: Vec<ManifestFile> = match manifests_of(file_io, &before, snapshot).await {
+        let manifests: Vec<ManifestFile> = match manifests_of(file_io, before, snapshot).await {
             Ok(m) => m,
             // Already gone (another engine's cleanup): nothing to add.
             Err(e) if e.kind == IcebergErrorKind::Storage => continue,
             Err(e) => return Err(e),
         };
         for manifest in manifests {
-            if kept_manifests.contains(&manifest.manifest_path)
+            if kept.manifests.contains(&manifest.manifest_path)
                 || !seen.insert(manifest.manifest_path.clone())
             {
                 continue;
             }
             doomed.insert(manifest.manifest_path.clone());
             for entry in entries_of(file_io, &manifest).await? {
-                if !live.contains(entry.path()) {
+                if !kept.live.contains(entry.path()) {
                     doomed.insert(entry.path().to_string());
                 }
             }
         }
     }
-    for location in &doomed {
-        match file_io.delete(location).await {
-            Ok(()) => outcome.files_deleted += 1,
-            Err(e) => {
-                tracing::warn!(location = %location, error = %e, "could not delete an expired snapshot's file");
-                outcome.files_not_deleted += 1;
-            }
-        }
-    }
-    Ok(outcome)
+    Ok(doomed)
 }

@@ -175,7 +175,7 @@ impl PendingManifests {
                 let err = |e: iceberg::Error| {
                     from_iceberg(
                         format!("writing manifest {location}"),
-                        &e,
+                        e,
                         IcebergErrorKind::Data,
                     )
                 };
@@ -224,6 +224,7 @@ fn with_row_ids(entry: &Entry) -> Result<DataFile, IcebergError> {
             ),
             e.to_string(),
         )
+        .with_source(e)
     })
 }
 

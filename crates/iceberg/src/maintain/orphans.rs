@@ -20,12 +20,15 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
+use iceberg::io::FileIO;
+use iceberg::spec::TableMetadata;
 use serde::Serialize;
 
 use crate::commit::manifest_entries::{entries_of, location_key};
 use crate::error::{from_iceberg, IcebergError, IcebergErrorKind};
 use crate::table::TableHandle;
 use crate::table_metadata::manifests_of;
+use crate::write::storage::ListedFile;
 use crate::Destination;
 
 /// What orphan removal did to one table.
@@ -66,68 +69,20 @@ pub async fn remove_orphans(
         .storage()
         .list_with_times(&format!("{location}/"))
         .await
-        .map_err(|e| from_iceberg(&step, &e, IcebergErrorKind::Storage))?;
+        .map_err(|e| from_iceberg(&step, e, IcebergErrorKind::Storage))?;
     // The metadata as it is now (after the listing): whatever a commit
     // that landed meanwhile references is referenced.
     let fresh = destination.reload_patiently(handle).await?;
-    let metadata = fresh.metadata();
-
-    let mut referenced: HashSet<String> = HashSet::new();
-    let mut needed: HashSet<String> = HashSet::new();
-    let mut seen_manifests = HashSet::new();
-    for snapshot in metadata.snapshots() {
-        referenced.insert(location_key(snapshot.manifest_list()));
-        needed.insert(location_key(snapshot.manifest_list()));
-        for manifest in manifests_of(file_io, metadata, snapshot).await? {
-            referenced.insert(location_key(&manifest.manifest_path));
-            needed.insert(location_key(&manifest.manifest_path));
-            if !seen_manifests.insert(manifest.manifest_path.clone()) {
-                continue;
-            }
-            for entry in entries_of(file_io, &manifest).await? {
-                referenced.insert(location_key(entry.path()));
-                if entry.is_live() {
-                    needed.insert(location_key(entry.path()));
-                }
-            }
-        }
-    }
-    for stats in metadata.statistics_iter() {
-        referenced.insert(location_key(&stats.statistics_path));
-    }
-    for stats in metadata.partition_statistics_iter() {
-        referenced.insert(location_key(&stats.statistics_path));
-    }
-
-    let listed_keys: HashSet<String> = listed.iter().map(|f| location_key(&f.location)).collect();
-    let root = format!("{}/", location_key(&location));
-    if let Some(missing) = needed
-        .iter()
-        .find(|k| k.starts_with(&root) && !listed_keys.contains(*k))
-    {
-        return Err(IcebergError::new(
-            IcebergErrorKind::Data,
-            step,
-            format!(
-                "{missing} is referenced by a snapshot but not in the listing of the table's \
-                 location: not deleting anything"
-            ),
-        ));
-    }
-
-    let cutoff = started_ms - min_age.as_millis() as i64;
+    let references = References::of(file_io, fresh.metadata()).await?;
+    references.check_listing(&step, &location, &listed)?;
     let mut outcome = OrphanOutcome {
         files_listed: listed.len(),
         ..OrphanOutcome::default()
     };
+    let cutoff = started_ms - min_age.as_millis() as i64;
     for file in &listed {
         let key = location_key(&file.location);
-        let name = key.rsplit('/').next().unwrap_or_default();
-        let catalog_file = name.ends_with(".metadata.json")
-            || name.ends_with(".metadata.json.gz")
-            || name.ends_with(".gz.metadata.json")
-            || name == "version-hint.text";
-        if referenced.contains(&key) || catalog_file {
+        if references.referenced.contains(&key) || is_catalog_file(&key) {
             continue;
         }
         if file.last_modified_ms > cutoff {
@@ -148,4 +103,83 @@ pub async fn remove_orphans(
         }
     }
     Ok(outcome)
+}
+
+/// A metadata JSON file or version hint: the catalog's, never deleted.
+fn is_catalog_file(key: &str) -> bool {
+    let name = key.rsplit('/').next().unwrap_or_default();
+    name.ends_with(".metadata.json")
+        || name.ends_with(".metadata.json.gz")
+        || name.ends_with(".gz.metadata.json")
+        || name == "version-hint.text"
+}
+
+/// The files a table's snapshots reference, as [`location_key`]s.
+struct References {
+    /// Every file a snapshot names (deleted entries and statistics too).
+    referenced: HashSet<String>,
+    /// The files a live snapshot needs: manifest lists, manifests, live
+    /// data and delete files.
+    needed: HashSet<String>,
+}
+
+impl References {
+    async fn of(file_io: &FileIO, metadata: &TableMetadata) -> Result<Self, IcebergError> {
+        let mut referenced: HashSet<String> = HashSet::new();
+        let mut needed: HashSet<String> = HashSet::new();
+        let mut seen_manifests = HashSet::new();
+        for snapshot in metadata.snapshots() {
+            referenced.insert(location_key(snapshot.manifest_list()));
+            needed.insert(location_key(snapshot.manifest_list()));
+            for manifest in manifests_of(file_io, metadata, snapshot).await? {
+                referenced.insert(location_key(&manifest.manifest_path));
+                needed.insert(location_key(&manifest.manifest_path));
+                if !seen_manifests.insert(manifest.manifest_path.clone()) {
+                    continue;
+                }
+                for entry in entries_of(file_io, &manifest).await? {
+                    referenced.insert(location_key(entry.path()));
+                    if entry.is_live() {
+                        needed.insert(location_key(entry.path()));
+                    }
+                }
+            }
+        }
+        for stats in metadata.statistics_iter() {
+            referenced.insert(location_key(&stats.statistics_path));
+        }
+        for stats in metadata.partition_statistics_iter() {
+            referenced.insert(location_key(&stats.statistics_path));
+        }
+        Ok(Self { referenced, needed })
+    }
+
+    /// The safety check: every needed file under the table's `location` is
+    /// in the listing, else the two spell locations differently and
+    /// nothing may be deleted.
+    fn check_listing(
+        &self,
+        step: &str,
+        location: &str,
+        listed: &[ListedFile],
+    ) -> Result<(), IcebergError> {
+        let listed_keys: HashSet<String> =
+            listed.iter().map(|f| location_key(&f.location)).collect();
+        let root = format!("{}/", location_key(location));
+        match self
+            .needed
+            .iter()
+            .find(|k| k.starts_with(&root) && !listed_keys.contains(*k))
+        {
+            Some(missing) => Err(IcebergError::new(
+                IcebergErrorKind::Data,
+                step,
+                format!(
+                    "{missing} is referenced by a snapshot but not in the listing of the \
+                     table's location: not deleting anything"
+                ),
+            )),
+            None => Ok(()),
+        }
+    }
 }

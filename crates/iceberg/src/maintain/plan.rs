@@ -107,6 +107,10 @@ impl Plan {
     }
 }
 
+/// Each delete file's targets, in the order of the delete files: data file
+/// paths, or `None` for an equality delete (every older data file).
+type Targets = Vec<Option<HashSet<String>>>;
+
 /// Reads the table's current snapshot and decides what to rewrite.
 pub(crate) async fn plan(
     file_io: &FileIO,
@@ -127,16 +131,36 @@ pub(crate) async fn plan(
     let entries = live_entries(file_io, metadata, snapshot).await?;
     let (data, deletes): (Vec<Entry>, Vec<Entry>) = entries.into_iter().partition(Entry::is_data);
     let seq_of: HashMap<&str, i64> = data.iter().map(|e| (e.path(), e.sequence_number)).collect();
-    let applies = |path: &str, seq: i64| seq_of.get(path).is_some_and(|s| *s <= seq);
+    let Some(targets) = read_deletes(file_io, &mut plan, &deletes, &seq_of).await? else {
+        return Ok(plan);
+    };
+    group(&mut plan, metadata, options, &data);
+    remove_deletes(&mut plan, &data, &deletes, targets, &seq_of);
+    Ok(plan)
+}
 
-    // Each delete file's targets: data file paths, or None for an
-    // equality delete (every older data file).
-    let mut targets: Vec<Option<HashSet<String>>> = Vec::with_capacity(deletes.len());
-    for delete in &deletes {
+/// Whether a delete of data sequence number `seq` applies to the live data
+/// file `path`.
+fn applies(seq_of: &HashMap<&str, i64>, path: &str, seq: i64) -> bool {
+    seq_of.get(path).is_some_and(|s| *s <= seq)
+}
+
+/// Reads every delete file into `plan` (positions per data file, equality
+/// key sets) and returns their targets; `None` when an equality delete is
+/// on other columns than `_olake_id` (the table is not compacted, `plan`
+/// says why).
+async fn read_deletes(
+    file_io: &FileIO,
+    plan: &mut Plan,
+    deletes: &[Entry],
+    seq_of: &HashMap<&str, i64>,
+) -> Result<Option<Targets>, IcebergError> {
+    let mut targets: Targets = Vec::with_capacity(deletes.len());
+    for delete in deletes {
         match delete.file.content_type() {
             DataContentType::PositionDeletes if is_deletion_vector(&delete.file) => {
                 let target = delete.file.referenced_data_file().unwrap_or_default();
-                if applies(&target, delete.sequence_number) {
+                if applies(seq_of, &target, delete.sequence_number) {
                     let bitmap = read_deletion_vector(file_io, &delete.file).await?;
                     *plan.positions.entry(target.clone()).or_default() |= bitmap;
                 }
@@ -147,7 +171,7 @@ pub(crate) async fn plan(
                 read_position_deletes(file_io, delete.path(), |_| true, &mut found).await?;
                 let mut paths = HashSet::new();
                 for (path, bitmap) in found {
-                    if applies(&path, delete.sequence_number) {
+                    if applies(seq_of, &path, delete.sequence_number) {
                         *plan.positions.entry(path.clone()).or_default() |= bitmap;
                     }
                     paths.insert(path);
@@ -155,38 +179,52 @@ pub(crate) async fn plan(
                 targets.push(Some(paths));
             }
             _ => {
-                let on_key = plan
-                    .key_field
-                    .is_some_and(|k| delete.file.equality_ids() == Some(vec![k]));
-                let Some(key_field) = plan.key_field.filter(|_| on_key) else {
-                    plan.skipped.push(format!(
-                        "equality delete file {} is on columns other than {KEY_COLUMN}: the \
-                         table is not compacted",
-                        delete.path()
-                    ));
-                    return Ok(Plan {
-                        groups: Vec::new(),
-                        removed_deletes: Vec::new(),
-                        ..plan
-                    });
+                let Some(keys) = equality_keys(file_io, plan, delete).await? else {
+                    return Ok(None);
                 };
-                let mut keys = HashSet::new();
-                read_keys(file_io, delete.path(), key_field, |_, key| {
-                    keys.extend(key);
-                    Ok(())
-                })
-                .await?;
                 plan.equality.push((delete.sequence_number, keys));
                 targets.push(None);
             }
         }
     }
+    Ok(Some(targets))
+}
 
-    // Each (spec, partition) group is rewritten into its own partition.
+/// The keys an equality delete file removes, or `None` (noted in
+/// `plan.skipped`) when it is not on `_olake_id` alone.
+async fn equality_keys(
+    file_io: &FileIO,
+    plan: &mut Plan,
+    delete: &Entry,
+) -> Result<Option<HashSet<[u8; 16]>>, IcebergError> {
+    let on_key = plan
+        .key_field
+        .is_some_and(|k| delete.file.equality_ids() == Some(vec![k]));
+    let Some(key_field) = plan.key_field.filter(|_| on_key) else {
+        plan.skipped.push(format!(
+            "equality delete file {} is on columns other than {KEY_COLUMN}: the table is not \
+             compacted",
+            delete.path()
+        ));
+        return Ok(None);
+    };
+    let mut keys = HashSet::new();
+    read_keys(file_io, delete.path(), key_field, |_, key| {
+        keys.extend(key);
+        Ok(())
+    })
+    .await?;
+    Ok(Some(keys))
+}
+
+/// Groups the data files by (spec, partition) and keeps, per group, the
+/// candidates worth rewriting into `plan.groups`; each group is rewritten
+/// into its own partition of the table's default spec.
+fn group(plan: &mut Plan, metadata: &TableMetadata, options: &CompactionOptions, data: &[Entry]) {
     let schema = metadata.current_schema();
     let small = options.target_file_size / 4 * 3;
     let mut groups: BTreeMap<(i32, String), Vec<Entry>> = BTreeMap::new();
-    for entry in &data {
+    for entry in data {
         let partition = format!("{:?}", entry.file.partition());
         groups
             .entry((entry.spec_id, partition))
@@ -222,7 +260,17 @@ pub(crate) async fn plan(
             files: candidates,
         });
     }
+}
 
+/// The delete files removed with the rewrite: those whose every target is
+/// rewritten (or no longer live).
+fn remove_deletes(
+    plan: &mut Plan,
+    data: &[Entry],
+    deletes: &[Entry],
+    targets: Targets,
+    seq_of: &HashMap<&str, i64>,
+) {
     let rewritten: HashSet<String> = plan.rewritten().map(|e| e.path().to_string()).collect();
     let kept_data: Vec<&Entry> = data
         .iter()
@@ -241,5 +289,4 @@ pub(crate) async fn plan(
             plan.removed_deletes.push(delete.clone());
         }
     }
-    Ok(plan)
 }

@@ -31,8 +31,8 @@ pub(crate) struct Rewritten {
     pub rows_dropped: u64,
 }
 
-fn storage_err(step: &str, e: impl std::fmt::Display) -> IcebergError {
-    IcebergError::new(IcebergErrorKind::Storage, step, e.to_string())
+fn storage_err(step: &str, e: impl std::error::Error + Send + Sync + 'static) -> IcebergError {
+    IcebergError::new(IcebergErrorKind::Storage, step, e.to_string()).with_source(e)
 }
 
 /// Writes every group of the plan into new data files. On an error the
@@ -156,8 +156,9 @@ async fn copy_live_rows(
                     Some(!gone)
                 })
                 .collect();
-            let kept = arrow_select::filter::filter_record_batch(&batch, &keep)
-                .map_err(|e| IcebergError::new(IcebergErrorKind::Data, &step, e.to_string()))?;
+            let kept = arrow_select::filter::filter_record_batch(&batch, &keep).map_err(|e| {
+                IcebergError::new(IcebergErrorKind::Data, &step, e.to_string()).with_source(e)
+            })?;
             out.rows_dropped += (rows - kept.num_rows()) as u64;
             kept
         };

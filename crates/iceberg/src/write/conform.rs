@@ -18,9 +18,60 @@ use arrow_array::{
     new_null_array, Array, ArrayRef, ListArray, MapArray, RecordBatch, RecordBatchOptions,
     StructArray,
 };
-use arrow_schema::{DataType, Field, SchemaRef as ArrowSchemaRef, TimeUnit};
+use arrow_schema::{ArrowError, DataType, Field, SchemaRef as ArrowSchemaRef, TimeUnit};
 
 use crate::write::schema::{PARQUET_FIELD_ID_META_KEY, UTC};
+
+/// Why a batch does not fit the table's Arrow schema (always
+/// [`IcebergErrorKind::Data`](crate::IcebergErrorKind::Data) when written).
+#[derive(Debug, thiserror::Error)]
+pub enum ConformError {
+    /// Matched by position, the column counts differ.
+    #[error("the batch has {batch} columns, the table {table}")]
+    ColumnCount { batch: usize, table: usize },
+    /// Matched by field id, a batch column the table does not have.
+    #[error(
+        "column {column} of the batch has field id {field_id:?}, which the table does not have"
+    )]
+    UnknownFieldId {
+        column: String,
+        field_id: Option<i32>,
+    },
+    /// Nulls in a column the table requires.
+    #[error("column {index} ({name}) is required but the batch has {nulls} nulls in it")]
+    NullsInRequired {
+        index: usize,
+        name: String,
+        nulls: usize,
+    },
+    /// A column whose type cannot be read as the table's.
+    #[error("column {index} ({name}) is {batch} in the batch, {table} in the table")]
+    TypeMismatch {
+        index: usize,
+        name: String,
+        batch: DataType,
+        table: DataType,
+    },
+    /// Arrow refused a converted nested column.
+    #[error("column {index} ({name}): {source}")]
+    Nested {
+        index: usize,
+        name: String,
+        #[source]
+        source: ArrowError,
+    },
+    /// Arrow refused the converted batch.
+    #[error("{0}")]
+    Batch(#[source] ArrowError),
+}
+
+fn nested(i: usize, field: &Field) -> impl FnOnce(ArrowError) -> ConformError + '_ {
+    move |source| ConformError::Nested {
+        index: i,
+        name: field.name().clone(),
+        source,
+    }
+}
 
 fn field_id(field: &Field) -> Option<i32> {
     field
@@ -30,7 +81,7 @@ fn field_id(field: &Field) -> Option<i32> {
 }
 
 /// The batch with the table's Arrow schema `schema`, or why it cannot be.
-pub fn conform(batch: &RecordBatch, schema: &ArrowSchemaRef) -> Result<RecordBatch, String> {
+pub fn conform(batch: &RecordBatch, schema: &ArrowSchemaRef) -> Result<RecordBatch, ConformError> {
     let batch_ids: Vec<Option<i32>> = batch
         .schema()
         .fields()
@@ -40,11 +91,10 @@ pub fn conform(batch: &RecordBatch, schema: &ArrowSchemaRef) -> Result<RecordBat
     let table_ids: Vec<Option<i32>> = schema.fields().iter().map(|f| field_id(f)).collect();
     let by_position = batch_ids.iter().all(Option::is_none) || batch_ids == table_ids;
     if by_position && batch.num_columns() != schema.fields().len() {
-        return Err(format!(
-            "the batch has {} columns, the table {}",
-            batch.num_columns(),
-            schema.fields().len()
-        ));
+        return Err(ConformError::ColumnCount {
+            batch: batch.num_columns(),
+            table: schema.fields().len(),
+        });
     }
     if !by_position {
         if let Some((i, _)) = batch_ids
@@ -52,11 +102,10 @@ pub fn conform(batch: &RecordBatch, schema: &ArrowSchemaRef) -> Result<RecordBat
             .enumerate()
             .find(|(_, id)| id.is_none() || !table_ids.contains(id))
         {
-            return Err(format!(
-                "column {} of the batch has field id {:?}, which the table does not have",
-                batch.schema().field(i).name(),
-                batch_ids[i]
-            ));
+            return Err(ConformError::UnknownFieldId {
+                column: batch.schema().field(i).name().clone(),
+                field_id: batch_ids[i],
+            });
         }
     }
     let mut columns: Vec<ArrayRef> = Vec::with_capacity(schema.fields().len());
@@ -74,19 +123,20 @@ pub fn conform(batch: &RecordBatch, schema: &ArrowSchemaRef) -> Result<RecordBat
             Some(column) => convert(column, field, i)?,
         };
         if !field.is_nullable() && column.null_count() > 0 {
-            return Err(format!(
-                "column {i} ({}) is required but the batch has {} nulls in it",
-                field.name(),
-                column.null_count()
-            ));
+            return Err(ConformError::NullsInRequired {
+                index: i,
+                name: field.name().clone(),
+                nulls: column.null_count(),
+            });
         }
         columns.push(column);
     }
     let options = RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));
-    RecordBatch::try_new_with_options(schema.clone(), columns, &options).map_err(|e| e.to_string())
+    RecordBatch::try_new_with_options(schema.clone(), columns, &options)
+        .map_err(ConformError::Batch)
 }
 
-fn convert(column: &ArrayRef, field: &Field, i: usize) -> Result<ArrayRef, String> {
+fn convert(column: &ArrayRef, field: &Field, i: usize) -> Result<ArrayRef, ConformError> {
     Ok(match (column.data_type(), field.data_type()) {
         (a, b) if a == b => column.clone(),
         (
@@ -119,8 +169,7 @@ fn convert(column: &ArrayRef, field: &Field, i: usize) -> Result<ArrayRef, Strin
                 .collect::<Result<Vec<_>, _>>()?;
             let nulls = source.nulls().cloned();
             Arc::new(
-                StructArray::try_new(fields.clone(), children, nulls)
-                    .map_err(|e| format!("column {i} ({}): {e}", field.name()))?,
+                StructArray::try_new(fields.clone(), children, nulls).map_err(nested(i, field))?,
             )
         }
         (DataType::List(_), DataType::List(element)) => {
@@ -129,7 +178,7 @@ fn convert(column: &ArrayRef, field: &Field, i: usize) -> Result<ArrayRef, Strin
             let (offsets, nulls) = (source.offsets().clone(), source.nulls().cloned());
             Arc::new(
                 ListArray::try_new(element.clone(), offsets, values, nulls)
-                    .map_err(|e| format!("column {i} ({}): {e}", field.name()))?,
+                    .map_err(nested(i, field))?,
             )
         }
         (DataType::Map(_, _), DataType::Map(entries, sorted)) => {
@@ -145,7 +194,7 @@ fn convert(column: &ArrayRef, field: &Field, i: usize) -> Result<ArrayRef, Strin
                     nulls,
                     *sorted,
                 )
-                .map_err(|e| format!("column {i} ({}): {e}", field.name()))?,
+                .map_err(nested(i, field))?,
             )
         }
         // Nested fields that differ only in metadata (field ids, docs) or a
@@ -156,14 +205,16 @@ fn convert(column: &ArrayRef, field: &Field, i: usize) -> Result<ArrayRef, Strin
                 .into_builder()
                 .data_type(b.clone())
                 .build()
-                .map_err(|e| format!("column {i} ({}): {e}", field.name()))?;
+                .map_err(nested(i, field))?;
             arrow_array::make_array(data)
         }
         (a, b) => {
-            return Err(format!(
-                "column {i} ({}) is {a} in the batch, {b} in the table",
-                field.name()
-            ))
+            return Err(ConformError::TypeMismatch {
+                index: i,
+                name: field.name().clone(),
+                batch: a.clone(),
+                table: b.clone(),
+            })
         }
     })
 }
@@ -252,7 +303,7 @@ mod tests {
         )
         .unwrap();
         let err = conform(&batch, &table_schema()).unwrap_err();
-        assert!(err.contains("column 0 (id)"), "{err}");
+        assert!(err.to_string().contains("column 0 (id)"), "{err}");
     }
 
     #[test]
@@ -293,7 +344,7 @@ mod tests {
         let batch =
             RecordBatch::try_new(unknown, vec![Arc::new(Int64Array::from(vec![1]))]).unwrap();
         let err = conform(&batch, &table).unwrap_err();
-        assert!(err.contains("other"), "{err}");
+        assert!(err.to_string().contains("other"), "{err}");
     }
 
     #[test]

@@ -29,6 +29,7 @@ use object_store::CredentialProvider;
 use topicberg_core::Secret;
 
 use super::storage_fault::StorageFault;
+use crate::error::CatalogError;
 
 /// One entry of a load-table answer's `storage-credentials`: the config
 /// for locations under `prefix`.
@@ -300,8 +301,30 @@ fn rfc3339(secs: u64) -> String {
     )
 }
 
+/// Why the catalog gave no fresh credentials for a table.
+#[derive(Debug, thiserror::Error)]
+pub enum RefreshError {
+    /// Asking the catalog failed.
+    #[error(transparent)]
+    Catalog(#[from] CatalogError),
+    /// The catalog answered without credentials for the table.
+    #[error("the catalog vended no storage credentials for the table")]
+    NoCredentials,
+}
+
+impl RefreshError {
+    /// Whether asking again may help (the catalog was unreachable or
+    /// failing).
+    pub fn retryable(&self) -> bool {
+        match self {
+            Self::Catalog(e) => e.retryable(),
+            Self::NoCredentials => false,
+        }
+    }
+}
+
 /// Asks the catalog for fresh credentials of one table.
-pub type Refresh = Arc<dyn Fn() -> BoxFuture<'static, Result<Vended, String>> + Send + Sync>;
+pub type Refresh = Arc<dyn Fn() -> BoxFuture<'static, Result<Vended, RefreshError>> + Send + Sync>;
 
 /// The vended credentials of one table, renewed before they expire; `C` is
 /// the store's credential type.
@@ -597,8 +620,15 @@ mod tests {
 
     #[tokio::test]
     async fn expired_credentials_that_cannot_be_renewed_fail_naming_the_table() {
-        let refresh: Refresh =
-            Arc::new(|| Box::pin(async { Err("the catalog answered 403".to_string()) }));
+        let refresh: Refresh = Arc::new(|| {
+            Box::pin(async {
+                Err(RefreshError::Catalog(CatalogError::new(
+                    crate::CatalogErrorKind::Forbidden,
+                    "loading the credentials of shop.orders",
+                    "the catalog answered 403",
+                )))
+            })
+        });
         let p = VendedProvider::<AwsCredential>::new("shop.orders", &s3("OLD", -1_000), refresh)
             .unwrap();
         let e = p.get_credential().await.unwrap_err().to_string();

@@ -53,7 +53,7 @@ use parquet::file::properties::WriterProperties;
 use parquet::schema::types::ColumnPath;
 use topicberg_core::columns::{KAFKA_KEY, KAFKA_OFFSET, KAFKA_TIMESTAMP, OLAKE_ID};
 
-use crate::error::{from_iceberg, IcebergError, IcebergErrorKind};
+use crate::error::{from_iceberg, Cause, IcebergError, IcebergErrorKind};
 use crate::table_metadata::spec_id;
 use crate::write::conform::conform;
 use crate::write::partition::{write_spec, PartitionSplitter};
@@ -190,12 +190,13 @@ impl DataFileWriter {
         let splitter = match fixed {
             Some(_) => None,
             None => PartitionSplitter::new(&spec, &schema)
-                .map_err(|e| from_iceberg(&step, &e, IcebergErrorKind::Config))?,
+                .map_err(|e| from_iceberg(&step, e, IcebergErrorKind::Config))?,
         };
         let arrow_schema = arrow_schema(&schema)?;
         let sorter = RowSorter::for_table(metadata, &arrow_schema);
         let level = ZstdLevel::try_new(options.zstd_level).map_err(|e| {
             IcebergError::new(IcebergErrorKind::Config, &step, format!("zstd level: {e}"))
+                .with_source(e)
         })?;
         let row_group = match splitter {
             None => options.row_group_size,
@@ -214,7 +215,7 @@ impl DataFileWriter {
             .set_max_row_group_bytes(Some(row_group.max(1)))
             .build();
         let locations = DefaultLocationGenerator::new(metadata)
-            .map_err(|e| from_iceberg(&step, &e, IcebergErrorKind::Config))?;
+            .map_err(|e| from_iceberg(&step, e, IcebergErrorKind::Config))?;
         let names = DefaultFileNameGenerator::new(
             uuid::Uuid::new_v4().to_string(),
             None,
@@ -271,19 +272,20 @@ impl DataFileWriter {
         if batch.num_rows() == 0 {
             return Ok(());
         }
-        let data_err = |detail: String| {
+        let data_err = |e: Cause| {
             IcebergError::new(
                 IcebergErrorKind::Data,
                 format!("writing a batch to {}", self.table),
-                detail,
+                e.to_string(),
             )
+            .with_source(e)
         };
-        let batch = conform(batch, &self.arrow_schema).map_err(data_err)?;
+        let batch = conform(batch, &self.arrow_schema).map_err(|e| data_err(e.into()))?;
         let rows = batch.num_rows() as u64;
         let parts = match (&self.fixed, &self.splitter) {
             (Some(partition), _) => vec![(partition.clone(), batch)],
             (None, None) => vec![(Struct::empty(), batch)],
-            (None, Some(splitter)) => splitter.split(&batch).map_err(data_err)?,
+            (None, Some(splitter)) => splitter.split(&batch).map_err(|e| data_err(e.into()))?,
         };
         let split = parts.len() > 1;
         for (partition, rows) in parts {
@@ -343,18 +345,19 @@ impl DataFileWriter {
             self.write_partition(partition.clone(), rows).await?;
         }
         if let Some(mut file) = self.open.remove(&partition) {
-            let files = file.inner.close().await.map_err(|e| self.close_err(&e))?;
+            let files = file.inner.close().await.map_err(|e| self.close_err(e))?;
             self.closed.extend(files);
         }
         Ok(())
     }
 
-    fn data_err(&self, e: impl std::fmt::Display) -> IcebergError {
+    fn data_err(&self, e: impl std::error::Error + Send + Sync + 'static) -> IcebergError {
         IcebergError::new(
             IcebergErrorKind::Data,
             format!("sorting rows for {}", self.table),
             e.to_string(),
         )
+        .with_source(e)
     }
 
     async fn write_partition(
@@ -375,7 +378,7 @@ impl DataFileWriter {
             let inner = self.builder.build(Some(key)).await.map_err(|e| {
                 from_iceberg(
                     format!("opening a data file of {}", self.table),
-                    &e,
+                    e,
                     IcebergErrorKind::Config,
                 )
             })?;
@@ -392,7 +395,7 @@ impl DataFileWriter {
         file.inner.write(batch).await.map_err(|e| {
             from_iceberg(
                 format!("writing data files of {}", self.table),
-                &e,
+                e,
                 IcebergErrorKind::Data,
             )
         })
@@ -411,13 +414,13 @@ impl DataFileWriter {
         };
         if let Some(mut file) = self.open.remove(&oldest) {
             tracing::debug!(table = %self.table, partition = ?oldest, "closing the least recently written partition file");
-            let files = file.inner.close().await.map_err(|e| self.close_err(&e))?;
+            let files = file.inner.close().await.map_err(|e| self.close_err(e))?;
             self.closed.extend(files);
         }
         Ok(())
     }
 
-    fn close_err(&self, e: &iceberg::Error) -> IcebergError {
+    fn close_err(&self, e: iceberg::Error) -> IcebergError {
         from_iceberg(
             format!("closing data files of {}", self.table),
             e,
@@ -434,7 +437,7 @@ impl DataFileWriter {
         }
         let mut files = std::mem::take(&mut self.closed);
         for (_, mut file) in std::mem::take(&mut self.open) {
-            files.extend(file.inner.close().await.map_err(|e| self.close_err(&e))?);
+            files.extend(file.inner.close().await.map_err(|e| self.close_err(e))?);
         }
         match &self.sorter {
             Some(sorter) => files
@@ -484,5 +487,6 @@ fn with_sort_order(file: &DataFile, order_id: i32) -> Result<DataFile, IcebergEr
             format!("marking data file {} as sorted", file.file_path()),
             e.to_string(),
         )
+        .with_source(e)
     })
 }

@@ -79,12 +79,35 @@ pub fn partition_spec(
                 name: field.field_name(),
                 transform: iceberg_transform(field.transform),
             })
-            .map_err(|e| problem(format!("partition_by {field}: {}", e.message())))?;
+            .map_err(|e| {
+                problem(format!("partition_by {field}: {}", e.message())).with_source(e)
+            })?;
     }
     let spec = builder
         .build()
-        .map_err(|e| problem(e.message().to_string()))?;
+        .map_err(|e| problem(e.message().to_string()).with_source(e))?;
     Ok(spec.into_unbound())
+}
+
+/// Why a batch could not be cut into its partitions (always
+/// [`IcebergErrorKind::Data`] when written).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum SplitError {
+    /// The transforms could not be applied to the batch.
+    #[error("computing partition values: {}", .0.message())]
+    Compute(#[source] iceberg::Error),
+    /// A row's partition value could not be read.
+    #[error("reading a partition value: {}", .0.message())]
+    Read(#[source] iceberg::Error),
+    /// The partition value of a row is not a struct.
+    #[error("unexpected partition value {0}")]
+    NotAStruct(String),
+    /// The computed values are not a struct array.
+    #[error("partition values are not a struct")]
+    NotAStructArray,
+    /// Sorting or cutting the rows failed.
+    #[error("{0}")]
+    Arrow(#[source] arrow_schema::ArrowError),
 }
 
 /// Cuts batches into their rows per partition of one partitioned spec.
@@ -113,11 +136,14 @@ impl PartitionSplitter {
 
     /// The batch's rows per partition value, each partition once (rows in
     /// their order within a partition).
-    pub(crate) fn split(&self, batch: &RecordBatch) -> Result<Vec<(Struct, RecordBatch)>, String> {
+    pub(crate) fn split(
+        &self,
+        batch: &RecordBatch,
+    ) -> Result<Vec<(Struct, RecordBatch)>, SplitError> {
         let values = self
             .calculator
             .calculate(batch)
-            .map_err(|e| format!("computing partition values: {}", e.message()))?;
+            .map_err(SplitError::Compute)?;
         let columns = struct_columns(&values)?;
         if runs(&columns)?.len() <= 1 {
             let key = self.key_at(&values, 0)?;
@@ -132,10 +158,10 @@ impl PartitionSplitter {
                 options: None,
             })
             .collect();
-        let order = lexsort_to_indices(&sort, None).map_err(|e| e.to_string())?;
-        let sorted = take_record_batch(batch, &order).map_err(|e| e.to_string())?;
+        let order = lexsort_to_indices(&sort, None).map_err(SplitError::Arrow)?;
+        let sorted = take_record_batch(batch, &order).map_err(SplitError::Arrow)?;
         let sorted_values: ArrayRef =
-            arrow_select::take::take(values.as_ref(), &order, None).map_err(|e| e.to_string())?;
+            arrow_select::take::take(values.as_ref(), &order, None).map_err(SplitError::Arrow)?;
         let sorted_columns = struct_columns(&sorted_values)?;
         runs(&sorted_columns)?
             .into_iter()
@@ -147,34 +173,34 @@ impl PartitionSplitter {
     }
 
     /// The partition value of row `row` of the computed values.
-    fn key_at(&self, values: &ArrayRef, row: usize) -> Result<Struct, String> {
+    fn key_at(&self, values: &ArrayRef, row: usize) -> Result<Struct, SplitError> {
         let one = values.slice(row, 1);
         match arrow_struct_to_literal(&one, &self.partition_type)
-            .map_err(|e| format!("reading a partition value: {}", e.message()))?
+            .map_err(SplitError::Read)?
             .pop()
         {
             Some(Some(Literal::Struct(value))) => Ok(value),
-            other => Err(format!("unexpected partition value {other:?}")),
+            other => Err(SplitError::NotAStruct(format!("{other:?}"))),
         }
     }
 }
 
-fn struct_columns(values: &ArrayRef) -> Result<Vec<ArrayRef>, String> {
+fn struct_columns(values: &ArrayRef) -> Result<Vec<ArrayRef>, SplitError> {
     values
         .as_any()
         .downcast_ref::<StructArray>()
         .map(|s| s.columns().to_vec())
-        .ok_or_else(|| "partition values are not a struct".to_string())
+        .ok_or(SplitError::NotAStructArray)
 }
 
 /// Runs of equal partition values in row order (one per partition when
 /// the rows are grouped already).
-fn runs(columns: &[ArrayRef]) -> Result<Vec<Range<usize>>, String> {
+fn runs(columns: &[ArrayRef]) -> Result<Vec<Range<usize>>, SplitError> {
     if columns.first().is_none_or(|c| c.is_empty()) {
         let rows = columns.first().map_or(0, |c| c.len());
         return Ok(std::iter::once(0..rows).collect());
     }
-    Ok(partition(columns).map_err(|e| e.to_string())?.ranges())
+    Ok(partition(columns).map_err(SplitError::Arrow)?.ranges())
 }
 
 /// The partition spec files are written under: the table's current

@@ -43,6 +43,32 @@ impl Default for S3RetryPolicy {
     }
 }
 
+/// Why a [`S3_RETRY_ENV`] value does not parse (it is then ignored).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RetryPolicyError {
+    /// An item without `=`.
+    #[error("`{item}` is not key=value")]
+    NotKeyValue {
+        /// The item as written.
+        item: String,
+    },
+    /// A value that is not a whole number.
+    #[error("`{item}`: not a whole number")]
+    NotANumber {
+        /// The item as written.
+        item: String,
+        /// Why the value is no number.
+        #[source]
+        source: std::num::ParseIntError,
+    },
+    /// A key the policy does not have.
+    #[error("unknown key `{key}`")]
+    UnknownKey {
+        /// The key as written.
+        key: String,
+    },
+}
+
 impl S3RetryPolicy {
     /// The policy [`S3_RETRY_ENV`] sets, or the default. A malformed value
     /// is logged and ignored.
@@ -57,22 +83,32 @@ impl S3RetryPolicy {
     }
 
     /// Parses `max_retries=3,init_backoff_ms=50,...` over the defaults.
-    pub fn parse(text: &str) -> Result<Self, String> {
+    pub fn parse(text: &str) -> Result<Self, RetryPolicyError> {
         let mut policy = Self::default();
         for item in text.split(',').map(str::trim).filter(|i| !i.is_empty()) {
-            let (key, value) = item
-                .split_once('=')
-                .ok_or_else(|| format!("`{item}` is not key=value"))?;
-            let number: u64 = value
-                .trim()
-                .parse()
-                .map_err(|_| format!("`{item}`: not a whole number"))?;
+            let (key, value) =
+                item.split_once('=')
+                    .ok_or_else(|| RetryPolicyError::NotKeyValue {
+                        item: item.to_owned(),
+                    })?;
+            let number: u64 =
+                value
+                    .trim()
+                    .parse()
+                    .map_err(|source| RetryPolicyError::NotANumber {
+                        item: item.to_owned(),
+                        source,
+                    })?;
             match key.trim() {
                 "max_retries" => policy.max_retries = number as usize,
                 "init_backoff_ms" => policy.init_backoff = Duration::from_millis(number),
                 "max_backoff_ms" => policy.max_backoff = Duration::from_millis(number),
                 "retry_timeout_ms" => policy.retry_timeout = Duration::from_millis(number),
-                other => return Err(format!("unknown key `{other}`")),
+                other => {
+                    return Err(RetryPolicyError::UnknownKey {
+                        key: other.to_owned(),
+                    })
+                }
             }
         }
         Ok(policy)

@@ -185,6 +185,7 @@ pub fn iceberg_schema(columns: &[Column]) -> Result<Schema, IcebergError> {
                 "building the Iceberg schema",
                 e.to_string(),
             )
+            .with_source(e)
         })
 }
 
@@ -230,6 +231,7 @@ pub fn arrow_schema(schema: &Schema) -> Result<ArrowSchemaRef, IcebergError> {
                 "converting the table schema to Arrow",
                 e.message().to_string(),
             )
+            .with_source(e)
         })
 }
 

@@ -24,9 +24,11 @@ use object_store::client::{
 use serde::{Deserialize, Serialize};
 use topicberg_core::Secret;
 
+use crate::error::CatalogError;
+
 /// The bearer token to send to the signer (the catalog's), if any.
 pub type SignerToken =
-    Arc<dyn Fn() -> BoxFuture<'static, Result<Option<Secret>, String>> + Send + Sync>;
+    Arc<dyn Fn() -> BoxFuture<'static, Result<Option<Secret>, CatalogError>> + Send + Sync>;
 
 /// A table config's remote-signing settings, if it asks for signing.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -84,7 +84,7 @@ pub fn sort_order(
     }
     builder
         .build(schema)
-        .map_err(|e| problem(e.message().to_string()))
+        .map_err(|e| problem(e.message().to_string()).with_source(e))
 }
 
 /// Puts rows in the order of a table's default sort order.

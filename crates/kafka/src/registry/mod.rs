@@ -68,13 +68,23 @@ impl fmt::Debug for RegistryClient {
     }
 }
 
+/// A `schemaType` other than `AVRO`, `PROTOBUF` and `JSON` (a
+/// [`RegistryErrorKind::Invalid`] answer).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown schemaType {name:?}")]
+struct UnknownSchemaType {
+    name: String,
+}
+
 /// `schemaType` as the registry writes it; absent is Avro.
-fn schema_kind(name: Option<&str>) -> Result<SchemaKind, String> {
+fn schema_kind(name: Option<&str>) -> Result<SchemaKind, UnknownSchemaType> {
     match name.unwrap_or("AVRO") {
         "AVRO" => Ok(SchemaKind::Avro),
         "PROTOBUF" => Ok(SchemaKind::Protobuf),
         "JSON" => Ok(SchemaKind::Json),
-        other => Err(format!("unknown schemaType {other:?}")),
+        other => Err(UnknownSchemaType {
+            name: other.to_owned(),
+        }),
     }
 }
 
@@ -183,8 +193,10 @@ impl RegistryClient {
             .endpoint
             .get(&["subjects", subject, "versions", "latest"], &what)
             .await?;
-        let kind = schema_kind(answer.schema_type.as_deref())
-            .map_err(|m| self.endpoint.error(RegistryErrorKind::Invalid, &what, m))?;
+        let kind = schema_kind(answer.schema_type.as_deref()).map_err(|e| {
+            self.endpoint
+                .error(RegistryErrorKind::Invalid, &what, e.to_string())
+        })?;
         Ok(SubjectVersion {
             subject: answer.subject,
             version: answer.version,
@@ -218,8 +230,10 @@ impl RegistryClient {
             .endpoint
             .get(&["schemas", "ids", &id_text], &what)
             .await?;
-        let kind = schema_kind(answer.schema_type.as_deref())
-            .map_err(|m| self.endpoint.error(RegistryErrorKind::Invalid, &what, m))?;
+        let kind = schema_kind(answer.schema_type.as_deref()).map_err(|e| {
+            self.endpoint
+                .error(RegistryErrorKind::Invalid, &what, e.to_string())
+        })?;
         let mut references = Vec::new();
         let mut seen = HashSet::new();
         for reference in answer.references {

@@ -91,7 +91,8 @@ impl ConnectionTest {
             .iter()
             .map(|s| TestStep {
                 message: match &s.outcome {
-                    Ok(text) | Err(text) => text.clone(),
+                    Ok(text) => text.clone(),
+                    Err(e) => e.to_string(),
                 },
                 ok: s.outcome.is_ok(),
                 step: s.step,
@@ -397,15 +398,16 @@ pub struct TopicView {
 }
 
 impl TopicView {
-    /// The view of `topic` with its stream settings and delete format.
-    pub fn new(
+    /// The view of `topic` with its stream settings and delete format (or
+    /// why no delete format fits its target engines).
+    pub fn new<E: std::fmt::Display>(
         topic: &DiscoveredTopic,
         stream: StreamSettings,
-        upsert: Result<ResolvedUpsert, String>,
+        upsert: Result<ResolvedUpsert, E>,
     ) -> Self {
         let (format, error) = match upsert {
             Ok(plan) => (Some(DeleteFormatView::new(plan)), None),
-            Err(e) => (None, Some(e)),
+            Err(e) => (None, Some(e.to_string())),
         };
         TopicView {
             columns: topic

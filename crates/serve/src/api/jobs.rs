@@ -12,7 +12,7 @@ use topicberg_core::config::resolve_delete_format;
 use super::answers::{Cancelled, JobView, RunTable, RunView, Streams, SyncStarted, TopicView};
 use super::ApiJson;
 use crate::error::{ApiError, ApiResult};
-use crate::job_file::{JobFileError, LoadedJob};
+use crate::job_file::{JobConfigError, JobFileError, LoadedJob};
 use crate::pieces::{self, Piece, PieceKind, Secrets};
 use crate::run_store::{RunKind, RunStatus, Trigger};
 use crate::runner::StartError;
@@ -186,8 +186,8 @@ async fn job_warnings(state: &AppState, job: &JobRow) -> ApiResult<Vec<String>> 
     };
     let job = match state.runner.load_job(job.id) {
         Ok(loaded) => loaded.job,
-        Err(JobFileError::Store(e)) => return Err(ApiError::internal(e)),
-        Err(JobFileError::Invalid(_)) => return Ok(Vec::new()),
+        Err(JobFileError::Config(JobConfigError::Store(e))) => return Err(ApiError::internal(e)),
+        Err(JobFileError::Config(JobConfigError::Invalid(_))) => return Ok(Vec::new()),
         Err(JobFileError::Unresolved(e)) => return Ok(vec![retention_unknown(&e)]),
     };
     match crate::warnings::job_topic_retention(&job).await {
@@ -203,7 +203,7 @@ async fn job_warnings(state: &AppState, job: &JobRow) -> ApiResult<Vec<String>> 
     }
 }
 
-fn retention_unknown(why: &str) -> String {
+fn retention_unknown(why: &dyn std::fmt::Display) -> String {
     format!("Could not read the topics' retention to check the replay window: {why}")
 }
 
@@ -248,9 +248,10 @@ async fn streams(State(state): State<AppState>, Path(id): Path<i64>) -> ApiResul
         .map(str::to_string);
     let LoadedJob { config, job } = match state.runner.load_job(id) {
         Ok(loaded) => loaded,
-        Err(JobFileError::Invalid(e)) => return Err(ApiError::job_file(&e, "job")),
+        Err(JobFileError::Config(JobConfigError::Invalid(e))) => {
+            return Err(ApiError::job_file(&e, "job"))
+        }
         Err(JobFileError::Unresolved(e)) => {
-            let e = topicberg_sync::destination::SetupError::Unsupported(e);
             return Err(ApiError::new(
                 StatusCode::BAD_GATEWAY,
                 format!("discovering topics: {e}"),
@@ -286,7 +287,8 @@ async fn streams(State(state): State<AppState>, Path(id): Path<i64>) -> ApiResul
                 &engines,
                 stream.delete_format,
                 config.destination.format_version,
-            );
+            )
+            .map_err(|e| e.to_string());
             TopicView::new(t, stream, upsert)
         })
         .collect();

@@ -181,10 +181,23 @@ fn literal(text: &str) -> String {
     text.replace("${", "$${")
 }
 
+/// A setting that holds a `${VAR}` reference: its value would come from an
+/// environment, which the service does not read for settings.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "${{{variable}}} would be read from the service's environment, which the service does not \
+     do for settings; write the value itself (only secrets may be given as ${{VAR}}, and are \
+     then set later)"
+)]
+pub(super) struct EnvironmentReference {
+    /// The variable's name.
+    pub(super) variable: String,
+}
+
 /// A job file's string read back as the literal text the job file means:
-/// `$${` is `${`. `Err` with the variable's name when it holds a `${VAR}`
+/// `$${` is `${`. `Err` naming the variable when it holds a `${VAR}`
 /// reference (its value would come from an environment).
-pub(super) fn unescape_literal(text: &str) -> Result<String, String> {
+pub(super) fn unescape_literal(text: &str) -> Result<String, EnvironmentReference> {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     while let Some(c) = rest.chars().next() {
@@ -193,7 +206,9 @@ pub(super) fn unescape_literal(text: &str) -> Result<String, String> {
             rest = after;
         } else if let Some(after) = rest.strip_prefix("${") {
             let name = after.split('}').next().unwrap_or_default();
-            return Err(name.to_string());
+            return Err(EnvironmentReference {
+                variable: name.to_string(),
+            });
         } else {
             out.push(c);
             rest = &rest[c.len_utf8()..];
@@ -208,9 +223,7 @@ fn literal_strings(value: &mut Value, at: &str, problems: &mut Vec<String>) {
     match value {
         Value::String(s) => match unescape_literal(s) {
             Ok(text) => *s = text,
-            Err(var) => problems.push(format!(
-                "{at}: ${{{var}}} would be read from the service's environment, which the service does not do for settings; write the value itself (only secrets may be given as ${{VAR}}, and are then set later)"
-            )),
+            Err(e) => problems.push(format!("{at}: {e}")),
         },
         Value::Array(items) => {
             for (i, item) in items.iter_mut().enumerate() {

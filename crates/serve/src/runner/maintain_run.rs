@@ -10,7 +10,7 @@ use tracing::Instrument;
 
 use topicberg_sync::maintain::{run_maintain, MaintainOptions, MaintainReport};
 
-use super::{Outcome, RunReport, Runner};
+use super::{Outcome, RunError, RunReport, Runner};
 use crate::job_file::load_job;
 use crate::run_store::RunStatus;
 
@@ -19,13 +19,13 @@ impl Runner {
     pub(super) fn maintain(&self, job_id: i64, toml: &str, span: &tracing::Span) -> Outcome {
         let job = match load_job(toml, self.data_dir.as_deref()) {
             Ok(loaded) => loaded.job,
-            Err(e) => return Outcome::invalid(toml, job_id, e.to_string()),
+            Err(e) => return Outcome::invalid(toml, job_id, e),
         };
         let runtime = tokio::runtime::Handle::current();
         let result = runtime
             .block_on(run_maintain(&job, &MaintainOptions::default()).instrument(span.clone()))
             .map(RunReport::Maintain)
-            .map_err(|e| e.to_string());
+            .map_err(RunError::from);
         Outcome {
             job_name: job.name.clone(),
             result,

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Mutex;
 
-use crate::run_store::{FinishedRun, RunKind, RunStore, ScheduledJob, Trigger};
+use crate::run_store::{FinishedRun, RunKind, RunStore, RunStoreError, ScheduledJob, Trigger};
 
 /// Run ids are unique across every store of the process (the tests share
 /// one log capture, keyed by run id).
@@ -75,12 +75,12 @@ impl MemoryStore {
 }
 
 impl RunStore for MemoryStore {
-    fn job_toml(&self, job_id: i64) -> Result<String, String> {
+    fn job_toml(&self, job_id: i64) -> Result<String, RunStoreError> {
         self.inner()
             .jobs
             .get(&job_id)
             .map(|(_, toml)| toml.clone())
-            .ok_or_else(|| format!("no job {job_id}"))
+            .ok_or(RunStoreError::NoJob(job_id))
     }
 
     fn insert_run(
@@ -89,7 +89,7 @@ impl RunStore for MemoryStore {
         _kind: RunKind,
         trigger: Trigger,
         started_ms: i64,
-    ) -> Result<i64, String> {
+    ) -> Result<i64, RunStoreError> {
         let mut inner = self.inner();
         let run_id = NEXT_RUN_ID.fetch_add(1, Ordering::Relaxed);
         inner.runs.push(RunRecord {
@@ -105,18 +105,18 @@ impl RunStore for MemoryStore {
         Ok(run_id)
     }
 
-    fn finish_run(&self, run: &FinishedRun) -> Result<(), String> {
+    fn finish_run(&self, run: &FinishedRun) -> Result<(), RunStoreError> {
         let mut inner = self.inner();
         let record = inner
             .runs
             .iter_mut()
             .find(|r| r.run_id == run.run_id)
-            .ok_or_else(|| format!("no run {}", run.run_id))?;
+            .ok_or(RunStoreError::NoRun(run.run_id))?;
         record.finished = Some(run.clone());
         Ok(())
     }
 
-    fn schedules(&self) -> Result<Vec<ScheduledJob>, String> {
+    fn schedules(&self) -> Result<Vec<ScheduledJob>, RunStoreError> {
         Ok(self.inner().jobs.values().map(|(j, _)| j.clone()).collect())
     }
 }

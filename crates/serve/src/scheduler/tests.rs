@@ -81,14 +81,14 @@ fn invalid_schedules_say_how_to_fix_them() {
         ("61 * * * *", "not a valid cron expression"),
     ];
     for (text, wanted) in cases {
-        let e = validate_schedule(text).expect_err(text);
+        let e = validate_schedule(text).expect_err(text).to_string();
         assert!(e.contains(wanted), "{text}: {e}");
         assert!(
             e.contains(text.trim()),
             "the message names the schedule: {e}"
         );
     }
-    let e = validate_schedule("tomorrow").unwrap_err();
+    let e = validate_schedule("tomorrow").unwrap_err().to_string();
     assert!(
         e.contains("every 15 minutes") && e.contains("daily at 02:30") && e.contains("5 fields"),
         "{e}"
@@ -100,7 +100,7 @@ fn invalid_schedules_say_how_to_fix_them() {
         "0 */2 * * *",
         "0 0 3 * * SUN",
     ] {
-        assert_eq!(validate_schedule(ok), Ok(()), "{ok}");
+        assert!(validate_schedule(ok).is_ok(), "{ok}");
     }
 }
 

@@ -206,7 +206,7 @@ async function jobForm(id) {
   // Entries the boxes cannot show (a release: "trino<480") are kept in a
   // text field, so a save never drops them.
   const versions = field("job", { key: "engine_versions", label: "Engines with a release",
-    help: "comma-separated, e.g. trino<480, clickhouse>=26.10 (read the delete-format matrix in README)" },
+    help: "comma-separated, e.g. trino<480, clickhouse>=26.10 (read the delete-format matrix in the book, docs/src/reference/engines.md)" },
     { engine_versions: ((job && job.target_engines) || []).filter((e) => !names.includes(e)).join(", ") });
   const enginesError = h("div", { class: "field-error", id: "job-target_engines-error" });
   const sync = formFields(forms.sync).map((s) => field("sync", s, job ? job.sync : null));

@@ -4,10 +4,10 @@
 //! `<topic>-key`) subject.
 
 use topicberg_core::config::key_subject;
-use topicberg_core::{Job, RegistryError, RegistryErrorKind, TableSettings, ValueFormat};
+use topicberg_core::{Job, RegistryError, TableSettings, ValueFormat};
 use topicberg_kafka::RegistryClient;
 
-use super::CheckStep;
+use super::{CheckFailure, CheckStep};
 use crate::registry::{
     connect_registry, decide_value_format, format_of_kind, FormatChoice, FormatReason,
 };
@@ -23,7 +23,12 @@ pub(super) async fn check_registry(job: &Job, topics: Option<&[String]>) -> Vec<
     let client = match connect_registry(job) {
         Ok(Some(client)) => client,
         Ok(None) => return missing_registry(&tables),
-        Err(e) => return vec![CheckStep::new("registry", Err(with_hint(&e)))],
+        Err(e) => {
+            return vec![CheckStep::new(
+                "registry",
+                Err(CheckFailure::Registry { source: e }),
+            )]
+        }
     };
     match client.subjects().await {
         Ok(subjects) => {
@@ -34,7 +39,10 @@ pub(super) async fn check_registry(job: &Job, topics: Option<&[String]>) -> Vec<
             }
             steps
         }
-        Err(e) => vec![CheckStep::new("registry", Err(with_hint(&e)))],
+        Err(e) => vec![CheckStep::new(
+            "registry",
+            Err(CheckFailure::Registry { source: e }),
+        )],
     }
 }
 
@@ -50,11 +58,10 @@ fn missing_registry(tables: &[TableSettings]) -> Vec<CheckStep> {
                 .find(|f| f.uses_registry())?;
             Some(CheckStep::new(
                 "registry",
-                Err(format!(
-                    "stream {} reads {format} messages but [source] has no schema_registry_url; \
-                     set it to the registry's URL, e.g. \"http://host:8081\"",
-                    t.topic
-                )),
+                Err(CheckFailure::NoRegistry {
+                    topic: t.topic.clone(),
+                    format,
+                }),
             ))
         })
         .collect()
@@ -65,9 +72,13 @@ fn missing_registry(tables: &[TableSettings]) -> Vec<CheckStep> {
 /// another kind is a warning.
 async fn stream_format(client: &RegistryClient, table: &TableSettings) -> CheckStep {
     let topic = &table.topic;
+    let failed = |source| {
+        let topic = topic.clone();
+        CheckStep::new("format", Err(CheckFailure::Format { topic, source }))
+    };
     let choice = match decide_value_format(Some(client), table).await {
         Ok(choice) => choice,
-        Err(e) => return CheckStep::new("format", Err(format!("{topic}: {}", with_hint(&e)))),
+        Err(e) => return failed(e),
     };
     let mut warnings = Vec::new();
     let mut reason = choice.reason.to_string();
@@ -77,7 +88,7 @@ async fn stream_format(client: &RegistryClient, table: &TableSettings) -> CheckS
                 reason = text;
                 warnings.extend(warning);
             }
-            Err(e) => return CheckStep::new("format", Err(format!("{topic}: {}", with_hint(&e)))),
+            Err(e) => return failed(e),
         }
     }
     let keys = match client.latest_version_if_any(&key_subject(topic)).await {
@@ -90,7 +101,7 @@ async fn stream_format(client: &RegistryClient, table: &TableSettings) -> CheckS
             v.id
         ),
         Ok(None) => format!("keys {}", table.key_format),
-        Err(e) => return CheckStep::new("format", Err(format!("{topic}: {}", with_hint(&e)))),
+        Err(e) => return failed(e),
     };
     let text = format!("{topic}: values {} ({reason}), {keys}", choice.format);
     CheckStep {
@@ -143,52 +154,4 @@ async fn explicit_format_subject(
         ),
         None => ("set in the job".to_string(), None),
     })
-}
-
-/// The error with the likely fix of its kind.
-fn with_hint(e: &RegistryError) -> String {
-    let hint = match e.kind {
-        RegistryErrorKind::Unauthorized => {
-            "check schema_registry_username and schema_registry_password (Confluent Cloud: \
-             the Schema Registry's API key and secret, not the Kafka cluster's)"
-        }
-        RegistryErrorKind::Unavailable if e.message.to_lowercase().contains("certificate") => {
-            "the registry's TLS certificate is not trusted: set schema_registry_ca_pem to the \
-             CA that signed it"
-        }
-        RegistryErrorKind::Unavailable => {
-            "check schema_registry_url and that the registry is running and reachable from \
-             this machine"
-        }
-        RegistryErrorKind::NotFound => {
-            "check schema_registry_url: no schema registry API answers at that path"
-        }
-        RegistryErrorKind::Invalid => "check schema_registry_url and schema_registry_ca_pem",
-    };
-    format!("{e} ({hint})")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn hints_name_the_field_to_fix() {
-        let error = |kind, message: &str| RegistryError {
-            kind,
-            registry: "https://sr:8081".into(),
-            what: "GET /subjects".into(),
-            message: message.into(),
-        };
-        let shown = with_hint(&error(RegistryErrorKind::Unauthorized, "HTTP 401"));
-        assert!(shown.starts_with("schema registry https://sr:8081: GET /subjects: HTTP 401 ("));
-        assert!(shown.contains("schema_registry_password"), "{shown}");
-        let tls = error(
-            RegistryErrorKind::Unavailable,
-            "error trying to connect: certificate verify failed",
-        );
-        assert!(with_hint(&tls).contains("schema_registry_ca_pem"));
-        let down = error(RegistryErrorKind::Unavailable, "connection refused");
-        assert!(with_hint(&down).contains("check schema_registry_url"));
-    }
 }

@@ -12,14 +12,15 @@ use arrow_array::RecordBatch;
 use tokio::sync::mpsc;
 use topicberg_core::config::OnInvalid;
 use topicberg_core::{
-    kafka_key_olake_id, BatchDecoder, DecodeError, DecodeErrorKind, DecoderOptions, DedupKeys,
-    IdMode, RegistryValues, SourceRecord, ValueFormat,
+    kafka_key_olake_id, BatchDecoder, DecodeError, DecodeErrorKind, DecoderConfigError,
+    DecoderOptions, DedupKeys, IdMode, RegistryValues, SourceRecord, ValueFormat,
 };
 use topicberg_kafka::{
     drain_checked, DrainError, DrainSettings, DrainedPartition, KafkaConnection, PartitionRange,
 };
 
 use super::evolve::{ColumnsWanted, EvolvingColumns, Refused};
+use super::failure::{DrainFailure, SinkError};
 use super::invalid::{is_invalid, DeadRecord, SkipLog};
 use super::progress::{ChunkReads, SyncProgress, TableProgress};
 use super::upsert::{parse_key_hash, KeyHash, Version};
@@ -41,20 +42,6 @@ pub(super) enum Item {
     Tombstone(usize, KeyHash, Version),
     /// An invalid message for the dead-letter table.
     Dead(usize, Box<DeadRecord>),
-}
-
-#[derive(Debug, thiserror::Error)]
-enum SinkError {
-    #[error(transparent)]
-    Decode(#[from] DecodeError),
-    #[error("stopped: another part of this table failed")]
-    Aborted,
-    #[error("{CANCELLED}")]
-    Cancelled,
-    #[error("the file writer stopped")]
-    WriterGone,
-    #[error("{0}")]
-    Decoder(String),
 }
 
 /// Partitions of one table read by one thread.
@@ -91,14 +78,11 @@ pub(super) struct Shared {
     pub(super) cancel: Arc<AtomicBool>,
 }
 
-/// The error of a chunk stopped by a cancel.
-pub(super) const CANCELLED: &str = "stopped: the sync was cancelled";
-
 /// A chunk's table, its ranges and how it ended.
 pub(super) type ChunkResult = (
     usize,
     Vec<PartitionRange>,
-    Result<Vec<DrainedPartition>, String>,
+    Result<Vec<DrainedPartition>, DrainFailure>,
 );
 
 /// A drain thread: takes chunks until none are left.
@@ -130,7 +114,7 @@ fn drain_chunk(
     shared: &Shared,
     tx: &mpsc::Sender<Item>,
     chunk: &Chunk,
-) -> Result<Vec<DrainedPartition>, String> {
+) -> Result<Vec<DrainedPartition>, DrainFailure> {
     let mut writer = ChunkWriter::new(shared, tx, chunk)?;
     let cancelled = || {
         if shared.cancel.load(Ordering::Relaxed) {
@@ -171,7 +155,11 @@ struct ChunkWriter<'a> {
 }
 
 impl<'a> ChunkWriter<'a> {
-    fn new(shared: &'a Shared, tx: &'a mpsc::Sender<Item>, chunk: &Chunk) -> Result<Self, String> {
+    fn new(
+        shared: &'a Shared,
+        tx: &'a mpsc::Sender<Item>,
+        chunk: &Chunk,
+    ) -> Result<Self, DecoderConfigError> {
         let index = chunk.table;
         let table = &shared.tables[index];
         table.progress.set_status("reading");
@@ -186,7 +174,7 @@ impl<'a> ChunkWriter<'a> {
         options.registry = table.registry.clone();
         options.key_format = table.key_format;
         let (columns, version) = table.columns.lock().expect("columns").current();
-        let decoder = BatchDecoder::new(&columns, options.clone()).map_err(|e| e.to_string())?;
+        let decoder = BatchDecoder::new(&columns, options.clone())?;
         Ok(Self {
             shared,
             table,
@@ -292,8 +280,7 @@ impl<'a> ChunkWriter<'a> {
                         if !self.decoder.is_empty() {
                             self.send_batch()?;
                         }
-                        self.decoder = BatchDecoder::new(&columns, self.options.clone())
-                            .map_err(|e| SinkError::Decoder(e.to_string()))?;
+                        self.decoder = BatchDecoder::new(&columns, self.options.clone())?;
                         self.version = latest;
                         continue;
                     }
@@ -308,7 +295,9 @@ impl<'a> ChunkWriter<'a> {
                             kind,
                         }));
                     }
-                    Err(Refused::Other(_)) => {}
+                    Err(
+                        Refused::NoColumn(_) | Refused::NotWidening { .. } | Refused::Columns(_),
+                    ) => {}
                 }
             }
             return Ok(Decoded::Invalid(e));
@@ -340,7 +329,7 @@ impl<'a> ChunkWriter<'a> {
     fn finish(
         mut self,
         drained: Result<Vec<DrainedPartition>, DrainError<SinkError>>,
-    ) -> Result<Vec<DrainedPartition>, String> {
+    ) -> Result<Vec<DrainedPartition>, DrainFailure> {
         self.skips.flush(&self.table.topic);
         self.publish();
         if drained.is_ok() {
@@ -354,14 +343,11 @@ impl<'a> ChunkWriter<'a> {
                     let batch = self.decoder.finish();
                     self.tx
                         .blocking_send(Item::Batch(self.index, self.version, batch))
-                        .map_err(|_| "the file writer stopped".to_string())?;
+                        .map_err(|_| DrainFailure::WriterGone)?;
                 }
                 Ok(parts)
             }
-            Err(DrainError::Sink(SinkError::Aborted)) => {
-                Err("stopped: another part of this table failed".into())
-            }
-            Err(e) => Err(e.to_string()),
+            Err(e) => Err(DrainFailure::Read(e)),
         }
     }
 }

@@ -6,6 +6,7 @@ use std::path::Path;
 
 use topicberg_iceberg::{Destination, OffsetsAdvance, TableHandle};
 
+use super::failure::CommitError;
 use super::pipeline::TableOutput;
 use super::report::{CommitReport, TableStatus};
 use super::table::{CommitRefused, Stage, TableState};
@@ -77,7 +78,7 @@ pub(super) async fn commit_table(
                     deletes = done.deletes, attempts = done.snapshot.attempts, "committed upsert snapshot"
                 );
             }
-            Err(CommitRefused::Superseded(why)) => state.supersede(why),
+            Err(CommitRefused::Superseded(e)) => state.supersede(e.detail),
             Err(CommitRefused::Failed(e)) => state.fail(Stage::Commit, e),
         }
         return;
@@ -123,7 +124,7 @@ async fn commit_dead_letters(
             true
         }
         Err(e) => {
-            state.fail(Stage::Commit, e);
+            state.fail(Stage::Commit, CommitError::DeadLetters(e));
             false
         }
     }
@@ -160,15 +161,16 @@ pub(super) async fn commit_files(
             );
         }
         Err(e) => {
-            match CommitRefused::from_iceberg("committing the snapshot", &e) {
-                CommitRefused::Superseded(why) => {
+            let surely_failed = super::commit_surely_failed(&e);
+            match CommitRefused::from_iceberg(e) {
+                CommitRefused::Superseded(e) => {
                     state.report.data_files = 0;
                     state.report.data_file_bytes = 0;
-                    state.supersede(why);
+                    state.supersede(e.detail);
                 }
                 CommitRefused::Failed(why) => state.fail(Stage::Commit, why),
             }
-            state.report.orphan_files = if super::commit_surely_failed(&e) {
+            state.report.orphan_files = if surely_failed {
                 remove_uncommitted(destination, &written).await
             } else {
                 // The commit may still land: the files may become live.

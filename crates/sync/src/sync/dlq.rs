@@ -14,13 +14,15 @@ use arrow_array::builder::{
     Int32Builder, Int64Builder, StringBuilder, TimestampMicrosecondBuilder,
 };
 use arrow_array::{ArrayRef, RecordBatch};
+use arrow_schema::ArrowError;
 use base64::Engine as _;
 use topicberg_iceberg::{
-    Column, ColumnType, Destination, FormatVersion, IcebergErrorKind, OffsetsAdvance,
+    Column, ColumnType, Destination, FormatVersion, IcebergError, IcebergErrorKind, OffsetsAdvance,
 };
 
 use super::invalid::DeadRecord;
 use super::plan::TableOffsets;
+use crate::error::SyncErrorKind;
 
 /// The suffix of a dead-letter table's name.
 pub const DLQ_SUFFIX: &str = "__dlq";
@@ -55,6 +57,56 @@ pub struct DeadLetterCommit {
     pub already_there: u64,
 }
 
+/// Why a stream's dead letters could not be committed (its table then
+/// commits nothing).
+#[derive(Debug, thiserror::Error)]
+pub enum DeadLetterError {
+    /// The dead-letter table could not be made or loaded, or its file
+    /// written.
+    #[error("dead-letter table {table}: {source}")]
+    Table {
+        /// `namespace.table__dlq`.
+        table: String,
+        /// The catalog's or storage's error.
+        #[source]
+        source: IcebergError,
+    },
+    /// The offsets the dead-letter table records cannot be read.
+    #[error(transparent)]
+    RecordedOffsets(topicberg_iceberg::OffsetsError),
+    /// The dead letters do not make a batch of the table's schema.
+    #[error(transparent)]
+    Batch(#[from] ArrowError),
+    /// The snapshot was refused.
+    #[error("committing dead-letter table {table}: {source}")]
+    Commit {
+        /// `namespace.table__dlq`.
+        table: String,
+        /// The catalog's error.
+        #[source]
+        source: IcebergError,
+    },
+}
+
+impl DeadLetterError {
+    /// What kind of failure.
+    pub fn kind(&self) -> SyncErrorKind {
+        match self {
+            Self::Table { .. } | Self::Commit { .. } => SyncErrorKind::Iceberg,
+            Self::RecordedOffsets(_) => SyncErrorKind::Offsets,
+            Self::Batch(_) => SyncErrorKind::Internal,
+        }
+    }
+
+    /// Whether the next sync may succeed without a change.
+    pub fn retryable(&self) -> bool {
+        match self {
+            Self::Table { source, .. } | Self::Commit { source, .. } => source.retryable(),
+            Self::RecordedOffsets(_) | Self::Batch(_) => false,
+        }
+    }
+}
+
 /// Attempts at a dead-letter commit that meets another sync's commit of
 /// the same dead-letter table (each one filters again on the new offsets).
 const DEAD_LETTER_ATTEMPTS: u32 = 5;
@@ -72,7 +124,7 @@ pub async fn commit_dead_letters(
     dead: &[DeadRecord],
     advance: &OffsetsAdvance,
     olake_timestamp_micros: i64,
-) -> Result<DeadLetterCommit, String> {
+) -> Result<DeadLetterCommit, DeadLetterError> {
     let name = format!("{table}{DLQ_SUFFIX}");
     let qualified = format!("{}.{name}", namespace.join("."));
     let mut attempt = 0;
@@ -81,8 +133,12 @@ pub async fn commit_dead_letters(
         let mut handle = destination
             .ensure_table(namespace, &name, &dlq_columns(), FormatVersion::V2)
             .await
-            .map_err(|e| format!("dead-letter table {qualified}: {e}"))?;
-        let recorded = TableOffsets::of_metadata(handle.metadata())?;
+            .map_err(|source| DeadLetterError::Table {
+                table: qualified.clone(),
+                source,
+            })?;
+        let recorded = TableOffsets::of_metadata(handle.metadata())
+            .map_err(DeadLetterError::RecordedOffsets)?;
         let topic = advance.topic.as_str();
         let fresh: Vec<&DeadRecord> = dead
             .iter()
@@ -105,7 +161,10 @@ pub async fn commit_dead_letters(
         let files = destination
             .write_data_files(&handle, [batch])
             .await
-            .map_err(|e| format!("dead-letter table {qualified}: {e}"))?;
+            .map_err(|source| DeadLetterError::Table {
+                table: qualified.clone(),
+                source,
+            })?;
         // From what this table records (not the stream table's plan) to
         // the stream table's next offsets, never back.
         let moves = OffsetsAdvance {
@@ -131,7 +190,12 @@ pub async fn commit_dead_letters(
                 // Another sync wrote dead letters first: filter again.
                 destination.delete_uncommitted(&files).await;
             }
-            Err(e) => return Err(format!("committing dead-letter table {qualified}: {e}")),
+            Err(source) => {
+                return Err(DeadLetterError::Commit {
+                    table: qualified,
+                    source,
+                })
+            }
         }
     }
 }
@@ -141,7 +205,7 @@ fn dead_letter_batch(
     dead: &[&DeadRecord],
     olake_timestamp_micros: i64,
     handle: &topicberg_iceberg::TableHandle,
-) -> Result<RecordBatch, String> {
+) -> Result<RecordBatch, ArrowError> {
     let n = dead.len();
     let b64 = base64::engine::general_purpose::STANDARD;
     let mut topics = StringBuilder::new();
@@ -175,5 +239,5 @@ fn dead_letter_batch(
         Arc::new(fields.finish()),
         Arc::new(written.finish().with_timezone("+00:00")),
     ];
-    RecordBatch::try_new(handle.arrow_schema().clone(), columns).map_err(|e| e.to_string())
+    RecordBatch::try_new(handle.arrow_schema().clone(), columns)
 }

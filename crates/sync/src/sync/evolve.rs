@@ -13,7 +13,9 @@
 //! that cannot be named, or new columns past `sync.max_columns`, make the
 //! message invalid (`on_invalid` decides), and the table is unchanged.
 
-use topicberg_core::{Column, ColumnNames, ColumnType, DecodeError, DecodeErrorKind, TableColumns};
+use topicberg_core::{
+    Column, ColumnNames, ColumnType, ColumnsError, DecodeError, DecodeErrorKind, TableColumns,
+};
 
 /// What a decode error asks of the table's columns.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -63,8 +65,17 @@ pub enum Refused {
         field: Option<String>,
         kind: DecodeErrorKind,
     },
-    /// An evolution Iceberg does not allow, in words.
-    Other(String),
+    /// The table has no column for the message's field.
+    NoColumn(String),
+    /// The field's column is of a type that does not widen as asked.
+    NotWidening {
+        /// The field.
+        field: String,
+        /// Its column's type.
+        ty: ColumnType,
+    },
+    /// The grown columns would not describe a table.
+    Columns(ColumnsError),
 }
 
 /// The shared, growing column list of one table during one sync.
@@ -153,9 +164,7 @@ impl EvolvingColumns {
                 for (field, to) in fields {
                     let column_name = self.names.column_of(field).unwrap_or(field);
                     let Some(column) = columns.iter_mut().find(|c| c.name == column_name) else {
-                        return Err(Refused::Other(format!(
-                            "column {field} is not in the table"
-                        )));
+                        return Err(Refused::NoColumn(field.clone()));
                     };
                     if column.ty == *to {
                         continue;
@@ -176,7 +185,7 @@ impl EvolvingColumns {
                 // The error names the message field; find its column.
                 let column_name = self.names.column_of(name).unwrap_or(name);
                 let Some(column) = columns.iter_mut().find(|c| c.name == column_name) else {
-                    return Err(Refused::Other(format!("column {name} is not in the table")));
+                    return Err(Refused::NoColumn(name.clone()));
                 };
                 if column.ty == from {
                     column.ty = to.clone();
@@ -185,15 +194,15 @@ impl EvolvingColumns {
                         column.name
                     ));
                 } else if column.ty != to {
-                    return Err(Refused::Other(format!(
-                        "column {name} is {}; only {from} columns widen to {to}",
-                        column.ty
-                    )));
+                    return Err(Refused::NotWidening {
+                        field: name.clone(),
+                        ty: column.ty.clone(),
+                    });
                 }
             }
         }
         if !changed.is_empty() {
-            self.columns = TableColumns::new(columns).map_err(|e| Refused::Other(e.to_string()))?;
+            self.columns = TableColumns::new(columns).map_err(Refused::Columns)?;
             self.version += 1;
             self.changes.extend(changed);
         }

@@ -28,8 +28,10 @@ impl JobLock {
     /// with [`SetupError::AlreadyRunning`] naming the holder.
     pub fn acquire(state_dir: &Path, group: &str) -> Result<Self, SetupError> {
         let folder = state_dir.join("locks");
-        let io = |what: &str, path: &Path, e: std::io::Error| {
-            SetupError::Unsupported(format!("{what} {}: {e}", path.display()))
+        let io = |step: &'static str, path: &Path, source: std::io::Error| SetupError::Lock {
+            step,
+            path: path.to_path_buf(),
+            source,
         };
         std::fs::create_dir_all(&folder).map_err(|e| io("creating", &folder, e))?;
         let path = folder.join(format!("{}.lock", file_name(group)));
@@ -45,13 +47,11 @@ impl JobLock {
             Err(TryLockError::WouldBlock) => {
                 let mut holder = String::new();
                 let _ = file.read_to_string(&mut holder);
-                return Err(SetupError::AlreadyRunning(format!(
-                    "another sync of this job (consumer group {group}) is already running elsewhere \
-                     on this machine ({}; lock {}); this run did nothing. That sync ends by itself; \
-                     the next run goes on from where it stops",
-                    holder.trim(),
-                    path.display()
-                )));
+                return Err(SetupError::AlreadyRunning {
+                    group: group.to_string(),
+                    holder: holder.trim().to_string(),
+                    lock: path,
+                });
             }
             Err(TryLockError::Error(e)) => return Err(io("locking", &path, e)),
         }
@@ -99,7 +99,7 @@ mod tests {
         let held = JobLock::acquire(&dir, "topicberg_orders").unwrap();
         let err = JobLock::acquire(&dir, "topicberg_orders").unwrap_err();
         let text = err.to_string();
-        assert!(matches!(err, SetupError::AlreadyRunning(_)), "{text}");
+        assert!(matches!(err, SetupError::AlreadyRunning { .. }), "{text}");
         assert!(
             text.contains(&format!("pid {}", std::process::id())),
             "{text}"

@@ -20,6 +20,7 @@ mod commit;
 pub mod dlq;
 pub mod dlq_rows;
 mod evolve;
+pub mod failure;
 mod invalid;
 pub mod lock;
 mod pipeline;
@@ -38,7 +39,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use topicberg_core::Job;
-use topicberg_kafka::{select_topics, DrainSettings, GroupClient, KafkaConnection};
+use topicberg_kafka::{
+    select_topics, DrainSettings, GroupClient, KafkaConnection, PartitionState, TopicSelection,
+};
 use tracing::Instrument;
 
 use crate::destination::{connect_destination, SetupError};
@@ -98,11 +101,39 @@ async fn sync_stages(
     progress: Arc<SyncProgress>,
     started: Instant,
 ) -> Result<SyncReport, SetupError> {
-    let connection = KafkaConnection::from_source(&job.source);
     let _lock = lock::JobLock::acquire(&job.state_dir, &job.consumer_group)?;
+    let (ctx, selection, states) = connect(job, progress, started).await?;
+    let mut tables = stages::plan_tables(&ctx, &selection.selected, &states).await;
+    if options.cancelled() {
+        return Ok(cancelled_report(job, started, tables));
+    }
+    stages::create_tables(&ctx, &mut tables).await;
+    stages::prepare_inputs(job, &ctx.destination, &mut tables);
+    if options.cancelled() {
+        return Ok(cancelled_report(job, started, tables));
+    }
+    let cancel = options.cancel.clone().unwrap_or_default();
+    stages::drain_tables(&ctx, &mut tables, cancel).await;
+    // The last point a cancel is honoured: past it the commits run to their end.
+    if options.cancelled() {
+        tracing::info!("sync cancelled before its commit phase; deleting the files it wrote");
+        stages::discard_outputs(&ctx, &mut tables).await;
+        return Ok(cancelled_report(job, started, tables));
+    }
+    Ok(commit_stages(&ctx, tables, started).await)
+}
+
+/// Before any table: the cluster's topics and their partitions' states,
+/// and the catalog, asked at once (each is round trips of waiting); a
+/// Kafka failure is reported first, as if it came first. Then the
+/// selection's table names are checked and the registry connected.
+async fn connect(
+    job: &Job,
+    progress: Arc<SyncProgress>,
+    started: Instant,
+) -> Result<(SyncContext<'_>, TopicSelection, Vec<PartitionState>), SetupError> {
+    let connection = KafkaConnection::from_source(&job.source);
     let group = &job.consumer_group;
-    // The cluster and the catalog are asked at once (each is round trips
-    // of waiting); a Kafka failure is reported first, as if it came first.
     let kafka = {
         let (connection, topics, group) = (connection.clone(), job.topics.clone(), group.clone());
         tokio::task::spawn_blocking(move || -> Result<_, topicberg_kafka::KafkaError> {
@@ -126,9 +157,7 @@ async fn sync_stages(
         elapsed_ms = started.elapsed().as_millis() as u64,
         "catalog connected"
     );
-    let (selection, states) = kafka
-        .await
-        .map_err(|e| SetupError::Unsupported(format!("reading the topics failed: {e}")))??;
+    let (selection, states) = kafka.await.map_err(SetupError::Task)??;
     crate::log_skipped(job, &selection.skipped);
     crate::check_table_collisions(job, selection.selected.iter().map(|t| t.name.as_str()))?;
     let destination = destination?;
@@ -155,24 +184,17 @@ async fn sync_stages(
         registry: crate::registry::connect_registry(job)?,
         progress,
     };
+    Ok((ctx, selection, states))
+}
 
-    let mut tables = stages::plan_tables(&ctx, &selection.selected, &states).await;
-    if options.cancelled() {
-        return Ok(cancelled_report(job, started, tables));
-    }
-    stages::create_tables(&ctx, &mut tables).await;
-    stages::prepare_inputs(job, &ctx.destination, &mut tables);
-    if options.cancelled() {
-        return Ok(cancelled_report(job, started, tables));
-    }
-    let cancel = options.cancel.clone().unwrap_or_default();
-    stages::drain_tables(&ctx, &mut tables, cancel).await;
-    // The last point a cancel is honoured: past it the commits run to their end.
-    if options.cancelled() {
-        tracing::info!("sync cancelled before its commit phase; deleting the files it wrote");
-        stages::discard_outputs(&ctx, &mut tables).await;
-        return Ok(cancelled_report(job, started, tables));
-    }
+/// The commit phase: every table's snapshot, then the group's offsets;
+/// the sync's report.
+async fn commit_stages(
+    ctx: &SyncContext<'_>,
+    mut tables: Vec<TableState>,
+    started: Instant,
+) -> SyncReport {
+    let (job, group) = (ctx.job, &ctx.job.consumer_group);
     ctx.progress.set_phase(SyncPhase::Committing);
     hooks::fault_point("before_iceberg_commit");
     hooks::pause_point("before_iceberg_commit").await;
@@ -182,18 +204,18 @@ async fn sync_stages(
         .iter()
         .any(|t| t.output.is_some())
         .then(|| GroupClient::open(&ctx.connection, group));
-    stages::commit_tables(&ctx, &mut tables).await;
-    let group_offsets_committed = stages::commit_group(&ctx, &tables, group_client);
+    stages::commit_tables(ctx, &mut tables).await;
+    let group_offsets_committed = stages::commit_group(ctx, &tables, group_client);
     let mut reports: Vec<TableReport> = tables.into_iter().map(|s| s.report).collect();
     reports.sort_by(|a, b| a.table.cmp(&b.table));
-    Ok(SyncReport {
+    SyncReport {
         job: job.name.clone(),
         consumer_group: group.clone(),
         duration_ms: started.elapsed().as_millis() as u64,
         group_offsets_committed,
         cancelled: false,
         tables: reports,
-    })
+    }
 }
 
 /// The report of a sync cancelled before its commit phase: every table not

@@ -21,6 +21,7 @@ use topicberg_core::{RegistryValues, TableColumns, ValueFormat};
 pub use super::chunk::UpsertInput;
 use super::chunk::{worker, Chunk, ChunkResult, Item, Shared, TableShared};
 use super::evolve::EvolvingColumns;
+use super::failure::DrainFailure;
 use super::invalid::DeadRecord;
 use super::progress::{SyncProgress, TableProgress};
 use super::split::{merge_pieces, min_chunk_messages, split_ranges};
@@ -63,7 +64,7 @@ pub struct TableOutput {
     /// Where each drained partition ended.
     pub drained: Vec<DrainedPartition>,
     /// The first failure; nothing of this table may be committed.
-    pub error: Option<String>,
+    pub error: Option<DrainFailure>,
     /// The table to commit through: with the columns this sync added or
     /// widened pending, when it did.
     pub handle: TableHandle,
@@ -135,7 +136,7 @@ pub async fn drain_and_write(
     .await;
     if joined.is_err() {
         for sink in sinks.iter_mut().filter(|s| s.error.is_none()) {
-            sink.error = Some("a drain thread panicked".into());
+            sink.error = Some(DrainFailure::ThreadPanicked);
         }
     }
     let results = std::mem::take(&mut *results.lock().expect("results"));
@@ -173,14 +174,14 @@ async fn receive(
         let sink = &mut sinks[index];
         if sink.error.is_none() && shared.cancel.load(Ordering::Relaxed) {
             // Cancelled: write no more; the files written are deleted.
-            sink.error = Some(super::chunk::CANCELLED.to_string());
+            sink.error = Some(DrainFailure::Cancelled);
         }
         if sink.error.is_some() {
             continue;
         }
         let result = match item {
             Item::Tombstone(_, key, version) => match sink.buffer.as_mut() {
-                Some(buffer) => buffer.add_tombstone(key, version),
+                Some(buffer) => buffer.add_tombstone(key, version).map_err(Into::into),
                 None => Ok(()),
             },
             Item::Dead(_, dead) => {
@@ -293,7 +294,7 @@ impl TableSink {
             .transpose();
         let (buffer, error) = match buffer {
             Ok(buffer) => (buffer, None),
-            Err(e) => (None, Some(e)),
+            Err(e) => (None, Some(e.into())),
         };
         Self {
             handle: t.handle.clone(),
@@ -319,7 +320,7 @@ struct TableSink {
     files: Vec<DataFile>,
     buffer: Option<UpsertBuffer>,
     dead: Vec<DeadRecord>,
-    error: Option<String>,
+    error: Option<DrainFailure>,
 }
 
 impl TableSink {
@@ -332,9 +333,9 @@ impl TableSink {
         table: &TableShared,
         version: u64,
         batch: arrow_array::RecordBatch,
-    ) -> Result<(), String> {
+    ) -> Result<(), DrainFailure> {
         if let Some(buffer) = self.buffer.as_mut() {
-            return buffer.add_batch(batch);
+            return Ok(buffer.add_batch(batch)?);
         }
         if version > self.writer_version {
             let latest = table.columns.lock().expect("columns").current();
@@ -343,7 +344,7 @@ impl TableSink {
                 let files = writer
                     .finish()
                     .await
-                    .map_err(|e| format!("closing data files: {e}"))?;
+                    .map_err(DrainFailure::write("closing data files"))?;
                 self.files.extend(files);
             }
         }
@@ -351,24 +352,24 @@ impl TableSink {
             let writer = destination
                 .data_file_writer(&self.handle)
                 .await
-                .map_err(|e| format!("opening a data file writer: {e}"))?;
+                .map_err(DrainFailure::write("opening a data file writer"))?;
             self.writer = Some(writer);
         }
         let written = self.writer.as_mut().expect("writer").write(&batch).await;
         written.map_err(|e| {
             self.writer = None;
-            format!("writing data files: {e}")
+            DrainFailure::write("writing data files")(e)
         })
     }
 
     /// Moves the handle to the latest columns (locally; committed with the
     /// snapshot).
-    fn evolve(&mut self, (latest, version): (TableColumns, u64)) -> Result<(), String> {
+    fn evolve(&mut self, (latest, version): (TableColumns, u64)) -> Result<(), DrainFailure> {
         if version > self.writer_version {
             self.handle = self
                 .handle
                 .with_columns(&iceberg_columns(&latest))
-                .map_err(|e| e.to_string())?;
+                .map_err(DrainFailure::Evolve)?;
             self.writer_version = version;
         }
         Ok(())
@@ -377,12 +378,12 @@ impl TableSink {
     /// Closes the open file and moves the handle to the final columns
     /// (held upsert batches are fitted to them as they are written). After
     /// an error the open file is still closed, so that it can be deleted.
-    async fn finish(&mut self, latest: (TableColumns, u64)) -> Result<(), String> {
+    async fn finish(&mut self, latest: (TableColumns, u64)) -> Result<(), DrainFailure> {
         if let Some(writer) = self.writer.take() {
             let files = writer
                 .finish()
                 .await
-                .map_err(|e| format!("closing data files: {e}"))?;
+                .map_err(DrainFailure::write("closing data files"))?;
             self.files.extend(files);
         }
         if self.error.is_some() {

@@ -15,6 +15,8 @@ use topicberg_core::{
 };
 use topicberg_kafka::{drain, DrainSettings, KafkaConnection, PartitionRange};
 
+use crate::sample::{MessageAt, SampleError, SampledMessage};
+
 /// Payload fields and the column type each is stored as.
 type Fields = Vec<(String, ColumnType)>;
 
@@ -28,10 +30,6 @@ pub(super) struct SampledSchemas {
     json: Option<SchemaInference>,
 }
 
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-struct SampleError(String);
-
 /// The payload columns of a new table whose values are registry-framed.
 /// With `skip_invalid`, values that are not framed (avro, protobuf) or
 /// whose schema cannot become columns are left out instead of failing.
@@ -42,20 +40,20 @@ pub(super) fn sample_columns(
     registry: &RegistryValues,
     skip_invalid: bool,
     keep: Option<Arc<HashSet<String>>>,
-) -> Result<Vec<(String, ColumnType)>, String> {
+) -> Result<Vec<(String, ColumnType)>, SampleError> {
     let mut found = SampledSchemas::default();
     drain(connection, ranges, settings, |record| {
         let Some(value) = record.value else {
             return Ok(());
         };
-        let at = || format!("{}[{}]@{}", record.topic, record.partition, record.offset);
+        let at = || MessageAt::of(record);
         match framing(value) {
             Some(f) if !found.ids.iter().any(|(id, _)| *id == f.schema_id) => {
                 let fields = match registry.fields_of(f.schema_id) {
                     Ok(fields) => fields,
-                    Err(DecodeErrorKind::Registry(e)) => return Err(SampleError(e.to_string())),
+                    Err(DecodeErrorKind::Registry(e)) => return Err(SampledMessage::Registry(e)),
                     Err(_) if skip_invalid => None,
-                    Err(e) => return Err(SampleError(format!("{}: {}", at(), kind_text(&e)))),
+                    Err(kind) => return Err(SampledMessage::Unreadable { at: at(), kind }),
                 };
                 found.ids.push((f.schema_id, fields));
             }
@@ -64,24 +62,23 @@ pub(super) fn sample_columns(
                 let json = found
                     .json
                     .get_or_insert_with(|| SchemaInference::new().keep_only(keep.clone()));
-                if let Err(e) = json.add(value) {
+                if let Err(source) = json.add(value) {
                     if !skip_invalid {
-                        return Err(SampleError(format!("{}: {e}", at())));
+                        return Err(SampledMessage::Invalid { at: at(), source });
                     }
                 }
             }
             None if skip_invalid => {}
             None => {
-                return Err(SampleError(format!(
-                    "{}: value is not schema-registry framed, but the stream's value_format is {}",
-                    at(),
-                    registry.format
-                )))
+                return Err(SampledMessage::NotFramed {
+                    at: at(),
+                    format: registry.format,
+                })
             }
         }
         Ok(())
     })
-    .map_err(|e| format!("sampling messages: {e}"))?;
+    .map_err(SampleError::Read)?;
     merge(found, skip_invalid, keep.as_deref())
 }
 
@@ -91,7 +88,7 @@ fn merge(
     found: SampledSchemas,
     skip_invalid: bool,
     keep: Option<&HashSet<String>>,
-) -> Result<Vec<(String, ColumnType)>, String> {
+) -> Result<Vec<(String, ColumnType)>, SampleError> {
     let mut fields: Vec<(String, ColumnType)> = Vec::new();
     for (id, declared) in found.ids {
         let Some(declared) = declared else { continue };
@@ -106,7 +103,11 @@ fn merge(
                     Fit::Widen(to) => *have = to,
                     Fit::Incompatible(_) if skip_invalid => {}
                     Fit::Incompatible(reason) => {
-                        return Err(format!("schema id {id}: field {name}: {reason}"))
+                        return Err(SampleError::Incompatible {
+                            schema_id: id,
+                            field: name,
+                            reason,
+                        })
                     }
                 },
             }
@@ -125,22 +126,11 @@ fn merge(
         .map(|(field, ty)| {
             let column = names
                 .assign(&field)
-                .map_err(|e| format!("field {field}: {e}"))?;
+                .map_err(|source| SampleError::ColumnName {
+                    field: field.clone(),
+                    source,
+                })?;
             Ok((column, ty))
         })
         .collect()
-}
-
-/// A decode error kind's text without the message position.
-fn kind_text(kind: &DecodeErrorKind) -> String {
-    let e = topicberg_core::DecodeError {
-        topic: String::new(),
-        partition: 0,
-        offset: 0,
-        field: None,
-        kind: kind.clone(),
-    };
-    let text = e.to_string();
-    text.split_once(": ")
-        .map_or(text.clone(), |(_, rest)| rest.to_owned())
 }

@@ -16,6 +16,7 @@ use topicberg_kafka::{
 };
 
 use super::commit::{commit_table, remove_uncommitted};
+use super::failure::{CreateError, TableFailure};
 use super::pipeline::{drain_and_write, TableInput, UpsertInput};
 use super::plan::{plan_partitions, PartitionPlan, TableOffsets};
 use super::progress::{PlannedTable, SyncPhase, SyncProgress};
@@ -85,7 +86,7 @@ async fn value_format(ctx: &SyncContext<'_>, state: &mut TableState) {
                 state.registry = Some(Arc::new(values));
             }
         }
-        Err(e) => state.fail(Stage::Plan, e.to_string()),
+        Err(e) => state.fail(Stage::Plan, e),
     }
 }
 
@@ -102,13 +103,13 @@ async fn plan_table(ctx: &SyncContext<'_>, state: &mut TableState) {
         Ok(handle) => {
             match TableOffsets::of_metadata(handle.metadata()) {
                 Ok(o) => state.offsets = o,
-                Err(e) => state.fail(Stage::Plan, e),
+                Err(e) => state.fail(Stage::Plan, TableFailure::RecordedOffsets(e)),
             }
             warn_if_spec_differs(&handle, &state.settings);
             state.handle = Some(handle);
         }
         Err(e) if e.kind == IcebergErrorKind::Catalog(CatalogErrorKind::NotFound) => {}
-        Err(e) => state.fail(Stage::Plan, e.to_string()),
+        Err(e) => state.fail(Stage::Plan, TableFailure::Load(e)),
     }
     if state.failed() {
         return;
@@ -131,7 +132,7 @@ async fn plan_table(ctx: &SyncContext<'_>, state: &mut TableState) {
             }
             state.plans = plans;
         }
-        Err(e) => state.fail(Stage::Plan, e.to_string()),
+        Err(e) => state.fail(Stage::Plan, e),
     }
 }
 
@@ -158,7 +159,7 @@ async fn create_table(
     settings: &TableSettings,
     registry: Option<&RegistryValues>,
     ranges: &[PartitionRange],
-) -> Result<TableHandle, String> {
+) -> Result<TableHandle, CreateError> {
     let sample: Vec<PartitionRange> = ranges
         .iter()
         .map(|r| PartitionRange {
@@ -191,8 +192,7 @@ async fn create_table(
         )?
         .columns(),
     };
-    let columns = TableColumns::for_new_table(&payload)
-        .map_err(|e| format!("building the table's columns: {e}"))?;
+    let columns = TableColumns::for_new_table(&payload).map_err(CreateError::Columns)?;
     let namespace = ctx.job.namespace_path();
     let format = iceberg_format(settings.format_version);
     let handle = ctx
@@ -206,7 +206,10 @@ async fn create_table(
             &settings.sort_by,
         )
         .await
-        .map_err(|e| format!("creating the table of stream \"{}\": {e}", settings.topic))?;
+        .map_err(|source| CreateError::Table {
+            topic: settings.topic.clone(),
+            source,
+        })?;
     warn_if_spec_differs(&handle, settings);
     Ok(handle)
 }

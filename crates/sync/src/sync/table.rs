@@ -4,9 +4,10 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use topicberg_core::{RegistryValues, TableSettings};
-use topicberg_iceberg::{IcebergErrorKind, OffsetsAdvance, TableHandle};
+use topicberg_iceberg::{IcebergError, IcebergErrorKind, OffsetsAdvance, TableHandle};
 use topicberg_kafka::{DrainedPartition, PartitionState};
 
+use super::failure::{CommitError, TableFailure};
 use super::pipeline::{TableInput, TableOutput};
 use super::plan::{PartitionPlan, TableOffsets};
 use super::report::{TableReport, TableStatus};
@@ -41,13 +42,13 @@ impl Stage {
 
 /// Why a table failed: the stage and what went wrong (the text names the
 /// topic, partition, offset or file where one is known).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{message}")]
+#[derive(Debug, thiserror::Error)]
+#[error("{cause}")]
 pub struct TableError {
     /// Where it failed.
     pub stage: Stage,
     /// What went wrong and how to fix it.
-    pub message: String,
+    pub cause: TableFailure,
 }
 
 /// One table as the sync goes through it.
@@ -97,14 +98,14 @@ impl TableState {
         &self.settings.topic
     }
 
-    pub(super) fn fail(&mut self, stage: Stage, error: impl Into<String>) {
+    pub(super) fn fail(&mut self, stage: Stage, cause: impl Into<TableFailure>) {
         let error = TableError {
             stage,
-            message: error.into(),
+            cause: cause.into(),
         };
         tracing::error!(table = %self.table, stage = stage.as_str(), error = %error, "table failed");
         self.report.status = TableStatus::Failed;
-        self.report.error = Some(error.message);
+        self.report.error = Some(error.to_string());
     }
 
     pub(super) fn failed(&self) -> bool {
@@ -153,18 +154,20 @@ impl TableState {
 }
 
 /// Why a table's commit did not land.
+#[derive(Debug)]
 pub(crate) enum CommitRefused {
-    /// Another sync committed the offsets first (the message says which).
-    Superseded(String),
+    /// Another sync committed the offsets first (its detail says which).
+    Superseded(IcebergError),
     /// Anything else.
-    Failed(String),
+    Failed(CommitError),
 }
 
 impl CommitRefused {
-    pub(crate) fn from_iceberg(context: &str, e: &topicberg_iceberg::IcebergError) -> Self {
+    /// A refused snapshot commit.
+    pub(crate) fn from_iceberg(e: IcebergError) -> Self {
         match e.kind {
-            IcebergErrorKind::Superseded => Self::Superseded(e.detail.clone()),
-            _ => Self::Failed(format!("{context}: {e}")),
+            IcebergErrorKind::Superseded => Self::Superseded(e),
+            _ => Self::Failed(CommitError::Snapshot(e)),
         }
     }
 }

@@ -11,6 +11,7 @@
 //! it wins, deletes the key.
 
 mod entries;
+mod error;
 mod folder;
 mod held;
 
@@ -27,6 +28,7 @@ use arrow_ipc::writer::StreamWriter;
 use arrow_select::filter::filter_record_batch;
 
 use entries::{Entries, Entry};
+pub use error::SpillError;
 pub use folder::remove_abandoned as remove_abandoned_spill_folders;
 use folder::SpillFolder;
 use held::HeldShape;
@@ -108,7 +110,7 @@ pub struct UpsertBuffer {
 
 impl UpsertBuffer {
     /// A buffer in a new folder under `spill_dir` (created if missing).
-    pub fn new(spill_dir: &Path) -> Result<Self, String> {
+    pub fn new(spill_dir: &Path) -> Result<Self, SpillError> {
         let folder = SpillFolder::create(spill_dir)?;
         Ok(UpsertBuffer {
             entries: Entries::new(folder.path()),
@@ -125,11 +127,11 @@ impl UpsertBuffer {
 
     /// Takes a decoded batch (with the metadata columns): its rows go to
     /// the open segment, one entry per row to the entries.
-    pub fn add_batch(&mut self, batch: RecordBatch) -> Result<(), String> {
-        let column = |name: &str| {
+    pub fn add_batch(&mut self, batch: RecordBatch) -> Result<(), SpillError> {
+        let column = |name: &'static str| {
             batch
                 .column_by_name(name)
-                .ok_or_else(|| format!("the batch has no {name} column"))
+                .ok_or(SpillError::MissingColumn(name))
         };
         let ids = column("_olake_id")?.as_string::<i32>();
         let partitions = column("_kafka_partition")?.as_primitive::<Int32Type>();
@@ -139,11 +141,11 @@ impl UpsertBuffer {
         let rows = u32::try_from(batch.num_rows())
             .ok()
             .and_then(|n| first_row.checked_add(n).filter(|end| *end < u32::MAX))
-            .ok_or("more than 4 billion messages for one upsert table in one sync")?;
+            .ok_or(SpillError::TooManyMessages)?;
         self.ids.clear();
         for row in 0..batch.num_rows() {
             let key = parse_key_hash(ids.value(row))
-                .ok_or_else(|| format!("bad _olake_id {:?}", ids.value(row)))?;
+                .ok_or_else(|| SpillError::BadKey(ids.value(row).to_string()))?;
             self.ids.extend_from_slice(&key);
             let version = Version {
                 timestamp: if timestamps.is_null(row) {
@@ -165,7 +167,7 @@ impl UpsertBuffer {
         Ok(())
     }
 
-    fn write_rows(&mut self, batch: &RecordBatch) -> Result<(), String> {
+    fn write_rows(&mut self, batch: &RecordBatch) -> Result<(), SpillError> {
         let shape = HeldShape::of(batch)?;
         let same = |s: &Segment| *s.shape == shape;
         if self.open.is_some() && !self.segments.last().is_some_and(same) {
@@ -176,10 +178,10 @@ impl UpsertBuffer {
                 .folder
                 .path()
                 .join(format!("rows-{:04}.arrow", self.segments.len()));
-            let file = File::create(&path).map_err(|e| entries::spill_error(&path, e))?;
+            let file = File::create(&path).map_err(|e| SpillError::io(&path, e))?;
             let writer =
                 StreamWriter::try_new(BufWriter::with_capacity(1 << 20, file), shape.held_schema())
-                    .map_err(|e| format!("upsert spill file {}: {e}", path.display()))?;
+                    .map_err(|e| SpillError::file(&path, e))?;
             self.segments.push(Segment {
                 path,
                 first_row: self.rows,
@@ -193,7 +195,7 @@ impl UpsertBuffer {
         let held = segment.shape.hold(batch, &self.ids)?;
         writer
             .write(&held)
-            .map_err(|e| format!("upsert spill file {}: {e}", segment.path.display()))?;
+            .map_err(|e| SpillError::file(&segment.path, e))?;
         segment.rows += batch.num_rows() as u32;
         if segment.rows >= self.segment_rows {
             self.close_segment()?;
@@ -201,19 +203,19 @@ impl UpsertBuffer {
         Ok(())
     }
 
-    fn close_segment(&mut self) -> Result<(), String> {
+    fn close_segment(&mut self) -> Result<(), SpillError> {
         if let Some(mut writer) = self.open.take() {
             let path = &self.segments.last().expect("open segment").path;
             writer
                 .finish()
                 .and_then(|_| writer.into_inner().map(|_| ()))
-                .map_err(|e| format!("upsert spill file {}: {e}", path.display()))?;
+                .map_err(|e| SpillError::file(path, e))?;
         }
         Ok(())
     }
 
     /// Takes a tombstone for `key` (timestamp in microseconds).
-    pub fn add_tombstone(&mut self, key: KeyHash, version: Version) -> Result<(), String> {
+    pub fn add_tombstone(&mut self, key: KeyHash, version: Version) -> Result<(), SpillError> {
         self.entries.push(Entry {
             key,
             version,
@@ -233,10 +235,10 @@ impl UpsertBuffer {
 
     /// Calls `f` with every key's winner, keys in ascending order. Can be
     /// called again (a commit attempt that is recomputed).
-    pub fn for_each_winner(
+    pub fn for_each_winner<E: From<SpillError>>(
         &mut self,
-        f: impl FnMut(&KeyHash, Slot) -> Result<(), String>,
-    ) -> Result<(), String> {
+        f: impl FnMut(&KeyHash, Slot) -> Result<(), E>,
+    ) -> Result<(), E> {
         self.close_segment()?;
         self.entries.for_each_winner(f)
     }
@@ -282,7 +284,9 @@ pub struct HeldRows {
 impl HeldRows {
     /// The rows, batch by batch in arrival order, each with the row number
     /// of its first row.
-    pub fn batches(&self) -> impl Iterator<Item = Result<(u32, HeldBatch), String>> + Send + '_ {
+    pub fn batches(
+        &self,
+    ) -> impl Iterator<Item = Result<(u32, HeldBatch), SpillError>> + Send + '_ {
         self.segments.iter().flat_map(Segment::batches)
     }
 }
@@ -295,19 +299,20 @@ pub struct HeldBatch {
 
 impl Segment {
     /// The file's batches, each with the row number of its first row.
-    fn batches(&self) -> Box<dyn Iterator<Item = Result<(u32, HeldBatch), String>> + Send + '_> {
+    fn batches(
+        &self,
+    ) -> Box<dyn Iterator<Item = Result<(u32, HeldBatch), SpillError>> + Send + '_> {
         let reader = File::open(&self.path)
-            .map_err(|e| entries::spill_error(&self.path, e))
+            .map_err(|e| SpillError::io(&self.path, e))
             .and_then(|f| {
                 StreamReader::try_new(BufReader::with_capacity(1 << 20, f), None)
-                    .map_err(|e| format!("upsert spill file {}: {e}", self.path.display()))
+                    .map_err(|e| SpillError::file(&self.path, e))
             });
         let mut next_row = self.first_row;
         match reader {
             Err(e) => Box::new(std::iter::once(Err(e))),
             Ok(reader) => Box::new(reader.map(move |batch| {
-                let batch =
-                    batch.map_err(|e| format!("upsert spill file {}: {e}", self.path.display()))?;
+                let batch = batch.map_err(|e| SpillError::file(&self.path, e))?;
                 let first = next_row;
                 next_row += batch.num_rows() as u32;
                 let shape = Arc::clone(&self.shape);
@@ -370,7 +375,7 @@ pub fn winning_rows(
     first_row: u32,
     winners: &RowSet,
     updates: &RowSet,
-) -> Result<Option<RecordBatch>, String> {
+) -> Result<Option<RecordBatch>, SpillError> {
     let batch = &held.batch;
     let end = first_row + batch.num_rows() as u32;
     if !winners.any_in(first_row..end) {
@@ -379,7 +384,7 @@ pub fn winning_rows(
     let mask: BooleanArray = (first_row..end)
         .map(|r| Some(winners.contains(r)))
         .collect();
-    let filtered = filter_record_batch(batch, &mask).map_err(|e| e.to_string())?;
+    let filtered = filter_record_batch(batch, &mask).map_err(SpillError::arrow(None))?;
     let ops: StringArray = (first_row..end)
         .filter(|r| winners.contains(*r))
         .map(|r| Some(if updates.contains(r) { "u" } else { "c" }))
@@ -464,7 +469,7 @@ mod tests {
                     }
                     Slot::Tombstone => deleted.push(*k),
                 }
-                Ok(())
+                Ok::<_, SpillError>(())
             })
             .unwrap();
         let mut rows = Vec::new();
@@ -574,7 +579,9 @@ mod tests {
             let rows = [(b, 0, 2 * b as i64, 0), (b + 100, 0, 2 * b as i64 + 1, 0)];
             buffer.add_batch(batch(&rows)).unwrap();
         }
-        buffer.for_each_winner(|_, _| Ok(())).unwrap();
+        buffer
+            .for_each_winner(|_, _| Ok::<_, SpillError>(()))
+            .unwrap();
         let firsts = |parts: &[HeldRows]| -> Vec<Vec<u32>> {
             parts
                 .iter()

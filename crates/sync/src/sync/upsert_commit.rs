@@ -14,8 +14,11 @@ use roaring::RoaringTreemap;
 use topicberg_core::config::DeleteFormat;
 use topicberg_iceberg::key_index::{IndexState, KeyIndex};
 use topicberg_iceberg::row_delta::RowDelta;
-use topicberg_iceberg::{CommittedSnapshot, Destination, OffsetsAdvance, TableHandle};
+use topicberg_iceberg::{
+    CommittedSnapshot, Destination, IcebergError, OffsetsAdvance, TableHandle,
+};
 
+use super::failure::{CommitError, UpsertError};
 use super::table::CommitRefused;
 use super::upsert::{winning_rows, KeyHash, RowSet, Slot, UpsertBuffer};
 
@@ -76,10 +79,11 @@ pub async fn commit_upsert(
                     }
                 }
             }
-            Attempt::Moved(e, _) => {
-                return Err(CommitRefused::Failed(format!(
-                    "committing the snapshot: {e} (gave up after {attempt} attempts)"
-                )))
+            Attempt::Moved(source, _) => {
+                return Err(CommitRefused::Failed(CommitError::GaveUp {
+                    attempts: attempt,
+                    source,
+                }))
             }
         }
     }
@@ -91,7 +95,7 @@ enum Attempt {
     /// Nothing committed; the table moved (the handle holds it as it is
     /// now): recompute and try again. The files this attempt wrote, when
     /// the commit surely failed (else they are kept: it may still land).
-    Moved(String, Option<Vec<iceberg::spec::DataFile>>),
+    Moved(IcebergError, Option<Vec<iceberg::spec::DataFile>>),
     Failed(CommitRefused),
 }
 
@@ -114,7 +118,7 @@ async fn commit_upsert_once(
     )
     .await
     {
-        Err(e) => Attempt::Failed(CommitRefused::Failed(e)),
+        Err(e) => Attempt::Failed(CommitRefused::Failed(e.into())),
         Ok(prepared) => prepared.commit(destination, handle, offsets).await,
     }
 }
@@ -176,22 +180,9 @@ impl PreparedUpsert {
             .await
         {
             Ok(snapshot) => snapshot,
-            Err(e) if moved_on(&e) => {
-                drop(index);
-                let written = super::commit_surely_failed(&e).then_some(written);
-                return Attempt::Moved(e.to_string(), written);
-            }
             Err(e) => {
-                let refused = CommitRefused::from_iceberg("committing the snapshot", &e);
-                if matches!(refused, CommitRefused::Superseded(_))
-                    && super::commit_surely_failed(&e)
-                {
-                    let left = destination.delete_uncommitted(&written).await;
-                    for (path, error) in left {
-                        tracing::warn!(path = %path, error = %error, "could not delete an uncommitted file; delete it by hand");
-                    }
-                }
-                return Attempt::Failed(refused);
+                drop(index);
+                return refused(destination, e, written).await;
             }
         };
         crate::hooks::fault_point("before_key_index_update");
@@ -209,19 +200,23 @@ impl PreparedUpsert {
                     &deleted,
                 )
                 .await
-                .map_err(|e| e.to_string())
+                .map_err(UpsertError::KeyIndex)
         } else {
             WrittenRows::open(&winner_keys, ranks, &counts).and_then(|rows| {
                 std::thread::scope(|scope| {
+                    // The key index takes the rows' errors as text.
+                    let rows = rows
+                        .in_background(scope)
+                        .map(|row| row.map_err(|e| e.to_string()));
                     index
                         .apply_each(
                             snapshot.snapshot_id,
                             snapshot.parent_snapshot_id,
                             &files,
-                            rows.in_background(scope),
+                            rows,
                             &deleted,
                         )
-                        .map_err(|e| e.to_string())
+                        .map_err(UpsertError::KeyIndex)
                 })
             })
         };
@@ -235,6 +230,28 @@ impl PreparedUpsert {
             deletes,
         })
     }
+}
+
+/// A commit the catalog refused: recomputed when the table moved (the
+/// files kept when the commit may still land), superseded (its files
+/// deleted when it surely did not land), or failed.
+async fn refused(
+    destination: &Destination,
+    e: IcebergError,
+    written: Vec<iceberg::spec::DataFile>,
+) -> Attempt {
+    let surely_failed = super::commit_surely_failed(&e);
+    if moved_on(&e) {
+        return Attempt::Moved(e, surely_failed.then_some(written));
+    }
+    let refused = CommitRefused::from_iceberg(e);
+    if matches!(refused, CommitRefused::Superseded(_)) && surely_failed {
+        let left = destination.delete_uncommitted(&written).await;
+        for (path, error) in left {
+            tracing::warn!(path = %path, error = %error, "could not delete an uncommitted file; delete it by hand");
+        }
+    }
+    Attempt::Failed(refused)
 }
 
 /// Whether a failed single-request commit left the table untouched and
@@ -256,11 +273,11 @@ async fn prepare_upsert(
     delete_format: DeleteFormat,
     state_dir: &Path,
     writers: usize,
-) -> Result<PreparedUpsert, String> {
+) -> Result<PreparedUpsert, UpsertError> {
     let table = format!("{}.{}", handle.namespace().join("."), handle.name());
     let index = KeyIndex::open(state_dir, handle, destination.file_io())
         .await
-        .map_err(|e| format!("opening the key index: {e}"))?;
+        .map_err(UpsertError::OpenKeyIndex)?;
     match index.state() {
         IndexState::Fresh => {}
         state => tracing::info!(table = %table, state = ?state, "key index brought up to date"),
@@ -276,7 +293,7 @@ async fn prepare_upsert(
     let deletes_written = destination
         .write_deletes(handle, delete_format, found.retire, found.retired_keys)
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(UpsertError::Write)?;
     Ok(PreparedUpsert {
         table,
         index,
@@ -323,8 +340,8 @@ fn find_winners(
     index: &KeyIndex,
     buffer: &mut UpsertBuffer,
     delete_format: DeleteFormat,
-) -> Result<Winners, String> {
-    let reader = index.reader().map_err(|e| e.to_string())?;
+) -> Result<Winners, UpsertError> {
+    let reader = index.reader().map_err(UpsertError::KeyIndex)?;
     let mut winners = RowSet::new(buffer.rows());
     let mut updates = RowSet::new(buffer.rows());
     let mut deleted: Vec<KeyHash> = Vec::new();
@@ -332,10 +349,10 @@ fn find_winners(
     let mut retire_by_id: BTreeMap<u32, RoaringTreemap> = BTreeMap::new();
     let mut deletes = 0u64;
     let winner_keys = buffer.dir().join("winners.bin");
-    let file_err = |e: std::io::Error| format!("{}: {e}", winner_keys.display());
-    let mut keys_out = BufWriter::new(File::create(&winner_keys).map_err(file_err)?);
+    let file_err = UpsertError::winners_file(&winner_keys);
+    let mut keys_out = BufWriter::new(File::create(&winner_keys).map_err(&file_err)?);
     buffer.for_each_winner(|key, slot| {
-        let old = reader.get(key).map_err(|e| e.to_string())?;
+        let old = reader.get(key).map_err(UpsertError::KeyIndex)?;
         match slot {
             Slot::Row(row) => {
                 winners.insert(row);
@@ -345,7 +362,7 @@ fn find_winners(
                 keys_out
                     .write_all(key)
                     .and_then(|_| keys_out.write_all(&row.to_le_bytes()))
-                    .map_err(file_err)?;
+                    .map_err(&file_err)?;
             }
             Slot::Tombstone if old.is_some() => deleted.push(*key),
             Slot::Tombstone => {}
@@ -357,17 +374,17 @@ fn find_winners(
                 retired_by_id.entry(file).or_default().push(*key);
             }
         }
-        Ok(())
+        Ok::<_, UpsertError>(())
     })?;
-    keys_out.flush().map_err(file_err)?;
-    drop(keys_out);
+    keys_out.flush().map_err(&file_err)?;
+    drop((keys_out, file_err));
     let mut retire: BTreeMap<String, RoaringTreemap> = BTreeMap::new();
     for (id, positions) in retire_by_id {
-        retire.insert(reader.path(id).map_err(|e| e.to_string())?, positions);
+        retire.insert(reader.path(id).map_err(UpsertError::KeyIndex)?, positions);
     }
     let mut retired_keys: BTreeMap<String, Vec<KeyHash>> = BTreeMap::new();
     for (id, keys) in retired_by_id {
-        retired_keys.insert(reader.path(id).map_err(|e| e.to_string())?, keys);
+        retired_keys.insert(reader.path(id).map_err(UpsertError::KeyIndex)?, keys);
     }
     Ok(Winners {
         winners: Arc::new(winners),
@@ -390,7 +407,7 @@ async fn write_winning_rows(
     buffer: &mut UpsertBuffer,
     found: &Winners,
     writers: usize,
-) -> Result<(Vec<iceberg::spec::DataFile>, u64), String> {
+) -> Result<(Vec<iceberg::spec::DataFile>, u64), UpsertError> {
     let parts = buffer.parts(writers);
     // Every writer opened before any starts: a failure to open one leaves
     // no task running and no file written.
@@ -399,7 +416,7 @@ async fn write_winning_rows(
         let writer = destination
             .data_file_writer_of(handle, parts.len())
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(UpsertError::Write)?;
         opened.push(writer);
     }
     let mut tasks = Vec::new();
@@ -415,21 +432,19 @@ async fn write_winning_rows(
                     continue;
                 };
                 if batch.schema() != schema {
-                    batch = topicberg_iceberg::conform::conform(&batch, &schema)?;
+                    batch = topicberg_iceberg::conform::conform(&batch, &schema)
+                        .map_err(UpsertError::Conform)?;
                 }
                 rows += batch.num_rows() as u64;
-                writer.write(&batch).await.map_err(|e| e.to_string())?;
+                writer.write(&batch).await.map_err(UpsertError::Write)?;
             }
-            let files = writer.finish().await.map_err(|e| e.to_string())?;
-            Ok::<_, String>((files, rows))
+            let files = writer.finish().await.map_err(UpsertError::Write)?;
+            Ok::<_, UpsertError>((files, rows))
         }));
     }
     let (mut data_files, mut rows, mut failed) = (Vec::new(), 0u64, None);
     for task in tasks {
-        match task
-            .await
-            .map_err(|e| format!("a data file writer stopped: {e}"))
-        {
+        match task.await.map_err(UpsertError::WriterStopped) {
             Ok(Ok((files, n))) => {
                 data_files.extend(files);
                 rows += n;
@@ -447,7 +462,10 @@ async fn write_winning_rows(
     }
     let in_files: u64 = data_files.iter().map(|f| f.record_count()).sum();
     if in_files != rows {
-        return Err(format!("{in_files} rows in the data files, {rows} written"));
+        return Err(UpsertError::RowCount {
+            in_files,
+            written: rows,
+        });
     }
     Ok((data_files, rows))
 }
@@ -500,11 +518,11 @@ struct WrittenRows {
 }
 
 /// A chunk of written rows, or why the winners file could not be read.
-type WrittenChunk = Result<Vec<([u8; 16], usize, u64)>, String>;
+type WrittenChunk = Result<Vec<([u8; 16], usize, u64)>, UpsertError>;
 
 impl WrittenRows {
-    fn open(path: &Path, ranks: RowRanks, counts: &[u64]) -> Result<Self, String> {
-        let file = File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    fn open(path: &Path, ranks: RowRanks, counts: &[u64]) -> Result<Self, UpsertError> {
+        let file = File::open(path).map_err(UpsertError::winners_file(path))?;
         let mut starts = vec![0u64];
         for count in counts {
             starts.push(starts.last().expect("one at least") + count);
@@ -520,7 +538,7 @@ impl WrittenRows {
     }
 
     /// Reads and ranks the next chunk of the winners file (empty at its end).
-    fn read_chunk(&mut self) -> Result<(), String> {
+    fn read_chunk(&mut self) -> Result<(), UpsertError> {
         self.chunk.clear();
         self.next = 0;
         let mut entry = [0u8; 20];
@@ -528,7 +546,7 @@ impl WrittenRows {
             match self.keys.read_exact(&mut entry) {
                 Ok(()) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => break,
-                Err(e) => return Err(format!("{}: {e}", self.path.display())),
+                Err(e) => return Err(UpsertError::winners_file(&self.path)(e)),
             }
             let mut key = [0u8; 16];
             key.copy_from_slice(&entry[..16]);
@@ -549,7 +567,7 @@ impl WrittenRows {
     fn in_background<'scope>(
         self,
         scope: &'scope std::thread::Scope<'scope, '_>,
-    ) -> impl Iterator<Item = Result<([u8; 16], usize, u64), String>> + 'scope {
+    ) -> impl Iterator<Item = Result<([u8; 16], usize, u64), UpsertError>> + 'scope {
         let (tx, rx) = std::sync::mpsc::sync_channel::<WrittenChunk>(2);
         scope.spawn(move || {
             let mut rows = self.peekable();
@@ -572,7 +590,7 @@ impl WrittenRows {
 }
 
 impl Iterator for WrittenRows {
-    type Item = Result<([u8; 16], usize, u64), String>;
+    type Item = Result<([u8; 16], usize, u64), UpsertError>;
 
     fn next(&mut self) -> Option<Self::Item> {
         if self.next == self.chunk.len() {
@@ -588,7 +606,7 @@ impl Iterator for WrittenRows {
         // The data file whose rows include `at`.
         let file = self.starts.partition_point(|start| *start <= at) - 1;
         if file + 1 >= self.starts.len() {
-            return Some(Err(format!("written row {at} is beyond the data files")));
+            return Some(Err(UpsertError::RowBeyondFiles(at)));
         }
         Some(Ok((key, file, at - self.starts[file])))
     }

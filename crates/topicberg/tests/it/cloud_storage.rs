@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use iceberg::io::FileIO;
-use topicberg_iceberg::credentials::{Refresh, Vended, VendedToken};
+use topicberg_iceberg::credentials::{Refresh, RefreshError, Vended, VendedToken};
 use topicberg_iceberg::{AzureConfig, GcsConfig, ObjectStorage, StorageConfig};
 
 use crate::testbed::{get, unique_name};
@@ -139,8 +139,7 @@ fn vended_adls_sas_tokens_sign_azure_requests_and_are_renewed_before_expiry() {
             get("TESTBED_AZURE_ACCOUNT"),
             unique_name("vended")
         );
-        let no_refresh: Refresh =
-            Arc::new(|| Box::pin(async { Err("the catalog answered HTTP 403".to_string()) }));
+        let no_refresh: Refresh = Arc::new(|| Box::pin(async { Err(RefreshError::NoCredentials) }));
 
         let valid = format!("{base}/valid");
         storage

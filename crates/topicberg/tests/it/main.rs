@@ -8,6 +8,7 @@
 mod catalog_faults;
 mod catalog_smoke;
 mod cloud_storage;
+mod error_messages;
 mod fault_injection;
 mod fault_proxy;
 mod iceberg_append;

@@ -1,5 +1,6 @@
-//! The reader recipes README gives, run as written (the `<...>` parts
-//! filled with the test bed's values) against tables topicberg synced.
+//! The reader recipes the book gives ([`RECIPES_PAGE`]), run as written
+//! (the `<...>` parts filled with the test bed's values) against tables
+//! topicberg synced.
 
 use std::collections::BTreeMap;
 
@@ -9,13 +10,16 @@ use crate::storage_credentials::{job_with_destination, vending_destination};
 use crate::support::{create_topic, produce, sample_messages};
 use crate::testbed::{command, get, repo_root, unique_name};
 
-/// The code block after `<!-- recipe:<name> -->` in README.md.
-fn readme_recipe(name: &str) -> String {
-    let readme = std::fs::read_to_string(repo_root().join("README.md")).unwrap();
+/// The book's page holding the reader recipes (relative to the repository).
+const RECIPES_PAGE: &str = "docs/src/how-to/read-tables.md";
+
+/// The code block after `<!-- recipe:<name> -->` in [`RECIPES_PAGE`].
+fn book_recipe(name: &str) -> String {
+    let page = std::fs::read_to_string(repo_root().join(RECIPES_PAGE)).unwrap();
     let marker = format!("<!-- recipe:{name} -->");
-    let after = readme
+    let after = page
         .split_once(&marker)
-        .unwrap_or_else(|| panic!("README.md has no {marker}"))
+        .unwrap_or_else(|| panic!("{RECIPES_PAGE} has no {marker}"))
         .1;
     let body = after.split_once("```").unwrap().1;
     let body = body.split_once('\n').unwrap().1;
@@ -108,7 +112,7 @@ fn run_python(script: &str, args: &[&str], input: &str) -> Vec<Value> {
 }
 
 #[test]
-fn duckdb_recipe_in_readme_reads_a_synced_upsert_table_through_a_polaris_shaped_catalog() {
+fn duckdb_recipe_reads_a_synced_upsert_table_through_a_polaris_shaped_catalog() {
     let topic = unique_name("customers");
     create_topic(&topic, 1);
     let latest = produce_customers(&topic);
@@ -120,7 +124,7 @@ fn duckdb_recipe_in_readme_reads_a_synced_upsert_table_through_a_polaris_shaped_
 
     let credential = get("TESTBED_VENDING_CREDENTIAL");
     let (client_id, client_secret) = credential.split_once(':').unwrap();
-    let sql = readme_recipe("duckdb-polaris")
+    let sql = book_recipe("duckdb-polaris")
         .replace("http://<polaris-host>:8181/api/catalog", &uri)
         .replace("<client_id>", client_id)
         .replace("<client_secret>", client_secret)
@@ -163,7 +167,7 @@ finally:
 "##;
 
 #[test]
-fn trino_catalog_recipe_in_readme_reads_a_synced_upsert_table() {
+fn trino_catalog_recipe_reads_a_synced_upsert_table() {
     let topic = unique_name("customers");
     create_topic(&topic, 1);
     let latest = produce_customers(&topic);
@@ -174,7 +178,7 @@ fn trino_catalog_recipe_in_readme_reads_a_synced_upsert_table() {
     let credential = get("TESTBED_SEAWEED_CREDENTIAL");
     let (client_id, client_secret) = credential.split_once(':').unwrap();
     let uri = get("TESTBED_SEAWEED_URI");
-    let properties = readme_recipe("trino-rest")
+    let properties = book_recipe("trino-rest")
         .replace("http://127.0.0.1:8181", &uri)
         .replace("lakehouse", &get("TESTBED_SEAWEED_WAREHOUSE"))
         .replace("<client id>", client_id)

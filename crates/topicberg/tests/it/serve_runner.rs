@@ -11,7 +11,7 @@ use serde_json::Value;
 use topicberg_core::JobConfig;
 use topicberg_serve::metrics::Metrics;
 use topicberg_serve::run_store::{
-    FinishedRun, RunKind, RunStatus, RunStore, ScheduledJob, Trigger,
+    FinishedRun, RunKind, RunStatus, RunStore, RunStoreError, ScheduledJob, Trigger,
 };
 use topicberg_serve::runner::{log_capture_layer, LogCapture, Runner, StartError};
 use tracing_subscriber::filter::LevelFilter;
@@ -47,10 +47,10 @@ struct TestStore {
 static NEXT_RUN: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(1_000);
 
 impl RunStore for TestStore {
-    fn job_toml(&self, job_id: i64) -> Result<String, String> {
+    fn job_toml(&self, job_id: i64) -> Result<String, RunStoreError> {
         (job_id == 1)
             .then(|| self.toml.clone())
-            .ok_or_else(|| format!("no job {job_id}"))
+            .ok_or(RunStoreError::NoJob(job_id))
     }
 
     fn insert_run(
@@ -59,20 +59,20 @@ impl RunStore for TestStore {
         _kind: RunKind,
         trigger: Trigger,
         _started_ms: i64,
-    ) -> Result<i64, String> {
+    ) -> Result<i64, RunStoreError> {
         let id = NEXT_RUN.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.runs.lock().unwrap().push((id, trigger, None));
         Ok(id)
     }
 
-    fn finish_run(&self, run: &FinishedRun) -> Result<(), String> {
+    fn finish_run(&self, run: &FinishedRun) -> Result<(), RunStoreError> {
         let mut runs = self.runs.lock().unwrap();
         let entry = runs.iter_mut().find(|r| r.0 == run.run_id).unwrap();
         entry.2 = Some(run.clone());
         Ok(())
     }
 
-    fn schedules(&self) -> Result<Vec<ScheduledJob>, String> {
+    fn schedules(&self) -> Result<Vec<ScheduledJob>, RunStoreError> {
         Ok(Vec::new())
     }
 }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use super::schema::AvroType;
 use crate::columns::ColumnType;
+use crate::decode::schema_error::SchemaError;
 
 /// How one value is read and stored. The column is known to hold it (see
 /// [`crate::decode::fit`]): compiling never widens or guesses.
@@ -71,7 +72,7 @@ pub struct FieldOp {
 
 /// How to read `writer` values into a `column` that holds them. `Err`
 /// only when the column does not (a caller bug or a stale plan).
-pub fn compile(writer: &AvroType, column: &ColumnType) -> Result<Op, String> {
+pub fn compile(writer: &AvroType, column: &ColumnType) -> Result<Op, SchemaError> {
     use AvroType as A;
     use ColumnType as C;
     if let Some(inner) = writer.optional_branch() {
@@ -127,7 +128,7 @@ pub fn compile(writer: &AvroType, column: &ColumnType) -> Result<Op, String> {
                     .iter()
                     .enumerate()
                     .find(|(_, c)| c.name == *name)
-                    .ok_or_else(|| format!("the struct has no field {name}"))?;
+                    .ok_or_else(|| SchemaError::NoStructField { name: name.clone() })?;
                 fields.push(FieldOp {
                     op: compile(ty, &child.ty)?,
                     target: Some(target),
@@ -156,17 +157,16 @@ pub fn compile(writer: &AvroType, column: &ColumnType) -> Result<Op, String> {
                     .iter()
                     .enumerate()
                     .find(|(_, c)| c.name == name)
-                    .ok_or_else(|| format!("the union's struct has no {name}"))?;
+                    .ok_or_else(|| SchemaError::NoUnionBranch { name: name.clone() })?;
                 ops.push(Some((i, compile(b, &child.ty)?)));
             }
             Op::Union(ops)
         }
         _ => {
-            return Err(format!(
-                "a {} column cannot hold Avro {}",
-                column,
-                writer.describe()
-            ))
+            return Err(SchemaError::CannotHold {
+                column: column.clone(),
+                writer: format!("Avro {}", writer.describe()),
+            })
         }
     })
 }

@@ -15,6 +15,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use crate::columns::{ColumnType, MapFields, NestedField};
+use crate::decode::schema_error::SchemaError;
 
 /// An Avro type as the decoder reads it.
 #[derive(Debug, Clone, PartialEq)]
@@ -69,20 +70,20 @@ impl AvroType {
     /// Parses a schema's JSON text; `references` are the texts of the
     /// schemas it refers to (named types defined elsewhere), dependencies
     /// first.
-    pub fn parse(text: &str, references: &[&str]) -> Result<AvroType, String> {
+    pub fn parse(text: &str, references: &[&str]) -> Result<AvroType, SchemaError> {
         let mut parser = Parser::default();
         for r in references {
-            let json: Value = serde_json::from_str(r).map_err(|e| format!("not JSON: {e}"))?;
+            let json: Value = serde_json::from_str(r).map_err(not_json)?;
             parser.parse(&json, "")?;
         }
-        let json: Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
+        let json: Value = serde_json::from_str(text).map_err(not_json)?;
         parser.parse(&json, "")
     }
 
     /// The column type it is stored as (see the module docs and README's
     /// type table); nested field ids are 0 (assigned when the column is
     /// added). `Err` names what Iceberg cannot hold.
-    pub fn column_type(&self) -> Result<ColumnType, String> {
+    pub fn column_type(&self) -> Result<ColumnType, SchemaError> {
         Ok(match self {
             AvroType::Null => ColumnType::String,
             AvroType::Boolean => ColumnType::Boolean,
@@ -93,9 +94,9 @@ impl AvroType {
             AvroType::Bytes | AvroType::Fixed(_) => ColumnType::Binary,
             AvroType::String | AvroType::Enum(_) => ColumnType::String,
             AvroType::Decimal { precision, .. } if *precision > 38 => {
-                return Err(format!(
-                    "decimal with precision {precision} is more than Iceberg's 38 digits"
-                ))
+                return Err(SchemaError::DecimalTooWide {
+                    precision: *precision,
+                })
             }
             AvroType::Decimal {
                 precision, scale, ..
@@ -112,7 +113,7 @@ impl AvroType {
                 r.fields
                     .iter()
                     .map(|(name, t)| Ok(NestedField::optional(0, name, t.column_type()?)))
-                    .collect::<Result<Vec<_>, String>>()?
+                    .collect::<Result<Vec<_>, SchemaError>>()?
                     .into(),
             ),
             AvroType::Array(items) => ColumnType::List(Arc::new(NestedField::optional(
@@ -163,7 +164,7 @@ impl AvroType {
 /// A union that is not `[null, T]`: a struct with `tag` (the branch index
 /// among the non-null branches) and one optional field per non-null
 /// branch, `field0`, `field1`, ... (Iceberg's own rule for Avro unions).
-fn union_struct(branches: &[AvroType]) -> Result<ColumnType, String> {
+fn union_struct(branches: &[AvroType]) -> Result<ColumnType, SchemaError> {
     let mut fields = vec![NestedField::optional(0, "tag", ColumnType::Int)];
     for (i, b) in branches
         .iter()
@@ -187,7 +188,7 @@ struct Parser {
 }
 
 impl Parser {
-    fn parse(&mut self, json: &Value, namespace: &str) -> Result<AvroType, String> {
+    fn parse(&mut self, json: &Value, namespace: &str) -> Result<AvroType, SchemaError> {
         match json {
             Value::String(name) => self.named_or_primitive(name, namespace),
             Value::Array(branches) => Ok(AvroType::Union(
@@ -199,26 +200,34 @@ impl Parser {
             Value::Object(o) => {
                 let ty = o
                     .get("type")
-                    .ok_or_else(|| format!("a schema object without \"type\": {json}"))?;
+                    .ok_or_else(|| invalid(format!("a schema object without \"type\": {json}")))?;
                 let base = match ty.as_str() {
                     Some("record" | "error") => return self.record(json, namespace),
                     Some("enum") => return self.enumeration(json, namespace),
                     Some("fixed") => self.fixed(json, namespace)?,
                     Some("array") => AvroType::Array(Box::new(
-                        self.parse(o.get("items").ok_or("array without \"items\"")?, namespace)?,
+                        self.parse(
+                            o.get("items")
+                                .ok_or_else(|| invalid("array without \"items\""))?,
+                            namespace,
+                        )?,
                     )),
                     Some("map") => AvroType::Map(Box::new(
-                        self.parse(o.get("values").ok_or("map without \"values\"")?, namespace)?,
+                        self.parse(
+                            o.get("values")
+                                .ok_or_else(|| invalid("map without \"values\""))?,
+                            namespace,
+                        )?,
                     )),
                     _ => self.parse(ty, namespace)?,
                 };
                 Ok(logical(json, base))
             }
-            other => Err(format!("not an Avro schema: {other}")),
+            other => Err(invalid(format!("not an Avro schema: {other}"))),
         }
     }
 
-    fn named_or_primitive(&mut self, name: &str, namespace: &str) -> Result<AvroType, String> {
+    fn named_or_primitive(&mut self, name: &str, namespace: &str) -> Result<AvroType, SchemaError> {
         Ok(match name {
             "null" => AvroType::Null,
             "boolean" => AvroType::Boolean,
@@ -234,41 +243,44 @@ impl Parser {
                     .named
                     .get(&full)
                     .or_else(|| self.named.get(name))
-                    .ok_or_else(|| format!("unknown type {name:?}"))?;
-                found.clone().ok_or_else(|| {
-                    format!("record {full} contains itself, which an Iceberg table cannot hold")
+                    .ok_or_else(|| SchemaError::UnknownType {
+                        name: name.to_owned(),
+                    })?;
+                found.clone().ok_or(SchemaError::ContainsItself {
+                    what: "record",
+                    name: full,
                 })?
             }
         })
     }
 
-    fn name_of(json: &Value, namespace: &str) -> Result<(String, String), String> {
+    fn name_of(json: &Value, namespace: &str) -> Result<(String, String), SchemaError> {
         let name = json["name"]
             .as_str()
-            .ok_or_else(|| format!("a named type without \"name\": {json}"))?;
+            .ok_or_else(|| invalid(format!("a named type without \"name\": {json}")))?;
         let ns = json["namespace"].as_str().unwrap_or(namespace);
         let full = full_name(name, ns);
         let own_ns = full.rsplit_once('.').map_or("", |(n, _)| n).to_owned();
         Ok((full, own_ns))
     }
 
-    fn record(&mut self, json: &Value, namespace: &str) -> Result<AvroType, String> {
+    fn record(&mut self, json: &Value, namespace: &str) -> Result<AvroType, SchemaError> {
         let (full, ns) = Self::name_of(json, namespace)?;
         self.named.insert(full.clone(), None);
         let fields = json["fields"]
             .as_array()
-            .ok_or_else(|| format!("record {full} without \"fields\""))?
+            .ok_or_else(|| invalid(format!("record {full} without \"fields\"")))?
             .iter()
             .map(|f| {
                 let name = f["name"]
                     .as_str()
-                    .ok_or_else(|| format!("a field of record {full} without \"name\""))?;
+                    .ok_or_else(|| invalid(format!("a field of record {full} without \"name\"")))?;
                 let ty = f
                     .get("type")
-                    .ok_or_else(|| format!("field {full}.{name} without \"type\""))?;
+                    .ok_or_else(|| invalid(format!("field {full}.{name} without \"type\"")))?;
                 Ok((name.to_owned(), self.parse(ty, &ns)?))
             })
-            .collect::<Result<Vec<_>, String>>()?;
+            .collect::<Result<Vec<_>, SchemaError>>()?;
         let record = AvroType::Record(Arc::new(Record {
             name: full.clone(),
             fields,
@@ -277,29 +289,39 @@ impl Parser {
         Ok(record)
     }
 
-    fn enumeration(&mut self, json: &Value, namespace: &str) -> Result<AvroType, String> {
+    fn enumeration(&mut self, json: &Value, namespace: &str) -> Result<AvroType, SchemaError> {
         let (full, _) = Self::name_of(json, namespace)?;
         let symbols = json["symbols"]
             .as_array()
-            .ok_or_else(|| format!("enum {full} without \"symbols\""))?
+            .ok_or_else(|| invalid(format!("enum {full} without \"symbols\"")))?
             .iter()
             .map(|s| s.as_str().map(str::to_owned))
             .collect::<Option<Vec<_>>>()
-            .ok_or_else(|| format!("enum {full} has a symbol that is not a string"))?;
+            .ok_or_else(|| invalid(format!("enum {full} has a symbol that is not a string")))?;
         let ty = AvroType::Enum(symbols.into());
         self.named.insert(full, Some(ty.clone()));
         Ok(ty)
     }
 
-    fn fixed(&mut self, json: &Value, namespace: &str) -> Result<AvroType, String> {
+    fn fixed(&mut self, json: &Value, namespace: &str) -> Result<AvroType, SchemaError> {
         let (full, _) = Self::name_of(json, namespace)?;
         let size = json["size"]
             .as_u64()
-            .ok_or_else(|| format!("fixed {full} without a \"size\""))?;
+            .ok_or_else(|| invalid(format!("fixed {full} without a \"size\"")))?;
         let ty = logical(json, AvroType::Fixed(size as usize));
         self.named.insert(full, Some(ty.clone()));
         Ok(ty)
     }
+}
+
+fn not_json(e: serde_json::Error) -> SchemaError {
+    SchemaError::NotJson {
+        source: Arc::new(e),
+    }
+}
+
+fn invalid(reason: impl Into<String>) -> SchemaError {
+    SchemaError::invalid(reason)
 }
 
 fn full_name(name: &str, namespace: &str) -> String {
@@ -402,7 +424,7 @@ mod tests {
         let list =
             r#"{"type":"record","name":"Node","fields":[{"name":"next","type":["null","Node"]}]}"#;
         let e = AvroType::parse(list, &[]).unwrap_err();
-        assert!(e.contains("contains itself"), "{e}");
+        assert!(e.to_string().contains("contains itself"), "{e}");
     }
 
     #[test]
@@ -420,6 +442,6 @@ mod tests {
             .unwrap()
             .column_type()
             .unwrap_err();
-        assert!(e.contains("38 digits"), "{e}");
+        assert!(e.to_string().contains("38 digits"), "{e}");
     }
 }

@@ -10,10 +10,11 @@ use super::read::{message_indexes, read_message, Scratch};
 use crate::decode::buffer::ColumnBuffer;
 use crate::decode::error::DecodeErrorKind;
 use crate::decode::framed::Parsed;
+use crate::decode::schema_error::SchemaError;
 use crate::olake_id::{encode_key_value, KeyValue};
 
 /// How one key message's field is read, or why it cannot be.
-type KeyPlan = Result<(MessageOp, ColumnBuffer), String>;
+type KeyPlan = Result<(MessageOp, ColumnBuffer), SchemaError>;
 
 /// The key field of one Protobuf key schema, per message it names.
 pub(crate) struct ProtoKey {
@@ -49,13 +50,13 @@ impl ProtoKey {
         };
         let start =
             message_indexes(body, &mut self.scratch.path).map_err(|b| bad(b.to_string()))?;
-        let at = self.plan_at(name).map_err(bad)?;
+        let at = self.plan_at(name).map_err(|e| bad(e.to_string()))?;
         let (op, buffer) = match &mut self.messages[at].1 {
             Ok(plan) => plan,
             Err(reason) => {
                 return Err(DecodeErrorKind::UnsupportedSchema {
                     schema_id: id,
-                    reason: reason.clone(),
+                    reason: Box::new(reason.clone()),
                 })
             }
         };
@@ -84,7 +85,7 @@ impl ProtoKey {
 
     /// Where the plan for the message at `self.scratch.path` sits, made on
     /// first use; `Err` when the path names no message (not kept).
-    fn plan_at(&mut self, name: &str) -> Result<usize, String> {
+    fn plan_at(&mut self, name: &str) -> Result<usize, SchemaError> {
         let path = &self.scratch.path;
         if let Some(at) = self.messages.iter().position(|(p, _)| p == path) {
             return Ok(at);
@@ -94,7 +95,7 @@ impl ProtoKey {
         };
         let message = schema
             .message(path)
-            .ok_or_else(|| format!("message indexes {path:?} name no message of the schema"))?;
+            .ok_or_else(|| SchemaError::NoMessageAt { path: path.clone() })?;
         let plan = message.and_then(|m| key_plan(&m, name));
         self.messages.push((path.clone(), plan));
         Ok(self.messages.len() - 1)
@@ -107,11 +108,17 @@ fn key_plan(message: &super::ProtoMessage, name: &str) -> KeyPlan {
         .fields
         .iter()
         .find(|f| f.name == name)
-        .ok_or_else(|| format!("the key message {} has no field {name:?}", message.name))?;
+        .ok_or_else(|| SchemaError::NoKeyMessageField {
+            message: message.name.clone(),
+            name: name.to_owned(),
+        })?;
     let column = field
         .column_type()
         .filter(|c| !c.is_nested())
-        .ok_or_else(|| format!("key field {name:?} is not a single value"))?;
+        .ok_or_else(|| SchemaError::KeyNotSingle {
+            name: name.to_owned(),
+            column: None,
+        })?;
     let targets: Vec<Option<usize>> = message
         .fields
         .iter()

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use super::schema::{Label, ProtoEnum, ProtoField, ProtoMessage, ProtoType, Scalar};
 use crate::columns::{ColumnType, NestedField};
+use crate::decode::schema_error::SchemaError;
 
 /// Wire types (Protobuf encoding, "Message Structure").
 pub const VARINT: u8 = 0;
@@ -180,7 +181,7 @@ pub fn compile_top(
     targets: &[Option<usize>],
     types: &[&ColumnType],
     absent: Vec<usize>,
-) -> Result<MessageOp, (String, String)> {
+) -> Result<MessageOp, (String, SchemaError)> {
     let mut fields = Vec::with_capacity(message.fields.len());
     for (field, target) in message.fields.iter().zip(targets) {
         if let Some(t) = *target {
@@ -196,7 +197,7 @@ fn compile_field(
     field: &ProtoField,
     column: &ColumnType,
     target: usize,
-) -> Result<FieldOp, String> {
+) -> Result<FieldOp, SchemaError> {
     let (shape, op) = match (&field.label, column) {
         (Label::Singular { presence }, _) => (
             Shape::Singular {
@@ -211,10 +212,10 @@ fn compile_field(
             (Shape::Map, map_entry(*key, &field.ty, &kv.value.ty)?)
         }
         _ => {
-            return Err(format!(
-                "a {column} column cannot hold the field's {}",
-                field.ty.describe()
-            ))
+            return Err(SchemaError::CannotHold {
+                column: column.clone(),
+                writer: format!("the field's {}", field.ty.describe()),
+            })
         }
     };
     Ok(FieldOp {
@@ -229,7 +230,7 @@ fn compile_field(
 
 /// A map entry: key (field 1) into buffer 0, value (field 2) into buffer
 /// 1; both read their default when absent.
-fn map_entry(key: Scalar, value: &ProtoType, column: &ColumnType) -> Result<Op, String> {
+fn map_entry(key: Scalar, value: &ProtoType, column: &ColumnType) -> Result<Op, SchemaError> {
     let singular = Shape::Singular { presence: false };
     let key = FieldOp {
         name: "key".into(),
@@ -258,7 +259,7 @@ fn map_entry(key: Scalar, value: &ProtoType, column: &ColumnType) -> Result<Op, 
 }
 
 /// How to read `writer` values into a `column` that holds them.
-pub fn compile(writer: &ProtoType, column: &ColumnType) -> Result<Op, String> {
+pub fn compile(writer: &ProtoType, column: &ColumnType) -> Result<Op, SchemaError> {
     Ok(match (writer, column) {
         (ProtoType::Scalar(s), _) => Op::Scalar {
             scalar: *s,
@@ -274,16 +275,16 @@ pub fn compile(writer: &ProtoType, column: &ColumnType) -> Result<Op, String> {
             Op::Message(Box::new(message(m, children)?))
         }
         _ => {
-            return Err(format!(
-                "a {column} column cannot hold Protobuf {}",
-                writer.describe()
-            ))
+            return Err(SchemaError::CannotHold {
+                column: column.clone(),
+                writer: format!("Protobuf {}", writer.describe()),
+            })
         }
     })
 }
 
 /// A nested message into a struct with `children`.
-fn message(m: &ProtoMessage, children: &[NestedField]) -> Result<MessageOp, String> {
+fn message(m: &ProtoMessage, children: &[NestedField]) -> Result<MessageOp, SchemaError> {
     let mut fields = Vec::with_capacity(m.fields.len());
     for f in &m.fields {
         if f.column_type().is_none() {
@@ -293,8 +294,15 @@ fn message(m: &ProtoMessage, children: &[NestedField]) -> Result<MessageOp, Stri
             .iter()
             .enumerate()
             .find(|(_, c)| c.name == f.name)
-            .ok_or_else(|| format!("the struct has no field {}", f.name))?;
-        fields.push(compile_field(f, &child.ty, target).map_err(|e| format!("{}: {e}", f.name))?);
+            .ok_or_else(|| SchemaError::NoStructField {
+                name: f.name.clone(),
+            })?;
+        fields.push(
+            compile_field(f, &child.ty, target).map_err(|e| SchemaError::InNested {
+                field: f.name.clone(),
+                source: Box::new(e),
+            })?,
+        );
     }
     let absent = (0..children.len())
         .filter(|i| !fields.iter().any(|f| f.target == *i))
@@ -304,7 +312,7 @@ fn message(m: &ProtoMessage, children: &[NestedField]) -> Result<MessageOp, Stri
 
 /// Whether `scalar` values are widened into `column` (`int32` into
 /// `long`, `float` into `double`); `Err` if the column cannot hold them.
-fn widens(scalar: Scalar, column: &ColumnType) -> Result<bool, String> {
+fn widens(scalar: Scalar, column: &ColumnType) -> Result<bool, SchemaError> {
     match (scalar.column_type(), column) {
         (a, b) if a == *b => Ok(false),
         (ColumnType::Int, ColumnType::Long) | (ColumnType::Float, ColumnType::Double) => Ok(true),
@@ -316,10 +324,10 @@ fn widens(scalar: Scalar, column: &ColumnType) -> Result<bool, String> {
                 scale: 0,
             },
         ) if *precision >= 20 => Ok(false),
-        _ => Err(format!(
-            "a {column} column cannot hold Protobuf {}",
-            scalar.name()
-        )),
+        _ => Err(SchemaError::CannotHold {
+            column: column.clone(),
+            writer: format!("Protobuf {}", scalar.name()),
+        }),
     }
 }
 

@@ -12,6 +12,7 @@ use prost_reflect::{Cardinality, DescriptorPool, FieldDescriptor, Kind, MessageD
 use protox::file::{ChainFileResolver, File, FileResolver, GoogleFileResolver};
 
 use crate::columns::{ColumnType, MapFields, NestedField};
+use crate::decode::schema_error::SchemaError;
 use crate::registry::SchemaReference;
 
 /// The name the registered schema itself is compiled under (imports name
@@ -30,7 +31,7 @@ impl ProtoSchema {
     /// text). Each text is `.proto` source or, failing that, a base64
     /// serialized `FileDescriptorProto`. The well-known
     /// `google/protobuf/*.proto` files need no reference.
-    pub fn parse(text: &str, references: &[SchemaReference]) -> Result<ProtoSchema, String> {
+    pub fn parse(text: &str, references: &[SchemaReference]) -> Result<ProtoSchema, SchemaError> {
         let mut sources = HashMap::with_capacity(references.len() + 1);
         for r in references {
             sources.insert(r.name.clone(), r.schema.clone());
@@ -43,7 +44,9 @@ impl ProtoSchema {
         compiler
             .include_imports(true)
             .open_file(MAIN_FILE)
-            .map_err(|e| format!("not a Protobuf schema: {e}"))?;
+            .map_err(|e| SchemaError::NotProtobuf {
+                source: Arc::new(e),
+            })?;
         Ok(ProtoSchema {
             pool: compiler.descriptor_pool(),
         })
@@ -55,7 +58,7 @@ impl ProtoSchema {
     /// table cannot hold it (a message that contains itself, a proto2
     /// group). Its top-level fields' [`ProtoField::column_type`] are the
     /// columns it is read into.
-    pub fn message(&self, path: &[i32]) -> Option<Result<ProtoMessage, String>> {
+    pub fn message(&self, path: &[i32]) -> Option<Result<ProtoMessage, SchemaError>> {
         Some(ProtoMessage::from_descriptor(&self.message_at(path)?))
     }
 
@@ -260,7 +263,9 @@ impl ProtoMessage {
     /// The message `descriptor` describes, with every type it uses. `Err`
     /// names a message that contains itself (an Iceberg table cannot hold
     /// it) or a proto2 group.
-    pub(crate) fn from_descriptor(descriptor: &MessageDescriptor) -> Result<ProtoMessage, String> {
+    pub(crate) fn from_descriptor(
+        descriptor: &MessageDescriptor,
+    ) -> Result<ProtoMessage, SchemaError> {
         let mut within = Vec::new();
         message(descriptor, &mut within)
     }
@@ -329,12 +334,13 @@ impl ProtoType {
 fn message(
     descriptor: &MessageDescriptor,
     within: &mut Vec<String>,
-) -> Result<ProtoMessage, String> {
+) -> Result<ProtoMessage, SchemaError> {
     let name = descriptor.full_name().to_owned();
     if within.contains(&name) {
-        return Err(format!(
-            "message {name} contains itself, which an Iceberg table cannot hold"
-        ));
+        return Err(SchemaError::ContainsItself {
+            what: "message",
+            name,
+        });
     }
     within.push(name.clone());
     // Real oneofs (not proto3 `optional`'s synthetic ones), numbered.
@@ -350,7 +356,7 @@ fn message(
         .iter()
         .filter_map(|f| descriptor.get_field(f.number() as u32))
         .map(|f| field(&f, &oneofs, within))
-        .collect::<Result<Vec<_>, String>>()?;
+        .collect::<Result<Vec<_>, SchemaError>>()?;
     within.pop();
     Ok(ProtoMessage {
         name,
@@ -403,17 +409,17 @@ fn field(
     f: &FieldDescriptor,
     oneofs: &[String],
     within: &mut Vec<String>,
-) -> Result<ProtoField, String> {
+) -> Result<ProtoField, SchemaError> {
     if f.is_group() {
-        return Err(format!(
-            "field {} is a proto2 group, which is not read",
-            f.full_name()
-        ));
+        return Err(SchemaError::Group {
+            field: f.full_name().to_owned(),
+        });
     }
     let (ty, label) = match map_entry(f) {
         Some((key, value)) => {
-            let key = Scalar::of(&key.kind())
-                .ok_or_else(|| format!("map field {} has a key that is not scalar", f.name()))?;
+            let key = Scalar::of(&key.kind()).ok_or_else(|| SchemaError::MapKeyNotScalar {
+                field: f.name().to_owned(),
+            })?;
             (value_type(&value, within)?, Label::Map(key))
         }
         _ if f.cardinality() == Cardinality::Repeated => (value_type(f, within)?, Label::Repeated),
@@ -438,7 +444,7 @@ fn field(
 }
 
 /// The type of one value of field `f` (an element, for a repeated field).
-fn value_type(f: &FieldDescriptor, within: &mut Vec<String>) -> Result<ProtoType, String> {
+fn value_type(f: &FieldDescriptor, within: &mut Vec<String>) -> Result<ProtoType, SchemaError> {
     Ok(match f.kind() {
         Kind::Enum(e) => ProtoType::Enum(Arc::new(enumeration(&e))),
         Kind::Message(m) => match well_known(m.full_name()) {
@@ -485,7 +491,7 @@ fn enumeration(e: &prost_reflect::EnumDescriptor) -> ProtoEnum {
 mod tests {
     use super::*;
 
-    fn top(text: &str, path: &[i32]) -> Result<ProtoMessage, String> {
+    fn top(text: &str, path: &[i32]) -> Result<ProtoMessage, SchemaError> {
         let schema = ProtoSchema::parse(text, &[])?;
         schema.message(path).expect("message")
     }
@@ -591,7 +597,10 @@ mod tests {
         let text =
             r#"syntax = "proto3"; message Node { Node next = 1; } message Ok { int32 x = 1; }"#;
         let e = top(text, &[0]).unwrap_err();
-        assert!(e.contains("message Node contains itself"), "{e}");
+        assert!(
+            e.to_string().contains("message Node contains itself"),
+            "{e}"
+        );
         assert_eq!(types(&top(text, &[1]).unwrap()), ["x int"]);
         let schema = ProtoSchema::parse(text, &[]).unwrap();
         assert!(schema.message_at(&[2]).is_none());
@@ -621,6 +630,6 @@ mod tests {
         let schema = ProtoSchema::parse(text, &[reference(encoded)]).unwrap();
         assert!(schema.message_at(&[0]).is_some());
         let e = ProtoSchema::parse(text, &[]).unwrap_err();
-        assert!(e.contains("address.proto"), "{e}");
+        assert!(e.to_string().contains("address.proto"), "{e}");
     }
 }

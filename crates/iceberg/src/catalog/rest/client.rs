@@ -155,6 +155,7 @@ impl RestCatalog {
                         "reading destination.ca_pem",
                         format!("not PEM certificates: {e}"),
                     )
+                    .with_source(e)
                 })?;
             for certificate in certificates {
                 builder = builder.add_root_certificate(certificate);
@@ -166,6 +167,7 @@ impl RestCatalog {
                 "building the HTTP client",
                 e.to_string(),
             )
+            .with_source(e)
         })?;
         let auth = match &config.auth {
             CatalogAuth::ClientCredentials {
@@ -298,6 +300,7 @@ impl RestCatalog {
                 step,
                 format!("unexpected response body: {e}"),
             )
+            .with_source(e)
         })
     }
 
@@ -386,7 +389,8 @@ impl RestCatalog {
                             retry.note(),
                             tls_hint(&describe_transport(&e))
                         ),
-                    ))
+                    )
+                    .with_source(e))
                 }
             };
             // A 401 was refused before the catalog acted on the request, so

@@ -77,7 +77,8 @@ pub async fn exchange_client_credentials(
                         retry.note(),
                         tls_hint(&describe_transport(&e))
                     ),
-                ))
+                )
+                .with_source(e))
             }
         }
     };
@@ -114,6 +115,7 @@ pub async fn exchange_client_credentials(
             &step,
             format!("unexpected token response: {e}"),
         )
+        .with_source(e)
     })?;
     Ok(AccessToken {
         token: Secret::new(parsed.access_token),

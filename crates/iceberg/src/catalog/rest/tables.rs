@@ -282,6 +282,7 @@ fn parse_table(step: &str, bytes: &[u8]) -> Result<LoadedTable, CatalogError> {
                 step,
                 format!("unexpected table response: {e}"),
             )
+            .with_source(e)
         })
 }
 

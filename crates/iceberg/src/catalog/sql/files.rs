@@ -65,6 +65,7 @@ impl MetadataIo {
                     step,
                     format!("reading the metadata file {}: {e}", path.display()),
                 )
+                .with_source(e)
             })?,
             None => {
                 let io = self.remote_or_error(location, step)?;
@@ -90,6 +91,7 @@ impl MetadataIo {
                 step,
                 format!("serialising the table metadata: {e}"),
             )
+            .with_source(e)
         })?;
         if let Some(path) = local_path(location) {
             return write_local(&path, &json, step);
@@ -130,6 +132,7 @@ impl MetadataIo {
                             path.display()
                         ),
                     )
+                    .with_source(e)
                 });
         }
         let io = self.remote_or_error(location, step)?;
@@ -158,7 +161,7 @@ fn storage_error(step: &str, doing: &str, location: &str, e: iceberg::Error) -> 
     } else {
         CatalogErrorKind::Protocol
     };
-    CatalogError::new(kind, step, format!("{doing} {location}: {e}"))
+    CatalogError::new(kind, step, format!("{doing} {location}: {e}")).with_source(e)
 }
 
 fn parse_metadata(bytes: &[u8], location: &str, step: &str) -> Result<TableMetadata, CatalogError> {
@@ -177,6 +180,7 @@ fn parse_metadata(bytes: &[u8], location: &str, step: &str) -> Result<TableMetad
             step,
             format!("the metadata file {location} is not table metadata: {e}"),
         )
+        .with_source(e)
     })
 }
 
@@ -210,6 +214,7 @@ fn write_local(path: &Path, json: &[u8], step: &str) -> Result<(), CatalogError>
             step,
             format!("writing the metadata file {}: {e}", path.display()),
         )
+        .with_source(e)
     };
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(io_error)?;

@@ -150,10 +150,11 @@ impl SqlCatalog {
                 &step,
                 format!("cannot create the folder: {e}"),
             )
+            .with_source(e)
         })?;
-        let folder = path
-            .canonicalize()
-            .map_err(|e| CatalogError::new(CatalogErrorKind::Server, &step, format!("{e}")))?;
+        let folder = path.canonicalize().map_err(|e| {
+            CatalogError::new(CatalogErrorKind::Server, &step, format!("{e}")).with_source(e)
+        })?;
         let Some(folder_text) = folder.to_str() else {
             return Err(CatalogError::new(
                 CatalogErrorKind::Protocol,
@@ -263,6 +264,7 @@ impl SqlCatalog {
                     format!("using the SQL catalog {}", self.inner.db_path.display()),
                     format!("the catalog task failed: {e}"),
                 )
+                .with_source(e)
             })?
     }
 }
@@ -436,7 +438,7 @@ fn sql_error(step: &str, doing: &str, e: rusqlite::Error) -> CatalogError {
         Some(ErrorCode::ConstraintViolation) => CatalogErrorKind::Conflict,
         _ => CatalogErrorKind::Server,
     };
-    CatalogError::new(kind, step, format!("{doing}: {e}"))
+    CatalogError::new(kind, step, format!("{doing}: {e}")).with_source(e)
 }
 
 /// A namespace as the catalog stores it: levels joined by `.`. A level must

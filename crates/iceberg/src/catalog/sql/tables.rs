@@ -270,6 +270,7 @@ impl Inner {
                 &step,
                 format!("building the table metadata: {e}"),
             )
+            .with_source(e)
         })?
         .metadata;
 
@@ -402,9 +403,9 @@ impl Inner {
         let base = self.io.read(&base_location, &step)?;
 
         for requirement in requirements {
-            requirement
-                .check(Some(&base))
-                .map_err(|e| CatalogError::new(CatalogErrorKind::Conflict, &step, e.to_string()))?;
+            requirement.check(Some(&base)).map_err(|e| {
+                CatalogError::new(CatalogErrorKind::Conflict, &step, e.to_string()).with_source(e)
+            })?;
         }
         if updates.is_empty() {
             return Ok(loaded(base_location, base));
@@ -416,6 +417,7 @@ impl Inner {
                 &step,
                 format!("applying the updates: {e}"),
             )
+            .with_source(e)
         })?;
         let location =
             files::metadata_location(next.location(), files::metadata_version(&base_location) + 1);

@@ -3,7 +3,7 @@
 use serde::Serialize;
 use serde_json::{json, Value};
 use topicberg_core::config::{DeleteFormat, FormatVersion, ResolvedUpsert, StreamSettings};
-use topicberg_sync::check::CheckStep;
+use topicberg_sync::check::{CheckFailure, CheckStep};
 use topicberg_sync::discover::DiscoveredTopic;
 
 use super::*;
@@ -219,7 +219,13 @@ fn connection_tests() {
     warned.warnings.push("no subject".into());
     let steps = [
         CheckStep::new("brokers", Ok("reached".into())),
-        CheckStep::new("auth", Err("refused".into())),
+        CheckStep::new(
+            "auth",
+            Err(CheckFailure::NoRegistry {
+                topic: "orders".into(),
+                format: topicberg_core::ValueFormat::Avro,
+            }),
+        ),
         warned,
     ];
     let expected = |steps: &[CheckStep]| {
@@ -229,7 +235,7 @@ fn connection_tests() {
             "steps": steps.iter().map(|s| {
                 let mut step = match &s.outcome {
                     Ok(text) => json!({"step": s.step, "ok": true, "message": text}),
-                    Err(text) => json!({"step": s.step, "ok": false, "message": text}),
+                    Err(e) => json!({"step": s.step, "ok": false, "message": e.to_string()}),
                 };
                 if !s.warnings.is_empty() {
                     step["warnings"] = json!(s.warnings);
@@ -244,10 +250,10 @@ fn connection_tests() {
 }
 
 /// A topic of the streams page, as a `json!` body.
-fn topic_json(
+fn topic_json<E: std::fmt::Display>(
     topic: &DiscoveredTopic,
     stream: &StreamSettings,
-    upsert: &Result<ResolvedUpsert, String>,
+    upsert: &Result<ResolvedUpsert, E>,
 ) -> Value {
     json!({
         "topic": topic.topic,
@@ -270,7 +276,7 @@ fn topic_json(
             }),
             Err(_) => Value::Null,
         },
-        "upsert_delete_format_error": upsert.clone().err(),
+        "upsert_delete_format_error": upsert.as_ref().err().map(ToString::to_string),
         "value_format": topic.value_format,
         "value_format_reason": topic.value_format_reason,
     })

@@ -12,7 +12,7 @@ use std::fs::File;
 use std::io::{BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
-use super::{KeyHash, Slot, Version};
+use super::{KeyHash, Slot, SpillError, Version};
 
 /// Entries held in memory before spilling to the bucket files (40 MiB).
 pub const MEMORY_ENTRIES: usize = 1 << 20;
@@ -114,7 +114,7 @@ impl Entries {
         self.spilled
     }
 
-    pub fn push(&mut self, entry: Entry) -> Result<(), String> {
+    pub fn push(&mut self, entry: Entry) -> Result<(), SpillError> {
         self.memory.push(entry);
         self.count += 1;
         if self.memory.len() >= self.limit {
@@ -127,7 +127,7 @@ impl Entries {
         self.dir.join(format!("entries-{bucket:03}"))
     }
 
-    fn spill(&mut self) -> Result<(), String> {
+    fn spill(&mut self) -> Result<(), SpillError> {
         if self.buckets.is_none() {
             let mut files = Vec::with_capacity(BUCKETS);
             for bucket in 0..BUCKETS {
@@ -138,7 +138,7 @@ impl Entries {
                     .create(true)
                     .append(true)
                     .open(&path)
-                    .map_err(|e| spill_error(&path, e))?;
+                    .map_err(|e| SpillError::io(&path, e))?;
                 files.push(BufWriter::with_capacity(64 * 1024, file));
             }
             self.buckets = Some(files);
@@ -151,17 +151,17 @@ impl Entries {
             entry.encode(&mut bytes);
             buckets[entry.key[0] as usize]
                 .write_all(&bytes)
-                .map_err(|e| spill_error(&dir, e))?;
+                .map_err(|e| SpillError::io(&dir, e))?;
         }
         Ok(())
     }
 
     /// Calls `f` with every key's winning entry, keys in ascending order.
     /// Can be called again (a commit attempt that must be recomputed).
-    pub fn for_each_winner(
+    pub fn for_each_winner<E: From<SpillError>>(
         &mut self,
-        mut f: impl FnMut(&KeyHash, Slot) -> Result<(), String>,
-    ) -> Result<(), String> {
+        mut f: impl FnMut(&KeyHash, Slot) -> Result<(), E>,
+    ) -> Result<(), E> {
         if !self.spilled() {
             let mut sorted = self.memory.clone();
             return resolve_sorted(&mut sorted, &mut f);
@@ -173,7 +173,7 @@ impl Entries {
         // MiB) are released before the winning rows are written.
         self.memory = Vec::new();
         for mut file in self.buckets.take().into_iter().flatten() {
-            file.flush().map_err(|e| spill_error(&self.dir, e))?;
+            file.flush().map_err(|e| SpillError::io(&self.dir, e))?;
         }
         // One thread reads and sorts the next bucket while this one folds
         // the last into winners and hands them to `f`.
@@ -193,7 +193,7 @@ impl Entries {
                 }
             });
             for bucket in rx {
-                fold_sorted(&bucket?, &mut f)?;
+                fold_sorted(&bucket.map_err(E::from)?, &mut f)?;
             }
             Ok(())
         })
@@ -201,9 +201,9 @@ impl Entries {
 }
 
 /// A bucket file's entries, in the order they were written.
-fn read_bucket(path: &Path) -> Result<Vec<Entry>, String> {
-    let file = File::open(path).map_err(|e| spill_error(path, e))?;
-    let len = file.metadata().map_err(|e| spill_error(path, e))?.len() as usize;
+fn read_bucket(path: &Path) -> Result<Vec<Entry>, SpillError> {
+    let file = File::open(path).map_err(|e| SpillError::io(path, e))?;
+    let len = file.metadata().map_err(|e| SpillError::io(path, e))?.len() as usize;
     let mut reader = BufReader::with_capacity(256 * 1024, file);
     let mut bucket = Vec::with_capacity(len / ENTRY_BYTES);
     let mut bytes = [0u8; ENTRY_BYTES];
@@ -211,26 +211,26 @@ fn read_bucket(path: &Path) -> Result<Vec<Entry>, String> {
         match reader.read_exact(&mut bytes) {
             Ok(()) => bucket.push(Entry::decode(&bytes)),
             Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(bucket),
-            Err(e) => return Err(spill_error(path, e)),
+            Err(e) => return Err(SpillError::io(path, e)),
         }
     }
 }
 
 /// Sorts entries by key (stable: a key's entries keep their arrival order)
 /// and hands each key's winner to `f`.
-fn resolve_sorted(
+fn resolve_sorted<E>(
     entries: &mut [Entry],
-    f: &mut impl FnMut(&KeyHash, Slot) -> Result<(), String>,
-) -> Result<(), String> {
+    f: &mut impl FnMut(&KeyHash, Slot) -> Result<(), E>,
+) -> Result<(), E> {
     entries.sort_by_key(|e| e.key);
     fold_sorted(entries, f)
 }
 
 /// Hands each key's winner to `f`, from entries sorted by key (stable).
-fn fold_sorted(
+fn fold_sorted<E>(
     entries: &[Entry],
-    f: &mut impl FnMut(&KeyHash, Slot) -> Result<(), String>,
-) -> Result<(), String> {
+    f: &mut impl FnMut(&KeyHash, Slot) -> Result<(), E>,
+) -> Result<(), E> {
     let mut i = 0;
     while i < entries.len() {
         let mut winner = entries[i];
@@ -245,10 +245,6 @@ fn fold_sorted(
         i = j;
     }
     Ok(())
-}
-
-pub(super) fn spill_error(path: &Path, e: std::io::Error) -> String {
-    format!("upsert spill file {}: {e}", path.display())
 }
 
 #[cfg(test)]
@@ -275,7 +271,7 @@ mod tests {
         entries
             .for_each_winner(|k, s| {
                 out.push((*k, s));
-                Ok(())
+                Ok::<_, SpillError>(())
             })
             .unwrap();
         out

@@ -12,6 +12,8 @@
 use std::fs::{File, TryLockError};
 use std::path::{Path, PathBuf};
 
+use super::SpillError;
+
 /// The lock file in every buffer's folder.
 const LOCK_FILE: &str = "folder.lock";
 /// The prefix of a buffer's folder.
@@ -26,8 +28,8 @@ pub struct SpillFolder {
 
 impl SpillFolder {
     /// A new folder under `spill_dir` (created if missing).
-    pub fn create(spill_dir: &Path) -> Result<Self, String> {
-        let failed = |path: &Path, e: std::io::Error| super::entries::spill_error(path, e);
+    pub fn create(spill_dir: &Path) -> Result<Self, SpillError> {
+        let failed = |path: &Path, e: std::io::Error| SpillError::io(path, e);
         std::fs::create_dir_all(spill_dir).map_err(|e| failed(spill_dir, e))?;
         let id = uuid::Uuid::new_v4().simple();
         let making = spill_dir.join(format!("making-{id}"));

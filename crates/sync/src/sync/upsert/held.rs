@@ -23,7 +23,7 @@ use arrow_buffer::{Buffer, OffsetBuffer};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use topicberg_core::columns::{CDC_TIMESTAMP, KAFKA_TIMESTAMP, OLAKE_ID, OLAKE_TIMESTAMP, OP_TYPE};
 
-use super::KeyHash;
+use super::{KeyHash, SpillError};
 
 /// Bytes of an `_olake_id` held.
 const ID_BYTES: i32 = 16;
@@ -59,12 +59,11 @@ pub struct HeldShape {
 
 impl HeldShape {
     /// The shape `batch` is held in.
-    pub fn of(batch: &RecordBatch) -> Result<Self, String> {
+    pub fn of(batch: &RecordBatch) -> Result<Self, SpillError> {
         let schema = batch.schema();
         let index = |name: &str| schema.index_of(name).ok();
-        let missing = |name: &str| format!("the batch has no {name} column");
-        let id = index(OLAKE_ID).ok_or_else(|| missing(OLAKE_ID))?;
-        let op_type = index(OP_TYPE).ok_or_else(|| missing(OP_TYPE))?;
+        let id = index(OLAKE_ID).ok_or(SpillError::MissingColumn(OLAKE_ID))?;
+        let op_type = index(OP_TYPE).ok_or(SpillError::MissingColumn(OP_TYPE))?;
         let cdc = index(CDC_TIMESTAMP)
             .zip(index(KAFKA_TIMESTAMP))
             .filter(|(cdc, kafka)| batch.column(*cdc) == batch.column(*kafka));
@@ -109,7 +108,7 @@ impl HeldShape {
                     arrow_select::take::take(batch.column(i), &UInt32Array::from(vec![0]), None)
                 })
                 .transpose()
-                .map_err(|e| format!("holding {OLAKE_TIMESTAMP}: {e}"))?,
+                .map_err(SpillError::arrow(Some("holding _olake_timestamp")))?,
             schema,
             sources,
         })
@@ -122,7 +121,7 @@ impl HeldShape {
 
     /// `batch` (of this shape) as held, with `ids` its rows' `_olake_id`
     /// bytes (16 per row, in row order).
-    pub fn hold(&self, batch: &RecordBatch, ids: &[u8]) -> Result<RecordBatch, String> {
+    pub fn hold(&self, batch: &RecordBatch, ids: &[u8]) -> Result<RecordBatch, SpillError> {
         let mut columns: Vec<ArrayRef> = Vec::with_capacity(self.held.fields().len());
         for (i, source) in self.sources.iter().enumerate() {
             match source {
@@ -133,18 +132,22 @@ impl HeldShape {
                         Buffer::from(ids),
                         batch.column(i).nulls().cloned(),
                     )
-                    .map_err(|e| format!("holding _olake_id: {e}"))?;
+                    .map_err(SpillError::arrow(Some("holding _olake_id")))?;
                     columns.push(Arc::new(ids));
                 }
                 Source::OpType | Source::Copy(_) | Source::Constant => {}
             }
         }
-        RecordBatch::try_new(Arc::clone(&self.held), columns).map_err(|e| e.to_string())
+        RecordBatch::try_new(Arc::clone(&self.held), columns).map_err(SpillError::arrow(None))
     }
 
     /// The decoded batch back from `held` (a held batch of this shape, or
     /// some of its rows), with `op_types` as its `_op_type`.
-    pub fn restore(&self, held: &RecordBatch, op_types: ArrayRef) -> Result<RecordBatch, String> {
+    pub fn restore(
+        &self,
+        held: &RecordBatch,
+        op_types: ArrayRef,
+    ) -> Result<RecordBatch, SpillError> {
         let mut columns: Vec<ArrayRef> = Vec::with_capacity(self.sources.len());
         for source in &self.sources {
             columns.push(match source {
@@ -154,17 +157,16 @@ impl HeldShape {
                 Source::Constant => self.repeat_constant(held.num_rows())?,
             });
         }
-        RecordBatch::try_new(Arc::clone(&self.schema), columns).map_err(|e| e.to_string())
+        RecordBatch::try_new(Arc::clone(&self.schema), columns).map_err(SpillError::arrow(None))
     }
 
     /// The constant column's value in `rows` rows.
-    fn repeat_constant(&self, rows: usize) -> Result<ArrayRef, String> {
-        let one = self
-            .constant
-            .as_ref()
-            .ok_or("a held shape lost its constant")?;
+    fn repeat_constant(&self, rows: usize) -> Result<ArrayRef, SpillError> {
+        let one = self.constant.as_ref().ok_or(SpillError::BrokenHeldBatch(
+            "a held shape lost its constant",
+        ))?;
         let indices = UInt32Array::from(vec![0u32; rows]);
-        arrow_select::take::take(one, &indices, None).map_err(|e| e.to_string())
+        arrow_select::take::take(one, &indices, None).map_err(SpillError::arrow(None))
     }
 }
 
@@ -182,19 +184,24 @@ fn one_value(column: &ArrayRef) -> bool {
 }
 
 /// A held `_olake_id` column as its hex digits.
-fn hex_ids(column: &ArrayRef) -> Result<StringArray, String> {
+fn hex_ids(column: &ArrayRef) -> Result<StringArray, SpillError> {
     let ids = column
         .as_any()
         .downcast_ref::<FixedSizeBinaryArray>()
-        .ok_or("the held _olake_id column is not 16-byte binary")?;
+        .ok_or(SpillError::BrokenHeldBatch(
+            "the held _olake_id column is not 16-byte binary",
+        ))?;
     let mut digits = Vec::with_capacity(ids.len() * 32);
     for row in 0..ids.len() {
-        let id: &KeyHash = ids.value(row).try_into().map_err(|_| "short _olake_id")?;
+        let id: &KeyHash = ids
+            .value(row)
+            .try_into()
+            .map_err(|_| SpillError::BrokenHeldBatch("short _olake_id"))?;
         digits.extend_from_slice(&topicberg_core::olake_id_hex(id));
     }
     let offsets = OffsetBuffer::from_lengths(std::iter::repeat_n(32, ids.len()));
     StringArray::try_new(offsets, Buffer::from_vec(digits), ids.nulls().cloned())
-        .map_err(|e| format!("restoring _olake_id: {e}"))
+        .map_err(SpillError::arrow(Some("restoring _olake_id")))
 }
 
 #[cfg(test)]

@@ -1,0 +1,346 @@
+//! Why a table of a sync failed, stage by stage: each stage's error type,
+//! and [`TableFailure`], any of them, which the table's report shows (its
+//! Display) and the log names with its stage. Every message names the
+//! topic, partition, offset, field or file where one is known.
+
+use std::path::{Path, PathBuf};
+
+use topicberg_core::{
+    ColumnsError, DecodeError, DecodeErrorKind, DecoderConfigError, RegistryError,
+};
+use topicberg_iceberg::IcebergError;
+
+use super::dlq::DeadLetterError;
+use super::plan::PlanError;
+use super::upsert::SpillError;
+use crate::columns::TableColumnsError;
+use crate::error::SyncErrorKind;
+use crate::sample::SampleError;
+
+/// Why a table failed, whatever the stage.
+#[derive(Debug, thiserror::Error)]
+pub enum TableFailure {
+    /// Plan: the registry could not say how the table's values are read.
+    #[error(transparent)]
+    Registry(#[from] RegistryError),
+    /// Plan: the table could not be loaded.
+    #[error(transparent)]
+    Load(IcebergError),
+    /// Plan: the offsets the table records cannot be read.
+    #[error(transparent)]
+    RecordedOffsets(topicberg_iceberg::OffsetsError),
+    /// Plan: a partition cannot be planned (the group is ahead of the
+    /// table, retention passed the table's offsets).
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    /// Create: the new table could not be made.
+    #[error(transparent)]
+    Create(#[from] CreateError),
+    /// Columns: the table's columns cannot be decoded into.
+    #[error(transparent)]
+    Columns(#[from] TableColumnsError),
+    /// Drain: reading, decoding or writing the table's files.
+    #[error(transparent)]
+    Drain(#[from] DrainFailure),
+    /// Commit: the dead letters, or the table's snapshot.
+    #[error(transparent)]
+    Commit(#[from] CommitError),
+}
+
+impl TableFailure {
+    /// What kind of failure.
+    pub fn kind(&self) -> SyncErrorKind {
+        match self {
+            Self::Registry(_) => SyncErrorKind::Registry,
+            Self::Load(_) => SyncErrorKind::Iceberg,
+            Self::RecordedOffsets(_) | Self::Plan(_) => SyncErrorKind::Offsets,
+            Self::Create(e) => e.kind(),
+            Self::Columns(e) => e.kind(),
+            Self::Drain(e) => e.kind(),
+            Self::Commit(e) => e.kind(),
+        }
+    }
+
+    /// Whether the next sync may succeed without a change.
+    pub fn retryable(&self) -> bool {
+        match self {
+            Self::Registry(e) => e.is_retryable(),
+            Self::Load(e) => e.retryable(),
+            Self::RecordedOffsets(_) | Self::Plan(_) | Self::Columns(_) => false,
+            Self::Create(e) => e.retryable(),
+            Self::Drain(e) => e.retryable(),
+            Self::Commit(e) => e.retryable(),
+        }
+    }
+}
+
+/// Why a new table could not be made from a sample of its messages.
+#[derive(Debug, thiserror::Error)]
+pub enum CreateError {
+    /// Sampling the messages, or the columns the sample implies.
+    #[error(transparent)]
+    Sample(#[from] SampleError),
+    /// The sampled columns do not make a table's columns.
+    #[error("building the table's columns: {0}")]
+    Columns(#[source] ColumnsError),
+    /// The catalog refused the table.
+    #[error("creating the table of stream \"{topic}\": {source}")]
+    Table {
+        /// The stream's topic.
+        topic: String,
+        /// The catalog's or storage's error.
+        #[source]
+        source: IcebergError,
+    },
+}
+
+impl CreateError {
+    /// What kind of failure.
+    pub fn kind(&self) -> SyncErrorKind {
+        match self {
+            Self::Sample(e) => e.kind(),
+            Self::Columns(_) => SyncErrorKind::Schema,
+            Self::Table { .. } => SyncErrorKind::Iceberg,
+        }
+    }
+
+    /// Whether the next sync may succeed without a change.
+    pub fn retryable(&self) -> bool {
+        match self {
+            Self::Sample(e) => e.retryable(),
+            Self::Columns(_) => false,
+            Self::Table { source, .. } => source.retryable(),
+        }
+    }
+}
+
+/// The error of a table's drain stopped by a cancel.
+pub(super) const CANCELLED: &str = "stopped: the sync was cancelled";
+
+/// Why a table's drain failed: a partition's read, a message, or the
+/// table's files.
+#[derive(Debug, thiserror::Error)]
+pub enum DrainFailure {
+    /// Kafka failed, or a message stopped the drain (invalid with
+    /// `on_invalid = "fail"`, the registry unavailable, another part of
+    /// the table failed, the sync cancelled).
+    #[error(transparent)]
+    Read(#[from] topicberg_kafka::DrainError<SinkError>),
+    /// The table's decoder cannot be built for its columns.
+    #[error(transparent)]
+    Decoder(#[from] DecoderConfigError),
+    /// The file writer stopped before the drain thread was done.
+    #[error("the file writer stopped")]
+    WriterGone,
+    /// A drain thread panicked.
+    #[error("a drain thread panicked")]
+    ThreadPanicked,
+    /// The sync was cancelled: the table writes no more.
+    #[error("{CANCELLED}")]
+    Cancelled,
+    /// An upsert's messages could not be held on local disk.
+    #[error(transparent)]
+    Spill(#[from] SpillError),
+    /// A data file could not be opened, written or closed.
+    #[error("{step}: {source}")]
+    Write {
+        /// `opening a data file writer`, `writing data files`, `closing
+        /// data files`.
+        step: &'static str,
+        /// The storage's error.
+        #[source]
+        source: IcebergError,
+    },
+    /// The table cannot take the columns this sync grew.
+    #[error(transparent)]
+    Evolve(IcebergError),
+}
+
+impl DrainFailure {
+    /// A data file step's error.
+    pub(super) fn write(step: &'static str) -> impl FnOnce(IcebergError) -> Self {
+        move |source| Self::Write { step, source }
+    }
+
+    /// What kind of failure.
+    pub fn kind(&self) -> SyncErrorKind {
+        use topicberg_kafka::DrainError;
+        match self {
+            Self::Read(DrainError::Kafka(_)) => SyncErrorKind::Kafka,
+            Self::Read(DrainError::Sink(e)) => e.kind(),
+            Self::Decoder(_) => SyncErrorKind::Schema,
+            Self::WriterGone | Self::ThreadPanicked => SyncErrorKind::Internal,
+            Self::Cancelled => SyncErrorKind::Cancelled,
+            Self::Spill(e) => e.kind(),
+            Self::Write { .. } | Self::Evolve(_) => SyncErrorKind::Iceberg,
+        }
+    }
+
+    /// Whether the next sync may succeed without a change.
+    pub fn retryable(&self) -> bool {
+        use topicberg_kafka::DrainError;
+        match self {
+            Self::Read(DrainError::Kafka(e)) => e.retryable(),
+            Self::Read(DrainError::Sink(SinkError::Decode(e))) => match &e.kind {
+                DecodeErrorKind::Registry(e) => e.is_retryable(),
+                _ => false,
+            },
+            Self::Write { source, .. } => source.retryable(),
+            _ => false,
+        }
+    }
+}
+
+/// Why a table's commit failed (a commit superseded by another sync is no
+/// failure: see `table::CommitRefused`).
+#[derive(Debug, thiserror::Error)]
+pub enum CommitError {
+    /// The dead letters' commit, which goes first.
+    #[error(transparent)]
+    DeadLetters(#[from] DeadLetterError),
+    /// The table's snapshot.
+    #[error("committing the snapshot: {0}")]
+    Snapshot(#[source] IcebergError),
+    /// An upsert's snapshot met other writers' commits every time.
+    #[error("committing the snapshot: {source} (gave up after {attempts} attempts)")]
+    GaveUp {
+        /// Attempts made.
+        attempts: u32,
+        /// The last attempt's error.
+        #[source]
+        source: IcebergError,
+    },
+    /// An upsert's rows and deletes could not be prepared.
+    #[error(transparent)]
+    Upsert(#[from] UpsertError),
+}
+
+impl CommitError {
+    /// What kind of failure.
+    pub fn kind(&self) -> SyncErrorKind {
+        match self {
+            Self::DeadLetters(e) => e.kind(),
+            Self::Snapshot(_) | Self::GaveUp { .. } => SyncErrorKind::Iceberg,
+            Self::Upsert(e) => e.kind(),
+        }
+    }
+
+    /// Whether the next sync may succeed without a change.
+    pub fn retryable(&self) -> bool {
+        match self {
+            Self::DeadLetters(e) => e.retryable(),
+            Self::Snapshot(e) | Self::GaveUp { source: e, .. } => e.retryable(),
+            Self::Upsert(e) => e.retryable(),
+        }
+    }
+}
+
+/// Why a drain thread stopped taking a table's messages.
+#[derive(Debug, thiserror::Error)]
+pub enum SinkError {
+    /// A message that cannot become a row (`on_invalid = "fail"`), or one
+    /// whose schema the registry could not give.
+    #[error(transparent)]
+    Decode(#[from] DecodeError),
+    /// Another part of the table failed first.
+    #[error("stopped: another part of this table failed")]
+    Aborted,
+    /// The sync was cancelled.
+    #[error("{CANCELLED}")]
+    Cancelled,
+    /// The file writer stopped.
+    #[error("the file writer stopped")]
+    WriterGone,
+    /// The decoder cannot be built for the table's grown columns.
+    #[error(transparent)]
+    Decoder(#[from] DecoderConfigError),
+}
+
+impl SinkError {
+    /// What kind of failure.
+    pub fn kind(&self) -> SyncErrorKind {
+        match self {
+            Self::Decode(DecodeError {
+                kind: DecodeErrorKind::Registry(_),
+                ..
+            }) => SyncErrorKind::Registry,
+            Self::Decode(_) => SyncErrorKind::InvalidMessage,
+            Self::Aborted | Self::WriterGone => SyncErrorKind::Internal,
+            Self::Cancelled => SyncErrorKind::Cancelled,
+            Self::Decoder(_) => SyncErrorKind::Schema,
+        }
+    }
+}
+
+/// Why an upsert's rows and deletes could not be written before its commit.
+#[derive(Debug, thiserror::Error)]
+pub enum UpsertError {
+    /// The key index could not be opened or brought up to the table.
+    #[error("opening the key index: {0}")]
+    OpenKeyIndex(#[source] IcebergError),
+    /// The key index could not be read.
+    #[error(transparent)]
+    KeyIndex(IcebergError),
+    /// The file of the written keys could not be written or read.
+    #[error("{}: {source}", path.display())]
+    WinnersFile {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The held messages could not be read back.
+    #[error(transparent)]
+    Spill(#[from] SpillError),
+    /// A data or delete file could not be written.
+    #[error(transparent)]
+    Write(IcebergError),
+    /// A held batch does not fit the table's final columns.
+    #[error(transparent)]
+    Conform(topicberg_iceberg::conform::ConformError),
+    /// A data file writer's task stopped (panicked).
+    #[error("a data file writer stopped: {0}")]
+    WriterStopped(#[source] tokio::task::JoinError),
+    /// The data files do not hold the rows written to them.
+    #[error("{in_files} rows in the data files, {written} written")]
+    RowCount {
+        /// Rows the data files say they hold.
+        in_files: u64,
+        /// Rows written.
+        written: u64,
+    },
+    /// A written row's position is past the last data file.
+    #[error("written row {0} is beyond the data files")]
+    RowBeyondFiles(u64),
+}
+
+impl UpsertError {
+    pub(super) fn winners_file(path: &Path) -> impl Fn(std::io::Error) -> Self + '_ {
+        move |source| Self::WinnersFile {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+
+    /// What kind of failure.
+    pub fn kind(&self) -> SyncErrorKind {
+        match self {
+            Self::OpenKeyIndex(_) | Self::KeyIndex(_) | Self::Write(_) => SyncErrorKind::Iceberg,
+            Self::WinnersFile { .. } => SyncErrorKind::LocalDisk,
+            Self::Spill(e) => e.kind(),
+            Self::Conform(_) => SyncErrorKind::Schema,
+            Self::WriterStopped(_) | Self::RowCount { .. } | Self::RowBeyondFiles(_) => {
+                SyncErrorKind::Internal
+            }
+        }
+    }
+
+    /// Whether the next sync may succeed without a change.
+    pub fn retryable(&self) -> bool {
+        match self {
+            Self::OpenKeyIndex(e) | Self::KeyIndex(e) | Self::Write(e) => e.retryable(),
+            _ => false,
+        }
+    }
+}
