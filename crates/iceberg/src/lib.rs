@@ -45,12 +45,12 @@ pub mod deletes;
 mod destination;
 mod error;
 pub mod key_index;
-#[cfg(test)]
-mod local_tests;
 pub mod maintain;
 mod newest_rows;
 mod table;
 pub mod table_metadata;
+#[cfg(test)]
+mod tests;
 pub mod write;
 
 pub use catalog::{rest, sql, Catalog};

@@ -1,8 +1,11 @@
-//! The web UI: one HTML page, its scripts (one per concern: `app.js` the
-//! helpers, routing and login; `forms.js` the labelled fields and their
-//! errors; `pieces.js` sources and destinations; `jobs.js` the job pages;
-//! `runs.js` a run's page; `chart.js` the history chart; `streams.js` the
-//! streams page) and one stylesheet, embedded in
+//! The web UI: one HTML page, its scripts (ES modules, one per concern:
+//! `app.js` routing and login, the one the page loads; `dom.js` elements and
+//! formats; `nav.js` redraws, timers and flash messages; `api.js` requests;
+//! `forms.js` the labelled fields and their errors; `pieces.js` sources and
+//! destinations; `jobs.js` the job pages; `runs.js` a run's page;
+//! `progress.js` its live progress; `chart.js` the history chart;
+//! `streams.js` the streams page; `tables.js` a table's page) and one
+//! stylesheet, embedded in
 //! the binary (no CDN, works offline). The scripts drive the same JSON API
 //! as any client (`/api/...`), so the UI and the API share every rule
 //! (validation, write-only secrets, CSRF). `GET /api/session` gives a page
@@ -25,15 +28,19 @@ use axum::{Json, Router};
 const INDEX_HTML: &str = include_str!("ui/index.html");
 const APP_CSS: &str = include_str!("ui/app.css");
 
-/// The scripts, in the order `index.html` loads them.
-const SCRIPTS: [(&str, &str); 9] = [
+/// The scripts: ES modules. `index.html` loads `app.js`, which imports the
+/// others (the load order is the imports'; this list is what is served).
+const SCRIPTS: [(&str, &str); 12] = [
+    ("api.js", include_str!("ui/api.js")),
     ("app.js", include_str!("ui/app.js")),
-    ("forms.js", include_str!("ui/forms.js")),
-    ("pieces.js", include_str!("ui/pieces.js")),
     ("chart.js", include_str!("ui/chart.js")),
+    ("dom.js", include_str!("ui/dom.js")),
+    ("forms.js", include_str!("ui/forms.js")),
     ("jobs.js", include_str!("ui/jobs.js")),
-    ("runs.js", include_str!("ui/runs.js")),
+    ("nav.js", include_str!("ui/nav.js")),
+    ("pieces.js", include_str!("ui/pieces.js")),
     ("progress.js", include_str!("ui/progress.js")),
+    ("runs.js", include_str!("ui/runs.js")),
     ("streams.js", include_str!("ui/streams.js")),
     ("tables.js", include_str!("ui/tables.js")),
 ];
@@ -105,4 +112,51 @@ async fn session(
         csrf,
         username: auth::ADMIN_USER.to_string(),
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{INDEX_HTML, SCRIPTS};
+
+    /// The modules `text` imports (`import .. from "./x.js";`).
+    fn imports(text: &str) -> Vec<&str> {
+        text.lines()
+            .filter(|l| l.starts_with("import "))
+            .filter_map(|l| l.split("from \"./").nth(1))
+            .filter_map(|rest| rest.split('"').next())
+            .collect()
+    }
+
+    #[test]
+    fn every_imported_module_is_served_and_every_served_one_is_imported() {
+        let served: Vec<&str> = SCRIPTS.iter().map(|(file, _)| *file).collect();
+        let mut imported = vec!["app.js"];
+        for (file, text) in SCRIPTS {
+            for module in imports(text) {
+                assert!(
+                    served.contains(&module),
+                    "{file} imports {module}, which is not served"
+                );
+                imported.push(module);
+            }
+        }
+        for file in served {
+            assert!(
+                imported.contains(&file),
+                "{file} is served but no module imports it"
+            );
+        }
+    }
+
+    #[test]
+    fn the_page_loads_app_js_alone_as_a_module() {
+        let scripts: Vec<&str> = INDEX_HTML
+            .lines()
+            .filter(|l| l.contains("<script"))
+            .collect();
+        assert_eq!(
+            scripts,
+            [r#"<script type="module" src="/ui/app.js"></script>"#]
+        );
+    }
 }

@@ -33,16 +33,6 @@ mod source;
 mod streams;
 #[cfg(test)]
 pub(crate) mod tests;
-#[cfg(test)]
-mod tests_engines;
-#[cfg(test)]
-mod tests_errors;
-#[cfg(test)]
-mod tests_registry;
-#[cfg(test)]
-mod tests_schema;
-#[cfg(test)]
-mod tests_security;
 mod unknown;
 mod validate;
 mod validate_security;

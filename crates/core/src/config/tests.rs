@@ -4,6 +4,12 @@ use std::path::PathBuf;
 
 use super::*;
 
+mod engines;
+mod errors;
+mod registry;
+mod schema;
+mod security;
+
 /// A full job file, every section filled in.
 pub(super) const ISSUE_EXAMPLE: &str = r#"
 name = "kafka_to_iceberg"          # job name; Iceberg namespace = "<name>_topics"

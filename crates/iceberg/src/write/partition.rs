@@ -211,5 +211,4 @@ pub(crate) fn write_spec(metadata: &iceberg::spec::TableMetadata) -> PartitionSp
 }
 
 #[cfg(test)]
-#[path = "partition_tests.rs"]
 mod tests;

@@ -299,5 +299,4 @@ where
 }
 
 #[cfg(test)]
-#[path = "records_tests.rs"]
 mod tests;

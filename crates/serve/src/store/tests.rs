@@ -1,6 +1,7 @@
 //! The store against a temporary SQLite file.
 
 use super::*;
+use crate::run_store::{FinishedRun, RunKind, RunStatus, RunStore, Trigger};
 
 fn temp_dir() -> PathBuf {
     let dir = std::env::temp_dir().join(format!("topicberg-store-{}", uuid::Uuid::new_v4()));

@@ -1,130 +1,28 @@
-// topicberg web UI: a small front end over the JSON API (/api/...).
-// No framework, no network beyond this server. Every text goes through
-// DOM text nodes (never innerHTML), so nothing from the API can inject markup.
-"use strict";
+// topicberg web UI: a small front end over the JSON API (/api/...), no
+// framework and no network beyond this server. This module is the page's
+// one script (`index.html` loads it as a module): it routes a location
+// (`#/jobs/3`, `#/runs/7`, ...) to its page and draws login and setup; the
+// other modules import what they use, so the load order is the imports'.
 
-let csrf = null;
-const main = document.getElementById("main");
-
-// ---- DOM and API helpers -------------------------------------------------
-
-function h(tag, attrs, ...children) {
-  const el = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs || {})) {
-    if (v === null || v === undefined || v === false) continue;
-    if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
-    else if (k === "value") el.value = v;
-    else if (k === "checked") el.checked = !!v;
-    else el.setAttribute(k, v === true ? "" : v);
-  }
-  for (const c of children.flat(Infinity)) {
-    if (c === null || c === undefined || c === false) continue;
-    el.append(c instanceof Node ? c : document.createTextNode(String(c)));
-  }
-  return el;
-}
-
-function show(...nodes) {
-  // No "null" text for a part a page leaves out.
-  main.replaceChildren(...nodes.flat(Infinity).filter((n) => n !== null && n !== undefined && n !== false));
-}
-
-class ApiFailure extends Error {
-  constructor(status, body) {
-    super((body && body.error) || `HTTP ${status}`);
-    this.status = status;
-    this.body = body;
-  }
-}
-
-async function api(method, path, body) {
-  const headers = {};
-  if (body !== undefined) headers["Content-Type"] = "application/json";
-  if (method !== "GET" && csrf) headers["X-CSRF-Token"] = csrf;
-  const res = await fetch(path, {
-    method,
-    headers,
-    body: body === undefined ? undefined : JSON.stringify(body),
-    credentials: "same-origin",
-  });
-  const text = await res.text();
-  let data = null;
-  try { data = text ? JSON.parse(text) : null; } catch (_) { data = text; }
-  // A 401 means the session ended: show the login page. Not for the
-  // login itself, whose 401 is a wrong password for its form to show.
-  if (res.status === 401 && path !== "/api/login") { csrf = null; route(); throw new ApiFailure(401, data); }
-  if (!res.ok) throw new ApiFailure(res.status, data);
-  return data;
-}
-
-function banner(kind, ...text) {
-  return h("div", { class: `banner ${kind}` }, ...text);
-}
-
-function errorBanner(e) {
-  const problems = (e.body && e.body.problems) || [];
-  return h("div", { class: "banner bad" }, e.message || String(e),
-    problems.length > 1 ? h("ul", {}, problems.map((p) => h("li", {}, p))) : null);
-}
-
-// A message for the next page drawn ("Saved"), shown once.
-let flash = null;
-function takeFlash() {
-  const f = flash;
-  flash = null;
-  return f ? banner("ok", f) : null;
-}
-
-// A value for a table cell: "-" for none (never "null" or "undefined").
-function cell(v) {
-  return v === null || v === undefined || v === "" ? "-" : v;
-}
-
-function utc(iso) {
-  if (!iso) return "-";
-  return iso.replace("T", " ").replace(/\.\d+/, "").replace(/(\+00:00|Z)$/, " UTC");
-}
-
-function utcMs(ms) {
-  return ms ? utc(new Date(ms).toISOString()) : "-";
-}
-
-function duration(ms) {
-  if (ms === null || ms === undefined) return "-";
-  return ms < 1000 ? `${ms} ms` : `${(ms / 1000).toFixed(1)} s`;
-}
-
-// Bytes in human units (1 KB = 1024 bytes).
-function bytes(n) {
-  if (n === null || n === undefined || n === "") return "-";
-  const units = ["B", "KB", "MB", "GB", "TB"];
-  let v = Number(n);
-  let i = 0;
-  while (v >= 1024 && i < units.length - 1) { v /= 1024; i += 1; }
-  return i === 0 ? `${v} B` : `${v.toFixed(v < 10 ? 1 : 0)} ${units[i]}`;
-}
-
-// A count with thousands separators.
-function count(n) {
-  return n === null || n === undefined || n === "" ? "-" : Number(n).toLocaleString("en-US");
-}
-
-function statusCell(status) {
-  return h("span", { class: `status-${status}` }, status || "-");
-}
+import { api, hasSession, setSession } from "./api.js";
+import { errorBanner, h, show } from "./dom.js";
+import { onRoute, setFlash, stopRefresh, takeFlash } from "./nav.js";
+import { importPage, jobForm, jobPage, jobsPage } from "./jobs.js";
+import { piecesPage } from "./pieces.js";
+import { runPage } from "./runs.js";
+import { streamsPage } from "./streams.js";
+import { tablePage } from "./tables.js";
 
 // ---- routing -------------------------------------------------------------
 
-let refreshTimer = null;
-
 async function route() {
-  clearTimeout(refreshTimer);
-  if (!csrf) {
+  stopRefresh();
+  if (!hasSession()) {
     try {
       const s = await fetch("/api/session", { credentials: "same-origin" });
       if (s.status === 503) return setupPage();
       if (!s.ok) return loginPage();
-      csrf = (await s.json()).csrf;
+      setSession((await s.json()).csrf);
     } catch (e) {
       return show(errorBanner(e));
     }
@@ -152,19 +50,14 @@ async function route() {
   }
 }
 
+onRoute(route);
 window.addEventListener("hashchange", route);
-// Every script is loaded (they sit at the end of the page) before this.
-document.addEventListener("DOMContentLoaded", route);
+// A module runs once the page is parsed and its imports are loaded.
+route();
 
-// Shows `hash`: a new hash renders through "hashchange", the same one is
-// rendered again here (never both: a page renders once per action).
-function go(hash) {
-  if (location.hash === hash) route();
-  else location.hash = hash;
-}
 document.getElementById("logout").addEventListener("click", async () => {
   try { await api("POST", "/api/logout"); } catch (_) { /* logged out anyway */ }
-  csrf = null;
+  setSession(null);
   document.getElementById("nav").hidden = true;
   location.hash = "#/jobs";
   loginPage();
@@ -185,7 +78,7 @@ function loginPage() {
         ev.preventDefault();
         try {
           const r = await api("POST", "/api/login", { username: user.value, password: pass.value });
-          csrf = r.csrf;
+          setSession(r.csrf);
           route();
         } catch (e) { msg.replaceChildren(errorBanner(e)); }
       },
@@ -210,7 +103,7 @@ function setupPage() {
         ev.preventDefault();
         try {
           await api("POST", "/api/setup", { password: pass.value, setup_token: token.value.trim() });
-          flash = "Admin password set: log in.";
+          setFlash("Admin password set: log in.");
           loginPage();
         } catch (e) { msg.replaceChildren(errorBanner(e)); }
       },

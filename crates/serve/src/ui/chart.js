@@ -1,9 +1,13 @@
 // A job's history: charts of records, duration and lag per run over time
 // (SVG drawn here, no library), and the runs table a page at a time.
-"use strict";
+
+import { api } from "./api.js";
+import { bytes, cell, count, duration, h, statusCell, utc, utcMs } from "./dom.js";
+import { stopRefresh } from "./nav.js";
+import { runMarks } from "./runs.js";
 
 // Runs the chart shows (the newest), and runs per table page.
-const HISTORY_FETCH = 100;
+export const HISTORY_FETCH = 100;
 const HISTORY_PAGE = 20;
 
 const SVG_NS = "http://www.w3.org/2000/svg";
@@ -79,7 +83,7 @@ function runRow(r) {
 
 // The chart, then the runs table a page at a time (the first page from
 // `runs`, the others asked for with ?offset=).
-function historySection(jobId, runs) {
+export function historySection(jobId, runs) {
   if (runs.length === 0) return h("p", {}, "No runs yet.");
   const table = h("table", { id: "runs" });
   const pager = h("p", { class: "pager", id: "runs-pager" });
@@ -97,7 +101,7 @@ function historySection(jobId, runs) {
       h("span", { id: "runs-page" }, ` page ${page + 1} `),
       h("button", { type: "button", id: "runs-older", disabled: !more, onclick: () => showPage(page + 1) }, "Older →"));
     // A page other than the first is not refreshed under the reader.
-    if (page > 0) clearTimeout(refreshTimer);
+    if (page > 0) stopRefresh();
   };
   showPage(0);
   return h("div", {}, historyChart(runs), table, pager);

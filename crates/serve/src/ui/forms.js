@@ -5,24 +5,26 @@
 // `label` what the user reads. The specs of the job file's fields come from
 // the service (GET /api/forms), which makes them from the job file's
 // schema: no script lists them.
-"use strict";
+
+import { api } from "./api.js";
+import { banner, h } from "./dom.js";
 
 // The forms of the job file's tables ({job, source, destination, stream,
 // sync, maintain}, each {groups: [{title, fields}], placed: {place:
 // [fields]}}), fetched once.
 let formsLoaded = null;
-function jobFileForms() {
+export function jobFileForms() {
   if (!formsLoaded) formsLoaded = api("GET", "/api/forms").catch((e) => { formsLoaded = null; throw e; });
   return formsLoaded;
 }
 
 // A form's fields in order, those placed on another page left out.
-function formFields(form) {
+export function formFields(form) {
   return form.groups.flatMap((g) => g.fields);
 }
 
 // The spec of `key`, wherever the form puts it.
-function formSpec(form, key) {
+export function formSpec(form, key) {
   return formFields(form).concat(...Object.values(form.placed)).find((s) => s.key === key);
 }
 
@@ -34,7 +36,7 @@ const LABELS = {};
 // [sync] table). `read()` is the value to send (undefined: leave out),
 // `changed()` whether the user changed it, `setError(text)` shows a
 // problem under it.
-function field(prefix, spec, stored) {
+export function field(prefix, spec, stored) {
   LABELS[spec.key] = spec.label;
   const id = `${prefix}-${spec.key}`;
   const value = stored ? stored[spec.key] : undefined;
@@ -104,7 +106,7 @@ function field(prefix, spec, stored) {
 // stored): a field left as shown keeps its stored value (issue 16: a save
 // never changes what the user did not touch). Returns the problems of
 // fields whose input cannot be sent, by field.
-function applyFields(fields, out, isNew) {
+export function applyFields(fields, out, isNew) {
   const problems = [];
   for (const f of fields) {
     f.setError("");
@@ -131,7 +133,7 @@ function applyFields(fields, out, isNew) {
 // A validator's message in the UI's words: job-file keys become their
 // labels, "key = value" examples become "Label: value", and advice about
 // environment variables (the CLI's way to give a secret) goes.
-function inWords(text) {
+export function inWords(text) {
   let out = String(text)
     .replace(/; set \w+ = "\$\{\w+\}" and export \w+/g, "; enter it")
     .replace(/\[\[streams\]\]( entries| entry)?/g, "ticked streams")
@@ -153,7 +155,7 @@ function splitProblem(problem) {
 // Shows an API error's problems next to their fields: `resolve(path)`
 // gives the field of a path, or null; problems without a field (and the
 // error itself when it has none) go to `msg`. Every problem at once.
-function showProblems(e, msg, resolve) {
+export function showProblems(e, msg, resolve) {
   const problems = (e.body && e.body.problems && e.body.problems.length) ? e.body.problems
     : [e.message || String(e)];
   const rest = [];
@@ -172,6 +174,6 @@ function showProblems(e, msg, resolve) {
 }
 
 // A group of fields under a heading.
-function fieldset(title, fields, note) {
+export function fieldset(title, fields, note) {
   return h("fieldset", {}, h("legend", {}, title), note ? h("p", { class: "hint" }, note) : null, fields.map((f) => f.el));
 }

@@ -1,5 +1,10 @@
 // Jobs: the list, a job's overview page, its form, clone, delete, import.
-"use strict";
+
+import { api, postText } from "./api.js";
+import { banner, cell, count, fact, h, show, statusCell, utc } from "./dom.js";
+import { go, redraw, refreshIn, setFlash, takeFlash } from "./nav.js";
+import { HISTORY_FETCH, historySection } from "./chart.js";
+import { applyFields, field, fieldset, formFields, formSpec, inWords, jobFileForms, showProblems } from "./forms.js";
 
 function jobActions(job, after) {
   const act = (label, path, id, opts = {}) => h("button", {
@@ -24,7 +29,7 @@ function jobActions(job, after) {
       { confirm: `Cancel the run of ${job.name}? It commits nothing and deletes the files it wrote.` }) : null);
 }
 
-async function jobsPage() {
+export async function jobsPage() {
   const jobs = await api("GET", "/api/jobs");
   const rows = jobs.map((j) => h("tr", { id: `job-${j.id}` },
     h("td", {}, h("a", { href: `#/jobs/${j.id}` }, j.name)),
@@ -32,7 +37,7 @@ async function jobsPage() {
     h("td", {}, utc(j.next_run)),
     h("td", {}, j.running ? statusCell("running") : statusCell(j.last_run && j.last_run.status)),
     h("td", {}, j.last_run ? count(j.last_run.records) : "-"),
-    h("td", {}, jobActions(j, route))));
+    h("td", {}, jobActions(j, redraw))));
   show(
     h("h1", {}, "Jobs"),
     takeFlash(),
@@ -42,7 +47,7 @@ async function jobsPage() {
       h("table", {},
         h("tr", {}, ["Job", "Schedule", "Next run", "Last run", "Records", ""].map((t) => h("th", {}, t))),
         rows));
-  if (jobs.some((j) => j.running)) refreshTimer = setTimeout(route, 2000);
+  if (jobs.some((j) => j.running)) refreshIn(2000);
 }
 
 // The table a topic goes to when its stream names none (the job file's
@@ -52,11 +57,7 @@ function tableOf(topic) {
 }
 
 // A labelled line of the overview.
-function fact(label, ...value) {
-  return h("div", { class: "fact" }, h("span", { class: "fact-label" }, label), h("span", {}, ...value));
-}
-
-async function jobPage(id) {
+export async function jobPage(id) {
   const [job, runs, overview] = await Promise.all([
     api("GET", `/api/jobs/${id}`),
     api("GET", `/api/jobs/${id}/runs?limit=${HISTORY_FETCH}`),
@@ -77,7 +78,7 @@ async function jobPage(id) {
     waiting ? banner("warn", "Paused until its streams are saved: ",
       h("a", { href: `#/jobs/${id}/streams/first`, id: "choose-streams" }, "choose its streams")) : null,
     ...warnings,
-    h("p", { class: "actions" }, jobActions(job, route), " ",
+    h("p", { class: "actions" }, jobActions(job, redraw), " ",
       h("a", { class: "button", href: `#/jobs/${id}/streams`, id: "streams" }, "Streams"),
       h("a", { class: "button", href: `#/jobs/${id}/edit`, id: "edit-job" }, "Edit"),
       h("button", { type: "button", id: "clone-job", onclick: () => cloneJob(job) }, "Clone"),
@@ -121,8 +122,8 @@ async function jobPage(id) {
           h("td", { class: "cols" }, t.partitions.map((p) => `${p.partition}: ${count(p.lag)}`).join(", "))))),
     h("h2", {}, "History"),
     historySection(id, runs));
-  if (job.running || runs.some((r) => r.status === "running")) refreshTimer = setTimeout(route, 2000);
-  else if (job.schedule && !job.paused) refreshTimer = setTimeout(route, 5000);
+  if (job.running || runs.some((r) => r.status === "running")) refreshIn(2000);
+  else if (job.schedule && !job.paused) refreshIn(5000);
 }
 
 // A copy of the job under a new name, paused until its streams are
@@ -134,7 +135,7 @@ async function cloneJob(job) {
   for (const k of ["id", "running", "next_run", "last_run", "warnings"]) delete body[k];
   try {
     const saved = await api("POST", "/api/jobs", body);
-    flash = `Cloned ${job.name} as ${saved.name}; it is paused until you resume it.`;
+    setFlash(`Cloned ${job.name} as ${saved.name}; it is paused until you resume it.`);
     go(`#/jobs/${saved.id}`);
   } catch (e) { if (e.status !== 401) alert(e.message); }
 }
@@ -143,12 +144,12 @@ async function deleteJob(job) {
   if (!confirm(`Delete job ${job.name} and its run history? Its tables stay in the catalog. This cannot be undone.`)) return;
   try {
     await api("DELETE", `/api/jobs/${job.id}`);
-    flash = `Deleted job ${job.name}.`;
+    setFlash(`Deleted job ${job.name}.`);
     go("#/jobs");
   } catch (e) { if (e.status !== 401) alert(e.message); }
 }
 
-function importPage() {
+export function importPage() {
   const msg = h("div", { id: "import-result" });
   const text = h("textarea", { id: "import-text", rows: 16, placeholder: "name = \"orders\"\n[source]\nbootstrap_servers = ..." });
   const file = h("input", { type: "file", id: "import-file", accept: ".toml,text/plain",
@@ -160,13 +161,8 @@ function importPage() {
       onsubmit: async (ev) => {
         ev.preventDefault();
         try {
-          const res = await fetch("/api/jobs/import", {
-            method: "POST", body: text.value, credentials: "same-origin",
-            headers: { "Content-Type": "text/plain; charset=utf-8", "X-CSRF-Token": csrf },
-          });
-          const data = await res.json().catch(() => null);
-          if (!res.ok) throw new ApiFailure(res.status, data);
-          flash = `Imported ${data.name}: secrets written as \${VAR} are unset, enter them on its source and destination.`;
+          const data = await postText("/api/jobs/import", text.value);
+          setFlash(`Imported ${data.name}: secrets written as \${VAR} are unset, enter them on its source and destination.`);
           go(`#/jobs/${data.id}`);
         } catch (e) {
           msg.replaceChildren(banner("bad", "Not imported: ", inWords(e.message),
@@ -183,7 +179,7 @@ function importPage() {
 
 // ---- the job form -----------------------------------------------------------
 
-async function jobForm(id) {
+export async function jobForm(id) {
   const [sources, destinations, job, forms] = await Promise.all([
     api("GET", "/api/sources"),
     api("GET", "/api/destinations"),
@@ -257,7 +253,7 @@ async function jobForm(id) {
         };
         try {
           const saved = job ? await api("PUT", `/api/jobs/${job.id}`, body) : await api("POST", "/api/jobs", body);
-          flash = job ? `Saved job ${saved.name}.` : `Saved job ${saved.name}; it stays paused until its streams are saved.`;
+          setFlash(job ? `Saved job ${saved.name}.` : `Saved job ${saved.name}; it stays paused until its streams are saved.`);
           go(job ? `#/jobs/${saved.id}/streams` : `#/jobs/${saved.id}/streams/first`);
         } catch (e) { if (e.status !== 401) showProblems(e, msg, resolve); }
       },

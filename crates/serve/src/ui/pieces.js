@@ -1,9 +1,13 @@
 // Sources (the job file's [source]) and destinations ([destination]):
 // every setting as a labelled field with short help, grouped as the
 // job file's schema says (GET /api/forms).
-"use strict";
 
-async function piecesPage(kind, selected) {
+import { api } from "./api.js";
+import { banner, errorBanner, h, show } from "./dom.js";
+import { go, setFlash, takeFlash } from "./nav.js";
+import { applyFields, field, fieldset, jobFileForms, showProblems } from "./forms.js";
+
+export async function piecesPage(kind, selected) {
   const plural = `${kind}s`;
   const [list, forms] = await Promise.all([api("GET", `/api/${plural}`), jobFileForms()]);
   const current = selected && selected !== "new" ? list.find((p) => p.id === +selected) : null;
@@ -54,7 +58,7 @@ function pieceForm(kind, current, form) {
       if (!piece) return;
       try {
         const saved = await save(piece);
-        flash = `Saved ${saved.name}.`;
+        setFlash(`Saved ${saved.name}.`);
         go(`#/${plural}/${saved.id}`);
       } catch (e) { if (e.status !== 401) showProblems(e, msg, resolve); }
     },
@@ -91,7 +95,7 @@ function pieceForm(kind, current, form) {
         type: "button", id: `${kind}-delete`,
         onclick: async () => {
           if (!confirm(`Delete ${kind} ${current.name}? This cannot be undone.`)) return;
-          try { await api("DELETE", `/api/${plural}/${current.id}`); flash = `Deleted ${current.name}.`; go(`#/${plural}`); }
+          try { await api("DELETE", `/api/${plural}/${current.id}`); setFlash(`Deleted ${current.name}.`); go(`#/${plural}`); }
           catch (e) { msg.replaceChildren(errorBanner(e)); }
         },
       }, "Delete") : null),

@@ -1,7 +1,10 @@
 // A running run's live progress on its page: per table and partition, the
 // offsets read of those planned, bytes, elapsed time, rate and time left,
 // polled from /api/runs/{id}/progress every second.
-"use strict";
+
+import { api } from "./api.js";
+import { bytes, count, fact, h, statusCell } from "./dom.js";
+import { redraw, refreshIn } from "./nav.js";
 
 // "12 s", "3 min 5 s", "1 h 2 min".
 function eta(ms) {
@@ -16,7 +19,7 @@ function percent(read, planned) {
   return planned > 0 ? Math.min(100, Math.floor((read * 100) / planned)) : 100;
 }
 
-function bar(read, planned) {
+export function bar(read, planned) {
   const p = percent(read, planned);
   return h("span", { class: "progress-bar", role: "progressbar", "aria-valuenow": p, "aria-valuemin": 0, "aria-valuemax": 100 },
     h("span", { style: `width: ${p}%` }));
@@ -54,7 +57,7 @@ function progressView(p) {
 
 // Polls the run's progress into `section` every second; `onTick` runs at
 // each poll (the log's refresh); when the run ends the page is drawn again.
-function followProgress(runId, section, onTick) {
+export function followProgress(runId, section, onTick) {
   const here = location.hash;
   const tick = async () => {
     if (location.hash !== here) return;
@@ -65,10 +68,10 @@ function followProgress(runId, section, onTick) {
       return;
     }
     if (location.hash !== here) return;
-    if (answer.status !== "running") return route();
+    if (answer.status !== "running") return redraw();
     if (answer.progress) section.replaceChildren(...progressView(answer.progress));
     await onTick();
-    if (location.hash === here) refreshTimer = setTimeout(tick, 1000);
+    if (location.hash === here) refreshIn(1000, tick);
   };
-  refreshTimer = setTimeout(tick, 0);
+  refreshIn(0, tick);
 }

@@ -1,7 +1,11 @@
 // A run's page: its error first, what it has to say (dead letters, schema
 // changes, skipped or expired messages), each table, and the log with a
 // search and a level filter.
-"use strict";
+
+import { api } from "./api.js";
+import { banner, bytes, cell, count, duration, fact, h, show, statusCell, utc } from "./dom.js";
+import { refreshIn } from "./nav.js";
+import { followProgress } from "./progress.js";
 
 // The notes of a run worth a mark, as [class, text] (empty: nothing to say).
 function runNotes(run) {
@@ -15,7 +19,7 @@ function runNotes(run) {
 }
 
 // The marks next to a run's status in the history.
-function runMarks(run) {
+export function runMarks(run) {
   const notes = runNotes(run);
   return notes.length === 0 ? null
     : h("span", { class: "marks" }, notes.map(([cls, text]) => h("span", { class: `mark mark-${cls}`, title: text }, ` ⚑ ${text}`)));
@@ -36,7 +40,7 @@ function filterLog(lines, text, level) {
   });
 }
 
-async function runPage(id) {
+export async function runPage(id) {
   const run = await api("GET", `/api/runs/${id}`);
   const log = await fetch(`/api/runs/${id}/log`, { credentials: "same-origin" }).then((r) => r.text());
   const tables = run.tables || [];
@@ -93,7 +97,7 @@ async function runPage(id) {
     h("p", { class: "log-tools" }, search, " ", level, " ", shownCount),
     pre);
   if (!running) return;
-  if (maintenance) { refreshTimer = setTimeout(route, 2000); return; }
+  if (maintenance) { refreshIn(2000); return; }
   // The log follows every third second.
   let ticks = 0;
   followProgress(id, progress, async () => {

@@ -2,9 +2,13 @@
 // with its mode, keys, formats (the fields the job file's schema places
 // in the streams table) and (under "More") every other setting of its
 // [[streams]] entry.
-"use strict";
 
-async function streamsPage(id, first) {
+import { api } from "./api.js";
+import { banner, cell, errorBanner, h, show } from "./dom.js";
+import { go, setFlash, takeFlash } from "./nav.js";
+import { applyFields, field, formFields, formSpec, jobFileForms, showProblems } from "./forms.js";
+
+export async function streamsPage(id, first) {
   const saved = takeFlash();
   const [job, forms] = await Promise.all([api("GET", `/api/jobs/${id}`), jobFileForms()]);
   const formats = formSpec(forms.stream, "value_format").options;
@@ -95,9 +99,9 @@ async function streamsPage(id, first) {
           if (r.mode.value === "upsert") {
             if (!r.configured || !s.dedup_keys || keys.slice().sort().join("\n") !== r.shown.keys) s.dedup_keys = keys;
           } else if (s.mode === "append") { delete s.dedup_keys; delete s.delete_format; }
-          for (const [field, select] of [["value_format", r.valueFormat], ["key_format", r.keyFormat]]) {
-            if (r.configured && select.value === r.shown[field]) continue;
-            if (select.value) s[field] = select.value; else delete s[field];
+          for (const [key, select] of [["value_format", r.valueFormat], ["key_format", r.keyFormat]]) {
+            if (r.configured && select.value === r.shown[key]) continue;
+            if (select.value) s[key] = select.value; else delete s[key];
           }
           // The settings under "More": only those the user changed.
           unsendable += applyFields(r.more, s, false);
@@ -123,7 +127,7 @@ async function streamsPage(id, first) {
         if (first) body.paused = false;
         try {
           await api("PUT", `/api/jobs/${id}`, body);
-          flash = first ? "Streams saved; the job's schedule is on." : "Streams saved.";
+          setFlash(first ? "Streams saved; the job's schedule is on." : "Streams saved.");
           go(`#/jobs/${id}`);
         } catch (e) { if (e.status !== 401) showProblems(e, msg, resolve); }
       },

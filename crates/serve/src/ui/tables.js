@@ -1,7 +1,9 @@
-"use strict";
 // The table page: one of a job's tables as its catalog has it.
 
-async function tablePage(jobId, table) {
+import { api } from "./api.js";
+import { banner, cell, count, fact, h, show, utcMs } from "./dom.js";
+
+export async function tablePage(jobId, table) {
   const t = await api("GET", `/api/jobs/${jobId}/tables/${encodeURIComponent(table)}`);
   show(
     h("h1", {}, `Table ${t.table}`),

@@ -11,4 +11,4 @@ pub use retry::{ATTEMPTS as REQUEST_ATTEMPTS, WINDOW as RETRY_WINDOW};
 pub use tables::LoadedTable;
 
 #[cfg(test)]
-mod refresh_tests;
+mod tests;

@@ -8,8 +8,8 @@ use std::path::PathBuf;
 
 use serde_json::Value;
 
-use super::reference::{all_fields, choices};
-use super::{job_file_reference, job_file_schema, EngineTarget, JobConfig};
+use crate::config::reference::{all_fields, choices};
+use crate::config::{job_file_reference, job_file_schema, EngineTarget, JobConfig};
 use crate::registry::ValueFormat;
 
 /// `docs/` of the repository.
@@ -318,7 +318,7 @@ fn the_duration_pattern_matches_what_parse_duration_takes() {
     ] {
         assert_eq!(
             pattern.is_match(text),
-            super::parse_duration(text).is_ok(),
+            crate::config::parse_duration(text).is_ok(),
             "{text:?}"
         );
     }

@@ -2,7 +2,6 @@
 //! version each stream resolves to, and the combinations validation refuses
 //! (an engine that cannot read a delete format, engines with none in common).
 
-use super::tests::*;
 use super::*;
 
 /// The delete format and format version an upsert topic resolves to.
