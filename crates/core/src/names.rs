@@ -44,7 +44,7 @@ pub enum NameError {
     /// A field whose name reads as the renamed column of another field.
     #[error(
         "field {field:?} cannot be a column: that name reads as the renamed column of field {other:?} \
-         (README, \"Column names\"); rename the field in the messages, or leave it out with the stream's `columns`"
+         (\"Column names\" in docs/src/explanation/columns.md); rename the field in the messages, or leave it out with the stream's `columns`"
     )]
     ReadsAsRenamed { field: String, other: String },
 }

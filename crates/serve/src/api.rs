@@ -1,4 +1,4 @@
-//! The JSON API under `/api/` (docs/serve.md, "JSON API"): setup, login,
+//! The JSON API under `/api/` (docs/src/reference/http-api.md): setup, login,
 //! sources, destinations and their connection tests; jobs, runs, import
 //! and export live in `api/jobs.rs`. Answers are the structs of
 //! [`answers`]; errors are [`ApiError`]s (`{"error": "...", "problems":

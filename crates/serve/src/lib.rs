@@ -1,6 +1,6 @@
 //! `topicberg serve`: the HTTP server (JSON API, web UI, `/metrics`,
 //! `/healthz`), the scheduler and the runs, with state in SQLite. Design:
-//! docs/serve.md.
+//! docs/src/explanation/serve-design.md.
 //!
 //! # Layout
 //!

@@ -1,4 +1,4 @@
-//! The service's objects are job-file pieces (docs/serve.md): a source is
+//! The service's objects are job-file pieces (docs/src/how-to/serve.md): a source is
 //! the `[source]` table, a destination the `[destination]` table, stored as
 //! JSON objects with exactly the job file's field names. This module turns
 //! pieces into a job TOML ([`assemble_job_toml`]) and back

@@ -52,7 +52,7 @@ pub struct DiscoveredTopic {
     pub columns: Vec<(String, String)>,
     /// `(field, column)` for each field stored under another name: its own
     /// is a metadata column's, or differs only in case from an earlier
-    /// column's (README, "Column names").
+    /// column's (docs/src/explanation/columns.md, "Column names").
     pub renamed: Vec<(String, String)>,
     /// The table the topic syncs into.
     pub table: String,

@@ -642,7 +642,7 @@ async fn a_hundred_thousand_keys() {
     for (k, loc) in probe.iter().zip(found) {
         assert_eq!(loc, at(&a, *k as u64));
     }
-    // README: about 30 bytes per key on disk (28-byte entries, fences).
+    // docs/src/explanation/upsert.md: about 30 bytes per key on disk (28-byte entries, fences).
     let size = index.size_on_disk();
     assert!(size <= 30 * n as u64, "{size} bytes for {n} keys");
     eprintln!("key index of {n} keys: {size} bytes on disk");

@@ -458,7 +458,7 @@ pub(super) fn commit_group(
 }
 
 /// One warning per table and sync when payload fields are stored under
-/// other names than their own (README, "Column names").
+/// other names than their own (docs/src/explanation/columns.md, "Column names").
 fn log_renamed(topic: &str, renamed: &[(String, String)]) {
     if renamed.is_empty() {
         return;

@@ -1,5 +1,5 @@
-//! Which storage credentials a sync writes with, in the order README
-//! gives: the job file's keys, credentials the catalog vends, the
+//! Which storage credentials a sync writes with, in the order
+//! docs/src/how-to/storage-credentials.md gives: the job file's keys, credentials the catalog vends, the
 //! environment's default chain; and `check` saying which is in use.
 
 use serde_json::Value;

@@ -1,7 +1,7 @@
 //! Field names and values that used to vanish or change without a word:
 //! fields named like metadata columns, names differing only in case,
-//! integers beyond 64 bits, and the column limit (README, "Column names"
-//! and "Type mapping").
+//! integers beyond 64 bits, and the column limit (docs/src/explanation/columns.md,
+//! "Column names", "Integers beyond 64 bits", "The column limit").
 
 use serde_json::Value;
 

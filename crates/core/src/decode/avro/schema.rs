@@ -80,8 +80,8 @@ impl AvroType {
         parser.parse(&json, "")
     }
 
-    /// The column type it is stored as (see the module docs and README's
-    /// type table); nested field ids are 0 (assigned when the column is
+    /// The column type it is stored as (see the module docs and the type table of
+    /// docs/src/how-to/schema-registry.md); nested field ids are 0 (assigned when the column is
     /// added). `Err` names what Iceberg cannot hold.
     pub fn column_type(&self) -> Result<ColumnType, SchemaError> {
         Ok(match self {

@@ -2,7 +2,7 @@
 //! `protox`), compiled plans ([`plan`]) and the wire reader ([`read`]),
 //! written from the Protobuf encoding specification (protobuf.dev).
 //!
-//! Rules (README's type table copies them):
+//! Rules (the type table of docs/src/how-to/schema-registry.md copies them):
 //!
 //! | Protobuf | column |
 //! |---|---|
