@@ -118,6 +118,10 @@ pub struct Tuning {
     pub zstd_level: i32,
     /// Most columns a table may have (metadata included).
     pub max_columns: usize,
+    /// A follower commits every table this often.
+    pub commit_interval: Duration,
+    /// A follower asked to stop commits what it read within this.
+    pub stop_timeout: Duration,
 }
 
 /// `[maintain]`, resolved: sizes in bytes, durations parsed.
@@ -293,6 +297,8 @@ impl Job {
                 target_file_size_bytes: config.sync.target_file_size_mb * 1024 * 1024,
                 zstd_level: config.sync.zstd_level,
                 max_columns: config.sync.max_columns,
+                commit_interval: config.sync.commit_interval.get(),
+                stop_timeout: config.sync.stop_timeout.get(),
             },
             engines: config.engines(),
             format_version: config.destination.format_version(),

@@ -91,8 +91,9 @@ pub fn fault_point(point: &str) {
 /// Overlap-test hook: with `TOPICBERG_PAUSE=<point>:<file>` the sync, at
 /// `<point>`, creates `<file>.ready` and waits until `<file>` exists (at
 /// most 5 minutes), so a test can run another sync of the job in between.
-/// Points: `before_iceberg_commit`, `before_compaction_commit` (`maintain`:
-/// files rewritten, the `replace` snapshot not yet committed).
+/// Points: `before_drain` (tables planned, nothing read yet),
+/// `before_iceberg_commit`, `before_compaction_commit` (`maintain`: files
+/// rewritten, the `replace` snapshot not yet committed).
 pub async fn pause_point(point: &str) {
     let Some((at, release)) = &hooks().pause else {
         return;

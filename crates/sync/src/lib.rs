@@ -7,6 +7,8 @@
 //! - [`discover`]: the selected topics and their inferred columns.
 //! - [`sync`]: one bounded, exactly-once sync (plan, drain, write, commit;
 //!   see its module doc for the stages).
+//! - [`follow`]: `topicberg sync --follow`: rounds of bounded syncs, one
+//!   every `commit_interval`, until stopped ([`follow::run_follow`]).
 //! - [`maintain`]: `topicberg maintain`: compaction, snapshot expiry,
 //!   orphan-file removal of the job's tables ([`maintain::run_maintain`]).
 //! - [`destination`]: the job's catalog and storage, connected; what stops
@@ -27,6 +29,7 @@ mod columns;
 pub mod destination;
 pub mod discover;
 pub mod error;
+pub mod follow;
 pub mod hooks;
 pub mod log_writer;
 pub mod maintain;

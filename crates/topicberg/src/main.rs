@@ -37,14 +37,21 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Run one bounded sync: drain every selected topic to its high watermark.
+    /// Run one bounded sync: drain every selected topic to its high
+    /// watermark. With --follow, keep following them.
     Sync {
         /// The job file.
         #[arg(short, long)]
         config: PathBuf,
-        /// Also write the per-table report as JSON to this file.
+        /// Also write the report as JSON to this file (with --follow: the
+        /// follower's totals, when it stops).
         #[arg(long)]
         report_json: Option<PathBuf>,
+        /// Follow the topics until SIGTERM or SIGINT: commit every table
+        /// every `sync.commit_interval`, then on a stop commit what was
+        /// read and exit (within `sync.stop_timeout`).
+        #[arg(long)]
+        follow: bool,
     },
     /// Maintain the job's tables: compact small files and files with
     /// deletes, expire old snapshots, remove orphan files (`[maintain]`).
@@ -237,7 +244,13 @@ async fn run(cli: Cli, log_capture: Option<LogCapture>) -> anyhow::Result<u8> {
         Command::Sync {
             config,
             report_json,
+            follow: false,
         } => sync(&config, report_json).await,
+        Command::Sync {
+            config,
+            report_json,
+            follow: true,
+        } => follow(&config, report_json).await,
     }
 }
 
@@ -314,6 +327,45 @@ async fn sync(config: &std::path::Path, report_json: Option<PathBuf>) -> anyhow:
     print!("{}", report.to_text());
     write_report(report_json, || serde_json::to_vec_pretty(&report))?;
     Ok(if report.succeeded() { 0 } else { 1 })
+}
+
+/// `sync --follow`: rounds until SIGTERM or SIGINT; 0 when the last round
+/// committed, 1 when it failed or was cut by the stop timeout.
+async fn follow(config: &std::path::Path, report_json: Option<PathBuf>) -> anyhow::Result<u8> {
+    use topicberg_sync::follow::{run_follow, StopSignal};
+    let job = load_job(config)?;
+    let stop = std::sync::Arc::new(StopSignal::default());
+    let signals = tokio::spawn(stop_on_signal(std::sync::Arc::clone(&stop)));
+    let report = run_follow(&job, stop).await;
+    signals.abort();
+    let report = report?;
+    println!(
+        "followed {}: {} rounds, {} snapshots, {} records",
+        report.job, report.rounds, report.snapshots, report.records
+    );
+    if let Some(error) = &report.last_error {
+        println!("the last round failed: {error}");
+    }
+    write_report(report_json, || serde_json::to_vec_pretty(&report))?;
+    Ok(if report.succeeded() { 0 } else { 1 })
+}
+
+/// Asks the follower to stop on the first SIGTERM or SIGINT.
+async fn stop_on_signal(stop: std::sync::Arc<topicberg_sync::follow::StopSignal>) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        tracing::error!("cannot listen for SIGTERM / SIGINT; stop the follower with SIGKILL");
+        return;
+    };
+    let name = tokio::select! {
+        _ = term.recv() => "SIGTERM",
+        _ = int.recv() => "SIGINT",
+    };
+    tracing::info!(signal = name, "stopping: committing what was read");
+    stop.request();
 }
 
 /// Writes the report's JSON (`json`) to `path`, when given.

@@ -10,6 +10,7 @@
 
 use std::path::PathBuf;
 
+use super::Interval;
 use crate::registry::ValueFormat;
 
 /// `source.consumer_group`: one group per job.
@@ -159,4 +160,19 @@ pub fn maintain_orphan_min_age() -> String {
 /// snapshot are rewritten into few.
 pub fn maintain_max_manifests() -> usize {
     100
+}
+
+/// `sync.commit_interval`: a follower commits every 5 seconds. Seconds
+/// behind Kafka, where the continuous sinks this replaces commit every
+/// minute (Redpanda Iceberg Topics, AutoMQ) or five (Kafka Connect's
+/// Iceberg sink); 17,280 snapshots a day per table, which `maintain`'s
+/// expiry keeps in check.
+pub fn commit_interval() -> Interval {
+    Interval::default_of("5s")
+}
+
+/// `sync.stop_timeout`: a follower stops within 20 seconds of SIGTERM,
+/// inside Kubernetes' default grace period of 30 before its SIGKILL.
+pub fn stop_timeout() -> Interval {
+    Interval::default_of("20s")
 }

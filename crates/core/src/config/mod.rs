@@ -23,6 +23,7 @@ mod engine_target;
 mod engines;
 mod error;
 mod interpolate;
+mod interval;
 mod maintain;
 mod parse;
 mod partition;
@@ -53,6 +54,7 @@ pub use engines::{
     resolve_delete_format, DeleteFormatError, DeleteFormatErrorKind, EngineSupport, ResolvedUpsert,
 };
 pub use error::{ConfigError, ConfigProblem, SettingErrorKind};
+pub use interval::{Interval, IntervalError};
 pub use maintain::{parse_duration, DurationError, MaintainConfig};
 pub use partition::{parse_partition_by, PartitionField, PartitionFieldError, PartitionTransform};
 pub use reference::job_file_reference;
@@ -191,17 +193,33 @@ pub struct SyncConfig {
         "x-help" = "a table that would grow beyond it is refused (at least 9: the metadata columns and one more)"
     ))]
     pub max_columns: usize,
+    /// How often a follower (`topicberg sync --follow`) commits: every
+    /// table gets one snapshot with what was read since its last commit,
+    /// at most this long after the message was read. A whole number and a
+    /// unit, at least `1s`. Shorter means fresher tables and more, smaller
+    /// files and snapshots (run `topicberg maintain`). A scheduled sync
+    /// ignores it.
+    #[serde(default = "defaults::commit_interval")]
+    #[schemars(extend(
+        "x-label" = "Commit interval (following)",
+        "x-help" = "a follower commits each table this often, e.g. 5s (at least 1s)"
+    ))]
+    pub commit_interval: Interval,
+    /// How long a follower may take to stop after SIGTERM or SIGINT: it
+    /// commits what it read, then exits; past this it drops what it read
+    /// and not yet committed (read again at the next start) and exits.
+    #[serde(default = "defaults::stop_timeout")]
+    #[schemars(extend(
+        "x-label" = "Stop timeout (following)",
+        "x-help" = "a follower asked to stop commits what it read within this, e.g. 20s"
+    ))]
+    pub stop_timeout: Interval,
 }
 
 impl Default for SyncConfig {
+    /// Every field's default, as an empty `[sync]` table reads.
     fn default() -> Self {
-        Self {
-            target_file_size_mb: defaults::target_file_size_mb(),
-            batch_rows: defaults::batch_rows(),
-            state_dir: defaults::state_dir(),
-            zstd_level: defaults::zstd_level(),
-            max_columns: defaults::max_columns(),
-        }
+        toml::from_str("").expect("every [sync] field has a default")
     }
 }
 

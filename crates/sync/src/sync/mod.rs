@@ -113,6 +113,7 @@ async fn sync_stages(
         return Ok(cancelled_report(job, started, tables));
     }
     let cancel = options.cancel.clone().unwrap_or_default();
+    hooks::pause_point("before_drain").await;
     stages::drain_tables(&ctx, &mut tables, cancel).await;
     // The last point a cancel is honoured: past it the commits run to their end.
     if options.cancelled() {

@@ -26,17 +26,17 @@ const MESSAGES_PER_ROUND: usize = 400;
 const UPSERT_IDS: u64 = 150;
 
 /// A small deterministic generator (xorshift64*).
-struct Rng(u64);
+pub(crate) struct Rng(pub(crate) u64);
 
 impl Rng {
-    fn next(&mut self) -> u64 {
+    pub(crate) fn next(&mut self) -> u64 {
         self.0 ^= self.0 >> 12;
         self.0 ^= self.0 << 25;
         self.0 ^= self.0 >> 27;
         self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
     }
 
-    fn below(&mut self, n: u64) -> u64 {
+    pub(crate) fn below(&mut self, n: u64) -> u64 {
         self.next() % n
     }
 }
@@ -226,7 +226,7 @@ fn inject(job: &Job, proxy: &FaultProxy, injected: Injected) -> bool {
     }
 }
 
-fn check_append(engine: &str, table: &str, ids: &[u64], round: usize) {
+pub(crate) fn check_append(engine: &str, table: &str, ids: &[u64], round: usize) {
     let rows = read_rows(engine, Catalog::Seaweed, table);
     let mut got: Vec<u64> = rows.iter().map(|r| r["id"].as_u64().unwrap()).collect();
     got.sort_unstable();
@@ -242,7 +242,7 @@ fn check_append(engine: &str, table: &str, ids: &[u64], round: usize) {
     }
 }
 
-fn check_upsert(engine: &str, table: &str, latest: &BTreeMap<u64, u64>, round: usize) {
+pub(crate) fn check_upsert(engine: &str, table: &str, latest: &BTreeMap<u64, u64>, round: usize) {
     let rows = read_rows(engine, Catalog::Seaweed, table);
     let mut got: BTreeMap<u64, u64> = BTreeMap::new();
     for r in &rows {

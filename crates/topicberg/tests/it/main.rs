@@ -40,6 +40,7 @@ mod sync_cloud_warehouse;
 mod sync_concurrent;
 mod sync_evolution;
 mod sync_fetch;
+mod sync_follow;
 mod sync_invalid;
 mod sync_names;
 mod sync_partitioned;

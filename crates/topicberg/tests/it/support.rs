@@ -595,10 +595,32 @@ impl Job {
         log: &std::path::Path,
         env: &[(&str, &str)],
     ) -> Child {
+        self.spawn_syncing(&[], report, log, env)
+    }
+
+    /// Starts `topicberg sync --follow` like [`Job::spawn_sync_with`]; it
+    /// runs until it is sent SIGTERM or SIGINT (or killed).
+    pub fn spawn_follow(
+        &self,
+        report: &std::path::Path,
+        log: &std::path::Path,
+        env: &[(&str, &str)],
+    ) -> Child {
+        self.spawn_syncing(&["--follow"], report, log, env)
+    }
+
+    fn spawn_syncing(
+        &self,
+        args: &[&str],
+        report: &std::path::Path,
+        log: &std::path::Path,
+        env: &[(&str, &str)],
+    ) -> Child {
         let mut cmd = command(env!("CARGO_BIN_EXE_topicberg"));
         cmd.arg("sync")
             .arg("-c")
             .arg(&self.path)
+            .args(args)
             .arg("--report-json")
             .arg(report)
             .stdout(Stdio::null())

@@ -1,0 +1,282 @@
+//! Following topics (`topicberg sync --follow`): a sync that does not end.
+//!
+//! A follower runs rounds, one every `sync.commit_interval` (sooner when a
+//! round took longer): each round is a bounded sync ([`run_sync_with`]),
+//! which reads every selected topic from the offsets its table records up
+//! to the high watermark seen at the round's start, commits one snapshot
+//! per table with the offsets inside, then the consumer group's offsets.
+//! So every guarantee of a sync holds for each round unchanged: offsets
+//! travel with the data, a round superseded by another sync of the job
+//! (a second follower, a scheduled sync) commits nothing, and after a
+//! crash the next round goes on from the table's offsets.
+//!
+//! A round that fails on something a later round may not meet (Kafka, the
+//! catalog or the store unreachable, another sync of the job running on
+//! this machine) is logged and retried after a bounded backoff; the
+//! follower stops only on what retrying cannot fix (the job's tables
+//! collide, the lock file cannot be written).
+//!
+//! Stopping ([`StopSignal::request`], on SIGTERM / SIGINT): the round in
+//! progress finishes and commits; a round still reading after
+//! `sync.stop_timeout` is cancelled before its commit phase (nothing of it
+//! is committed, its files are deleted; the next start reads it again).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use tokio::sync::Notify;
+use topicberg_core::Job;
+
+use crate::destination::SetupError;
+use crate::sync::report::{SyncReport, TableStatus};
+use crate::sync::{run_sync_with, SyncOptions};
+
+/// The longest wait before retrying a round that failed.
+const MAX_BACKOFF: Duration = Duration::from_secs(60);
+
+/// Asks a follower to stop; cheap to share.
+#[derive(Debug, Default)]
+pub struct StopSignal {
+    requested: AtomicBool,
+    notify: Notify,
+}
+
+impl StopSignal {
+    /// Asks the follower to stop: the round in progress commits, no other
+    /// starts.
+    pub fn request(&self) {
+        self.requested.store(true, Ordering::SeqCst);
+        self.notify.notify_waiters();
+    }
+
+    /// Whether a stop was asked for.
+    pub fn requested(&self) -> bool {
+        self.requested.load(Ordering::SeqCst)
+    }
+
+    /// Returns once a stop is asked for (at once if it was already).
+    pub async fn wait(&self) {
+        loop {
+            let notified = self.notify.notified();
+            if self.requested() {
+                return;
+            }
+            notified.await;
+        }
+    }
+}
+
+/// What a follower did, from its start to its stop.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct FollowReport {
+    /// The job name.
+    pub job: String,
+    /// Rounds run (each a bounded sync).
+    pub rounds: u64,
+    /// Rounds in which at least one table committed a snapshot.
+    pub committing_rounds: u64,
+    /// Snapshots committed, over all tables.
+    pub snapshots: u64,
+    /// Messages written as rows.
+    pub records: u64,
+    /// Rounds that failed as a whole or in a table (retried).
+    pub failed_rounds: u64,
+    /// The last failure, if the last round failed.
+    pub last_error: Option<String>,
+    /// Whether the last round was cancelled by the stop timeout (what it
+    /// read is read again at the next start).
+    pub stop_timed_out: bool,
+}
+
+impl FollowReport {
+    /// True when the follower stopped after a round that succeeded.
+    pub fn succeeded(&self) -> bool {
+        self.last_error.is_none() && !self.stop_timed_out
+    }
+
+    fn count(&mut self, report: &SyncReport) {
+        self.rounds += 1;
+        let snapshots = report
+            .tables
+            .iter()
+            .filter(|t| t.status == TableStatus::Committed)
+            .count() as u64;
+        self.snapshots += snapshots;
+        self.committing_rounds += u64::from(snapshots > 0);
+        self.records += report
+            .tables
+            .iter()
+            .filter(|t| t.status == TableStatus::Committed)
+            .map(|t| t.records)
+            .sum::<u64>();
+        self.stop_timed_out = report.cancelled;
+        self.last_error = if report.succeeded() || report.cancelled {
+            None
+        } else {
+            Some(round_failure(report))
+        };
+        self.failed_rounds += u64::from(self.last_error.is_some());
+    }
+}
+
+/// Follows the job's topics until `stop` is requested; see the module doc.
+/// `Err` only for what retrying cannot fix.
+pub async fn run_follow(job: &Job, stop: Arc<StopSignal>) -> Result<FollowReport, SetupError> {
+    let interval = job.tuning.commit_interval;
+    let mut report = FollowReport {
+        job: job.name.clone(),
+        ..FollowReport::default()
+    };
+    let mut backoff = interval;
+    tracing::info!(
+        commit_interval_ms = interval.as_millis() as u64,
+        stop_timeout_ms = job.tuning.stop_timeout.as_millis() as u64,
+        "following the job's topics"
+    );
+    while !stop.requested() {
+        let started = Instant::now();
+        match round(job, &stop).await {
+            Ok(round) => {
+                report.count(&round);
+                log_round(&report, &round, started);
+                backoff = if report.last_error.is_some() {
+                    next_backoff(backoff, interval)
+                } else {
+                    interval
+                };
+            }
+            Err(e) if e.retryable() => {
+                report.rounds += 1;
+                report.failed_rounds += 1;
+                report.last_error = Some(e.to_string());
+                backoff = next_backoff(backoff, interval);
+                tracing::warn!(
+                    error = %e,
+                    retry_in_ms = backoff.as_millis() as u64,
+                    "follow round failed; retrying"
+                );
+            }
+            Err(e) => return Err(e),
+        }
+        let next = started + backoff;
+        tokio::select! {
+            () = tokio::time::sleep_until(next.into()) => {}
+            () = stop.wait() => {}
+        }
+    }
+    tracing::info!(
+        rounds = report.rounds,
+        snapshots = report.snapshots,
+        records = report.records,
+        "follower stopped"
+    );
+    Ok(report)
+}
+
+/// One round: a bounded sync, cancelled before its commit phase if a stop
+/// was requested more than `stop_timeout` ago and it is still reading.
+async fn round(job: &Job, stop: &StopSignal) -> Result<SyncReport, SetupError> {
+    let cancel = Arc::new(AtomicBool::new(false));
+    let options = SyncOptions {
+        cancel: Some(Arc::clone(&cancel)),
+        progress: None,
+    };
+    let sync = run_sync_with(job, options);
+    tokio::pin!(sync);
+    tokio::select! {
+        result = &mut sync => return result,
+        () = stop.wait() => {}
+    }
+    tokio::select! {
+        result = &mut sync => result,
+        () = tokio::time::sleep(job.tuning.stop_timeout) => {
+            tracing::warn!(
+                stop_timeout_ms = job.tuning.stop_timeout.as_millis() as u64,
+                "the round did not finish within the stop timeout: cancelling it \
+                 (what it read and did not commit is read again at the next start)"
+            );
+            cancel.store(true, Ordering::SeqCst);
+            sync.await
+        }
+    }
+}
+
+/// One event per round that did something; an idle round logs at debug.
+fn log_round(totals: &FollowReport, round: &SyncReport, started: Instant) {
+    let committed: Vec<&str> = round
+        .tables
+        .iter()
+        .filter(|t| t.status == TableStatus::Committed)
+        .map(|t| t.table.as_str())
+        .collect();
+    let records: u64 = round.tables.iter().map(|t| t.records).sum();
+    let elapsed_ms = started.elapsed().as_millis() as u64;
+    if let Some(error) = &totals.last_error {
+        tracing::warn!(round = totals.rounds, elapsed_ms, %error, "follow round failed in a table; retrying");
+    } else if committed.is_empty() {
+        tracing::debug!(
+            round = totals.rounds,
+            elapsed_ms,
+            "follow round: nothing new"
+        );
+    } else {
+        tracing::info!(
+            round = totals.rounds,
+            elapsed_ms,
+            records,
+            tables = %committed.join(","),
+            "follow round committed"
+        );
+    }
+}
+
+/// What failed in a round that returned a report.
+fn round_failure(report: &SyncReport) -> String {
+    let failed: Vec<String> = report
+        .tables
+        .iter()
+        .filter(|t| t.status == TableStatus::Failed)
+        .map(|t| format!("{}: {}", t.table, t.error.as_deref().unwrap_or("failed")))
+        .collect();
+    if failed.is_empty() {
+        "the consumer group's offsets were not committed".to_owned()
+    } else {
+        failed.join("; ")
+    }
+}
+
+/// Doubles the wait after a failure, from the commit interval up to
+/// [`MAX_BACKOFF`].
+fn next_backoff(current: Duration, interval: Duration) -> Duration {
+    (current * 2).clamp(interval, MAX_BACKOFF.max(interval))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_from_the_interval_up_to_a_minute() {
+        let interval = Duration::from_secs(5);
+        let mut wait = interval;
+        let mut seen = Vec::new();
+        for _ in 0..6 {
+            wait = next_backoff(wait, interval);
+            seen.push(wait.as_secs());
+        }
+        assert_eq!(seen, [10, 20, 40, 60, 60, 60]);
+        let long = Duration::from_secs(120);
+        assert_eq!(next_backoff(long, long), long);
+    }
+
+    #[tokio::test]
+    async fn a_stop_requested_before_waiting_is_seen_at_once() {
+        let stop = StopSignal::default();
+        stop.request();
+        tokio::time::timeout(Duration::from_secs(1), stop.wait())
+            .await
+            .expect("wait returns when the stop was already requested");
+    }
+}

@@ -1,0 +1,367 @@
+//! `topicberg sync --follow` against the test bed: a follower commits new
+//! messages round after round, stops on SIGTERM after committing, survives
+//! SIGKILL at random moments (seeded: `TOPICBERG_FOLLOW_SEED` replays a run,
+//! `TOPICBERG_FOLLOW_KILL_ROUNDS` sets the rounds, 5 by default), and runs
+//! beside a scheduled sync of the same job from another machine: every
+//! message exactly once in the append table, the latest message per id in
+//! the upsert table, checked by DuckDB each round and by every reader at
+//! the end.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Child;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::fault_injection::{check_append, check_upsert, Rng};
+use crate::support::{create_topic, plaintext, produce_to_partitions, wait_until, Catalog, Job};
+use crate::testbed::unique_name;
+
+const PARTITIONS: i32 = 3;
+const UPSERT_IDS: u64 = 60;
+/// Long enough for a round on a loaded 2-core machine, short enough to
+/// show the mode: rows within a few seconds.
+const FOLLOW_SETTINGS: &str = "[sync]\ncommit_interval = \"1s\"\nstop_timeout = \"30s\"\n";
+/// How long new messages may take to become visible (a round plus a
+/// reader's start on a loaded machine).
+const VISIBLE_WITHIN: Duration = Duration::from_secs(120);
+
+/// An append and an upsert topic, a job following both, and the model of
+/// what their tables must hold.
+struct Followed {
+    job: Job,
+    appended: String,
+    upserted: String,
+    appended_ids: Vec<u64>,
+    latest: BTreeMap<u64, u64>,
+    next_id: u64,
+}
+
+impl Followed {
+    fn new(prefix: &str) -> Followed {
+        let appended = unique_name(&format!("{prefix}_a"));
+        let upserted = unique_name(&format!("{prefix}_u"));
+        create_topic(&appended, PARTITIONS);
+        create_topic(&upserted, PARTITIONS);
+        let extra = format!(
+            "[[streams]]\ntopic = \"{upserted}\"\nmode = \"upsert\"\ndedup_keys = [\"id\"]\n{FOLLOW_SETTINGS}"
+        );
+        let job = Job::new(Catalog::Seaweed, &[&appended, &upserted], "", &extra);
+        Followed {
+            job,
+            appended,
+            upserted,
+            appended_ids: Vec::new(),
+            latest: BTreeMap::new(),
+            next_id: 0,
+        }
+    }
+
+    /// Produces `count` messages to each topic; the model follows.
+    fn produce(&mut self, rng: &mut Rng, count: usize) {
+        let (mut append_batch, mut upsert_batch) = (Vec::new(), Vec::new());
+        for _ in 0..count {
+            let id = self.next_id;
+            self.next_id += 1;
+            let partition = rng.below(PARTITIONS as u64) as i32;
+            append_batch.push((partition, id.to_string(), json!({"id": id}).to_string()));
+            self.appended_ids.push(id);
+            // One id, one partition: the latest message is the last produced.
+            let key = rng.below(UPSERT_IDS);
+            upsert_batch.push((
+                (key % PARTITIONS as u64) as i32,
+                key.to_string(),
+                json!({"id": key, "seq": id}).to_string(),
+            ));
+            self.latest.insert(key, id);
+        }
+        produce_to_partitions(&plaintext(), &self.appended, &append_batch);
+        produce_to_partitions(&plaintext(), &self.upserted, &upsert_batch);
+    }
+
+    /// Waits until DuckDB reads both tables as the model says.
+    fn wait_visible(&self, what: &str) {
+        let (append_table, upsert_table) = (
+            self.job.table(&self.appended),
+            self.job.table(&self.upserted),
+        );
+        wait_until(what, VISIBLE_WITHIN, || {
+            ids_of(&append_table).len() == self.appended_ids.len()
+                && latest_of(&upsert_table) == self.latest
+        });
+        self.check("duckdb", what);
+    }
+
+    /// Both tables equal the model for `engine` (no loss, no duplicate).
+    fn check(&self, engine: &str, what: &str) {
+        check_append(
+            engine,
+            &self.job.table(&self.appended),
+            &self.appended_ids,
+            0,
+        );
+        check_upsert(engine, &self.job.table(&self.upserted), &self.latest, 0);
+        eprintln!(
+            "{what}: {engine} equals the model ({} messages)",
+            self.appended_ids.len()
+        );
+    }
+
+    fn spawn(&self, report: &Path, log: &Path) -> Child {
+        self.job.spawn_follow(report, log, &[])
+    }
+}
+
+/// The ids DuckDB reads from an append table (empty before it exists).
+fn ids_of(table: &str) -> Vec<u64> {
+    rows_or_none(table)
+        .iter()
+        .filter_map(|r| r["id"].as_u64())
+        .collect()
+}
+
+/// id -> seq as DuckDB reads an upsert table (empty before it exists).
+fn latest_of(table: &str) -> BTreeMap<u64, u64> {
+    rows_or_none(table)
+        .iter()
+        .filter_map(|r| Some((r["id"].as_u64()?, r["seq"].as_u64()?)))
+        .collect()
+}
+
+fn rows_or_none(table: &str) -> Vec<Value> {
+    let out = crate::support::try_read("duckdb", Catalog::Seaweed, table);
+    if !out.status.success() {
+        return Vec::new();
+    }
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+/// Sends SIGTERM and waits for the exit; the follower's report.
+fn stop(mut child: Child, report: &Path, log: &Path) -> Value {
+    // SAFETY: kill(2) on our own child's pid.
+    let sent = unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    assert_eq!(sent, 0, "SIGTERM sent");
+    let mut status = None;
+    wait_until(
+        "the follower to exit after SIGTERM",
+        Duration::from_secs(60),
+        || {
+            status = child.try_wait().expect("try_wait");
+            status.is_some()
+        },
+    );
+    let log_text = std::fs::read_to_string(log).unwrap_or_default();
+    assert!(
+        status.unwrap().success(),
+        "the follower failed after SIGTERM ({status:?}):\n{log_text}"
+    );
+    assert!(
+        log_text.contains("stopping: committing what was read"),
+        "the follower did not say it was stopping:\n{log_text}"
+    );
+    serde_json::from_slice(&std::fs::read(report).expect("follow report written"))
+        .expect("report JSON")
+}
+
+fn seed() -> u64 {
+    let seed = std::env::var("TOPICBERG_FOLLOW_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64
+                | 1
+        });
+    eprintln!("follow seed: {seed} (TOPICBERG_FOLLOW_SEED={seed} replays it)");
+    seed
+}
+
+#[test]
+fn sync_follow_commits_new_messages_round_after_round_and_stops_on_sigterm() {
+    let mut rng = Rng(seed());
+    let mut followed = Followed::new("follow");
+    followed.produce(&mut rng, 300);
+    let (report, log) = (
+        followed.job.scratch_file("follow.json"),
+        followed.job.scratch_file("follow.log"),
+    );
+    let child = followed.spawn(&report, &log);
+    followed.wait_visible("the messages produced before the start");
+    // New messages while it runs, in two bursts: each becomes visible
+    // without another command.
+    for burst in 0..2 {
+        followed.produce(&mut rng, 150);
+        followed.wait_visible(&format!("burst {burst} produced while following"));
+    }
+    let report = stop(child, &report, &log);
+    assert!(report["rounds"].as_u64().unwrap() >= 3, "{report}");
+    // Each of the three batches became one snapshot or more per table.
+    assert!(report["snapshots"].as_u64().unwrap() >= 6, "{report}");
+    assert_eq!(report["failed_rounds"], 0, "{report}");
+    for engine in ["pyiceberg", "spark"] {
+        followed.check(engine, "after the stop");
+    }
+}
+
+#[test]
+fn sync_follow_killed_at_random_moments_and_restarted_loses_and_duplicates_nothing() {
+    let rounds: usize = std::env::var("TOPICBERG_FOLLOW_KILL_ROUNDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(5);
+    let mut rng = Rng(seed());
+    let mut followed = Followed::new("follow_kill");
+    let (report, log) = (
+        followed.job.scratch_file("follow.json"),
+        followed.job.scratch_file("follow.log"),
+    );
+    let mut child = followed.spawn(&report, &log);
+    for round in 0..rounds {
+        let count = 50 + rng.below(250) as usize;
+        followed.produce(&mut rng, count);
+        // The random moment is the point of the test, not a wait for
+        // something to happen.
+        std::thread::sleep(Duration::from_millis(rng.below(4000)));
+        child.kill().expect("SIGKILL");
+        child.wait().expect("wait");
+        child = followed.spawn(&report, &log);
+        followed.wait_visible(&format!("round {round}: after a SIGKILL and a restart"));
+    }
+    let report = stop(child, &report, &log);
+    assert_eq!(report["failed_rounds"], 0, "{report}");
+    for engine in ["pyiceberg", "spark"] {
+        followed.check(engine, "after the kill rounds");
+    }
+}
+
+#[test]
+fn sync_follow_beside_a_scheduled_sync_from_another_machine_duplicates_nothing() {
+    let mut rng = Rng(seed());
+    let mut followed = Followed::new("follow_beside");
+    // The same job from another machine: its own state folder, so its lock
+    // does not keep the two apart; only the table's offsets do.
+    let other = followed.job.path.with_file_name("other-machine.toml");
+    let state = followed.job.path.with_file_name("other-state");
+    let text = std::fs::read_to_string(&followed.job.path).unwrap();
+    std::fs::write(
+        &other,
+        text.replace(
+            FOLLOW_SETTINGS,
+            &format!("{FOLLOW_SETTINGS}state_dir = \"{}\"\n", state.display()),
+        ),
+    )
+    .unwrap();
+    let (report, log) = (
+        followed.job.scratch_file("follow.json"),
+        followed.job.scratch_file("follow.log"),
+    );
+    let child = followed.spawn(&report, &log);
+    let mut scheduled_tables: BTreeMap<String, usize> = BTreeMap::new();
+    for round in 0..5 {
+        followed.produce(&mut rng, 200);
+        let sync_report = followed.job.scratch_file("sync.json");
+        let out = crate::testbed::command(env!("CARGO_BIN_EXE_topicberg"))
+            .args([
+                "sync",
+                "-c",
+                other.to_str().unwrap(),
+                "--report-json",
+                sync_report.to_str().unwrap(),
+            ])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "round {round}: the scheduled sync failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let sync_report: Value =
+            serde_json::from_slice(&std::fs::read(&sync_report).unwrap()).unwrap();
+        for table in sync_report["tables"].as_array().unwrap() {
+            *scheduled_tables
+                .entry(table["status"].as_str().unwrap().to_owned())
+                .or_default() += 1;
+        }
+        followed.wait_visible(&format!("round {round}: follower and scheduled sync"));
+    }
+    eprintln!("the scheduled syncs' tables: {scheduled_tables:?}");
+    // The two met: the scheduled sync wrote some of the messages itself or
+    // found the follower had (superseded), not only ever nothing new.
+    let met = scheduled_tables.get("committed").copied().unwrap_or(0)
+        + scheduled_tables.get("superseded").copied().unwrap_or(0);
+    assert!(
+        met > 0,
+        "the scheduled sync never raced the follower: {scheduled_tables:?}"
+    );
+    stop(child, &report, &log);
+    followed.check("pyiceberg", "after follower and scheduled syncs");
+}
+
+#[test]
+fn sync_follow_past_its_stop_timeout_drops_the_round_and_the_next_start_reads_it_again() {
+    let mut rng = Rng(seed());
+    let mut followed = Followed::new("follow_timeout");
+    let text = std::fs::read_to_string(&followed.job.path).unwrap();
+    std::fs::write(
+        &followed.job.path,
+        text.replace("stop_timeout = \"30s\"", "stop_timeout = \"2s\""),
+    )
+    .unwrap();
+    followed.produce(&mut rng, 200);
+    // The first round waits before reading until `release` exists: it is
+    // still reading when the stop comes and past its timeout.
+    let release = followed.job.scratch_file("release");
+    let pause = format!("before_drain:{}", release.display());
+    let (report, log) = (
+        followed.job.scratch_file("follow.json"),
+        followed.job.scratch_file("follow.log"),
+    );
+    let mut child = followed
+        .job
+        .spawn_follow(&report, &log, &[("TOPICBERG_PAUSE", &pause)]);
+    wait_until(
+        "the first round to pause before reading",
+        Duration::from_secs(60),
+        || release.with_extension("ready").exists(),
+    );
+    // SAFETY: kill(2) on our own child's pid.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    wait_until(
+        "the stop timeout to cancel the round",
+        Duration::from_secs(60),
+        || {
+            std::fs::read_to_string(&log)
+                .unwrap_or_default()
+                .contains("did not finish within the stop timeout")
+        },
+    );
+    std::fs::write(&release, b"").unwrap();
+    let mut status = None;
+    wait_until("the follower to exit", Duration::from_secs(60), || {
+        status = child.try_wait().expect("try_wait");
+        status.is_some()
+    });
+    let log_text = std::fs::read_to_string(&log).unwrap_or_default();
+    assert_eq!(
+        status.unwrap().code(),
+        Some(1),
+        "a cut round exits 1:\n{log_text}"
+    );
+    let cut: Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+    assert_eq!(cut["stop_timed_out"], true, "{cut}");
+    assert_eq!(cut["snapshots"], 0, "{cut}");
+    assert!(
+        ids_of(&followed.job.table(&followed.appended)).is_empty(),
+        "nothing of the cut round is committed"
+    );
+    // The next start reads what the cut round had planned.
+    child = followed.spawn(&report, &log);
+    followed.wait_visible("after a restart");
+    stop(child, &report, &log);
+}
