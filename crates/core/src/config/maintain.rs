@@ -1,13 +1,10 @@
 //! `[maintain]`: what `topicberg maintain` does to the job's tables
-//! (compaction, snapshot expiry, orphan-file removal, manifest rewrite),
-//! and the durations it takes (`"90s"`, `"30m"`, `"12h"`, `"7d"`).
-
-use std::time::Duration;
-
+//! (compaction, snapshot expiry, orphan-file removal, manifest rewrite);
+//! its durations are parsed by `interval.rs`.
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::{defaults, SettingErrorKind};
+use super::defaults;
 
 /// `[maintain]`: what `topicberg maintain` does (compaction, snapshot
 /// expiry, orphan-file removal, manifest rewrite); the defaults suit most
@@ -85,96 +82,5 @@ impl Default for MaintainConfig {
             orphan_min_age: defaults::maintain_orphan_min_age(),
             max_manifests: defaults::maintain_max_manifests(),
         }
-    }
-}
-
-/// Why a duration setting (`"7d"`) does not parse; the message says how
-/// to write it.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum DurationError {
-    /// Digits only, e.g. `"7"`.
-    #[error("{text:?} has no unit; write e.g. \"30m\", \"12h\" or \"7d\"")]
-    NoUnit {
-        /// The value as written (trimmed).
-        text: String,
-    },
-    /// No whole number before the unit, e.g. `"d"`.
-    #[error("{text:?} does not start with a whole number, e.g. \"7d\"")]
-    NotANumber {
-        /// The value as written (trimmed).
-        text: String,
-        /// Why the digits are no number.
-        #[source]
-        source: std::num::ParseIntError,
-    },
-    /// A unit other than `s`, `m`, `h`, `d`.
-    #[error("{text:?} has the unit {unit:?}; use s, m, h or d (e.g. \"7d\")")]
-    UnknownUnit {
-        /// The value as written (trimmed).
-        text: String,
-        /// The unit as written.
-        unit: String,
-    },
-}
-
-impl DurationError {
-    /// What kind of failure this is.
-    pub fn kind(&self) -> SettingErrorKind {
-        match self {
-            Self::NoUnit { .. } | Self::NotANumber { .. } => SettingErrorKind::Syntax,
-            Self::UnknownUnit { .. } => SettingErrorKind::UnknownName,
-        }
-    }
-}
-
-/// Parses a duration written as a whole number and a unit: `s`, `m`, `h`
-/// or `d` (`"0s"` is allowed).
-pub fn parse_duration(text: &str) -> Result<Duration, DurationError> {
-    let text = text.trim();
-    let split = text
-        .find(|c: char| !c.is_ascii_digit())
-        .ok_or_else(|| DurationError::NoUnit {
-            text: text.to_owned(),
-        })?;
-    let (number, unit) = text.split_at(split);
-    let number: u64 = number.parse().map_err(|source| DurationError::NotANumber {
-        text: text.to_owned(),
-        source,
-    })?;
-    let seconds = match unit {
-        "s" => 1,
-        "m" => 60,
-        "h" => 3_600,
-        "d" => 86_400,
-        _ => {
-            return Err(DurationError::UnknownUnit {
-                text: text.to_owned(),
-                unit: unit.to_owned(),
-            })
-        }
-    };
-    Ok(Duration::from_secs(number.saturating_mul(seconds)))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn durations_parse_with_their_unit() {
-        assert_eq!(parse_duration("90s"), Ok(Duration::from_secs(90)));
-        assert_eq!(parse_duration("30m"), Ok(Duration::from_secs(1_800)));
-        assert_eq!(parse_duration(" 12h"), Ok(Duration::from_secs(43_200)));
-        assert_eq!(parse_duration("7d"), Ok(Duration::from_secs(604_800)));
-        assert_eq!(parse_duration("0s"), Ok(Duration::ZERO));
-        assert!(parse_duration("7")
-            .unwrap_err()
-            .to_string()
-            .contains("no unit"));
-        assert!(parse_duration("7w")
-            .unwrap_err()
-            .to_string()
-            .contains("\"w\""));
-        assert!(parse_duration("d").is_err());
     }
 }

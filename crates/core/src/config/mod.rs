@@ -54,8 +54,8 @@ pub use engines::{
     resolve_delete_format, DeleteFormatError, DeleteFormatErrorKind, EngineSupport, ResolvedUpsert,
 };
 pub use error::{ConfigError, ConfigProblem, SettingErrorKind};
-pub use interval::{Interval, IntervalError};
-pub use maintain::{parse_duration, DurationError, MaintainConfig};
+pub use interval::{parse_duration, DurationError, Interval, IntervalError};
+pub use maintain::MaintainConfig;
 pub use partition::{parse_partition_by, PartitionField, PartitionFieldError, PartitionTransform};
 pub use reference::job_file_reference;
 pub use schema::job_file_schema;

@@ -828,12 +828,27 @@ fn fetch_picks_the_batch_reader_only_on_plaintext() {
 #[test]
 fn follow_intervals_default_parse_and_refuse_zero_with_the_line() {
     let c = load(&with("[sync]\ncommit_interval = \"2s\"\n")).unwrap();
-    assert_eq!(c.sync.commit_interval.get(), std::time::Duration::from_secs(2));
-    assert_eq!(c.sync.stop_timeout.get(), std::time::Duration::from_secs(20));
+    assert_eq!(
+        c.sync.commit_interval.get(),
+        std::time::Duration::from_secs(2)
+    );
+    assert_eq!(
+        c.sync.stop_timeout.get(),
+        std::time::Duration::from_secs(20)
+    );
     let resolved = job(&c);
-    assert_eq!(resolved.tuning.commit_interval, std::time::Duration::from_secs(2));
-    assert_eq!(load(MINIMAL).unwrap().sync.commit_interval.to_string(), "5s");
+    assert_eq!(
+        resolved.tuning.commit_interval,
+        std::time::Duration::from_secs(2)
+    );
+    assert_eq!(
+        load(MINIMAL).unwrap().sync.commit_interval.to_string(),
+        "5s"
+    );
     let err = load(&with("[sync]\ncommit_interval = \"0s\"\n")).unwrap_err();
     let shown = err.to_string();
-    assert!(shown.contains("at least \"1s\"") && shown.contains("commit_interval"), "{shown}");
+    assert!(
+        shown.contains("at least \"1s\"") && shown.contains("commit_interval"),
+        "{shown}"
+    );
 }
