@@ -81,6 +81,10 @@ pub struct FollowReport {
     pub snapshots: u64,
     /// Messages written as rows.
     pub records: u64,
+    /// Tables whose round found that another sync of the job (a second
+    /// follower, a scheduled sync) had committed those messages first:
+    /// nothing committed for them, nothing duplicated.
+    pub superseded: u64,
     /// Rounds that failed as a whole or in a table (retried).
     pub failed_rounds: u64,
     /// The last failure, if the last round failed.
@@ -105,6 +109,11 @@ impl FollowReport {
             .count() as u64;
         self.snapshots += snapshots;
         self.committing_rounds += u64::from(snapshots > 0);
+        self.superseded += report
+            .tables
+            .iter()
+            .filter(|t| t.status == TableStatus::Superseded)
+            .count() as u64;
         self.records += report
             .tables
             .iter()
@@ -212,6 +221,19 @@ fn log_round(totals: &FollowReport, round: &SyncReport, started: Instant) {
         .map(|t| t.table.as_str())
         .collect();
     let records: u64 = round.tables.iter().map(|t| t.records).sum();
+    let superseded: Vec<&str> = round
+        .tables
+        .iter()
+        .filter(|t| t.status == TableStatus::Superseded)
+        .map(|t| t.table.as_str())
+        .collect();
+    if !superseded.is_empty() {
+        tracing::info!(
+            round = totals.rounds,
+            tables = %superseded.join(","),
+            "another sync of the job committed these messages first; nothing committed for them"
+        );
+    }
     let elapsed_ms = started.elapsed().as_millis() as u64;
     if let Some(error) = &totals.last_error {
         tracing::warn!(round = totals.rounds, elapsed_ms, %error, "follow round failed in a table; retrying");

@@ -249,58 +249,69 @@ fn sync_follow_beside_a_scheduled_sync_from_another_machine_duplicates_nothing()
     let other = followed.job.path.with_file_name("other-machine.toml");
     let state = followed.job.path.with_file_name("other-state");
     let text = std::fs::read_to_string(&followed.job.path).unwrap();
-    std::fs::write(
-        &other,
-        text.replace(
-            FOLLOW_SETTINGS,
-            &format!("{FOLLOW_SETTINGS}state_dir = \"{}\"\n", state.display()),
-        ),
-    )
-    .unwrap();
+    let moved = format!("{FOLLOW_SETTINGS}state_dir = \"{}\"\n", state.display());
+    std::fs::write(&other, text.replace(FOLLOW_SETTINGS, &moved)).unwrap();
+    // First a race made certain: the follower's first round reads the
+    // first batch and waits before its commit while the other machine's
+    // sync commits the same messages; released, the round must find the
+    // table moved and commit nothing.
+    followed.produce(&mut rng, 200);
+    let release = followed.job.scratch_file("release");
+    let pause = format!("before_iceberg_commit:{}", release.display());
     let (report, log) = (
         followed.job.scratch_file("follow.json"),
         followed.job.scratch_file("follow.log"),
     );
-    let child = followed.spawn(&report, &log);
-    let mut scheduled_tables: BTreeMap<String, usize> = BTreeMap::new();
-    for round in 0..5 {
-        followed.produce(&mut rng, 200);
-        let sync_report = followed.job.scratch_file("sync.json");
-        let out = crate::testbed::command(env!("CARGO_BIN_EXE_topicberg"))
-            .args([
-                "sync",
-                "-c",
-                other.to_str().unwrap(),
-                "--report-json",
-                sync_report.to_str().unwrap(),
-            ])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "round {round}: the scheduled sync failed:\n{}",
-            String::from_utf8_lossy(&out.stderr)
+    let child = followed
+        .job
+        .spawn_follow(&report, &log, &[("TOPICBERG_PAUSE", &pause)]);
+    wait_until(
+        "the follower's first round to wait before its commit",
+        Duration::from_secs(60),
+        || release.with_extension("ready").exists(),
+    );
+    let first = scheduled_sync(&other);
+    for table in first["tables"].as_array().unwrap() {
+        assert_eq!(
+            table["status"], "committed",
+            "the other machine's sync: {first}"
         );
-        let sync_report: Value =
-            serde_json::from_slice(&std::fs::read(&sync_report).unwrap()).unwrap();
-        for table in sync_report["tables"].as_array().unwrap() {
-            *scheduled_tables
-                .entry(table["status"].as_str().unwrap().to_owned())
-                .or_default() += 1;
-        }
+    }
+    std::fs::write(&release, b"").unwrap();
+    followed.wait_visible("the first batch, committed by the other machine");
+    // Then rounds as they come: the two interleave as timing has it.
+    for round in 1..5 {
+        followed.produce(&mut rng, 200);
+        scheduled_sync(&other);
         followed.wait_visible(&format!("round {round}: follower and scheduled sync"));
     }
-    eprintln!("the scheduled syncs' tables: {scheduled_tables:?}");
-    // The two met: the scheduled sync wrote some of the messages itself or
-    // found the follower had (superseded), not only ever nothing new.
-    let met = scheduled_tables.get("committed").copied().unwrap_or(0)
-        + scheduled_tables.get("superseded").copied().unwrap_or(0);
+    let totals = stop(child, &report, &log);
     assert!(
-        met > 0,
-        "the scheduled sync never raced the follower: {scheduled_tables:?}"
+        totals["superseded"].as_u64().unwrap() >= 2,
+        "both tables superseded once: {totals}"
     );
-    stop(child, &report, &log);
     followed.check("pyiceberg", "after follower and scheduled syncs");
+}
+
+/// Runs `topicberg sync` (scheduled) with the job file `job`; its report.
+fn scheduled_sync(job: &Path) -> Value {
+    let report = job.with_file_name(format!("sync-{}.json", uuid::Uuid::new_v4().simple()));
+    let out = crate::testbed::command(env!("CARGO_BIN_EXE_topicberg"))
+        .args([
+            "sync",
+            "-c",
+            job.to_str().unwrap(),
+            "--report-json",
+            report.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "the scheduled sync failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap()
 }
 
 #[test]
