@@ -335,6 +335,7 @@ impl Runner {
         let options = SyncOptions {
             cancel: Some(Arc::clone(&run.cancel)),
             progress: Some(Arc::clone(&run.progress)),
+            skipped_logged: None,
         };
         let runtime = tokio::runtime::Handle::current();
         let result = runtime

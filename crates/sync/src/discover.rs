@@ -67,7 +67,7 @@ pub fn discover(job: &Job) -> Result<Vec<DiscoveredTopic>, SetupError> {
     let registry = connect_registry(job)?;
     let connection = KafkaConnection::from_source(&job.source);
     let selection = select_topics(&connection, &job.topics, KAFKA_TIMEOUT)?;
-    crate::log_skipped(job, &selection.skipped);
+    crate::log_skipped(job, &selection.skipped, None);
     crate::check_table_collisions(job, selection.selected.iter().map(|t| t.name.as_str()))?;
     let group = job.consumer_group.clone();
     let states = read_partition_states(&connection, &group, &selection.selected, KAFKA_TIMEOUT)?;

@@ -32,6 +32,7 @@ use topicberg_core::Job;
 use crate::destination::SetupError;
 use crate::sync::report::{SyncReport, TableStatus};
 use crate::sync::{run_sync_with, SyncOptions};
+use crate::SkippedTopics;
 
 /// The longest wait before retrying a round that failed.
 const MAX_BACKOFF: Duration = Duration::from_secs(60);
@@ -139,6 +140,8 @@ pub async fn run_follow(job: &Job, stop: Arc<StopSignal>) -> Result<FollowReport
         ..FollowReport::default()
     };
     let mut backoff = interval;
+    // Each left-out topic is logged once, not every round.
+    let skipped = Arc::new(SkippedTopics::default());
     tracing::info!(
         commit_interval_ms = interval.as_millis() as u64,
         stop_timeout_ms = job.tuning.stop_timeout.as_millis() as u64,
@@ -146,7 +149,7 @@ pub async fn run_follow(job: &Job, stop: Arc<StopSignal>) -> Result<FollowReport
     );
     while !stop.requested() {
         let started = Instant::now();
-        match round(job, &stop).await {
+        match round(job, &stop, &skipped).await {
             Ok(round) => {
                 report.count(&round);
                 log_round(&report, &round, started);
@@ -186,11 +189,16 @@ pub async fn run_follow(job: &Job, stop: Arc<StopSignal>) -> Result<FollowReport
 
 /// One round: a bounded sync, cancelled before its commit phase if a stop
 /// was requested more than `stop_timeout` ago and it is still reading.
-async fn round(job: &Job, stop: &StopSignal) -> Result<SyncReport, SetupError> {
+async fn round(
+    job: &Job,
+    stop: &StopSignal,
+    skipped: &Arc<SkippedTopics>,
+) -> Result<SyncReport, SetupError> {
     let cancel = Arc::new(AtomicBool::new(false));
     let options = SyncOptions {
         cancel: Some(Arc::clone(&cancel)),
         progress: None,
+        skipped_logged: Some(Arc::clone(skipped)),
     };
     let sync = run_sync_with(job, options);
     tokio::pin!(sync);

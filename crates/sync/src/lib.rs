@@ -62,14 +62,26 @@ pub fn check_table_collisions<'a>(
     Err(SetupError::TableCollision(problems))
 }
 
+/// The topics a follower has logged as left out by its pattern.
+pub type SkippedTopics = std::sync::Mutex<std::collections::BTreeSet<String>>;
+
 /// Logs every topic the pattern leaves out, as the product pages' users
 /// expect to see it. A job without `topic_pattern` reads exactly its
 /// `[[streams]]`: the cluster's other topics are no concern of it, and
 /// only their count is logged (debug).
-pub fn log_skipped(job: &Job, skipped: &[String]) {
+///
+/// `logged`: the topics already logged (a follower's earlier rounds); only
+/// the others are logged, and added to it, so a follower says each once.
+pub fn log_skipped(job: &Job, skipped: &[String], logged: Option<&SkippedTopics>) {
     match job.source.topic_pattern.as_deref() {
         Some(pattern) if !pattern.is_empty() => {
+            let mut logged = logged.map(|l| l.lock().unwrap_or_else(|e| e.into_inner()));
             for topic in skipped {
+                if let Some(logged) = logged.as_mut() {
+                    if !logged.insert(topic.clone()) {
+                        continue;
+                    }
+                }
                 tracing::info!("Skipping topic {topic} (does not match topic_pattern: {pattern})");
             }
         }

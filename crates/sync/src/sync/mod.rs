@@ -68,6 +68,9 @@ pub struct SyncOptions {
     /// live view ([`SyncProgress::snapshot`]); `None`: counted for the
     /// progress log line only.
     pub progress: Option<Arc<SyncProgress>>,
+    /// Topics already logged as left out by `topic_pattern` (a follower's
+    /// earlier rounds): only others are logged. `None`: every one is.
+    pub skipped_logged: Option<Arc<crate::SkippedTopics>>,
 }
 
 impl SyncOptions {
@@ -102,7 +105,7 @@ async fn sync_stages(
     started: Instant,
 ) -> Result<SyncReport, SetupError> {
     let _lock = lock::JobLock::acquire(&job.state_dir, &job.consumer_group)?;
-    let (ctx, selection, states) = connect(job, progress, started).await?;
+    let (ctx, selection, states) = connect(job, options, progress, started).await?;
     let mut tables = stages::plan_tables(&ctx, &selection.selected, &states).await;
     if options.cancelled() {
         return Ok(cancelled_report(job, started, tables));
@@ -128,11 +131,12 @@ async fn sync_stages(
 /// and the catalog, asked at once (each is round trips of waiting); a
 /// Kafka failure is reported first, as if it came first. Then the
 /// selection's table names are checked and the registry connected.
-async fn connect(
-    job: &Job,
+async fn connect<'a>(
+    job: &'a Job,
+    options: &SyncOptions,
     progress: Arc<SyncProgress>,
     started: Instant,
-) -> Result<(SyncContext<'_>, TopicSelection, Vec<PartitionState>), SetupError> {
+) -> Result<(SyncContext<'a>, TopicSelection, Vec<PartitionState>), SetupError> {
     let connection = KafkaConnection::from_source(&job.source);
     let group = &job.consumer_group;
     let kafka = {
@@ -159,7 +163,7 @@ async fn connect(
         "catalog connected"
     );
     let (selection, states) = kafka.await.map_err(SetupError::Task)??;
-    crate::log_skipped(job, &selection.skipped);
+    crate::log_skipped(job, &selection.skipped, options.skipped_logged.as_deref());
     crate::check_table_collisions(job, selection.selected.iter().map(|t| t.name.as_str()))?;
     let destination = destination?;
     tracing::debug!(

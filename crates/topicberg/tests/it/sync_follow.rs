@@ -167,6 +167,26 @@ fn stop(mut child: Child, report: &Path, log: &Path) -> Value {
         .expect("report JSON")
 }
 
+/// A follower logs each topic its pattern leaves out once, not every
+/// round (the cluster holds other tests' topics and the registry's).
+fn assert_each_skipped_topic_logged_once(log: &Path) {
+    let text = std::fs::read_to_string(log).unwrap();
+    let mut seen = std::collections::BTreeMap::<&str, usize>::new();
+    for line in text.lines().filter(|l| l.contains("Skipping topic ")) {
+        let topic = line
+            .split("Skipping topic ")
+            .nth(1)
+            .unwrap()
+            .split(' ')
+            .next()
+            .unwrap();
+        *seen.entry(topic).or_default() += 1;
+    }
+    assert!(!seen.is_empty(), "no topic logged as skipped:\n{text}");
+    let repeated: Vec<_> = seen.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(repeated.is_empty(), "logged more than once: {repeated:?}");
+}
+
 fn seed() -> u64 {
     let seed = std::env::var("TOPICBERG_FOLLOW_SEED")
         .ok()
@@ -204,6 +224,7 @@ fn sync_follow_commits_new_messages_round_after_round_and_stops_on_sigterm() {
     // Each of the three batches became one snapshot or more per table.
     assert!(report["snapshots"].as_u64().unwrap() >= 6, "{report}");
     assert_eq!(report["failed_rounds"], 0, "{report}");
+    assert_each_skipped_topic_logged_once(&log);
     for engine in ["pyiceberg", "spark"] {
         followed.check(engine, "after the stop");
     }
