@@ -15,7 +15,7 @@ use serde_json::{json, Value};
 use crate::fault_proxy::{Fault, FaultProxy};
 use crate::support::{
     create_topic_on, faults_broker, produce_to_partitions, read_rows, restart_kafka_faults,
-    Catalog, Job,
+    Catalog, Job, Rng,
 };
 use crate::testbed::{get, unique_name};
 
@@ -24,22 +24,6 @@ const ROUNDS: usize = 24;
 const PARTITIONS: i32 = 3;
 const MESSAGES_PER_ROUND: usize = 400;
 const UPSERT_IDS: u64 = 150;
-
-/// A small deterministic generator (xorshift64*).
-pub(crate) struct Rng(pub(crate) u64);
-
-impl Rng {
-    pub(crate) fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    pub(crate) fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
 
 #[derive(Debug, Clone, Copy)]
 enum Injected {
@@ -60,18 +44,7 @@ const FAULT_POINTS: [&str; 6] = [
 
 #[test]
 fn fault_injection_random_kills_broker_restarts_and_catalog_faults_lose_and_duplicate_nothing() {
-    let seed: u64 = std::env::var("TOPICBERG_FAULT_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos() as u64
-                | 1
-        });
-    eprintln!("fault injection seed: {seed} (TOPICBERG_FAULT_SEED={seed} replays it)");
-    let mut rng = Rng(seed);
+    let mut rng = Rng::seeded("TOPICBERG_FAULT_SEED", "fault injection");
 
     let broker = faults_broker();
     let appended = unique_name("fi_append");

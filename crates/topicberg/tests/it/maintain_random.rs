@@ -16,28 +16,12 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::support::{create_topic, wait_until, Job};
+use crate::support::{create_topic, wait_until, Job, Rng};
 use crate::testbed::{command, unique_name};
 
 const ROUNDS: usize = 8;
 const KEYS: u64 = 120;
 const MESSAGES_PER_ROUND: u64 = 150;
-
-/// xorshift64*: small, deterministic.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
 
 /// Produces `(key, value or tombstone)` messages.
 fn produce(topic: &str, messages: &[(String, Option<String>)]) {
@@ -146,18 +130,8 @@ const MAINTAIN_FAULTS: [&str; 3] = [
 
 #[test]
 fn syncs_and_maintain_interleaved_and_killed_at_random_lose_duplicate_and_resurrect_nothing() {
-    let seed: u64 = std::env::var("TOPICBERG_MAINTAIN_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos() as u64
-                | 1
-        });
-    eprintln!("maintain random seed: {seed} (TOPICBERG_MAINTAIN_SEED={seed} replays it)");
-    let mut rng = Rng(seed);
+    let mut rng = Rng::seeded("TOPICBERG_MAINTAIN_SEED", "maintain random");
+    let seed = rng.0;
 
     let topics = [unique_name("mrand_position"), unique_name("mrand_dv")];
     for topic in &topics {

@@ -716,3 +716,36 @@ pub fn spark_maintain(args: &[&str], tables: &[String]) -> String {
     );
     String::from_utf8(out.stdout).unwrap()
 }
+
+/// A small deterministic generator (xorshift64*) for the randomized tests.
+pub struct Rng(pub u64);
+
+impl Rng {
+    /// Seeded from the environment variable `var` when set (to replay a
+    /// run), else from the clock; the seed is printed with how to replay it.
+    pub fn seeded(var: &str, what: &str) -> Rng {
+        let seed: u64 = std::env::var(var)
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| {
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap()
+                    .as_nanos() as u64
+                    | 1
+            });
+        eprintln!("{what} seed: {seed} ({var}={seed} replays it)");
+        Rng(seed)
+    }
+
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}

@@ -14,8 +14,10 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::fault_injection::{check_append, check_upsert, Rng};
-use crate::support::{create_topic, plaintext, produce_to_partitions, wait_until, Catalog, Job};
+use crate::fault_injection::{check_append, check_upsert};
+use crate::support::{
+    create_topic, plaintext, produce_to_partitions, wait_until, Catalog, Job, Rng,
+};
 use crate::testbed::unique_name;
 
 const PARTITIONS: i32 = 3;
@@ -187,24 +189,9 @@ fn assert_each_skipped_topic_logged_once(log: &Path) {
     assert!(repeated.is_empty(), "logged more than once: {repeated:?}");
 }
 
-fn seed() -> u64 {
-    let seed = std::env::var("TOPICBERG_FOLLOW_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos() as u64
-                | 1
-        });
-    eprintln!("follow seed: {seed} (TOPICBERG_FOLLOW_SEED={seed} replays it)");
-    seed
-}
-
 #[test]
 fn sync_follow_commits_new_messages_round_after_round_and_stops_on_sigterm() {
-    let mut rng = Rng(seed());
+    let mut rng = Rng::seeded("TOPICBERG_FOLLOW_SEED", "follow");
     let mut followed = Followed::new("follow");
     followed.produce(&mut rng, 300);
     let (report, log) = (
@@ -236,7 +223,7 @@ fn sync_follow_killed_at_random_moments_and_restarted_loses_and_duplicates_nothi
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(5);
-    let mut rng = Rng(seed());
+    let mut rng = Rng::seeded("TOPICBERG_FOLLOW_SEED", "follow");
     let mut followed = Followed::new("follow_kill");
     let (report, log) = (
         followed.job.scratch_file("follow.json"),
@@ -263,7 +250,7 @@ fn sync_follow_killed_at_random_moments_and_restarted_loses_and_duplicates_nothi
 
 #[test]
 fn sync_follow_beside_a_scheduled_sync_from_another_machine_duplicates_nothing() {
-    let mut rng = Rng(seed());
+    let mut rng = Rng::seeded("TOPICBERG_FOLLOW_SEED", "follow");
     let mut followed = Followed::new("follow_beside");
     // The same job from another machine: its own state folder, so its lock
     // does not keep the two apart; only the table's offsets do.
@@ -337,7 +324,7 @@ fn scheduled_sync(job: &Path) -> Value {
 
 #[test]
 fn sync_follow_past_its_stop_timeout_drops_the_round_and_the_next_start_reads_it_again() {
-    let mut rng = Rng(seed());
+    let mut rng = Rng::seeded("TOPICBERG_FOLLOW_SEED", "follow");
     let mut followed = Followed::new("follow_timeout");
     let text = std::fs::read_to_string(&followed.job.path).unwrap();
     std::fs::write(
