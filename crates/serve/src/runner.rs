@@ -336,6 +336,7 @@ impl Runner {
             cancel: Some(Arc::clone(&run.cancel)),
             progress: Some(Arc::clone(&run.progress)),
             skipped_logged: None,
+            clients: None,
         };
         let runtime = tokio::runtime::Handle::current();
         let result = runtime

@@ -10,6 +10,11 @@
 //! (a second follower, a scheduled sync) commits nothing, and after a
 //! crash the next round goes on from the table's offsets.
 //!
+//! The catalog, store and registry clients are connected once, at the
+//! first round that reaches them, and kept (a REST catalog's token is
+//! exchanged anew before it expires; vended credentials renew with each
+//! table load).
+//!
 //! A round that fails on something a later round may not meet (Kafka, the
 //! catalog or the store unreachable, another sync of the job running on
 //! this machine) is logged and retried after a bounded backoff; the
@@ -31,7 +36,7 @@ use topicberg_core::Job;
 
 use crate::destination::SetupError;
 use crate::sync::report::{SyncReport, TableStatus};
-use crate::sync::{run_sync_with, SyncOptions};
+use crate::sync::{run_sync_with, JobClients, SyncOptions};
 use crate::SkippedTopics;
 
 /// The longest wait before retrying a round that failed.
@@ -147,9 +152,11 @@ pub async fn run_follow(job: &Job, stop: Arc<StopSignal>) -> Result<FollowReport
         stop_timeout_ms = job.tuning.stop_timeout.as_millis() as u64,
         "following the job's topics"
     );
+    // Connected at the first round that reaches the catalog, then kept.
+    let mut clients: Option<JobClients> = None;
     while !stop.requested() {
         let started = Instant::now();
-        match round(job, &stop, &skipped).await {
+        match round(job, &stop, &skipped, &mut clients).await {
             Ok(round) => {
                 report.count(&round);
                 log_round(&report, &round, started);
@@ -193,12 +200,17 @@ async fn round(
     job: &Job,
     stop: &StopSignal,
     skipped: &Arc<SkippedTopics>,
+    clients: &mut Option<JobClients>,
 ) -> Result<SyncReport, SetupError> {
+    if clients.is_none() {
+        *clients = Some(JobClients::connect(job).await?);
+    }
     let cancel = Arc::new(AtomicBool::new(false));
     let options = SyncOptions {
         cancel: Some(Arc::clone(&cancel)),
         progress: None,
         skipped_logged: Some(Arc::clone(skipped)),
+        clients: clients.clone(),
     };
     let sync = run_sync_with(job, options);
     tokio::pin!(sync);

@@ -39,8 +39,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use topicberg_core::Job;
+use topicberg_iceberg::Destination;
 use topicberg_kafka::{
-    select_topics, DrainSettings, GroupClient, KafkaConnection, PartitionState, TopicSelection,
+    select_topics, DrainSettings, GroupClient, KafkaConnection, PartitionState, RegistryClient,
+    TopicSelection,
 };
 use tracing::Instrument;
 
@@ -71,6 +73,43 @@ pub struct SyncOptions {
     /// Topics already logged as left out by `topic_pattern` (a follower's
     /// earlier rounds): only others are logged. `None`: every one is.
     pub skipped_logged: Option<Arc<crate::SkippedTopics>>,
+    /// The catalog, store and registry clients to use; `None`: the sync
+    /// connects its own. A follower connects them once and hands them to
+    /// every round (connecting builds a TLS context and exchanges a token:
+    /// most of an idle round's cost when done every round).
+    pub clients: Option<JobClients>,
+}
+
+/// The clients a sync connects before its first table: the catalog and
+/// the store its tables live in, and the schema registry.
+#[derive(Clone)]
+pub struct JobClients {
+    /// The catalog and its store.
+    pub destination: Arc<Destination>,
+    /// The job's schema registry, when it names one (its schemas cached).
+    pub registry: Option<Arc<RegistryClient>>,
+}
+
+impl std::fmt::Debug for JobClients {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JobClients")
+            .field("destination", &self.destination)
+            .field("registry", &self.registry.is_some())
+            .finish()
+    }
+}
+
+impl JobClients {
+    /// Connects the job's catalog (REST: token exchange, `GET /v1/config`)
+    /// and its registry client. Call from inside a tokio runtime.
+    pub async fn connect(job: &Job) -> Result<Self, SetupError> {
+        let destination = Arc::new(connect_destination(job).await?);
+        let registry = crate::registry::connect_registry(job)?;
+        Ok(Self {
+            destination,
+            registry,
+        })
+    }
 }
 
 impl SyncOptions {
@@ -157,7 +196,10 @@ async fn connect<'a>(
             Ok((selection, states))
         })
     };
-    let destination = connect_destination(job).await;
+    let clients = match &options.clients {
+        Some(clients) => Ok(clients.clone()),
+        None => JobClients::connect(job).await,
+    };
     tracing::debug!(
         elapsed_ms = started.elapsed().as_millis() as u64,
         "catalog connected"
@@ -165,7 +207,7 @@ async fn connect<'a>(
     let (selection, states) = kafka.await.map_err(SetupError::Task)??;
     crate::log_skipped(job, &selection.skipped, options.skipped_logged.as_deref());
     crate::check_table_collisions(job, selection.selected.iter().map(|t| t.name.as_str()))?;
-    let destination = destination?;
+    let clients = clients?;
     tracing::debug!(
         elapsed_ms = started.elapsed().as_millis() as u64,
         "topics, partitions and the catalog read"
@@ -178,7 +220,7 @@ async fn connect<'a>(
     tracing::info!("messages are read by {reader}");
     let ctx = SyncContext {
         job,
-        destination,
+        destination: clients.destination,
         drain: DrainSettings {
             group: group.clone(),
             stall_timeout: Duration::from_secs(120),
@@ -186,7 +228,7 @@ async fn connect<'a>(
         },
         connection,
         olake_timestamp_micros: now_micros(),
-        registry: crate::registry::connect_registry(job)?,
+        registry: clients.registry,
         progress,
     };
     Ok((ctx, selection, states))

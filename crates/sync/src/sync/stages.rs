@@ -32,7 +32,7 @@ use crate::SAMPLE_PER_PARTITION;
 pub(super) struct SyncContext<'a> {
     pub(super) job: &'a Job,
     pub(super) connection: KafkaConnection,
-    pub(super) destination: Destination,
+    pub(super) destination: Arc<Destination>,
     pub(super) drain: DrainSettings,
     pub(super) olake_timestamp_micros: i64,
     /// The job's schema registry, when it names one.
