@@ -140,6 +140,14 @@ listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.secu
 listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
 EOF
     fi
+    if [ "$1" = faults ]; then
+      cat <<EOF
+
+# The fault-test broker offers only the classic consumer group protocol, as
+# Kafka before 4.0 does: followers there must fall back from KIP-848's.
+group.coordinator.rebalance.protocols=classic
+EOF
+    fi
     cat <<EOF
 
 log.dirs=$K_DATA

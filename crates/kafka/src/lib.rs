@@ -20,6 +20,8 @@ pub mod drain;
 mod error;
 mod failure;
 mod fetch;
+mod group_context;
+pub mod member;
 pub mod offsets;
 mod partition_range;
 pub mod ping;
@@ -35,6 +37,7 @@ pub use connection::{
 };
 pub use drain::{drain, drain_checked};
 pub use error::{KafkaError, KafkaErrorKind};
+pub use member::{GroupMember, GroupProtocol};
 pub use offsets::{read_partition_states, GroupClient, PartitionState, TopicPartition};
 pub use partition_range::{DrainError, DrainSettings, DrainedPartition, PartitionRange};
 pub use ping::{ping, BrokerMetadata};

@@ -8,7 +8,7 @@ use std::time::Duration;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::{Offset, TopicPartitionList};
 
-use crate::failure::ErrorRecordingContext;
+use crate::group_context::GroupContext;
 use crate::topics::SelectedTopic;
 use crate::{KafkaConnection, KafkaError, KafkaErrorKind};
 
@@ -41,7 +41,7 @@ pub struct PartitionState {
 /// client would otherwise print the listing's failure a second time, as a
 /// transport failure; its requests' results carry what went wrong.
 pub struct GroupClient {
-    consumer: Option<BaseConsumer<ErrorRecordingContext>>,
+    consumer: Option<BaseConsumer<GroupContext>>,
     connection: KafkaConnection,
     group: String,
 }
@@ -49,18 +49,27 @@ pub struct GroupClient {
 impl GroupClient {
     /// A client of `group` on `connection`, connecting from now on.
     pub fn open(connection: &KafkaConnection, group: &str) -> Result<Self, KafkaError> {
-        let consumer = connection
-            .client_config()
+        let mut config = connection.client_config();
+        config
             .set("group.id", group)
-            .set("enable.auto.commit", "false")
-            .create_with_context(ErrorRecordingContext::default())
-            .map_err(|e| {
-                KafkaError::new(
-                    KafkaErrorKind::Config,
-                    "creating a consumer-group client",
-                    e,
-                )
-            })?;
+            .set("enable.auto.commit", "false");
+        Self::with_context(connection, group, config, GroupContext::default())
+    }
+
+    /// A client made from `config` (which names `group`) with `context`.
+    pub(crate) fn with_context(
+        connection: &KafkaConnection,
+        group: &str,
+        config: rdkafka::ClientConfig,
+        context: GroupContext,
+    ) -> Result<Self, KafkaError> {
+        let consumer = config.create_with_context(context).map_err(|e| {
+            KafkaError::new(
+                KafkaErrorKind::Config,
+                "creating a consumer-group client",
+                e,
+            )
+        })?;
         Ok(Self {
             consumer: Some(consumer),
             connection: connection.clone(),
@@ -68,7 +77,45 @@ impl GroupClient {
         })
     }
 
-    fn consumer(&self) -> &BaseConsumer<ErrorRecordingContext> {
+    /// A client of the same group with no consumer (closed).
+    pub(crate) fn closed(other: &GroupClient) -> Self {
+        Self {
+            consumer: None,
+            connection: other.connection.clone(),
+            group: other.group.clone(),
+        }
+    }
+
+    /// Closes the consumer on this thread (a member leaves its group).
+    pub(crate) fn close_now(mut self) {
+        drop(self.consumer.take());
+    }
+
+    /// The group's name.
+    pub fn group(&self) -> &str {
+        &self.group
+    }
+
+    /// Serves the client's events (a member's heartbeats and rebalances)
+    /// for up to `timeout`.
+    pub(crate) fn poll(&self, timeout: Duration) {
+        if let Some(Err(e)) = self.consumer().poll(timeout) {
+            tracing::debug!(error = %e, group = %self.group, "consumer group event");
+        }
+    }
+
+    /// Subscribes the client to `topics` (a member's).
+    pub(crate) fn subscribe(&self, topics: &[&str]) -> Result<(), KafkaError> {
+        self.consumer().subscribe(topics).map_err(|e| {
+            KafkaError::new(
+                KafkaErrorKind::Broker,
+                format!("subscribing consumer group {} to its topics", self.group),
+                e,
+            )
+        })
+    }
+
+    fn consumer(&self) -> &BaseConsumer<GroupContext> {
         self.consumer
             .as_ref()
             .expect("the consumer is only taken by drop")
@@ -144,7 +191,7 @@ impl GroupClient {
                     KafkaErrorKind::GroupInUse,
                     format!("committing offsets of consumer group {group}"),
                     format!(
-                        "{e}: another consumer is a member of the group (topicberg never joins it), and the \
+                        "{e}: another consumer is a member of the group (a scheduled sync never joins it), and the \
                          broker refuses offsets committed from outside while it is; the tables hold the \
                          offsets and the first sync after that member leaves commits them. Give this job a \
                          consumer_group no other application uses"
@@ -184,7 +231,7 @@ pub fn read_partition_states(
 /// (`GROUP_AUTHORIZATION_FAILED`, returned at once: the request itself would
 /// only time out).
 fn committed_offsets(
-    consumer: &BaseConsumer<ErrorRecordingContext>,
+    consumer: &BaseConsumer<GroupContext>,
     tpl: &TopicPartitionList,
     timeout: Duration,
 ) -> Result<TopicPartitionList, rdkafka::error::KafkaError> {

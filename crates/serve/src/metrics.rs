@@ -342,6 +342,7 @@ mod tests {
             consumer_group: "g".into(),
             duration_ms: 1,
             group_offsets_committed: true,
+            group_offsets_left_to_members: false,
             cancelled: false,
             tables,
         }

@@ -335,8 +335,9 @@ impl Runner {
         let options = SyncOptions {
             cancel: Some(Arc::clone(&run.cancel)),
             progress: Some(Arc::clone(&run.progress)),
-            skipped_logged: None,
+            logged_once: None,
             clients: None,
+            member: None,
         };
         let runtime = tokio::runtime::Handle::current();
         let result = runtime

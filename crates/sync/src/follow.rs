@@ -37,7 +37,15 @@ use topicberg_core::Job;
 use crate::destination::SetupError;
 use crate::sync::report::{SyncReport, TableStatus};
 use crate::sync::{run_sync_with, JobClients, SyncOptions};
-use crate::SkippedTopics;
+use crate::{LoggedOnce, KAFKA_TIMEOUT};
+use topicberg_kafka::{select_topics, GroupMember, KafkaConnection};
+
+/// How long joining the group waits for the first assignment (or the
+/// broker's refusal of KIP-848's protocol, which comes with the first
+/// heartbeat). The follower does not need the assignment to read: after
+/// a crash its dead predecessor holds the partitions until the broker's
+/// session timeout (45 s by default).
+const JOIN_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// The longest wait before retrying a round that failed.
 const MAX_BACKOFF: Duration = Duration::from_secs(60);
@@ -98,6 +106,9 @@ pub struct FollowReport {
     /// Whether the last round was cancelled by the stop timeout (what it
     /// read is read again at the next start).
     pub stop_timed_out: bool,
+    /// The consumer group protocol the follower's membership spoke:
+    /// `consumer` (KIP-848) or `classic`; `None` if it never joined.
+    pub group_protocol: Option<topicberg_kafka::GroupProtocol>,
 }
 
 impl FollowReport {
@@ -145,18 +156,31 @@ pub async fn run_follow(job: &Job, stop: Arc<StopSignal>) -> Result<FollowReport
         ..FollowReport::default()
     };
     let mut backoff = interval;
-    // Each left-out topic is logged once, not every round.
-    let skipped = Arc::new(SkippedTopics::default());
+    // Each left-out topic, the reader and each table's formats are
+    // logged once (again when they change), not every round.
+    let skipped = Arc::new(LoggedOnce::default());
     tracing::info!(
         commit_interval_ms = interval.as_millis() as u64,
         stop_timeout_ms = job.tuning.stop_timeout.as_millis() as u64,
         "following the job's topics"
     );
-    // Connected at the first round that reaches the catalog, then kept.
+    // Connected at the first round that reaches them, then kept.
     let mut clients: Option<JobClients> = None;
+    let mut member: Option<Arc<GroupMember>> = None;
     while !stop.requested() {
         let started = Instant::now();
-        match round(job, &stop, &skipped, &mut clients).await {
+        let mut protocol = None;
+        let ran = round(
+            job,
+            &stop,
+            &skipped,
+            (&mut clients, &mut member, &mut protocol),
+        )
+        .await;
+        if let Some(protocol) = protocol {
+            report.group_protocol = protocol;
+        }
+        match ran {
             Ok(round) => {
                 report.count(&round);
                 log_round(&report, &round, started);
@@ -185,6 +209,10 @@ pub async fn run_follow(job: &Job, stop: Arc<StopSignal>) -> Result<FollowReport
             () = stop.wait() => {}
         }
     }
+    if let Some(member) = member.take().and_then(|m| Arc::try_unwrap(m).ok()) {
+        // Leaving at once lets the partitions be assigned again now.
+        let _ = tokio::task::spawn_blocking(move || member.leave()).await;
+    }
     tracing::info!(
         rounds = report.rounds,
         snapshots = report.snapshots,
@@ -199,18 +227,31 @@ pub async fn run_follow(job: &Job, stop: Arc<StopSignal>) -> Result<FollowReport
 async fn round(
     job: &Job,
     stop: &StopSignal,
-    skipped: &Arc<SkippedTopics>,
-    clients: &mut Option<JobClients>,
+    skipped: &Arc<LoggedOnce>,
+    (clients, member, protocol): (
+        &mut Option<JobClients>,
+        &mut Option<Arc<GroupMember>>,
+        &mut Option<Option<topicberg_kafka::GroupProtocol>>,
+    ),
 ) -> Result<SyncReport, SetupError> {
     if clients.is_none() {
         *clients = Some(JobClients::connect(job).await?);
     }
+    if let Some(fatal) = member.as_ref().and_then(|m| m.fatal()) {
+        tracing::warn!(error = %fatal, "the group member failed; joining the group again");
+        *member = None;
+    }
+    if member.is_none() {
+        *member = Some(join_group(job).await?);
+    }
+    protocol.replace(member.as_ref().map(|m| m.protocol()));
     let cancel = Arc::new(AtomicBool::new(false));
     let options = SyncOptions {
         cancel: Some(Arc::clone(&cancel)),
         progress: None,
-        skipped_logged: Some(Arc::clone(skipped)),
+        logged_once: Some(Arc::clone(skipped)),
         clients: clients.clone(),
+        member: member.clone(),
     };
     let sync = run_sync_with(job, options);
     tokio::pin!(sync);
@@ -230,6 +271,27 @@ async fn round(
             sync.await
         }
     }
+}
+
+/// Joins the job's consumer group, subscribed to the topics the job
+/// selects now (a round subscribes again when a pattern matches more).
+async fn join_group(job: &Job) -> Result<Arc<GroupMember>, SetupError> {
+    let connection = KafkaConnection::from_source(&job.source);
+    let (topics, group) = (job.topics.clone(), job.consumer_group.clone());
+    let member = tokio::task::spawn_blocking(move || -> Result<_, topicberg_kafka::KafkaError> {
+        let selection = select_topics(&connection, &topics, KAFKA_TIMEOUT)?;
+        let names: Vec<String> = selection.selected.iter().map(|t| t.name.clone()).collect();
+        GroupMember::join(&connection, &group, &names, JOIN_TIMEOUT)
+    })
+    .await
+    .map_err(SetupError::Task)??;
+    tracing::info!(
+        group = %job.consumer_group,
+        protocol = member.protocol().as_str(),
+        partitions = member.assignment().map_or(0, |a| a.len()),
+        "joined the job's consumer group"
+    );
+    Ok(Arc::new(member))
 }
 
 /// One event per round that did something; an idle round logs at debug.

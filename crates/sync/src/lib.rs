@@ -62,8 +62,27 @@ pub fn check_table_collisions<'a>(
     Err(SetupError::TableCollision(problems))
 }
 
-/// The topics a follower has logged as left out by its pattern.
-pub type SkippedTopics = std::sync::Mutex<std::collections::BTreeSet<String>>;
+/// What a follower has already said (topics its pattern leaves out, the
+/// reader and each table's formats): its later rounds say only what
+/// changed, not the same lines every second.
+#[derive(Debug, Default)]
+pub struct LoggedOnce(std::sync::Mutex<std::collections::BTreeSet<String>>);
+
+impl LoggedOnce {
+    /// True the first time `said` is asked about (then remembered).
+    pub fn first_time(&self, said: String) -> bool {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(said)
+    }
+}
+
+/// Whether to log `said`: always without a [`LoggedOnce`] (a one-off
+/// sync), else only the first time.
+pub fn say(logged: Option<&LoggedOnce>, said: impl FnOnce() -> String) -> bool {
+    logged.is_none_or(|l| l.first_time(said()))
+}
 
 /// Logs every topic the pattern leaves out, as the product pages' users
 /// expect to see it. A job without `topic_pattern` reads exactly its
@@ -72,15 +91,12 @@ pub type SkippedTopics = std::sync::Mutex<std::collections::BTreeSet<String>>;
 ///
 /// `logged`: the topics already logged (a follower's earlier rounds); only
 /// the others are logged, and added to it, so a follower says each once.
-pub fn log_skipped(job: &Job, skipped: &[String], logged: Option<&SkippedTopics>) {
+pub fn log_skipped(job: &Job, skipped: &[String], logged: Option<&LoggedOnce>) {
     match job.source.topic_pattern.as_deref() {
         Some(pattern) if !pattern.is_empty() => {
-            let mut logged = logged.map(|l| l.lock().unwrap_or_else(|e| e.into_inner()));
             for topic in skipped {
-                if let Some(logged) = logged.as_mut() {
-                    if !logged.insert(topic.clone()) {
-                        continue;
-                    }
+                if !say(logged, || format!("skipped {topic}")) {
+                    continue;
                 }
                 tracing::info!("Skipping topic {topic} (does not match topic_pattern: {pattern})");
             }

@@ -150,6 +150,7 @@ fn classify_names_the_failed_tables() {
         consumer_group: "topicberg_j".into(),
         duration_ms: 1,
         group_offsets_committed: group,
+        group_offsets_left_to_members: false,
         cancelled,
         tables: vec![topicberg_sync::sync::report::TableReport {
             status,

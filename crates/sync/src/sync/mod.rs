@@ -41,8 +41,8 @@ use std::time::{Duration, Instant};
 use topicberg_core::Job;
 use topicberg_iceberg::Destination;
 use topicberg_kafka::{
-    select_topics, DrainSettings, GroupClient, KafkaConnection, PartitionState, RegistryClient,
-    TopicSelection,
+    select_topics, DrainSettings, GroupClient, GroupMember, KafkaConnection, PartitionState,
+    RegistryClient, TopicSelection,
 };
 use tracing::Instrument;
 
@@ -70,14 +70,20 @@ pub struct SyncOptions {
     /// live view ([`SyncProgress::snapshot`]); `None`: counted for the
     /// progress log line only.
     pub progress: Option<Arc<SyncProgress>>,
-    /// Topics already logged as left out by `topic_pattern` (a follower's
-    /// earlier rounds): only others are logged. `None`: every one is.
-    pub skipped_logged: Option<Arc<crate::SkippedTopics>>,
+    /// What a follower's earlier rounds logged (topics left out by
+    /// `topic_pattern`, the reader, each table's formats): only what
+    /// changed is logged again. `None`: everything is.
+    pub logged_once: Option<Arc<crate::LoggedOnce>>,
     /// The catalog, store and registry clients to use; `None`: the sync
     /// connects its own. A follower connects them once and hands them to
     /// every round (connecting builds a TLS context and exchanges a token:
     /// most of an idle round's cost when done every round).
     pub clients: Option<JobClients>,
+    /// The follower's membership in the job's consumer group: the sync
+    /// reads the group's offsets and commits them through it (the broker
+    /// takes them from a member only). `None`: a sync from outside the
+    /// group.
+    pub member: Option<Arc<GroupMember>>,
 }
 
 /// The clients a sync connects before its first table: the catalog and
@@ -180,14 +186,26 @@ async fn connect<'a>(
     let group = &job.consumer_group;
     let kafka = {
         let (connection, topics, group) = (connection.clone(), job.topics.clone(), group.clone());
+        let member = options.member.clone();
         tokio::task::spawn_blocking(move || -> Result<_, topicberg_kafka::KafkaError> {
             // Opened first: its coordinator lookup runs during the listing.
-            let group_client = GroupClient::open(&connection, &group)?;
+            let opened = match &member {
+                Some(_) => None,
+                None => Some(GroupClient::open(&connection, &group)?),
+            };
             let selection = select_topics(&connection, &topics, KAFKA_TIMEOUT)?;
             tracing::debug!(
                 elapsed_ms = started.elapsed().as_millis() as u64,
                 "topics selected"
             );
+            if let Some(member) = &member {
+                subscribe_member(member, &selection)?;
+            }
+            let group_client = match (&member, &opened) {
+                (Some(member), _) => member.client(),
+                (None, Some(opened)) => opened,
+                (None, None) => unreachable!("a client is opened when there is no member"),
+            };
             let states = group_client.partition_states(&selection.selected, KAFKA_TIMEOUT)?;
             tracing::debug!(
                 elapsed_ms = started.elapsed().as_millis() as u64,
@@ -205,7 +223,7 @@ async fn connect<'a>(
         "catalog connected"
     );
     let (selection, states) = kafka.await.map_err(SetupError::Task)??;
-    crate::log_skipped(job, &selection.skipped, options.skipped_logged.as_deref());
+    crate::log_skipped(job, &selection.skipped, options.logged_once.as_deref());
     crate::check_table_collisions(job, selection.selected.iter().map(|t| t.name.as_str()))?;
     let clients = clients?;
     tracing::debug!(
@@ -217,7 +235,11 @@ async fn connect<'a>(
     } else {
         "librdkafka"
     };
-    tracing::info!("messages are read by {reader}");
+    if crate::say(options.logged_once.as_deref(), || {
+        format!("reader {reader}")
+    }) {
+        tracing::info!("messages are read by {reader}");
+    }
     let ctx = SyncContext {
         job,
         destination: clients.destination,
@@ -229,9 +251,28 @@ async fn connect<'a>(
         connection,
         olake_timestamp_micros: now_micros(),
         registry: clients.registry,
+        member: options.member.clone(),
+        logged_once: options.logged_once.clone(),
         progress,
     };
     Ok((ctx, selection, states))
+}
+
+/// A member subscribes to the selected topics (again when a pattern
+/// matched a new one). It still reads every selected partition, whatever
+/// the group assigned it: sharing partitions among several followers is
+/// the scale-out's (a follower restarted after a crash would otherwise
+/// read nothing until the broker expires its dead predecessor, 45 s by
+/// default); the table's offsets keep two readers of a partition apart.
+fn subscribe_member(
+    member: &GroupMember,
+    selection: &TopicSelection,
+) -> Result<(), topicberg_kafka::KafkaError> {
+    let names: Vec<String> = selection.selected.iter().map(|t| t.name.clone()).collect();
+    if names.is_empty() {
+        return Ok(());
+    }
+    member.subscribe(&names)
 }
 
 /// The commit phase: every table's snapshot, then the group's offsets;
@@ -247,19 +288,18 @@ async fn commit_stages(
     hooks::pause_point("before_iceberg_commit").await;
     // With tables to commit, the group's client is opened now: its
     // coordinator lookup runs during the Iceberg commits.
-    let group_client = tables
-        .iter()
-        .any(|t| t.output.is_some())
+    let group_client = (ctx.member.is_none() && tables.iter().any(|t| t.output.is_some()))
         .then(|| GroupClient::open(&ctx.connection, group));
     stages::commit_tables(ctx, &mut tables).await;
-    let group_offsets_committed = stages::commit_group(ctx, &tables, group_client);
+    let group_commit = stages::commit_group(ctx, &tables, group_client);
     let mut reports: Vec<TableReport> = tables.into_iter().map(|s| s.report).collect();
     reports.sort_by(|a, b| a.table.cmp(&b.table));
     SyncReport {
         job: job.name.clone(),
         consumer_group: group.clone(),
         duration_ms: started.elapsed().as_millis() as u64,
-        group_offsets_committed,
+        group_offsets_committed: group_commit == stages::GroupCommit::Committed,
+        group_offsets_left_to_members: group_commit == stages::GroupCommit::LeftToMembers,
         cancelled: false,
         tables: reports,
     }
@@ -286,6 +326,7 @@ fn cancelled_report(job: &Job, started: Instant, tables: Vec<TableState>) -> Syn
         consumer_group: job.consumer_group.clone(),
         duration_ms: started.elapsed().as_millis() as u64,
         group_offsets_committed: false,
+        group_offsets_left_to_members: false,
         cancelled: true,
         tables: reports,
     }

@@ -181,6 +181,11 @@ pub struct SyncReport {
     pub duration_ms: u64,
     /// Whether the consumer-group offsets were committed after the snapshots.
     pub group_offsets_committed: bool,
+    /// The broker refused the group's offsets because the group has
+    /// members (a follower of the job, which commits them at its next
+    /// round): the tables hold the offsets, nothing is lost, and the sync
+    /// still succeeded.
+    pub group_offsets_left_to_members: bool,
     /// Cancelled before the commit phase: nothing was committed (every table
     /// not failed is `cancelled`).
     pub cancelled: bool,
@@ -192,14 +197,16 @@ impl SyncReport {
     /// True when every table committed or had nothing new.
     pub fn succeeded(&self) -> bool {
         !self.cancelled
-            && self.group_offsets_committed
+            && (self.group_offsets_committed || self.group_offsets_left_to_members)
             && self.tables.iter().all(|t| t.status != TableStatus::Failed)
     }
 
     /// What became of the consumer group's offsets, in words: a sync that
     /// committed no table moved none (its group commit had nothing to do).
     fn group_offsets_text(&self) -> &'static str {
-        if !self.group_offsets_committed {
+        if self.group_offsets_left_to_members {
+            "left to the group's members"
+        } else if !self.group_offsets_committed {
             "NOT committed"
         } else if self
             .tables
@@ -292,6 +299,7 @@ mod tests {
             consumer_group: "topicberg_j".into(),
             duration_ms: 1500,
             group_offsets_committed: !cancelled,
+            group_offsets_left_to_members: false,
             cancelled,
             tables: vec![TableReport {
                 status,

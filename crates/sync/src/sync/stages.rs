@@ -37,6 +37,10 @@ pub(super) struct SyncContext<'a> {
     pub(super) olake_timestamp_micros: i64,
     /// The job's schema registry, when it names one.
     pub(super) registry: Option<Arc<RegistryClient>>,
+    /// What a follower's earlier rounds logged, if this is one's round.
+    pub(super) logged_once: Option<Arc<crate::LoggedOnce>>,
+    /// The follower's membership in the job's consumer group, if any.
+    pub(super) member: Option<Arc<topicberg_kafka::GroupMember>>,
     /// What the sync has read so far, per table and partition.
     pub(super) progress: Arc<SyncProgress>,
 }
@@ -59,11 +63,18 @@ pub(super) async fn plan_tables(
         let table = format!("{}.{}", ctx.job.namespace, settings.table);
         let mut state = TableState::new(settings, table, topic_states);
         if let Some(upsert) = state.settings.upsert() {
-            tracing::info!(
-                topic = %topic.name, delete_format = upsert.delete_format.as_str(),
-                format_version = state.settings.format_version.number(), reason = %upsert.reason,
-                "upsert stream"
-            );
+            let version = state.settings.format_version.number();
+            let said = || {
+                let format = upsert.delete_format.as_str();
+                format!("upsert {} {format} {version}", topic.name)
+            };
+            if crate::say(ctx.logged_once.as_deref(), said) {
+                tracing::info!(
+                    topic = %topic.name, delete_format = upsert.delete_format.as_str(),
+                    format_version = version, reason = %upsert.reason,
+                    "upsert stream"
+                );
+            }
         }
         value_format(ctx, &mut state).await;
         plan_table(ctx, &mut state).await;
@@ -77,10 +88,14 @@ pub(super) async fn plan_tables(
 async fn value_format(ctx: &SyncContext<'_>, state: &mut TableState) {
     match decide_value_format(ctx.registry.as_deref(), &state.settings).await {
         Ok(choice) => {
-            tracing::info!(
-                topic = %state.settings.topic, value_format = %choice.format, reason = %choice.reason,
-                "value format"
-            );
+            let topic = &state.settings.topic;
+            let said = || format!("format {topic} {} {}", choice.format, choice.reason);
+            if crate::say(ctx.logged_once.as_deref(), said) {
+                tracing::info!(
+                    topic = %topic, value_format = %choice.format, reason = %choice.reason,
+                    "value format"
+                );
+            }
             if let (true, Some(client)) = (choice.format.uses_registry(), &ctx.registry) {
                 let values = RegistryValues::new(choice.format, schema_source(client));
                 state.registry = Some(Arc::new(values));
@@ -420,7 +435,7 @@ pub(super) fn commit_group(
     ctx: &SyncContext<'_>,
     tables: &[TableState],
     opened: Option<Result<GroupClient, topicberg_kafka::KafkaError>>,
-) -> bool {
+) -> GroupCommit {
     let mut group_offsets = BTreeMap::new();
     let moving = tables
         .iter()
@@ -444,17 +459,42 @@ pub(super) fn commit_group(
     }
     hooks::fault_point("before_group_commit");
     if group_offsets.is_empty() {
-        return true;
+        return GroupCommit::Committed;
     }
-    let client =
-        opened.unwrap_or_else(|| GroupClient::open(&ctx.connection, &ctx.job.consumer_group));
-    match client.and_then(|client| client.commit(&group_offsets)) {
-        Ok(()) => true,
+    let committed = match &ctx.member {
+        Some(member) => member.client().commit(&group_offsets),
+        None => opened
+            .unwrap_or_else(|| GroupClient::open(&ctx.connection, &ctx.job.consumer_group))
+            .and_then(|client| client.commit(&group_offsets)),
+    };
+    match committed {
+        Ok(()) => GroupCommit::Committed,
+        Err(e) if e.kind == topicberg_kafka::KafkaErrorKind::GroupInUse && ctx.member.is_none() => {
+            tracing::warn!(
+                group = %ctx.job.consumer_group,
+                "the consumer group has members, so the broker takes its offsets only from them: \
+                 the tables hold the offsets, and a follower of this job (sync --follow) commits \
+                 them at its next round. If no follower of this job runs, another application \
+                 uses the group: give this job a consumer_group of its own"
+            );
+            GroupCommit::LeftToMembers
+        }
         Err(e) => {
             tracing::error!(error = %e, "committing consumer-group offsets failed; the next sync repairs them from the tables");
-            false
+            GroupCommit::Failed
         }
     }
+}
+
+/// What became of the consumer group's offsets after the snapshots.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum GroupCommit {
+    /// Committed, or nothing to move.
+    Committed,
+    /// Refused because the group has members (a follower of the job).
+    LeftToMembers,
+    /// Failed; the next sync repairs them from the tables.
+    Failed,
 }
 
 /// One warning per table and sync when payload fields are stored under

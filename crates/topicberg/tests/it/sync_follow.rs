@@ -13,10 +13,12 @@ use std::process::Child;
 use std::time::Duration;
 
 use serde_json::{json, Value};
+use topicberg_kafka::KafkaConnection;
 
 use crate::fault_injection::{check_append, check_upsert};
 use crate::support::{
-    create_topic, plaintext, produce_to_partitions, wait_until, Catalog, Job, Rng,
+    create_topic_on, faults_broker, group_offsets, plaintext, produce_to_partitions,
+    restart_kafka_faults, wait_until, watermarks, Catalog, Job, Rng,
 };
 use crate::testbed::unique_name;
 
@@ -33,6 +35,7 @@ const VISIBLE_WITHIN: Duration = Duration::from_secs(120);
 /// what their tables must hold.
 struct Followed {
     job: Job,
+    broker: KafkaConnection,
     appended: String,
     upserted: String,
     appended_ids: Vec<u64>,
@@ -42,16 +45,23 @@ struct Followed {
 
 impl Followed {
     fn new(prefix: &str) -> Followed {
+        Followed::on(prefix, plaintext())
+    }
+
+    /// Topics on `broker` (the shared one or the fault-test one).
+    fn on(prefix: &str, broker: KafkaConnection) -> Followed {
         let appended = unique_name(&format!("{prefix}_a"));
         let upserted = unique_name(&format!("{prefix}_u"));
-        create_topic(&appended, PARTITIONS);
-        create_topic(&upserted, PARTITIONS);
+        create_topic_on(&broker, &appended, PARTITIONS);
+        create_topic_on(&broker, &upserted, PARTITIONS);
         let extra = format!(
             "[[streams]]\ntopic = \"{upserted}\"\nmode = \"upsert\"\ndedup_keys = [\"id\"]\n{FOLLOW_SETTINGS}"
         );
         let job = Job::new(Catalog::Seaweed, &[&appended, &upserted], "", &extra);
+        job.set_bootstrap(&broker.bootstrap_servers);
         Followed {
             job,
+            broker,
             appended,
             upserted,
             appended_ids: Vec::new(),
@@ -78,8 +88,8 @@ impl Followed {
             ));
             self.latest.insert(key, id);
         }
-        produce_to_partitions(&plaintext(), &self.appended, &append_batch);
-        produce_to_partitions(&plaintext(), &self.upserted, &upsert_batch);
+        produce_to_partitions(&self.broker, &self.appended, &append_batch);
+        produce_to_partitions(&self.broker, &self.upserted, &upsert_batch);
     }
 
     /// Waits until DuckDB reads both tables as the model says.
@@ -170,8 +180,9 @@ fn stop(mut child: Child, report: &Path, log: &Path) -> Value {
 }
 
 /// A follower logs each topic its pattern leaves out once, not every
-/// round (the cluster holds other tests' topics and the registry's).
-fn assert_each_skipped_topic_logged_once(log: &Path) {
+/// round (the cluster holds other tests' topics and the registry's); the
+/// same for the reader and the tables' formats.
+fn assert_each_setup_line_logged_once(log: &Path) {
     let text = std::fs::read_to_string(log).unwrap();
     let mut seen = std::collections::BTreeMap::<&str, usize>::new();
     for line in text.lines().filter(|l| l.contains("Skipping topic ")) {
@@ -187,6 +198,15 @@ fn assert_each_skipped_topic_logged_once(log: &Path) {
     assert!(!seen.is_empty(), "no topic logged as skipped:\n{text}");
     let repeated: Vec<_> = seen.iter().filter(|(_, n)| **n > 1).collect();
     assert!(repeated.is_empty(), "logged more than once: {repeated:?}");
+    // So are the reader and each table's formats (the same every round).
+    for (said, times) in [
+        ("messages are read by", 1),
+        ("value format", 2),
+        ("upsert stream", 1),
+    ] {
+        let n = text.lines().filter(|l| l.contains(said)).count();
+        assert_eq!(n, times, "{said:?} logged {n} times:\n{text}");
+    }
 }
 
 #[test]
@@ -211,9 +231,18 @@ fn sync_follow_commits_new_messages_round_after_round_and_stops_on_sigterm() {
     // Each of the three batches became one snapshot or more per table.
     assert!(report["snapshots"].as_u64().unwrap() >= 6, "{report}");
     assert_eq!(report["failed_rounds"], 0, "{report}");
-    assert_each_skipped_topic_logged_once(&log);
+    // A member of the job's group, with KIP-848's protocol (the test bed's
+    // Kafka 4.3 offers it).
+    assert_eq!(report["group_protocol"], "consumer", "{report}");
+    assert_each_setup_line_logged_once(&log);
+    // Stopped, it left the group: a scheduled sync's group commit is
+    // taken, not left to members (the broker would wait 45 s to expire a
+    // member that did not leave).
+    followed.produce(&mut rng, 20);
+    let after = scheduled_sync(&followed.job.path);
+    assert_eq!(after["group_offsets_committed"], true, "{after}");
     for engine in ["pyiceberg", "spark"] {
-        followed.check(engine, "after the stop");
+        followed.check(engine, "after the stop and a scheduled sync");
     }
 }
 
@@ -285,6 +314,9 @@ fn sync_follow_beside_a_scheduled_sync_from_another_machine_duplicates_nothing()
             "the other machine's sync: {first}"
         );
     }
+    // The follower is a member of the job's group: the broker refuses the
+    // group's offsets from outside, and the sync leaves them to it.
+    assert_eq!(first["group_offsets_left_to_members"], true, "{first}");
     std::fs::write(&release, b"").unwrap();
     followed.wait_visible("the first batch, committed by the other machine");
     // Then rounds as they come: the two interleave as timing has it.
@@ -292,6 +324,18 @@ fn sync_follow_beside_a_scheduled_sync_from_another_machine_duplicates_nothing()
         followed.produce(&mut rng, 200);
         scheduled_sync(&other);
         followed.wait_visible(&format!("round {round}: follower and scheduled sync"));
+    }
+    // The member commits the group's offsets, also of what the other
+    // machine's syncs committed to the tables.
+    for topic in [&followed.appended, &followed.upserted] {
+        let high: Vec<Option<i64>> = (0..PARTITIONS)
+            .map(|p| Some(watermarks(&plaintext(), topic, p).1))
+            .collect();
+        wait_until(
+            "the follower to commit the group's offsets",
+            VISIBLE_WITHIN,
+            || group_offsets(&plaintext(), &followed.job.group(), topic, PARTITIONS) == high,
+        );
     }
     let totals = stop(child, &report, &log);
     assert!(
@@ -383,4 +427,27 @@ fn sync_follow_past_its_stop_timeout_drops_the_round_and_the_next_start_reads_it
     child = followed.spawn(&report, &log);
     followed.wait_visible("after a restart");
     stop(child, &report, &log);
+}
+
+#[test]
+fn sync_follow_through_a_broker_restart_on_the_classic_group_protocol_loses_and_duplicates_nothing()
+{
+    let mut rng = Rng::seeded("TOPICBERG_FOLLOW_SEED", "follow");
+    // The fault-test broker offers only the classic group protocol (as
+    // Kafka before 4.0): the follower falls back from KIP-848's.
+    let mut followed = Followed::on("follow_restart", faults_broker());
+    followed.produce(&mut rng, 200);
+    let (report, log) = (
+        followed.job.scratch_file("follow.json"),
+        followed.job.scratch_file("follow.log"),
+    );
+    let child = followed.spawn(&report, &log);
+    followed.wait_visible("before the broker restart");
+    followed.produce(&mut rng, 200);
+    let took = restart_kafka_faults();
+    followed.produce(&mut rng, 200);
+    followed.wait_visible(&format!("after a broker restart of {took:?}"));
+    let totals = stop(child, &report, &log);
+    assert_eq!(totals["group_protocol"], "classic", "{totals}");
+    followed.check("pyiceberg", "after the broker restart");
 }

@@ -1,0 +1,265 @@
+//! A follower's membership in the job's consumer group.
+//!
+//! A follower joins the job's consumer group through librdkafka, so Kafka
+//! itself says which partitions it owns (the scale-out of several
+//! followers rests on this). It speaks KIP-848's `consumer` group protocol
+//! (the broker assigns; no group-wide stop on a rebalance) and falls back
+//! to the classic protocol with cooperative-sticky assignment when the
+//! broker does not offer it (Kafka before 4.0, or a broker configured with
+//! `group.coordinator.rebalance.protocols=classic`).
+//!
+//! The member never reads messages through librdkafka: every partition it
+//! is assigned is paused in the same callback that assigns it, and the
+//! data keeps coming through topicberg's batch reader. A thread of its own
+//! polls the consumer every [`POLL_INTERVAL`] (heartbeats and rebalance
+//! callbacks run there). Offsets committed through the member carry its
+//! generation or member epoch, so the broker accepts them while it is a
+//! member, where it refuses them from outside the group.
+
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::failure::ErrorRecordingContext;
+use crate::group_context::{GroupContext, Membership};
+use crate::offsets::{GroupClient, TopicPartition};
+use crate::{KafkaConnection, KafkaError, KafkaErrorKind};
+
+/// How often the member's thread polls its consumer.
+const POLL_INTERVAL: Duration = Duration::from_millis(100);
+
+/// The group protocol a member speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GroupProtocol {
+    /// KIP-848: the broker computes the assignment; members heartbeat.
+    Consumer,
+    /// The classic protocol, with cooperative-sticky assignment.
+    Classic,
+}
+
+impl GroupProtocol {
+    /// The name librdkafka's `group.protocol` takes.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GroupProtocol::Consumer => "consumer",
+            GroupProtocol::Classic => "classic",
+        }
+    }
+}
+
+/// A member of the job's consumer group; see the module doc. Dropped, it
+/// leaves the group (in the background).
+pub struct GroupMember {
+    client: Arc<GroupClient>,
+    membership: Arc<Membership>,
+    protocol: GroupProtocol,
+    subscribed: Mutex<Vec<String>>,
+    stop: Arc<AtomicBool>,
+    poller: Option<std::thread::JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for GroupMember {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GroupMember")
+            .field("protocol", &self.protocol)
+            .field("assigned", &self.assignment().map(|a| a.len()))
+            .finish()
+    }
+}
+
+impl GroupMember {
+    /// Joins `group` subscribed to `topics`, speaking KIP-848's protocol
+    /// when the broker offers it (decided within `timeout`), else the
+    /// classic one. Returns once the first assignment arrived, or at
+    /// `timeout` (the assignment may come later: [`GroupMember::assignment`]
+    /// is `None` until then).
+    pub fn join(
+        connection: &KafkaConnection,
+        group: &str,
+        topics: &[String],
+        timeout: Duration,
+    ) -> Result<Self, KafkaError> {
+        let member = Self::join_with(connection, group, topics, GroupProtocol::Consumer)?;
+        if topics.is_empty() || member.wait_for_assignment(timeout) {
+            return Ok(member);
+        }
+        if member.membership.protocol_refused.load(Ordering::SeqCst) {
+            tracing::info!(
+                group,
+                "the broker does not offer KIP-848's consumer group protocol; joining with the classic one"
+            );
+            drop(member);
+            let member = Self::join_with(connection, group, topics, GroupProtocol::Classic)?;
+            member.wait_for_assignment(timeout);
+            return member.or_fatal();
+        }
+        member.or_fatal()
+    }
+
+    fn or_fatal(self) -> Result<Self, KafkaError> {
+        let fatal = self
+            .membership
+            .fatal
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        match fatal {
+            Some(reason) => Err(KafkaError::new(
+                KafkaErrorKind::Broker,
+                format!("joining consumer group {}", self.client.group()),
+                reason,
+            )),
+            None => Ok(self),
+        }
+    }
+
+    fn join_with(
+        connection: &KafkaConnection,
+        group: &str,
+        topics: &[String],
+        protocol: GroupProtocol,
+    ) -> Result<Self, KafkaError> {
+        let membership = Arc::new(Membership::default());
+        let mut config = connection.client_config();
+        config
+            .set("group.id", group)
+            .set("enable.auto.commit", "false")
+            .set("group.protocol", protocol.as_str());
+        if protocol == GroupProtocol::Classic {
+            config.set("partition.assignment.strategy", "cooperative-sticky");
+        }
+        let context = GroupContext {
+            errors: ErrorRecordingContext::default(),
+            membership: Some(Arc::clone(&membership)),
+        };
+        let client = Arc::new(GroupClient::with_context(
+            connection, group, config, context,
+        )?);
+        let stop = Arc::new(AtomicBool::new(false));
+        let poller = {
+            let (client, stop) = (Arc::clone(&client), Arc::clone(&stop));
+            std::thread::Builder::new()
+                .name("group-member".into())
+                .spawn(move || {
+                    while !stop.load(Ordering::SeqCst) {
+                        // Paused partitions bring no messages; anything else
+                        // (an error event) is recorded by the context.
+                        client.poll(POLL_INTERVAL);
+                    }
+                })
+                .map_err(|e| {
+                    KafkaError::new(
+                        KafkaErrorKind::Config,
+                        "starting the group member's thread",
+                        e,
+                    )
+                })?
+        };
+        let member = Self {
+            client,
+            membership,
+            protocol,
+            subscribed: Mutex::new(Vec::new()),
+            stop,
+            poller: Some(poller),
+        };
+        member.subscribe(topics)?;
+        Ok(member)
+    }
+
+    /// Subscribes to `topics` when they differ from the subscription (a
+    /// pattern that matched a new topic); the assignment follows.
+    pub fn subscribe(&self, topics: &[String]) -> Result<(), KafkaError> {
+        let mut subscribed = self.subscribed.lock().unwrap_or_else(|p| p.into_inner());
+        let mut wanted = topics.to_vec();
+        wanted.sort();
+        if *subscribed == wanted {
+            return Ok(());
+        }
+        let names: Vec<&str> = wanted.iter().map(String::as_str).collect();
+        self.client.subscribe(&names)?;
+        *subscribed = wanted;
+        Ok(())
+    }
+
+    fn wait_for_assignment(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if self.assignment().is_some() {
+                return true;
+            }
+            let fatal = self.membership.fatal.lock().map(|f| f.is_some());
+            if fatal.unwrap_or(false) {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        false
+    }
+
+    /// The partitions the group assigned this member; `None` before its
+    /// first assignment.
+    pub fn assignment(&self) -> Option<BTreeSet<TopicPartition>> {
+        self.membership
+            .assigned
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// The fatal error librdkafka reported, if any: the member is out of
+    /// the group for good and must be replaced by a new one.
+    pub fn fatal(&self) -> Option<String> {
+        self.membership
+            .fatal
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Rebalances seen since joining.
+    pub fn rebalances(&self) -> u64 {
+        self.membership.rebalances.load(Ordering::SeqCst)
+    }
+
+    /// The protocol the member speaks.
+    pub fn protocol(&self) -> GroupProtocol {
+        self.protocol
+    }
+
+    /// The group's client: watermarks, committed offsets, and offset
+    /// commits that carry the member's epoch.
+    pub fn client(&self) -> &GroupClient {
+        &self.client
+    }
+}
+
+impl GroupMember {
+    /// Leaves the group now (a clean stop), so the partitions it held are
+    /// assigned again at once rather than when the broker's session
+    /// timeout expires. Blocks until librdkafka closed the consumer.
+    pub fn leave(mut self) {
+        self.stop_polling();
+        let closed = Arc::new(GroupClient::closed(&self.client));
+        if let Ok(client) = Arc::try_unwrap(std::mem::replace(&mut self.client, closed)) {
+            client.close_now();
+        }
+    }
+
+    fn stop_polling(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(poller) = self.poller.take() {
+            let _ = poller.join();
+        }
+    }
+}
+
+impl Drop for GroupMember {
+    fn drop(&mut self) {
+        self.stop_polling();
+        // The client (and the group membership) closes when its last
+        // reference goes: this one, now the poller has ended.
+    }
+}
