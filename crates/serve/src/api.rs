@@ -6,6 +6,7 @@
 //! stored secret.
 
 pub mod answers;
+pub(crate) mod follow;
 mod jobs;
 mod overview;
 mod progress;
@@ -87,6 +88,7 @@ pub fn protected_routes() -> Router<AppState> {
         .route("/api/destinations/{id}/test", post(test_destination))
         .route("/api/destinations/test", post(test_unsaved_destination))
         .merge(jobs::routes())
+        .merge(follow::routes())
 }
 
 /// The routes open before login.

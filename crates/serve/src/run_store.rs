@@ -48,15 +48,47 @@ pub enum RunKind {
     Sync,
     /// `topicberg maintain`: compaction, snapshot expiry, orphan removal.
     Maintain,
+    /// `topicberg sync --follow`: a continuous job's follower, from its
+    /// start to its stop (one run).
+    Follow,
 }
 
 impl RunKind {
-    /// The name stored and shown: `sync`, `maintain`.
+    /// The name stored and shown: `sync`, `maintain`, `follow`.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Sync => "sync",
             Self::Maintain => "maintain",
+            Self::Follow => "follow",
         }
+    }
+}
+
+/// How a job runs: on its schedule (bounded syncs) or continuously (a
+/// follower from start to stop).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum JobMode {
+    /// Syncs on the job's schedule and by hand.
+    #[default]
+    Scheduled,
+    /// A follower (`sync --follow`), started with the service.
+    Continuous,
+}
+
+impl JobMode {
+    /// The name stored and shown: `scheduled`, `continuous`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Scheduled => "scheduled",
+            Self::Continuous => "continuous",
+        }
+    }
+
+    /// The mode named `name`, if any.
+    pub fn from_name(name: &str) -> Option<Self> {
+        [Self::Scheduled, Self::Continuous]
+            .into_iter()
+            .find(|m| m.as_str() == name)
     }
 }
 
@@ -69,6 +101,8 @@ pub enum Trigger {
     Schedule,
     /// A scheduled run missed while the service was down, run at start.
     Missed,
+    /// Started with the service (a continuous job's follower).
+    Service,
 }
 
 impl Trigger {
@@ -78,6 +112,7 @@ impl Trigger {
             Self::Manual => "manual",
             Self::Schedule => "schedule",
             Self::Missed => "missed",
+            Self::Service => "service",
         }
     }
 }

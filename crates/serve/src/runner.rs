@@ -7,6 +7,7 @@
 //! [`log_capture_layer`] keeps in the run's log.
 
 mod error;
+mod follow_run;
 mod log_capture;
 mod maintain_run;
 #[cfg(test)]
@@ -26,6 +27,7 @@ use topicberg_kafka::{read_partition_states, select_topics, KafkaConnection};
 use tracing::Instrument;
 
 pub use error::{RunError, StartError, TopicsError};
+pub use follow_run::FollowerState;
 pub use log_capture::{log_capture_layer, LogCapture, LogCaptureLayer, MAX_RUN_LOG_BYTES};
 
 use crate::job_file::{load_job, JobConfigError, JobFileError, LoadedJob};
@@ -41,6 +43,25 @@ struct RunHandles {
     cancel: Arc<AtomicBool>,
     progress: Arc<SyncProgress>,
     kind: RunKind,
+    /// A follower's stop signal and live figures.
+    follow: Option<follow_run::FollowHandles>,
+}
+
+/// A job has two lanes: its syncs and maintenance runs, one at a time,
+/// and its follower (a continuous job), beside them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Lane {
+    Runs,
+    Follower,
+}
+
+impl Lane {
+    fn of(kind: RunKind) -> Lane {
+        match kind {
+            RunKind::Follow => Lane::Follower,
+            RunKind::Sync | RunKind::Maintain => Lane::Runs,
+        }
+    }
 }
 
 /// Starts, cancels and tracks the service's runs. Clones share everything.
@@ -54,8 +75,8 @@ pub struct Runner {
 }
 
 struct Shared {
-    /// Job id -> its run in progress.
-    running: Mutex<HashMap<i64, Active>>,
+    /// (Job id, lane) -> its run in progress.
+    running: Mutex<HashMap<(i64, Lane), Active>>,
     /// How many runs are in progress (for [`Runner::wait_idle`]).
     count: tokio::sync::watch::Sender<usize>,
     closed: AtomicBool,
@@ -70,6 +91,8 @@ struct Active {
     cancel: Arc<AtomicBool>,
     /// What the run's sync has read so far.
     progress: Arc<SyncProgress>,
+    /// A follower's stop signal and live figures.
+    follow: Option<follow_run::FollowHandles>,
 }
 
 impl Runner {
@@ -123,7 +146,7 @@ impl Runner {
         &self.logs
     }
 
-    fn running(&self) -> std::sync::MutexGuard<'_, HashMap<i64, Active>> {
+    fn running(&self) -> std::sync::MutexGuard<'_, HashMap<(i64, Lane), Active>> {
         self.shared
             .running
             .lock()
@@ -136,9 +159,10 @@ impl Runner {
         self.start_run(job_id, RunKind::Sync, trigger)
     }
 
-    /// Starts a run of `kind` (a sync or the job's maintenance) in the
-    /// background and returns its run id; one run of a job at a time, of
-    /// either kind. Must be called inside a tokio runtime.
+    /// Starts a run of `kind` (a sync, the job's maintenance, or its
+    /// follower) in the background and returns its run id; one sync or
+    /// maintenance run of a job at a time, and one follower beside them.
+    /// Must be called inside a tokio runtime.
     pub fn start_run(
         &self,
         job_id: i64,
@@ -151,22 +175,25 @@ impl Runner {
         let runtime = tokio::runtime::Handle::try_current().map_err(StartError::NoRuntime)?;
         let cancel = Arc::new(AtomicBool::new(false));
         let progress = Arc::new(SyncProgress::default());
+        let follow = (kind == RunKind::Follow).then(follow_run::FollowHandles::default);
+        let key = (job_id, Lane::of(kind));
         {
             let mut running = self.running();
-            if running.contains_key(&job_id) {
+            if running.contains_key(&key) {
                 return Err(StartError::AlreadyRunning);
             }
             running.insert(
-                job_id,
+                key,
                 Active {
                     run_id: 0,
                     cancel: Arc::clone(&cancel),
                     progress: Arc::clone(&progress),
+                    follow: follow.clone(),
                 },
             );
         }
         let release = |e| {
-            self.running().remove(&job_id);
+            self.running().remove(&key);
             StartError::Store(e)
         };
         let toml = self.store.job_toml(job_id).map_err(release)?;
@@ -176,7 +203,7 @@ impl Runner {
             .insert_run(job_id, kind, trigger, started_ms)
             .map_err(release)?;
         self.logs.open(run_id);
-        if let Some(active) = self.running().get_mut(&job_id) {
+        if let Some(active) = self.running().get_mut(&key) {
             active.run_id = run_id;
         }
         self.shared.count.send_modify(|n| *n += 1);
@@ -194,6 +221,7 @@ impl Runner {
                 cancel,
                 progress,
                 kind,
+                follow,
             };
             runner.execute(job_id, run_id, trigger, &toml, &run, &span);
         });
@@ -205,7 +233,7 @@ impl Runner {
     /// its commit phase the commits finish. False when the job is not
     /// running.
     pub fn cancel(&self, job_id: i64) -> bool {
-        match self.running().get(&job_id) {
+        match self.running().get(&(job_id, Lane::Runs)) {
             Some(active) => {
                 active.cancel.store(true, Ordering::SeqCst);
                 tracing::info!(job_id, "cancel requested");
@@ -215,15 +243,15 @@ impl Runner {
         }
     }
 
-    /// Whether the job has a run in progress.
+    /// Whether the job has a sync or maintenance run in progress.
     pub fn is_running(&self, job_id: i64) -> bool {
-        self.running().contains_key(&job_id)
+        self.running().contains_key(&(job_id, Lane::Runs))
     }
 
-    /// The job's run in progress, once recorded.
+    /// The job's sync or maintenance run in progress, once recorded.
     pub fn current_run(&self, job_id: i64) -> Option<i64> {
         self.running()
-            .get(&job_id)
+            .get(&(job_id, Lane::Runs))
             .map(|a| a.run_id)
             .filter(|id| *id > 0)
     }
@@ -241,9 +269,12 @@ impl Runner {
     /// and waits until every run reached that safe point and was recorded.
     pub async fn wait_idle(&self) {
         self.shared.closed.store(true, Ordering::SeqCst);
-        let jobs: Vec<i64> = self.running().keys().copied().collect();
-        for job_id in jobs {
-            self.cancel(job_id);
+        let jobs: Vec<(i64, Lane)> = self.running().keys().copied().collect();
+        for (job_id, lane) in jobs {
+            match lane {
+                Lane::Runs => self.cancel(job_id),
+                Lane::Follower => self.stop_follower(job_id),
+            };
         }
         let mut count = self.shared.count.subscribe();
         let _ = count.wait_for(|n| *n == 0).await;
@@ -264,6 +295,7 @@ impl Runner {
         let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| match run.kind {
             RunKind::Sync => self.sync(job_id, toml, run, span),
             RunKind::Maintain => self.maintain(job_id, toml, span),
+            RunKind::Follow => self.follow(job_id, toml, run, span),
         }))
         .unwrap_or_else(|panic| Outcome {
             job_name: job_name_of(toml, job_id),
@@ -307,7 +339,9 @@ impl Runner {
         if let Err(e) = self.store.finish_run(&finished) {
             tracing::error!(run_id, error = %e, "recording the end of the run failed");
         }
-        if let Some(RunReport::Sync(report)) = report {
+        if run.kind == RunKind::Follow {
+            // Each round recorded its metrics as it ended.
+        } else if let Some(RunReport::Sync(report)) = report {
             self.metrics.record_run(
                 &outcome.job_name,
                 status,
@@ -322,7 +356,7 @@ impl Runner {
         if let Some(lag) = outcome.lag {
             self.metrics.set_lag(&outcome.job_name, lag);
         }
-        self.running().remove(&job_id);
+        self.running().remove(&(job_id, Lane::of(run.kind)));
         self.shared.count.send_modify(|n| *n = n.saturating_sub(1));
     }
 
@@ -380,10 +414,11 @@ impl Outcome {
     }
 }
 
-/// What a run reports: a sync's or a maintenance run's report.
+/// What a run reports: a sync's, a maintenance run's or a follower's.
 enum RunReport {
     Sync(SyncReport),
     Maintain(topicberg_sync::maintain::MaintainReport),
+    Follow(topicberg_sync::follow::FollowReport),
 }
 
 impl RunReport {
@@ -391,6 +426,7 @@ impl RunReport {
         match self {
             RunReport::Sync(r) => serde_json::to_string(r).ok(),
             RunReport::Maintain(r) => serde_json::to_string(r).ok(),
+            RunReport::Follow(r) => serde_json::to_string(r).ok(),
         }
     }
 }
@@ -401,6 +437,7 @@ fn classify(result: &Result<RunReport, RunError>) -> (RunStatus, Option<String>)
     let report = match result {
         Err(e) => return (RunStatus::Failed, Some(e.to_string())),
         Ok(RunReport::Maintain(report)) => return maintain_run::classify(report),
+        Ok(RunReport::Follow(report)) => return follow_run::classify(report),
         Ok(RunReport::Sync(report)) => report,
     };
     if report.cancelled {
@@ -436,7 +473,7 @@ impl Runner {
 /// The consumer lag of every partition the job selects: high watermark
 /// minus the group's committed offset (the sync commits the group after
 /// its snapshots; no committed offset: minus the low watermark).
-fn read_lag(job: &Job) -> Result<Vec<PartitionLag>, TopicsError> {
+pub(crate) fn read_lag(job: &Job) -> Result<Vec<PartitionLag>, TopicsError> {
     let connection = KafkaConnection::from_source(&job.source);
     let selection = select_topics(&connection, &job.topics, KAFKA_TIMEOUT)?;
     let states = read_partition_states(

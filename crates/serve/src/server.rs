@@ -4,6 +4,7 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::extract::State;
 use axum::http::{header, StatusCode};
@@ -76,6 +77,7 @@ pub fn router(state: AppState) -> Router {
         ));
     Router::new()
         .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
         .route("/metrics", get(metrics_text))
         .merge(api::public_routes())
         .merge(ui::public_routes())
@@ -97,6 +99,57 @@ struct Health {
 
 async fn healthz() -> Json<Health> {
     Json(Health { status: "ok" })
+}
+
+/// A follower is stale when its last successful round (committing or
+/// idle) is older than this many commit intervals, and at least
+/// [`STALE_AFTER_MIN`].
+const STALE_AFTER_INTERVALS: u64 = 10;
+const STALE_AFTER_MIN: Duration = Duration::from_secs(60);
+
+/// `GET /readyz`: 200 `{"status": "ready"}` while every continuous job's
+/// follower keeps finishing rounds; 503 `{"status": "stale", "stale":
+/// [...]}` naming each follower whose last successful round is older than
+/// its bound (10 commit intervals, at least a minute): Kafka, the catalog
+/// or the store has kept it from committing. A follower of an idle topic
+/// finishes idle rounds, so it is ready. `/healthz` (liveness) answers as
+/// long as the process does, stale or not.
+async fn readyz(State(state): State<AppState>) -> axum::response::Response {
+    let now = auth::now_ms().max(0) as u64;
+    let jobs = match state.store.jobs() {
+        Ok(jobs) => jobs,
+        Err(e) => return error::ApiError::internal(e).into_response(),
+    };
+    let stale: Vec<serde_json::Value> = jobs
+        .iter()
+        .filter_map(|job| {
+            let follower = state.runner.follower(job.id)?;
+            let report = &follower.report;
+            let (age, bound) = staleness(report, now)?;
+            Some(serde_json::json!({
+                "job": job.name,
+                "seconds_since_success": age / 1000,
+                "bound_seconds": bound / 1000,
+                "last_error": report.last_error,
+            }))
+        })
+        .collect();
+    if stale.is_empty() {
+        Json(serde_json::json!({"status": "ready"})).into_response()
+    } else {
+        let body = serde_json::json!({"status": "stale", "stale": stale});
+        (StatusCode::SERVICE_UNAVAILABLE, Json(body)).into_response()
+    }
+}
+
+/// How long since the follower's last successful round, and its bound
+/// (ms), when that is longer than the bound.
+fn staleness(report: &topicberg_sync::follow::FollowReport, now_ms: u64) -> Option<(u64, u64)> {
+    let bound =
+        (report.commit_interval_ms * STALE_AFTER_INTERVALS).max(STALE_AFTER_MIN.as_millis() as u64);
+    let since = report.last_success_ms.unwrap_or(report.started_ms);
+    let age = now_ms.saturating_sub(since);
+    (age > bound).then_some((age, bound))
 }
 
 async fn metrics_text(
@@ -177,6 +230,14 @@ pub async fn serve(args: ServeArgs) -> Result<(), ServeError> {
         .with_log_capture(args.log_capture.clone());
     let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
     let scheduler = scheduler::spawn_scheduler(run_store, runner.clone(), shutdown_rx);
+    // Continuous jobs follow their topics from the service's start.
+    for job in store.jobs()? {
+        if let Err(e) =
+            api::follow::reconcile(&store, &runner, job.id, run_store::Trigger::Service, false)
+        {
+            tracing::error!(job = %job.name, error = %e.message, "starting the follower failed");
+        }
+    }
     let state = AppState {
         store,
         runner: runner.clone(),
@@ -227,5 +288,36 @@ async fn shutdown_signal() {
     tokio::select! {
         _ = ctrl_c => {},
         _ = term => {},
+    }
+}
+
+#[cfg(test)]
+mod readiness_tests {
+    use super::*;
+    use topicberg_sync::follow::FollowReport;
+
+    fn report(interval_s: u64, started_s: u64, success_s: Option<u64>) -> FollowReport {
+        FollowReport {
+            commit_interval_ms: interval_s * 1000,
+            started_ms: started_s * 1000,
+            last_success_ms: success_s.map(|s| s * 1000),
+            ..FollowReport::default()
+        }
+    }
+
+    #[test]
+    fn a_follower_is_stale_past_ten_intervals_and_at_least_a_minute() {
+        // 1 s commits: the bound is the minute.
+        assert_eq!(staleness(&report(1, 0, Some(100)), 160_000), None);
+        assert_eq!(
+            staleness(&report(1, 0, Some(100)), 161_000),
+            Some((61_000, 60_000))
+        );
+        // 30 s commits: ten intervals.
+        assert_eq!(staleness(&report(30, 0, Some(0)), 300_000), None);
+        assert!(staleness(&report(30, 0, Some(0)), 301_000).is_some());
+        // Never a successful round: counted from the start.
+        assert!(staleness(&report(1, 0, None), 61_000).is_some());
+        assert_eq!(staleness(&report(1, 10, None), 61_000), None);
     }
 }

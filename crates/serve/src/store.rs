@@ -11,6 +11,7 @@ use rusqlite::{params, Connection, OptionalExtension, Row};
 use serde_json::Value;
 
 use super::pieces::{assemble_job_toml, JobPieces, Piece, PieceKind, Secrets};
+use crate::run_store::JobMode;
 
 /// The database file's name inside the data folder.
 pub const DB_FILE: &str = "topicberg.db";
@@ -70,6 +71,9 @@ ALTER TABLE runs ADD COLUMN lag INTEGER;
 ALTER TABLE runs ADD COLUMN kind TEXT NOT NULL DEFAULT 'sync';
 ALTER TABLE jobs ADD COLUMN maintain TEXT NOT NULL DEFAULT '{}';
 ALTER TABLE jobs ADD COLUMN maintain_schedule TEXT NOT NULL DEFAULT '';
+"#,
+    r#"
+ALTER TABLE jobs ADD COLUMN mode TEXT NOT NULL DEFAULT 'scheduled';
 "#,
 ];
 
@@ -145,6 +149,8 @@ pub struct JobRow {
     pub maintain: Piece,
     /// When `maintain` runs (schedule text; empty: by hand only).
     pub maintain_schedule: String,
+    /// Scheduled syncs, or a follower (continuous).
+    pub mode: JobMode,
 }
 
 /// A run row (the log is read separately: [`Store::run_log`]).
@@ -433,8 +439,8 @@ impl Store {
         let conn = self.conn();
         conn.execute(
             "INSERT INTO jobs (name, source_id, destination_id, target_engines, namespace, sync,
-                               streams, schedule, paused, maintain, maintain_schedule)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                               streams, schedule, paused, maintain, maintain_schedule, mode)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
             params![
                 job.name,
                 job.source_id,
@@ -447,6 +453,7 @@ impl Store {
                 job.paused,
                 serde_json::to_string(&job.maintain)?,
                 job.maintain_schedule,
+                job.mode.as_str(),
             ],
         )
         .map_err(|e| unique(e, "job", &job.name))?;
@@ -460,7 +467,7 @@ impl Store {
             .execute(
                 "UPDATE jobs SET name = ?1, source_id = ?2, destination_id = ?3, target_engines = ?4,
                      namespace = ?5, sync = ?6, streams = ?7, schedule = ?8, paused = ?9,
-                     maintain = ?11, maintain_schedule = ?12
+                     maintain = ?11, maintain_schedule = ?12, mode = ?13
                  WHERE id = ?10",
                 params![
                     job.name,
@@ -475,6 +482,7 @@ impl Store {
                     job.id,
                     serde_json::to_string(&job.maintain)?,
                     job.maintain_schedule,
+                    job.mode.as_str(),
                 ],
             )
             .map_err(|e| unique(e, "job", &job.name))?;
@@ -597,7 +605,8 @@ impl Store {
 }
 
 const JOB_SELECT: &str = "SELECT id, name, source_id, destination_id, target_engines, namespace, \
-                          sync, streams, schedule, paused, maintain, maintain_schedule FROM jobs";
+                          sync, streams, schedule, paused, maintain, maintain_schedule, mode \
+                          FROM jobs";
 const RUN_SELECT: &str = "SELECT id, job_id, trigger, started_ms, finished_ms, status, error, \
                           report_json, lag, kind FROM runs";
 
@@ -643,6 +652,7 @@ fn job_row(r: &Row<'_>) -> rusqlite::Result<Result<JobRow, StoreError>> {
         paused: r.get(9)?,
         maintain,
         maintain_schedule: r.get(11)?,
+        mode: JobMode::from_name(&r.get::<_, String>(12)?).unwrap_or_default(),
     }))
 }
 

@@ -109,6 +109,15 @@ pub struct FollowReport {
     /// The consumer group protocol the follower's membership spoke:
     /// `consumer` (KIP-848) or `classic`; `None` if it never joined.
     pub group_protocol: Option<topicberg_kafka::GroupProtocol>,
+    /// When the follower started (ms since the epoch).
+    pub started_ms: u64,
+    /// The job's `sync.commit_interval` (ms).
+    pub commit_interval_ms: u64,
+    /// When the last round that succeeded ended (committing or idle):
+    /// the follower is healthy while this keeps moving.
+    pub last_success_ms: Option<u64>,
+    /// When the last round that committed a snapshot ended.
+    pub last_commit_ms: Option<u64>,
 }
 
 impl FollowReport {
@@ -144,17 +153,74 @@ impl FollowReport {
             Some(round_failure(report))
         };
         self.failed_rounds += u64::from(self.last_error.is_some());
+        let now = now_ms();
+        if self.last_error.is_none() && !report.cancelled {
+            self.last_success_ms = Some(now);
+        }
+        if snapshots > 0 {
+            self.last_commit_ms = Some(now);
+        }
+    }
+}
+
+fn now_ms() -> u64 {
+    (crate::sync::now_micros() / 1000) as u64
+}
+
+/// Called after each round with the round's report (serve records its
+/// metrics from it).
+pub type RoundHook = Arc<dyn Fn(&SyncReport) + Send + Sync>;
+
+/// How a follower runs, beyond its job and its stop signal.
+#[derive(Clone, Default)]
+pub struct FollowOptions {
+    /// Where the follower publishes its figures after every round, for a
+    /// live view ([`FollowLive::snapshot`]).
+    pub live: Option<Arc<FollowLive>>,
+    /// Called after every round that returned a report.
+    pub on_round: Option<RoundHook>,
+}
+
+/// A follower's figures as they change (its [`FollowReport`] so far).
+#[derive(Debug, Default)]
+pub struct FollowLive(std::sync::Mutex<FollowReport>);
+
+impl FollowLive {
+    /// The figures after the last round.
+    pub fn snapshot(&self) -> FollowReport {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn publish(&self, report: &FollowReport) {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = report.clone();
     }
 }
 
 /// Follows the job's topics until `stop` is requested; see the module doc.
 /// `Err` only for what retrying cannot fix.
 pub async fn run_follow(job: &Job, stop: Arc<StopSignal>) -> Result<FollowReport, SetupError> {
+    run_follow_with(job, stop, FollowOptions::default()).await
+}
+
+/// [`run_follow`] with options: a live view, a hook per round.
+pub async fn run_follow_with(
+    job: &Job,
+    stop: Arc<StopSignal>,
+    options: FollowOptions,
+) -> Result<FollowReport, SetupError> {
     let interval = job.tuning.commit_interval;
     let mut report = FollowReport {
         job: job.name.clone(),
+        started_ms: now_ms(),
+        commit_interval_ms: interval.as_millis() as u64,
         ..FollowReport::default()
     };
+    let publish = |report: &FollowReport| {
+        if let Some(live) = &options.live {
+            live.publish(report);
+        }
+    };
+    publish(&report);
     let mut backoff = interval;
     // Each left-out topic, the reader and each table's formats are
     // logged once (again when they change), not every round.
@@ -184,6 +250,9 @@ pub async fn run_follow(job: &Job, stop: Arc<StopSignal>) -> Result<FollowReport
             Ok(round) => {
                 report.count(&round);
                 log_round(&report, &round, started);
+                if let Some(hook) = &options.on_round {
+                    hook(&round);
+                }
                 backoff = if report.last_error.is_some() {
                     next_backoff(backoff, interval)
                 } else {
@@ -203,6 +272,7 @@ pub async fn run_follow(job: &Job, stop: Arc<StopSignal>) -> Result<FollowReport
             }
             Err(e) => return Err(e),
         }
+        publish(&report);
         let next = started + backoff;
         tokio::select! {
             () = tokio::time::sleep_until(next.into()) => {}
@@ -219,6 +289,7 @@ pub async fn run_follow(job: &Job, stop: Arc<StopSignal>) -> Result<FollowReport
         records = report.records,
         "follower stopped"
     );
+    publish(&report);
     Ok(report)
 }
 

@@ -142,6 +142,10 @@ pub struct JobView {
     /// The warnings of the job's page (only `GET /api/jobs/{id}`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub warnings: Option<Vec<String>>,
+    /// `scheduled` or `continuous`.
+    pub mode: &'static str,
+    /// A continuous job's follower, while it runs: its run and figures.
+    pub follower: Option<crate::runner::FollowerState>,
 }
 
 impl JobView {
@@ -169,6 +173,8 @@ impl JobView {
             sync: job.sync.clone(),
             target_engines: job.target_engines.clone(),
             warnings: None,
+            mode: job.mode.as_str(),
+            follower: None,
         }
     }
 }
@@ -281,7 +287,11 @@ impl<T> RunView<T> {
                     .sum(),
                 skipped_records: sum("skipped_records"),
             },
-            records: sum("records"),
+            // A follower's report counts its records itself (no tables).
+            records: match run.report.as_ref().map(|r| &r["records"]) {
+                Some(Value::Number(n)) if run.kind == "follow" => n.as_u64().unwrap_or(0),
+                _ => sum("records"),
+            },
             report,
             started: iso(run.started_ms),
             started_ms: run.started_ms,

@@ -14,7 +14,7 @@ use super::ApiJson;
 use crate::error::{ApiError, ApiResult};
 use crate::job_file::{JobConfigError, JobFileError, LoadedJob};
 use crate::pieces::{self, Piece, PieceKind, Secrets};
-use crate::run_store::{RunKind, RunStatus, Trigger};
+use crate::run_store::{JobMode, RunKind, RunStatus, Trigger};
 use crate::runner::StartError;
 use crate::scheduler;
 use crate::state::AppState;
@@ -66,10 +66,18 @@ struct JobBody {
     maintain: Piece,
     #[serde(default)]
     maintain_schedule: String,
+    /// `scheduled` (the default) or `continuous`.
+    #[serde(default)]
+    mode: Option<String>,
 }
 
 impl JobBody {
     fn into_row(self, id: i64) -> ApiResult<JobRow> {
+        let mode = match self.mode.as_deref().map(str::trim) {
+            None | Some("") => JobMode::Scheduled,
+            Some(name) => JobMode::from_name(name)
+                .ok_or_else(|| ApiError::bad_request("mode: must be scheduled or continuous"))?,
+        };
         Ok(JobRow {
             id,
             name: super::check_name(&self.name)?,
@@ -83,6 +91,7 @@ impl JobBody {
             paused: self.paused,
             maintain: self.maintain,
             maintain_schedule: self.maintain_schedule.trim().to_string(),
+            mode,
         })
     }
 }
@@ -108,8 +117,16 @@ fn validate_job(state: &AppState, job: &JobRow) -> ApiResult<()> {
             .err()
             .map(|e| format!("{field}: {e}")),
     };
+    let sync_schedule = match job.mode {
+        JobMode::Continuous if !job.schedule.is_empty() => Some(
+            "schedule: a continuous job follows its topics and has no sync schedule; \
+             clear it, or make the job scheduled"
+                .to_string(),
+        ),
+        _ => check("schedule", &job.schedule),
+    };
     let schedule = match (
-        check("schedule", &job.schedule),
+        sync_schedule,
         check("maintain_schedule", &job.maintain_schedule),
     ) {
         (Some(a), Some(b)) => Some(format!("{a}; {b}")),
@@ -132,17 +149,20 @@ fn validate_job(state: &AppState, job: &JobRow) -> ApiResult<()> {
     }
 }
 
-/// The view of `job`: is it running, its next run, its latest run.
-fn job_view(state: &AppState, job: &JobRow) -> ApiResult<JobView> {
+/// The view of `job`: is it running, its next run, its latest run, its
+/// follower.
+pub(super) fn job_view(state: &AppState, job: &JobRow) -> ApiResult<JobView> {
     let last = state.store.runs(job.id, 1)?.into_iter().next();
-    let next_run = if job.schedule.is_empty() || job.paused {
+    let next_run = if job.schedule.is_empty() || job.paused || job.mode == JobMode::Continuous {
         None
     } else {
         scheduler::next_run(&job.schedule, chrono::Utc::now())
             .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
     };
     let running = state.runner.is_running(job.id);
-    Ok(JobView::new(job, running, next_run, last.as_ref()))
+    let mut view = JobView::new(job, running, next_run, last.as_ref());
+    view.follower = state.runner.follower(job.id);
+    Ok(view)
 }
 
 async fn list_jobs(State(state): State<AppState>) -> ApiResult<Json<Vec<JobView>>> {
@@ -160,6 +180,7 @@ async fn create_job(
     let id = state.store.insert_job(&job)?;
     tracing::info!(id, name = %job.name, "job created");
     state.runner.schedules_changed();
+    super::follow::reconcile(&state.store, &state.runner, id, Trigger::Manual, false)?;
     let job = state.store.job(id)?;
     Ok((StatusCode::CREATED, Json(job_view(&state, &job)?)).into_response())
 }
@@ -218,6 +239,7 @@ async fn update_job(
     state.store.update_job(&job)?;
     tracing::info!(id, name = %job.name, "job updated");
     state.runner.schedules_changed();
+    super::follow::reconcile(&state.store, &state.runner, id, Trigger::Manual, true)?;
     Ok(Json(job_view(&state, &state.store.job(id)?)?))
 }
 
@@ -227,6 +249,12 @@ async fn delete_job(State(state): State<AppState>, Path(id): Path<i64>) -> ApiRe
         return Err(ApiError::new(
             StatusCode::CONFLICT,
             format!("job {id} is running; cancel it first"),
+        ));
+    }
+    if state.runner.follower(id).is_some() {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            format!("job {id} is following its topics; stop it first"),
         ));
     }
     state.store.delete_job(id)?;
@@ -346,6 +374,7 @@ async fn cancel(State(state): State<AppState>, Path(id): Path<i64>) -> ApiResult
 async fn set_paused(state: &AppState, id: i64, paused: bool) -> ApiResult<Json<JobView>> {
     state.store.set_paused(id, paused)?;
     tracing::info!(job_id = id, paused, "schedule paused/resumed");
+    super::follow::reconcile(&state.store, &state.runner, id, Trigger::Manual, false)?;
     Ok(Json(job_view(state, &state.store.job(id)?)?))
 }
 
@@ -448,6 +477,8 @@ async fn import_job(State(state): State<AppState>, body: String) -> ApiResult<Re
         paused: false,
         maintain: split.maintain,
         maintain_schedule: String::new(),
+        // A job file says nothing of the service's mode: scheduled.
+        mode: JobMode::Scheduled,
     };
     let id = match state.store.insert_job(&job) {
         Ok(id) => id,

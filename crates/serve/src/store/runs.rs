@@ -7,7 +7,7 @@ use rusqlite::params;
 use super::{Store, StoreError};
 use crate::pieces::Secrets;
 use crate::run_store::{
-    FinishedRun, RunKind, RunStatus, RunStore, RunStoreError, ScheduledJob, Trigger,
+    FinishedRun, JobMode, RunKind, RunStatus, RunStore, RunStoreError, ScheduledJob, Trigger,
 };
 
 impl RunStore for Store {
@@ -75,7 +75,8 @@ impl RunStore for Store {
                 "SELECT j.id, j.name, j.schedule, j.paused,
                         (SELECT MAX(started_ms) FROM runs r WHERE r.job_id = j.id AND r.kind = 'sync'),
                         j.maintain_schedule,
-                        (SELECT MAX(started_ms) FROM runs r WHERE r.job_id = j.id AND r.kind = 'maintain')
+                        (SELECT MAX(started_ms) FROM runs r WHERE r.job_id = j.id AND r.kind = 'maintain'),
+                        j.mode
                  FROM jobs j ORDER BY j.id",
             )
             .map_err(RunStoreError::Schedules)?;
@@ -95,17 +96,19 @@ impl RunStore for Store {
                     last_started_ms: r.get(6)?,
                     ..sync.clone()
                 };
-                Ok([sync, maintain])
+                let continuous = r.get::<_, String>(7)? == JobMode::Continuous.as_str();
+                Ok(([sync, maintain], continuous))
             })
             .map_err(RunStoreError::Schedules)?;
         let mut jobs = Vec::new();
         for pair in rows {
             // A job without a maintenance schedule has no maintenance timer.
-            let pair = pair.map_err(RunStoreError::Schedules)?;
-            jobs.extend(
-                pair.into_iter()
-                    .filter(|j| j.kind == RunKind::Sync || !j.schedule.is_empty()),
-            );
+            // A continuous job's follower runs instead of scheduled syncs.
+            let (pair, continuous) = pair.map_err(RunStoreError::Schedules)?;
+            jobs.extend(pair.into_iter().filter(|j| match j.kind {
+                RunKind::Sync => !continuous,
+                _ => !j.schedule.is_empty(),
+            }));
         }
         Ok(jobs)
     }

@@ -36,6 +36,7 @@ fn rows_survive_reopening_and_runs_are_recorded() {
         paused: false,
         maintain: serde_json::from_value(serde_json::json!({"keep_snapshots": 3})).unwrap(),
         maintain_schedule: "daily at 03:00".into(),
+        mode: crate::run_store::JobMode::Scheduled,
     };
     let jid = store.insert_job(&job).unwrap();
     let run = store
@@ -95,6 +96,21 @@ fn rows_survive_reopening_and_runs_are_recorded() {
     assert_eq!(store.run_log(run).unwrap(), "line\n");
     let scheduled = store.schedules().unwrap();
     assert_eq!(scheduled[0].last_started_ms, Some(1000));
+    // A continuous job: its mode is kept, and its follower replaces the
+    // sync timer (the maintenance timer stays).
+    let mut continuous = store.job(jid).unwrap();
+    continuous.mode = crate::run_store::JobMode::Continuous;
+    store.update_job(&continuous).unwrap();
+    assert_eq!(
+        store.job(jid).unwrap().mode,
+        crate::run_store::JobMode::Continuous
+    );
+    let kinds: Vec<RunKind> = store.schedules().unwrap().iter().map(|j| j.kind).collect();
+    assert_eq!(
+        kinds,
+        [RunKind::Maintain],
+        "no sync timer for a continuous job"
+    );
     let toml = store.job_toml(jid).unwrap();
     topicberg_core::JobConfig::from_toml_str(&toml, |_| None).unwrap();
     store.delete_job(jid).unwrap();

@@ -1,7 +1,7 @@
 // Jobs: the list, a job's overview page, its form, clone, delete, import.
 
 import { api, postText } from "./api.js";
-import { banner, cell, count, fact, h, show, statusCell, utc } from "./dom.js";
+import { banner, cell, count, duration, fact, h, show, statusCell, utc, utcMs } from "./dom.js";
 import { go, redraw, refreshIn, setFlash, takeFlash } from "./nav.js";
 import { HISTORY_FETCH, historySection } from "./chart.js";
 import { applyFields, field, fieldset, formFields, formSpec, inWords, jobFileForms, showProblems } from "./forms.js";
@@ -16,13 +16,21 @@ function jobActions(job, after) {
       after();
     },
   }, label);
+  const continuous = job.mode === "continuous";
+  const follower = job.follower;
   return h("span", { class: "actions" },
-    // Sync Now waits for the run in progress to end.
-    act("Sync Now", `/api/jobs/${job.id}/sync`, `sync-${job.id}`,
-      { disabled: job.running, title: job.running ? "a run is in progress" : null }),
+    // A continuous job is started and stopped; a scheduled one syncs now.
+    continuous
+      ? (follower
+        ? act("Stop", `/api/jobs/${job.id}/stop`, `stop-${job.id}`,
+          { disabled: follower.stopping, title: "commit what was read, leave the consumer group and stop (stays stopped after a restart)" })
+        : act("Start", `/api/jobs/${job.id}/start`, `start-${job.id}`, { title: "follow the topics continuously" }))
+      // Sync Now waits for the run in progress to end.
+      : act("Sync Now", `/api/jobs/${job.id}/sync`, `sync-${job.id}`,
+        { disabled: job.running, title: job.running ? "a run is in progress" : null }),
     act("Maintain Now", `/api/jobs/${job.id}/maintain`, `maintain-${job.id}`,
       { disabled: job.running, title: job.running ? "a run is in progress" : "compact the tables, expire old snapshots, remove orphan files" }),
-    job.paused
+    continuous ? null : job.paused
       ? act("Resume", `/api/jobs/${job.id}/resume`, `resume-${job.id}`)
       : act("Pause", `/api/jobs/${job.id}/pause`, `pause-${job.id}`),
     job.running ? act("Cancel", `/api/jobs/${job.id}/cancel`, `cancel-${job.id}`,
@@ -33,10 +41,11 @@ export async function jobsPage() {
   const jobs = await api("GET", "/api/jobs");
   const rows = jobs.map((j) => h("tr", { id: `job-${j.id}` },
     h("td", {}, h("a", { href: `#/jobs/${j.id}` }, j.name)),
-    h("td", {}, j.schedule ? `${j.schedule} (UTC)` : "manual", j.paused ? " — paused" : ""),
+    h("td", {}, j.mode === "continuous" ? [h("span", { class: "badge" }, "continuous"), " ", followState(j)]
+      : [j.schedule ? `${j.schedule} (UTC)` : "manual", j.paused ? " — paused" : ""]),
     h("td", {}, utc(j.next_run)),
     h("td", {}, j.running ? statusCell("running") : statusCell(j.last_run && j.last_run.status)),
-    h("td", {}, j.last_run ? count(j.last_run.records) : "-"),
+    h("td", {}, j.follower ? count(j.follower.report.records) : j.last_run ? count(j.last_run.records) : "-"),
     h("td", {}, jobActions(j, redraw))));
   show(
     h("h1", {}, "Jobs"),
@@ -47,7 +56,33 @@ export async function jobsPage() {
       h("table", {},
         h("tr", {}, ["Job", "Schedule", "Next run", "Last run", "Records", ""].map((t) => h("th", {}, t))),
         rows));
-  if (jobs.some((j) => j.running)) refreshIn(2000);
+  if (jobs.some((j) => j.running || j.follower)) refreshIn(2000);
+}
+
+// A continuous job's state in words: following, stopping or stopped.
+function followState(job) {
+  if (job.follower) return h("span", { class: "status-running" }, job.follower.stopping ? "stopping" : "following");
+  return h("span", { class: "status-cancelled" }, job.paused ? "stopped" : "starting");
+}
+
+// A continuous job's follower, live: its rounds, commits and last error.
+function followerCard(job) {
+  const f = job.follower;
+  const r = f ? f.report : null;
+  const ago = (ms) => (ms ? [utcMs(ms), ` (${duration(Date.now() - ms)} ago)`] : "not yet");
+  return h("div", { class: "card", id: "follower" }, h("h2", {}, "Continuous"),
+    fact("State", followState(job)),
+    fact("Commit interval", job.sync && job.sync.commit_interval ? job.sync.commit_interval : "5s (default)"),
+    r ? [
+      fact("Since", utcMs(r.started_ms)),
+      fact("Rounds", h("span", { id: "follower-rounds" }, count(r.rounds)), ` (${count(r.committing_rounds)} committed, ${count(r.failed_rounds)} failed)`),
+      fact("Snapshots", h("span", { id: "follower-snapshots" }, count(r.snapshots))),
+      fact("Records written", h("span", { id: "follower-records" }, count(r.records))),
+      fact("Last commit", h("span", { id: "follower-last-commit" }, ago(r.last_commit_ms))),
+      fact("Consumer group", r.group_protocol ? `member (${r.group_protocol} protocol)` : "joining"),
+      r.last_error ? h("p", { class: "field-error", id: "follower-error" }, `Last round failed: ${r.last_error}`) : null,
+      h("p", {}, h("a", { href: `#/runs/${f.run_id}` }, `run #${f.run_id}`), " (its log)"),
+    ] : h("p", {}, job.paused ? "Stopped: Start follows the topics again from the offsets the tables hold." : "Starting."));
 }
 
 // The table a topic goes to when its stream names none (the job file's
@@ -93,8 +128,9 @@ export async function jobPage(id) {
         destination ? [fact("Name", h("a", { href: `#/destinations/${destination.id}` }, destination.name)),
           fact("Catalog", destination.catalog === "rest" ? `REST ${cell(destination.uri)}` : "embedded"),
           fact("Namespace", job.namespace || `${job.name}_topics (default)`)] : "-"),
-      h("div", { class: "card" }, h("h2", {}, "Schedule"),
-        h("p", {}, "Schedule: ", job.schedule ? `${job.schedule} (UTC)` : "manual only",
+      job.mode === "continuous" ? followerCard(job) : null,
+      h("div", { class: "card" }, h("h2", {}, job.mode === "continuous" ? "Maintenance" : "Schedule"),
+        job.mode === "continuous" ? null : h("p", {}, "Schedule: ", job.schedule ? `${job.schedule} (UTC)` : "manual only",
           job.paused ? " — paused" : "", " · next run: ", utc(job.next_run)),
         h("p", { id: "maintain-schedule" }, "Maintenance: ", job.maintain_schedule ? `${job.maintain_schedule} (UTC)` : "by hand only (Maintain Now)"),
         fact("Last success", last ? [utc(last.finished), " (", h("a", { href: `#/runs/${last.id}` }, `run #${last.id}`), ")"] : "never", ""),
@@ -122,7 +158,7 @@ export async function jobPage(id) {
           h("td", { class: "cols" }, t.partitions.map((p) => `${p.partition}: ${count(p.lag)}`).join(", "))))),
     h("h2", {}, "History"),
     historySection(id, runs));
-  if (job.running || runs.some((r) => r.status === "running")) refreshIn(2000);
+  if (job.running || job.follower || runs.some((r) => r.status === "running")) refreshIn(2000);
   else if (job.schedule && !job.paused) refreshIn(5000);
 }
 
@@ -132,7 +168,7 @@ async function cloneJob(job) {
   const name = prompt("Name of the copy", `${job.name}_copy`);
   if (!name) return;
   const body = { ...job, name, paused: true };
-  for (const k of ["id", "running", "next_run", "last_run", "warnings"]) delete body[k];
+  for (const k of ["id", "running", "next_run", "last_run", "warnings", "follower"]) delete body[k];
   try {
     const saved = await api("POST", "/api/jobs", body);
     setFlash(`Cloned ${job.name} as ${saved.name}; it is paused until you resume it.`);
@@ -193,6 +229,13 @@ export async function jobForm(id) {
   if (job) { source.value = job.source_id; destination.value = job.destination_id; }
   const schedule = field("job", { key: "schedule", label: "Schedule (UTC)", help: "a cron expression (min hour dom month dow), \"every N minutes\", \"every N hours\", \"daily at HH:MM\", or empty for manual only" },
     job || { schedule: "every 60 minutes" });
+  const mode = field("job", { key: "mode", label: "Mode", type: "select",
+    options: [["scheduled", "scheduled: a sync on the schedule (and Sync Now)"], ["continuous", "continuous: follow the topics, a commit every commit interval (Sync tuning)"]],
+    help: "a continuous job follows its topics from the service's start to Stop, seconds behind Kafka; it has no schedule" },
+  job || { mode: "scheduled" });
+  const showSchedule = () => { schedule.el.hidden = mode.input.value === "continuous"; };
+  mode.input.addEventListener("change", showSchedule);
+  showSchedule();
   // destination.namespace: stored on the job (its destination is shared).
   const namespace = field("job", formSpec(forms.destination, "namespace"), job);
   const enginesSpec = formSpec(forms.job, "target_engines");
@@ -210,9 +253,9 @@ export async function jobForm(id) {
     help: "when to compact, expire snapshots and remove orphans, as the schedule above (e.g. daily at 03:00); empty: by hand only (Maintain Now). Never at the same time as this job's sync." },
   job || { maintain_schedule: "" });
   const maintain = formFields(forms.maintain).map((s) => field("maintain", s, job ? job.maintain : null));
-  const top = [name, schedule, namespace, maintainSchedule];
+  const top = [name, mode, schedule, namespace, maintainSchedule];
   const resolve = (path) => {
-    if (path === "name" || path === "schedule" || path === "maintain_schedule") return top.find((f) => f.spec.key === path);
+    if (["name", "mode", "schedule", "maintain_schedule"].includes(path)) return top.find((f) => f.spec.key === path);
     const mm = /^maintain\.(\w+)$/.exec(path);
     if (mm) return maintain.find((f) => f.spec.key === mm[1]) || null;
     if (path === "destination.namespace") return namespace;
@@ -239,7 +282,9 @@ export async function jobForm(id) {
           name: name.input.value,
           source_id: +source.value,
           destination_id: +destination.value,
-          schedule: schedule.input.value,
+          mode: mode.input.value,
+          // A continuous job has no schedule: the field is hidden, not sent.
+          schedule: mode.input.value === "continuous" ? "" : schedule.input.value,
           namespace: namespace.input.value || null,
           target_engines: engines.map((l) => l.querySelector("input")).filter((i) => i.checked).map((i) => i.value)
             .concat(versions.input.value.split(",").map((e) => e.trim()).filter((e) => e)),
@@ -261,7 +306,7 @@ export async function jobForm(id) {
       name.el,
       h("div", { class: "field" }, h("label", { for: "job-source" }, "Source"), source),
       h("div", { class: "field" }, h("label", { for: "job-destination" }, "Destination"), destination),
-      schedule.el, namespace.el,
+      mode.el, schedule.el, namespace.el,
       h("div", { class: "field" }, h("label", {}, enginesSpec.label), h("div", {}, engines),
         h("div", { class: "hint help" }, enginesSpec.help), enginesError),
       versions.el,

@@ -65,10 +65,11 @@ export async function runPage(id) {
   level.addEventListener("change", render);
   render();
   const running = run.status === "running";
-  const maintenance = run.kind === "maintain";
+  // A follower's run (a continuous job) shows its totals, not tables.
+  const maintenance = run.kind === "maintain" || run.kind === "follow";
   const progress = running && !maintenance ? h("div", { id: "run-progress" }, h("p", { class: "hint" }, "reading the progress...")) : null;
   show(
-    h("h1", {}, maintenance ? `Maintenance run #${run.id}` : `Run #${run.id}`),
+    h("h1", {}, run.kind === "follow" ? `Follower run #${run.id}` : run.kind === "maintain" ? `Maintenance run #${run.id}` : `Run #${run.id}`),
     run.error ? banner("bad", run.error) : null,
     notes.length && run.status === "succeeded" ? h("div", { class: "banner warn", id: "run-notes" }, "Succeeded, with something to say: ", notes.map(([, t]) => t).join("; ")) : null,
     h("p", {}, h("a", { href: `#/jobs/${run.job_id}` }, "← job"), " · ",
@@ -76,7 +77,8 @@ export async function runPage(id) {
       " · ", run.trigger),
     progress ? h("h2", {}, "Progress") : null,
     progress,
-    maintenance ? maintenanceTables(run.report) : null,
+    run.kind === "maintain" ? maintenanceTables(run.report) : null,
+    run.kind === "follow" && run.report ? followerTotals(run.report) : null,
     running || maintenance ? null : h("div", { class: "facts", id: "run-figures" },
       fact("Records", count(run.records)), fact("Read from Kafka", bytes(run.bytes)),
       fact("Dead letters", count((run.notes || {}).dead_letter_records)),
@@ -107,6 +109,14 @@ export async function runPage(id) {
     lines = split(text);
     render();
   });
+}
+
+// A follower's totals, from its start to its stop.
+function followerTotals(r) {
+  return h("div", { class: "facts", id: "follower-totals" },
+    fact("Rounds", count(r.rounds)), fact("Snapshots", count(r.snapshots)),
+    fact("Records written", count(r.records)), fact("Superseded", count(r.superseded)),
+    fact("Failed rounds", count(r.failed_rounds)));
 }
 
 // A table's own notes on the run page.

@@ -27,6 +27,7 @@ mod serve_api;
 mod serve_browser;
 mod serve_browser_forms;
 mod serve_browser_ui;
+mod serve_follow;
 mod serve_runner;
 mod serve_schedule;
 mod serve_security;

@@ -451,3 +451,53 @@ fn sync_follow_through_a_broker_restart_on_the_classic_group_protocol_loses_and_
     assert_eq!(totals["group_protocol"], "classic", "{totals}");
     followed.check("pyiceberg", "after the broker restart");
 }
+
+/// Waits until the follower's log holds `n` more failed rounds than it
+/// did when `before` lines were counted.
+fn wait_failed_rounds(log: &Path, before: usize, n: usize, what: &str) -> usize {
+    let failed = || {
+        std::fs::read_to_string(log)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.contains("follow round failed"))
+            .count()
+    };
+    wait_until(what, VISIBLE_WITHIN, || failed() >= before + n);
+    failed()
+}
+
+#[test]
+fn sync_follow_through_a_catalog_outage_and_an_object_store_outage_loses_and_duplicates_nothing() {
+    use crate::fault_proxy::FaultProxy;
+    let mut rng = Rng::seeded("TOPICBERG_FOLLOW_SEED", "follow");
+    let mut followed = Followed::new("follow_outage");
+    let catalog = FaultProxy::start(&crate::testbed::get("TESTBED_SEAWEED_URI"));
+    catalog.point_catalog(&followed.job, Catalog::Seaweed);
+    let store = FaultProxy::start(&crate::testbed::get("TESTBED_S3_ENDPOINT"));
+    store.point_s3(&followed.job);
+    followed.produce(&mut rng, 200);
+    let (report, log) = (
+        followed.job.scratch_file("follow.json"),
+        followed.job.scratch_file("follow.log"),
+    );
+    let child = followed.spawn(&report, &log);
+    followed.wait_visible("before the outages");
+    // The catalog goes away (connections refused) while messages arrive:
+    // rounds fail and are retried; nothing moves past what is committed.
+    catalog.refuse();
+    followed.produce(&mut rng, 200);
+    let failed = wait_failed_rounds(&log, 0, 2, "two rounds failing on the catalog");
+    followed.produce(&mut rng, 100);
+    catalog.accept_again();
+    followed.wait_visible("after the catalog came back");
+    // Then the object store: the data files cannot be written.
+    store.refuse();
+    followed.produce(&mut rng, 200);
+    wait_failed_rounds(&log, failed, 2, "two rounds failing on the store");
+    store.accept_again();
+    followed.wait_visible("after the object store came back");
+    let totals = stop(child, &report, &log);
+    assert!(totals["failed_rounds"].as_u64().unwrap() >= 4, "{totals}");
+    assert_eq!(totals["last_error"], Value::Null, "{totals}");
+    followed.check("pyiceberg", "after the outages");
+}

@@ -123,6 +123,7 @@ fn jobs() {
         paused: false,
         maintain: Piece::new(),
         maintain_schedule: String::new(),
+        mode: crate::run_store::JobMode::Scheduled,
     };
     let last = run(Some(report()));
     let next = Some("2026-12-01T13:00:00Z".to_string());
@@ -143,6 +144,8 @@ fn jobs() {
             "last_run": last.map(summary_json),
             "maintain": {},
             "maintain_schedule": "",
+            "mode": "scheduled",
+            "follower": null,
         })
     };
     let mut view = JobView::new(&job, true, next.clone(), Some(&last));
