@@ -6,7 +6,8 @@
 //! stored secret.
 
 pub mod answers;
-pub(crate) mod follow;
+mod follow;
+pub(crate) mod job_state;
 mod jobs;
 mod overview;
 mod progress;

@@ -230,14 +230,6 @@ pub async fn serve(args: ServeArgs) -> Result<(), ServeError> {
         .with_log_capture(args.log_capture.clone());
     let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
     let scheduler = scheduler::spawn_scheduler(run_store, runner.clone(), shutdown_rx);
-    // Continuous jobs follow their topics from the service's start.
-    for job in store.jobs()? {
-        if let Err(e) =
-            api::follow::reconcile(&store, &runner, job.id, run_store::Trigger::Service, false)
-        {
-            tracing::error!(job = %job.name, error = %e.message, "starting the follower failed");
-        }
-    }
     let state = AppState {
         store,
         runner: runner.clone(),
@@ -245,6 +237,14 @@ pub async fn serve(args: ServeArgs) -> Result<(), ServeError> {
         retention_warning_fraction: args.retention_warning_fraction,
         guard: Arc::new(guard),
     };
+    // Continuous jobs follow their topics from the service's start.
+    for job in state.store.jobs()? {
+        let started =
+            api::job_state::keep_follower(&state, job.id, run_store::Trigger::Service, false);
+        if let Err(e) = started {
+            tracing::error!(job = %job.name, error = %e.message, "starting the follower failed");
+        }
+    }
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .map_err(|source| ServeError::Bind {

@@ -111,6 +111,8 @@ impl ConnectionTest {
 pub struct JobView {
     /// Its destination.
     pub destination_id: i64,
+    /// A continuous job's follower, while it runs: its run and figures.
+    pub follower: Option<crate::runner::FollowerState>,
     /// Its id.
     pub id: i64,
     /// The latest run, if any.
@@ -119,6 +121,8 @@ pub struct JobView {
     pub maintain: Piece,
     /// When `maintain` runs (empty: by hand only).
     pub maintain_schedule: String,
+    /// `scheduled` or `continuous`.
+    pub mode: &'static str,
     /// Its name.
     pub name: String,
     /// The namespace override, if any.
@@ -142,10 +146,6 @@ pub struct JobView {
     /// The warnings of the job's page (only `GET /api/jobs/{id}`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub warnings: Option<Vec<String>>,
-    /// `scheduled` or `continuous`.
-    pub mode: &'static str,
-    /// A continuous job's follower, while it runs: its run and figures.
-    pub follower: Option<crate::runner::FollowerState>,
 }
 
 impl JobView {

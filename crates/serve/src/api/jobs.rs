@@ -10,6 +10,7 @@ use serde_json::Value;
 use topicberg_core::config::resolve_delete_format;
 
 use super::answers::{Cancelled, JobView, RunTable, RunView, Streams, SyncStarted, TopicView};
+use super::job_state::{job_view, keep_follower};
 use super::ApiJson;
 use crate::error::{ApiError, ApiResult};
 use crate::job_file::{JobConfigError, JobFileError, LoadedJob};
@@ -149,22 +150,6 @@ fn validate_job(state: &AppState, job: &JobRow) -> ApiResult<()> {
     }
 }
 
-/// The view of `job`: is it running, its next run, its latest run, its
-/// follower.
-pub(super) fn job_view(state: &AppState, job: &JobRow) -> ApiResult<JobView> {
-    let last = state.store.runs(job.id, 1)?.into_iter().next();
-    let next_run = if job.schedule.is_empty() || job.paused || job.mode == JobMode::Continuous {
-        None
-    } else {
-        scheduler::next_run(&job.schedule, chrono::Utc::now())
-            .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
-    };
-    let running = state.runner.is_running(job.id);
-    let mut view = JobView::new(job, running, next_run, last.as_ref());
-    view.follower = state.runner.follower(job.id);
-    Ok(view)
-}
-
 async fn list_jobs(State(state): State<AppState>) -> ApiResult<Json<Vec<JobView>>> {
     let jobs = state.store.jobs()?;
     let views: ApiResult<Vec<JobView>> = jobs.iter().map(|j| job_view(&state, j)).collect();
@@ -180,7 +165,7 @@ async fn create_job(
     let id = state.store.insert_job(&job)?;
     tracing::info!(id, name = %job.name, "job created");
     state.runner.schedules_changed();
-    super::follow::reconcile(&state.store, &state.runner, id, Trigger::Manual, false)?;
+    keep_follower(&state, id, Trigger::Manual, false)?;
     let job = state.store.job(id)?;
     Ok((StatusCode::CREATED, Json(job_view(&state, &job)?)).into_response())
 }
@@ -239,7 +224,7 @@ async fn update_job(
     state.store.update_job(&job)?;
     tracing::info!(id, name = %job.name, "job updated");
     state.runner.schedules_changed();
-    super::follow::reconcile(&state.store, &state.runner, id, Trigger::Manual, true)?;
+    keep_follower(&state, id, Trigger::Manual, true)?;
     Ok(Json(job_view(&state, &state.store.job(id)?)?))
 }
 
@@ -374,7 +359,7 @@ async fn cancel(State(state): State<AppState>, Path(id): Path<i64>) -> ApiResult
 async fn set_paused(state: &AppState, id: i64, paused: bool) -> ApiResult<Json<JobView>> {
     state.store.set_paused(id, paused)?;
     tracing::info!(job_id = id, paused, "schedule paused/resumed");
-    super::follow::reconcile(&state.store, &state.runner, id, Trigger::Manual, false)?;
+    keep_follower(state, id, Trigger::Manual, false)?;
     Ok(Json(job_view(state, &state.store.job(id)?)?))
 }
 

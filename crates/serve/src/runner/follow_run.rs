@@ -78,6 +78,52 @@ impl Runner {
         })
     }
 
+    /// Brings the job's follower in step: started when `wanted` and not
+    /// running, stopped when not `wanted`. `restart`: the job's settings
+    /// changed, so a running follower is stopped and started again (with
+    /// the new job file) once it has committed and left.
+    pub fn keep_follower_in_step(
+        &self,
+        job_id: i64,
+        wanted: bool,
+        trigger: Trigger,
+        restart: bool,
+    ) -> Result<(), StartError> {
+        let following = self.follower(job_id).is_some();
+        match (wanted, following) {
+            (true, false) => self.start_follower_once(job_id, trigger),
+            (true, true) if restart => {
+                self.stop_follower(job_id);
+                let runner = self.clone();
+                tokio::spawn(async move {
+                    runner.follower_stopped(job_id).await;
+                    if let Err(e) = runner.start_follower_once(job_id, trigger) {
+                        tracing::error!(job_id, error = %e, "restarting the follower failed");
+                    }
+                });
+                Ok(())
+            }
+            (false, true) => {
+                self.stop_follower(job_id);
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Starts the follower unless one runs (a concurrent request) or the
+    /// service is stopping.
+    fn start_follower_once(&self, job_id: i64, trigger: Trigger) -> Result<(), StartError> {
+        match self.start_follower(job_id, trigger) {
+            Ok(run_id) => {
+                tracing::info!(job_id, run_id, "follower started");
+                Ok(())
+            }
+            Err(StartError::AlreadyRunning | StartError::ShuttingDown) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Resolves once the job has no follower (at once if it has none).
     pub async fn follower_stopped(&self, job_id: i64) {
         let mut count = self.shared.count.subscribe();

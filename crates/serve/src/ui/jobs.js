@@ -229,10 +229,11 @@ export async function jobForm(id) {
   if (job) { source.value = job.source_id; destination.value = job.destination_id; }
   const schedule = field("job", { key: "schedule", label: "Schedule (UTC)", help: "a cron expression (min hour dom month dow), \"every N minutes\", \"every N hours\", \"daily at HH:MM\", or empty for manual only" },
     job || { schedule: "every 60 minutes" });
-  const mode = field("job", { key: "mode", label: "Mode", type: "select",
+  // Keyed job_mode: a stream's `mode` (append / upsert) is another field.
+  const mode = field("job", { key: "job_mode", label: "Mode", type: "select",
     options: [["scheduled", "scheduled: a sync on the schedule (and Sync Now)"], ["continuous", "continuous: follow the topics, a commit every commit interval (Sync tuning)"]],
     help: "a continuous job follows its topics from the service's start to Stop, seconds behind Kafka; it has no schedule" },
-  job || { mode: "scheduled" });
+  { job_mode: job ? job.mode : "scheduled" });
   const showSchedule = () => { schedule.el.hidden = mode.input.value === "continuous"; };
   mode.input.addEventListener("change", showSchedule);
   showSchedule();
@@ -255,7 +256,8 @@ export async function jobForm(id) {
   const maintain = formFields(forms.maintain).map((s) => field("maintain", s, job ? job.maintain : null));
   const top = [name, mode, schedule, namespace, maintainSchedule];
   const resolve = (path) => {
-    if (["name", "mode", "schedule", "maintain_schedule"].includes(path)) return top.find((f) => f.spec.key === path);
+    if (path === "mode") return mode;
+    if (["name", "schedule", "maintain_schedule"].includes(path)) return top.find((f) => f.spec.key === path);
     const mm = /^maintain\.(\w+)$/.exec(path);
     if (mm) return maintain.find((f) => f.spec.key === mm[1]) || null;
     if (path === "destination.namespace") return namespace;

@@ -270,7 +270,7 @@ async fn browse_follow(dir: &std::path::Path, base: &str, id: i64, topic: &str) 
     // Its form has the mode, set to continuous, and no schedule shown.
     page.go(&format!("#/jobs/{id}/edit")).await;
     let mode = page
-        .value_until("#job-mode", limit, |v| !v.is_empty())
+        .value_until("#job-job_mode", limit, |v| !v.is_empty())
         .await;
     assert_eq!(mode, "continuous");
     // Start, from the job's page: its figures appear and grow live.
