@@ -139,6 +139,10 @@ pub struct MaintainSettings {
     pub orphan_min_age: Duration,
     /// More manifests than this in the current snapshot are rewritten.
     pub max_manifests: usize,
+    /// How often a follower maintains its tables; `None`: never.
+    pub follow_every: Option<Duration>,
+    /// The snapshot age a follower's maintenance expires past.
+    pub follow_max_snapshot_age: Duration,
 }
 
 impl MaintainSettings {
@@ -153,6 +157,12 @@ impl MaintainSettings {
             max_snapshot_age: duration("maintain.max_snapshot_age", &config.max_snapshot_age)?,
             orphan_min_age: duration("maintain.orphan_min_age", &config.orphan_min_age)?,
             max_manifests: config.max_manifests.max(1),
+            follow_every: Some(duration("maintain.follow_every", &config.follow_every)?)
+                .filter(|d| !d.is_zero()),
+            follow_max_snapshot_age: duration(
+                "maintain.follow_max_snapshot_age",
+                &config.follow_max_snapshot_age,
+            )?,
         })
     }
 }

@@ -35,6 +35,7 @@ use tokio::sync::Notify;
 use topicberg_core::Job;
 
 use crate::destination::SetupError;
+use crate::follow_maintain::{self, MaintenanceTotals};
 use crate::sync::report::{SyncReport, TableStatus};
 use crate::sync::{run_sync_with, JobClients, SyncOptions};
 use crate::{LoggedOnce, KAFKA_TIMEOUT};
@@ -118,6 +119,15 @@ pub struct FollowReport {
     pub last_success_ms: Option<u64>,
     /// When the last round that committed a snapshot ended.
     pub last_commit_ms: Option<u64>,
+    /// Background maintenance passes run (`maintain.follow_every`).
+    pub maintenance_passes: u64,
+    /// Passes in which a table's maintenance failed (tried again at the
+    /// next pass).
+    pub maintenance_failed_passes: u64,
+    /// Data files the passes' compactions rewrote.
+    pub files_compacted: u64,
+    /// Snapshots the passes expired.
+    pub snapshots_expired: u64,
 }
 
 impl FollowReport {
@@ -209,88 +219,150 @@ pub async fn run_follow_with(
     options: FollowOptions,
 ) -> Result<FollowReport, SetupError> {
     let interval = job.tuning.commit_interval;
-    let mut report = FollowReport {
-        job: job.name.clone(),
-        started_ms: now_ms(),
-        commit_interval_ms: interval.as_millis() as u64,
-        ..FollowReport::default()
-    };
-    let publish = |report: &FollowReport| {
-        if let Some(live) = &options.live {
-            live.publish(report);
-        }
-    };
-    publish(&report);
-    let mut backoff = interval;
-    // Each left-out topic, the reader and each table's formats are
-    // logged once (again when they change), not every round.
-    let skipped = Arc::new(LoggedOnce::default());
+    let mut follower = Follower::new(job, options);
     tracing::info!(
         commit_interval_ms = interval.as_millis() as u64,
         stop_timeout_ms = job.tuning.stop_timeout.as_millis() as u64,
         "following the job's topics"
     );
-    // Connected at the first round that reaches them, then kept.
-    let mut clients: Option<JobClients> = None;
-    let mut member: Option<Arc<GroupMember>> = None;
+    let mut backoff = interval;
     while !stop.requested() {
         let started = Instant::now();
-        let mut protocol = None;
-        let ran = round(
-            job,
-            &stop,
-            &skipped,
-            (&mut clients, &mut member, &mut protocol),
-        )
-        .await;
-        if let Some(protocol) = protocol {
-            report.group_protocol = protocol;
+        let succeeded = follower.round(&stop, started).await?;
+        backoff = if succeeded {
+            interval
+        } else {
+            next_backoff(backoff, interval)
+        };
+        if !succeeded {
+            tracing::warn!(
+                retry_in_ms = backoff.as_millis() as u64,
+                "follow round failed; retrying"
+            );
         }
-        match ran {
-            Ok(round) => {
-                report.count(&round);
-                log_round(&report, &round, started);
-                if let Some(hook) = &options.on_round {
-                    hook(&round);
-                }
-                backoff = if report.last_error.is_some() {
-                    next_backoff(backoff, interval)
-                } else {
-                    interval
-                };
-            }
-            Err(e) if e.retryable() => {
-                report.rounds += 1;
-                report.failed_rounds += 1;
-                report.last_error = Some(e.to_string());
-                backoff = next_backoff(backoff, interval);
-                tracing::warn!(
-                    error = %e,
-                    retry_in_ms = backoff.as_millis() as u64,
-                    "follow round failed; retrying"
-                );
-            }
-            Err(e) => return Err(e),
-        }
-        publish(&report);
+        follower.start_maintenance(&stop);
+        follower.publish();
         let next = started + backoff;
         tokio::select! {
             () = tokio::time::sleep_until(next.into()) => {}
             () = stop.wait() => {}
         }
     }
-    if let Some(member) = member.take().and_then(|m| Arc::try_unwrap(m).ok()) {
-        // Leaving at once lets the partitions be assigned again now.
-        let _ = tokio::task::spawn_blocking(move || member.leave()).await;
+    Ok(follower.stop().await)
+}
+
+/// What a follower keeps from round to round.
+struct Follower<'a> {
+    job: &'a Job,
+    options: FollowOptions,
+    report: FollowReport,
+    /// Each left-out topic, the reader and each table's formats are
+    /// logged once (again when they change), not every round.
+    logged: Arc<LoggedOnce>,
+    /// Connected at the first round that reaches them, then kept.
+    clients: Option<JobClients>,
+    member: Option<Arc<GroupMember>>,
+    /// The background maintenance, once the catalog is connected (`None`
+    /// inside when the job turns it off).
+    maintenance: Option<Option<follow_maintain::Maintenance>>,
+    totals: Arc<MaintenanceTotals>,
+}
+
+impl<'a> Follower<'a> {
+    fn new(job: &'a Job, options: FollowOptions) -> Self {
+        let follower = Follower {
+            job,
+            options,
+            report: FollowReport {
+                job: job.name.clone(),
+                started_ms: now_ms(),
+                commit_interval_ms: job.tuning.commit_interval.as_millis() as u64,
+                ..FollowReport::default()
+            },
+            logged: Arc::new(LoggedOnce::default()),
+            clients: None,
+            member: None,
+            maintenance: None,
+            totals: Arc::new(MaintenanceTotals::default()),
+        };
+        follower.publish_now();
+        follower
     }
-    tracing::info!(
-        rounds = report.rounds,
-        snapshots = report.snapshots,
-        records = report.records,
-        "follower stopped"
-    );
-    publish(&report);
-    Ok(report)
+
+    /// One round; whether it succeeded. `Err` only for what retrying
+    /// cannot fix.
+    async fn round(&mut self, stop: &StopSignal, started: Instant) -> Result<bool, SetupError> {
+        let mut protocol = None;
+        let kept = (&mut self.clients, &mut self.member, &mut protocol);
+        let ran = round(self.job, stop, &self.logged, kept).await;
+        if let Some(protocol) = protocol {
+            self.report.group_protocol = protocol;
+        }
+        match ran {
+            Ok(round) => {
+                self.report.count(&round);
+                log_round(&self.report, &round, started);
+                if let Some(hook) = &self.options.on_round {
+                    hook(&round);
+                }
+                Ok(self.report.last_error.is_none())
+            }
+            Err(e) if e.retryable() => {
+                self.report.rounds += 1;
+                self.report.failed_rounds += 1;
+                self.report.last_error = Some(e.to_string());
+                tracing::warn!(error = %e, "follow round failed");
+                Ok(false)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Starts the background maintenance once the catalog is connected.
+    fn start_maintenance(&mut self, stop: &Arc<StopSignal>) {
+        if let (None, Some(clients)) = (&self.maintenance, &self.clients) {
+            let destination = Arc::clone(&clients.destination);
+            let (stop, totals) = (Arc::clone(stop), Arc::clone(&self.totals));
+            self.maintenance = Some(follow_maintain::spawn(self.job, destination, stop, totals));
+        }
+    }
+
+    /// The figures so far, to the live view.
+    fn publish(&mut self) {
+        let totals = &self.totals;
+        self.report.maintenance_passes = totals.passes.load(Ordering::Relaxed);
+        self.report.maintenance_failed_passes = totals.failed_passes.load(Ordering::Relaxed);
+        self.report.files_compacted = totals.files_compacted.load(Ordering::Relaxed);
+        self.report.snapshots_expired = totals.snapshots_expired.load(Ordering::Relaxed);
+        self.publish_now();
+    }
+
+    fn publish_now(&self) {
+        if let Some(live) = &self.options.live {
+            live.publish(&self.report);
+        }
+    }
+
+    /// After the last round: the maintenance pass in progress ends (within
+    /// the stop timeout), the member leaves the group at once (its
+    /// partitions can be assigned again now); the totals.
+    async fn stop(mut self) -> FollowReport {
+        if let Some(Some(task)) = self.maintenance.take() {
+            follow_maintain::finish(task, self.job.tuning.stop_timeout).await;
+        }
+        if let Some(member) = self.member.take().and_then(|m| Arc::try_unwrap(m).ok()) {
+            let _ = tokio::task::spawn_blocking(move || member.leave()).await;
+        }
+        let report = &self.report;
+        tracing::info!(
+            rounds = report.rounds,
+            snapshots = report.snapshots,
+            records = report.records,
+            "follower stopped"
+        );
+        self.publish();
+        self.report
+    }
 }
 
 /// One round: a bounded sync, cancelled before its commit phase if a stop

@@ -30,6 +30,7 @@ pub mod destination;
 pub mod discover;
 pub mod error;
 pub mod follow;
+mod follow_maintain;
 pub mod hooks;
 pub mod log_writer;
 pub mod maintain;

@@ -123,8 +123,17 @@ pub async fn run_maintain(
     job: &Job,
     options: &MaintainOptions,
 ) -> Result<MaintainReport, SetupError> {
-    let started = Instant::now();
     let destination = connect_destination(job).await?;
+    run_maintain_on(job, options, &destination).await
+}
+
+/// [`run_maintain`] through a catalog already connected (a follower's).
+pub async fn run_maintain_on(
+    job: &Job,
+    options: &MaintainOptions,
+    destination: &Destination,
+) -> Result<MaintainReport, SetupError> {
+    let started = Instant::now();
     let namespace = job.namespace_path();
     let names = destination
         .catalog()
@@ -152,7 +161,7 @@ pub async fn run_maintain(
         if !ours && options.table.is_none() {
             continue;
         }
-        tables.push(maintain_table(job, &destination, handle, options).await);
+        tables.push(maintain_table(job, destination, handle, options).await);
     }
     Ok(MaintainReport {
         job: job.name.clone(),

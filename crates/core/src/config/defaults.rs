@@ -152,6 +152,14 @@ pub fn maintain_max_snapshot_age() -> String {
 
 /// `maintain.orphan_min_age`: unreferenced files younger than this are
 /// kept (a commit may be in flight).
+pub fn maintain_follow_every() -> String {
+    "5m".to_string()
+}
+
+pub fn maintain_follow_max_snapshot_age() -> String {
+    "30m".to_string()
+}
+
 pub fn maintain_orphan_min_age() -> String {
     "1d".to_string()
 }

@@ -70,6 +70,29 @@ pub struct MaintainConfig {
         "x-help" = "a snapshot with more manifests has them rewritten into few"
     ))]
     pub max_manifests: usize,
+    /// How often a follower (`sync --follow`, a continuous job in serve)
+    /// maintains its tables in the background, with these settings, while
+    /// it follows; `0s` turns it off.
+    #[serde(default = "defaults::maintain_follow_every")]
+    #[schemars(regex(pattern = super::schema::DURATION_PATTERN))]
+    #[schemars(extend(
+        "x-label" = "Maintenance while following",
+        "x-type" = "duration",
+        "x-help" = "a follower compacts and expires its tables this often, e.g. 5m; 0s: never (run maintain yourself)"
+    ))]
+    pub follow_every: String,
+    /// A follower's background maintenance expires snapshots older than
+    /// this (beyond `keep_snapshots`) instead of `max_snapshot_age`: a
+    /// follower commits every few seconds, and days of its snapshots
+    /// would make every commit rewrite a huge metadata file.
+    #[serde(default = "defaults::maintain_follow_max_snapshot_age")]
+    #[schemars(regex(pattern = super::schema::DURATION_PATTERN))]
+    #[schemars(extend(
+        "x-label" = "Oldest snapshot kept while following",
+        "x-type" = "duration",
+        "x-help" = "a follower's maintenance expires older snapshots, e.g. 30m (its commits come every few seconds)"
+    ))]
+    pub follow_max_snapshot_age: String,
 }
 
 impl Default for MaintainConfig {
@@ -81,6 +104,8 @@ impl Default for MaintainConfig {
             max_snapshot_age: defaults::maintain_max_snapshot_age(),
             orphan_min_age: defaults::maintain_orphan_min_age(),
             max_manifests: defaults::maintain_max_manifests(),
+            follow_every: defaults::maintain_follow_every(),
+            follow_max_snapshot_age: defaults::maintain_follow_max_snapshot_age(),
         }
     }
 }

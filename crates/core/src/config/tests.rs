@@ -778,12 +778,19 @@ fn maintain_settings_have_defaults_are_checked_and_resolve_once() {
     assert_eq!(job.maintain.max_snapshot_age.as_secs(), 5 * 86_400);
     assert_eq!(job.maintain.orphan_min_age.as_secs(), 86_400);
     assert_eq!(job.maintain.target_file_size_bytes, 128 * 1024 * 1024);
+    // A follower maintains every 5 minutes, expiring past 30 minutes.
+    assert_eq!(
+        job.maintain.follow_every,
+        Some(std::time::Duration::from_secs(300))
+    );
+    assert_eq!(job.maintain.follow_max_snapshot_age.as_secs(), 1_800);
 
     let c = load(&with(
-        "[maintain]\nkeep_snapshots = 2\nmax_snapshot_age = \"0s\"\norphan_min_age = \"30m\"\nmin_input_files = 2\n",
+        "[maintain]\nkeep_snapshots = 2\nmax_snapshot_age = \"0s\"\norphan_min_age = \"30m\"\nmin_input_files = 2\nfollow_every = \"0s\"\n",
     ))
     .unwrap();
     let job = crate::Job::resolve(&c).unwrap();
+    assert_eq!(job.maintain.follow_every, None, "0s turns it off");
     assert_eq!(job.maintain.keep_snapshots, 2);
     assert_eq!(job.maintain.max_snapshot_age.as_secs(), 0);
     assert_eq!(job.maintain.orphan_min_age.as_secs(), 1_800);

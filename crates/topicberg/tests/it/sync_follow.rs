@@ -501,3 +501,72 @@ fn sync_follow_through_a_catalog_outage_and_an_object_store_outage_loses_and_dup
     assert_eq!(totals["last_error"], Value::Null, "{totals}");
     followed.check("pyiceberg", "after the outages");
 }
+
+/// The largest `key=N` figure on the log's lines that contain `event`.
+fn most_in_log(log: &Path, event: &str, key: &str) -> u64 {
+    let text = crate::support::strip_ansi(&std::fs::read_to_string(log).unwrap_or_default());
+    text.lines()
+        .filter(|l| l.contains(event))
+        .filter_map(|l| {
+            let at = l.find(&format!(" {key}="))? + key.len() + 2;
+            l[at..]
+                .split(|c: char| !c.is_ascii_digit())
+                .next()?
+                .parse()
+                .ok()
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+#[test]
+fn sync_follow_compacts_and_expires_its_tables_while_following_and_loses_nothing() {
+    let mut rng = Rng::seeded("TOPICBERG_FOLLOW_SEED", "follow");
+    let mut followed = Followed::new("follow_maintain");
+    // Maintenance every 3 s while following: small files compacted (2 are
+    // enough), snapshots past 1 s expired (the newest 2 kept).
+    let mut text = std::fs::read_to_string(&followed.job.path).unwrap();
+    text.push_str(
+        "\n[maintain]\nfollow_every = \"3s\"\nfollow_max_snapshot_age = \"1s\"\n\
+         keep_snapshots = 2\nmin_input_files = 2\n",
+    );
+    std::fs::write(&followed.job.path, text).unwrap();
+    let (report, log) = (
+        followed.job.scratch_file("follow.json"),
+        followed.job.scratch_file("follow.log"),
+    );
+    let child = followed.spawn(&report, &log);
+    // Bursts, each its own round: small files and, on the upsert table,
+    // position deletes.
+    for burst in 0..4 {
+        followed.produce(&mut rng, 50);
+        followed.wait_visible(&format!("burst {burst}"));
+    }
+    wait_until(
+        "a compaction and a snapshot expiry while following",
+        VISIBLE_WITHIN,
+        || {
+            most_in_log(&log, "compaction", "rewritten") >= 2
+                && most_in_log(&log, "snapshot expiry", "expired") >= 1
+        },
+    );
+    // Ingestion goes on after the maintenance, nothing lost or resurrected.
+    for burst in 4..6 {
+        followed.produce(&mut rng, 50);
+        followed.wait_visible(&format!("burst {burst}, after maintenance"));
+    }
+    let totals = stop(child, &report, &log);
+    assert!(
+        totals["maintenance_passes"].as_u64().unwrap() >= 1,
+        "{totals}"
+    );
+    assert!(totals["files_compacted"].as_u64().unwrap() >= 2, "{totals}");
+    assert!(
+        totals["snapshots_expired"].as_u64().unwrap() >= 1,
+        "{totals}"
+    );
+    assert_eq!(totals["failed_rounds"], 0, "{totals}");
+    for engine in ["pyiceberg", "spark"] {
+        followed.check(engine, "after maintenance while following");
+    }
+}

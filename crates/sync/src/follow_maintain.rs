@@ -1,0 +1,126 @@
+//! A follower's tables kept healthy while it follows: every
+//! `maintain.follow_every` a background task runs `maintain`'s steps on
+//! the job's tables (compaction of the small files and delete files its
+//! frequent commits leave, manifest rewrite, snapshot expiry past
+//! `maintain.follow_max_snapshot_age`, orphan removal) through the
+//! follower's own catalog client. Passes never overlap; the rounds go on
+//! meanwhile. Every maintenance commit is guarded as `maintain`'s are: a
+//! compaction whose files a round's deletes reached is planned again, a
+//! round whose deletes a compaction made stale computes them again, so a
+//! row is never lost nor resurrected.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use topicberg_core::Job;
+use topicberg_iceberg::Destination;
+use tracing::Instrument;
+
+use crate::follow::StopSignal;
+use crate::maintain::{run_maintain_on, MaintainOptions, MaintainReport};
+
+/// What the background maintenance did so far (shared with the report).
+#[derive(Debug, Default)]
+pub(crate) struct MaintenanceTotals {
+    pub(crate) passes: AtomicU64,
+    pub(crate) failed_passes: AtomicU64,
+    pub(crate) files_compacted: AtomicU64,
+    pub(crate) snapshots_expired: AtomicU64,
+}
+
+impl MaintenanceTotals {
+    fn count(&self, report: &MaintainReport) {
+        self.passes.fetch_add(1, Ordering::Relaxed);
+        if !report.succeeded() {
+            self.failed_passes.fetch_add(1, Ordering::Relaxed);
+        }
+        for table in &report.tables {
+            if let Some(c) = &table.compaction {
+                let files = c.data_files_rewritten as u64;
+                self.files_compacted.fetch_add(files, Ordering::Relaxed);
+            }
+            if let Some(e) = &table.expiry {
+                let expired = e.snapshots_expired as u64;
+                self.snapshots_expired.fetch_add(expired, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+/// The background maintenance of a follower.
+pub(crate) struct Maintenance {
+    task: tokio::task::JoinHandle<()>,
+    /// Cuts the pass in progress (past the stop timeout).
+    cut: Arc<tokio::sync::Notify>,
+}
+
+/// Starts the background maintenance of a follower, if the job asks for
+/// it (`maintain.follow_every` not `0s`). It ends after the pass in
+/// progress once `stop` is requested. It runs on a thread of the blocking
+/// pool (`maintain`'s steps hold borrows across their awaits, so they are
+/// driven there rather than spawned as a task).
+pub(crate) fn spawn(
+    job: &Job,
+    destination: Arc<Destination>,
+    stop: Arc<StopSignal>,
+    totals: Arc<MaintenanceTotals>,
+) -> Option<Maintenance> {
+    let every = job.maintain.follow_every?;
+    let mut job = job.clone();
+    job.maintain.max_snapshot_age = job.maintain.follow_max_snapshot_age;
+    let span = tracing::info_span!("follow_maintenance");
+    let runtime = tokio::runtime::Handle::current();
+    let cut = Arc::new(tokio::sync::Notify::new());
+    let cut_here = Arc::clone(&cut);
+    // The future is made on the pool's thread: it need not be `Send`.
+    let task = tokio::task::spawn_blocking(move || {
+        let work = async move {
+            tracing::info!(
+                every_s = every.as_secs(),
+                max_snapshot_age_s = job.maintain.max_snapshot_age.as_secs(),
+                "maintaining the tables while following"
+            );
+            loop {
+                tokio::select! {
+                    () = tokio::time::sleep(every) => {}
+                    () = stop.wait() => return,
+                }
+                tokio::select! {
+                    () = pass(&job, &destination, &totals) => {}
+                    () = cut_here.notified() => return,
+                }
+            }
+        };
+        runtime.block_on(work.instrument(span))
+    });
+    Some(Maintenance { task, cut })
+}
+
+async fn pass(job: &Job, destination: &Destination, totals: &MaintenanceTotals) {
+    match run_maintain_on(job, &MaintainOptions::default(), destination).await {
+        Ok(report) => {
+            totals.count(&report);
+            if !report.succeeded() {
+                tracing::warn!("a table's maintenance failed; the next pass tries again");
+            }
+        }
+        Err(e) => {
+            totals.passes.fetch_add(1, Ordering::Relaxed);
+            totals.failed_passes.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(error = %e, "maintenance pass failed; the next pass tries again");
+        }
+    }
+}
+
+/// Waits for the task to end its pass, at most `timeout`; then aborts it
+/// (what a cut pass wrote and did not commit is an orphan a later pass
+/// removes).
+pub(crate) async fn finish(maintenance: Maintenance, timeout: Duration) {
+    let Maintenance { mut task, cut } = maintenance;
+    if tokio::time::timeout(timeout, &mut task).await.is_err() {
+        tracing::warn!("the maintenance pass did not end within the stop timeout: cut");
+        cut.notify_one();
+        let _ = task.await;
+    }
+}
