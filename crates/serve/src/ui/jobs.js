@@ -80,6 +80,8 @@ function followerCard(job) {
       fact("Records written", h("span", { id: "follower-records" }, count(r.records))),
       fact("Last commit", h("span", { id: "follower-last-commit" }, ago(r.last_commit_ms))),
       fact("Consumer group", r.group_protocol ? `member (${r.group_protocol} protocol)` : "joining"),
+      fact("Maintenance", h("span", { id: "follower-maintenance" },
+        `${count(r.maintenance_passes)} passes, ${count(r.files_compacted)} files compacted, ${count(r.snapshots_expired)} snapshots expired`)),
       r.last_error ? h("p", { class: "field-error", id: "follower-error" }, `Last round failed: ${r.last_error}`) : null,
       h("p", {}, h("a", { href: `#/runs/${f.run_id}` }, `run #${f.run_id}`), " (its log)"),
     ] : h("p", {}, job.paused ? "Stopped: Start follows the topics again from the offsets the tables hold." : "Starting."));
