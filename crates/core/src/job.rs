@@ -122,6 +122,8 @@ pub struct Tuning {
     pub commit_interval: Duration,
     /// A follower asked to stop commits what it read within this.
     pub stop_timeout: Duration,
+    /// A follower's round reads at most this many messages per table.
+    pub commit_records: u64,
 }
 
 /// `[maintain]`, resolved: sizes in bytes, durations parsed.
@@ -309,6 +311,7 @@ impl Job {
                 max_columns: config.sync.max_columns,
                 commit_interval: config.sync.commit_interval.get(),
                 stop_timeout: config.sync.stop_timeout.get(),
+                commit_records: config.sync.commit_records.max(1),
             },
             engines: config.engines(),
             format_version: config.destination.format_version(),

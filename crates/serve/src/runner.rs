@@ -372,6 +372,7 @@ impl Runner {
             logged_once: None,
             clients: None,
             member: None,
+            record_cap: None,
         };
         let runtime = tokio::runtime::Handle::current();
         let result = runtime

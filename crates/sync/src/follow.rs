@@ -242,7 +242,12 @@ pub async fn run_follow_with(
         }
         follower.start_maintenance(&stop);
         follower.publish();
-        let next = started + backoff;
+        // More is waiting than a round reads: the next round now.
+        let next = if follower.more_waiting && succeeded {
+            Instant::now()
+        } else {
+            started + backoff
+        };
         tokio::select! {
             () = tokio::time::sleep_until(next.into()) => {}
             () = stop.wait() => {}
@@ -266,6 +271,8 @@ struct Follower<'a> {
     /// inside when the job turns it off).
     maintenance: Option<Option<follow_maintain::Maintenance>>,
     totals: Arc<MaintenanceTotals>,
+    /// The last round read only `commit_records` of a table's messages.
+    more_waiting: bool,
 }
 
 impl<'a> Follower<'a> {
@@ -284,6 +291,7 @@ impl<'a> Follower<'a> {
             member: None,
             maintenance: None,
             totals: Arc::new(MaintenanceTotals::default()),
+            more_waiting: false,
         };
         follower.publish_now();
         follower
@@ -293,6 +301,7 @@ impl<'a> Follower<'a> {
     /// cannot fix.
     async fn round(&mut self, stop: &StopSignal, started: Instant) -> Result<bool, SetupError> {
         let mut protocol = None;
+        self.more_waiting = false;
         let kept = (&mut self.clients, &mut self.member, &mut protocol);
         let ran = round(self.job, stop, &self.logged, kept).await;
         if let Some(protocol) = protocol {
@@ -305,6 +314,7 @@ impl<'a> Follower<'a> {
                 if let Some(hook) = &self.options.on_round {
                     hook(&round);
                 }
+                self.more_waiting = round.tables.iter().any(|t| t.more_waiting);
                 Ok(self.report.last_error.is_none())
             }
             Err(e) if e.retryable() => {
@@ -395,6 +405,7 @@ async fn round(
         logged_once: Some(Arc::clone(skipped)),
         clients: clients.clone(),
         member: member.clone(),
+        record_cap: Some(job.tuning.commit_records),
     };
     let sync = run_sync_with(job, options);
     tokio::pin!(sync);

@@ -214,6 +214,18 @@ pub struct SyncConfig {
         "x-help" = "a follower asked to stop commits what it read within this, e.g. 20s"
     ))]
     pub stop_timeout: Interval,
+    /// A follower commits a table as soon as a round has read this many of
+    /// its messages (spread over its partitions), without reading further,
+    /// and starts the next round at once: commits keep coming while it
+    /// catches up on a backlog (after a stop or an outage) instead of one
+    /// huge commit at its end. A scheduled sync ignores it.
+    #[serde(default = "defaults::commit_records")]
+    #[schemars(range(min = 1))]
+    #[schemars(extend(
+        "x-label" = "Records per commit (following)",
+        "x-help" = "a follower catching up commits each table every this many messages, e.g. 1000000"
+    ))]
+    pub commit_records: u64,
 }
 
 impl Default for SyncConfig {

@@ -84,6 +84,9 @@ pub struct SyncOptions {
     /// takes them from a member only). `None`: a sync from outside the
     /// group.
     pub member: Option<Arc<GroupMember>>,
+    /// A follower's `commit_records`: each table's round reads at most
+    /// this many messages. `None`: a scheduled sync reads them all.
+    pub record_cap: Option<u64>,
 }
 
 /// The clients a sync connects before its first table: the catalog and
@@ -253,6 +256,7 @@ async fn connect<'a>(
         registry: clients.registry,
         member: options.member.clone(),
         logged_once: options.logged_once.clone(),
+        record_cap: options.record_cap,
         progress,
     };
     Ok((ctx, selection, states))

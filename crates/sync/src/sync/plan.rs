@@ -132,6 +132,31 @@ pub fn plan_partitions(
         .collect()
 }
 
+/// Caps a table's plans at `cap` messages in all (a follower's
+/// `commit_records`): each partition with messages waiting gets an even
+/// share, and a partition that needs less leaves the rest to the others.
+/// True when some partition's range was cut (more is waiting).
+pub fn cap_plans(plans: &mut [PartitionPlan], cap: u64) -> bool {
+    let mut waiting: Vec<usize> = (0..plans.len())
+        .filter(|&i| plans[i].range.end > plans[i].range.start)
+        .collect();
+    // The smallest backlogs first, so what they leave goes to the others.
+    waiting.sort_by_key(|&i| plans[i].range.end - plans[i].range.start);
+    let mut left = cap;
+    let mut cut = false;
+    for (n, &i) in waiting.iter().enumerate() {
+        let share = left.div_ceil((waiting.len() - n) as u64).max(1);
+        let range = &mut plans[i].range;
+        let len = (range.end - range.start) as u64;
+        if len > share {
+            range.end = range.start + share as i64;
+            cut = true;
+        }
+        left = left.saturating_sub(len.min(share));
+    }
+    cut
+}
+
 /// One partition's plan (see [`plan_partitions`]), from the offset the
 /// table records for it.
 fn plan_partition(
@@ -381,5 +406,41 @@ mod tests {
         assert_eq!((plan[1].range.start, plan[1].range.end), (0, 7));
         assert_eq!(plan[1].expired, 0);
         assert!(plan[1].repair_group);
+    }
+
+    fn planned(lens: &[i64]) -> Vec<PartitionPlan> {
+        lens.iter()
+            .enumerate()
+            .map(|(p, &len)| PartitionPlan {
+                range: PartitionRange {
+                    topic: "t".into(),
+                    partition: p as i32,
+                    start: 100,
+                    end: 100 + len,
+                },
+                repair_group: false,
+                expired: 0,
+            })
+            .collect()
+    }
+
+    fn lens(plans: &[PartitionPlan]) -> Vec<i64> {
+        plans.iter().map(|p| p.range.end - p.range.start).collect()
+    }
+
+    #[test]
+    fn a_capped_round_shares_its_records_over_the_partitions_waiting() {
+        // A small backlog is read whole; the others share what it left.
+        let mut plans = planned(&[10, 1000, 0, 1000]);
+        assert!(cap_plans(&mut plans, 300));
+        assert_eq!(lens(&plans), [10, 145, 0, 145]);
+        // Under the cap: nothing cut.
+        let mut plans = planned(&[10, 20]);
+        assert!(!cap_plans(&mut plans, 300));
+        assert_eq!(lens(&plans), [10, 20]);
+        // A cap below the partition count still reads a message from each.
+        let mut plans = planned(&[5, 5, 5]);
+        assert!(cap_plans(&mut plans, 1));
+        assert_eq!(lens(&plans), [1, 1, 1]);
     }
 }

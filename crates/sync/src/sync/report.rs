@@ -79,6 +79,10 @@ pub struct TableReport {
     pub note: Option<String>,
     /// Why it failed.
     pub error: Option<String>,
+    /// A follower's round read only `commit_records` of the messages
+    /// waiting: more are (its next round starts at once).
+    #[serde(skip)]
+    pub more_waiting: bool,
 }
 
 impl TableReport {
@@ -103,6 +107,7 @@ impl TableReport {
             commit: None,
             note: None,
             error: None,
+            more_waiting: false,
         }
     }
 }

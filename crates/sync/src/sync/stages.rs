@@ -18,7 +18,7 @@ use topicberg_kafka::{
 use super::commit::{commit_table, remove_uncommitted};
 use super::failure::{CreateError, TableFailure};
 use super::pipeline::{drain_and_write, TableInput, UpsertInput};
-use super::plan::{plan_partitions, PartitionPlan, TableOffsets};
+use super::plan::{cap_plans, plan_partitions, PartitionPlan, TableOffsets};
 use super::progress::{PlannedTable, SyncPhase, SyncProgress};
 use super::report::TableStatus;
 use super::table::{Stage, TableState};
@@ -37,6 +37,8 @@ pub(super) struct SyncContext<'a> {
     pub(super) olake_timestamp_micros: i64,
     /// The job's schema registry, when it names one.
     pub(super) registry: Option<Arc<RegistryClient>>,
+    /// A follower's cap on each table's messages per round.
+    pub(super) record_cap: Option<u64>,
     /// What a follower's earlier rounds logged, if this is one's round.
     pub(super) logged_once: Option<Arc<crate::LoggedOnce>>,
     /// The follower's membership in the job's consumer group, if any.
@@ -137,7 +139,10 @@ async fn plan_table(ctx: &SyncContext<'_>, state: &mut TableState) {
         state.settings.allow_data_loss,
     );
     match planned {
-        Ok(plans) => {
+        Ok(mut plans) => {
+            if let Some(cap) = ctx.record_cap {
+                state.report.more_waiting = cap_plans(&mut plans, cap);
+            }
             state.report.expired_messages = plans.iter().map(|p| p.expired).sum();
             for gap in plans.iter().filter_map(PartitionPlan::retention_gap) {
                 tracing::warn!(

@@ -570,3 +570,41 @@ fn sync_follow_compacts_and_expires_its_tables_while_following_and_loses_nothing
         followed.check(engine, "after maintenance while following");
     }
 }
+
+#[test]
+fn sync_follow_catching_up_commits_each_table_every_commit_records_messages() {
+    let mut rng = Rng::seeded("TOPICBERG_FOLLOW_SEED", "follow");
+    let mut followed = Followed::new("follow_catch_up");
+    let text = std::fs::read_to_string(&followed.job.path).unwrap();
+    std::fs::write(
+        &followed.job.path,
+        text.replace(
+            FOLLOW_SETTINGS,
+            &format!("{FOLLOW_SETTINGS}commit_records = 100\n"),
+        ),
+    )
+    .unwrap();
+    // A backlog of 600 messages per topic before the start: rounds of at
+    // most 100 per table, one after the other, not one commit of 600.
+    followed.produce(&mut rng, 600);
+    let (report, log) = (
+        followed.job.scratch_file("follow.json"),
+        followed.job.scratch_file("follow.log"),
+    );
+    let child = followed.spawn(&report, &log);
+    followed.wait_visible("the backlog, in pieces");
+    let totals = stop(child, &report, &log);
+    assert!(
+        totals["snapshots"].as_u64().unwrap() >= 12,
+        "at least 6 commits per table: {totals}"
+    );
+    let most = most_in_log(&log, "committed snapshot", "records").max(most_in_log(
+        &log,
+        "committed upsert snapshot",
+        "records",
+    ));
+    assert!(most <= 100, "a commit of {most} records");
+    for engine in ["pyiceberg", "spark"] {
+        followed.check(engine, "after catching up in pieces");
+    }
+}
