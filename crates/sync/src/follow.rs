@@ -31,7 +31,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
-use tokio::sync::Notify;
 use topicberg_core::Job;
 
 use crate::destination::SetupError;
@@ -51,37 +50,7 @@ const JOIN_TIMEOUT: Duration = Duration::from_secs(3);
 /// The longest wait before retrying a round that failed.
 const MAX_BACKOFF: Duration = Duration::from_secs(60);
 
-/// Asks a follower to stop; cheap to share.
-#[derive(Debug, Default)]
-pub struct StopSignal {
-    requested: AtomicBool,
-    notify: Notify,
-}
-
-impl StopSignal {
-    /// Asks the follower to stop: the round in progress commits, no other
-    /// starts.
-    pub fn request(&self) {
-        self.requested.store(true, Ordering::SeqCst);
-        self.notify.notify_waiters();
-    }
-
-    /// Whether a stop was asked for.
-    pub fn requested(&self) -> bool {
-        self.requested.load(Ordering::SeqCst)
-    }
-
-    /// Returns once a stop is asked for (at once if it was already).
-    pub async fn wait(&self) {
-        loop {
-            let notified = self.notify.notified();
-            if self.requested() {
-                return;
-            }
-            notified.await;
-        }
-    }
-}
+pub use crate::stop::StopSignal;
 
 /// What a follower did, from its start to its stop.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -235,7 +204,9 @@ pub async fn run_follow_with(
             next_backoff(backoff, interval)
         };
         if !succeeded {
+            // One event per failed round, with what failed.
             tracing::warn!(
+                error = follower.report.last_error.as_deref().unwrap_or(""),
                 retry_in_ms = backoff.as_millis() as u64,
                 "follow round failed; retrying"
             );
@@ -321,7 +292,6 @@ impl<'a> Follower<'a> {
                 self.report.rounds += 1;
                 self.report.failed_rounds += 1;
                 self.report.last_error = Some(e.to_string());
-                tracing::warn!(error = %e, "follow round failed");
                 Ok(false)
             }
             Err(e) => Err(e),
@@ -471,8 +441,8 @@ fn log_round(totals: &FollowReport, round: &SyncReport, started: Instant) {
         );
     }
     let elapsed_ms = started.elapsed().as_millis() as u64;
-    if let Some(error) = &totals.last_error {
-        tracing::warn!(round = totals.rounds, elapsed_ms, %error, "follow round failed in a table; retrying");
+    if totals.last_error.is_some() {
+        // Logged by the loop, with the retry's delay.
     } else if committed.is_empty() {
         tracing::debug!(
             round = totals.rounds,
@@ -527,14 +497,5 @@ mod tests {
         assert_eq!(seen, [10, 20, 40, 60, 60, 60]);
         let long = Duration::from_secs(120);
         assert_eq!(next_backoff(long, long), long);
-    }
-
-    #[tokio::test]
-    async fn a_stop_requested_before_waiting_is_seen_at_once() {
-        let stop = StopSignal::default();
-        stop.request();
-        tokio::time::timeout(Duration::from_secs(1), stop.wait())
-            .await
-            .expect("wait returns when the stop was already requested");
     }
 }

@@ -17,8 +17,8 @@ use topicberg_core::Job;
 use topicberg_iceberg::Destination;
 use tracing::Instrument;
 
-use crate::follow::StopSignal;
 use crate::maintain::{run_maintain_on, MaintainOptions, MaintainReport};
+use crate::stop::StopSignal;
 
 /// What the background maintenance did so far (shared with the report).
 #[derive(Debug, Default)]

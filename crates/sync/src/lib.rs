@@ -36,6 +36,7 @@ pub mod log_writer;
 pub mod maintain;
 pub mod registry;
 pub mod sample;
+mod stop;
 pub mod sync;
 
 use std::time::Duration;

@@ -448,6 +448,13 @@ fn sync(config: &JobConfig, out: &mut Vec<ConfigProblem>) {
             "is 0; set the rows per batch, e.g. 65536",
         );
     }
+    if config.sync.commit_records == 0 {
+        push(
+            out,
+            "sync.commit_records",
+            "is 0; set how many messages per table a follower commits at most at once, e.g. 1000000",
+        );
+    }
     if config.sync.max_columns < defaults::MIN_MAX_COLUMNS {
         push(
             out,
