@@ -219,11 +219,6 @@ impl GroupMember {
             .clone()
     }
 
-    /// Rebalances seen since joining.
-    pub fn rebalances(&self) -> u64 {
-        self.membership.rebalances.load(Ordering::SeqCst)
-    }
-
     /// The protocol the member speaks.
     pub fn protocol(&self) -> GroupProtocol {
         self.protocol

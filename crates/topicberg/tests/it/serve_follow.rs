@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use crate::fault_injection::check_append;
-use crate::serve_support::{Client, Server, ADMIN_PASSWORD};
+use crate::serve_support::{plain_source, Client, Server, ADMIN_PASSWORD};
 use crate::support::{create_topic, produce};
 use crate::testbed::{get, unique_name};
 
@@ -53,18 +53,7 @@ fn serve_continuous_job_follows_stops_and_restarts_with_the_service() {
     let mut server = Server::start(&dir, Some(ADMIN_PASSWORD));
     let mut client = server.client();
     client.login(ADMIN_PASSWORD).expect(200);
-    let source = client
-        .json(
-            "POST",
-            "/api/sources",
-            Some(&json!({
-                "name": "plain",
-                "bootstrap_servers": get("TESTBED_KAFKA_BOOTSTRAP"),
-                "topic_pattern": format!("^{topic}$"),
-            })),
-        )
-        .expect(201)
-        .json();
+    let source = plain_source(&client, &topic);
     let destination = client
         .json(
             "POST",
@@ -202,18 +191,7 @@ fn serve_browser_starts_a_continuous_job_sees_its_live_commits_and_stops_it() {
     let server = Server::start(&dir, Some(ADMIN_PASSWORD));
     let mut api = server.client();
     api.login(ADMIN_PASSWORD).expect(200);
-    let source = api
-        .json(
-            "POST",
-            "/api/sources",
-            Some(&json!({
-                "name": "plain",
-                "bootstrap_servers": get("TESTBED_KAFKA_BOOTSTRAP"),
-                "topic_pattern": format!("^{topic}$"),
-            })),
-        )
-        .expect(201)
-        .json();
+    let source = plain_source(&api, &topic);
     let destination = api
         .json(
             "POST",

@@ -6,9 +6,11 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::serve_support::{assert_test_green, messages, temp_data_dir, Server, ADMIN_PASSWORD};
+use crate::serve_support::{
+    assert_test_green, messages, plain_source, temp_data_dir, Server, ADMIN_PASSWORD,
+};
 use crate::support::{create_topic, produce};
-use crate::testbed::{get, unique_name};
+use crate::testbed::unique_name;
 
 /// A job on a seconds-level cron schedule into the embedded catalog (under
 /// the data folder): the scheduler starts runs by itself, and after a
@@ -23,18 +25,7 @@ fn serve_schedule_runs_and_survives_restart() {
     let mut server = Server::start(&dir, Some(ADMIN_PASSWORD));
     let mut client = server.client();
     client.login(ADMIN_PASSWORD).expect(200);
-    let source = client
-        .json(
-            "POST",
-            "/api/sources",
-            Some(&json!({
-                "name": "plain",
-                "bootstrap_servers": get("TESTBED_KAFKA_BOOTSTRAP"),
-                "topic_pattern": format!("^{topic}$"),
-            })),
-        )
-        .expect(201)
-        .json();
+    let source = plain_source(&client, &topic);
     let destination = client
         .json(
             "POST",

@@ -384,6 +384,23 @@ pub fn assert_test_green(client: &Client, path: &str, steps: &[&str]) -> Value {
     r
 }
 
+/// Creates the source `plain`: the test bed's PLAINTEXT broker, selecting
+/// exactly `topic`; the stored source.
+pub fn plain_source(client: &Client, topic: &str) -> Value {
+    client
+        .json(
+            "POST",
+            "/api/sources",
+            Some(&json!({
+                "name": "plain",
+                "bootstrap_servers": crate::testbed::get("TESTBED_KAFKA_BOOTSTRAP"),
+                "topic_pattern": format!("^{topic}$"),
+            })),
+        )
+        .expect(201)
+        .json()
+}
+
 /// JSON messages `{"id", "name": "<prefix>-<i>", "score": i}` keyed by id.
 pub fn messages(prefix: &str, ids: &[u32]) -> Vec<(String, String)> {
     ids.iter()

@@ -675,12 +675,19 @@ pub fn strip_ansi(text: &str) -> String {
 /// The highest `records=` of the `sync in progress` lines in a sync's log
 /// (0 before the first one).
 pub fn sync_progress(log: &std::path::Path) -> u64 {
+    most_in_log(log, "sync in progress", "records")
+}
+
+/// The largest `key=N` figure on the log's lines that contain `event` (0
+/// when there is none).
+pub fn most_in_log(log: &std::path::Path, event: &str, key: &str) -> u64 {
+    let prefix = format!("{key}=");
     strip_ansi(&std::fs::read_to_string(log).unwrap_or_default())
         .lines()
-        .filter(|l| l.contains("sync in progress"))
+        .filter(|l| l.contains(event))
         .filter_map(|l| {
             l.split_whitespace()
-                .find_map(|w| w.strip_prefix("records="))
+                .find_map(|w| w.strip_prefix(prefix.as_str()))
                 .and_then(|n| n.parse().ok())
         })
         .max()

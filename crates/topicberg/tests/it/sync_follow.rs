@@ -502,23 +502,6 @@ fn sync_follow_through_a_catalog_outage_and_an_object_store_outage_loses_and_dup
     followed.check("pyiceberg", "after the outages");
 }
 
-/// The largest `key=N` figure on the log's lines that contain `event`.
-fn most_in_log(log: &Path, event: &str, key: &str) -> u64 {
-    let text = crate::support::strip_ansi(&std::fs::read_to_string(log).unwrap_or_default());
-    text.lines()
-        .filter(|l| l.contains(event))
-        .filter_map(|l| {
-            let at = l.find(&format!(" {key}="))? + key.len() + 2;
-            l[at..]
-                .split(|c: char| !c.is_ascii_digit())
-                .next()?
-                .parse()
-                .ok()
-        })
-        .max()
-        .unwrap_or(0)
-}
-
 #[test]
 fn sync_follow_compacts_and_expires_its_tables_while_following_and_loses_nothing() {
     let mut rng = Rng::seeded("TOPICBERG_FOLLOW_SEED", "follow");
@@ -546,8 +529,8 @@ fn sync_follow_compacts_and_expires_its_tables_while_following_and_loses_nothing
         "a compaction and a snapshot expiry while following",
         VISIBLE_WITHIN,
         || {
-            most_in_log(&log, "compaction", "rewritten") >= 2
-                && most_in_log(&log, "snapshot expiry", "expired") >= 1
+            crate::support::most_in_log(&log, "compaction", "rewritten") >= 2
+                && crate::support::most_in_log(&log, "snapshot expiry", "expired") >= 1
         },
     );
     // Ingestion goes on after the maintenance, nothing lost or resurrected.
@@ -598,11 +581,9 @@ fn sync_follow_catching_up_commits_each_table_every_commit_records_messages() {
         totals["snapshots"].as_u64().unwrap() >= 12,
         "at least 6 commits per table: {totals}"
     );
-    let most = most_in_log(&log, "committed snapshot", "records").max(most_in_log(
-        &log,
-        "committed upsert snapshot",
-        "records",
-    ));
+    let most = crate::support::most_in_log(&log, "committed snapshot", "records").max(
+        crate::support::most_in_log(&log, "committed upsert snapshot", "records"),
+    );
     assert!(most <= 100, "a commit of {most} records");
     for engine in ["pyiceberg", "spark"] {
         followed.check(engine, "after catching up in pieces");
