@@ -92,6 +92,29 @@ impl Followed {
         produce_to_partitions(&self.broker, &self.upserted, &upsert_batch);
     }
 
+    /// Produces `count` messages to the append topic only; returns them.
+    fn produce_appends(&mut self, rng: &mut Rng, count: usize) -> usize {
+        let mut batch = Vec::new();
+        for _ in 0..count {
+            let id = self.next_id;
+            self.next_id += 1;
+            let partition = rng.below(PARTITIONS as u64) as i32;
+            batch.push((partition, id.to_string(), json!({"id": id}).to_string()));
+            self.appended_ids.push(id);
+        }
+        produce_to_partitions(&self.broker, &self.appended, &batch);
+        count
+    }
+
+    /// Waits until DuckDB reads every appended message (the upsert table
+    /// is not read: another engine may be rewriting it).
+    fn wait_appended(&self, what: &str) {
+        let table = self.job.table(&self.appended);
+        wait_until(what, VISIBLE_WITHIN, || {
+            ids_of(&table).len() == self.appended_ids.len()
+        });
+    }
+
     /// Waits until DuckDB reads both tables as the model says.
     fn wait_visible(&self, what: &str) {
         let (append_table, upsert_table) = (
@@ -587,5 +610,52 @@ fn sync_follow_catching_up_commits_each_table_every_commit_records_messages() {
     assert!(most <= 100, "a commit of {most} records");
     for engine in ["pyiceberg", "spark"] {
         followed.check(engine, "after catching up in pieces");
+    }
+}
+
+#[test]
+fn sync_follow_while_spark_compacts_and_expires_the_tables_duplicates_nothing() {
+    let mut rng = Rng::seeded("TOPICBERG_FOLLOW_SEED", "follow");
+    let mut followed = Followed::new("follow_spark");
+    let (report, log) = (
+        followed.job.scratch_file("follow.json"),
+        followed.job.scratch_file("follow.log"),
+    );
+    let child = followed.spawn(&report, &log);
+    for burst in 0..3 {
+        followed.produce(&mut rng, 100);
+        followed.wait_visible(&format!("burst {burst}"));
+    }
+    // Spark 3.5 + Iceberg compacts (applying the deletes), rewrites
+    // manifests, adds a column, expires every snapshot but the last and
+    // removes orphans while the follower runs its rounds; appends arrive
+    // meanwhile (an upsert round's deletes on the files Spark rewrites
+    // would make Spark's own commit fail its validation, as it should).
+    let tables = [
+        followed.job.table(&followed.appended),
+        followed.job.table(&followed.upserted),
+    ];
+    let appends = std::thread::scope(|s| {
+        let spark = s.spawn(|| {
+            crate::support::spark_maintain(&["--catalog", Catalog::Seaweed.reader_name()], &tables)
+        });
+        let mut appends = Vec::new();
+        while !spark.is_finished() {
+            appends.push(followed.produce_appends(&mut rng, 20));
+            followed.wait_appended("appends while Spark maintains");
+        }
+        spark.join().expect("Spark maintenance");
+        appends.len()
+    });
+    eprintln!("{appends} bursts of appends while Spark maintained the tables");
+    // The follower goes on after it: offsets kept, key index rebuilt.
+    for burst in 3..5 {
+        followed.produce(&mut rng, 100);
+        followed.wait_visible(&format!("burst {burst}, after Spark"));
+    }
+    let totals = stop(child, &report, &log);
+    assert_eq!(totals["last_error"], Value::Null, "{totals}");
+    for engine in ["pyiceberg", "spark"] {
+        followed.check(engine, "after Spark's maintenance beside the follower");
     }
 }
