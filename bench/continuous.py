@@ -14,13 +14,24 @@ a reader can see the rows). A message's latency is the first poll that
 shows its offset committed minus its planned send time. Reported: p50,
 p99 and max over the messages planned after the warm-up, the follower's
 CPU per message over the same window (from /proc), and its totals.
+
+With --upsert BASE the stream is an upsert one (position deletes): the
+topic first gets BASE messages of keys 0..BASE-1 and a scheduled sync
+makes them the table's rows (not timed); then the timed messages are half
+updates of random keys written so far, half new keys.
+
+With --sample-every N, a sampler records every N seconds what must stay
+flat over a long run: the follower's RSS, the table's snapshot count,
+metadata.json size, manifest count, data and delete files, and the
+metadata files in the bucket; the rounds' durations come from the
+follower's log. "flat" compares each figure's largest value in the window
+from minute 5 to minute 10 with its largest in the last 5 minutes.
 """
 
 import argparse
 import json
 import os
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -73,7 +84,113 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def job_text(env, topic, namespace, interval, state_dir):
+def rss_mb(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return None
+
+
+class Sampler(threading.Thread):
+    """Every `every` seconds: the follower's RSS and the table's state."""
+
+    def __init__(self, env, namespace, topic, pid, every):
+        super().__init__(daemon=True)
+        from pyarrow import fs
+        from pyiceberg.catalog.rest import RestCatalog
+        self.catalog = RestCatalog("bench", **{
+            "uri": env["TESTBED_FIXTURE_URI"], "warehouse": env["TESTBED_FIXTURE_WAREHOUSE"],
+            "credential": env["TESTBED_FIXTURE_CREDENTIAL"], "scope": "PRINCIPAL_ROLE:ALL",
+            "s3.endpoint": env["TESTBED_S3_ENDPOINT"], "s3.region": env["TESTBED_S3_REGION"],
+            "s3.access-key-id": env["TESTBED_S3_ACCESS_KEY"], "s3.secret-access-key": env["TESTBED_S3_SECRET_KEY"]})
+        endpoint = urllib.parse.urlparse(env["TESTBED_S3_ENDPOINT"])
+        self.fs = fs.S3FileSystem(endpoint_override=endpoint.netloc, scheme=endpoint.scheme,
+                                  access_key=env["TESTBED_S3_ACCESS_KEY"], secret_key=env["TESTBED_S3_SECRET_KEY"],
+                                  region=env["TESTBED_S3_REGION"])
+        self.base, self.headers = rest(env["TESTBED_FIXTURE_URI"], env["TESTBED_FIXTURE_CREDENTIAL"],
+                                       env["TESTBED_FIXTURE_WAREHOUSE"])
+        self.name, self.pid, self.every = (namespace, topic), pid, every
+        self.samples = []
+        self.stop = threading.Event()
+        self.started = time.time()
+
+    def sample(self):
+        out = {"at_s": round(time.time() - self.started), "rss_mb": rss_mb(self.pid)}
+        req = urllib.request.Request(f"{self.base}/namespaces/{self.name[0]}/tables/{self.name[1]}",
+                                     headers=self.headers)
+        try:
+            with urllib.request.urlopen(req) as r:
+                body = json.load(r)
+        except urllib.error.HTTPError:
+            return out
+        metadata = body["metadata"]
+        out["snapshots"] = len(metadata.get("snapshots", []))
+        location = body["metadata-location"]
+        path = location.split("://", 1)[1]
+        out["metadata_json_bytes"] = self.fs.get_file_info(path).size
+        current = next((s for s in metadata.get("snapshots", [])
+                        if s["snapshot-id"] == metadata.get("current-snapshot-id")), None)
+        if current:
+            summary = current.get("summary", {})
+            out["data_files"] = int(summary.get("total-data-files", 0))
+            out["delete_files"] = int(summary.get("total-delete-files", 0))
+            table = self.catalog.load_table(self.name)
+            out["manifests"] = len(table.current_snapshot().manifests(table.io))
+        from pyarrow import fs
+        folder = path.rsplit("/", 1)[0]
+        out["metadata_files_in_bucket"] = len(self.fs.get_file_info(fs.FileSelector(folder, recursive=True)))
+        return out
+
+    def run(self):
+        while not self.stop.wait(self.every):
+            try:
+                self.samples.append(self.sample())
+            except Exception as e:  # a sample lost is reported, not fatal
+                self.samples.append({"at_s": round(time.time() - self.started), "error": str(e)})
+
+
+def round_durations(log_path, started):
+    """(seconds since start, elapsed ms) of each committing round, from the
+    follower's log."""
+    import datetime
+    import re
+    out = []
+    with open(log_path) as f:
+        for line in f:
+            if "follow round committed" not in line:
+                continue
+            m = re.search(r"elapsed_ms=(\d+)", line)
+            stamp = line.split()[0]
+            try:
+                at = datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+            except ValueError:
+                continue
+            if m:
+                out.append((at - started, int(m.group(1))))
+    return out
+
+
+def flatness(samples, durations, seconds):
+    """Each figure's largest value in minutes 5-10 and in the last 5, and
+    the growth between them."""
+    early = (min(300, seconds / 6), min(600, seconds / 3))
+    late = (seconds - 300, seconds + 60)
+    out = {}
+    figures = ["rss_mb", "snapshots", "metadata_json_bytes", "manifests", "data_files", "delete_files",
+               "metadata_files_in_bucket"]
+    series = {k: [(s["at_s"], s[k]) for s in samples if s.get(k) is not None] for k in figures}
+    series["round_ms"] = durations
+    for k, points in series.items():
+        a = [v for t, v in points if early[0] <= t < early[1]]
+        b = [v for t, v in points if late[0] <= t < late[1]]
+        if a and b:
+            out[k] = {"early_max": max(a), "late_max": max(b),
+                      "growth_pct": round(100 * (max(b) - max(a)) / max(a), 1) if max(a) else None}
+    return out
+
+
+def job_text(env, topic, namespace, interval, state_dir, maintain, upsert):
     return f"""name = "{namespace}"
 target_engines = ["spark"]
 
@@ -95,7 +212,7 @@ namespace = "{namespace}"
 [sync]
 state_dir = "{state_dir}"
 commit_interval = "{interval}"
-"""
+{maintain}{upsert}"""
 
 
 class Poller(threading.Thread):
@@ -124,7 +241,27 @@ class Poller(threading.Thread):
             self.stop.wait(max(0.0, POLL_INTERVAL - (time.time() - started)))
 
 
-def produce(env, topic, rate, seconds):
+def load_base(env, topic, base):
+    """BASE messages of keys 0..BASE-1, message i to partition i % PARTITIONS
+    (so its offset is i // PARTITIONS), as fast as the producer goes."""
+    producer = Producer({"bootstrap.servers": env["TESTBED_KAFKA_BOOTSTRAP"], "linger.ms": 20,
+                         "queue.buffering.max.messages": 1_000_000})
+    pad = "x" * 100
+    for i in range(base):
+        value = '{"id":%d,"planned":0,"pad":"%s"}' % (i, pad)
+        while True:
+            try:
+                producer.produce(topic, value=value, key=str(i), partition=i % PARTITIONS)
+                break
+            except BufferError:
+                producer.poll(0.05)
+        if i % 10000 == 0:
+            producer.poll(0)
+    if producer.flush(120) != 0:
+        raise RuntimeError("base messages still unsent after 120 s")
+
+
+def produce(env, topic, rate, seconds, base=0):
     """Sends rate * seconds messages on schedule; per partition the
     (offset, planned time) of each, and how far behind the schedule the
     producer ended, in seconds.
@@ -132,7 +269,14 @@ def produce(env, topic, rate, seconds):
     Message j goes to partition j % PARTITIONS of a fresh topic through one
     idempotent producer, so its offset is j // PARTITIONS: no delivery
     callback per message (which alone held the producer under 50,000
-    msg/s); the partitions' high watermarks are checked at the end."""
+    msg/s); the partitions' high watermarks are checked at the end.
+
+    After `base` messages already in the topic (an upsert table's rows),
+    message j is the (base + j)-th: half updates of a random key written
+    so far, half new keys."""
+    import random
+    rng = random.Random(f"continuous-{base}")
+    next_key = base
     producer = Producer({"bootstrap.servers": env["TESTBED_KAFKA_BOOTSTRAP"], "linger.ms": 5,
                          "acks": "all", "enable.idempotence": True,
                          "queue.buffering.max.messages": 1_000_000})
@@ -147,47 +291,84 @@ def produce(env, topic, rate, seconds):
         if ahead > 0:
             time.sleep(ahead)
         for j in range(i, min(i + tick, total)):
-            value = '{"id":%d,"planned":%.6f,"pad":"%s"}' % (j, start + j / rate, pad)
-            producer.produce(topic, value=value, key=str(j), partition=j % PARTITIONS)
+            if base and rng.random() < 0.5:
+                key = rng.randrange(next_key)
+            else:
+                key, next_key = next_key, next_key + 1
+            value = '{"id":%d,"planned":%.6f,"pad":"%s"}' % (key, start + j / rate, pad)
+            producer.produce(topic, value=value, key=str(key), partition=(base + j) % PARTITIONS)
         i += tick
         producer.poll(0)
     behind = time.time() - (start + (total - 1) / rate)
     if producer.flush(60) != 0:
         raise RuntimeError("messages still unsent after 60 s")
     consumer = Consumer({"bootstrap.servers": env["TESTBED_KAFKA_BOOTSTRAP"], "group.id": "bench-watermarks"})
-    delivered = {p: [] for p in range(PARTITIONS)}
     for p in range(PARTITIONS):
-        count = len(range(p, total, PARTITIONS))
+        count = len(range(p, base + total, PARTITIONS))
         _, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)
         if high != count:
             raise RuntimeError(f"partition {p} holds {high} messages, {count} were sent")
-        delivered[p] = [(j // PARTITIONS, start + j / rate) for j in range(p, total, PARTITIONS)]
     consumer.close()
-    return delivered, behind, start
+    return Delivered(base, total, rate, start), behind, start
+
+
+class Delivered:
+    """The timed messages, computed rather than stored (a 10-minute run at
+    100,000 msg/s is 60M of them): message j is the (base + j)-th of the
+    topic, on partition (base + j) % PARTITIONS at offset
+    (base + j) // PARTITIONS, planned at start + j / rate."""
+
+    def __init__(self, base, total, rate, start):
+        self.base, self.total, self.rate, self.start = base, total, rate, start
+
+    def count(self):
+        return self.total
+
+    def of_partition(self, p):
+        """(offset, planned time) of the partition's timed messages, in order."""
+        for j in range((p - self.base) % PARTITIONS, self.total, PARTITIONS):
+            yield (self.base + j) // PARTITIONS, self.start + j / self.rate
+
+    def next_offsets(self):
+        """{partition: the offset after its last timed message}."""
+        return {p: (self.base + j) // PARTITIONS + 1
+                for p in range(PARTITIONS)
+                for j in [max(range((p - self.base) % PARTITIONS, self.total, PARTITIONS), default=-1)]
+                if j >= 0}
 
 
 def latencies(delivered, events, after):
-    """Latency (s) of each delivered message planned at or after `after`."""
-    out = []
+    """The latencies of the messages planned at or after `after`, as a
+    histogram of whole milliseconds ({ms: messages}); None if some message
+    never became visible."""
+    hist = {}
     by_partition = {}
     for seen, p, n in sorted(events):
         by_partition.setdefault(p, []).append((seen, n))
-    for p, messages in delivered.items():
+    for p in range(PARTITIONS):
         visible = by_partition.get(p, [])
         k = 0
-        for offset, planned in sorted(messages):
+        for offset, planned in delivered.of_partition(p):
             while k < len(visible) and visible[k][1] <= offset:
                 k += 1
             if k == len(visible):
                 return None  # not all visible
             if planned >= after:
-                out.append(visible[k][0] - planned)
-    return out
+                ms = round((visible[k][0] - planned) * 1000)
+                hist[ms] = hist.get(ms, 0) + 1
+    return hist
 
 
-def percentile(values, q):
-    values = sorted(values)
-    return values[min(len(values) - 1, int(round(q * (len(values) - 1))))]
+def percentile(hist, q):
+    """The q-quantile (ms) of a histogram {ms: count}."""
+    n = sum(hist.values())
+    rank = min(n - 1, int(round(q * (n - 1))))
+    seen = 0
+    for ms in sorted(hist):
+        seen += hist[ms]
+        if seen > rank:
+            return ms
+    return None
 
 
 def main():
@@ -198,6 +379,12 @@ def main():
     ap.add_argument("--interval", required=True, help="commit_interval, e.g. 1s")
     ap.add_argument("--warmup", type=int, default=10, help="seconds left out of the figures")
     ap.add_argument("--out", required=True, help="JSON result file")
+    ap.add_argument("--upsert", type=int, default=0, metavar="BASE",
+                    help="an upsert stream on a table of BASE rows (loaded first, not timed)")
+    ap.add_argument("--sample-every", type=int, default=0,
+                    help="seconds between samples of RSS and the table's state (0: none)")
+    ap.add_argument("--maintain", default="",
+                    help="[maintain] settings of the job, e.g. 'follow_every = \"1m\"'")
     args = ap.parse_args()
     env = os.environ
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -209,26 +396,43 @@ def main():
     work = tempfile.mkdtemp(prefix="bench-continuous-")
     job = os.path.join(work, "job.toml")
     with open(job, "w") as f:
-        f.write(job_text(env, topic, namespace, args.interval, os.path.join(work, "state")))
+        maintain = f"\n[maintain]\n{args.maintain}\n" if args.maintain else ""
+        upsert = (f'\n[[streams]]\ntopic = "{topic}"\nmode = "upsert"\ndedup_keys = ["id"]\n'
+                  'delete_format = "position"\n') if args.upsert else ""
+        f.write(job_text(env, topic, namespace, args.interval, os.path.join(work, "state"), maintain, upsert))
+    base_sync = None
+    if args.upsert:
+        load_base(env, topic, args.upsert)
+        t0 = time.time()
+        subprocess.run([args.binary, "sync", "-c", job], check=True, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL)
+        base_sync = {"rows": args.upsert, "seconds": round(time.time() - t0, 1)}
+        print(f"base of {args.upsert:,} rows synced in {base_sync['seconds']} s", flush=True)
     report = os.path.join(work, "follow.json")
     log = open(os.path.join(work, "follow.log"), "w")
     follower = subprocess.Popen([args.binary, "sync", "-c", job, "--follow", "--report-json", report],
                                 stdout=subprocess.DEVNULL, stderr=log, env={**env, "TOPICBERG_LOG": "info"})
     poller = Poller(env, namespace, topic)
     poller.start()
+    sampler = Sampler(env, namespace, topic, follower.pid, args.sample_every) if args.sample_every else None
+    if sampler:
+        sampler.start()
     cpu = {}
     timer = threading.Timer(args.warmup, lambda: cpu.update(start=cpu_seconds(follower.pid), at=time.time()))
     timer.start()
-    delivered, behind, start = produce(env, topic, args.rate, args.seconds)
+    delivered, behind, start = produce(env, topic, args.rate, args.seconds, args.upsert)
     cpu["end"] = cpu_seconds(follower.pid)
     cpu["end_at"] = time.time()
-    produced = sum(len(v) for v in delivered.values())
+    produced = delivered.count()
     deadline = time.time() + 120
-    expected = {p: (max(o for o, _ in v) + 1) for p, v in delivered.items() if v}
+    expected = delivered.next_offsets()
     while time.time() < deadline and any(poller.latest.get(p, 0) < n for p, n in expected.items()):
         time.sleep(0.1)
     poller.stop.set()
     poller.join()
+    if sampler:
+        sampler.stop.set()
+        sampler.join()
     follower.send_signal(signal.SIGTERM)
     code = follower.wait(timeout=120)
     with open(report) as f:
@@ -237,18 +441,22 @@ def main():
     window = args.rate * (cpu["end_at"] - cpu["at"])
     result = {
         "rate": args.rate, "seconds": args.seconds, "commit_interval": args.interval, "warmup_s": args.warmup,
+        "upsert_base": base_sync,
         "messages": produced, "producer_behind_s": round(behind, 3),
         "valid": behind <= 0.01 * args.seconds and lat is not None,
         "latency_ms": None if not lat else {
-            "p50": round(statistics.median(lat) * 1000), "p99": round(percentile(lat, 0.99) * 1000),
-            "max": round(max(lat) * 1000), "messages": len(lat)},
+            "p50": percentile(lat, 0.5), "p99": percentile(lat, 0.99),
+            "max": max(lat), "messages": sum(lat.values())},
         "follower_cpu_us_per_msg": round((cpu["end"] - cpu["start"]) * 1e6 / window, 2),
         "follower_exit": code, "follower": follow_report, "polls": poller.polls,
+        "samples": sampler.samples if sampler else None,
+        "flat": flatness(sampler.samples, round_durations(log.name, sampler.started), args.seconds)
+        if sampler else None,
         "work_dir": work,
     }
     with open(args.out, "w") as f:
         json.dump(result, f, indent=1)
-    print(json.dumps({k: v for k, v in result.items() if k != "follower"}, indent=1))
+    print(json.dumps({k: v for k, v in result.items() if k not in ("follower", "samples")}, indent=1))
     if not result["valid"]:
         sys.exit("bench: the run does not count (producer behind its schedule, or messages never visible)")
 

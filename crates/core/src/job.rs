@@ -124,6 +124,9 @@ pub struct Tuning {
     pub stop_timeout: Duration,
     /// A follower's round reads at most this many messages per table.
     pub commit_records: u64,
+    /// A follower's round reads about this many key and value bytes per
+    /// table at most (`sync.commit_mb`).
+    pub commit_bytes: u64,
 }
 
 /// `[maintain]`, resolved: sizes in bytes, durations parsed.
@@ -312,6 +315,7 @@ impl Job {
                 commit_interval: config.sync.commit_interval.get(),
                 stop_timeout: config.sync.stop_timeout.get(),
                 commit_records: config.sync.commit_records.max(1),
+                commit_bytes: config.sync.commit_mb.max(1).saturating_mul(1_000_000),
             },
             engines: config.engines(),
             format_version: config.destination.format_version(),

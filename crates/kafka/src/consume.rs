@@ -23,6 +23,8 @@ struct Progress {
     next: i64,
     records: u64,
     bytes: u64,
+    /// The newest message timestamp seen (`i64::MIN`: none yet).
+    newest_ms: i64,
     done: bool,
     /// Messages delivered a second time and skipped.
     redelivered: u64,
@@ -156,6 +158,7 @@ impl<'t> Partitions<'t> {
                     next: r.start,
                     records: 0,
                     bytes: 0,
+                    newest_ms: i64::MIN,
                     done,
                     redelivered: 0,
                 },
@@ -276,6 +279,7 @@ impl<'t> Partitions<'t> {
         };
         sink(&record).map_err(DrainError::Sink)?;
         p.records += 1;
+        p.newest_ms = p.newest_ms.max(record.timestamp_ms.unwrap_or(i64::MIN));
         p.bytes += (record.key.map_or(0, <[u8]>::len) + record.value.map_or(0, <[u8]>::len)) as u64;
         p.next = offset + 1;
         if p.next >= p.end {
@@ -298,6 +302,7 @@ impl<'t> Partitions<'t> {
                 next_offset: p.next,
                 records: p.records,
                 bytes: p.bytes,
+                newest_timestamp_ms: (p.newest_ms != i64::MIN).then_some(p.newest_ms),
             })
             .collect();
         out.sort_by(|a, b| (&a.topic, a.partition).cmp(&(&b.topic, b.partition)));

@@ -35,6 +35,9 @@ pub struct DrainedPartition {
     pub records: u64,
     /// Key plus value bytes handed to the sink.
     pub bytes: u64,
+    /// The newest timestamp among the messages handed to the sink (ms
+    /// since the epoch); `None` when none had one (or none was read).
+    pub newest_timestamp_ms: Option<i64>,
 }
 
 /// Tuning for the drain.

@@ -6,12 +6,23 @@
 //! |---|---|---|
 //! | `topicberg_records_total` | counter | `job`, `table` |
 //! | `topicberg_bytes_total` | counter | `job`, `table` |
+//! | `topicberg_data_files_total` | counter | `job`, `table` |
+//! | `topicberg_data_file_bytes_total` | counter | `job`, `table` |
+//! | `topicberg_data_file_average_bytes` | gauge | `job`, `table` |
+//! | `topicberg_commits_total` | counter | `job`, `table`, `outcome` (`committed`, `superseded`, `failed`) |
+//! | `topicberg_commit_retries_total` | counter | `job`, `table` |
+//! | `topicberg_commit_duration_seconds` | histogram | `job`, `table` |
+//! | `topicberg_dead_letters_total` | counter | `job`, `table` |
+//! | `topicberg_skipped_records_total` | counter | `job`, `table` |
+//! | `topicberg_visibility_lag_seconds` | gauge | `job`, `table` |
+//! | `topicberg_seconds_since_last_commit` | gauge | `job`, `table` |
 //! | `topicberg_syncs_total` | counter | `job`, `outcome` (`succeeded`, `failed`, `cancelled`) |
 //! | `topicberg_sync_duration_seconds` | histogram | `job` |
 //! | `topicberg_seconds_since_last_success` | gauge | `job` |
 //! | `topicberg_consumer_lag_messages` | gauge | `job`, `topic`, `partition` |
 //!
 //! Counters count since the process started (Prometheus handles resets).
+//! The per-table families are in [`tables`].
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -19,7 +30,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::run_store::RunStatus;
-use topicberg_sync::sync::report::{SyncReport, TableStatus};
+use topicberg_sync::sync::report::SyncReport;
+
+mod tables;
+use tables::TableFigures;
 
 /// Upper bounds (seconds) of the sync duration histogram's buckets.
 pub const DURATION_BUCKETS: [f64; 11] = [
@@ -39,17 +53,19 @@ pub struct PartitionLag {
     pub lag: i64,
 }
 
+/// Observations counted per bucket of a list of upper bounds.
 #[derive(Debug, Default, Clone)]
 struct Histogram {
-    /// Per bucket of [`DURATION_BUCKETS`] (not cumulative).
-    buckets: [u64; DURATION_BUCKETS.len()],
+    /// Per bucket of its bounds (not cumulative).
+    buckets: Vec<u64>,
     sum: f64,
     count: u64,
 }
 
 impl Histogram {
-    fn observe(&mut self, seconds: f64) {
-        if let Some(i) = DURATION_BUCKETS.iter().position(|b| seconds <= *b) {
+    fn observe(&mut self, bounds: &[f64], seconds: f64) {
+        self.buckets.resize(bounds.len(), 0);
+        if let Some(i) = bounds.iter().position(|b| seconds <= *b) {
             self.buckets[i] += 1;
         }
         self.sum += seconds;
@@ -59,8 +75,8 @@ impl Histogram {
 
 #[derive(Debug, Default)]
 struct State {
-    records: BTreeMap<(String, String), u64>,
-    bytes: BTreeMap<(String, String), u64>,
+    /// By job and table.
+    tables: BTreeMap<(String, String), TableFigures>,
     syncs: BTreeMap<(String, &'static str), u64>,
     durations: BTreeMap<String, Histogram>,
     last_success_ms: BTreeMap<String, i64>,
@@ -99,17 +115,17 @@ impl Metrics {
             .durations
             .entry(job.to_string())
             .or_default()
-            .observe(duration.as_secs_f64());
+            .observe(&DURATION_BUCKETS, duration.as_secs_f64());
         if status == RunStatus::Succeeded {
             state.last_success_ms.insert(job.to_string(), finished_ms);
         }
         for table in report.map_or(&[][..], |r| &r.tables[..]) {
-            if table.status != TableStatus::Committed {
-                continue;
-            }
             let key = (job.to_string(), table.table.clone());
-            *state.records.entry(key.clone()).or_default() += table.records;
-            *state.bytes.entry(key).or_default() += table.bytes;
+            state
+                .tables
+                .entry(key)
+                .or_default()
+                .record(table, finished_ms);
         }
     }
 
@@ -147,18 +163,7 @@ impl Metrics {
     pub fn render_at(&self, now_ms: i64) -> String {
         let state = self.state();
         let mut out = String::new();
-        table_counter(
-            &mut out,
-            "topicberg_records_total",
-            "Records written to Iceberg tables (committed), per job and table.",
-            &state.records,
-        );
-        table_counter(
-            &mut out,
-            "topicberg_bytes_total",
-            "Kafka key and value bytes read into committed snapshots, per job and table.",
-            &state.bytes,
-        );
+        tables::render(&mut out, &state.tables, now_ms);
         family(
             &mut out,
             "topicberg_syncs_total",
@@ -180,49 +185,41 @@ impl Metrics {
     }
 }
 
-/// A counter family with one sample per job and table.
-fn table_counter(
-    out: &mut String,
-    name: &str,
-    help: &str,
-    counts: &BTreeMap<(String, String), u64>,
-) {
-    family(out, name, "counter", help);
-    for ((job, table), n) in counts {
-        sample(out, name, &[("job", job), ("table", table)], *n as f64);
-    }
-}
-
 /// `topicberg_sync_duration_seconds`: each job's histogram.
 fn durations(out: &mut String, durations: &BTreeMap<String, Histogram>) {
     let name = "topicberg_sync_duration_seconds";
     family(out, name, "histogram", "Wall time of a sync, per job.");
     for (job, h) in durations {
-        let mut cumulative = 0;
-        for (bound, n) in DURATION_BUCKETS.iter().zip(h.buckets) {
-            cumulative += n;
-            let le = format_value(*bound);
-            sample(
-                out,
-                &format!("{name}_bucket"),
-                &[("job", job), ("le", &le)],
-                cumulative as f64,
-            );
-        }
-        sample(
-            out,
-            &format!("{name}_bucket"),
-            &[("job", job), ("le", "+Inf")],
-            h.count as f64,
-        );
-        sample(out, &format!("{name}_sum"), &[("job", job)], h.sum);
-        sample(
-            out,
-            &format!("{name}_count"),
-            &[("job", job)],
-            h.count as f64,
-        );
+        histogram_samples(out, name, &[("job", job)], &DURATION_BUCKETS, h);
     }
+}
+
+/// The `_bucket` (cumulative), `_sum` and `_count` samples of one
+/// histogram with `labels`.
+fn histogram_samples(
+    out: &mut String,
+    name: &str,
+    labels: &[(&str, &str)],
+    bounds: &[f64],
+    h: &Histogram,
+) {
+    let bucket = format!("{name}_bucket");
+    let mut cumulative = 0;
+    let counts = h.buckets.iter().copied().chain(std::iter::repeat(0));
+    for (bound, n) in bounds.iter().zip(counts) {
+        cumulative += n;
+        let le = format_value(*bound);
+        let with_le: Vec<(&str, &str)> = labels
+            .iter()
+            .copied()
+            .chain([("le", le.as_str())])
+            .collect();
+        sample(out, &bucket, &with_le, cumulative as f64);
+    }
+    let with_le: Vec<(&str, &str)> = labels.iter().copied().chain([("le", "+Inf")]).collect();
+    sample(out, &bucket, &with_le, h.count as f64);
+    sample(out, &format!("{name}_sum"), labels, h.sum);
+    sample(out, &format!("{name}_count"), labels, h.count as f64);
 }
 
 /// `topicberg_seconds_since_last_success`, as of `now_ms`.
@@ -320,169 +317,4 @@ fn format_value(v: f64) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use topicberg_sync::sync::report::TableReport;
-
-    fn table(name: &str, status: TableStatus, records: u64, bytes: u64) -> TableReport {
-        TableReport {
-            status,
-            records,
-            bytes,
-            data_files: 1,
-            data_file_bytes: 10,
-            duration_ms: 1,
-            ..TableReport::new(name, &format!("ns.{name}"))
-        }
-    }
-
-    fn report(tables: Vec<TableReport>) -> SyncReport {
-        SyncReport {
-            job: "orders".into(),
-            consumer_group: "g".into(),
-            duration_ms: 1,
-            group_offsets_committed: true,
-            group_offsets_left_to_members: false,
-            cancelled: false,
-            tables,
-        }
-    }
-
-    #[test]
-    fn renders_every_family_in_the_text_format() {
-        let m = Metrics::default();
-        let r = report(vec![
-            table("a", TableStatus::Committed, 8, 800),
-            table("b", TableStatus::Failed, 5, 500),
-        ]);
-        m.record_run(
-            "orders",
-            RunStatus::Succeeded,
-            Duration::from_millis(2500),
-            10_000,
-            Some(&r),
-        );
-        m.record_run(
-            "orders",
-            RunStatus::Succeeded,
-            Duration::from_secs(40),
-            20_000,
-            Some(&r),
-        );
-        m.record_run(
-            "orders",
-            RunStatus::Failed,
-            Duration::from_secs(9000),
-            30_000,
-            None,
-        );
-        m.set_lag(
-            "orders",
-            vec![
-                PartitionLag {
-                    topic: "t".into(),
-                    partition: 1,
-                    lag: 3,
-                },
-                PartitionLag {
-                    topic: "t".into(),
-                    partition: 0,
-                    lag: 0,
-                },
-            ],
-        );
-        let text = m.render_at(65_500);
-        let expected = [
-            "# HELP topicberg_records_total Records written to Iceberg tables (committed), per job and table.",
-            "# TYPE topicberg_records_total counter",
-            "topicberg_records_total{job=\"orders\",table=\"ns.a\"} 16",
-            "# TYPE topicberg_bytes_total counter",
-            "topicberg_bytes_total{job=\"orders\",table=\"ns.a\"} 1600",
-            "# TYPE topicberg_syncs_total counter",
-            "topicberg_syncs_total{job=\"orders\",outcome=\"failed\"} 1",
-            "topicberg_syncs_total{job=\"orders\",outcome=\"succeeded\"} 2",
-            "# TYPE topicberg_sync_duration_seconds histogram",
-            "topicberg_sync_duration_seconds_bucket{job=\"orders\",le=\"1\"} 0",
-            "topicberg_sync_duration_seconds_bucket{job=\"orders\",le=\"5\"} 1",
-            "topicberg_sync_duration_seconds_bucket{job=\"orders\",le=\"30\"} 1",
-            "topicberg_sync_duration_seconds_bucket{job=\"orders\",le=\"60\"} 2",
-            "topicberg_sync_duration_seconds_bucket{job=\"orders\",le=\"7200\"} 2",
-            "topicberg_sync_duration_seconds_bucket{job=\"orders\",le=\"+Inf\"} 3",
-            "topicberg_sync_duration_seconds_sum{job=\"orders\"} 9042.5",
-            "topicberg_sync_duration_seconds_count{job=\"orders\"} 3",
-            "# TYPE topicberg_seconds_since_last_success gauge",
-            "topicberg_seconds_since_last_success{job=\"orders\"} 45.5",
-            "# TYPE topicberg_consumer_lag_messages gauge",
-            "topicberg_consumer_lag_messages{job=\"orders\",topic=\"t\",partition=\"0\"} 0",
-            "topicberg_consumer_lag_messages{job=\"orders\",topic=\"t\",partition=\"1\"} 3",
-        ];
-        let lines: Vec<&str> = text.lines().collect();
-        for line in expected {
-            assert!(lines.contains(&line), "missing {line:?} in:\n{text}");
-        }
-        assert!(
-            !text.contains("ns.b"),
-            "a failed table's records are not counted:\n{text}"
-        );
-        // Every sample line is `name{labels} value` with a number.
-        for line in lines.iter().filter(|l| !l.starts_with('#')) {
-            let value = line.rsplit(' ').next().unwrap();
-            assert!(value.parse::<f64>().is_ok(), "{line}");
-        }
-        // Samples of one family follow its TYPE line.
-        let at = |needle: &str| text.find(needle).unwrap();
-        assert!(at("# TYPE topicberg_syncs_total") < at("topicberg_syncs_total{"));
-        assert!(at("topicberg_syncs_total{") < at("# TYPE topicberg_sync_duration_seconds"));
-    }
-
-    #[test]
-    fn label_values_are_escaped() {
-        assert_eq!(escape_label(r#"a"b\c"#), r#"a\"b\\c"#);
-        assert_eq!(escape_label("x\ny"), "x\\ny");
-        let m = Metrics::default();
-        m.record_run(
-            "we\"ird\njob",
-            RunStatus::Cancelled,
-            Duration::ZERO,
-            0,
-            None,
-        );
-        let text = m.render_at(0);
-        assert!(
-            text.contains("topicberg_syncs_total{job=\"we\\\"ird\\njob\",outcome=\"cancelled\"} 1"),
-            "{text}"
-        );
-        // The newline in the job name did not break a line.
-        assert!(
-            text.lines()
-                .all(|l| l.starts_with('#') || l.starts_with("topicberg_")),
-            "{text}"
-        );
-    }
-
-    #[test]
-    fn empty_metrics_still_declare_every_family() {
-        let text = Metrics::default().render_at(0);
-        for name in [
-            "topicberg_records_total",
-            "topicberg_bytes_total",
-            "topicberg_syncs_total",
-            "topicberg_sync_duration_seconds",
-            "topicberg_seconds_since_last_success",
-            "topicberg_consumer_lag_messages",
-        ] {
-            assert!(text.contains(&format!("# TYPE {name} ")), "{name}");
-        }
-        assert!(text.lines().all(|l| l.starts_with('#')), "{text}");
-    }
-
-    #[test]
-    fn last_success_keeps_the_latest() {
-        let m = Metrics::default();
-        m.set_last_success("j", 5_000);
-        m.set_last_success("j", 1_000);
-        assert!(m
-            .render_at(7_000)
-            .contains("topicberg_seconds_since_last_success{job=\"j\"} 2\n"));
-    }
-}
+mod tests;

@@ -372,7 +372,9 @@ impl Runner {
             logged_once: None,
             clients: None,
             member: None,
-            record_cap: None,
+            record_caps: None,
+            kept_indexes: None,
+            job_lock: None,
         };
         let runtime = tokio::runtime::Handle::current();
         let result = runtime

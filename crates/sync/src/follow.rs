@@ -30,13 +30,16 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
 use topicberg_core::Job;
 
 use crate::destination::SetupError;
 use crate::follow_maintain::{self, MaintenanceTotals};
+use crate::follow_report::now_ms;
+pub use crate::follow_report::{FollowReport, FollowTable};
+use crate::sync::lock::JobLock;
+use crate::sync::plan::RecordCaps;
 use crate::sync::report::{SyncReport, TableStatus};
-use crate::sync::{run_sync_with, JobClients, SyncOptions};
+use crate::sync::{run_sync_with, JobClients, KeptIndexes, SyncOptions};
 use crate::{LoggedOnce, KAFKA_TIMEOUT};
 use topicberg_kafka::{select_topics, GroupMember, KafkaConnection};
 
@@ -51,100 +54,6 @@ const JOIN_TIMEOUT: Duration = Duration::from_secs(3);
 const MAX_BACKOFF: Duration = Duration::from_secs(60);
 
 pub use crate::stop::StopSignal;
-
-/// What a follower did, from its start to its stop.
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct FollowReport {
-    /// The job name.
-    pub job: String,
-    /// Rounds run (each a bounded sync).
-    pub rounds: u64,
-    /// Rounds in which at least one table committed a snapshot.
-    pub committing_rounds: u64,
-    /// Snapshots committed, over all tables.
-    pub snapshots: u64,
-    /// Messages written as rows.
-    pub records: u64,
-    /// Tables whose round found that another sync of the job (a second
-    /// follower, a scheduled sync) had committed those messages first:
-    /// nothing committed for them, nothing duplicated.
-    pub superseded: u64,
-    /// Rounds that failed as a whole or in a table (retried).
-    pub failed_rounds: u64,
-    /// The last failure, if the last round failed.
-    pub last_error: Option<String>,
-    /// Whether the last round was cancelled by the stop timeout (what it
-    /// read is read again at the next start).
-    pub stop_timed_out: bool,
-    /// The consumer group protocol the follower's membership spoke:
-    /// `consumer` (KIP-848) or `classic`; `None` if it never joined.
-    pub group_protocol: Option<topicberg_kafka::GroupProtocol>,
-    /// When the follower started (ms since the epoch).
-    pub started_ms: u64,
-    /// The job's `sync.commit_interval` (ms).
-    pub commit_interval_ms: u64,
-    /// When the last round that succeeded ended (committing or idle):
-    /// the follower is healthy while this keeps moving.
-    pub last_success_ms: Option<u64>,
-    /// When the last round that committed a snapshot ended.
-    pub last_commit_ms: Option<u64>,
-    /// Background maintenance passes run (`maintain.follow_every`).
-    pub maintenance_passes: u64,
-    /// Passes in which a table's maintenance failed (tried again at the
-    /// next pass).
-    pub maintenance_failed_passes: u64,
-    /// Data files the passes' compactions rewrote.
-    pub files_compacted: u64,
-    /// Snapshots the passes expired.
-    pub snapshots_expired: u64,
-}
-
-impl FollowReport {
-    /// True when the follower stopped after a round that succeeded.
-    pub fn succeeded(&self) -> bool {
-        self.last_error.is_none() && !self.stop_timed_out
-    }
-
-    fn count(&mut self, report: &SyncReport) {
-        self.rounds += 1;
-        let snapshots = report
-            .tables
-            .iter()
-            .filter(|t| t.status == TableStatus::Committed)
-            .count() as u64;
-        self.snapshots += snapshots;
-        self.committing_rounds += u64::from(snapshots > 0);
-        self.superseded += report
-            .tables
-            .iter()
-            .filter(|t| t.status == TableStatus::Superseded)
-            .count() as u64;
-        self.records += report
-            .tables
-            .iter()
-            .filter(|t| t.status == TableStatus::Committed)
-            .map(|t| t.records)
-            .sum::<u64>();
-        self.stop_timed_out = report.cancelled;
-        self.last_error = if report.succeeded() || report.cancelled {
-            None
-        } else {
-            Some(round_failure(report))
-        };
-        self.failed_rounds += u64::from(self.last_error.is_some());
-        let now = now_ms();
-        if self.last_error.is_none() && !report.cancelled {
-            self.last_success_ms = Some(now);
-        }
-        if snapshots > 0 {
-            self.last_commit_ms = Some(now);
-        }
-    }
-}
-
-fn now_ms() -> u64 {
-    (crate::sync::now_micros() / 1000) as u64
-}
 
 /// Called after each round with the round's report (serve records its
 /// metrics from it).
@@ -244,6 +153,13 @@ struct Follower<'a> {
     totals: Arc<MaintenanceTotals>,
     /// The last round read only `commit_records` of a table's messages.
     more_waiting: bool,
+    /// Key and value bytes per message of each table's last committed
+    /// round (for `commit_mb`).
+    bytes_per_record: std::collections::BTreeMap<String, u64>,
+    /// The upsert tables' key indexes, open from round to round.
+    key_indexes: Arc<KeptIndexes>,
+    /// The job's lock on this machine, from the first round to the stop.
+    lock: Option<Arc<JobLock>>,
 }
 
 impl<'a> Follower<'a> {
@@ -263,6 +179,9 @@ impl<'a> Follower<'a> {
             maintenance: None,
             totals: Arc::new(MaintenanceTotals::default()),
             more_waiting: false,
+            bytes_per_record: std::collections::BTreeMap::new(),
+            key_indexes: Arc::new(KeptIndexes::default()),
+            lock: None,
         };
         follower.publish_now();
         follower
@@ -273,8 +192,14 @@ impl<'a> Follower<'a> {
     async fn round(&mut self, stop: &StopSignal, started: Instant) -> Result<bool, SetupError> {
         let mut protocol = None;
         self.more_waiting = false;
+        let caps = self.record_caps();
+        let indexes = Arc::clone(&self.key_indexes);
+        let lock = self.hold_lock();
         let kept = (&mut self.clients, &mut self.member, &mut protocol);
-        let ran = round(self.job, stop, &self.logged, kept).await;
+        let ran = match lock {
+            Ok(lock) => round(self.job, stop, (&self.logged, caps, indexes, lock), kept).await,
+            Err(e) => Err(e),
+        };
         if let Some(protocol) = protocol {
             self.report.group_protocol = protocol;
         }
@@ -286,6 +211,12 @@ impl<'a> Follower<'a> {
                     hook(&round);
                 }
                 self.more_waiting = round.tables.iter().any(|t| t.more_waiting);
+                for t in &round.tables {
+                    if t.status == TableStatus::Committed && t.records > 0 {
+                        let per = t.bytes.div_ceil(t.records);
+                        self.bytes_per_record.insert(t.table.clone(), per);
+                    }
+                }
                 Ok(self.report.last_error.is_none())
             }
             Err(e) if e.retryable() => {
@@ -295,6 +226,31 @@ impl<'a> Follower<'a> {
                 Ok(false)
             }
             Err(e) => Err(e),
+        }
+    }
+
+    /// The job's lock on this machine, taken at the first round that can
+    /// and held to the stop: a scheduled sync of the job on this machine
+    /// stops at once (`AlreadyRunning`) rather than meet the upsert key
+    /// indexes the follower keeps open.
+    fn hold_lock(&mut self) -> Result<Arc<JobLock>, SetupError> {
+        if self.lock.is_none() {
+            let job = self.job;
+            self.lock = Some(Arc::new(JobLock::acquire(
+                &job.state_dir,
+                &job.consumer_group,
+            )?));
+        }
+        Ok(Arc::clone(self.lock.as_ref().expect("just taken")))
+    }
+
+    /// Each table's cap for the next round: `commit_records`, and
+    /// `commit_mb` over the bytes per message of its last committed round.
+    fn record_caps(&self) -> RecordCaps {
+        RecordCaps {
+            records: self.job.tuning.commit_records,
+            bytes: self.job.tuning.commit_bytes,
+            bytes_per_record: self.bytes_per_record.clone(),
         }
     }
 
@@ -330,6 +286,7 @@ impl<'a> Follower<'a> {
         if let Some(Some(task)) = self.maintenance.take() {
             follow_maintain::finish(task, self.job.tuning.stop_timeout).await;
         }
+        self.key_indexes.close(self.job.tuning.stop_timeout).await;
         if let Some(member) = self.member.take().and_then(|m| Arc::try_unwrap(m).ok()) {
             let _ = tokio::task::spawn_blocking(move || member.leave()).await;
         }
@@ -350,7 +307,7 @@ impl<'a> Follower<'a> {
 async fn round(
     job: &Job,
     stop: &StopSignal,
-    skipped: &Arc<LoggedOnce>,
+    (skipped, caps, indexes, lock): (&Arc<LoggedOnce>, RecordCaps, Arc<KeptIndexes>, Arc<JobLock>),
     (clients, member, protocol): (
         &mut Option<JobClients>,
         &mut Option<Arc<GroupMember>>,
@@ -375,7 +332,9 @@ async fn round(
         logged_once: Some(Arc::clone(skipped)),
         clients: clients.clone(),
         member: member.clone(),
-        record_cap: Some(job.tuning.commit_records),
+        record_caps: Some(caps),
+        kept_indexes: Some(indexes),
+        job_lock: Some(lock),
     };
     let sync = run_sync_with(job, options);
     tokio::pin!(sync);
@@ -457,21 +416,6 @@ fn log_round(totals: &FollowReport, round: &SyncReport, started: Instant) {
             tables = %committed.join(","),
             "follow round committed"
         );
-    }
-}
-
-/// What failed in a round that returned a report.
-fn round_failure(report: &SyncReport) -> String {
-    let failed: Vec<String> = report
-        .tables
-        .iter()
-        .filter(|t| t.status == TableStatus::Failed)
-        .map(|t| format!("{}: {}", t.table, t.error.as_deref().unwrap_or("failed")))
-        .collect();
-    if failed.is_empty() {
-        "the consumer group's offsets were not committed".to_owned()
-    } else {
-        failed.join("; ")
     }
 }
 

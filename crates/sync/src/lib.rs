@@ -31,6 +31,7 @@ pub mod discover;
 pub mod error;
 pub mod follow;
 mod follow_maintain;
+mod follow_report;
 pub mod hooks;
 pub mod log_writer;
 pub mod maintain;

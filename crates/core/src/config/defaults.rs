@@ -185,6 +185,12 @@ pub fn commit_records() -> u64 {
     1_000_000
 }
 
+/// `sync.commit_mb`: a follower catching up commits every 256 MB of a
+/// table's messages (a million messages of 256 bytes).
+pub fn commit_mb() -> u64 {
+    256
+}
+
 /// `sync.stop_timeout`: a follower stops within 20 seconds of SIGTERM,
 /// inside Kubernetes' default grace period of 30 before its SIGKILL.
 pub fn stop_timeout() -> Interval {

@@ -226,6 +226,19 @@ pub struct SyncConfig {
         "x-help" = "a follower catching up commits each table every this many messages, e.g. 1000000"
     ))]
     pub commit_records: u64,
+    /// A follower commits a table as soon as a round has read about this
+    /// many megabytes (10^6 bytes) of its messages' keys and values, like
+    /// `commit_records`: a round reads at most this size divided by the
+    /// bytes per message of the table's last committed round (the first
+    /// round after a start is capped by `commit_records` only). Keeps
+    /// rounds of large messages short. A scheduled sync ignores it.
+    #[serde(default = "defaults::commit_mb")]
+    #[schemars(range(min = 1))]
+    #[schemars(extend(
+        "x-label" = "Megabytes per commit (following)",
+        "x-help" = "a follower catching up commits each table every this many MB of messages, e.g. 256"
+    ))]
+    pub commit_mb: u64,
 }
 
 impl Default for SyncConfig {

@@ -448,6 +448,13 @@ fn sync(config: &JobConfig, out: &mut Vec<ConfigProblem>) {
             "is 0; set the rows per batch, e.g. 65536",
         );
     }
+    if config.sync.commit_mb == 0 {
+        push(
+            out,
+            "sync.commit_mb",
+            "is 0; set how many megabytes of a table's messages a follower commits at most at once, e.g. 256",
+        );
+    }
     if config.sync.commit_records == 0 {
         push(
             out,

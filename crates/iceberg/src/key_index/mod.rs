@@ -37,7 +37,11 @@
 //!   the rebuilt index is committed.
 //!
 //! The sync looks keys up with [`KeyIndex::lookup`] and, only once its
-//! Iceberg commit succeeded, records it with [`KeyIndex::apply`].
+//! Iceberg commit succeeded, records it with [`KeyIndex::apply`], which
+//! writes the commit's run and leaves the merges it makes due to
+//! [`KeyIndex::merge`] (a scheduled sync merges at once; a follower keeps
+//! the index open and merges in the background, [`KeyIndex::refresh`]
+//! bringing it to the table's snapshot at its next round).
 
 mod build;
 mod run;
@@ -130,6 +134,8 @@ pub struct KeyIndex {
     snapshot_id: Option<i64>,
     state: IndexState,
     stats: BuildStats,
+    /// A commit wrote its run without merging ([`Self::merge`]).
+    merge_pending: bool,
 }
 
 impl std::fmt::Debug for KeyIndex {
@@ -152,9 +158,35 @@ impl KeyIndex {
         table: &TableHandle,
         file_io: &FileIO,
     ) -> Result<KeyIndex, IcebergError> {
-        let metadata = table.metadata();
-        let uuid = metadata.uuid().to_string();
-        let key_field = table
+        let uuid = table.metadata().uuid().to_string();
+        let key_field = Self::key_field(table)?;
+        let dir = state_dir.join(&uuid);
+        let step = format!("opening the key index in {}", dir.display());
+        let (store, found) = Store::open(&dir).map_err(|e| store_err(&step, e))?;
+        Self::bring_up_to_date(store, found, table, file_io, key_field).await
+    }
+
+    /// Brings an index kept open since an earlier commit (a follower's, from
+    /// round to round) to the table's current snapshot, as [`Self::open`]
+    /// does: [`IndexState::Fresh`] when no other writer committed since;
+    /// merges still due are done first.
+    pub async fn refresh(
+        self,
+        table: &TableHandle,
+        file_io: &FileIO,
+    ) -> Result<KeyIndex, IcebergError> {
+        let mut index = self;
+        index.merge()?;
+        let key_field = Self::key_field(table)?;
+        let found = Found::Index(Meta {
+            table_uuid: index.table_uuid,
+            snapshot: index.snapshot_id,
+        });
+        Self::bring_up_to_date(index.store, found, table, file_io, key_field).await
+    }
+
+    fn key_field(table: &TableHandle) -> Result<i32, IcebergError> {
+        table
             .schema()
             .field_by_name(scan::KEY_COLUMN)
             .map(|f| f.id)
@@ -164,10 +196,20 @@ impl KeyIndex {
                     format!("opening the key index of table {}", table.name()),
                     format!("the table has no {} column", scan::KEY_COLUMN),
                 )
-            })?;
-        let dir = state_dir.join(&uuid);
-        let step = format!("opening the key index in {}", dir.display());
-        let (mut store, found) = Store::open(&dir).map_err(|e| store_err(&step, e))?;
+            })
+    }
+
+    /// What [`Self::open`] and [`Self::refresh`] share: the index as `found`,
+    /// checked against the table's current snapshot, replayed or rebuilt.
+    async fn bring_up_to_date(
+        mut store: Store,
+        found: Found,
+        table: &TableHandle,
+        file_io: &FileIO,
+        key_field: i32,
+    ) -> Result<KeyIndex, IcebergError> {
+        let metadata = table.metadata();
+        let uuid = metadata.uuid().to_string();
         let path = store.index_path();
         let current = metadata.current_snapshot_id();
         let meta = Meta {
@@ -220,7 +262,33 @@ impl KeyIndex {
             snapshot_id: meta.snapshot,
             state,
             stats: BuildStats::default(),
+            merge_pending: false,
         }
+    }
+
+    /// Merges the runs a commit left due (log-structured: runs of similar
+    /// size become one). [`Self::apply_each`] leaves them, so a follower
+    /// can merge between its commits rather than on them; [`Self::open`]
+    /// and [`Self::refresh`] merge what an earlier commit left.
+    pub fn merge(&mut self) -> Result<(), IcebergError> {
+        if !self.merge_pending {
+            return Ok(());
+        }
+        let step = format!("merging the runs of key index {}", self.path.display());
+        let meta = Meta {
+            table_uuid: self.table_uuid.clone(),
+            snapshot: self.snapshot_id,
+        };
+        self.store
+            .merge_due(&meta)
+            .map_err(|e| store_err(&step, e))?;
+        self.merge_pending = false;
+        Ok(())
+    }
+
+    /// Whether a commit left runs to merge ([`Self::merge`]).
+    pub fn merge_pending(&self) -> bool {
+        self.merge_pending
     }
 
     /// What opening had to do (for the log).
@@ -365,8 +433,11 @@ impl KeyIndex {
             table_uuid: self.table_uuid.clone(),
             snapshot: Some(snapshot_id),
         };
-        self.store.commit(&meta).map_err(|e| store_err(&step, e))?;
+        self.store
+            .commit_unmerged(&meta)
+            .map_err(|e| store_err(&step, e))?;
         self.snapshot_id = Some(snapshot_id);
+        self.merge_pending = true;
         Ok(Applied::Recorded)
     }
 }

@@ -536,7 +536,18 @@ impl Store {
     /// commit point), deletes the runs no longer named, then merges runs of
     /// similar size (committing each merge).
     pub fn commit(&mut self, meta: &Meta) -> std::io::Result<()> {
-        self.write_index(meta)?;
+        self.commit_unmerged(meta)?;
+        self.merge_due(meta)
+    }
+
+    /// [`Self::commit`] without the merges (see [`Self::merge_due`]).
+    pub fn commit_unmerged(&mut self, meta: &Meta) -> std::io::Result<()> {
+        self.write_index(meta)
+    }
+
+    /// Merges runs of similar size, committing each merge, until none is
+    /// due; `meta` is what the index reflects (unchanged by a merge).
+    pub fn merge_due(&mut self, meta: &Meta) -> std::io::Result<()> {
         while let Some(from) = self.merge_from() {
             self.merge(from)?;
             self.write_index(meta)?;

@@ -421,6 +421,55 @@ async fn builds_looks_up_applies_reopens_and_rebuilds_the_same() {
 }
 
 #[tokio::test]
+async fn a_kept_index_merges_off_its_commits_and_is_refreshed_from_the_table() {
+    let mut fx = Fixture::new(FormatVersion::V2).await;
+    fx.append(&(0..10).collect::<Vec<_>>(), 0).await;
+    let mut index = fx.open().await;
+    // Our commits, each recorded without merging its run (a follower's
+    // round merges between its commits), then refreshed as the next round
+    // does: fresh, and the merge that was due done.
+    for round in 1..5 {
+        let keys = [round, 100 + round];
+        let (b, s, parent) = fx.append(&keys, round).await;
+        let upserts: Vec<([u8; 16], &str, u64)> = keys
+            .iter()
+            .enumerate()
+            .map(|(pos, k)| (key(*k), b.as_str(), pos as u64))
+            .collect();
+        assert_eq!(
+            index.apply(s, parent, &upserts, &[]).unwrap(),
+            Applied::Recorded
+        );
+        assert!(index.merge_pending(), "round {round}");
+        assert_eq!(index.lookup([key(round)]).unwrap(), vec![at(&b, 0)]);
+        index = index
+            .refresh(&fx.table, fx.destination.file_io())
+            .await
+            .unwrap();
+        assert_eq!(index.state(), &IndexState::Fresh, "round {round}");
+        assert!(!index.merge_pending(), "round {round}");
+    }
+    // Another writer commits between two of ours: the kept index replays it.
+    let (c, s6, _) = fx.append(&[5, 6], 9).await;
+    let index = index
+        .refresh(&fx.table, fx.destination.file_io())
+        .await
+        .unwrap();
+    assert_eq!(index.state(), &IndexState::UpdatedFrom(1));
+    assert_eq!(index.snapshot_id(), Some(s6));
+    assert_eq!(
+        index.lookup([key(5), key(6)]).unwrap(),
+        vec![at(&c, 0), at(&c, 1)]
+    );
+    // What another process opens from disk is the same.
+    let kept = all(&index, 110);
+    drop(index);
+    let reopened = fx.open().await;
+    assert_eq!(reopened.state(), &IndexState::Fresh);
+    assert_eq!(all(&reopened, 110), kept);
+}
+
+#[tokio::test]
 async fn a_crash_before_apply_and_another_writer_are_replayed() {
     let mut fx = Fixture::new(FormatVersion::V2).await;
     let (a, s1, _) = fx.append(&[1, 2, 3], 0).await;

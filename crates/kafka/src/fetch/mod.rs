@@ -44,6 +44,8 @@ struct Tally {
     end: i64,
     records: u64,
     bytes: u64,
+    /// The newest message timestamp seen (`i64::MIN`: none yet).
+    newest_ms: i64,
     done: bool,
 }
 
@@ -70,6 +72,7 @@ where
                 end: r.end,
                 records: 0,
                 bytes: 0,
+                newest_ms: i64::MIN,
                 done: r.start >= r.end,
             };
             (r.partition, tally)
@@ -105,6 +108,7 @@ where
             next_offset: t.next,
             records: t.records,
             bytes: t.bytes,
+            newest_timestamp_ms: (t.newest_ms != i64::MIN).then_some(t.newest_ms),
         })
         .collect())
 }
@@ -225,6 +229,7 @@ impl<F> Delivery<'_, F> {
                 };
                 sink(&record).map_err(Stop::Sink)?;
                 tally.records += 1;
+                tally.newest_ms = tally.newest_ms.max(r.timestamp_ms.unwrap_or(i64::MIN));
                 tally.bytes +=
                     (r.key.map_or(0, <[u8]>::len) + r.value.map_or(0, <[u8]>::len)) as u64;
                 Ok(())

@@ -1,7 +1,7 @@
 // Jobs: the list, a job's overview page, its form, clone, delete, import.
 
 import { api, postText } from "./api.js";
-import { banner, cell, count, duration, fact, h, show, statusCell, utc, utcMs } from "./dom.js";
+import { banner, bytes, cell, count, duration, fact, h, show, statusCell, utc, utcMs } from "./dom.js";
 import { go, redraw, refreshIn, setFlash, takeFlash } from "./nav.js";
 import { HISTORY_FETCH, historySection } from "./chart.js";
 import { applyFields, field, fieldset, formFields, formSpec, inWords, jobFileForms, showProblems } from "./forms.js";
@@ -83,8 +83,30 @@ function followerCard(job) {
       fact("Maintenance", h("span", { id: "follower-maintenance" },
         `${count(r.maintenance_passes)} passes, ${count(r.files_compacted)} files compacted, ${count(r.snapshots_expired)} snapshots expired`)),
       r.last_error ? h("p", { class: "field-error", id: "follower-error" }, `Last round failed: ${r.last_error}`) : null,
+      followerTables(r.tables || []),
       h("p", {}, h("a", { href: `#/runs/${f.run_id}` }, `run #${f.run_id}`), " (its log)"),
     ] : h("p", {}, job.paused ? "Stopped: Start follows the topics again from the offsets the tables hold." : "Starting."));
+}
+
+// Each table's live figures: how far behind Kafka it is visible (now minus
+// the newest committed message's timestamp), its last commit, rows, files.
+function followerTables(tables) {
+  if (tables.length === 0) return null;
+  const now = Date.now();
+  const since = (ms) => (ms ? `${duration(Math.max(0, now - ms))} ago` : "not yet");
+  const avg = (t) => (t.data_files > 0 ? bytes(Math.round(t.data_file_bytes / t.data_files)) : "-");
+  return h("table", { id: "follower-tables" },
+    h("tr", {}, ["Table", "Visibility lag", "Last commit", "Commit took", "Rows", "Files (average)", "Retries", "Dead letters / skipped"]
+      .map((t) => h("th", {}, t))),
+    tables.map((t) => h("tr", { id: `follower-table-${t.table}` },
+      h("td", {}, t.table),
+      h("td", { class: "visibility-lag" }, t.newest_committed_ms ? duration(Math.max(0, now - t.newest_committed_ms)) : "-"),
+      h("td", {}, since(t.last_commit_ms)),
+      h("td", {}, duration(t.last_commit_duration_ms)),
+      h("td", {}, count(t.records)),
+      h("td", {}, `${count(t.data_files)} (${avg(t)})`),
+      h("td", {}, count(t.commit_retries)),
+      h("td", {}, `${count(t.dead_letters)} / ${count(t.skipped)}`))));
 }
 
 // The table a topic goes to when its stream names none (the job file's

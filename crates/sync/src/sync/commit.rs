@@ -2,11 +2,10 @@
 //! moves the table's offsets; files of a commit that surely failed are
 //! deleted.
 
-use std::path::Path;
-
 use topicberg_iceberg::{Destination, OffsetsAdvance, TableHandle};
 
 use super::failure::CommitError;
+use super::kept_index::IndexHome;
 use super::pipeline::TableOutput;
 use super::report::{CommitReport, TableStatus};
 use super::table::{CommitRefused, Stage, TableState};
@@ -18,7 +17,31 @@ use crate::hooks;
 /// `writers`: data file writers an upsert's winning rows may use at once.
 pub(super) async fn commit_table(
     destination: &Destination,
-    state_dir: &Path,
+    home: IndexHome<'_>,
+    state: &mut TableState,
+    output: TableOutput,
+    handle: &mut TableHandle,
+    olake_timestamp_micros: i64,
+    writers: usize,
+) {
+    let started = std::time::Instant::now();
+    let state = &mut *state;
+    commit_stages(
+        destination,
+        home,
+        state,
+        output,
+        handle,
+        olake_timestamp_micros,
+        writers,
+    )
+    .await;
+    state.report.commit_ms = started.elapsed().as_millis() as u64;
+}
+
+async fn commit_stages(
+    destination: &Destination,
+    home: IndexHome<'_>,
     state: &mut TableState,
     mut output: TableOutput,
     handle: &mut TableHandle,
@@ -34,6 +57,11 @@ pub(super) async fn commit_table(
         .saturating_sub(invalid);
     state.report.records = records;
     state.report.bytes = output.drained.iter().map(|d| d.bytes).sum();
+    state.report.newest_timestamp_ms = output
+        .drained
+        .iter()
+        .filter_map(|d| d.newest_timestamp_ms)
+        .max();
     let advance = state.advance(&output.drained);
     let micros = olake_timestamp_micros;
     let dead_letters = commit_dead_letters(destination, state, &output, handle, &advance, micros);
@@ -59,7 +87,7 @@ pub(super) async fn commit_table(
             handle,
             buffer,
             delete_format,
-            state_dir,
+            home,
             advance.clone(),
             writers,
         )
@@ -71,6 +99,8 @@ pub(super) async fn commit_table(
                 state.report.status = TableStatus::Committed;
                 state.report.snapshot_id = Some(snapshot_id);
                 state.report.data_files = commit.added_data_files as usize;
+                state.report.data_file_bytes = done.data_file_bytes;
+                state.report.commit_retries = done.retries;
                 state.report.commit = Some(commit);
                 state.record_committed(&advance);
                 tracing::info!(
@@ -155,6 +185,7 @@ pub(super) async fn commit_files(
                 &snapshot.summary,
             ));
             state.record_committed(&advance);
+            state.report.commit_retries = snapshot.attempts.saturating_sub(1);
             tracing::info!(
                 table = %state.table, snapshot_id = snapshot.snapshot_id, records,
                 data_files = state.report.data_files, attempts = snapshot.attempts, "committed snapshot"

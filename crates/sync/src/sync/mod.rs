@@ -22,6 +22,7 @@ pub mod dlq_rows;
 mod evolve;
 pub mod failure;
 mod invalid;
+mod kept_index;
 pub mod lock;
 mod pipeline;
 pub mod plan;
@@ -33,6 +34,8 @@ mod stages;
 pub mod table;
 pub mod upsert;
 mod upsert_commit;
+
+pub use kept_index::KeptIndexes;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -84,9 +87,17 @@ pub struct SyncOptions {
     /// takes them from a member only). `None`: a sync from outside the
     /// group.
     pub member: Option<Arc<GroupMember>>,
-    /// A follower's `commit_records`: each table's round reads at most
-    /// this many messages. `None`: a scheduled sync reads them all.
-    pub record_cap: Option<u64>,
+    /// A follower's `commit_records` and `commit_mb`: each table's round
+    /// reads at most this many messages. `None`: a scheduled sync reads
+    /// them all.
+    pub record_caps: Option<plan::RecordCaps>,
+    /// A follower's upsert key indexes, kept open between its rounds.
+    /// `None`: each is opened for the commit and closed after it.
+    pub kept_indexes: Option<Arc<KeptIndexes>>,
+    /// The job's lock on this machine, when the caller holds it (a
+    /// follower, from its first round to its stop); `None`: the sync takes
+    /// it for its own run.
+    pub job_lock: Option<Arc<lock::JobLock>>,
 }
 
 /// The clients a sync connects before its first table: the catalog and
@@ -152,7 +163,10 @@ async fn sync_stages(
     progress: Arc<SyncProgress>,
     started: Instant,
 ) -> Result<SyncReport, SetupError> {
-    let _lock = lock::JobLock::acquire(&job.state_dir, &job.consumer_group)?;
+    let _lock = match &options.job_lock {
+        Some(held) => Arc::clone(held),
+        None => Arc::new(lock::JobLock::acquire(&job.state_dir, &job.consumer_group)?),
+    };
     let (ctx, selection, states) = connect(job, options, progress, started).await?;
     let mut tables = stages::plan_tables(&ctx, &selection.selected, &states).await;
     if options.cancelled() {
@@ -256,7 +270,8 @@ async fn connect<'a>(
         registry: clients.registry,
         member: options.member.clone(),
         logged_once: options.logged_once.clone(),
-        record_cap: options.record_cap,
+        record_caps: options.record_caps.clone(),
+        kept_indexes: options.kept_indexes.clone(),
         progress,
     };
     Ok((ctx, selection, states))

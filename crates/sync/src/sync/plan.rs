@@ -132,6 +132,31 @@ pub fn plan_partitions(
         .collect()
 }
 
+/// How many messages a follower's round reads of each table at most:
+/// `sync.commit_records`, and `sync.commit_mb` divided by the bytes per
+/// message of the table's last committed round.
+#[derive(Debug, Clone, Default)]
+pub struct RecordCaps {
+    /// `sync.commit_records`.
+    pub records: u64,
+    /// `sync.commit_mb`, in bytes.
+    pub bytes: u64,
+    /// Key and value bytes per message of each table's last committed round
+    /// (`namespace.table`); a table not in it is capped by `records` only.
+    pub bytes_per_record: std::collections::BTreeMap<String, u64>,
+}
+
+impl RecordCaps {
+    /// The cap of `table`'s round (at least one message).
+    pub fn for_table(&self, table: &str) -> u64 {
+        let by_bytes = match self.bytes_per_record.get(table) {
+            Some(&per) if per > 0 => self.bytes / per,
+            _ => u64::MAX,
+        };
+        self.records.min(by_bytes).max(1)
+    }
+}
+
 /// Caps a table's plans at `cap` messages in all (a follower's
 /// `commit_records`): each partition with messages waiting gets an even
 /// share, and a partition that needs less leaves the rest to the others.
@@ -442,5 +467,32 @@ mod tests {
         let mut plans = planned(&[5, 5, 5]);
         assert!(cap_plans(&mut plans, 1));
         assert_eq!(lens(&plans), [1, 1, 1]);
+    }
+
+    #[test]
+    fn record_caps_take_the_smaller_of_records_and_bytes_over_bytes_per_message() {
+        let caps = RecordCaps {
+            records: 1_000_000,
+            bytes: 256_000_000,
+            bytes_per_record: [
+                ("ns.small".to_owned(), 100),
+                ("ns.large".to_owned(), 100_000),
+            ]
+            .into_iter()
+            .collect(),
+        };
+        assert_eq!(caps.for_table("ns.small"), 1_000_000);
+        assert_eq!(caps.for_table("ns.large"), 2_560);
+        // Not read yet: only the record cap.
+        assert_eq!(caps.for_table("ns.new"), 1_000_000);
+        let huge = RecordCaps {
+            bytes: 1,
+            ..caps.clone()
+        };
+        assert_eq!(
+            huge.for_table("ns.large"),
+            1,
+            "at least one message a round"
+        );
     }
 }

@@ -71,6 +71,16 @@ pub struct TableReport {
     pub orphan_files: Vec<String>,
     /// Wall time for this table, from plan to commit.
     pub duration_ms: u64,
+    /// Wall time of the commit stage (dead letters, files of an upsert,
+    /// the snapshot's commit with its retries).
+    pub commit_ms: u64,
+    /// Commit attempts beyond the first: refused because another writer
+    /// committed first (a conflict), or unconfirmed and checked again
+    /// (0 when the first attempt landed).
+    pub commit_retries: u32,
+    /// The newest Kafka timestamp among the messages read (ms since the
+    /// epoch); what the table shows once committed.
+    pub newest_timestamp_ms: Option<i64>,
     /// The commit report of the snapshot, if one was committed.
     pub commit: Option<CommitReport>,
     /// What the user should know that is not a failure (a superseded
@@ -104,6 +114,9 @@ impl TableReport {
             schema_changes: Vec::new(),
             orphan_files: Vec::new(),
             duration_ms: 0,
+            commit_ms: 0,
+            commit_retries: 0,
+            newest_timestamp_ms: None,
             commit: None,
             note: None,
             error: None,

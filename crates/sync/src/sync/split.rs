@@ -84,6 +84,8 @@ pub fn merge_pieces(mut pieces: Vec<(PartitionRange, DrainedPartition)>) -> Vec<
             Some(last) if last.topic == range.topic && last.partition == range.partition => {
                 last.records += drained.records;
                 last.bytes += drained.bytes;
+                last.newest_timestamp_ms =
+                    last.newest_timestamp_ms.max(drained.newest_timestamp_ms);
                 if !short {
                     last.next_offset = drained.next_offset;
                     short = drained.next_offset < range.end;
@@ -158,6 +160,7 @@ mod tests {
             next_offset,
             records,
             bytes: records * 10,
+            newest_timestamp_ms: None,
         }
     }
 

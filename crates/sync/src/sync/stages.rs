@@ -17,8 +17,9 @@ use topicberg_kafka::{
 
 use super::commit::{commit_table, remove_uncommitted};
 use super::failure::{CreateError, TableFailure};
+use super::kept_index::IndexHome;
 use super::pipeline::{drain_and_write, TableInput, UpsertInput};
-use super::plan::{cap_plans, plan_partitions, PartitionPlan, TableOffsets};
+use super::plan::{cap_plans, plan_partitions, PartitionPlan, RecordCaps, TableOffsets};
 use super::progress::{PlannedTable, SyncPhase, SyncProgress};
 use super::report::TableStatus;
 use super::table::{Stage, TableState};
@@ -38,7 +39,9 @@ pub(super) struct SyncContext<'a> {
     /// The job's schema registry, when it names one.
     pub(super) registry: Option<Arc<RegistryClient>>,
     /// A follower's cap on each table's messages per round.
-    pub(super) record_cap: Option<u64>,
+    pub(super) record_caps: Option<RecordCaps>,
+    /// A follower's upsert key indexes, kept open between rounds.
+    pub(super) kept_indexes: Option<Arc<super::KeptIndexes>>,
     /// What a follower's earlier rounds logged, if this is one's round.
     pub(super) logged_once: Option<Arc<crate::LoggedOnce>>,
     /// The follower's membership in the job's consumer group, if any.
@@ -140,8 +143,8 @@ async fn plan_table(ctx: &SyncContext<'_>, state: &mut TableState) {
     );
     match planned {
         Ok(mut plans) => {
-            if let Some(cap) = ctx.record_cap {
-                state.report.more_waiting = cap_plans(&mut plans, cap);
+            if let Some(caps) = &ctx.record_caps {
+                state.report.more_waiting = cap_plans(&mut plans, caps.for_table(&state.table));
             }
             state.report.expired_messages = plans.iter().map(|p| p.expired).sum();
             for gap in plans.iter().filter_map(PartitionPlan::retention_gap) {
@@ -407,10 +410,13 @@ pub(super) async fn commit_tables(ctx: &SyncContext<'_>, tables: &mut [TableStat
             } else {
                 let mut handle = output.handle.clone();
                 let micros = ctx.olake_timestamp_micros;
-                let state_dir = &ctx.job.state_dir;
+                let home = IndexHome {
+                    state_dir: &ctx.job.state_dir,
+                    kept: ctx.kept_indexes.as_deref(),
+                };
                 commit_table(
                     &ctx.destination,
-                    state_dir,
+                    home,
                     state,
                     output,
                     &mut handle,

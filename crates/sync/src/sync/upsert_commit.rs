@@ -19,6 +19,7 @@ use topicberg_iceberg::{
 };
 
 use super::failure::{CommitError, UpsertError};
+use super::kept_index::IndexHome;
 use super::table::CommitRefused;
 use super::upsert::{winning_rows, KeyHash, RowSet, Slot, UpsertBuffer};
 
@@ -30,6 +31,11 @@ pub struct UpsertCommit {
     pub rows: u64,
     /// Old rows retired (replaced or tombstoned).
     pub deletes: u64,
+    /// Bytes of the data files written (delete files not counted).
+    pub data_file_bytes: u64,
+    /// Attempts beyond the first: recomputed after another writer's commit,
+    /// or a commit request tried again.
+    pub retries: u32,
 }
 
 /// Attempts at an upsert commit: each one that meets another writer's
@@ -49,7 +55,7 @@ pub async fn commit_upsert(
     handle: &mut TableHandle,
     mut buffer: UpsertBuffer,
     delete_format: DeleteFormat,
-    state_dir: &Path,
+    home: IndexHome<'_>,
     offsets: OffsetsAdvance,
     writers: usize,
 ) -> Result<UpsertCommit, CommitRefused> {
@@ -62,13 +68,16 @@ pub async fn commit_upsert(
             handle,
             &mut buffer,
             delete_format,
-            state_dir,
+            home,
             offsets.clone(),
             writers,
         )
         .await;
         match outcome {
-            Attempt::Done(done) => return Ok(done),
+            Attempt::Done(mut done) => {
+                done.retries += attempt - 1;
+                return Ok(done);
+            }
             Attempt::Failed(e) => return Err(e),
             Attempt::Moved(e, written) if attempt < UPSERT_ATTEMPTS => {
                 tracing::warn!(table = %table, attempt, error = %e, "another writer committed first; recomputing the upsert on the new table");
@@ -104,29 +113,34 @@ async fn commit_upsert_once(
     handle: &mut TableHandle,
     buffer: &mut UpsertBuffer,
     delete_format: DeleteFormat,
-    state_dir: &Path,
+    home: IndexHome<'_>,
     offsets: OffsetsAdvance,
     writers: usize,
 ) -> Attempt {
-    match prepare_upsert(
-        destination,
-        handle,
-        buffer,
-        delete_format,
-        state_dir,
-        writers,
-    )
-    .await
-    {
-        Err(e) => Attempt::Failed(CommitRefused::Failed(e.into())),
-        Ok(prepared) => prepared.commit(destination, handle, offsets).await,
+    let index = match home.open(destination, handle).await {
+        Ok(index) => index,
+        Err(e) => {
+            return Attempt::Failed(CommitRefused::Failed(UpsertError::OpenKeyIndex(e).into()))
+        }
+    };
+    let table = format!("{}.{}", handle.namespace().join("."), handle.name());
+    match index.state() {
+        IndexState::Fresh => {}
+        state => tracing::info!(table = %table, state = ?state, "key index brought up to date"),
     }
+    let prepared =
+        prepare_upsert(destination, handle, buffer, delete_format, &index, writers).await;
+    let (attempt, index) = match prepared {
+        Err(e) => (Attempt::Failed(CommitRefused::Failed(e.into())), index),
+        Ok(prepared) => prepared.commit(destination, handle, offsets, index).await,
+    };
+    home.close(index);
+    attempt
 }
 
 /// One attempt's files and what the key index must learn once they land.
 struct PreparedUpsert {
     table: String,
-    index: KeyIndex,
     delta: RowDelta,
     /// The written keys and their held row numbers, in key order (kept on
     /// disk: one per key of the sync).
@@ -139,15 +153,17 @@ struct PreparedUpsert {
 }
 
 impl PreparedUpsert {
+    /// Commits; the attempt, and the key index (with the commit recorded
+    /// when it landed).
     async fn commit(
         self,
         destination: &Destination,
         handle: &mut TableHandle,
         offsets: OffsetsAdvance,
-    ) -> Attempt {
+        mut index: KeyIndex,
+    ) -> (Attempt, KeyIndex) {
         let Self {
             table,
-            mut index,
             mut delta,
             winner_keys,
             ranks,
@@ -163,6 +179,11 @@ impl PreparedUpsert {
             .data_files
             .iter()
             .any(|f| !f.partition().fields().is_empty() || f.sort_order_id().is_some());
+        let data_file_bytes = delta
+            .data_files
+            .iter()
+            .map(|f| f.file_size_in_bytes())
+            .sum();
         let delta_files: Vec<(String, u64)> = delta
             .data_files
             .iter()
@@ -180,10 +201,7 @@ impl PreparedUpsert {
             .await
         {
             Ok(snapshot) => snapshot,
-            Err(e) => {
-                drop(index);
-                return refused(destination, e, written).await;
-            }
+            Err(e) => return (refused(destination, e, written).await, index),
         };
         crate::hooks::fault_point("before_key_index_update");
         let files: Vec<String> = delta_files.iter().map(|(p, _)| p.clone()).collect();
@@ -224,11 +242,15 @@ impl PreparedUpsert {
             // The table is right; the index catches up from the table next time.
             tracing::warn!(table = %table, error = %e, "recording the commit in the key index failed; the next sync replays it");
         }
-        Attempt::Done(UpsertCommit {
+        let retries = snapshot.attempts.saturating_sub(1);
+        let done = Attempt::Done(UpsertCommit {
             snapshot,
             rows,
             deletes,
-        })
+            data_file_bytes,
+            retries,
+        });
+        (done, index)
     }
 }
 
@@ -271,18 +293,11 @@ async fn prepare_upsert(
     handle: &mut TableHandle,
     buffer: &mut UpsertBuffer,
     delete_format: DeleteFormat,
-    state_dir: &Path,
+    index: &KeyIndex,
     writers: usize,
 ) -> Result<PreparedUpsert, UpsertError> {
     let table = format!("{}.{}", handle.namespace().join("."), handle.name());
-    let index = KeyIndex::open(state_dir, handle, destination.file_io())
-        .await
-        .map_err(UpsertError::OpenKeyIndex)?;
-    match index.state() {
-        IndexState::Fresh => {}
-        state => tracing::info!(table = %table, state = ?state, "key index brought up to date"),
-    }
-    let found = find_winners(&index, buffer, delete_format)?;
+    let found = find_winners(index, buffer, delete_format)?;
     let (data_files, rows) =
         write_winning_rows(destination, handle, buffer, &found, writers).await?;
 
@@ -296,7 +311,6 @@ async fn prepare_upsert(
         .map_err(UpsertError::Write)?;
     Ok(PreparedUpsert {
         table,
-        index,
         delta: RowDelta {
             data_files,
             delete_files: deletes_written.delete_files,

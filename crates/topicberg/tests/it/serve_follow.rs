@@ -23,6 +23,14 @@ fn ids(range: std::ops::Range<u64>) -> Vec<(String, String)> {
         .collect()
 }
 
+/// Now, in ms since the epoch (message timestamps are on this clock).
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after 1970")
+        .as_millis() as i64
+}
+
 /// Waits until the job's follower has written `records` records since it
 /// started; the job as the API shows it.
 fn wait_records(client: &Client, job: &str, records: u64) -> Value {
@@ -115,8 +123,9 @@ fn serve_continuous_job_follows_stops_and_restarts_with_the_service() {
     assert_eq!(report["group_protocol"], "consumer", "{live}");
     assert!(report["snapshots"].as_u64().unwrap() >= 1, "{live}");
     assert!(report["last_commit_ms"].as_u64().is_some(), "{live}");
+    let before_ms = now_ms();
     produce(&topic, &ids(50..80));
-    wait_records(&client, &path, 80);
+    let live = wait_records(&client, &path, 80);
     check_append("duckdb", &table, &(0..80).collect::<Vec<_>>(), 1);
     let ready = client.get("/readyz").expect(200).json();
     assert_eq!(ready["status"], "ready", "{ready}");
@@ -126,6 +135,40 @@ fn serve_continuous_job_follows_stops_and_restarts_with_the_service() {
         metrics.contains(&line),
         "each round is in the metrics: {metrics}"
     );
+    // Per table: the newest committed message is one produced just now
+    // (the visibility lag is measured from it), its rows, files, commits.
+    let figures = &live["follower"]["report"]["tables"][0];
+    assert_eq!(figures["table"], table.as_str(), "{live}");
+    assert_eq!(figures["records"], 80, "{live}");
+    let newest = figures["newest_committed_ms"]
+        .as_i64()
+        .expect("a newest timestamp");
+    assert!(
+        newest >= before_ms && newest <= now_ms(),
+        "{newest} vs {before_ms}: {live}"
+    );
+    assert!(figures["data_files"].as_u64() >= Some(2), "{live}");
+    assert!(
+        figures["last_commit_duration_ms"].as_u64().is_some(),
+        "{live}"
+    );
+    let labels = format!("job=\"{name}\",table=\"{table}\"");
+    for family in [
+        "topicberg_visibility_lag_seconds",
+        "topicberg_seconds_since_last_commit",
+    ] {
+        let value = metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{family}{{{labels}}} ")))
+            .unwrap_or_else(|| panic!("no {family} for the table: {metrics}"));
+        let seconds: f64 = value.parse().unwrap();
+        assert!(
+            (0.0..120.0).contains(&seconds),
+            "{family} {seconds}: {metrics}"
+        );
+    }
+    let commits = format!("topicberg_commits_total{{{labels},outcome=\"committed\"}} ");
+    assert!(metrics.contains(&commits), "{metrics}");
 
     // Stop: it commits, leaves, and its run is recorded.
     client
@@ -201,12 +244,14 @@ fn serve_browser_starts_a_continuous_job_sees_its_live_commits_and_stops_it() {
         .expect(201)
         .json();
     // Created stopped (paused): the browser starts it.
+    let name = unique_name("it_ui_follow_job");
+    let table = format!("{name}_topics.{topic}");
     let job = api
         .json(
             "POST",
             "/api/jobs",
             Some(&json!({
-                "name": unique_name("it_ui_follow_job"), "source_id": source["id"],
+                "name": name, "source_id": source["id"],
                 "destination_id": destination["id"], "mode": "continuous", "paused": true,
                 "sync": {"commit_interval": "1s"},
             })),
@@ -219,13 +264,13 @@ fn serve_browser_starts_a_continuous_job_sees_its_live_commits_and_stops_it() {
         .enable_all()
         .build()
         .unwrap()
-        .block_on(browse_follow(&dir, &server.base, id, &topic));
+        .block_on(browse_follow(&dir, &server.base, id, (&topic, &table)));
     let after = api.get(&format!("/api/jobs/{id}")).expect(200).json();
     assert_eq!(after["follower"], Value::Null, "stopped: {after}");
     assert_eq!(after["paused"], true, "{after}");
 }
 
-async fn browse_follow(dir: &std::path::Path, base: &str, id: i64, topic: &str) {
+async fn browse_follow(dir: &std::path::Path, base: &str, id: i64, (topic, table): (&str, &str)) {
     use crate::serve_browser::{browser, start_chromedriver, Page};
     let (_driver, webdriver) = start_chromedriver();
     let client = browser(&webdriver, &dir.join("chromium-profile")).await;
@@ -263,6 +308,23 @@ async fn browse_follow(dir: &std::path::Path, base: &str, id: i64, topic: &str) 
     produce(topic, &ids(30..45));
     page.text_until("#follower-records", limit, |t| t == "45")
         .await;
+    // Each table's live figures: rows, and how far behind Kafka it is.
+    let row = page
+        .text_until(&format!("[id='follower-table-{table}']"), limit, |t| {
+            t.contains("45")
+        })
+        .await;
+    let lag = page
+        .text_until(
+            &format!("[id='follower-table-{table}'] .visibility-lag"),
+            limit,
+            |t| t != "-",
+        )
+        .await;
+    assert!(
+        lag.ends_with(" s") || lag.ends_with(" ms"),
+        "{lag} in {row}"
+    );
     let card = page
         .text_until("#follower", limit, |t| t.contains("following"))
         .await;

@@ -681,8 +681,17 @@ pub fn sync_progress(log: &std::path::Path) -> u64 {
 /// The largest `key=N` figure on the log's lines that contain `event` (0
 /// when there is none).
 pub fn most_in_log(log: &std::path::Path, event: &str, key: &str) -> u64 {
+    figures_in_log(log, 0, event, key)
+        .into_iter()
+        .max()
+        .unwrap_or(0)
+}
+
+/// Every `key=N` figure of the log's `event` lines, from byte `from` on.
+pub fn figures_in_log(log: &std::path::Path, from: usize, event: &str, key: &str) -> Vec<u64> {
     let prefix = format!("{key}=");
-    strip_ansi(&std::fs::read_to_string(log).unwrap_or_default())
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    strip_ansi(text.get(from..).unwrap_or_default())
         .lines()
         .filter(|l| l.contains(event))
         .filter_map(|l| {
@@ -690,8 +699,7 @@ pub fn most_in_log(log: &std::path::Path, event: &str, key: &str) -> u64 {
                 .find_map(|w| w.strip_prefix(prefix.as_str()))
                 .and_then(|n| n.parse().ok())
         })
-        .max()
-        .unwrap_or(0)
+        .collect()
 }
 
 /// Polls `condition` every 50 ms until it holds; panics with `what` after

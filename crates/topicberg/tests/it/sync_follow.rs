@@ -41,6 +41,8 @@ struct Followed {
     appended_ids: Vec<u64>,
     latest: BTreeMap<u64, u64>,
     next_id: u64,
+    /// Bytes of padding in each message produced from now on (0: none).
+    pad: usize,
 }
 
 impl Followed {
@@ -67,6 +69,7 @@ impl Followed {
             appended_ids: Vec::new(),
             latest: BTreeMap::new(),
             next_id: 0,
+            pad: 0,
         }
     }
 
@@ -77,14 +80,20 @@ impl Followed {
             let id = self.next_id;
             self.next_id += 1;
             let partition = rng.below(PARTITIONS as u64) as i32;
-            append_batch.push((partition, id.to_string(), json!({"id": id}).to_string()));
+            let (mut appended, mut upserted) = (json!({"id": id}), json!({"id": 0, "seq": id}));
+            if self.pad > 0 {
+                appended["pad"] = json!("x".repeat(self.pad));
+                upserted["pad"] = appended["pad"].clone();
+            }
+            append_batch.push((partition, id.to_string(), appended.to_string()));
             self.appended_ids.push(id);
             // One id, one partition: the latest message is the last produced.
             let key = rng.below(UPSERT_IDS);
+            upserted["id"] = json!(key);
             upsert_batch.push((
                 (key % PARTITIONS as u64) as i32,
                 key.to_string(),
-                json!({"id": key, "seq": id}).to_string(),
+                upserted.to_string(),
             ));
             self.latest.insert(key, id);
         }
@@ -236,6 +245,10 @@ fn assert_each_setup_line_logged_once(log: &Path) {
 fn sync_follow_commits_new_messages_round_after_round_and_stops_on_sigterm() {
     let mut rng = Rng::seeded("TOPICBERG_FOLLOW_SEED", "follow");
     let mut followed = Followed::new("follow");
+    let started_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
     followed.produce(&mut rng, 300);
     let (report, log) = (
         followed.job.scratch_file("follow.json"),
@@ -257,7 +270,28 @@ fn sync_follow_commits_new_messages_round_after_round_and_stops_on_sigterm() {
     // A member of the job's group, with KIP-848's protocol (the test bed's
     // Kafka 4.3 offers it).
     assert_eq!(report["group_protocol"], "consumer", "{report}");
+    // Each table's figures: every message once, the newest committed
+    // message one of this test's.
+    let tables = report["tables"].as_array().expect("tables");
+    assert_eq!(tables.len(), 2, "{report}");
+    for table in tables {
+        assert_eq!(table["records"], 600, "{table}");
+        assert!(table["data_files"].as_u64() >= Some(3), "{table}");
+        assert!(
+            table["newest_committed_ms"].as_i64() >= Some(started_ms),
+            "{table}"
+        );
+        assert!(table["last_commit_ms"].as_u64().is_some(), "{table}");
+    }
     assert_each_setup_line_logged_once(&log);
+    // The upsert table's key index was opened once, at its first commit,
+    // and kept open from round to round.
+    let opened = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .filter(|l| l.contains("opened the key index"))
+        .count();
+    assert_eq!(opened, 1, "key index opened {opened} times");
     // Stopped, it left the group: a scheduled sync's group commit is
     // taken, not left to members (the broker would wait 45 s to expire a
     // member that did not leave).
@@ -610,6 +644,49 @@ fn sync_follow_catching_up_commits_each_table_every_commit_records_messages() {
     assert!(most <= 100, "a commit of {most} records");
     for engine in ["pyiceberg", "spark"] {
         followed.check(engine, "after catching up in pieces");
+    }
+}
+
+#[test]
+fn sync_follow_catching_up_large_messages_commits_each_table_every_commit_mb() {
+    let mut rng = Rng::seeded("TOPICBERG_FOLLOW_SEED", "follow");
+    let mut followed = Followed::new("follow_commit_mb");
+    let text = std::fs::read_to_string(&followed.job.path).unwrap();
+    let settings = format!("{FOLLOW_SETTINGS}commit_mb = 1\n");
+    std::fs::write(&followed.job.path, text.replace(FOLLOW_SETTINGS, &settings)).unwrap();
+    // Messages of about 20 KB: first a few, from which the follower learns
+    // their size; then 6 MB per topic at once, committed about 1 MB (50
+    // messages) at a time, not in one piece.
+    followed.pad = 20_000;
+    followed.produce(&mut rng, 30);
+    let (report, log) = (
+        followed.job.scratch_file("follow.json"),
+        followed.job.scratch_file("follow.log"),
+    );
+    let child = followed.spawn(&report, &log);
+    followed.wait_visible("the first large messages");
+    let learned = std::fs::metadata(&log).unwrap().len() as usize;
+    followed.produce(&mut rng, 300);
+    followed.wait_visible("300 large messages, in pieces");
+    let totals = stop(child, &report, &log);
+    assert_eq!(totals["last_error"], Value::Null, "{totals}");
+    let support = |event| crate::support::figures_in_log(&log, learned, event, "records");
+    let commits: Vec<u64> = [
+        support("committed snapshot"),
+        support("committed upsert snapshot"),
+    ]
+    .concat();
+    let most = commits.iter().copied().max().unwrap_or(0);
+    assert!(
+        most <= 50,
+        "a commit of {most} messages of 20 KB: {commits:?}"
+    );
+    assert!(
+        commits.len() >= 12,
+        "6 commits or more per table: {commits:?}"
+    );
+    for engine in ["pyiceberg", "spark"] {
+        followed.check(engine, "after catching up on large messages");
     }
 }
 
