@@ -110,14 +110,14 @@ class Sampler(threading.Thread):
                                   region=env["TESTBED_S3_REGION"])
         self.base, self.headers = rest(env["TESTBED_FIXTURE_URI"], env["TESTBED_FIXTURE_CREDENTIAL"],
                                        env["TESTBED_FIXTURE_WAREHOUSE"])
-        self.name, self.pid, self.every = (namespace, topic), pid, every
+        self.table_id, self.pid, self.every = (namespace, topic), pid, every
         self.samples = []
         self.stop = threading.Event()
         self.started = time.time()
 
     def sample(self):
         out = {"at_s": round(time.time() - self.started), "rss_mb": rss_mb(self.pid)}
-        req = urllib.request.Request(f"{self.base}/namespaces/{self.name[0]}/tables/{self.name[1]}",
+        req = urllib.request.Request(f"{self.base}/namespaces/{self.table_id[0]}/tables/{self.table_id[1]}",
                                      headers=self.headers)
         try:
             with urllib.request.urlopen(req) as r:
@@ -135,7 +135,7 @@ class Sampler(threading.Thread):
             summary = current.get("summary", {})
             out["data_files"] = int(summary.get("total-data-files", 0))
             out["delete_files"] = int(summary.get("total-delete-files", 0))
-            table = self.catalog.load_table(self.name)
+            table = self.catalog.load_table(self.table_id)
             out["manifests"] = len(table.current_snapshot().manifests(table.io))
         from pyarrow import fs
         folder = path.rsplit("/", 1)[0]
@@ -248,7 +248,7 @@ def load_base(env, topic, base):
                          "queue.buffering.max.messages": 1_000_000})
     pad = "x" * 100
     for i in range(base):
-        value = '{"id":%d,"planned":0,"pad":"%s"}' % (i, pad)
+        value = '{"id":%d,"planned":0.5,"pad":"%s"}' % (i, pad)
         while True:
             try:
                 producer.produce(topic, value=value, key=str(i), partition=i % PARTITIONS)

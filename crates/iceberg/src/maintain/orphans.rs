@@ -15,7 +15,11 @@
 //! Safety check: each file a live snapshot needs (manifest lists,
 //! manifests, live data and delete files) that lies under the table's
 //! location must be in the listing; one that is not means the listing and
-//! the metadata spell locations differently, and nothing is deleted.
+//! the metadata spell locations differently, and nothing is deleted. The
+//! snapshots committed since a minute before the listing began are left
+//! out of the check (their files may have been written after the listing
+//! saw the folder: a follower commits every second); the older snapshots
+//! still check the spelling.
 
 use std::collections::HashSet;
 use std::time::Duration;
@@ -73,7 +77,8 @@ pub async fn remove_orphans(
     // The metadata as it is now (after the listing): whatever a commit
     // that landed meanwhile references is referenced.
     let fresh = destination.reload_patiently(handle).await?;
-    let references = References::of(file_io, fresh.metadata()).await?;
+    let checked_before_ms = started_ms - CLOCK_SKEW.as_millis() as i64;
+    let references = References::of(file_io, fresh.metadata(), checked_before_ms).await?;
     references.check_listing(&step, &location, &listed)?;
     let mut outcome = OrphanOutcome {
         files_listed: listed.len(),
@@ -105,6 +110,11 @@ pub async fn remove_orphans(
     Ok(outcome)
 }
 
+/// How far the committing writers' clocks (a snapshot's timestamp) may be
+/// ahead of ours: snapshots this close to the listing's start are not
+/// checked against it.
+const CLOCK_SKEW: Duration = Duration::from_secs(60);
+
 /// A metadata JSON file or version hint: the catalog's, never deleted.
 fn is_catalog_file(key: &str) -> bool {
     let name = key.rsplit('/').next().unwrap_or_default();
@@ -118,28 +128,43 @@ fn is_catalog_file(key: &str) -> bool {
 struct References {
     /// Every file a snapshot names (deleted entries and statistics too).
     referenced: HashSet<String>,
-    /// The files a live snapshot needs: manifest lists, manifests, live
-    /// data and delete files.
+    /// The files a live snapshot committed before the listing needs:
+    /// manifest lists, manifests, live data and delete files.
     needed: HashSet<String>,
 }
 
 impl References {
-    async fn of(file_io: &FileIO, metadata: &TableMetadata) -> Result<Self, IcebergError> {
+    /// `checked_before_ms`: only snapshots committed before this fill
+    /// `needed` (see the module doc).
+    async fn of(
+        file_io: &FileIO,
+        metadata: &TableMetadata,
+        checked_before_ms: i64,
+    ) -> Result<Self, IcebergError> {
         let mut referenced: HashSet<String> = HashSet::new();
         let mut needed: HashSet<String> = HashSet::new();
+        // Older snapshots first: a manifest's entries are read once, as
+        // needed when an older snapshot names it.
+        let mut snapshots: Vec<_> = metadata.snapshots().collect();
+        snapshots.sort_by_key(|s| s.timestamp_ms());
         let mut seen_manifests = HashSet::new();
-        for snapshot in metadata.snapshots() {
+        for snapshot in snapshots {
+            let checked = snapshot.timestamp_ms() < checked_before_ms;
             referenced.insert(location_key(snapshot.manifest_list()));
-            needed.insert(location_key(snapshot.manifest_list()));
+            if checked {
+                needed.insert(location_key(snapshot.manifest_list()));
+            }
             for manifest in manifests_of(file_io, metadata, snapshot).await? {
                 referenced.insert(location_key(&manifest.manifest_path));
-                needed.insert(location_key(&manifest.manifest_path));
+                if checked {
+                    needed.insert(location_key(&manifest.manifest_path));
+                }
                 if !seen_manifests.insert(manifest.manifest_path.clone()) {
                     continue;
                 }
                 for entry in entries_of(file_io, &manifest).await? {
                     referenced.insert(location_key(entry.path()));
-                    if entry.is_live() {
+                    if checked && entry.is_live() {
                         needed.insert(location_key(entry.path()));
                     }
                 }
@@ -181,5 +206,95 @@ impl References {
             )),
             None => Ok(()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::sync::Arc;
+
+    use arrow_array::{ArrayRef, Int64Array, RecordBatch};
+    use iceberg::spec::FormatVersion;
+
+    use super::*;
+    use crate::write::schema::{Column, ColumnType};
+
+    /// A listing of every file `References` needs except `left_out`.
+    fn listing(refs: &References, left_out: &str) -> Vec<ListedFile> {
+        refs.referenced
+            .iter()
+            .filter(|k| !k.ends_with(left_out))
+            .map(|k| ListedFile {
+                location: k.clone(),
+                last_modified_ms: 0,
+                size: 1,
+            })
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn a_snapshot_committed_during_the_listing_does_not_fail_the_safety_check() {
+        let dir =
+            std::env::temp_dir().join(format!("tb-orphans-{}", uuid::Uuid::new_v4().simple()));
+        let destination = Destination::open_embedded(&dir.join("catalog"), "default").unwrap();
+        let columns = [Column::optional("v", 1, ColumnType::Long)];
+        let ns = vec!["ns".to_string()];
+        let mut table = destination
+            .ensure_table(&ns, "t", &columns, FormatVersion::V2)
+            .await
+            .unwrap();
+        let batch = |table: &TableHandle, v: i64| {
+            RecordBatch::try_new(
+                table.arrow_schema().clone(),
+                vec![Arc::new(Int64Array::from(vec![v])) as ArrayRef],
+            )
+            .unwrap()
+        };
+        let first = batch(&table, 1);
+        let files = destination.write_data_files(&table, [first]).await.unwrap();
+        destination
+            .commit_append(&mut table, files, BTreeMap::new())
+            .await
+            .unwrap();
+        let listing_began = table.metadata().current_snapshot().unwrap().timestamp_ms() + 1;
+        // A commit lands while the listing runs: its file is not listed.
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        let second = batch(&table, 2);
+        let files = destination
+            .write_data_files(&table, [second])
+            .await
+            .unwrap();
+        let late = files[0].file_path().to_string();
+        destination
+            .commit_append(&mut table, files, BTreeMap::new())
+            .await
+            .unwrap();
+        let late_key = location_key(&late);
+        let file_io = destination.file_io();
+        let refs = References::of(file_io, table.metadata(), listing_began)
+            .await
+            .unwrap();
+        assert!(
+            refs.referenced.contains(&late_key),
+            "the late file is still referenced"
+        );
+        let location = table
+            .metadata()
+            .location()
+            .trim_end_matches('/')
+            .to_string();
+        let listed = listing(&refs, &late_key);
+        refs.check_listing("step", &location, &listed).unwrap();
+        // Checked against every snapshot, the same listing is refused.
+        let all = References::of(file_io, table.metadata(), i64::MAX)
+            .await
+            .unwrap();
+        let refused = all.check_listing("step", &location, &listed).unwrap_err();
+        assert!(
+            refused.to_string().contains("not in the listing"),
+            "{refused}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
