@@ -93,8 +93,9 @@ pub struct FollowTable {
 }
 
 impl FollowTable {
-    /// Adds one round's report of this table, ended at `now_ms`.
-    fn count(&mut self, t: &TableReport, now_ms: u64) {
+    /// Adds one round's (or sync's) report of this table, ended at
+    /// `now_ms` (the service's metrics keep the same sums per table).
+    pub fn add(&mut self, t: &TableReport, now_ms: u64) {
         self.topic.clone_from(&t.topic);
         match t.status {
             TableStatus::Committed => {
@@ -171,7 +172,7 @@ impl FollowReport {
         self.failed_rounds += u64::from(self.last_error.is_some());
         let now = now_ms();
         for table in &report.tables {
-            self.table_mut(&table.table).count(table, now);
+            self.table_mut(&table.table).add(table, now);
         }
         if self.last_error.is_none() && !report.cancelled {
             self.last_success_ms = Some(now);

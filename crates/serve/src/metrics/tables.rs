@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 
+use topicberg_sync::follow::FollowTable;
 use topicberg_sync::sync::report::{TableReport, TableStatus};
 
 use super::{family, histogram_samples, sample, Histogram};
@@ -14,47 +15,22 @@ use super::{family, histogram_samples, sample, Histogram};
 pub const COMMIT_BUCKETS: [f64; 11] =
     [0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0];
 
-/// One table's figures since the process started.
+/// One table's figures since the process started: the follower's
+/// per-table totals (the same sums from the same reports), and the commit
+/// duration histogram.
 #[derive(Debug, Default)]
 pub(super) struct TableFigures {
-    records: u64,
-    bytes: u64,
-    data_files: u64,
-    data_file_bytes: u64,
-    committed: u64,
-    superseded: u64,
-    failed: u64,
-    retries: u64,
-    dead_letters: u64,
-    skipped: u64,
+    totals: FollowTable,
     commit_seconds: Histogram,
-    /// The newest Kafka timestamp among committed messages (ms).
-    newest_committed_ms: Option<i64>,
-    /// When the table last committed (ms since the epoch).
-    last_commit_ms: Option<i64>,
 }
 
 impl TableFigures {
     /// Adds a run's report of this table, finished at `finished_ms`.
     pub(super) fn record(&mut self, t: &TableReport, finished_ms: i64) {
-        self.retries += u64::from(t.commit_retries);
-        match t.status {
-            TableStatus::Committed => {
-                self.committed += 1;
-                self.records += t.records;
-                self.bytes += t.bytes;
-                self.data_files += t.data_files as u64;
-                self.data_file_bytes += t.data_file_bytes;
-                self.dead_letters += t.dead_letter_records;
-                self.skipped += t.skipped_records;
-                self.commit_seconds
-                    .observe(&COMMIT_BUCKETS, t.commit_ms as f64 / 1000.0);
-                self.newest_committed_ms = self.newest_committed_ms.max(t.newest_timestamp_ms);
-                self.last_commit_ms = Some(finished_ms);
-            }
-            TableStatus::Superseded => self.superseded += 1,
-            TableStatus::Failed => self.failed += 1,
-            _ => {}
+        self.totals.add(t, finished_ms.max(0) as u64);
+        if t.status == TableStatus::Committed {
+            self.commit_seconds
+                .observe(&COMMIT_BUCKETS, t.commit_ms as f64 / 1000.0);
         }
     }
 }
@@ -63,72 +39,76 @@ type Tables = BTreeMap<(String, String), TableFigures>;
 
 /// Every per-table family, as of `now_ms`.
 pub(super) fn render(out: &mut String, tables: &Tables, now_ms: i64) {
-    let committed = |f: &TableFigures| f.committed > 0;
+    let committed = |f: &TableFigures| f.totals.snapshots > 0;
     counter(
         out,
         tables,
         "topicberg_records_total",
         "Records written to Iceberg tables (committed), per job and table.",
-        |f| committed(f).then_some(f.records as f64),
+        |f| committed(f).then_some(f.totals.records as f64),
     );
     counter(
         out,
         tables,
         "topicberg_bytes_total",
         "Kafka key and value bytes read into committed snapshots, per job and table.",
-        |f| committed(f).then_some(f.bytes as f64),
+        |f| committed(f).then_some(f.totals.bytes as f64),
     );
     counter(
         out,
         tables,
         "topicberg_data_files_total",
         "Data files committed, per job and table.",
-        |f| committed(f).then_some(f.data_files as f64),
+        |f| committed(f).then_some(f.totals.data_files as f64),
     );
     counter(
         out,
         tables,
         "topicberg_data_file_bytes_total",
         "Bytes of the data files committed, per job and table.",
-        |f| committed(f).then_some(f.data_file_bytes as f64),
+        |f| committed(f).then_some(f.totals.data_file_bytes as f64),
     );
     gauge(
         out,
         tables,
         "topicberg_data_file_average_bytes",
         "Average size of the data files committed since the process started, per job and table.",
-        |f| (f.data_files > 0).then(|| f.data_file_bytes as f64 / f.data_files as f64),
+        |f| {
+            (f.totals.data_files > 0)
+                .then(|| f.totals.data_file_bytes as f64 / f.totals.data_files as f64)
+        },
     );
     commits(out, tables);
     counter(out, tables, "topicberg_commit_retries_total",
         "Commit attempts beyond the first: another writer committed first, or an unconfirmed commit was checked again.",
-        |f| Some(f.retries as f64));
+        |f| Some(f.totals.commit_retries as f64));
     commit_durations(out, tables);
     counter(
         out,
         tables,
         "topicberg_dead_letters_total",
         "Invalid messages written to the dead-letter table, per job and table.",
-        |f| committed(f).then_some(f.dead_letters as f64),
+        |f| committed(f).then_some(f.totals.dead_letters as f64),
     );
     counter(
         out,
         tables,
         "topicberg_skipped_records_total",
         "Invalid messages skipped (on_invalid = \"skip\"), per job and table.",
-        |f| committed(f).then_some(f.skipped as f64),
+        |f| committed(f).then_some(f.totals.skipped as f64),
     );
     gauge(out, tables, "topicberg_visibility_lag_seconds",
         "Now minus the Kafka timestamp of the newest message committed to the table (grows while a topic is idle; read it with the consumer lag).",
-        |f| f.newest_committed_ms.map(|ms| (now_ms - ms).max(0) as f64 / 1000.0));
+        |f| f.totals.newest_committed_ms.map(|ms| (now_ms - ms).max(0) as f64 / 1000.0));
     gauge(
         out,
         tables,
         "topicberg_seconds_since_last_commit",
         "Seconds since the table's last committed snapshot (absent before its first).",
         |f| {
-            f.last_commit_ms
-                .map(|ms| (now_ms - ms).max(0) as f64 / 1000.0)
+            f.totals
+                .last_commit_ms
+                .map(|ms| (now_ms - ms as i64).max(0) as f64 / 1000.0)
         },
     );
 }
@@ -175,9 +155,9 @@ fn commits(out: &mut String, tables: &Tables) {
         "Table commits per job, table and outcome (committed; superseded: another sync of the job committed those messages first; failed).");
     for ((job, table), f) in tables {
         for (outcome, n) in [
-            ("committed", f.committed),
-            ("superseded", f.superseded),
-            ("failed", f.failed),
+            ("committed", f.totals.snapshots),
+            ("superseded", f.totals.superseded),
+            ("failed", f.totals.failures),
         ] {
             sample(
                 out,
@@ -194,7 +174,7 @@ fn commit_durations(out: &mut String, tables: &Tables) {
     let name = "topicberg_commit_duration_seconds";
     family(out, name, "histogram",
         "Wall time of a table's commit stage (dead letters, an upsert's files, the snapshot with its retries), per job and table.");
-    for ((job, table), f) in tables.iter().filter(|(_, f)| f.committed > 0) {
+    for ((job, table), f) in tables.iter().filter(|(_, f)| f.totals.snapshots > 0) {
         histogram_samples(
             out,
             name,
