@@ -127,6 +127,9 @@ pub struct Tuning {
     /// A follower's round reads about this many key and value bytes per
     /// table at most (`sync.commit_mb`).
     pub commit_bytes: u64,
+    /// A follower's local spill holds at most this many bytes; 0: no spill
+    /// (`sync.spill_mb`).
+    pub spill_bytes: u64,
 }
 
 /// `[maintain]`, resolved: sizes in bytes, durations parsed.
@@ -316,6 +319,7 @@ impl Job {
                 stop_timeout: config.sync.stop_timeout.get(),
                 commit_records: config.sync.commit_records.max(1),
                 commit_bytes: config.sync.commit_mb.max(1).saturating_mul(1_000_000),
+                spill_bytes: config.sync.spill_mb.saturating_mul(1_000_000),
             },
             engines: config.engines(),
             format_version: config.destination.format_version(),

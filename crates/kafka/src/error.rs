@@ -24,6 +24,10 @@ pub enum KafkaErrorKind {
     GroupInUse,
     /// Any other error reported by the broker or client.
     Broker,
+    /// A follower's local spill (its read-ahead during a catalog or object
+    /// store outage, on this machine's disk) could not be written or read;
+    /// the next round reads Kafka instead.
+    Spill,
 }
 
 /// An error from the Kafka side, with the context a user needs to fix it.
@@ -57,7 +61,10 @@ impl KafkaError {
     pub fn retryable(&self) -> bool {
         matches!(
             self.kind,
-            KafkaErrorKind::Unreachable | KafkaErrorKind::Broker | KafkaErrorKind::GroupInUse
+            KafkaErrorKind::Unreachable
+                | KafkaErrorKind::Broker
+                | KafkaErrorKind::GroupInUse
+                | KafkaErrorKind::Spill
         )
     }
 }

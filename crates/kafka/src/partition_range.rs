@@ -51,6 +51,9 @@ pub struct DrainSettings {
     /// Whether topicberg's own batch reader or librdkafka reads the
     /// messages (the batch reader only on `PLAINTEXT`).
     pub fetch: FetchMethod,
+    /// A follower's spill: ranges it holds from their start are read from
+    /// it before Kafka (batch reader only).
+    pub spill: Option<std::sync::Arc<crate::Spill>>,
 }
 
 /// A failure of the drain: from Kafka, or from the sink that took records.

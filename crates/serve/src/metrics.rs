@@ -16,6 +16,7 @@
 //! | `topicberg_skipped_records_total` | counter | `job`, `table` |
 //! | `topicberg_visibility_lag_seconds` | gauge | `job`, `table` |
 //! | `topicberg_seconds_since_last_commit` | gauge | `job`, `table` |
+//! | `topicberg_buffered_bytes` | gauge | `job`, `table` |
 //! | `topicberg_syncs_total` | counter | `job`, `outcome` (`succeeded`, `failed`, `cancelled`) |
 //! | `topicberg_sync_duration_seconds` | histogram | `job` |
 //! | `topicberg_seconds_since_last_success` | gauge | `job` |

@@ -375,6 +375,7 @@ impl Runner {
             record_caps: None,
             kept_indexes: None,
             job_lock: None,
+            spill: None,
         };
         let runtime = tokio::runtime::Handle::current();
         let result = runtime

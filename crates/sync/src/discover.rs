@@ -75,6 +75,7 @@ pub fn discover(job: &Job) -> Result<Vec<DiscoveredTopic>, SetupError> {
         group,
         stall_timeout: Duration::from_secs(60),
         fetch: job.source.fetch,
+        spill: None,
     };
     let mut out = Vec::new();
     for topic in &selection.selected {

@@ -33,9 +33,11 @@ use std::time::{Duration, Instant};
 use topicberg_core::Job;
 
 use crate::destination::SetupError;
+use crate::error::SyncErrorKind;
 use crate::follow_maintain::{self, MaintenanceTotals};
 use crate::follow_report::now_ms;
 pub use crate::follow_report::{FollowReport, FollowTable};
+use crate::follow_spill::{ReadAhead, Waiting};
 use crate::sync::lock::JobLock;
 use crate::sync::plan::RecordCaps;
 use crate::sync::report::{SyncReport, TableStatus};
@@ -107,6 +109,8 @@ pub async fn run_follow_with(
     while !stop.requested() {
         let started = Instant::now();
         let succeeded = follower.round(&stop, started).await?;
+        follower.read_ahead(&stop).await;
+        follower.call_hook();
         backoff = if succeeded {
             interval
         } else {
@@ -160,10 +164,17 @@ struct Follower<'a> {
     key_indexes: Arc<KeptIndexes>,
     /// The job's lock on this machine, from the first round to the stop.
     lock: Option<Arc<JobLock>>,
+    /// The local spill, when the job has one.
+    ahead: Option<ReadAhead>,
+    /// What the last round left waiting on the catalog or the store.
+    waiting: Option<Waiting>,
+    /// The last round's report, for the hook (after the read-ahead).
+    last_round: Option<SyncReport>,
 }
 
 impl<'a> Follower<'a> {
     fn new(job: &'a Job, options: FollowOptions) -> Self {
+        let ahead = ReadAhead::open(job);
         let follower = Follower {
             job,
             options,
@@ -171,6 +182,7 @@ impl<'a> Follower<'a> {
                 job: job.name.clone(),
                 started_ms: now_ms(),
                 commit_interval_ms: job.tuning.commit_interval.as_millis() as u64,
+                spill_limit_bytes: ahead.as_ref().map_or(0, |_| job.tuning.spill_bytes),
                 ..FollowReport::default()
             },
             logged: Arc::new(LoggedOnce::default()),
@@ -182,6 +194,9 @@ impl<'a> Follower<'a> {
             bytes_per_record: std::collections::BTreeMap::new(),
             key_indexes: Arc::new(KeptIndexes::default()),
             lock: None,
+            ahead,
+            waiting: None,
+            last_round: None,
         };
         follower.publish_now();
         follower
@@ -195,9 +210,19 @@ impl<'a> Follower<'a> {
         let caps = self.record_caps();
         let indexes = Arc::clone(&self.key_indexes);
         let lock = self.hold_lock();
+        let spill = self.ahead.as_ref().map(ReadAhead::spill);
         let kept = (&mut self.clients, &mut self.member, &mut protocol);
         let ran = match lock {
-            Ok(lock) => round(self.job, stop, (&self.logged, caps, indexes, lock), kept).await,
+            Ok(lock) => {
+                let given = RoundInputs {
+                    logged: Arc::clone(&self.logged),
+                    caps,
+                    indexes,
+                    lock,
+                    spill,
+                };
+                round(self.job, stop, given, kept).await
+            }
             Err(e) => Err(e),
         };
         if let Some(protocol) = protocol {
@@ -207,9 +232,7 @@ impl<'a> Follower<'a> {
             Ok(round) => {
                 self.report.count(&round);
                 log_round(&self.report, &round, started);
-                if let Some(hook) = &self.options.on_round {
-                    hook(&round);
-                }
+                self.waiting = waiting_on_destination(&round);
                 self.more_waiting = round.tables.iter().any(|t| t.more_waiting);
                 for t in &round.tables {
                     if t.status == TableStatus::Committed && t.records > 0 {
@@ -217,15 +240,52 @@ impl<'a> Follower<'a> {
                         self.bytes_per_record.insert(t.table.clone(), per);
                     }
                 }
+                self.last_round = Some(round);
                 Ok(self.report.last_error.is_none())
             }
             Err(e) if e.retryable() => {
+                self.waiting = (e.kind() == SyncErrorKind::Iceberg).then_some(Waiting::Every);
                 self.report.rounds += 1;
                 self.report.failed_rounds += 1;
                 self.report.last_error = Some(e.to_string());
                 Ok(false)
             }
             Err(e) => Err(e),
+        }
+    }
+
+    /// After a round that left tables waiting on the catalog or the store:
+    /// their topics read ahead into the spill. After one that committed
+    /// them: the spill may say "full" again at the next outage.
+    async fn read_ahead(&mut self, stop: &Arc<StopSignal>) {
+        let Some(ahead) = self.ahead.as_mut() else {
+            return;
+        };
+        match self.waiting.take() {
+            Some(waiting) if !stop.requested() => {
+                let member = self.member.clone();
+                ahead.fill(self.job, member, waiting, stop).await;
+            }
+            Some(_) => {}
+            None => ahead.committed(),
+        }
+    }
+
+    /// The last round's report to the hook, with what the spill holds of
+    /// each table's topic now.
+    fn call_hook(&mut self) {
+        let Some(mut round) = self.last_round.take() else {
+            return;
+        };
+        let spilled = self.ahead.as_ref().map(|a| a.spill().topics());
+        for t in &mut round.tables {
+            t.buffered_bytes = spilled
+                .as_ref()
+                .and_then(|s| s.get(&t.topic))
+                .map_or(0, |s| s.bytes);
+        }
+        if let Some(hook) = &self.options.on_round {
+            hook(&round);
         }
     }
 
@@ -270,6 +330,14 @@ impl<'a> Follower<'a> {
         self.report.maintenance_failed_passes = totals.failed_passes.load(Ordering::Relaxed);
         self.report.files_compacted = totals.files_compacted.load(Ordering::Relaxed);
         self.report.snapshots_expired = totals.snapshots_expired.load(Ordering::Relaxed);
+        if let Some(ahead) = &self.ahead {
+            let spill = ahead.spill();
+            let spilled = spill.topics();
+            self.report.buffered_bytes = spill.bytes();
+            for table in &mut self.report.tables {
+                table.buffered_bytes = spilled.get(&table.topic).map_or(0, |s| s.bytes);
+            }
+        }
         self.publish_now();
     }
 
@@ -302,12 +370,26 @@ impl<'a> Follower<'a> {
     }
 }
 
+/// What a follower hands each round, beyond the clients it keeps.
+struct RoundInputs {
+    /// What earlier rounds logged.
+    logged: Arc<LoggedOnce>,
+    /// Each table's cap on the messages this round reads.
+    caps: RecordCaps,
+    /// The upsert tables' key indexes, kept open.
+    indexes: Arc<KeptIndexes>,
+    /// The job's lock on this machine, held to the stop.
+    lock: Arc<JobLock>,
+    /// The local spill, read before Kafka.
+    spill: Option<Arc<topicberg_kafka::Spill>>,
+}
+
 /// One round: a bounded sync, cancelled before its commit phase if a stop
 /// was requested more than `stop_timeout` ago and it is still reading.
 async fn round(
     job: &Job,
     stop: &StopSignal,
-    (skipped, caps, indexes, lock): (&Arc<LoggedOnce>, RecordCaps, Arc<KeptIndexes>, Arc<JobLock>),
+    given: RoundInputs,
     (clients, member, protocol): (
         &mut Option<JobClients>,
         &mut Option<Arc<GroupMember>>,
@@ -329,12 +411,13 @@ async fn round(
     let options = SyncOptions {
         cancel: Some(Arc::clone(&cancel)),
         progress: None,
-        logged_once: Some(Arc::clone(skipped)),
+        logged_once: Some(given.logged),
         clients: clients.clone(),
         member: member.clone(),
-        record_caps: Some(caps),
-        kept_indexes: Some(indexes),
-        job_lock: Some(lock),
+        record_caps: Some(given.caps),
+        kept_indexes: Some(given.indexes),
+        job_lock: Some(given.lock),
+        spill: given.spill,
     };
     let sync = run_sync_with(job, options);
     tokio::pin!(sync);
@@ -354,6 +437,17 @@ async fn round(
             sync.await
         }
     }
+}
+
+/// The topics whose tables failed on the catalog or the store this round.
+fn waiting_on_destination(round: &SyncReport) -> Option<Waiting> {
+    let topics: std::collections::BTreeSet<String> = round
+        .tables
+        .iter()
+        .filter(|t| t.status == TableStatus::Failed && t.waits_on_destination)
+        .map(|t| t.topic.clone())
+        .collect();
+    (!topics.is_empty()).then_some(Waiting::Topics(topics))
 }
 
 /// Joins the job's consumer group, subscribed to the topics the job

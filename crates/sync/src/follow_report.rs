@@ -50,6 +50,11 @@ pub struct FollowReport {
     pub files_compacted: u64,
     /// Snapshots the passes expired.
     pub snapshots_expired: u64,
+    /// Bytes in the local spill now: messages read ahead while the
+    /// catalog or the store was down, not yet committed (`sync.spill_mb`).
+    pub buffered_bytes: u64,
+    /// The spill's bound (`sync.spill_mb`, in bytes; 0: no spill).
+    pub spill_limit_bytes: u64,
     /// Each table's figures, by table name.
     pub tables: Vec<FollowTable>,
 }
@@ -90,6 +95,9 @@ pub struct FollowTable {
     pub last_commit_ms: Option<u64>,
     /// How long that commit took (ms).
     pub last_commit_duration_ms: Option<u64>,
+    /// Bytes of the table's topic in the follower's local spill after the
+    /// last round (read ahead, not yet committed).
+    pub buffered_bytes: u64,
 }
 
 impl FollowTable {
@@ -115,6 +123,7 @@ impl FollowTable {
             _ => {}
         }
         self.commit_retries += u64::from(t.commit_retries);
+        self.buffered_bytes = t.buffered_bytes;
     }
 }
 

@@ -32,6 +32,7 @@ pub mod error;
 pub mod follow;
 mod follow_maintain;
 mod follow_report;
+mod follow_spill;
 pub mod hooks;
 pub mod log_writer;
 pub mod maintain;

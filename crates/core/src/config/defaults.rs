@@ -191,6 +191,13 @@ pub fn commit_mb() -> u64 {
     256
 }
 
+/// `sync.spill_mb`: a follower reads up to 1 GB ahead into local files
+/// while the catalog or the object store is down (at 5,000 messages of
+/// 200 bytes a second, about 17 minutes of messages).
+pub fn spill_mb() -> u64 {
+    1_000
+}
+
 /// `sync.stop_timeout`: a follower stops within 20 seconds of SIGTERM,
 /// inside Kubernetes' default grace period of 30 before its SIGKILL.
 pub fn stop_timeout() -> Interval {

@@ -239,6 +239,19 @@ pub struct SyncConfig {
         "x-help" = "a follower catching up commits each table every this many MB of messages, e.g. 256"
     ))]
     pub commit_mb: u64,
+    /// While the catalog or the object store is down, a follower keeps
+    /// reading its topics ahead into files under `state_dir` (`spill/`),
+    /// up to this many megabytes (10^6 bytes), then stops fetching; the
+    /// rounds after the outage read those messages from the files instead
+    /// of Kafka (also when Kafka's retention deleted them meanwhile).
+    /// Offsets still move only with a commit. 0 turns it off. Needs the
+    /// batch reader (a `PLAINTEXT` listener); a scheduled sync ignores it.
+    #[serde(default = "defaults::spill_mb")]
+    #[schemars(extend(
+        "x-label" = "Local spill, MB (following)",
+        "x-help" = "a follower reads ahead into local files up to this many MB while the catalog or store is down; 0: off"
+    ))]
+    pub spill_mb: u64,
 }
 
 impl Default for SyncConfig {

@@ -18,6 +18,7 @@
 //! ```
 
 mod fetcher;
+mod fill;
 mod protocol;
 mod records;
 mod wire;
@@ -30,13 +31,15 @@ use std::time::Duration;
 use topicberg_core::SourceRecord;
 
 use crate::partition_range::{DrainError, DrainSettings, DrainedPartition, PartitionRange};
+use crate::spill::Spill;
 use crate::{KafkaConnection, KafkaError, KafkaErrorKind};
 use fetcher::{Event, Fetched, Fetcher};
+pub use fill::fill_spill;
 use records::{batches, for_each_record, record_bytes, TransactionFilter};
 pub use wire::WireError;
 
 /// How often the drain thread asks `check` while no response arrives.
-const CHECK_EVERY: Duration = Duration::from_millis(200);
+pub(crate) const CHECK_EVERY: Duration = Duration::from_millis(200);
 
 /// One partition as the drain thread sees it.
 struct Tally {
@@ -57,7 +60,7 @@ pub(crate) fn drain_batches<E, C, F>(
     ranges: &[PartitionRange],
     settings: &DrainSettings,
     check: C,
-    sink: F,
+    mut sink: F,
 ) -> Result<Vec<DrainedPartition>, DrainError<E>>
 where
     E: std::error::Error + 'static,
@@ -78,6 +81,9 @@ where
             (r.partition, tally)
         })
         .collect();
+    if let Some(spill) = &settings.spill {
+        read_spilled(spill, topic, &mut tallies, &mut sink)?;
+    }
     if tallies.values().any(|t| !t.done) {
         let stop = AtomicBool::new(false);
         std::thread::scope(|scope| {
@@ -89,7 +95,7 @@ where
                 &settings.group,
                 settings.stall_timeout,
                 &stop,
-                ranges.iter().map(|r| (r.partition, r.start, r.end)),
+                tallies.iter().map(|(p, t)| (*p, t.next, t.end)),
             );
             std::thread::Builder::new()
                 .name("kafka-fetch".into())
@@ -111,6 +117,57 @@ where
             newest_timestamp_ms: (t.newest_ms != i64::MIN).then_some(t.newest_ms),
         })
         .collect())
+}
+
+/// Hands `sink` what the follower's spill holds of each partition from its
+/// next offset on; the fetch goes on from where the spill ends. A spill
+/// that does not read back is deleted (the next round reads Kafka).
+fn read_spilled<E, F>(
+    spill: &Spill,
+    topic: &str,
+    tallies: &mut BTreeMap<i32, Tally>,
+    sink: &mut F,
+) -> Result<(), DrainError<E>>
+where
+    E: std::error::Error + 'static,
+    F: FnMut(&SourceRecord<'_>) -> Result<(), E>,
+{
+    let mut scratch = Vec::new();
+    for (&partition, tally) in tallies.iter_mut().filter(|(_, t)| !t.done) {
+        let Some(mut reader) = spill.reader(topic, partition, tally.next) else {
+            continue;
+        };
+        loop {
+            let frame = match reader.next_frame() {
+                Ok(Some(frame)) => frame,
+                Ok(None) => break,
+                Err(e) => {
+                    spill.clear();
+                    return Err(e.into());
+                }
+            };
+            let mut to = Delivery {
+                topic,
+                partition,
+                tally: &mut *tally,
+                scratch: &mut scratch,
+                sink: &mut *sink,
+            };
+            to.deliver(frame.records, frame.aborted)
+                .map_err(|e| match e {
+                    Stop::Wire(offset, e) => {
+                        DrainError::Kafka(record_failure(topic, partition, offset, &e))
+                    }
+                    Stop::Sink(e) => DrainError::Sink(e),
+                })?;
+            tally.next = frame.next.min(tally.end);
+            if tally.next >= tally.end {
+                tally.done = true;
+                break;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The drain thread: every response's records to `sink`, until every

@@ -100,6 +100,9 @@ pub(super) fn render(out: &mut String, tables: &Tables, now_ms: i64) {
     gauge(out, tables, "topicberg_visibility_lag_seconds",
         "Now minus the Kafka timestamp of the newest message committed to the table (grows while a topic is idle; read it with the consumer lag).",
         |f| f.totals.newest_committed_ms.map(|ms| (now_ms - ms).max(0) as f64 / 1000.0));
+    gauge(out, tables, "topicberg_buffered_bytes",
+        "Bytes of the table's topic in the follower's local spill: read ahead while the catalog or the object store was down, not yet committed (sync.spill_mb).",
+        |f| Some(f.totals.buffered_bytes as f64));
     gauge(
         out,
         tables,

@@ -213,6 +213,8 @@ fn per_table_figures_add_up_over_runs_and_gauges_are_computed_when_scraped() {
     );
     let superseded = report(vec![TableReport {
         commit_retries: 1,
+        // The spill's bytes are a gauge: the last round's value.
+        buffered_bytes: 4_096,
         ..table("a", TableStatus::Superseded, 0, 0)
     }]);
     m.record_run(
@@ -245,6 +247,7 @@ fn per_table_figures_add_up_over_runs_and_gauges_are_computed_when_scraped() {
         // (another partition's) does not move it back.
         format!("topicberg_visibility_lag_seconds{{{labels}}} 6.5"),
         format!("topicberg_seconds_since_last_commit{{{labels}}} 3.5"),
+        format!("topicberg_buffered_bytes{{{labels}}} 4096"),
     ] {
         assert!(
             text.lines().any(|l| l == line),

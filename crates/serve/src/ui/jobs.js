@@ -82,10 +82,20 @@ function followerCard(job) {
       fact("Consumer group", r.group_protocol ? `member (${r.group_protocol} protocol)` : "joining"),
       fact("Maintenance", h("span", { id: "follower-maintenance" },
         `${count(r.maintenance_passes)} passes, ${count(r.files_compacted)} files compacted, ${count(r.snapshots_expired)} snapshots expired`)),
+      r.spill_limit_bytes > 0 ? fact("Buffered locally", h("span", { id: "follower-buffered" }, spillState(r))) : null,
       r.last_error ? h("p", { class: "field-error", id: "follower-error" }, `Last round failed: ${r.last_error}`) : null,
       followerTables(r.tables || []),
       h("p", {}, h("a", { href: `#/runs/${f.run_id}` }, `run #${f.run_id}`), " (its log)"),
     ] : h("p", {}, job.paused ? "Stopped: Start follows the topics again from the offsets the tables hold." : "Starting."));
+}
+
+// The local spill in words: what it holds of its bound, and whether the
+// follower is reading ahead (its tables cannot commit) or paused (full).
+function spillState(r) {
+  const held = `${bytes(r.buffered_bytes)} of the ${Math.round(r.spill_limit_bytes / 1e6)} MB allowed (sync.spill_mb)`;
+  if (r.buffered_bytes >= r.spill_limit_bytes) return `${held}: full, fetching paused until the tables commit`;
+  if (r.buffered_bytes > 0) return `${held}: reading ahead while the tables cannot commit`;
+  return `${held} (used while the catalog or the store is down)`;
 }
 
 // Each table's live figures: how far behind Kafka it is visible (now minus
@@ -96,7 +106,7 @@ function followerTables(tables) {
   const since = (ms) => (ms ? `${duration(Math.max(0, now - ms))} ago` : "not yet");
   const avg = (t) => (t.data_files > 0 ? bytes(Math.round(t.data_file_bytes / t.data_files)) : "-");
   return h("table", { id: "follower-tables" },
-    h("tr", {}, ["Table", "Visibility lag", "Last commit", "Commit took", "Rows", "Files (average)", "Retries", "Dead letters / skipped"]
+    h("tr", {}, ["Table", "Visibility lag", "Last commit", "Commit took", "Rows", "Files (average)", "Retries", "Dead letters / skipped", "Buffered"]
       .map((t) => h("th", {}, t))),
     tables.map((t) => h("tr", { id: `follower-table-${t.table}` },
       h("td", {}, t.table),
@@ -106,7 +116,8 @@ function followerTables(tables) {
       h("td", {}, count(t.records)),
       h("td", {}, `${count(t.data_files)} (${avg(t)})`),
       h("td", {}, count(t.commit_retries)),
-      h("td", {}, `${count(t.dead_letters)} / ${count(t.skipped)}`))));
+      h("td", {}, `${count(t.dead_letters)} / ${count(t.skipped)}`),
+      h("td", { class: "buffered" }, bytes(t.buffered_bytes || 0)))));
 }
 
 // The table a topic goes to when its stream names none (the job file's

@@ -29,6 +29,7 @@ pub mod plan;
 pub mod progress;
 pub mod report;
 mod schema_columns;
+mod spilled;
 pub mod split;
 mod stages;
 pub mod table;
@@ -45,7 +46,7 @@ use topicberg_core::Job;
 use topicberg_iceberg::Destination;
 use topicberg_kafka::{
     select_topics, DrainSettings, GroupClient, GroupMember, KafkaConnection, PartitionState,
-    RegistryClient, TopicSelection,
+    RegistryClient, Spill, TopicSelection,
 };
 use tracing::Instrument;
 
@@ -98,6 +99,9 @@ pub struct SyncOptions {
     /// follower, from its first round to its stop); `None`: the sync takes
     /// it for its own run.
     pub job_lock: Option<Arc<lock::JobLock>>,
+    /// A follower's local spill: what it read ahead during an outage of
+    /// the catalog or the store, read before Kafka ([`topicberg_kafka::spill`]).
+    pub spill: Option<Arc<Spill>>,
 }
 
 /// The clients a sync connects before its first table: the catalog and
@@ -239,7 +243,10 @@ async fn connect<'a>(
         elapsed_ms = started.elapsed().as_millis() as u64,
         "catalog connected"
     );
-    let (selection, states) = kafka.await.map_err(SetupError::Task)??;
+    let (selection, mut states) = kafka.await.map_err(SetupError::Task)??;
+    if let Some(spill) = &options.spill {
+        spilled::extend_retention(spill, &mut states);
+    }
     crate::log_skipped(job, &selection.skipped, options.logged_once.as_deref());
     crate::check_table_collisions(job, selection.selected.iter().map(|t| t.name.as_str()))?;
     let clients = clients?;
@@ -264,6 +271,7 @@ async fn connect<'a>(
             group: group.clone(),
             stall_timeout: Duration::from_secs(120),
             fetch: job.source.fetch,
+            spill: options.spill.clone(),
         },
         connection,
         olake_timestamp_micros: now_micros(),
@@ -310,6 +318,9 @@ async fn commit_stages(
     let group_client = (ctx.member.is_none() && tables.iter().any(|t| t.output.is_some()))
         .then(|| GroupClient::open(&ctx.connection, group));
     stages::commit_tables(ctx, &mut tables).await;
+    if let Some(spill) = &ctx.drain.spill {
+        spilled::release(spill, &tables);
+    }
     let group_commit = stages::commit_group(ctx, &tables, group_client);
     let mut reports: Vec<TableReport> = tables.into_iter().map(|s| s.report).collect();
     reports.sort_by(|a, b| a.table.cmp(&b.table));

@@ -93,6 +93,15 @@ pub struct TableReport {
     /// waiting: more are (its next round starts at once).
     #[serde(skip)]
     pub more_waiting: bool,
+    /// The table failed on the catalog or the object store (unreachable,
+    /// or a server error a retry may not meet): a follower reads its topic
+    /// ahead into the local spill until the table commits again.
+    #[serde(skip)]
+    pub waits_on_destination: bool,
+    /// Bytes a follower's local spill holds of the table's topic after the
+    /// round (read ahead while the table could not commit).
+    #[serde(skip)]
+    pub buffered_bytes: u64,
 }
 
 impl TableReport {
@@ -121,6 +130,8 @@ impl TableReport {
             note: None,
             error: None,
             more_waiting: false,
+            waits_on_destination: false,
+            buffered_bytes: 0,
         }
     }
 }

@@ -11,6 +11,7 @@ use super::failure::{CommitError, TableFailure};
 use super::pipeline::{TableInput, TableOutput};
 use super::plan::{PartitionPlan, TableOffsets};
 use super::report::{TableReport, TableStatus};
+use crate::error::SyncErrorKind;
 
 /// The stage of a sync a table failed in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -103,6 +104,8 @@ impl TableState {
             stage,
             cause: cause.into(),
         };
+        self.report.waits_on_destination =
+            error.cause.kind() == SyncErrorKind::Iceberg && error.cause.retryable();
         tracing::error!(table = %self.table, stage = stage.as_str(), error = %error, "table failed");
         self.report.status = TableStatus::Failed;
         self.report.error = Some(error.to_string());

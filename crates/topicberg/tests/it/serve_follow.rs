@@ -329,6 +329,11 @@ async fn browse_follow(dir: &std::path::Path, base: &str, id: i64, (topic, table
         .text_until("#follower", limit, |t| t.contains("following"))
         .await;
     assert!(card.contains("consumer protocol"), "{card}");
+    // The local spill: empty while the catalog and the store answer.
+    let spill = page
+        .text_until("#follower-buffered", limit, |t| !t.is_empty())
+        .await;
+    assert!(spill.starts_with("0 B of the 1000 MB allowed"), "{spill}");
     page.go("#/jobs").await;
     page.text_until(&format!("#job-{id}"), limit, |t| t.contains("following"))
         .await;

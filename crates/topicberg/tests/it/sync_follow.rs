@@ -17,8 +17,9 @@ use topicberg_kafka::KafkaConnection;
 
 use crate::fault_injection::{check_append, check_upsert};
 use crate::support::{
-    create_topic_on, faults_broker, group_offsets, plaintext, produce_to_partitions,
-    restart_kafka_faults, wait_until, watermarks, Catalog, Job, Rng,
+    create_topic_on, delete_records_before, faults_broker, figures_in_log, group_offsets,
+    plaintext, produce_to_partitions, restart_kafka_faults, wait_until, watermarks, Catalog, Job,
+    Rng,
 };
 use crate::testbed::unique_name;
 
@@ -150,6 +151,17 @@ impl Followed {
             "{what}: {engine} equals the model ({} messages)",
             self.appended_ids.len()
         );
+    }
+
+    /// Deletes every message of both topics produced so far (Kafka's
+    /// DeleteRecords, what retention does).
+    fn delete_read_records(&self) {
+        for topic in [&self.appended, &self.upserted] {
+            for partition in 0..PARTITIONS {
+                let (_, high) = watermarks(&self.broker, topic, partition);
+                delete_records_before(topic, partition, high);
+            }
+        }
     }
 
     fn spawn(&self, report: &Path, log: &Path) -> Child {
@@ -540,23 +552,67 @@ fn sync_follow_through_a_catalog_outage_and_an_object_store_outage_loses_and_dup
     let child = followed.spawn(&report, &log);
     followed.wait_visible("before the outages");
     // The catalog goes away (connections refused) while messages arrive:
-    // rounds fail and are retried; nothing moves past what is committed.
+    // rounds fail and are retried, the follower reads ahead into its
+    // local spill; nothing moves past what is committed.
     catalog.refuse();
+    let from = log_len(&log);
     followed.produce(&mut rng, 200);
     let failed = wait_failed_rounds(&log, 0, 2, "two rounds failing on the catalog");
     followed.produce(&mut rng, 100);
+    wait_spilled(
+        &log,
+        from,
+        2 * 300,
+        "the catalog outage's messages in the spill",
+    );
+    // Kafka's retention passes them: from now on only the spill has them.
+    followed.delete_read_records();
     catalog.accept_again();
-    followed.wait_visible("after the catalog came back");
+    followed.wait_visible("after the catalog came back (from the spill alone)");
     // Then the object store: the data files cannot be written.
     store.refuse();
+    let from = log_len(&log);
     followed.produce(&mut rng, 200);
     wait_failed_rounds(&log, failed, 2, "two rounds failing on the store");
+    wait_spilled(
+        &log,
+        from,
+        2 * 200,
+        "the store outage's messages in the spill",
+    );
+    followed.delete_read_records();
     store.accept_again();
-    followed.wait_visible("after the object store came back");
+    followed.wait_visible("after the object store came back (from the spill alone)");
     let totals = stop(child, &report, &log);
     assert!(totals["failed_rounds"].as_u64().unwrap() >= 4, "{totals}");
     assert_eq!(totals["last_error"], Value::Null, "{totals}");
+    // Each commit deleted what it covered: the spill is empty again.
+    assert_eq!(totals["buffered_bytes"], 0, "{totals}");
+    assert!(
+        totals["spill_limit_bytes"].as_u64().unwrap() > 0,
+        "{totals}"
+    );
     followed.check("pyiceberg", "after the outages");
+}
+
+/// The log's length in bytes now.
+fn log_len(log: &Path) -> usize {
+    std::fs::metadata(log).map_or(0, |m| m.len() as usize)
+}
+
+/// Waits until the follower's log, from byte `from` on, says its spill
+/// holds at least `offsets` offsets (read ahead, not yet committed).
+fn wait_spilled(log: &Path, from: usize, offsets: u64, what: &str) {
+    wait_until(what, VISIBLE_WITHIN, || {
+        figures_in_log(
+            log,
+            from,
+            "read ahead into the local spill",
+            "buffered_offsets",
+        )
+        .into_iter()
+        .any(|n| n >= offsets)
+    });
 }
 
 #[test]
