@@ -47,6 +47,9 @@ struct State {
     bytes: u64,
     /// Names the next segment file.
     serial: u64,
+    /// A fetch did not fit in what is left: full until a commit frees
+    /// some or the follower's tables commit again ([`Spill::reopen`]).
+    refused: bool,
 }
 
 /// One file of one partition's frames.
@@ -114,9 +117,22 @@ impl Spill {
         self.state().bytes
     }
 
-    /// Whether the spill holds its limit: fetching ahead stops.
+    /// Whether the spill holds its limit, or the last fill's next fetch
+    /// did not fit in what was left: fetching ahead stops.
     pub fn full(&self) -> bool {
-        self.bytes() >= self.limit
+        let state = self.state();
+        state.refused || state.bytes >= self.limit
+    }
+
+    /// The next fetch does not fit: the spill counts as full.
+    pub(crate) fn refuse_more(&self) {
+        self.state().refused = true;
+    }
+
+    /// The tables committed again: the next outage may read ahead into
+    /// what is left.
+    pub fn reopen(&self) {
+        self.state().refused = false;
     }
 
     /// What the spill holds of each topic.
@@ -160,6 +176,7 @@ impl Spill {
             state.partitions.remove(&key);
         }
         state.bytes = state.bytes.saturating_sub(freed);
+        state.refused &= freed == 0;
     }
 
     /// Deletes everything the spill holds (a partition it could not read
@@ -171,6 +188,7 @@ impl Spill {
         }
         state.partitions.clear();
         state.bytes = 0;
+        state.refused = false;
     }
 
     /// A new segment for `partition`, starting where the spill ends.

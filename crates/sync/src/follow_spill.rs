@@ -76,9 +76,11 @@ impl ReadAhead {
         Arc::clone(&self.spill)
     }
 
-    /// A round committed: the next outage may say "full" again.
+    /// A round committed: the next outage reads ahead into what is left,
+    /// and may say "full" again.
     pub(crate) fn committed(&mut self) {
         self.said_full = false;
+        self.spill.reopen();
     }
 
     /// Reads the `waiting` topics ahead into the spill; one event with what

@@ -58,6 +58,9 @@ pub fn fill_spill(
             })?;
         let budget = spill.limit().saturating_sub(spill.bytes());
         let written = write_responses(&mut writers, events, spare, budget, keep_going);
+        if matches!(written, Ok(Filled::Full)) {
+            spill.refuse_more();
+        }
         stop.store(true, Ordering::Relaxed);
         written
     });
@@ -67,7 +70,15 @@ pub fn fill_spill(
     for (writer, _) in writers.into_values() {
         added += spill.keep(writer)?;
     }
-    written.map(|()| added)
+    written.map(|_| added)
+}
+
+/// How a fill ended without failing.
+enum Filled {
+    /// Every range read, or `keep_going` said no.
+    Read,
+    /// The next fetch did not fit in the spill.
+    Full,
 }
 
 /// Writes each response's sections to their partitions' segments until
@@ -78,14 +89,14 @@ fn write_responses(
     spare: Sender<Fetched>,
     mut budget: u64,
     keep_going: &dyn Fn() -> bool,
-) -> Result<(), KafkaError> {
+) -> Result<Filled, KafkaError> {
     let mut open: std::collections::BTreeSet<i32> = writers.keys().copied().collect();
     while !open.is_empty() && keep_going() {
         let fetched = match events.recv_timeout(CHECK_EVERY) {
             Ok(Event::Fetched(fetched)) => fetched,
             Ok(Event::Failed(e)) => return Err(e),
             Err(RecvTimeoutError::Timeout) => continue,
-            Err(RecvTimeoutError::Disconnected) => return Ok(()),
+            Err(RecvTimeoutError::Disconnected) => return Ok(Filled::Read),
         };
         for section in &fetched.sections {
             let partition = section.fetched.partition;
@@ -99,7 +110,7 @@ fn write_responses(
                 let records = &fetched.bytes[section.fetched.records.clone()];
                 let size = frame_size(&section.fetched.aborted, records);
                 if size > budget {
-                    return Ok(());
+                    return Ok(Filled::Full);
                 }
                 writer.append(*next, section.next, &section.fetched.aborted, records)?;
                 budget -= size;
@@ -111,5 +122,5 @@ fn write_responses(
         }
         let _ = spare.send(fetched);
     }
-    Ok(())
+    Ok(Filled::Read)
 }

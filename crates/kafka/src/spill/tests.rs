@@ -129,3 +129,19 @@ fn a_spill_file_changed_on_disk_fails_its_read_naming_the_file() {
     assert_eq!(e.kind, KafkaErrorKind::Spill);
     assert!(e.to_string().contains(&path.display().to_string()), "{e}");
 }
+
+#[test]
+fn a_fetch_that_did_not_fit_keeps_the_spill_full_until_a_commit_frees_some() {
+    let dir = folder();
+    let spill = Spill::create(dir.path(), 1 << 20).unwrap();
+    segment(&spill, 0, &[(0, 10)]);
+    spill.refuse_more();
+    assert!(spill.full());
+    spill.release("t", 0, 5);
+    assert!(spill.full(), "nothing freed");
+    spill.release("t", 0, 10);
+    assert!(!spill.full());
+    spill.refuse_more();
+    spill.reopen();
+    assert!(!spill.full());
+}

@@ -595,6 +595,47 @@ fn sync_follow_through_a_catalog_outage_and_an_object_store_outage_loses_and_dup
     followed.check("pyiceberg", "after the outages");
 }
 
+#[test]
+fn sync_follow_with_its_spill_full_stops_fetching_and_loses_nothing() {
+    use crate::fault_proxy::FaultProxy;
+    let mut rng = Rng::seeded("TOPICBERG_FOLLOW_SEED", "follow");
+    let mut followed = Followed::new("follow_spill_full");
+    let text = std::fs::read_to_string(&followed.job.path).unwrap();
+    let settings = format!("{FOLLOW_SETTINGS}spill_mb = 1\n");
+    std::fs::write(&followed.job.path, text.replace(FOLLOW_SETTINGS, &settings)).unwrap();
+    let catalog = FaultProxy::start(&crate::testbed::get("TESTBED_SEAWEED_URI"));
+    catalog.point_catalog(&followed.job, Catalog::Seaweed);
+    followed.produce(&mut rng, 20);
+    let (report, log) = (
+        followed.job.scratch_file("follow.json"),
+        followed.job.scratch_file("follow.log"),
+    );
+    let child = followed.spawn(&report, &log);
+    followed.wait_visible("before the outage");
+    // About 1.6 MB per topic while the catalog is away: more than the
+    // spill's 1 MB.
+    catalog.refuse();
+    followed.pad = 2_000;
+    followed.produce(&mut rng, 800);
+    wait_until("the spill full", VISIBLE_WITHIN, || {
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .contains("the local spill is full")
+    });
+    let failed = wait_failed_rounds(&log, 0, 3, "a round failing after the spill filled");
+    let held = figures_in_log(&log, 0, "read ahead into the local spill", "buffered_bytes");
+    assert!(
+        !held.is_empty() && held.iter().all(|&b| b <= 1_000_000),
+        "{held:?}"
+    );
+    catalog.accept_again();
+    followed.wait_visible("after the outage: the spill, then Kafka");
+    let totals = stop(child, &report, &log);
+    assert!(failed >= 3, "{totals}");
+    assert_eq!(totals["buffered_bytes"], 0, "{totals}");
+    assert_eq!(totals["last_error"], Value::Null, "{totals}");
+}
+
 /// The log's length in bytes now.
 fn log_len(log: &Path) -> usize {
     std::fs::metadata(log).map_or(0, |m| m.len() as usize)
