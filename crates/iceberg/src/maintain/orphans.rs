@@ -1,16 +1,21 @@
 //! Orphan-file removal: files under a table's location that no snapshot
 //! of the table references and that are older than a safety window.
 //!
-//! Referenced: every snapshot's manifest list, every manifest they list,
-//! every file those manifests name (deleted entries too), the statistics
-//! files. Never deleted, whatever they are: metadata JSON files (the
-//! catalog's; a REST catalog or another engine may point at any of them)
-//! and files younger than the window (a commit in flight writes its data
-//! files, manifests and manifest list before the catalog knows them).
-//! What is left is what failed or killed commits left behind: data files
-//! of a sync whose commit did not land, `<commit id>-m<n>.avro` manifests,
-//! `snap-*` manifest lists of attempts that lost, and files of expired
-//! snapshots another engine did not delete.
+//! Referenced: the current metadata JSON file and those in its metadata
+//! log, every snapshot's manifest list, every manifest they list, every
+//! file those manifests name (deleted entries too), the statistics files.
+//! Never deleted: `version-hint.text`, and files younger than the window (a
+//! commit in flight writes its data files, manifests, manifest list and
+//! metadata JSON file before the catalog points at them). What is left is
+//! what failed or killed commits left behind: data files of a sync whose
+//! commit did not land, `<commit id>-m<n>.avro` manifests, `snap-*`
+//! manifest lists of attempts that lost, files of expired snapshots
+//! another engine did not delete, and the metadata JSON files of old
+//! versions, which left the table's metadata log (it keeps the last
+//! `write.metadata.previous-versions-max`, 100 by default): one per
+//! commit, 86,400 a day for a follower committing every second. The table
+//! refers to none of them; a catalog that keeps its own history of
+//! metadata files (Nessie's commits) loses the versions before the log.
 //!
 //! Safety check: each file a live snapshot needs (manifest lists,
 //! manifests, live data and delete files) that lies under the table's
@@ -78,7 +83,12 @@ pub async fn remove_orphans(
     // that landed meanwhile references is referenced.
     let fresh = destination.reload_patiently(handle).await?;
     let checked_before_ms = started_ms - CLOCK_SKEW.as_millis() as i64;
-    let references = References::of(file_io, fresh.metadata(), checked_before_ms).await?;
+    let mut references = References::of(file_io, fresh.metadata(), checked_before_ms).await?;
+    // The current metadata file (with what was loaded at the start): a
+    // catalog that keeps no metadata log still has it.
+    for current in [fresh.metadata_location(), handle.metadata_location()] {
+        references.referenced.extend(current.map(location_key));
+    }
     references.check_listing(&step, &location, &listed)?;
     let mut outcome = OrphanOutcome {
         files_listed: listed.len(),
@@ -87,7 +97,7 @@ pub async fn remove_orphans(
     let cutoff = started_ms - min_age.as_millis() as i64;
     for file in &listed {
         let key = location_key(&file.location);
-        if references.referenced.contains(&key) || is_catalog_file(&key) {
+        if references.referenced.contains(&key) || is_version_hint(&key) {
             continue;
         }
         if file.last_modified_ms > cutoff {
@@ -115,13 +125,9 @@ pub async fn remove_orphans(
 /// checked against it.
 const CLOCK_SKEW: Duration = Duration::from_secs(60);
 
-/// A metadata JSON file or version hint: the catalog's, never deleted.
-fn is_catalog_file(key: &str) -> bool {
-    let name = key.rsplit('/').next().unwrap_or_default();
-    name.ends_with(".metadata.json")
-        || name.ends_with(".metadata.json.gz")
-        || name.ends_with(".gz.metadata.json")
-        || name == "version-hint.text"
+/// The Hadoop catalog's pointer to the current metadata: never deleted.
+fn is_version_hint(key: &str) -> bool {
+    key.rsplit('/').next() == Some("version-hint.text")
 }
 
 /// The files a table's snapshots reference, as [`location_key`]s.
@@ -141,7 +147,11 @@ impl References {
         metadata: &TableMetadata,
         checked_before_ms: i64,
     ) -> Result<Self, IcebergError> {
-        let mut referenced: HashSet<String> = HashSet::new();
+        let mut referenced: HashSet<String> = metadata
+            .metadata_log()
+            .iter()
+            .map(|m| location_key(&m.metadata_file))
+            .collect();
         let mut needed: HashSet<String> = HashSet::new();
         // Older snapshots first: a manifest's entries are read once, as
         // needed when an older snapshot names it.
@@ -295,6 +305,58 @@ mod tests {
             refused.to_string().contains("not in the listing"),
             "{refused}"
         );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[tokio::test]
+    async fn metadata_files_that_left_the_metadata_log_are_orphans_and_the_log_is_kept() {
+        let dir =
+            std::env::temp_dir().join(format!("tb-orphans-{}", uuid::Uuid::new_v4().simple()));
+        let destination = Destination::open_embedded(&dir.join("catalog"), "default").unwrap();
+        let columns = [Column::optional("v", 1, ColumnType::Long)];
+        let ns = vec!["ns".to_string()];
+        let mut table = destination
+            .ensure_table(&ns, "t", &columns, FormatVersion::V2)
+            .await
+            .unwrap();
+        for v in 0..3 {
+            let batch = RecordBatch::try_new(
+                table.arrow_schema().clone(),
+                vec![Arc::new(Int64Array::from(vec![v])) as ArrayRef],
+            )
+            .unwrap();
+            let files = destination.write_data_files(&table, [batch]).await.unwrap();
+            destination
+                .commit_append(&mut table, files, BTreeMap::new())
+                .await
+                .unwrap();
+        }
+        let location = table.metadata_location().unwrap().to_string();
+        let current = std::path::Path::new(location.trim_start_matches("file://"));
+        let folder = current.parent().unwrap().to_path_buf();
+        let json = |folder: &std::path::Path| -> Vec<String> {
+            let mut names: Vec<String> = std::fs::read_dir(folder)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .filter(|n| n.ends_with(".metadata.json"))
+                .collect();
+            names.sort();
+            names
+        };
+        let kept = json(&folder);
+        assert_eq!(kept.len(), 4, "created + 3 commits: {kept:?}");
+        // An old version that left the log (as the 101st back does).
+        std::fs::copy(current, folder.join("00000-left-the-log.metadata.json")).unwrap();
+        std::fs::write(folder.join("version-hint.text"), "3").unwrap();
+        let outcome = remove_orphans(&destination, &table, Duration::ZERO, false)
+            .await
+            .unwrap();
+        assert_eq!(outcome.orphans_removed, 1, "{outcome:?}");
+        assert!(outcome.sample[0].ends_with("00000-left-the-log.metadata.json"));
+        assert_eq!(json(&folder), kept, "the current file and the log are kept");
+        assert!(folder.join("version-hint.text").exists());
+        let reloaded = destination.reload_patiently(&table).await.unwrap();
+        assert_eq!(reloaded.metadata().snapshots().count(), 3);
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
