@@ -116,7 +116,8 @@ class Sampler(threading.Thread):
         self.started = time.time()
 
     def sample(self):
-        out = {"at_s": round(time.time() - self.started), "rss_mb": rss_mb(self.pid)}
+        out = {"at_s": round(time.time() - self.started), "rss_mb": rss_mb(self.pid),
+               "cpu_s": cpu_seconds(self.pid)}
         req = urllib.request.Request(f"{self.base}/namespaces/{self.table_id[0]}/tables/{self.table_id[1]}",
                                      headers=self.headers)
         try:
@@ -181,6 +182,11 @@ def flatness(samples, durations, seconds):
                "metadata_files_in_bucket"]
     series = {k: [(s["at_s"], s[k]) for s in samples if s.get(k) is not None] for k in figures}
     series["round_ms"] = durations
+    # The follower's CPU seconds per second between samples (at a fixed
+    # rate, CPU per message; compaction passes included).
+    cpu = [(s["at_s"], s["cpu_s"]) for s in samples if s.get("cpu_s") is not None]
+    series["cpu_s_per_s"] = [(t1, round((c1 - c0) / (t1 - t0), 4))
+                             for (t0, c0), (t1, c1) in zip(cpu, cpu[1:]) if t1 > t0]
     for k, points in series.items():
         a = [v for t, v in points if early[0] <= t < early[1]]
         b = [v for t, v in points if late[0] <= t < late[1]]

@@ -98,7 +98,11 @@ pub(crate) fn spawn(
 }
 
 async fn pass(job: &Job, destination: &Destination, totals: &MaintenanceTotals) {
-    match run_maintain_on(job, &MaintainOptions::default(), destination).await {
+    let options = MaintainOptions {
+        tiered: true,
+        ..MaintainOptions::default()
+    };
+    match run_maintain_on(job, &options, destination).await {
         Ok(report) => {
             totals.count(&report);
             if !report.succeeded() {

@@ -34,6 +34,9 @@ pub struct MaintainOptions {
     pub table: Option<String>,
     /// Decide and report, change nothing.
     pub dry_run: bool,
+    /// Merge small files of about the same size only (a follower's
+    /// passes, see `CompactionOptions::tiered`).
+    pub tiered: bool,
 }
 
 /// What `maintain` did to one table.
@@ -213,6 +216,7 @@ async fn steps(
         target_file_size: settings.target_file_size_bytes,
         min_input_files: settings.min_input_files,
         zstd_level: job.tuning.zstd_level,
+        tiered: options.tiered,
     };
     let hook = || -> futures::future::BoxFuture<'static, ()> {
         fault_point("before_compaction_commit");

@@ -235,7 +235,11 @@ async fn run(cli: Cli, log_capture: Option<LogCapture>) -> anyhow::Result<u8> {
             dry_run,
         } => {
             let job = load_job(&config)?;
-            let options = topicberg_sync::maintain::MaintainOptions { table, dry_run };
+            let options = topicberg_sync::maintain::MaintainOptions {
+                table,
+                dry_run,
+                tiered: false,
+            };
             let report = topicberg_sync::maintain::run_maintain(&job, &options).await?;
             print!("{}", report.to_text());
             write_report(report_json, || serde_json::to_vec_pretty(&report))?;

@@ -9,6 +9,13 @@
 //!   the files with deletes and the small ones (under three quarters of the
 //!   target size) are candidates, rewritten when one of them has deletes
 //!   or there are at least `min_input_files` of them;
+//! - `tiered` (a follower's passes): of the small files without deletes,
+//!   only those of about the same size are merged: from the smallest up, a
+//!   file joins while it is no larger than the files before it together
+//!   ([`tiered_picks`]). A pass then rewrites the new small files, not the
+//!   file the last passes built: each row is rewritten about log2(target /
+//!   first size) times instead of once per pass, and a partition holds
+//!   about that many files at most between passes;
 //! - a delete file is removed with the rewrite when every data file it
 //!   can apply to is rewritten (or no longer live).
 //!
@@ -44,6 +51,9 @@ pub struct CompactionOptions {
     pub min_input_files: usize,
     /// zstd level of the files written.
     pub zstd_level: i32,
+    /// Merge small files of about the same size only (a follower's
+    /// frequent passes); `false`: every small file of a group at once.
+    pub tiered: bool,
 }
 
 /// What one compaction of a table will do.
@@ -234,10 +244,22 @@ fn group(plan: &mut Plan, metadata: &TableMetadata, options: &CompactionOptions,
     let current = metadata.default_partition_spec();
     for ((spec_id, partition), files) in groups {
         let repartition = spec_id != current.spec_id();
-        let candidates: Vec<Entry> = files
+        let mut candidates: Vec<Entry> = files
             .into_iter()
             .filter(|e| repartition || plan.has_deletes(e) || e.file.file_size_in_bytes() < small)
             .collect();
+        if options.tiered && !repartition {
+            let sizes: Vec<(u64, bool)> = candidates
+                .iter()
+                .map(|e| (e.file.file_size_in_bytes(), plan.has_deletes(e)))
+                .collect();
+            let picks = tiered_picks(&sizes);
+            let mut at = 0;
+            candidates.retain(|_| {
+                at += 1;
+                picks.contains(&(at - 1))
+            });
+        }
         let worth = repartition
             || candidates.len() >= options.min_input_files
             || candidates.iter().any(|e| plan.has_deletes(e));
@@ -260,6 +282,26 @@ fn group(plan: &mut Plan, metadata: &TableMetadata, options: &CompactionOptions,
             files: candidates,
         });
     }
+}
+
+/// Which of a group's small files (size, has deletes) a tiered pass
+/// rewrites: every file with deletes (they must go), and of the others,
+/// from the smallest up, each file no larger than those picked before it
+/// together (the first always). Indexes into `files`, ascending.
+pub(crate) fn tiered_picks(files: &[(u64, bool)]) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..files.len()).filter(|&i| !files[i].1).collect();
+    order.sort_by_key(|&i| files[i].0);
+    let mut picks: Vec<usize> = (0..files.len()).filter(|&i| files[i].1).collect();
+    let mut merged = 0u64;
+    for (n, i) in order.into_iter().enumerate() {
+        if n > 0 && files[i].0 > merged {
+            break;
+        }
+        merged += files[i].0;
+        picks.push(i);
+    }
+    picks.sort_unstable();
+    picks
 }
 
 /// The delete files removed with the rewrite: those whose every target is
@@ -288,5 +330,60 @@ fn remove_deletes(
         if removable && !rewritten.is_empty() {
             plan.removed_deletes.push(delete.clone());
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::tiered_picks;
+
+    #[test]
+    fn a_tiered_pass_merges_the_new_small_files_and_leaves_the_large_one() {
+        // The last passes' 40 MB file and 60 new files of 100 KB: only the
+        // new ones (6 MB together) are merged.
+        let mut files = vec![(40_000_000, false)];
+        files.extend(std::iter::repeat_n((100_000, false), 60));
+        let picks = tiered_picks(&files);
+        assert_eq!(picks, (1..=60).collect::<Vec<_>>());
+        // Once the new files add up to the large one, it joins them.
+        let mut files = vec![(6_000_000, false)];
+        files.extend(std::iter::repeat_n((100_000, false), 60));
+        assert_eq!(tiered_picks(&files).len(), 61);
+        // A file with deletes is always rewritten, whatever its size.
+        let files = [
+            (1_000, false),
+            (40_000_000, true),
+            (1_000, false),
+            (50_000, false),
+        ];
+        assert_eq!(tiered_picks(&files), [0, 1, 2]);
+    }
+
+    #[test]
+    fn passes_of_a_tiered_compaction_rewrite_each_row_a_logarithmic_number_of_times() {
+        // 100 passes, each after 60 new files of 100 KB: the bytes
+        // rewritten stay within a small multiple of the bytes written, and
+        // the files left after each pass stay few.
+        let mut files: Vec<u64> = Vec::new();
+        let (mut written, mut rewritten) = (0u64, 0u64);
+        for _ in 0..100 {
+            files.extend(std::iter::repeat_n(100_000, 60));
+            written += 6_000_000;
+            let sizes: Vec<(u64, bool)> = files.iter().map(|&s| (s, false)).collect();
+            let picks = tiered_picks(&sizes);
+            let merged: u64 = picks.iter().map(|&i| files[i]).sum();
+            rewritten += merged;
+            let mut at = 0;
+            files.retain(|_| {
+                at += 1;
+                !picks.contains(&(at - 1))
+            });
+            files.push(merged);
+            assert!(files.len() <= 10, "{files:?}");
+        }
+        assert!(
+            rewritten <= written * 9,
+            "{rewritten} rewritten for {written} written"
+        );
     }
 }
