@@ -164,7 +164,8 @@ struct Follower<'a> {
     key_indexes: Arc<KeptIndexes>,
     /// The job's lock on this machine, from the first round to the stop.
     lock: Option<Arc<JobLock>>,
-    /// The local spill, when the job has one.
+    /// The local spill, when the job has one: opened (its folder emptied)
+    /// once the job's lock is held, never under another follower's feet.
     ahead: Option<ReadAhead>,
     /// What the last round left waiting on the catalog or the store.
     waiting: Option<Waiting>,
@@ -174,7 +175,6 @@ struct Follower<'a> {
 
 impl<'a> Follower<'a> {
     fn new(job: &'a Job, options: FollowOptions) -> Self {
-        let ahead = ReadAhead::open(job);
         let follower = Follower {
             job,
             options,
@@ -182,7 +182,6 @@ impl<'a> Follower<'a> {
                 job: job.name.clone(),
                 started_ms: now_ms(),
                 commit_interval_ms: job.tuning.commit_interval.as_millis() as u64,
-                spill_limit_bytes: ahead.as_ref().map_or(0, |_| job.tuning.spill_bytes),
                 ..FollowReport::default()
             },
             logged: Arc::new(LoggedOnce::default()),
@@ -194,7 +193,7 @@ impl<'a> Follower<'a> {
             bytes_per_record: std::collections::BTreeMap::new(),
             key_indexes: Arc::new(KeptIndexes::default()),
             lock: None,
-            ahead,
+            ahead: None,
             waiting: None,
             last_round: None,
         };
@@ -292,7 +291,7 @@ impl<'a> Follower<'a> {
     /// The job's lock on this machine, taken at the first round that can
     /// and held to the stop: a scheduled sync of the job on this machine
     /// stops at once (`AlreadyRunning`) rather than meet the upsert key
-    /// indexes the follower keeps open.
+    /// indexes the follower keeps open. The local spill is opened with it.
     fn hold_lock(&mut self) -> Result<Arc<JobLock>, SetupError> {
         if self.lock.is_none() {
             let job = self.job;
@@ -300,6 +299,9 @@ impl<'a> Follower<'a> {
                 &job.state_dir,
                 &job.consumer_group,
             )?));
+            self.ahead = ReadAhead::open(job);
+            self.report.spill_limit_bytes =
+                self.ahead.as_ref().map_or(0, |_| job.tuning.spill_bytes);
         }
         Ok(Arc::clone(self.lock.as_ref().expect("just taken")))
     }

@@ -11,7 +11,7 @@
 //!   or there are at least `min_input_files` of them;
 //! - `tiered` (a follower's passes): of the small files without deletes,
 //!   only those of about the same size are merged: from the smallest up, a
-//!   file joins while it is no larger than the files before it together
+//!   file joins while it is at most twice the files before it together
 //!   ([`tiered_picks`]). A pass then rewrites the new small files, not the
 //!   file the last passes built: each row is rewritten about log2(target /
 //!   first size) times instead of once per pass, and a partition holds
@@ -286,15 +286,18 @@ fn group(plan: &mut Plan, metadata: &TableMetadata, options: &CompactionOptions,
 
 /// Which of a group's small files (size, has deletes) a tiered pass
 /// rewrites: every file with deletes (they must go), and of the others,
-/// from the smallest up, each file no larger than those picked before it
-/// together (the first always). Indexes into `files`, ascending.
+/// from the smallest up, each file at most [`TIER_RATIO`] times those
+/// picked before it together (the first always). Indexes into `files`,
+/// ascending.
+pub(crate) const TIER_RATIO: u64 = 2;
+
 pub(crate) fn tiered_picks(files: &[(u64, bool)]) -> Vec<usize> {
     let mut order: Vec<usize> = (0..files.len()).filter(|&i| !files[i].1).collect();
     order.sort_by_key(|&i| files[i].0);
     let mut picks: Vec<usize> = (0..files.len()).filter(|&i| files[i].1).collect();
     let mut merged = 0u64;
     for (n, i) in order.into_iter().enumerate() {
-        if n > 0 && files[i].0 > merged {
+        if n > 0 && files[i].0 > merged.saturating_mul(TIER_RATIO) {
             break;
         }
         merged += files[i].0;
@@ -345,15 +348,18 @@ mod tests {
         files.extend(std::iter::repeat_n((100_000, false), 60));
         let picks = tiered_picks(&files);
         assert_eq!(picks, (1..=60).collect::<Vec<_>>());
-        // Once the new files add up to the large one, it joins them.
-        let mut files = vec![(6_000_000, false)];
+        // Once the new files add up to half the large one, it joins them.
+        let mut files = vec![(12_000_000, false)];
         files.extend(std::iter::repeat_n((100_000, false), 60));
         assert_eq!(tiered_picks(&files).len(), 61);
+        // New files of unequal sizes are merged together.
+        let files: Vec<(u64, bool)> = (0..60).map(|i| (40_000 + i * 1_000, false)).collect();
+        assert_eq!(tiered_picks(&files).len(), 60);
         // A file with deletes is always rewritten, whatever its size.
         let files = [
             (1_000, false),
             (40_000_000, true),
-            (1_000, false),
+            (1_500, false),
             (50_000, false),
         ];
         assert_eq!(tiered_picks(&files), [0, 1, 2]);
@@ -361,14 +367,19 @@ mod tests {
 
     #[test]
     fn passes_of_a_tiered_compaction_rewrite_each_row_a_logarithmic_number_of_times() {
-        // 100 passes, each after 60 new files of 100 KB: the bytes
+        // 100 passes, each after 60 new files of 50-150 KB: the bytes
         // rewritten stay within a small multiple of the bytes written, and
         // the files left after each pass stay few.
         let mut files: Vec<u64> = Vec::new();
         let (mut written, mut rewritten) = (0u64, 0u64);
+        let mut seed = 7u64;
         for _ in 0..100 {
-            files.extend(std::iter::repeat_n(100_000, 60));
-            written += 6_000_000;
+            for _ in 0..60 {
+                seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+                let size = 50_000 + (seed >> 33) % 100_000;
+                files.push(size);
+                written += size;
+            }
             let sizes: Vec<(u64, bool)> = files.iter().map(|&s| (s, false)).collect();
             let picks = tiered_picks(&sizes);
             let merged: u64 = picks.iter().map(|&i| files[i]).sum();
