@@ -243,17 +243,24 @@ mod tests {
             .collect()
     }
 
-    #[tokio::test]
-    async fn a_snapshot_committed_during_the_listing_does_not_fail_the_safety_check() {
+    /// An embedded catalog in a folder of its own with an empty table
+    /// `ns.t` of one long column `v`.
+    async fn embedded_table() -> (std::path::PathBuf, Destination, TableHandle) {
         let dir =
             std::env::temp_dir().join(format!("tb-orphans-{}", uuid::Uuid::new_v4().simple()));
         let destination = Destination::open_embedded(&dir.join("catalog"), "default").unwrap();
         let columns = [Column::optional("v", 1, ColumnType::Long)];
         let ns = vec!["ns".to_string()];
-        let mut table = destination
+        let table = destination
             .ensure_table(&ns, "t", &columns, FormatVersion::V2)
             .await
             .unwrap();
+        (dir, destination, table)
+    }
+
+    #[tokio::test]
+    async fn a_snapshot_committed_during_the_listing_does_not_fail_the_safety_check() {
+        let (dir, destination, mut table) = embedded_table().await;
         let batch = |table: &TableHandle, v: i64| {
             RecordBatch::try_new(
                 table.arrow_schema().clone(),
@@ -310,15 +317,7 @@ mod tests {
 
     #[tokio::test]
     async fn metadata_files_that_left_the_metadata_log_are_orphans_and_the_log_is_kept() {
-        let dir =
-            std::env::temp_dir().join(format!("tb-orphans-{}", uuid::Uuid::new_v4().simple()));
-        let destination = Destination::open_embedded(&dir.join("catalog"), "default").unwrap();
-        let columns = [Column::optional("v", 1, ColumnType::Long)];
-        let ns = vec!["ns".to_string()];
-        let mut table = destination
-            .ensure_table(&ns, "t", &columns, FormatVersion::V2)
-            .await
-            .unwrap();
+        let (dir, destination, mut table) = embedded_table().await;
         for v in 0..3 {
             let batch = RecordBatch::try_new(
                 table.arrow_schema().clone(),

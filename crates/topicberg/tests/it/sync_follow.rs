@@ -164,6 +164,13 @@ impl Followed {
         }
     }
 
+    /// Adds `line` to the job file's `[sync]` table.
+    fn add_sync_setting(&self, line: &str) {
+        let text = std::fs::read_to_string(&self.job.path).unwrap();
+        let settings = format!("{FOLLOW_SETTINGS}{line}\n");
+        std::fs::write(&self.job.path, text.replace(FOLLOW_SETTINGS, &settings)).unwrap();
+    }
+
     fn spawn(&self, report: &Path, log: &Path) -> Child {
         self.job.spawn_follow(report, log, &[])
     }
@@ -600,9 +607,7 @@ fn sync_follow_with_its_spill_full_stops_fetching_and_loses_nothing() {
     use crate::fault_proxy::FaultProxy;
     let mut rng = Rng::seeded("TOPICBERG_FOLLOW_SEED", "follow");
     let mut followed = Followed::new("follow_spill_full");
-    let text = std::fs::read_to_string(&followed.job.path).unwrap();
-    let settings = format!("{FOLLOW_SETTINGS}spill_mb = 1\n");
-    std::fs::write(&followed.job.path, text.replace(FOLLOW_SETTINGS, &settings)).unwrap();
+    followed.add_sync_setting("spill_mb = 1");
     let catalog = FaultProxy::start(&crate::testbed::get("TESTBED_SEAWEED_URI"));
     catalog.point_catalog(&followed.job, Catalog::Seaweed);
     followed.produce(&mut rng, 20);
@@ -748,9 +753,7 @@ fn sync_follow_catching_up_commits_each_table_every_commit_records_messages() {
 fn sync_follow_catching_up_large_messages_commits_each_table_every_commit_mb() {
     let mut rng = Rng::seeded("TOPICBERG_FOLLOW_SEED", "follow");
     let mut followed = Followed::new("follow_commit_mb");
-    let text = std::fs::read_to_string(&followed.job.path).unwrap();
-    let settings = format!("{FOLLOW_SETTINGS}commit_mb = 1\n");
-    std::fs::write(&followed.job.path, text.replace(FOLLOW_SETTINGS, &settings)).unwrap();
+    followed.add_sync_setting("commit_mb = 1");
     // Messages of about 20 KB: first a few, from which the follower learns
     // their size; then 6 MB per topic at once, committed about 1 MB (50
     // messages) at a time, not in one piece.
