@@ -97,16 +97,23 @@ def properties(path, values):
     return path
 
 
-def run_sink(env, topic, messages, run_id):
-    """Runs the sink on `topic` until its table holds `messages` rows."""
+def free_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_sink(env, topic, run_id, commit_ms=1000, rest_port=0):
+    """Starts Kafka Connect standalone with the sink on `topic`, committing
+    every `commit_ms`; (process, namespace, table, log path)."""
     home = subprocess.run([os.path.join(HERE, "setup")], check=True, capture_output=True,
                           text=True).stdout.split()[-1]
     namespace, table = f"bench_{run_id}_connect", topic.lower()
     control = f"bench_control_{run_id}"
     subprocess.run([os.path.join(REPO, "scripts/testbed"), "create-topic", control, "1"], check=True,
                    stdout=subprocess.DEVNULL)
-    catalog = Catalog(env)
-    catalog.create_namespace(namespace)
+    Catalog(env).create_namespace(namespace)
     work = tempfile.mkdtemp(prefix=f"topicberg-bench-connect-{run_id}-")
     worker = properties(os.path.join(work, "worker.properties"), {
         "bootstrap.servers": env["TESTBED_KAFKA_BOOTSTRAP"],
@@ -115,7 +122,7 @@ def run_sink(env, topic, messages, run_id):
         "value.converter.schemas.enable": "false",
         "offset.storage.file.filename": os.path.join(work, "offsets"),
         "plugin.path": os.path.join(home, "plugins"),
-        "listeners": "http://127.0.0.1:0",
+        "listeners": f"http://127.0.0.1:{rest_port}",
         "connector.client.config.override.policy": "All",
     })
     sink = properties(os.path.join(work, "sink.properties"), {
@@ -128,7 +135,7 @@ def run_sink(env, topic, messages, run_id):
         "iceberg.tables.auto-create-enabled": "true",
         "iceberg.tables.evolve-schema-enabled": "true",
         "iceberg.control.topic": control,
-        "iceberg.control.commit.interval-ms": "1000",
+        "iceberg.control.commit.interval-ms": str(commit_ms),
         "iceberg.catalog.type": "rest",
         "iceberg.catalog.uri": env["TESTBED_FIXTURE_URI"],
         "iceberg.catalog.credential": env["TESTBED_FIXTURE_CREDENTIAL"],
@@ -144,9 +151,33 @@ def run_sink(env, topic, messages, run_id):
     argv = ["java", f"-Dlog4j2.configurationFile={os.path.join(HERE, 'log4j2.properties')}",
             "-cp", os.path.join(home, "lib", "*"), "org.apache.kafka.connect.cli.ConnectStandalone",
             worker, sink]
-    started = time.monotonic()
     with open(log_path, "w") as log:
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
+    return proc, namespace, table, log_path
+
+
+def wait_running(proc, port, name, log_path, timeout=180):
+    """Waits until the worker's REST API says every task of `name` runs."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"Kafka Connect exited {proc.returncode}: {tail(log_path)}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/connectors/{name}/status", timeout=2) as r:
+                tasks = json.load(r).get("tasks", [])
+            if tasks and all(t.get("state") == "RUNNING" for t in tasks):
+                return
+        except (OSError, ValueError):
+            pass
+        time.sleep(0.5)
+    raise RuntimeError(f"the sink's tasks were not running after {timeout} s: {tail(log_path)}")
+
+
+def run_sink(env, topic, messages, run_id):
+    """Runs the sink on `topic` until its table holds `messages` rows."""
+    proc, namespace, table, log_path = start_sink(env, topic, run_id)
+    started = time.monotonic()
+    catalog = Catalog(env)
     try:
         rows = None
         while True:

@@ -20,6 +20,16 @@ topic first gets BASE messages of keys 0..BASE-1 and a scheduled sync
 makes them the table's rows (not timed); then the timed messages are half
 updates of random keys written so far, half new keys.
 
+With --peer, the same producer and poller measure the Apache Iceberg Kafka
+Connect sink (bench/connect_peer.py) instead of topicberg, committing every
+--interval (`iceberg.control.commit.interval-ms`); production starts once
+the worker's REST API says its tasks run. The sink records no per-partition
+offsets in the table, so its poller reads the current snapshot's
+`total-records` R and counts messages 0..R-1 (in planned order) visible:
+exact when a commit holds whole prefixes of every partition, and otherwise
+off by the partitions' skew at that commit (a few milliseconds of
+production). CPU is the Connect worker's (JVM) from /proc. Append only.
+
 With --sample-every N, a sampler records every N seconds what must stay
 flat over a long run: the follower's RSS, the table's snapshot count,
 metadata.json size, manifest count, data and delete files, and the
@@ -247,6 +257,31 @@ class Poller(threading.Thread):
             self.stop.wait(max(0.0, POLL_INTERVAL - (time.time() - started)))
 
 
+class PeerPoller(Poller):
+    """Every 100 ms: the sink's table's `total-records`, as the
+    per-partition next offsets of messages 0..R-1 (see the module doc)."""
+
+    def __init__(self, env, namespace, table):
+        threading.Thread.__init__(self, daemon=True)
+        import connect_peer
+        self.catalog = connect_peer.Catalog(env)
+        self.namespace, self.table = namespace, table
+        self.events, self.latest, self.polls = [], {}, 0
+        self.stop = threading.Event()
+
+    def run(self):
+        while not self.stop.is_set():
+            started = time.time()
+            rows = self.catalog.total_records(self.namespace, self.table) or 0
+            self.polls += 1
+            for p in range(PARTITIONS):
+                n = max(0, (rows - p + PARTITIONS - 1) // PARTITIONS)
+                if n > self.latest.get(p, 0):
+                    self.latest[p] = n
+                    self.events.append((started, p, n))
+            self.stop.wait(max(0.0, POLL_INTERVAL - (time.time() - started)))
+
+
 def load_base(env, topic, base):
     """BASE messages of keys 0..BASE-1, message i to partition i % PARTITIONS
     (so its offset is i // PARTITIONS), as fast as the producer goes."""
@@ -377,6 +412,14 @@ def percentile(hist, q):
     return None
 
 
+def seconds_of(interval):
+    """`2s`, `500ms`, `1m` as seconds."""
+    for suffix, scale in (("ms", 0.001), ("s", 1), ("m", 60)):
+        if interval.endswith(suffix) and interval[:-len(suffix)].replace(".", "", 1).isdigit():
+            return float(interval[:-len(suffix)]) * scale
+    raise ValueError(f"commit interval {interval!r}: write e.g. 1s, 500ms or 1m")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--binary", required=True)
@@ -389,9 +432,13 @@ def main():
                     help="an upsert stream on a table of BASE rows (loaded first, not timed)")
     ap.add_argument("--sample-every", type=int, default=0,
                     help="seconds between samples of RSS and the table's state (0: none)")
+    ap.add_argument("--peer", action="store_true",
+                    help="measure the Kafka Connect Iceberg sink instead of topicberg (append only)")
     ap.add_argument("--maintain", default="",
                     help="[maintain] settings of the job, e.g. 'follow_every = \"1m\"'")
     args = ap.parse_args()
+    if args.peer and (args.upsert or args.maintain):
+        ap.error("--peer measures an append stream with the sink's own settings: no --upsert or --maintain")
     env = os.environ
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     run_id = uuid.uuid4().hex[:8]
@@ -416,11 +463,23 @@ def main():
         print(f"base of {args.upsert:,} rows synced in {base_sync['seconds']} s", flush=True)
     report = os.path.join(work, "follow.json")
     log = open(os.path.join(work, "follow.log"), "w")
-    follower = subprocess.Popen([args.binary, "sync", "-c", job, "--follow", "--report-json", report],
-                                stdout=subprocess.DEVNULL, stderr=log, env={**env, "TOPICBERG_LOG": "info"})
-    poller = Poller(env, namespace, topic)
+    if args.peer:
+        sys.path.insert(0, os.path.join(repo, "bench"))
+        import connect_peer
+        port = connect_peer.free_port()
+        follower, peer_ns, peer_table, log_path = connect_peer.start_sink(
+            env, topic, run_id, commit_ms=round(seconds_of(args.interval) * 1000), rest_port=port)
+        connect_peer.wait_running(follower, port, f"iceberg-{run_id}", log_path)
+        log.close()
+        log = open(log_path)
+        poller = PeerPoller(env, peer_ns, peer_table)
+    else:
+        follower = subprocess.Popen([args.binary, "sync", "-c", job, "--follow", "--report-json", report],
+                                    stdout=subprocess.DEVNULL, stderr=log, env={**env, "TOPICBERG_LOG": "info"})
+        poller = Poller(env, namespace, topic)
     poller.start()
-    sampler = Sampler(env, namespace, topic, follower.pid, args.sample_every) if args.sample_every else None
+    sampler = (Sampler(env, peer_ns if args.peer else namespace, peer_table if args.peer else topic,
+                       follower.pid, args.sample_every) if args.sample_every else None)
     if sampler:
         sampler.start()
     cpu = {}
@@ -441,13 +500,15 @@ def main():
         sampler.join()
     follower.send_signal(signal.SIGTERM)
     code = follower.wait(timeout=120)
-    with open(report) as f:
-        follow_report = json.load(f)
+    follow_report = None
+    if not args.peer:
+        with open(report) as f:
+            follow_report = json.load(f)
     lat = latencies(delivered, poller.events, start + args.warmup)
     window = args.rate * (cpu["end_at"] - cpu["at"])
     result = {
         "rate": args.rate, "seconds": args.seconds, "commit_interval": args.interval, "warmup_s": args.warmup,
-        "upsert_base": base_sync,
+        "upsert_base": base_sync, "peer": "kafka-connect-iceberg-1.10.1" if args.peer else None,
         "messages": produced, "producer_behind_s": round(behind, 3),
         "valid": behind <= 0.01 * args.seconds and lat is not None,
         "latency_ms": None if not lat else {

@@ -239,6 +239,7 @@ async fn steps(
         rows = compacted.rows_written,
         snapshot = ?compacted.snapshot_id,
         replanned = compacted.replanned,
+        rows_carried = compacted.rows_carried,
         skipped = ?compacted.skipped,
         "compaction"
     );

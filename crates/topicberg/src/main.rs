@@ -12,6 +12,13 @@ use topicberg_sync::check::run_check;
 use topicberg_sync::discover::discover;
 use topicberg_sync::sync::run_sync;
 
+/// mimalloc rather than the system allocator: a follower runs for weeks,
+/// and glibc's per-thread arenas kept the memory of its compaction passes
+/// (Parquet pages decoded on the blocking pool's threads), so its RSS grew
+/// in steps (bench/README.md, "Follower memory").
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Kafka topics into Apache Iceberg tables.
 #[derive(Parser)]
 #[command(name = "topicberg", version, about)]

@@ -678,6 +678,47 @@ async fn a_compaction_since_is_replayed_at_the_new_positions() {
     );
 }
 
+/// Deletes that reached a compaction's files while it rewrote them are
+/// found by key in the files it wrote (maintain/rebase.rs); a row that is
+/// not there exactly once leaves the compaction to be planned again.
+#[tokio::test]
+async fn late_deletes_are_carried_onto_the_compactions_files_by_key() {
+    use crate::maintain::rebase::{translate, LateDeletes, Rebase};
+    let fx = Fixture::new(FormatVersion::V2).await;
+    let io = fx.destination.file_io();
+    // Keys 1-4 at positions 0-3; the compaction dropped 1 and 3 (deleted
+    // when it planned) and wrote 4, 2.
+    let old = fx.data_file(&[1, 2, 3, 4], 0).await;
+    let old_path = old.file_path().to_string();
+    let new = fx.data_file(&[4, 2], 0).await;
+    let new_path = new.file_path().to_string();
+    let rebase = Rebase {
+        applied: HashMap::from([(old_path.clone(), [0u64, 2].into_iter().collect())]),
+        key_field: 1,
+        zstd_level: 3,
+    };
+    // Meanwhile a writer deleted positions 1 (key 2), 2 (key 3, already
+    // gone) and 3 (key 4).
+    let mut late = LateDeletes::default();
+    late.add(&old_path, &[1u64, 2, 3].into_iter().collect());
+    let carried = translate(io, &rebase, &late, std::slice::from_ref(&new))
+        .await
+        .unwrap()
+        .unwrap();
+    let expected: roaring::RoaringTreemap = [0u64, 1].into_iter().collect();
+    assert_eq!(carried, BTreeMap::from([(new_path, expected)]));
+    // Key 2 twice in the new files, or key 4 missing: planned again.
+    let twice = fx.data_file(&[2], 1).await;
+    let outcome = translate(io, &rebase, &late, &[new.clone(), twice]).await;
+    assert!(outcome.unwrap().is_err());
+    let missing = fx.data_file(&[2], 0).await;
+    let outcome = translate(io, &rebase, &late, &[missing]).await;
+    assert!(outcome
+        .unwrap()
+        .unwrap_err()
+        .contains("1 of 2 deleted rows"));
+}
+
 /// 100,000 keys: rebuild, reopen, lookups. Prints the index size.
 #[tokio::test]
 async fn a_hundred_thousand_keys() {

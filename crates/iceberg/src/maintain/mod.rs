@@ -6,6 +6,7 @@
 //! | `plan.rs` | which data files a compaction rewrites and the deletes it applies |
 //! | `rewrite.rs` | the rewrite: live rows into new target-size files without deletes |
 //! | `replace.rs` | the `replace` snapshot and when it still applies (never resurrecting a row) |
+//! | `rebase.rs` | deletes that reached rewritten files meanwhile, carried onto the new files |
 //! | `expire.rs` | snapshot expiry, the offsets record kept, files only expired snapshots reached deleted |
 //! | `orphans.rs` | files nothing references, older than a safety window, deleted |
 //! | `manifests.rs` | many manifests rewritten into few (a `replace` that changes no data) |
@@ -20,6 +21,7 @@ mod expire;
 mod manifests;
 mod orphans;
 mod plan;
+pub(crate) mod rebase;
 mod replace;
 mod rewrite;
 
@@ -94,6 +96,21 @@ impl TableStats {
     }
 }
 
+/// What carrying late deletes over needs, when the table allows it: the
+/// `_olake_id` key and no equality deletes (see `rebase.rs`).
+fn rebase_of(plan: &plan::Plan, options: &CompactionOptions) -> Option<rebase::Rebase> {
+    let key_field = plan.key_field.filter(|_| plan.equality.is_empty())?;
+    let applied = plan
+        .rewritten()
+        .filter_map(|e| Some((e.path().to_string(), plan.positions.get(e.path())?.clone())))
+        .collect();
+    Some(rebase::Rebase {
+        applied,
+        key_field,
+        zstd_level: options.zstd_level,
+    })
+}
+
 /// What a compaction did to one table.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct CompactionOutcome {
@@ -116,6 +133,11 @@ pub struct CompactionOutcome {
     pub snapshot_id: Option<i64>,
     /// Plans made again because another writer's commit made one stale.
     pub replanned: u32,
+    /// Rows another writer deleted from the rewritten files meanwhile,
+    /// deleted in the new files by the same snapshot (`rebase.rs`).
+    pub rows_carried: u64,
+    /// The delete files that carry them.
+    pub delete_files_carried: u64,
     /// Why files were left alone.
     pub skipped: Vec<String>,
 }
@@ -126,10 +148,14 @@ pub type BeforeCommit<'a> = &'a (dyn Fn() -> BoxFuture<'static, ()> + Send + Syn
 
 /// Rewrites the table's small files and files with deletes into
 /// target-size files without deletes and commits them as one `replace`
-/// snapshot (see `plan.rs`, `replace.rs`). A replace made stale by
-/// another writer's deletes is planned again from the new state, at most
-/// [`MAX_PLANS`] times; then the table is skipped (reported). Files of a
-/// replace that did not land are deleted.
+/// snapshot (see `plan.rs`, `replace.rs`). Position deletes and deletion
+/// vectors another writer added to the rewritten files meanwhile are
+/// carried onto the new files when the table has the `_olake_id` key and
+/// no equality deletes (`rebase.rs`); otherwise, and when they cannot be
+/// carried, a replace made stale by another writer's deletes is planned
+/// again from the new state, at most [`MAX_PLANS`] times; then the table
+/// is skipped (reported). Files of a replace that did not land are
+/// deleted.
 pub async fn compact(
     destination: &Destination,
     handle: &mut TableHandle,
@@ -168,6 +194,7 @@ pub async fn compact(
             plan.base,
             written.files.clone(),
             removed,
+            rebase_of(&plan, options),
         );
         let commit_id = pending.commit_id.clone();
         match destination
@@ -180,6 +207,15 @@ pub async fn compact(
                 outcome.bytes_written = written.files.iter().map(|f| f.file_size_in_bytes()).sum();
                 outcome.rows_written = written.rows;
                 outcome.rows_dropped = written.rows_dropped;
+                let count = |key: &str| {
+                    committed
+                        .summary
+                        .get(key)
+                        .and_then(|v| v.parse().ok())
+                        .unwrap_or(0)
+                };
+                outcome.rows_carried = count("added-position-deletes");
+                outcome.delete_files_carried = count("added-delete-files");
                 return Ok(outcome);
             }
             // It may have landed: its files may be live.

@@ -12,6 +12,11 @@
 //! stale: committing it would bring back the rows those deletes removed.
 //! The caller then plans again from the new state. New data files
 //! appended meanwhile are carried forward untouched.
+//!
+//! A replace given a [`Rebase`] carries position deletes and deletion
+//! vectors that reached its files meanwhile onto the files it wrote
+//! instead (`rebase.rs`); equality deletes and removed data files still
+//! make it stale.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -19,6 +24,7 @@ use iceberg::io::FileIO;
 use iceberg::spec::{
     DataContentType, DataFile, ManifestContentType, ManifestFile, Operation, TableMetadata,
 };
+use roaring::RoaringTreemap;
 
 use crate::commit::manifest_entries::{
     entries_of, file_identity, live_entries_of, Entry, ManifestRewrite,
@@ -29,9 +35,12 @@ use crate::commit::snapshot_commit::{
     BuiltSnapshot, PendingCommit,
 };
 use crate::commit::summary::summary;
+use crate::deletes::deletion_vectors::read_deletion_vector;
 use crate::error::{CatalogErrorKind, IcebergError, IcebergErrorKind};
 use crate::key_index::scan::read_position_deletes;
 use crate::table_metadata::{is_deletion_vector, manifests_of};
+
+use super::rebase::{translate, write_carried, LateDeletes, Rebase};
 
 /// The step text of a replace that no longer applies (see the module doc);
 /// the error's kind is `Catalog(Conflict)`.
@@ -63,6 +72,12 @@ pub(crate) struct PendingReplace {
     removed_data: HashSet<String>,
     data_manifests: Option<Vec<ManifestFile>>,
     summary_extra: BTreeMap<String, String>,
+    /// Carry late deletes over instead of going stale.
+    rebase: Option<Rebase>,
+    /// The delete files the last attempt wrote for late deletes.
+    pub(crate) carried: Vec<DataFile>,
+    /// The late deleted rows the last attempt carried over.
+    pub(crate) carried_rows: u64,
 }
 
 impl PendingReplace {
@@ -71,6 +86,7 @@ impl PendingReplace {
         base: Option<i64>,
         added: Vec<DataFile>,
         removed: Vec<Entry>,
+        rebase: Option<Rebase>,
     ) -> Self {
         let removed_data = removed
             .iter()
@@ -89,16 +105,21 @@ impl PendingReplace {
             removed_data,
             data_manifests: None,
             summary_extra: BTreeMap::new(),
+            rebase,
+            carried: Vec::new(),
+            carried_rows: 0,
         }
     }
 
     /// Fails when a snapshot on `main` since the base removed a replaced
-    /// file or added a delete that applies to a replaced data file.
+    /// file or added a delete that applies to a replaced data file; when
+    /// rebasing, returns the position deletes and deletion vectors instead.
     async fn check_still_applies(
         &self,
         file_io: &FileIO,
         metadata: &TableMetadata,
-    ) -> Result<(), IcebergError> {
+    ) -> Result<LateDeletes, IcebergError> {
+        let mut late = LateDeletes::default();
         let mut next = metadata.current_snapshot_id();
         while next != self.base {
             let Some(id) = next else {
@@ -121,12 +142,13 @@ impl PendingReplace {
                     if entry.snapshot_id != id {
                         continue;
                     }
-                    self.check_entry(file_io, metadata, id, &entry).await?;
+                    self.check_entry(file_io, metadata, id, &entry, &mut late)
+                        .await?;
                 }
             }
             next = snapshot.parent_snapshot_id();
         }
-        Ok(())
+        Ok(late)
     }
 
     async fn check_entry(
@@ -135,9 +157,13 @@ impl PendingReplace {
         metadata: &TableMetadata,
         id: i64,
         entry: &Entry,
+        late: &mut LateDeletes,
     ) -> Result<(), IcebergError> {
         if !entry.is_live() {
-            if self.removed.contains_key(&file_identity(&entry.file)) {
+            // A delete file the plan read, replaced meanwhile (a deletion
+            // vector merged into a newer one): the newer one is late.
+            let replaced_delete = self.rebase.is_some() && !entry.is_data();
+            if self.removed.contains_key(&file_identity(&entry.file)) && !replaced_delete {
                 return Err(stale(
                     metadata,
                     format!("snapshot {id} removed {} meanwhile", entry.path()),
@@ -154,6 +180,11 @@ impl PendingReplace {
             DataContentType::PositionDeletes if is_deletion_vector(&entry.file) => {
                 match entry.file.referenced_data_file() {
                     Some(target) if !self.removed_data.contains(&target) => Ok(()),
+                    Some(target) if self.rebase.is_some() => {
+                        late.add(&target, &read_deletion_vector(file_io, &entry.file).await?);
+                        late.scoped.push(entry.clone());
+                        Ok(())
+                    }
                     _ => Err(stale(
                         metadata,
                         format!(
@@ -168,34 +199,52 @@ impl PendingReplace {
                 read_position_deletes(
                     file_io,
                     entry.path(),
-                    |p| self.removed_data.contains(p),
+                    |p| self.rebase.is_some() || self.removed_data.contains(p),
                     &mut hits,
                 )
                 .await?;
-                match hits.keys().next() {
-                    None => Ok(()),
-                    Some(hit) => Err(stale(
+                let scoped = hits.keys().all(|p| self.removed_data.contains(p));
+                let mut reached = hits.iter().filter(|(p, _)| self.removed_data.contains(*p));
+                match (reached.next(), &self.rebase) {
+                    (None, _) => Ok(()),
+                    (Some((hit, _)), None) => Err(stale(
                         metadata,
                         format!("snapshot {id} added position deletes for rewritten file {hit}"),
                     )),
+                    (Some(first), Some(_)) => {
+                        for (path, positions) in std::iter::once(first).chain(reached) {
+                            late.add(path, positions);
+                        }
+                        if scoped {
+                            late.scoped.push(entry.clone());
+                        }
+                        Ok(())
+                    }
                 }
             }
         }
     }
 
     /// The current snapshot's manifests, those holding removed files
-    /// rewritten (removed entries DELETED, the others EXISTING).
+    /// rewritten (removed entries DELETED, the others EXISTING), and the
+    /// files removed: the replaced ones and the late delete files `scoped`
+    /// that are still live.
     async fn carry_forward(
         &self,
         file_io: &FileIO,
         metadata: &TableMetadata,
         attempt: u32,
-    ) -> Result<Vec<ManifestFile>, IcebergError> {
+        scoped: &HashSet<(String, i64)>,
+    ) -> Result<(Vec<ManifestFile>, Vec<DataFile>), IcebergError> {
         let Some(current) = metadata.current_snapshot() else {
             return Err(stale(metadata, "the table has no snapshot".to_string()));
         };
-        let removes_deletes = self.removed.len() > self.removed_data.len();
-        let mut found = 0usize;
+        let removes_deletes = self.removed.len() > self.removed_data.len() || !scoped.is_empty();
+        let is_removed = |f: &DataFile| {
+            let id = file_identity(f);
+            self.removed.contains_key(&id) || scoped.contains(&id)
+        };
+        let mut found: Vec<DataFile> = Vec::new();
         let mut out = Vec::new();
         let mut rewritten = 0;
         for manifest in manifests_of(file_io, metadata, current).await? {
@@ -211,10 +260,7 @@ impl PendingReplace {
                 continue;
             }
             let entries = live_entries_of(file_io, &manifest).await?;
-            if !entries
-                .iter()
-                .any(|e| self.removed.contains_key(&file_identity(&e.file)))
-            {
+            if !entries.iter().any(|e| is_removed(&e.file)) {
                 out.push(manifest);
                 continue;
             }
@@ -229,24 +275,77 @@ impl PendingReplace {
                     self.commit_id
                 ),
             };
-            let is_removed = |f: &DataFile| self.removed.contains_key(&file_identity(f));
             let (manifest, removed) = rewrite
                 .write(&manifest, entries, is_removed, |d| stale(metadata, d))
                 .await?;
-            found += removed.len();
+            found.extend(removed);
             out.push(manifest);
         }
-        if found != self.removed.len() {
+        // Rebasing, a planned delete file may have been replaced (its
+        // positions are late deletes); the data files must all be live.
+        let needed = match self.rebase {
+            Some(_) => self.removed_data.len(),
+            None => self.removed.len(),
+        };
+        let present = found
+            .iter()
+            .filter(|f| self.removed.contains_key(&file_identity(f)))
+            .filter(|f| self.rebase.is_none() || f.content_type() == DataContentType::Data)
+            .count();
+        if present != needed {
             return Err(stale(
                 metadata,
                 format!(
-                    "{} of the {} files the compaction replaces are no longer live",
-                    self.removed.len() - found,
-                    self.removed.len()
+                    "{} of the {needed} files the compaction replaces are no longer live",
+                    needed - present,
                 ),
             ));
         }
-        Ok(out)
+        Ok((out, found))
+    }
+
+    /// Carries the late deletes onto the new files: writes their delete
+    /// files (those of an earlier attempt deleted) and the manifests
+    /// listing them.
+    async fn carry_over(
+        &mut self,
+        file_io: &FileIO,
+        metadata: &TableMetadata,
+        attempt: u32,
+        late: &LateDeletes,
+    ) -> Result<Vec<ManifestFile>, IcebergError> {
+        for file in std::mem::take(&mut self.carried) {
+            // Not committed: best effort, a later orphan pass catches it.
+            let _ = file_io.delete(file.file_path()).await;
+        }
+        self.carried_rows = 0;
+        let Some(rebase) = self.rebase.as_ref().filter(|_| !late.positions.is_empty()) else {
+            return Ok(Vec::new());
+        };
+        let carried = match translate(file_io, rebase, late, &self.added).await? {
+            Ok(carried) => carried,
+            Err(detail) => {
+                return Err(stale(
+                    metadata,
+                    format!("carrying late deletes over: {detail}"),
+                ))
+            }
+        };
+        self.carried_rows = carried.values().map(RoaringTreemap::len).sum();
+        self.carried =
+            write_carried(file_io, metadata, rebase.zstd_level, carried, &self.added).await?;
+        if self.carried.is_empty() {
+            return Ok(Vec::new());
+        }
+        write_new_manifests(
+            file_io,
+            metadata,
+            self.snapshot_id,
+            &self.commit_id,
+            self.carried.clone(),
+            &format!("d{attempt}"),
+        )
+        .await
     }
 }
 
@@ -269,7 +368,7 @@ impl PendingCommit for PendingReplace {
         metadata: &TableMetadata,
         attempt: u32,
     ) -> Result<BuiltSnapshot, IcebergError> {
-        self.check_still_applies(file_io, metadata).await?;
+        let late = self.check_still_applies(file_io, metadata).await?;
         if renew_snapshot_id_if_taken(metadata, &mut self.snapshot_id) {
             self.data_manifests = None;
         }
@@ -288,12 +387,17 @@ impl PendingCommit for PendingReplace {
         }
         let mut manifests: Vec<ManifestFile> =
             self.data_manifests.iter().flatten().cloned().collect();
-        manifests.extend(self.carry_forward(file_io, metadata, attempt).await?);
-        let removed: Vec<DataFile> = self.removed.values().map(|e| e.file.clone()).collect();
+        manifests.extend(self.carry_over(file_io, metadata, attempt, &late).await?);
+        let scoped: HashSet<(String, i64)> =
+            late.scoped.iter().map(|e| file_identity(&e.file)).collect();
+        let (carried_forward, removed) = self
+            .carry_forward(file_io, metadata, attempt, &scoped)
+            .await?;
+        manifests.extend(carried_forward);
         let mut summary = summary(
             metadata.current_snapshot().map(|p| p.summary()),
             &self.added,
-            &[],
+            &self.carried,
             &removed,
             &self.summary_extra,
             &self.commit_id,
