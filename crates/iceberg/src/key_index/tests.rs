@@ -683,7 +683,7 @@ async fn a_compaction_since_is_replayed_at_the_new_positions() {
 /// not there exactly once leaves the compaction to be planned again.
 #[tokio::test]
 async fn late_deletes_are_carried_onto_the_compactions_files_by_key() {
-    use crate::maintain::rebase::{translate, LateDeletes, Rebase};
+    use crate::maintain::rebase::{translate, LateDeletes, Rebase, Uncarried};
     let fx = Fixture::new(FormatVersion::V2).await;
     let io = fx.destination.file_io();
     // Keys 1-4 at positions 0-3; the compaction dropped 1 and 3 (deleted
@@ -710,13 +710,14 @@ async fn late_deletes_are_carried_onto_the_compactions_files_by_key() {
     // Key 2 twice in the new files, or key 4 missing: planned again.
     let twice = fx.data_file(&[2], 1).await;
     let outcome = translate(io, &rebase, &late, &[new.clone(), twice]).await;
-    assert!(outcome.unwrap().is_err());
+    assert_eq!(outcome.unwrap().unwrap_err(), Uncarried::TwiceInNewFiles);
     let missing = fx.data_file(&[2], 0).await;
     let outcome = translate(io, &rebase, &late, &[missing]).await;
-    assert!(outcome
-        .unwrap()
-        .unwrap_err()
-        .contains("1 of 2 deleted rows"));
+    let expected = Uncarried::Missing {
+        missing: 1,
+        wanted: 2,
+    };
+    assert_eq!(outcome.unwrap().unwrap_err(), expected);
 }
 
 /// 100,000 keys: rebuild, reopen, lookups. Prints the index size.

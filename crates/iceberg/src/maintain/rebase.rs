@@ -63,14 +63,27 @@ impl LateDeletes {
     }
 }
 
+/// Why late deletes cannot be carried over (the compaction plans again).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum Uncarried {
+    #[error("row {pos} of {path} has no key")]
+    Keyless { path: String, pos: u64 },
+    #[error("row {pos} of {path} repeats a deleted key")]
+    RepeatedKey { path: String, pos: u64 },
+    #[error("a deleted key is in the new files twice")]
+    TwiceInNewFiles,
+    #[error("{missing} of {wanted} deleted rows are not in the new files")]
+    Missing { missing: usize, wanted: usize },
+}
+
 /// The late deleted rows' positions in the new files, found by key;
-/// `Err(detail)` when a row cannot be found exactly once (plan again).
+/// [`Uncarried`] when a row cannot be found exactly once (plan again).
 pub(crate) async fn translate(
     file_io: &FileIO,
     rebase: &Rebase,
     late: &LateDeletes,
     written: &[DataFile],
-) -> Result<Result<BTreeMap<String, RoaringTreemap>, String>, IcebergError> {
+) -> Result<Result<BTreeMap<String, RoaringTreemap>, Uncarried>, IcebergError> {
     let mut wanted: HashSet<[u8; 16]> = HashSet::new();
     for (path, positions) in &late.positions {
         let mut fresh = positions.clone();
@@ -94,10 +107,12 @@ pub(crate) async fn translate(
         })
         .await?;
         if let Some(pos) = keyless {
-            return Ok(Err(format!("row {pos} of {path} has no key")));
+            let path = path.clone();
+            return Ok(Err(Uncarried::Keyless { path, pos }));
         }
         if let Some(pos) = twice {
-            return Ok(Err(format!("row {pos} of {path} repeats a deleted key")));
+            let path = path.clone();
+            return Ok(Err(Uncarried::RepeatedKey { path, pos }));
         }
     }
     let mut found: BTreeMap<String, RoaringTreemap> = BTreeMap::new();
@@ -119,14 +134,13 @@ pub(crate) async fn translate(
         }
     }
     if repeated {
-        return Ok(Err("a deleted key is in the new files twice".to_string()));
+        return Ok(Err(Uncarried::TwiceInNewFiles));
     }
     if seen.len() != wanted.len() {
-        return Ok(Err(format!(
-            "{} of {} deleted rows are not in the new files",
-            wanted.len() - seen.len(),
-            wanted.len()
-        )));
+        return Ok(Err(Uncarried::Missing {
+            missing: wanted.len() - seen.len(),
+            wanted: wanted.len(),
+        }));
     }
     Ok(Ok(found))
 }
