@@ -14,6 +14,7 @@ use topicberg_core::config::{PartitionField, SortKey};
 use crate::catalog::rest::{LoadedTable, Namespace, RestCatalog, RestCatalogConfig};
 use crate::catalog::Catalog;
 use crate::commit::append::PendingAppend;
+use crate::commit::gate::CommitGates;
 use crate::commit::offsets::{OffsetsAdvance, OFFSETS_PROPERTY};
 use crate::commit::snapshot_commit::PendingCommit;
 use crate::commit::summary::COMMIT_ID_PROPERTY;
@@ -43,6 +44,8 @@ pub struct Destination {
     storage: ObjectStorage,
     file_io: FileIO,
     pub(crate) options: WriteOptions,
+    /// One commit per table at a time in this process.
+    gates: CommitGates,
 }
 
 /// The snapshot an append committed.
@@ -111,6 +114,7 @@ impl Destination {
             storage,
             file_io,
             options: WriteOptions::default(),
+            gates: CommitGates::default(),
         }
     }
 
@@ -391,7 +395,9 @@ impl Destination {
     /// The commit loop of [`Self::commit_append_with_retry`] and
     /// [`Self::commit_row_delta_with_retry`], with the retry rules
     /// documented on the former. What must still hold on a reloaded table
-    /// is checked by `pending.build`.
+    /// is checked by `pending.build`. From its `gated_from` attempt on, the
+    /// commit holds the table's gate (`commit/gate.rs`); an attempt that
+    /// waited for it builds on the table reloaded inside it.
     pub(crate) async fn commit_with_retry(
         &self,
         handle: &mut TableHandle,
@@ -399,8 +405,18 @@ impl Destination {
         max_attempts: u32,
     ) -> Result<CommittedSnapshot, IcebergError> {
         let mut attempt = 0;
+        let mut gate = None;
         loop {
             attempt += 1;
+            if gate.is_none() && attempt >= pending.gated_from() {
+                let table = format!("{}.{}", handle.namespace.join("."), handle.name);
+                gate = Some(self.gates.enter(&table).await);
+                if attempt > 1 {
+                    let schema = handle.pending_schema.take();
+                    *handle = self.reload_patiently(handle).await?;
+                    *handle = handle.clone().reapply_pending_schema(schema)?;
+                }
+            }
             // The offsets first: a table another sync moved is not built on.
             let offsets = match pending.offsets() {
                 Some(advance) => Some(advance.on(handle.metadata())?),

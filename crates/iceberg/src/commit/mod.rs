@@ -2,9 +2,11 @@
 //! delta (data and delete files together), what both share (manifests,
 //! manifest list, snapshot, requirements, reading and rewriting a manifest's
 //! entries), their summary, the table's record
-//! of Kafka offsets, and the schema change that rides along with a commit.
+//! of Kafka offsets, the schema change that rides along with a commit, and
+//! the gate that lets one commit per table through at a time in a process.
 
 pub mod append;
+pub(crate) mod gate;
 pub(crate) mod manifest_entries;
 pub mod offsets;
 pub mod row_delta;

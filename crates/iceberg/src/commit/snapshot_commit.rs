@@ -45,6 +45,12 @@ pub(crate) trait PendingCommit {
     /// offsets record of the table state it builds on.
     fn summary_extra_mut(&mut self) -> &mut BTreeMap<String, String>;
 
+    /// The first attempt that holds the table's commit gate (see
+    /// `gate.rs`): a commit holds it from then to its end.
+    fn gated_from(&self) -> u32 {
+        1
+    }
+
     /// Writes what is missing and builds the snapshot on `metadata`'s
     /// current `main` snapshot. `attempt` numbers the files written per
     /// attempt.

@@ -683,7 +683,7 @@ async fn a_compaction_since_is_replayed_at_the_new_positions() {
 /// not there exactly once leaves the compaction to be planned again.
 #[tokio::test]
 async fn late_deletes_are_carried_onto_the_compactions_files_by_key() {
-    use crate::maintain::rebase::{translate, LateDeletes, Rebase, Uncarried};
+    use crate::maintain::rebase::{translate, LateDeletes, Rebase, RowMap, Uncarried};
     let fx = Fixture::new(FormatVersion::V2).await;
     let io = fx.destination.file_io();
     // Keys 1-4 at positions 0-3; the compaction dropped 1 and 3 (deleted
@@ -696,6 +696,7 @@ async fn late_deletes_are_carried_onto_the_compactions_files_by_key() {
         applied: HashMap::from([(old_path.clone(), [0u64, 2].into_iter().collect())]),
         key_field: 1,
         zstd_level: 3,
+        rows: RowMap::default(),
     };
     // Meanwhile a writer deleted positions 1 (key 2), 2 (key 3, already
     // gone) and 3 (key 4).
@@ -718,6 +719,91 @@ async fn late_deletes_are_carried_onto_the_compactions_files_by_key() {
         wanted: 2,
     };
     assert_eq!(outcome.unwrap().unwrap_err(), expected);
+}
+
+/// Rows written in read order: late deletes are placed by counting, and
+/// land where the key lookup finds them.
+#[tokio::test]
+async fn late_deletes_are_placed_by_counting_where_the_rewrite_kept_the_order() {
+    use crate::maintain::rebase::{translate, LateDeletes, Rebase, RowMap, Uncarried};
+    let fx = Fixture::new(FormatVersion::V2).await;
+    let io = fx.destination.file_io();
+    // Two rewritten files; the plan dropped positions 0, 2 of the first
+    // (keys 1, 3) and 1 of the second (key 6); the rest was written in
+    // order into two new files.
+    let a = fx.data_file(&[1, 2, 3, 4], 0).await;
+    let b = fx.data_file(&[5, 6, 7, 8], 0).await;
+    let (a_path, b_path) = (a.file_path().to_string(), b.file_path().to_string());
+    let first = fx.data_file(&[2, 4, 5], 0).await;
+    let second = fx.data_file(&[7, 8], 0).await;
+    let written = [first.clone(), second.clone()];
+    let applied = HashMap::from([
+        (a_path.clone(), [0u64, 2].into_iter().collect()),
+        (b_path.clone(), [1u64].into_iter().collect()),
+    ]);
+    let mut rows = RowMap::default();
+    rows.add_group(&[(a_path.clone(), 0), (b_path.clone(), 2)], 5, &written);
+    let mut by_count = Rebase {
+        applied: applied.clone(),
+        key_field: 1,
+        zstd_level: 3,
+        rows,
+    };
+    let by_key = Rebase {
+        applied,
+        key_field: 1,
+        zstd_level: 3,
+        rows: RowMap::default(),
+    };
+    // Late: keys 2, 3 (already dropped) and 4 of the first; 7 and 8 of
+    // the second.
+    let mut late = LateDeletes::default();
+    late.add(&a_path, &[1u64, 2, 3].into_iter().collect());
+    late.add(&b_path, &[2u64, 3].into_iter().collect());
+    let counted = translate(io, &by_count, &late, &written)
+        .await
+        .unwrap()
+        .unwrap();
+    let expected = BTreeMap::from([
+        (
+            first.file_path().to_string(),
+            [0u64, 1].into_iter().collect(),
+        ),
+        (
+            second.file_path().to_string(),
+            [0u64, 1].into_iter().collect(),
+        ),
+    ]);
+    assert_eq!(counted, expected);
+    let looked_up = translate(io, &by_key, &late, &written)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(counted, looked_up);
+    // A position past the file's rows is not placed.
+    let mut past_end = LateDeletes::default();
+    past_end.add(&b_path, &[4u64].into_iter().collect());
+    let outcome = translate(io, &by_count, &past_end, &written).await.unwrap();
+    let past = Uncarried::PastRewrite {
+        path: b_path.clone(),
+        pos: 4,
+    };
+    assert_eq!(outcome.unwrap_err(), past);
+    // New files holding other row counts than the rewrite wrote: the
+    // group is not mapped and its deletes are found by key.
+    by_count.rows = RowMap::default();
+    by_count
+        .rows
+        .add_group(&[(a_path, 0), (b_path.clone(), 2)], 6, &written);
+    let looked_up = translate(io, &by_count, &late, &written)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(looked_up, expected);
+    let outcome = translate(io, &by_count, &past_end, &written).await.unwrap();
+    // Looked up by key, a position past the file's rows names no row:
+    // nothing to carry.
+    assert_eq!(outcome.unwrap(), BTreeMap::new());
 }
 
 /// 100,000 keys: rebuild, reopen, lookups. Prints the index size.

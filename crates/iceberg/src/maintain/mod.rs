@@ -98,7 +98,11 @@ impl TableStats {
 
 /// What carrying late deletes over needs, when the table allows it: the
 /// `_olake_id` key and no equality deletes (see `rebase.rs`).
-fn rebase_of(plan: &plan::Plan, options: &CompactionOptions) -> Option<rebase::Rebase> {
+fn rebase_of(
+    plan: &plan::Plan,
+    options: &CompactionOptions,
+    rows: rebase::RowMap,
+) -> Option<rebase::Rebase> {
     let key_field = plan.key_field.filter(|_| plan.equality.is_empty())?;
     let applied = plan
         .rewritten()
@@ -108,6 +112,7 @@ fn rebase_of(plan: &plan::Plan, options: &CompactionOptions) -> Option<rebase::R
         applied,
         key_field,
         zstd_level: options.zstd_level,
+        rows,
     })
 }
 
@@ -174,7 +179,7 @@ pub async fn compact(
         if plan.groups.is_empty() || dry_run {
             return Ok(outcome);
         }
-        let written = match rewrite::rewrite(file_io, handle.metadata(), &plan, options).await {
+        let mut written = match rewrite::rewrite(file_io, handle.metadata(), &plan, options).await {
             Ok(written) => written,
             Err((e, files)) => {
                 destination.delete_uncommitted(&files).await;
@@ -194,7 +199,7 @@ pub async fn compact(
             plan.base,
             written.files.clone(),
             removed,
-            rebase_of(&plan, options),
+            rebase_of(&plan, options, std::mem::take(&mut written.row_map)),
         );
         let commit_id = pending.commit_id.clone();
         match destination

@@ -6,11 +6,17 @@
 //! reached the rewritten files since the plan ("late" deletes) are carried
 //! onto the files the compaction wrote, in the same `replace` snapshot:
 //!
-//! - each late deleted row is found by its `_olake_id` key: read from the
-//!   rewritten file at the deleted position, then looked up in the new
-//!   files, where it must be exactly once (an upsert table holds one live
-//!   row per key); anything else (a row without a key, a key found twice
-//!   or not at all) leaves the replace stale, planned again as before;
+//! - where the rewrite wrote a group's rows in the order it read them (one
+//!   partition, no sort order: [`RowMap`]), a late deleted row's new place
+//!   is counted: the rows of the files before it in the group, plus its
+//!   position, minus the rows the rewrite left out before it; nothing is
+//!   read;
+//! - elsewhere each late deleted row is found by its `_olake_id` key: read
+//!   from the rewritten file at the deleted position, then looked up in the
+//!   new files, where it must be exactly once (an upsert table holds one
+//!   live row per key); anything else (a row without a key, a key found
+//!   twice or not at all) leaves the replace stale, planned again as
+//!   before;
 //! - the positions found become delete files of the new files, written
 //!   as the table writes deletes (deletion vectors on v3, one position
 //!   delete file per data file on v2); they take the replace's sequence
@@ -46,6 +52,63 @@ pub(crate) struct Rebase {
     pub key_field: i32,
     /// zstd level of position delete files.
     pub zstd_level: i32,
+    /// Where the rows of groups written in read order went.
+    pub rows: RowMap,
+}
+
+/// Where each rewritten file's live rows went, for the groups the rewrite
+/// wrote in the order it read them: each file's first row in the group's
+/// output, and the group's new files in order with the row each ends at.
+#[derive(Debug, Default)]
+pub(crate) struct RowMap {
+    /// Rewritten file -> (group, its first row, the row after its last).
+    inputs: HashMap<String, (usize, u64, u64)>,
+    /// Per group: each new file and the group's row its rows end at.
+    outputs: Vec<Vec<(String, u64)>>,
+}
+
+impl RowMap {
+    /// Records a group: `inputs` are its rewritten files with the output
+    /// row each started at, `rows` the rows written, `files` the new files
+    /// in the order they were written. A group whose files do not hold
+    /// exactly `rows` rows is left out (its deletes are found by key).
+    pub fn add_group(&mut self, inputs: &[(String, u64)], rows: u64, files: &[DataFile]) {
+        let mut end = 0;
+        let outputs: Vec<(String, u64)> = files
+            .iter()
+            .map(|f| {
+                end += f.record_count();
+                (f.file_path().to_string(), end)
+            })
+            .collect();
+        if end != rows {
+            return;
+        }
+        let group = self.outputs.len();
+        self.outputs.push(outputs);
+        for (i, (path, start)) in inputs.iter().enumerate() {
+            let next = inputs.get(i + 1).map_or(rows, |(_, s)| *s);
+            self.inputs.insert(path.clone(), (group, *start, next));
+        }
+    }
+
+    /// Whether `path`'s rows are mapped.
+    fn maps(&self, path: &str) -> bool {
+        self.inputs.contains_key(path)
+    }
+
+    /// The new file and position of the `kept`-th live row of `path`.
+    fn place(&self, path: &str, kept: u64) -> Option<(&str, u64)> {
+        let &(group, start, next) = self.inputs.get(path)?;
+        let row = start + kept;
+        if row >= next {
+            return None;
+        }
+        let outputs = &self.outputs[group];
+        let i = outputs.partition_point(|(_, end)| *end <= row);
+        let first = if i == 0 { 0 } else { outputs[i - 1].1 };
+        outputs.get(i).map(|(file, _)| (file.as_str(), row - first))
+    }
 }
 
 /// Deletes committed on `main` since the plan that reach rewritten files.
@@ -61,6 +124,14 @@ impl LateDeletes {
     pub fn add(&mut self, path: &str, positions: &RoaringTreemap) {
         *self.positions.entry(path.to_string()).or_default() |= positions;
     }
+
+    /// Adds another snapshot's late deletes.
+    pub fn merge(&mut self, other: &LateDeletes) {
+        for (path, positions) in &other.positions {
+            self.add(path, positions);
+        }
+        self.scoped.extend(other.scoped.iter().cloned());
+    }
 }
 
 /// Why late deletes cannot be carried over (the compaction plans again).
@@ -74,22 +145,63 @@ pub(crate) enum Uncarried {
     TwiceInNewFiles,
     #[error("{missing} of {wanted} deleted rows are not in the new files")]
     Missing { missing: usize, wanted: usize },
+    #[error("row {pos} of {path} is past the rows the compaction wrote for it")]
+    PastRewrite { path: String, pos: u64 },
 }
 
-/// The late deleted rows' positions in the new files, found by key;
-/// [`Uncarried`] when a row cannot be found exactly once (plan again).
+/// The late deleted rows' positions in the new files: counted where the
+/// rows were written in read order, else found by key; [`Uncarried`] when
+/// a row cannot be placed exactly once (plan again).
 pub(crate) async fn translate(
     file_io: &FileIO,
     rebase: &Rebase,
     late: &LateDeletes,
     written: &[DataFile],
 ) -> Result<Result<BTreeMap<String, RoaringTreemap>, Uncarried>, IcebergError> {
-    let mut wanted: HashSet<[u8; 16]> = HashSet::new();
+    let mut found: BTreeMap<String, RoaringTreemap> = BTreeMap::new();
+    let mut by_key = LateDeletes::default();
     for (path, positions) in &late.positions {
         let mut fresh = positions.clone();
-        if let Some(applied) = rebase.applied.get(path) {
+        let applied = rebase.applied.get(path);
+        if let Some(applied) = applied {
             fresh -= applied;
         }
+        if !rebase.rows.maps(path) {
+            by_key.add(path, &fresh);
+            continue;
+        }
+        for pos in fresh {
+            let dropped = applied.map_or(0, |a| a.rank(pos));
+            let Some((file, new_pos)) = rebase.rows.place(path, pos - dropped) else {
+                let path = path.clone();
+                return Ok(Err(Uncarried::PastRewrite { path, pos }));
+            };
+            found.entry(file.to_string()).or_default().insert(new_pos);
+        }
+    }
+    if by_key.positions.values().all(RoaringTreemap::is_empty) {
+        return Ok(Ok(found));
+    }
+    let by_key = match translate_by_key(file_io, rebase, &by_key, written).await? {
+        Ok(by_key) => by_key,
+        Err(uncarried) => return Ok(Err(uncarried)),
+    };
+    for (file, positions) in by_key {
+        *found.entry(file).or_default() |= positions;
+    }
+    Ok(Ok(found))
+}
+
+/// The late deleted rows (the rewrite's own deletes already taken out)
+/// found in the new files by key.
+async fn translate_by_key(
+    file_io: &FileIO,
+    rebase: &Rebase,
+    late: &LateDeletes,
+    written: &[DataFile],
+) -> Result<Result<BTreeMap<String, RoaringTreemap>, Uncarried>, IcebergError> {
+    let mut wanted: HashSet<[u8; 16]> = HashSet::new();
+    for (path, fresh) in &late.positions {
         if fresh.is_empty() {
             continue;
         }

@@ -74,6 +74,9 @@ pub(crate) struct PendingReplace {
     summary_extra: BTreeMap<String, String>,
     /// Carry late deletes over instead of going stale.
     rebase: Option<Rebase>,
+    /// The late deletes of each snapshot checked so far (a snapshot does
+    /// not change: a later attempt reads only the snapshots since).
+    checked: HashMap<i64, LateDeletes>,
     /// The delete files the last attempt wrote for late deletes.
     pub(crate) carried: Vec<DataFile>,
     /// The late deleted rows the last attempt carried over.
@@ -106,6 +109,7 @@ impl PendingReplace {
             data_manifests: None,
             summary_extra: BTreeMap::new(),
             rebase,
+            checked: HashMap::new(),
             carried: Vec::new(),
             carried_rows: 0,
         }
@@ -115,7 +119,7 @@ impl PendingReplace {
     /// file or added a delete that applies to a replaced data file; when
     /// rebasing, returns the position deletes and deletion vectors instead.
     async fn check_still_applies(
-        &self,
+        &mut self,
         file_io: &FileIO,
         metadata: &TableMetadata,
     ) -> Result<LateDeletes, IcebergError> {
@@ -134,18 +138,23 @@ impl PendingReplace {
             let Some(snapshot) = metadata.snapshot_by_id(id) else {
                 return Err(stale(metadata, format!("snapshot {id} of main is missing")));
             };
-            for manifest in manifests_of(file_io, metadata, snapshot).await? {
-                if manifest.added_snapshot_id != id {
-                    continue;
-                }
-                for entry in entries_of(file_io, &manifest).await? {
-                    if entry.snapshot_id != id {
+            if !self.checked.contains_key(&id) {
+                let mut found = LateDeletes::default();
+                for manifest in manifests_of(file_io, metadata, snapshot).await? {
+                    if manifest.added_snapshot_id != id {
                         continue;
                     }
-                    self.check_entry(file_io, metadata, id, &entry, &mut late)
-                        .await?;
+                    for entry in entries_of(file_io, &manifest).await? {
+                        if entry.snapshot_id != id {
+                            continue;
+                        }
+                        self.check_entry(file_io, metadata, id, &entry, &mut found)
+                            .await?;
+                    }
                 }
+                self.checked.insert(id, found);
             }
+            late.merge(&self.checked[&id]);
             next = snapshot.parent_snapshot_id();
         }
         Ok(late)
@@ -360,6 +369,12 @@ impl PendingCommit for PendingReplace {
 
     fn summary_extra_mut(&mut self) -> &mut BTreeMap<String, String> {
         &mut self.summary_extra
+    }
+
+    /// The first attempt reads every snapshot since the plan without
+    /// holding the rounds up; the later ones hold the gate.
+    fn gated_from(&self) -> u32 {
+        2
     }
 
     async fn build(

@@ -12,6 +12,7 @@ use iceberg::spec::{DataFile, TableMetadata};
 use parquet::arrow::ProjectionMask;
 
 use super::plan::{CompactionOptions, Plan};
+use super::rebase::RowMap;
 use crate::commit::manifest_entries::Entry;
 use crate::error::{IcebergError, IcebergErrorKind};
 use crate::key_index::parse_key;
@@ -29,6 +30,9 @@ pub(crate) struct Rewritten {
     pub files: Vec<DataFile>,
     pub rows: u64,
     pub rows_dropped: u64,
+    /// Where the rows went, for the groups written in read order (one
+    /// partition, no sort order).
+    pub row_map: RowMap,
 }
 
 fn storage_err(step: &str, e: impl std::error::Error + Send + Sync + 'static) -> IcebergError {
@@ -70,7 +74,10 @@ pub(crate) async fn rewrite(
             Ok(w) => w,
             Err(e) => return Err((e, out.files)),
         };
+        let in_order = !group.repartition && !writer.sorts();
+        let mut starts = Vec::with_capacity(group.files.len());
         for entry in &group.files {
+            starts.push((entry.path().to_string(), writer.rows()));
             if let Err(e) =
                 copy_live_rows(file_io, metadata, plan, entry, &mut writer, &mut out).await
             {
@@ -82,6 +89,9 @@ pub(crate) async fn rewrite(
         let rows = writer.rows();
         match writer.finish().await {
             Ok(files) => {
+                if in_order {
+                    out.row_map.add_group(&starts, rows, &files);
+                }
                 out.files.extend(files);
                 out.rows += rows;
             }

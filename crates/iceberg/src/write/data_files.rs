@@ -258,6 +258,13 @@ impl DataFileWriter {
         self.rows
     }
 
+    /// Whether rows are sorted before they are written (the table has a
+    /// default sort order the writer applies); else they are written in
+    /// the order given.
+    pub fn sorts(&self) -> bool {
+        self.sorter.is_some()
+    }
+
     /// The id of the partition spec the files are written under.
     pub fn spec_id(&self) -> i32 {
         self.spec.spec_id()
