@@ -13,7 +13,11 @@ Steps, in this order, on every table (default: all):
   alter             ALTER TABLE ADD COLUMN spark_note string, SET TBLPROPERTIES
   partition         ALTER TABLE ADD PARTITION FIELD bucket(4, id)
   expire            CALL system.expire_snapshots(retain_last => 1, all older)
-  orphans           remove orphan files (Action API: every unreferenced file, however new)
+  orphans           remove orphan files (Action API: every unreferenced file, however new;
+                    with --orphans-before-start only those written before this
+                    script started, as a team whose writers run meanwhile
+                    must: a file a writer commits while the orphan pass lists
+                    the table looks unreferenced to it)
   tag               ALTER TABLE CREATE TAG maintained, CREATE BRANCH audit
   describe          DESCRIBE TABLE EXTENDED (read only: the table's
                     properties, its sort order among them)
@@ -81,18 +85,23 @@ def jdbc_catalog(cfg: common.CatalogConfig) -> tuple[str, dict[str, str]]:
     }
 
 
-def remove_orphan_files(spark, name: str) -> list[str]:
+STARTED_MS = int(time.time() * 1000)
+
+
+def remove_orphan_files(spark, name: str, before_start: bool) -> list[str]:
     """Every file under the table's location that no snapshot references,
-    however new (the Action API; the procedure needs 24 hours)."""
+    however new, or only those written before the script started (the Action
+    API; the procedure needs 24 hours). S3 stamps files to the second: 2 s
+    of margin."""
     jvm = spark._jvm
     table = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, name)
-    cutoff = int(time.time() * 1000) + 60_000
+    cutoff = STARTED_MS - 2_000 if before_start else int(time.time() * 1000) + 60_000
     result = (jvm.org.apache.iceberg.spark.actions.SparkActions.get(spark._jsparkSession)
               .deleteOrphanFiles(table).usePrefixListing(True).olderThan(cutoff).execute())
     return [str(f) for f in result.orphanFileLocations()]
 
 
-def maintain(spark, cat: str, table: common.TableName, steps: list[str]) -> dict:
+def maintain(spark, cat: str, table: common.TableName, steps: list[str], orphans_before_start: bool) -> dict:
     name = ".".join(spark_reader.quote(x) for x in (cat,) + table.namespace + (table.name,))
     dotted = ".".join(table.namespace + (table.name,))
     done = {"table": table.dotted}
@@ -102,7 +111,7 @@ def maintain(spark, cat: str, table: common.TableName, steps: list[str]) -> dict
             rows = spark.sql(sql).collect()
             results.extend([str(v) for v in r] for r in rows)
         if step == "orphans":
-            results.append(remove_orphan_files(spark, name))
+            results.append(remove_orphan_files(spark, name, orphans_before_start))
         done[step] = results
     snapshots = spark.sql(f"SELECT snapshot_id, operation FROM {name}.snapshots").collect()
     done["snapshots"] = [[str(r[0]), r[1]] for r in snapshots]
@@ -115,6 +124,8 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     common.add_catalog_args(p)
     p.add_argument("--steps", default=",".join(STEPS), help="comma-separated subset of the steps")
+    p.add_argument("--orphans-before-start", action="store_true",
+                   help="orphans: only files written before this script started (writers run meanwhile)")
     p.add_argument("tables", nargs="+", help="namespace.table")
     args = p.parse_args()
     steps = [s for s in STEPS if s in args.steps.split(",")]
@@ -129,7 +140,8 @@ def main() -> int:
         spark = spark_reader.session(cfg, extra)
         try:
             for t in args.tables:
-                print(json.dumps(maintain(spark, cat, common.parse_table(t), steps)), flush=True)
+                print(json.dumps(maintain(spark, cat, common.parse_table(t), steps,
+                                         args.orphans_before_start)), flush=True)
         finally:
             spark.stop()
     except ReaderError as e:

@@ -19,6 +19,7 @@ use crate::commit::offsets::{OffsetsAdvance, OFFSETS_PROPERTY};
 use crate::commit::snapshot_commit::PendingCommit;
 use crate::commit::summary::COMMIT_ID_PROPERTY;
 use crate::error::{IcebergError, IcebergErrorKind};
+use crate::maintain::rebase::RowMoves;
 use crate::table::TableHandle;
 use crate::write::credentials::{Refresh, RefreshError, Vended};
 use crate::write::data_files::{DataFileWriter, WriteOptions};
@@ -46,7 +47,13 @@ pub struct Destination {
     pub(crate) options: WriteOptions,
     /// One commit per table at a time in this process.
     gates: CommitGates,
+    /// Where this process's latest compactions moved rows, for its key
+    /// indexes: (table uuid, replace snapshot id, moves), newest last.
+    moves: std::sync::Mutex<std::collections::VecDeque<(String, i64, Arc<RowMoves>)>>,
 }
+
+/// The compactions whose row moves a destination keeps.
+const KEPT_MOVES: usize = 8;
 
 /// The snapshot an append committed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -115,6 +122,7 @@ impl Destination {
             file_io,
             options: WriteOptions::default(),
             gates: CommitGates::default(),
+            moves: std::sync::Mutex::default(),
         }
     }
 
@@ -132,6 +140,25 @@ impl Destination {
     /// The storage, e.g. to read back a file.
     pub fn storage(&self) -> &ObjectStorage {
         &self.storage
+    }
+
+    /// Records where the compaction committed as `snapshot` of table
+    /// `uuid` moved rows (the latest [`KEPT_MOVES`] are kept).
+    pub(crate) fn record_moves(&self, uuid: &str, snapshot: i64, moves: RowMoves) {
+        let mut kept = self.moves.lock().unwrap_or_else(|p| p.into_inner());
+        if kept.len() == KEPT_MOVES {
+            kept.pop_front();
+        }
+        kept.push_back((uuid.to_string(), snapshot, Arc::new(moves)));
+    }
+
+    /// Where the compaction committed as `snapshot` of table `uuid` moved
+    /// rows, if this process made it.
+    pub(crate) fn moves_of(&self, uuid: &str, snapshot: i64) -> Option<Arc<RowMoves>> {
+        let kept = self.moves.lock().unwrap_or_else(|p| p.into_inner());
+        kept.iter()
+            .find(|(u, s, _)| u == uuid && *s == snapshot)
+            .map(|(_, _, moves)| Arc::clone(moves))
     }
 
     /// The `iceberg` `FileIO` over [`Self::storage`].

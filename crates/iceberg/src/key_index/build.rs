@@ -3,6 +3,7 @@
 //! index reflects.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use iceberg::io::FileIO;
 use iceberg::spec::{
@@ -15,6 +16,10 @@ use super::scan::{
 };
 use super::store::{store_err, Blocks, Op, Store, FLUSH_OPS};
 use crate::error::IcebergError;
+use crate::maintain::rebase::RowMoves;
+
+/// The row moves of this process's compaction committed as a snapshot.
+pub(crate) type MovesOf<'a> = &'a (dyn Fn(i64) -> Option<Arc<RowMoves>> + Sync);
 
 /// Counts of a rebuild or update.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -33,6 +38,9 @@ pub struct BuildStats {
     pub duplicate_keys: u64,
     /// Keys removed because a delete retired their row.
     pub keys_removed: u64,
+    /// Keys moved by this process's compactions, followed by counting
+    /// rather than by reading the new files (`maintain/rebase.rs`).
+    pub keys_moved: u64,
 }
 
 /// Buffers index changes and writes them as runs of bounded size.
@@ -121,6 +129,34 @@ impl<'a> Writer<'a> {
         })
         .await
     }
+}
+
+/// Moves every key whose row a compaction moved to the row's new place
+/// (one pass over the index's runs, merged into one). `None`: a key's row
+/// is one the compaction left out or deleted, which a right index never
+/// holds; nothing changed (the caller reads the new files instead).
+fn follow_moves(store: &mut Store, moves: &RowMoves) -> std::io::Result<Option<u64>> {
+    let rewritten: HashMap<u32, String> = store
+        .file_paths()
+        .filter(|(_, path)| moves.rewrote(path))
+        .map(|(id, path)| (id, path.to_string()))
+        .collect();
+    let new_files: Vec<String> = moves.new_files().map(str::to_string).collect();
+    let new_ids: HashMap<String, u32> = new_files
+        .into_iter()
+        .map(|path| (store.file_id(&path), path))
+        .map(|(id, path)| (path, id))
+        .collect();
+    let mut moved = 0u64;
+    let followed = store.remap_all(&mut |(file, pos)| {
+        let Some(path) = rewritten.get(&file) else {
+            return Some((file, pos));
+        };
+        let (new_path, new_pos) = moves.place(path, pos)?;
+        moved += 1;
+        Some((*new_ids.get(new_path)?, new_pos))
+    })?;
+    Ok(followed.map(|_| moved))
 }
 
 /// Adds the deletes of the delete files in `entries` to `out`, keeping
@@ -289,7 +325,9 @@ pub enum ReplayRefused {
 /// row of the files it removes into the files it adds: their keys are
 /// indexed at their new place. Each one must replace a key the index had;
 /// one that does not (the rows were not where the index thought) means a
-/// rebuild.
+/// rebuild. A `replace` this process committed with known row moves
+/// (`moves`) is followed by moving each key's row without reading a file
+/// ([`follow_moves`]).
 pub(crate) async fn update(
     store: &mut Store,
     step: &str,
@@ -297,11 +335,27 @@ pub(crate) async fn update(
     file_io: &FileIO,
     key_field: i32,
     chain: &[SnapshotRef],
+    moves: MovesOf<'_>,
 ) -> Result<Result<BuildStats, ReplayRefused>, IcebergError> {
     // Not committed here: a crash in between leaves the index as it was.
     let mut writer = Writer::new(store, step, false);
     for snapshot in chain {
         let id = snapshot.snapshot_id();
+        if snapshot.summary().operation == Operation::Replace {
+            if let Some(moves) = moves(id) {
+                writer.flush()?;
+                if let Some(moved) =
+                    follow_moves(writer.store, &moves).map_err(|e| store_err(step, e))?
+                {
+                    writer.stats.keys_moved += moved;
+                    continue;
+                }
+                tracing::warn!(
+                    snapshot = id,
+                    "a compaction's row moves do not match the key index; reading its files"
+                );
+            }
+        }
         let entries = snapshot_files(file_io, metadata, snapshot, Some(id)).await?;
         let replace = snapshot.summary().operation == Operation::Replace;
         for entry in &entries {

@@ -61,6 +61,7 @@ pub use scan::parse_key;
 
 use crate::error::{IcebergError, IcebergErrorKind};
 use crate::table::TableHandle;
+use crate::Destination;
 use store::{store_err, Blocks, Found, Meta, Op, Store};
 
 /// Where a key's current row is.
@@ -163,17 +164,19 @@ impl KeyIndex {
         let dir = state_dir.join(&uuid);
         let step = format!("opening the key index in {}", dir.display());
         let (store, found) = Store::open(&dir).map_err(|e| store_err(&step, e))?;
-        Self::bring_up_to_date(store, found, table, file_io, key_field).await
+        Self::bring_up_to_date(store, found, table, file_io, key_field, &|_| None).await
     }
 
     /// Brings an index kept open since an earlier commit (a follower's, from
     /// round to round) to the table's current snapshot, as [`Self::open`]
     /// does: [`IndexState::Fresh`] when no other writer committed since;
-    /// merges still due are done first.
+    /// merges still due are done first. A compaction `destination`
+    /// committed in this process is followed by counting where it moved
+    /// the rows, without reading its files.
     pub async fn refresh(
         self,
         table: &TableHandle,
-        file_io: &FileIO,
+        destination: &Destination,
     ) -> Result<KeyIndex, IcebergError> {
         let mut index = self;
         index.merge()?;
@@ -182,7 +185,10 @@ impl KeyIndex {
             table_uuid: index.table_uuid,
             snapshot: index.snapshot_id,
         });
-        Self::bring_up_to_date(index.store, found, table, file_io, key_field).await
+        let uuid = table.metadata().uuid().to_string();
+        let moves = |snapshot| destination.moves_of(&uuid, snapshot);
+        let file_io = destination.file_io();
+        Self::bring_up_to_date(index.store, found, table, file_io, key_field, &moves).await
     }
 
     fn key_field(table: &TableHandle) -> Result<i32, IcebergError> {
@@ -207,6 +213,7 @@ impl KeyIndex {
         table: &TableHandle,
         file_io: &FileIO,
         key_field: i32,
+        moves: build::MovesOf<'_>,
     ) -> Result<KeyIndex, IcebergError> {
         let metadata = table.metadata();
         let uuid = metadata.uuid().to_string();
@@ -229,8 +236,10 @@ impl KeyIndex {
                 None => RebuildReason::UnknownSnapshot(found.snapshot.unwrap_or(-1)),
                 Some(chain) => {
                     let step = format!("updating key index {}", path.display());
-                    match build::update(&mut store, &step, metadata, file_io, key_field, &chain)
-                        .await?
+                    match build::update(
+                        &mut store, &step, metadata, file_io, key_field, &chain, moves,
+                    )
+                    .await?
                     {
                         Ok(stats) => {
                             store.commit(&meta).map_err(|e| store_err(&step, e))?;

@@ -344,6 +344,14 @@ impl Store {
         self.file_ids.get(path).copied()
     }
 
+    /// Every data file the index names, with its id.
+    pub fn file_paths(&self) -> impl Iterator<Item = (u32, &str)> {
+        self.files
+            .iter()
+            .enumerate()
+            .map(|(id, p)| (id as u32, p.as_str()))
+    }
+
     /// The path of data file id `id`.
     pub fn path(&self, id: u32) -> Option<&str> {
         self.files.get(id as usize).map(String::as_str)
@@ -478,11 +486,30 @@ impl Store {
     /// from the oldest run, deleted keys are dropped and the live count is
     /// recounted. The number of entries shadowed.
     fn merge(&mut self, from: usize) -> std::io::Result<u64> {
+        let merged = self.merge_mapped(from, &mut Some)?;
+        Ok(merged.expect("the identity maps every row"))
+    }
+
+    /// Every run merged into one as [`Self::merge_all`] does, each key's
+    /// row put through `map` (a compaction moved it). `Ok(None)`: `map`
+    /// had no place for a row; nothing changed.
+    pub fn remap_all(
+        &mut self,
+        map: &mut dyn FnMut((u32, u64)) -> Option<(u32, u64)>,
+    ) -> std::io::Result<Option<u64>> {
+        self.merge_mapped(0, map)
+    }
+
+    fn merge_mapped(
+        &mut self,
+        from: usize,
+        map: &mut dyn FnMut((u32, u64)) -> Option<(u32, u64)>,
+    ) -> std::io::Result<Option<u64>> {
         if self.runs.len() <= from {
             if from == 0 {
                 self.keys = 0;
             }
-            return Ok(0);
+            return Ok(Some(0));
         }
         let seq = self.next_seq;
         self.next_seq += 1;
@@ -511,7 +538,15 @@ impl Store {
                         newest = head.next().transpose()?;
                     }
                 }
-                let entry = newest.expect("a head holds the smallest key");
+                let mut entry: Entry = newest.expect("a head holds the smallest key");
+                if let Some(row) = entry.row {
+                    let Some(moved) = map(row) else {
+                        drop(writer);
+                        std::fs::remove_file(&path)?;
+                        return Ok(None);
+                    };
+                    entry.row = Some(moved);
+                }
                 live += u64::from(entry.row.is_some());
                 if entry.row.is_some() || from > 0 {
                     writer.push(&entry)?;
@@ -529,7 +564,7 @@ impl Store {
         if from == 0 {
             self.keys = live;
         }
-        Ok(shadowed)
+        Ok(Some(shadowed))
     }
 
     /// Records the runs written so far and what the index reflects (the

@@ -442,19 +442,13 @@ async fn a_kept_index_merges_off_its_commits_and_is_refreshed_from_the_table() {
         );
         assert!(index.merge_pending(), "round {round}");
         assert_eq!(index.lookup([key(round)]).unwrap(), vec![at(&b, 0)]);
-        index = index
-            .refresh(&fx.table, fx.destination.file_io())
-            .await
-            .unwrap();
+        index = index.refresh(&fx.table, &fx.destination).await.unwrap();
         assert_eq!(index.state(), &IndexState::Fresh, "round {round}");
         assert!(!index.merge_pending(), "round {round}");
     }
     // Another writer commits between two of ours: the kept index replays it.
     let (c, s6, _) = fx.append(&[5, 6], 9).await;
-    let index = index
-        .refresh(&fx.table, fx.destination.file_io())
-        .await
-        .unwrap();
+    let index = index.refresh(&fx.table, &fx.destination).await.unwrap();
     assert_eq!(index.state(), &IndexState::UpdatedFrom(1));
     assert_eq!(index.snapshot_id(), Some(s6));
     assert_eq!(
@@ -804,6 +798,49 @@ async fn late_deletes_are_placed_by_counting_where_the_rewrite_kept_the_order() 
     // Looked up by key, a position past the file's rows names no row:
     // nothing to carry.
     assert_eq!(outcome.unwrap(), BTreeMap::new());
+}
+
+/// A compaction this process committed (a follower's background pass):
+/// its kept key index follows it by counting, reads no file, and finds
+/// what a rebuild from the compacted table finds.
+#[tokio::test]
+async fn a_kept_index_follows_its_processs_compaction_by_counting_and_agrees_with_a_rebuild() {
+    use crate::maintain::{compact, CompactionOptions};
+    let mut fx = Fixture::new(FormatVersion::V2).await;
+    let (a, _, _) = fx.append(&(0..10).collect::<Vec<_>>(), 0).await;
+    let (b, _, _) = fx.append(&(10..20).collect::<Vec<_>>(), 0).await;
+    let index = fx.open().await;
+    // Keys 2 and 13 updated: their old rows deleted.
+    let c = fx.data_file(&[2, 13], 1).await;
+    fx.commit_with_deletes(c, &[(a.as_str(), &[2]), (b.as_str(), &[3])])
+        .await;
+    let index = index.refresh(&fx.table, &fx.destination).await.unwrap();
+    assert_eq!(index.build_stats().keys_moved, 0);
+    let options = CompactionOptions {
+        target_file_size: 64 << 20,
+        min_input_files: 2,
+        zstd_level: 3,
+        tiered: false,
+    };
+    let outcome = compact(&fx.destination, &mut fx.table, &options, false, None)
+        .await
+        .unwrap();
+    assert_eq!(outcome.data_files_rewritten, 3);
+    assert_eq!(outcome.rows_dropped, 2);
+    let index = index.refresh(&fx.table, &fx.destination).await.unwrap();
+    assert_eq!(index.state(), &IndexState::UpdatedFrom(1));
+    assert_eq!(index.build_stats().rows_read, 0, "no file read");
+    assert_eq!(index.build_stats().keys_moved, 20);
+    let followed = all(&index, 20);
+    assert!(followed.iter().all(Option::is_some));
+    drop(index);
+    std::fs::remove_dir_all(fx.index_dir()).unwrap();
+    let rebuilt = fx.open().await;
+    assert_eq!(
+        rebuilt.state(),
+        &IndexState::Rebuilt(RebuildReason::Missing)
+    );
+    assert_eq!(all(&rebuilt, 20), followed);
 }
 
 /// 100,000 keys: rebuild, reopen, lookups. Prints the index size.

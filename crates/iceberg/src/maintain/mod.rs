@@ -194,7 +194,7 @@ pub async fn compact(
             .cloned()
             .chain(plan.removed_deletes.iter().cloned())
             .collect();
-        let pending = replace::PendingReplace::new(
+        let mut pending = replace::PendingReplace::new(
             handle.metadata(),
             plan.base,
             written.files.clone(),
@@ -203,10 +203,14 @@ pub async fn compact(
         );
         let commit_id = pending.commit_id.clone();
         match destination
-            .commit_with_retry(handle, pending, DEFAULT_COMMIT_ATTEMPTS)
+            .commit_with_retry(handle, &mut pending, DEFAULT_COMMIT_ATTEMPTS)
             .await
         {
             Ok(committed) => {
+                if let Some(moves) = pending.moves() {
+                    let uuid = handle.metadata().uuid().to_string();
+                    destination.record_moves(&uuid, committed.snapshot_id, moves);
+                }
                 outcome.snapshot_id = Some(committed.snapshot_id);
                 outcome.data_files_written = written.files.len();
                 outcome.bytes_written = written.files.iter().map(|f| f.file_size_in_bytes()).sum();

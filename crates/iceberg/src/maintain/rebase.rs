@@ -59,7 +59,7 @@ pub(crate) struct Rebase {
 /// Where each rewritten file's live rows went, for the groups the rewrite
 /// wrote in the order it read them: each file's first row in the group's
 /// output, and the group's new files in order with the row each ends at.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub(crate) struct RowMap {
     /// Rewritten file -> (group, its first row, the row after its last).
     inputs: HashMap<String, (usize, u64, u64)>,
@@ -108,6 +108,66 @@ impl RowMap {
         let i = outputs.partition_point(|(_, end)| *end <= row);
         let first = if i == 0 { 0 } else { outputs[i - 1].1 };
         outputs.get(i).map(|(file, _)| (file.as_str(), row - first))
+    }
+}
+
+/// Where a committed compaction moved the rows of the files it rewrote,
+/// when every group was written in read order: what lets this process's
+/// key index follow the compaction by counting instead of reading the new
+/// files' keys (`key_index/build.rs`).
+#[derive(Debug)]
+pub(crate) struct RowMoves {
+    rows: RowMap,
+    /// Per rewritten file: the rows the rewrite left out.
+    applied: HashMap<String, RoaringTreemap>,
+    /// Per rewritten file: the rows deleted meanwhile, carried over.
+    late: BTreeMap<String, RoaringTreemap>,
+}
+
+impl RowMoves {
+    /// The moves of a compaction with `rebase` whose commit carried `late`
+    /// over; `None` when a rewritten file's rows were not written in read
+    /// order.
+    pub(crate) fn new<'a>(
+        rebase: &Rebase,
+        late: &BTreeMap<String, RoaringTreemap>,
+        mut rewritten: impl Iterator<Item = &'a str>,
+    ) -> Option<Self> {
+        if !rewritten.all(|path| rebase.rows.maps(path)) {
+            return None;
+        }
+        Some(Self {
+            rows: rebase.rows.clone(),
+            applied: rebase.applied.clone(),
+            late: late.clone(),
+        })
+    }
+
+    /// Whether the compaction rewrote `path`.
+    pub(crate) fn rewrote(&self, path: &str) -> bool {
+        self.rows.maps(path)
+    }
+
+    /// The new files.
+    pub(crate) fn new_files(&self) -> impl Iterator<Item = &str> {
+        self.rows
+            .outputs
+            .iter()
+            .flatten()
+            .map(|(path, _)| path.as_str())
+    }
+
+    /// Where row `pos` of rewritten file `path` is now; `None` when the
+    /// compaction left it out or deleted it (a live row is never there).
+    pub(crate) fn place(&self, path: &str, pos: u64) -> Option<(&str, u64)> {
+        let applied = self.applied.get(path);
+        if applied.is_some_and(|a| a.contains(pos))
+            || self.late.get(path).is_some_and(|l| l.contains(pos))
+        {
+            return None;
+        }
+        let dropped = applied.map_or(0, |a| a.rank(pos));
+        self.rows.place(path, pos - dropped)
     }
 }
 

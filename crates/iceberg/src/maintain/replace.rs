@@ -40,7 +40,7 @@ use crate::error::{CatalogErrorKind, IcebergError, IcebergErrorKind};
 use crate::key_index::scan::read_position_deletes;
 use crate::table_metadata::{is_deletion_vector, manifests_of};
 
-use super::rebase::{translate, write_carried, LateDeletes, Rebase};
+use super::rebase::{translate, write_carried, LateDeletes, Rebase, RowMoves};
 
 /// The step text of a replace that no longer applies (see the module doc);
 /// the error's kind is `Catalog(Conflict)`.
@@ -81,6 +81,8 @@ pub(crate) struct PendingReplace {
     pub(crate) carried: Vec<DataFile>,
     /// The late deleted rows the last attempt carried over.
     pub(crate) carried_rows: u64,
+    /// The late deletes the last attempt found, per rewritten file.
+    late: BTreeMap<String, RoaringTreemap>,
 }
 
 impl PendingReplace {
@@ -112,7 +114,19 @@ impl PendingReplace {
             checked: HashMap::new(),
             carried: Vec::new(),
             carried_rows: 0,
+            late: BTreeMap::new(),
         }
+    }
+
+    /// Where the committed replace moved the rewritten rows, when every
+    /// group was written in read order (see [`RowMoves`]).
+    pub(crate) fn moves(&self) -> Option<RowMoves> {
+        let rebase = self.rebase.as_ref()?;
+        RowMoves::new(
+            rebase,
+            &self.late,
+            self.removed_data.iter().map(String::as_str),
+        )
     }
 
     /// Fails when a snapshot on `main` since the base removed a replaced
@@ -358,7 +372,9 @@ impl PendingReplace {
     }
 }
 
-impl PendingCommit for PendingReplace {
+// On `&mut`: the caller keeps the replace to read what its last attempt
+// carried over and moved.
+impl PendingCommit for &mut PendingReplace {
     fn commit_id(&self) -> &str {
         &self.commit_id
     }
@@ -403,6 +419,7 @@ impl PendingCommit for PendingReplace {
         let mut manifests: Vec<ManifestFile> =
             self.data_manifests.iter().flatten().cloned().collect();
         manifests.extend(self.carry_over(file_io, metadata, attempt, &late).await?);
+        self.late = late.positions.clone();
         let scoped: HashSet<(String, i64)> =
             late.scoped.iter().map(|e| file_identity(&e.file)).collect();
         let (carried_forward, removed) = self

@@ -34,7 +34,7 @@ impl IndexHome<'_> {
             Some(kept) => kept.take(&dir).await,
             None => None,
         } {
-            return index.refresh(handle, destination.file_io()).await;
+            return index.refresh(handle, destination).await;
         }
         let index = KeyIndex::open(self.state_dir, handle, destination.file_io()).await?;
         let table = format!("{}.{}", handle.namespace().join("."), handle.name());

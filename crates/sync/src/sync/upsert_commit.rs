@@ -126,7 +126,16 @@ async fn commit_upsert_once(
     let table = format!("{}.{}", handle.namespace().join("."), handle.name());
     match index.state() {
         IndexState::Fresh => {}
-        state => tracing::info!(table = %table, state = ?state, "key index brought up to date"),
+        state => {
+            let stats = index.build_stats();
+            tracing::info!(
+                table = %table,
+                state = ?state,
+                rows_read = stats.rows_read,
+                keys_moved = stats.keys_moved,
+                "key index brought up to date"
+            );
+        }
     }
     let prepared =
         prepare_upsert(destination, handle, buffer, delete_format, &index, writers).await;
