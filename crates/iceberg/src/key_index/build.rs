@@ -16,7 +16,7 @@ use super::scan::{
 };
 use super::store::{store_err, Blocks, Op, Store, FLUSH_OPS};
 use crate::error::IcebergError;
-use crate::maintain::rebase::RowMoves;
+use crate::maintain::rebase::{Moved, RowMoves};
 
 /// The row moves of this process's compaction committed as a snapshot.
 pub(crate) type MovesOf<'a> = &'a (dyn Fn(i64) -> Option<Arc<RowMoves>> + Sync);
@@ -136,25 +136,19 @@ impl<'a> Writer<'a> {
 /// is one the compaction left out or deleted, which a right index never
 /// holds; nothing changed (the caller reads the new files instead).
 fn follow_moves(store: &mut Store, moves: &RowMoves) -> std::io::Result<Option<u64>> {
-    let rewritten: HashMap<u32, String> = store
-        .file_paths()
-        .filter(|(_, path)| moves.rewrote(path))
-        .map(|(id, path)| (id, path.to_string()))
+    let new_ids: HashMap<&str, u32> = moves
+        .new_files()
+        .map(|path| (path, store.file_id(path)))
         .collect();
-    let new_files: Vec<String> = moves.new_files().map(str::to_string).collect();
-    let new_ids: HashMap<String, u32> = new_files
-        .into_iter()
-        .map(|path| (store.file_id(&path), path))
-        .map(|(id, path)| (path, id))
-        .collect();
+    let by_id = moves.by_id(|p| store.known_file_id(p), |p| new_ids[p]);
     let mut moved = 0u64;
-    let followed = store.remap_all(&mut |(file, pos)| {
-        let Some(path) = rewritten.get(&file) else {
-            return Some((file, pos));
-        };
-        let (new_path, new_pos) = moves.place(path, pos)?;
-        moved += 1;
-        Some((*new_ids.get(new_path)?, new_pos))
+    let followed = store.remap_all(&mut |(file, pos)| match by_id.place(file, pos) {
+        Moved::Stayed => Some((file, pos)),
+        Moved::To(file, pos) => {
+            moved += 1;
+            Some((file, pos))
+        }
+        Moved::Gone => None,
     })?;
     Ok(followed.map(|_| moved))
 }

@@ -344,14 +344,6 @@ impl Store {
         self.file_ids.get(path).copied()
     }
 
-    /// Every data file the index names, with its id.
-    pub fn file_paths(&self) -> impl Iterator<Item = (u32, &str)> {
-        self.files
-            .iter()
-            .enumerate()
-            .map(|(id, p)| (id as u32, p.as_str()))
-    }
-
     /// The path of data file id `id`.
     pub fn path(&self, id: u32) -> Option<&str> {
         self.files.get(id as usize).map(String::as_str)

@@ -143,31 +143,94 @@ impl RowMoves {
         })
     }
 
-    /// Whether the compaction rewrote `path`.
-    pub(crate) fn rewrote(&self, path: &str) -> bool {
-        self.rows.maps(path)
-    }
-
     /// The new files.
     pub(crate) fn new_files(&self) -> impl Iterator<Item = &str> {
-        self.rows
-            .outputs
-            .iter()
-            .flatten()
-            .map(|(path, _)| path.as_str())
+        self.rows.outputs.iter().flatten().map(|(path, _)| path.as_str())
     }
 
-    /// Where row `pos` of rewritten file `path` is now; `None` when the
-    /// compaction left it out or deleted it (a live row is never there).
-    pub(crate) fn place(&self, path: &str, pos: u64) -> Option<(&str, u64)> {
-        let applied = self.applied.get(path);
-        if applied.is_some_and(|a| a.contains(pos))
-            || self.late.get(path).is_some_and(|l| l.contains(pos))
-        {
-            return None;
+    /// The moves with files named by the caller's ids: `old` gives the id
+    /// of a rewritten file (`None`: the caller has no such file), `new`
+    /// the id of a new file. What a pass over millions of rows looks up.
+    pub(crate) fn by_id(
+        &self,
+        old: impl Fn(&str) -> Option<u32>,
+        new: impl Fn(&str) -> u32,
+    ) -> MovesById<'_> {
+        let mut files: Vec<Option<FileMove<'_>>> = Vec::new();
+        for (path, &(group, start, next)) in &self.rows.inputs {
+            let Some(id) = old(path) else { continue };
+            let id = id as usize;
+            if files.len() <= id {
+                files.resize_with(id + 1, || None);
+            }
+            files[id] = Some(FileMove {
+                applied: self.applied.get(path),
+                late: self.late.get(path),
+                group,
+                start,
+                next,
+            });
         }
-        let dropped = applied.map_or(0, |a| a.rank(pos));
-        self.rows.place(path, pos - dropped)
+        let groups = self
+            .rows
+            .outputs
+            .iter()
+            .map(|outputs| outputs.iter().map(|(p, end)| (new(p), *end)).collect())
+            .collect();
+        MovesById { files, groups }
+    }
+}
+
+/// One rewritten file's rows in [`MovesById`].
+#[derive(Debug)]
+struct FileMove<'a> {
+    applied: Option<&'a RoaringTreemap>,
+    late: Option<&'a RoaringTreemap>,
+    group: usize,
+    start: u64,
+    next: u64,
+}
+
+/// [`RowMoves`] by file id.
+#[derive(Debug)]
+pub(crate) struct MovesById<'a> {
+    /// By the rewritten file's id.
+    files: Vec<Option<FileMove<'a>>>,
+    /// Per group: each new file's id and the group's row its rows end at.
+    groups: Vec<Vec<(u32, u64)>>,
+}
+
+/// Where a row is after a compaction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Moved {
+    /// Its file was not rewritten.
+    Stayed,
+    /// At this file id and position.
+    To(u32, u64),
+    /// The compaction left it out or deleted it (a live row never is).
+    Gone,
+}
+
+impl MovesById<'_> {
+    /// Where row `pos` of file `file` is now.
+    pub(crate) fn place(&self, file: u32, pos: u64) -> Moved {
+        let Some(Some(m)) = self.files.get(file as usize) else {
+            return Moved::Stayed;
+        };
+        if m.applied.is_some_and(|a| a.contains(pos)) || m.late.is_some_and(|l| l.contains(pos)) {
+            return Moved::Gone;
+        }
+        let row = m.start + pos - m.applied.map_or(0, |a| a.rank(pos));
+        if row >= m.next {
+            return Moved::Gone;
+        }
+        let outputs = &self.groups[m.group];
+        let i = outputs.partition_point(|(_, end)| *end <= row);
+        let first = if i == 0 { 0 } else { outputs[i - 1].1 };
+        match outputs.get(i) {
+            Some(&(id, _)) => Moved::To(id, row - first),
+            None => Moved::Gone,
+        }
     }
 }
 
