@@ -72,6 +72,24 @@ pub struct CommittedSnapshot {
     pub attempts: u32,
 }
 
+impl CommittedSnapshot {
+    /// What committing `snapshot` in `attempts` attempts gave.
+    fn of(snapshot: &iceberg::spec::Snapshot, attempts: u32) -> Self {
+        Self {
+            snapshot_id: snapshot.snapshot_id(),
+            parent_snapshot_id: snapshot.parent_snapshot_id(),
+            sequence_number: snapshot.sequence_number(),
+            summary: snapshot
+                .summary()
+                .additional_properties
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+            attempts,
+        }
+    }
+}
+
 impl Destination {
     /// Connects to the catalog (token exchange, `GET /v1/config`); storage
     /// connects on first use.
@@ -436,13 +454,7 @@ impl Destination {
         loop {
             attempt += 1;
             if gate.is_none() && attempt >= pending.gated_from() {
-                let table = format!("{}.{}", handle.namespace.join("."), handle.name);
-                gate = Some(self.gates.enter(&table).await);
-                if attempt > 1 {
-                    let schema = handle.pending_schema.take();
-                    *handle = self.reload_patiently(handle).await?;
-                    *handle = handle.clone().reapply_pending_schema(schema)?;
-                }
+                gate = Some(self.enter_gate(handle, attempt).await?);
             }
             // The offsets first: a table another sync moved is not built on.
             let offsets = match pending.offsets() {
@@ -476,19 +488,7 @@ impl Destination {
                 Ok(committed) => {
                     *handle =
                         TableHandle::new(handle.namespace.clone(), handle.name.clone(), committed)?;
-                    let snapshot = &built.snapshot;
-                    return Ok(CommittedSnapshot {
-                        snapshot_id: snapshot.snapshot_id(),
-                        parent_snapshot_id: snapshot.parent_snapshot_id(),
-                        sequence_number: snapshot.sequence_number(),
-                        summary: snapshot
-                            .summary()
-                            .additional_properties
-                            .iter()
-                            .map(|(k, v)| (k.clone(), v.clone()))
-                            .collect(),
-                        attempts: attempt,
-                    });
+                    return Ok(CommittedSnapshot::of(&built.snapshot, attempt));
                 }
                 Err(e) => e,
             };
@@ -531,6 +531,23 @@ impl Destination {
             }
             *handle = handle.clone().reapply_pending_schema(schema)?;
         }
+    }
+
+    /// Holds the table's commit gate (`commit/gate.rs`); past the first
+    /// attempt, reloads the table inside it (commits passed meanwhile).
+    async fn enter_gate(
+        &self,
+        handle: &mut TableHandle,
+        attempt: u32,
+    ) -> Result<tokio::sync::OwnedMutexGuard<()>, IcebergError> {
+        let table = format!("{}.{}", handle.namespace.join("."), handle.name);
+        let gate = self.gates.enter(&table).await;
+        if attempt > 1 {
+            let schema = handle.pending_schema.take();
+            *handle = self.reload_patiently(handle).await?;
+            *handle = handle.clone().reapply_pending_schema(schema)?;
+        }
+        Ok(gate)
     }
 
     /// Reloads the table, retrying transient failures a few times.

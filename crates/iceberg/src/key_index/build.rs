@@ -131,6 +131,37 @@ impl<'a> Writer<'a> {
     }
 }
 
+/// A `replace` this process committed with known row moves: the index's
+/// keys moved by counting (`true`); else (`false`) it is replayed by
+/// reading.
+fn replay_by_counting(
+    writer: &mut Writer<'_>,
+    snapshot: &SnapshotRef,
+    moves: MovesOf<'_>,
+) -> Result<bool, IcebergError> {
+    let id = snapshot.snapshot_id();
+    if snapshot.summary().operation != Operation::Replace {
+        return Ok(false);
+    }
+    let Some(moves) = moves(id) else {
+        return Ok(false);
+    };
+    writer.flush()?;
+    match follow_moves(writer.store, &moves).map_err(|e| store_err(writer.step, e))? {
+        Some(moved) => {
+            writer.stats.keys_moved += moved;
+            Ok(true)
+        }
+        None => {
+            tracing::warn!(
+                snapshot = id,
+                "a compaction's row moves do not match the key index; reading its files"
+            );
+            Ok(false)
+        }
+    }
+}
+
 /// Moves every key whose row a compaction moved to the row's new place
 /// (one pass over the index's runs, merged into one). `None`: a key's row
 /// is one the compaction left out or deleted, which a right index never
@@ -335,20 +366,8 @@ pub(crate) async fn update(
     let mut writer = Writer::new(store, step, false);
     for snapshot in chain {
         let id = snapshot.snapshot_id();
-        if snapshot.summary().operation == Operation::Replace {
-            if let Some(moves) = moves(id) {
-                writer.flush()?;
-                if let Some(moved) =
-                    follow_moves(writer.store, &moves).map_err(|e| store_err(step, e))?
-                {
-                    writer.stats.keys_moved += moved;
-                    continue;
-                }
-                tracing::warn!(
-                    snapshot = id,
-                    "a compaction's row moves do not match the key index; reading its files"
-                );
-            }
+        if replay_by_counting(&mut writer, snapshot, moves)? {
+            continue;
         }
         let entries = snapshot_files(file_io, metadata, snapshot, Some(id)).await?;
         let replace = snapshot.summary().operation == Operation::Replace;

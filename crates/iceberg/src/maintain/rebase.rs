@@ -145,7 +145,11 @@ impl RowMoves {
 
     /// The new files.
     pub(crate) fn new_files(&self) -> impl Iterator<Item = &str> {
-        self.rows.outputs.iter().flatten().map(|(path, _)| path.as_str())
+        self.rows
+            .outputs
+            .iter()
+            .flatten()
+            .map(|(path, _)| path.as_str())
     }
 
     /// The moves with files named by the caller's ids: `old` gives the id
