@@ -171,6 +171,17 @@ impl Followed {
         std::fs::write(&self.job.path, text.replace(FOLLOW_SETTINGS, &settings)).unwrap();
     }
 
+    /// Maintenance every 3 s while following: small files compacted (2
+    /// are enough), snapshots past 1 s expired (the newest 2 kept).
+    fn maintain_every_3s(&self) {
+        let mut text = std::fs::read_to_string(&self.job.path).unwrap();
+        text.push_str(
+            "\n[maintain]\nfollow_every = \"3s\"\nfollow_max_snapshot_age = \"1s\"\n\
+             keep_snapshots = 2\nmin_input_files = 2\n",
+        );
+        std::fs::write(&self.job.path, text).unwrap();
+    }
+
     fn spawn(&self, report: &Path, log: &Path) -> Child {
         self.job.spawn_follow(report, log, &[])
     }
@@ -330,6 +341,9 @@ fn sync_follow_killed_at_random_moments_and_restarted_loses_and_duplicates_nothi
         .unwrap_or(5);
     let mut rng = Rng::seeded("TOPICBERG_FOLLOW_SEED", "follow");
     let mut followed = Followed::new("follow_kill");
+    // Its own maintenance too: a kill may cut a compaction, or land between
+    // a compaction's commit and the key index following it.
+    followed.maintain_every_3s();
     let (report, log) = (
         followed.job.scratch_file("follow.json"),
         followed.job.scratch_file("follow.log"),
@@ -665,14 +679,7 @@ fn wait_spilled(log: &Path, from: usize, offsets: u64, what: &str) {
 fn sync_follow_compacts_and_expires_its_tables_while_following_and_loses_nothing() {
     let mut rng = Rng::seeded("TOPICBERG_FOLLOW_SEED", "follow");
     let mut followed = Followed::new("follow_maintain");
-    // Maintenance every 3 s while following: small files compacted (2 are
-    // enough), snapshots past 1 s expired (the newest 2 kept).
-    let mut text = std::fs::read_to_string(&followed.job.path).unwrap();
-    text.push_str(
-        "\n[maintain]\nfollow_every = \"3s\"\nfollow_max_snapshot_age = \"1s\"\n\
-         keep_snapshots = 2\nmin_input_files = 2\n",
-    );
-    std::fs::write(&followed.job.path, text).unwrap();
+    followed.maintain_every_3s();
     let (report, log) = (
         followed.job.scratch_file("follow.json"),
         followed.job.scratch_file("follow.log"),
