@@ -20,7 +20,7 @@ use crate::commit::snapshot_commit::PendingCommit;
 use crate::commit::summary::COMMIT_ID_PROPERTY;
 use crate::error::{IcebergError, IcebergErrorKind};
 use crate::maintain::rebase::RowMoves;
-use crate::table::TableHandle;
+use crate::table::{SnapshotInfo, TableHandle};
 use crate::write::credentials::{Refresh, RefreshError, Vended};
 use crate::write::data_files::{DataFileWriter, WriteOptions};
 use crate::write::partition::partition_spec;
@@ -73,18 +73,13 @@ pub struct CommittedSnapshot {
 }
 
 impl CommittedSnapshot {
-    /// What committing `snapshot` in `attempts` attempts gave.
-    fn of(snapshot: &iceberg::spec::Snapshot, attempts: u32) -> Self {
+    /// The snapshot a commit landed as, in `attempts` attempts.
+    fn of(snapshot: SnapshotInfo, attempts: u32) -> Self {
         Self {
-            snapshot_id: snapshot.snapshot_id(),
-            parent_snapshot_id: snapshot.parent_snapshot_id(),
-            sequence_number: snapshot.sequence_number(),
-            summary: snapshot
-                .summary()
-                .additional_properties
-                .iter()
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect(),
+            snapshot_id: snapshot.snapshot_id,
+            parent_snapshot_id: snapshot.parent_snapshot_id,
+            sequence_number: snapshot.sequence_number,
+            summary: snapshot.summary,
             attempts,
         }
     }
@@ -488,7 +483,10 @@ impl Destination {
                 Ok(committed) => {
                     *handle =
                         TableHandle::new(handle.namespace.clone(), handle.name.clone(), committed)?;
-                    return Ok(CommittedSnapshot::of(&built.snapshot, attempt));
+                    return Ok(CommittedSnapshot::of(
+                        SnapshotInfo::of(&built.snapshot),
+                        attempt,
+                    ));
                 }
                 Err(e) => e,
             };
@@ -517,13 +515,7 @@ impl Destination {
             let schema = handle.pending_schema.take();
             *handle = reloaded;
             if let Some(found) = handle.find_commit(pending.commit_id()) {
-                return Ok(CommittedSnapshot {
-                    snapshot_id: found.snapshot_id,
-                    parent_snapshot_id: found.parent_snapshot_id,
-                    sequence_number: found.sequence_number,
-                    summary: found.summary,
-                    attempts: attempt,
-                });
+                return Ok(CommittedSnapshot::of(found, attempt));
             }
             if attempt >= max_attempts {
                 return Err(IcebergError::from(err)
@@ -540,7 +532,7 @@ impl Destination {
         handle: &mut TableHandle,
         attempt: u32,
     ) -> Result<tokio::sync::OwnedMutexGuard<()>, IcebergError> {
-        let table = format!("{}.{}", handle.namespace.join("."), handle.name);
+        let table = handle.qualified_name();
         let gate = self.gates.enter(&table).await;
         if attempt > 1 {
             let schema = handle.pending_schema.take();

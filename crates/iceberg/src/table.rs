@@ -52,6 +52,11 @@ impl TableHandle {
         &self.name
     }
 
+    /// `namespace.name`, as logs and errors name the table.
+    pub fn qualified_name(&self) -> String {
+        format!("{}.{}", self.namespace.join("."), self.name)
+    }
+
     /// The table's current Iceberg schema (field ids as the catalog assigned
     /// them).
     pub fn schema(&self) -> &SchemaRef {
@@ -78,19 +83,7 @@ impl TableHandle {
     /// loaded metadata: [`crate::Destination::refresh`] first for the latest).
     pub fn snapshot_summaries(&self) -> Vec<SnapshotInfo> {
         main_history(&self.table.metadata)
-            .map(|snapshot| SnapshotInfo {
-                snapshot_id: snapshot.snapshot_id(),
-                parent_snapshot_id: snapshot.parent_snapshot_id(),
-                sequence_number: snapshot.sequence_number(),
-                timestamp_ms: snapshot.timestamp_ms(),
-                operation: snapshot.summary().operation.as_str().to_string(),
-                summary: snapshot
-                    .summary()
-                    .additional_properties
-                    .iter()
-                    .map(|(k, v)| (k.clone(), v.clone()))
-                    .collect(),
-            })
+            .map(|snapshot| SnapshotInfo::of(snapshot))
             .collect()
     }
 
@@ -130,6 +123,25 @@ pub struct SnapshotInfo {
     pub operation: String,
     /// The summary properties besides `operation`.
     pub summary: BTreeMap<String, String>,
+}
+
+impl SnapshotInfo {
+    /// What `snapshot` says of itself.
+    pub(crate) fn of(snapshot: &iceberg::spec::Snapshot) -> Self {
+        Self {
+            snapshot_id: snapshot.snapshot_id(),
+            parent_snapshot_id: snapshot.parent_snapshot_id(),
+            sequence_number: snapshot.sequence_number(),
+            timestamp_ms: snapshot.timestamp_ms(),
+            operation: snapshot.summary().operation.as_str().to_string(),
+            summary: snapshot
+                .summary()
+                .additional_properties
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+        }
+    }
 }
 
 /// Schema changes that ride along with the next commit (see

@@ -343,11 +343,7 @@ fn check_format_version(handle: &TableHandle, format: DeleteFormat) -> Result<()
     };
     Err(IcebergError::new(
         IcebergErrorKind::Config,
-        format!(
-            "writing the deletes of table {}.{}",
-            handle.namespace().join("."),
-            handle.name()
-        ),
+        format!("writing the deletes of table {}", handle.qualified_name()),
         format!(
             "the table is format {version:?} (the catalog created or keeps it so); {wanted}: {advice}"
         ),

@@ -207,7 +207,7 @@ pub async fn compact(
             .await
         {
             Ok(committed) => {
-                if let Some(moves) = pending.moves() {
+                if let Some(moves) = pending.into_moves() {
                     let uuid = handle.metadata().uuid().to_string();
                     destination.record_moves(&uuid, committed.snapshot_id, moves);
                 }

@@ -59,7 +59,7 @@ pub(crate) struct Rebase {
 /// Where each rewritten file's live rows went, for the groups the rewrite
 /// wrote in the order it read them: each file's first row in the group's
 /// output, and the group's new files in order with the row each ends at.
-#[derive(Debug, Default, Clone)]
+#[derive(Debug, Default)]
 pub(crate) struct RowMap {
     /// Rewritten file -> (group, its first row, the row after its last).
     inputs: HashMap<String, (usize, u64, u64)>,
@@ -104,11 +104,16 @@ impl RowMap {
         if row >= next {
             return None;
         }
-        let outputs = &self.outputs[group];
-        let i = outputs.partition_point(|(_, end)| *end <= row);
-        let first = if i == 0 { 0 } else { outputs[i - 1].1 };
-        outputs.get(i).map(|(file, _)| (file.as_str(), row - first))
+        locate(&self.outputs[group], row).map(|(file, pos)| (file.as_str(), pos))
     }
+}
+
+/// The new file holding a group's `row` and the row's position in it, of
+/// a group's new files in order with the group row each ends at.
+fn locate<F>(outputs: &[(F, u64)], row: u64) -> Option<(&F, u64)> {
+    let i = outputs.partition_point(|(_, end)| *end <= row);
+    let first = if i == 0 { 0 } else { outputs[i - 1].1 };
+    outputs.get(i).map(|(file, _)| (file, row - first))
 }
 
 /// Where a committed compaction moved the rows of the files it rewrote,
@@ -129,17 +134,17 @@ impl RowMoves {
     /// over; `None` when a rewritten file's rows were not written in read
     /// order.
     pub(crate) fn new<'a>(
-        rebase: &Rebase,
-        late: &BTreeMap<String, RoaringTreemap>,
+        rebase: Rebase,
+        late: BTreeMap<String, RoaringTreemap>,
         mut rewritten: impl Iterator<Item = &'a str>,
     ) -> Option<Self> {
         if !rewritten.all(|path| rebase.rows.maps(path)) {
             return None;
         }
         Some(Self {
-            rows: rebase.rows.clone(),
-            applied: rebase.applied.clone(),
-            late: late.clone(),
+            rows: rebase.rows,
+            applied: rebase.applied,
+            late,
         })
     }
 
@@ -228,11 +233,8 @@ impl MovesById<'_> {
         if row >= m.next {
             return Moved::Gone;
         }
-        let outputs = &self.groups[m.group];
-        let i = outputs.partition_point(|(_, end)| *end <= row);
-        let first = if i == 0 { 0 } else { outputs[i - 1].1 };
-        match outputs.get(i) {
-            Some(&(id, _)) => Moved::To(id, row - first),
+        match locate(&self.groups[m.group], row) {
+            Some((&id, pos)) => Moved::To(id, pos),
             None => Moved::Gone,
         }
     }

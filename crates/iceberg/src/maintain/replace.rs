@@ -120,11 +120,11 @@ impl PendingReplace {
 
     /// Where the committed replace moved the rewritten rows, when every
     /// group was written in read order (see [`RowMoves`]).
-    pub(crate) fn moves(&self) -> Option<RowMoves> {
-        let rebase = self.rebase.as_ref()?;
+    pub(crate) fn into_moves(self) -> Option<RowMoves> {
+        let rebase = self.rebase?;
         RowMoves::new(
             rebase,
-            &self.late,
+            self.late,
             self.removed_data.iter().map(String::as_str),
         )
     }
@@ -419,9 +419,9 @@ impl PendingCommit for &mut PendingReplace {
         let mut manifests: Vec<ManifestFile> =
             self.data_manifests.iter().flatten().cloned().collect();
         manifests.extend(self.carry_over(file_io, metadata, attempt, &late).await?);
-        self.late = late.positions.clone();
         let scoped: HashSet<(String, i64)> =
             late.scoped.iter().map(|e| file_identity(&e.file)).collect();
+        self.late = late.positions;
         let (carried_forward, removed) = self
             .carry_forward(file_io, metadata, attempt, &scoped)
             .await?;

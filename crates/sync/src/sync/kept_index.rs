@@ -37,7 +37,7 @@ impl IndexHome<'_> {
             return index.refresh(handle, destination).await;
         }
         let index = KeyIndex::open(self.state_dir, handle, destination.file_io()).await?;
-        let table = format!("{}.{}", handle.namespace().join("."), handle.name());
+        let table = handle.qualified_name();
         tracing::info!(
             table = %table,
             keep = self.kept.is_some(),

@@ -59,7 +59,7 @@ pub async fn commit_upsert(
     offsets: OffsetsAdvance,
     writers: usize,
 ) -> Result<UpsertCommit, CommitRefused> {
-    let table = format!("{}.{}", handle.namespace().join("."), handle.name());
+    let table = handle.qualified_name();
     let mut attempt = 0;
     loop {
         attempt += 1;
@@ -123,7 +123,7 @@ async fn commit_upsert_once(
             return Attempt::Failed(CommitRefused::Failed(UpsertError::OpenKeyIndex(e).into()))
         }
     };
-    let table = format!("{}.{}", handle.namespace().join("."), handle.name());
+    let table = handle.qualified_name();
     match index.state() {
         IndexState::Fresh => {}
         state => {
@@ -305,7 +305,7 @@ async fn prepare_upsert(
     index: &KeyIndex,
     writers: usize,
 ) -> Result<PreparedUpsert, UpsertError> {
-    let table = format!("{}.{}", handle.namespace().join("."), handle.name());
+    let table = handle.qualified_name();
     let found = find_winners(index, buffer, delete_format)?;
     let (data_files, rows) =
         write_winning_rows(destination, handle, buffer, &found, writers).await?;
