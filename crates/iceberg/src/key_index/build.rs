@@ -16,7 +16,7 @@ use super::scan::{
 };
 use super::store::{store_err, Blocks, Op, Store, FLUSH_OPS};
 use crate::error::IcebergError;
-use crate::maintain::rebase::{Moved, RowMoves};
+use crate::maintain::rebase::RowMoves;
 
 /// The row moves of this process's compaction committed as a snapshot.
 pub(crate) type MovesOf<'a> = &'a (dyn Fn(i64) -> Option<Arc<RowMoves>> + Sync);
@@ -38,9 +38,10 @@ pub struct BuildStats {
     pub duplicate_keys: u64,
     /// Keys removed because a delete retired their row.
     pub keys_removed: u64,
-    /// Keys moved by this process's compactions, followed by counting
-    /// rather than by reading the new files (`maintain/rebase.rs`).
-    pub keys_moved: u64,
+    /// Rows moved by this process's compactions, followed by counting
+    /// rather than by reading the new files (`maintain/rebase.rs`): kept
+    /// as moves that lookups go through until a merge folds them in.
+    pub rows_moved: u64,
 }
 
 /// Buffers index changes and writes them as runs of bounded size.
@@ -131,57 +132,32 @@ impl<'a> Writer<'a> {
     }
 }
 
-/// A `replace` this process committed with known row moves: the index's
-/// keys moved by counting (`true`); else (`false`) it is replayed by
-/// reading.
+/// A `replace` this process committed with known row moves: followed by
+/// keeping the moves (`true`), reading no file; else (`false`) it is
+/// replayed by reading.
 fn replay_by_counting(
     writer: &mut Writer<'_>,
     snapshot: &SnapshotRef,
     moves: MovesOf<'_>,
 ) -> Result<bool, IcebergError> {
-    let id = snapshot.snapshot_id();
     if snapshot.summary().operation != Operation::Replace {
         return Ok(false);
     }
-    let Some(moves) = moves(id) else {
+    let Some(moves) = moves(snapshot.snapshot_id()) else {
         return Ok(false);
     };
+    // The ops so far are about the files before the compaction: their run
+    // is one the moves apply to.
     writer.flush()?;
-    match follow_moves(writer.store, &moves).map_err(|e| store_err(writer.step, e))? {
-        Some(moved) => {
-            writer.stats.keys_moved += moved;
-            Ok(true)
-        }
-        None => {
-            tracing::warn!(
-                snapshot = id,
-                "a compaction's row moves do not match the key index; reading its files"
-            );
-            Ok(false)
-        }
-    }
-}
-
-/// Moves every key whose row a compaction moved to the row's new place
-/// (one pass over the index's runs, merged into one). `None`: a key's row
-/// is one the compaction left out or deleted, which a right index never
-/// holds; nothing changed (the caller reads the new files instead).
-fn follow_moves(store: &mut Store, moves: &RowMoves) -> std::io::Result<Option<u64>> {
+    let store = &mut *writer.store;
     let new_ids: HashMap<&str, u32> = moves
         .new_files()
         .map(|path| (path, store.file_id(path)))
         .collect();
     let by_id = moves.by_id(|p| store.known_file_id(p), |p| new_ids[p]);
-    let mut moved = 0u64;
-    let followed = store.remap_all(&mut |(file, pos)| match by_id.place(file, pos) {
-        Moved::Stayed => Some((file, pos)),
-        Moved::To(file, pos) => {
-            moved += 1;
-            Some((file, pos))
-        }
-        Moved::Gone => None,
-    })?;
-    Ok(followed.map(|_| moved))
+    store.add_moves(by_id);
+    writer.stats.rows_moved += moves.rows();
+    Ok(true)
 }
 
 /// Adds the deletes of the delete files in `entries` to `out`, keeping
@@ -351,8 +327,8 @@ pub enum ReplayRefused {
 /// indexed at their new place. Each one must replace a key the index had;
 /// one that does not (the rows were not where the index thought) means a
 /// rebuild. A `replace` this process committed with known row moves
-/// (`moves`) is followed by moving each key's row without reading a file
-/// ([`follow_moves`]).
+/// (`moves`) is followed without reading a file: the index keeps the moves
+/// ([`replay_by_counting`], `moves.rs`).
 pub(crate) async fn update(
     store: &mut Store,
     step: &str,

@@ -44,6 +44,8 @@
 //! bringing it to the table's snapshot at its next round).
 
 mod build;
+mod merge;
+mod moves;
 mod run;
 pub(crate) mod scan;
 mod store;
@@ -135,8 +137,6 @@ pub struct KeyIndex {
     snapshot_id: Option<i64>,
     state: IndexState,
     stats: BuildStats,
-    /// A commit wrote its run without merging ([`Self::merge`]).
-    merge_pending: bool,
 }
 
 impl std::fmt::Debug for KeyIndex {
@@ -164,22 +164,27 @@ impl KeyIndex {
         let dir = state_dir.join(&uuid);
         let step = format!("opening the key index in {}", dir.display());
         let (store, found) = Store::open(&dir).map_err(|e| store_err(&step, e))?;
-        Self::bring_up_to_date(store, found, table, file_io, key_field, &|_| None).await
+        let mut index =
+            Self::bring_up_to_date(store, found, table, file_io, key_field, &|_| None).await?;
+        index.merge()?;
+        Ok(index)
     }
 
     /// Brings an index kept open since an earlier commit (a follower's, from
     /// round to round) to the table's current snapshot, as [`Self::open`]
-    /// does: [`IndexState::Fresh`] when no other writer committed since;
-    /// merges still due are done first. A compaction `destination`
-    /// committed in this process is followed by counting where it moved
-    /// the rows, without reading its files.
+    /// does: [`IndexState::Fresh`] when no other writer committed since. A
+    /// compaction `destination` committed in this process is followed by
+    /// keeping its row moves, found by counting, which lookups go through
+    /// until a background merge folds them into the runs (`moves.rs`);
+    /// no file is read and no run rewritten on the way. Merges run in the
+    /// background ([`Self::merge_in_background`]).
     pub async fn refresh(
         self,
         table: &TableHandle,
         destination: &Destination,
     ) -> Result<KeyIndex, IcebergError> {
         let mut index = self;
-        index.merge()?;
+        index.merge_in_background()?;
         let key_field = Self::key_field(table)?;
         let found = Found::Index(Meta {
             table_uuid: index.table_uuid,
@@ -188,7 +193,10 @@ impl KeyIndex {
         let uuid = table.metadata().uuid().to_string();
         let moves = |snapshot| destination.moves_of(&uuid, snapshot);
         let file_io = destination.file_io();
-        Self::bring_up_to_date(index.store, found, table, file_io, key_field, &moves).await
+        let mut index =
+            Self::bring_up_to_date(index.store, found, table, file_io, key_field, &moves).await?;
+        index.merge_in_background()?;
+        Ok(index)
     }
 
     fn key_field(table: &TableHandle) -> Result<i32, IcebergError> {
@@ -242,7 +250,7 @@ impl KeyIndex {
                     .await?
                     {
                         Ok(stats) => {
-                            store.commit(&meta).map_err(|e| store_err(&step, e))?;
+                            store.commit_unmerged(&meta).map_err(|e| store_err(&step, e))?;
                             let state = IndexState::UpdatedFrom(chain.len());
                             let mut index = Self::new(store, path, meta, state);
                             index.stats = stats;
@@ -271,33 +279,59 @@ impl KeyIndex {
             snapshot_id: meta.snapshot,
             state,
             stats: BuildStats::default(),
-            merge_pending: false,
         }
     }
 
-    /// Merges the runs a commit left due (log-structured: runs of similar
-    /// size become one). [`Self::apply_each`] leaves them, so a follower
-    /// can merge between its commits rather than on them; [`Self::open`]
-    /// and [`Self::refresh`] merge what an earlier commit left.
-    pub fn merge(&mut self) -> Result<(), IcebergError> {
-        if !self.merge_pending {
-            return Ok(());
-        }
-        let step = format!("merging the runs of key index {}", self.path.display());
-        let meta = Meta {
+    fn meta(&self) -> Meta {
+        Meta {
             table_uuid: self.table_uuid.clone(),
             snapshot: self.snapshot_id,
-        };
-        self.store
-            .merge_due(&meta)
-            .map_err(|e| store_err(&step, e))?;
-        self.merge_pending = false;
-        Ok(())
+        }
     }
 
-    /// Whether a commit left runs to merge ([`Self::merge`]).
+    /// Merges the runs due, now (log-structured: runs of similar size
+    /// become one; every run while compaction moves are kept), after the
+    /// merge running in the background, if any. [`Self::apply_each`]
+    /// leaves them: a scheduled sync merges after its commit, a follower
+    /// in the background ([`Self::merge_in_background`]) and at its stop.
+    pub fn merge(&mut self) -> Result<(), IcebergError> {
+        let step = format!("merging the runs of key index {}", self.path.display());
+        let meta = self.meta();
+        self.store
+            .merge_due(&meta)
+            .map_err(|e| store_err(&step, e))
+    }
+
+    /// Puts in place the background merge that ended, if any, and starts
+    /// the next one due on its own thread; never waits. Lookups and
+    /// commits go on meanwhile (a merge reads runs that do not change).
+    pub fn merge_in_background(&mut self) -> Result<(), IcebergError> {
+        let step = format!("merging the runs of key index {}", self.path.display());
+        if self.store.finish_merge(false).map_err(|e| store_err(&step, e))? {
+            let meta = self.meta();
+            self.store
+                .commit_unmerged(&meta)
+                .map_err(|e| store_err(&step, e))?;
+        }
+        self.store.start_merge().map_err(|e| store_err(&step, e))
+    }
+
+    /// Starts no merge in the background from now on (tests).
+    #[cfg(test)]
+    pub(crate) fn hold_background_merges(&mut self) {
+        self.store.hold_background_merges();
+    }
+
+    /// Whether a merge is due or running ([`Self::merge`]).
     pub fn merge_pending(&self) -> bool {
-        self.merge_pending
+        self.store.merge_due_or_running()
+    }
+
+    /// Whether the index met a row that a compaction it follows left out:
+    /// it is out of step with the table and must not be kept (the next
+    /// open rebuilds it).
+    pub fn out_of_step(&self) -> bool {
+        self.store.out_of_step()
     }
 
     /// What opening had to do (for the log).
@@ -446,7 +480,6 @@ impl KeyIndex {
             .commit_unmerged(&meta)
             .map_err(|e| store_err(&step, e))?;
         self.snapshot_id = Some(snapshot_id);
-        self.merge_pending = true;
         Ok(Applied::Recorded)
     }
 }

@@ -18,15 +18,24 @@ use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
 
+use super::merge::{MergeJob, Merged};
+use super::moves::{MovesChain, OutOfStep};
 use super::run::{Entry, Run, RunWriter};
 use crate::error::{IcebergError, IcebergErrorKind};
+use crate::maintain::rebase::MovesById;
 
 const INDEX_FILE: &str = "keys.index";
 const LOCK_FILE: &str = "keys.lock";
 const HEADER: &str = "topicberg key index";
 /// The last line of `keys.index`: without it the file was cut short.
 const END_LINE: &str = "end of index";
+/// The line of an index whose runs still need compaction moves kept in
+/// memory (`moves.rs`): read after a crash, it is rebuilt.
+const MOVES_LINE: &str = "moves-pending yes";
 const LAYOUT: &str = "2";
 /// The first layout's file (redb), deleted when met.
 const OLD_LAYOUT_FILES: [&str; 2] = ["keys.redb", "keys.redb.rebuild"];
@@ -103,13 +112,32 @@ pub(crate) struct Store {
     dir: PathBuf,
     _lock: File,
     /// Oldest first: the committed runs, then the ones written since.
-    runs: Vec<Run>,
+    runs: Vec<Arc<Run>>,
+    /// Compaction moves the older runs' rows still go through.
+    moves: MovesChain,
+    /// The merge running on its own thread, if any.
+    merging: Option<JoinHandle<std::io::Result<Merged>>>,
+    /// A row was met that a kept compaction left out ([`OutOfStep`]).
+    out_of_step: AtomicBool,
+    /// Whether merges may start on their own thread (tests hold them).
+    background: bool,
     next_seq: u64,
     files: Vec<String>,
     file_ids: HashMap<String, u32>,
     keys: u64,
     /// Runs to delete once a commit no longer names them.
     obsolete: Vec<PathBuf>,
+}
+
+impl Drop for Store {
+    /// A merge still running reads the runs and writes a run file under
+    /// the next number: it ends before another open of the index can
+    /// number its own runs.
+    fn drop(&mut self) {
+        if let Some(merging) = self.merging.take() {
+            let _ = merging.join();
+        }
+    }
 }
 
 /// Why `keys.index` cannot be read (the index is then rebuilt).
@@ -137,6 +165,8 @@ pub(crate) enum IndexFileError {
     CutShort,
     #[error("an incomplete index")]
     Incomplete,
+    #[error("the process stopped before the key index folded in a compaction's row moves")]
+    MovesPending,
     /// A run the index names could not be opened.
     #[error("{0}")]
     Run(#[source] std::io::Error),
@@ -183,6 +213,7 @@ fn parse(text: &str) -> Result<Parsed, IndexFileError> {
             "keys" => keys = Some(number(value)?),
             "next-run" => next_seq = Some(number(value)?),
             "run" => runs.push(number(value)?),
+            _ if line == MOVES_LINE => return Err(IndexFileError::MovesPending),
             "file" => {
                 let (id, path) = value.split_once(' ').ok_or_else(bad_line)?;
                 if number(id)? != files.len() as u64 {
@@ -236,6 +267,10 @@ impl Store {
             dir: dir.to_path_buf(),
             _lock: lock,
             runs: Vec::new(),
+            moves: MovesChain::default(),
+            merging: None,
+            out_of_step: AtomicBool::new(false),
+            background: true,
             next_seq: 0,
             files: Vec::new(),
             file_ids: HashMap::new(),
@@ -272,7 +307,7 @@ impl Store {
     fn load(&mut self, parsed: Parsed) -> Result<Meta, IndexFileError> {
         for seq in parsed.runs {
             let run = Run::open(&self.run_path(seq), seq).map_err(IndexFileError::Run)?;
-            self.runs.push(run);
+            self.runs.push(Arc::new(run));
         }
         self.next_seq = parsed.next_seq;
         self.file_ids = parsed
@@ -316,6 +351,11 @@ impl Store {
     /// Forgets every key and data file (a rebuild follows); the files go
     /// at the next commit.
     pub fn reset(&mut self) {
+        // A merge in progress reads the runs: let it end (its run is not used).
+        if let Some(merging) = self.merging.take() {
+            let _ = merging.join();
+        }
+        self.moves = MovesChain::default();
         self.obsolete
             .extend(self.runs.drain(..).map(|r| r.path.clone()));
         self.files.clear();
@@ -369,10 +409,46 @@ impl Store {
             }
             let (_, _, buf) = slot.as_ref().expect("the block was read above");
             if let Some(entry) = Run::find_in_block(buf, key) {
-                return Ok(entry.row);
+                return match entry.row {
+                    Some(row) => self.moved(run.seq, row).map(Some),
+                    None => Ok(None),
+                };
             }
         }
         Ok(None)
+    }
+
+    /// Where `row`, read from run `run`, is now (after the kept moves).
+    fn moved(&self, run: u64, row: (u32, u64)) -> std::io::Result<(u32, u64)> {
+        if self.moves.is_empty() {
+            return Ok(row);
+        }
+        let placed = self.moves.place(run, row);
+        if let Err(e) = &placed {
+            self.note_out_of_step(e);
+        }
+        placed
+    }
+
+    fn note_out_of_step(&self, e: &std::io::Error) {
+        if OutOfStep::is(e) {
+            self.out_of_step.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether a row a kept compaction left out was met: the index is
+    /// wrong and must be rebuilt (its `keys.index` says moves are pending,
+    /// so the next open does).
+    pub fn out_of_step(&self) -> bool {
+        self.out_of_step.load(Ordering::Relaxed)
+    }
+
+    /// Keeps a compaction's moves for the runs written so far (see
+    /// `moves.rs`); they are folded in by the next full merge.
+    pub fn add_moves(&mut self, moves: MovesById) {
+        if !self.runs.is_empty() {
+            self.moves.push(self.next_seq, moves);
+        }
     }
 
     /// Writes `ops` as a new run (not committed yet). `resolve`: each key's
@@ -446,7 +522,7 @@ impl Store {
         if writer.finish()? == 0 {
             std::fs::remove_file(&path)?;
         } else {
-            self.runs.push(Run::open(&path, seq)?);
+            self.runs.push(Arc::new(Run::open(&path, seq)?));
         }
         Ok(out)
     }
@@ -468,95 +544,122 @@ impl Store {
         Ok(())
     }
 
-    /// Merges every run into one without deleted keys; the number of
-    /// entries a newer run's entry of the same key shadowed.
+    /// Merges every run into one without deleted keys, now; the number of
+    /// entries a newer run's entry of the same key shadowed. The live count
+    /// is recounted (a rebuild's blind puts leave it to this).
     pub fn merge_all(&mut self) -> std::io::Result<u64> {
-        self.merge(0)
+        self.wait_merge()?;
+        let Some(job) = self.merge_job(0) else {
+            self.keys = 0;
+            return Ok(0);
+        };
+        let merged = self.run_job(job)?;
+        let (shadowed, live) = (merged.shadowed, merged.live);
+        self.install(merged)?;
+        self.keys = live;
+        Ok(shadowed)
     }
 
-    /// Merges `runs[from..]` into one run (the newest entry of a key wins);
-    /// from the oldest run, deleted keys are dropped and the live count is
-    /// recounted. The number of entries shadowed.
-    fn merge(&mut self, from: usize) -> std::io::Result<u64> {
-        let merged = self.merge_mapped(from, &mut Some)?;
-        Ok(merged.expect("the identity maps every row"))
-    }
-
-    /// Every run merged into one as [`Self::merge_all`] does, each key's
-    /// row put through `map` (a compaction moved it). `Ok(None)`: `map`
-    /// had no place for a row; nothing changed.
-    pub fn remap_all(
-        &mut self,
-        map: &mut dyn FnMut((u32, u64)) -> Option<(u32, u64)>,
-    ) -> std::io::Result<Option<u64>> {
-        self.merge_mapped(0, map)
-    }
-
-    fn merge_mapped(
-        &mut self,
-        from: usize,
-        map: &mut dyn FnMut((u32, u64)) -> Option<(u32, u64)>,
-    ) -> std::io::Result<Option<u64>> {
+    /// A merge of `runs[from..]` (`None`: no run there).
+    fn merge_job(&mut self, from: usize) -> Option<MergeJob> {
         if self.runs.len() <= from {
-            if from == 0 {
-                self.keys = 0;
-            }
-            return Ok(Some(0));
+            return None;
         }
         let seq = self.next_seq;
         self.next_seq += 1;
-        let path = self.run_path(seq);
-        let mut writer = RunWriter::create(&path)?;
-        let (mut shadowed, mut live) = (0u64, 0u64);
-        {
-            let mut heads: Vec<_> = self.runs[from..]
-                .iter()
-                .map(|r| r.iter().peekable())
-                .collect();
-            loop {
-                let mut min: Option<[u8; 16]> = None;
-                for head in heads.iter_mut() {
-                    match head.peek() {
-                        Some(Ok(e)) => min = Some(min.map_or(e.key, |m| m.min(e.key))),
-                        Some(Err(_)) => return Err(head.next().expect("peeked").unwrap_err()),
-                        None => {}
-                    }
-                }
-                let Some(key) = min else { break };
-                let mut newest = None;
-                for head in heads.iter_mut() {
-                    if matches!(head.peek(), Some(Ok(e)) if e.key == key) {
-                        shadowed += u64::from(newest.is_some());
-                        newest = head.next().transpose()?;
-                    }
-                }
-                let mut entry: Entry = newest.expect("a head holds the smallest key");
-                if let Some(row) = entry.row {
-                    let Some(moved) = map(row) else {
-                        drop(writer);
-                        std::fs::remove_file(&path)?;
-                        return Ok(None);
-                    };
-                    entry.row = Some(moved);
-                }
-                live += u64::from(entry.row.is_some());
-                if entry.row.is_some() || from > 0 {
-                    writer.push(&entry)?;
-                }
+        Some(MergeJob {
+            inputs: self.runs[from..].to_vec(),
+            moves: self.moves.clone(),
+            seq,
+            path: self.run_path(seq),
+            drop_deleted: from == 0,
+        })
+    }
+
+    fn run_job(&self, job: MergeJob) -> std::io::Result<Merged> {
+        let merged = job.run();
+        if let Err(e) = &merged {
+            self.note_out_of_step(e);
+        }
+        merged
+    }
+
+    /// Puts a merged run in place of its inputs, if they are still the
+    /// index's (a rebuild since dropped them: the run is deleted). The live
+    /// count is kept: every write counted its keys exactly.
+    fn install(&mut self, merged: Merged) -> std::io::Result<bool> {
+        let n = merged.inputs.len();
+        let at = self.runs.windows(n).position(|w| {
+            w.iter().map(|r| r.seq).eq(merged.inputs.iter().copied())
+        });
+        let Some(at) = at else {
+            if let Some(run) = merged.run {
+                std::fs::remove_file(&run.path)?;
             }
+            return Ok(false);
+        };
+        let new = merged.run.map(Arc::new);
+        let old: Vec<Arc<Run>> = self.runs.splice(at..at + n, new).collect();
+        self.obsolete.extend(old.iter().map(|r| r.path.clone()));
+        let oldest = self.runs.iter().map(|r| r.seq).min();
+        self.moves.drop_folded(oldest);
+        Ok(true)
+    }
+
+    /// Where the next merge starts, if one is due: every run while moves
+    /// are kept, else the newest two while the older is at most twice the
+    /// newer, or while there are too many.
+    fn due_from(&self) -> Option<usize> {
+        if !self.moves.is_empty() && !self.runs.is_empty() {
+            return Some(0);
         }
-        let entries = writer.finish()?;
-        self.obsolete
-            .extend(self.runs.drain(from..).map(|r| r.path.clone()));
-        if entries == 0 {
-            std::fs::remove_file(&path)?;
-        } else {
-            self.runs.push(Run::open(&path, seq)?);
+        let n = self.runs.len();
+        let (older, newer) = (self.runs.get(n.checked_sub(2)?)?, self.runs.last()?);
+        (older.entries() <= 2 * newer.entries() || n > MAX_RUNS).then_some(n - 2)
+    }
+
+    /// Starts no merge on its own thread from now on (tests).
+    #[cfg(test)]
+    pub fn hold_background_merges(&mut self) {
+        self.background = false;
+    }
+
+    /// Whether a merge is due or running.
+    pub fn merge_due_or_running(&self) -> bool {
+        self.merging.is_some() || self.due_from().is_some()
+    }
+
+    /// Starts the merge due, if any and none is running, on its own thread.
+    pub fn start_merge(&mut self) -> std::io::Result<()> {
+        if self.merging.is_some() || !self.background {
+            return Ok(());
         }
-        if from == 0 {
-            self.keys = live;
+        let Some(job) = self.due_from().and_then(|from| self.merge_job(from)) else {
+            return Ok(());
+        };
+        let thread = std::thread::Builder::new().name("key-index-merge".into());
+        self.merging = Some(thread.spawn(move || job.run())?);
+        Ok(())
+    }
+
+    /// Puts the merge that ran on its own thread in place, if it ended
+    /// (`wait`: waits for it). Whether the runs changed.
+    pub fn finish_merge(&mut self, wait: bool) -> std::io::Result<bool> {
+        let ended = self.merging.as_ref().is_some_and(JoinHandle::is_finished);
+        let Some(merging) = self.merging.take_if(|_| wait || ended) else {
+            return Ok(false);
+        };
+        let merged = merging
+            .join()
+            .map_err(|_| std::io::Error::other("the key index merge panicked"))?;
+        if let Err(e) = &merged {
+            self.note_out_of_step(e);
         }
-        Ok(Some(shadowed))
+        self.install(merged?)
+    }
+
+    fn wait_merge(&mut self) -> std::io::Result<bool> {
+        self.finish_merge(true)
     }
 
     /// Records the runs written so far and what the index reflects (the
@@ -572,22 +675,19 @@ impl Store {
         self.write_index(meta)
     }
 
-    /// Merges runs of similar size, committing each merge, until none is
-    /// due; `meta` is what the index reflects (unchanged by a merge).
+    /// Waits for a merge running on its own thread, then merges, now, until
+    /// none is due, committing each merge; `meta` is what the index
+    /// reflects (unchanged by a merge).
     pub fn merge_due(&mut self, meta: &Meta) -> std::io::Result<()> {
-        while let Some(from) = self.merge_from() {
-            self.merge(from)?;
+        if self.wait_merge()? {
+            self.write_index(meta)?;
+        }
+        while let Some(job) = self.due_from().and_then(|from| self.merge_job(from)) {
+            let merged = self.run_job(job)?;
+            self.install(merged)?;
             self.write_index(meta)?;
         }
         Ok(())
-    }
-
-    /// Which runs to merge next, if any: the newest two while the older
-    /// is at most twice the newer, or while there are too many.
-    fn merge_from(&self) -> Option<usize> {
-        let n = self.runs.len();
-        let (older, newer) = (self.runs.get(n.checked_sub(2)?)?, self.runs.last()?);
-        (older.entries() <= 2 * newer.entries() || n > MAX_RUNS).then_some(n - 2)
     }
 
     fn write_index(&mut self, meta: &Meta) -> std::io::Result<()> {
@@ -602,6 +702,10 @@ impl Store {
         text.push_str(&format!("keys {}\nnext-run {}\n", self.keys, self.next_seq));
         for run in &self.runs {
             text.push_str(&format!("run {}\n", run.seq));
+        }
+        if !self.moves.is_empty() {
+            text.push_str(MOVES_LINE);
+            text.push('\n');
         }
         for (id, path) in self.files.iter().enumerate() {
             if path.contains('\n') {

@@ -30,6 +30,7 @@
 //! and its key may be another row's there); others are planned again.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
 
 use iceberg::io::FileIO;
 use iceberg::spec::{DataFile, TableMetadata};
@@ -124,9 +125,9 @@ fn locate<F>(outputs: &[(F, u64)], row: u64) -> Option<(&F, u64)> {
 pub(crate) struct RowMoves {
     rows: RowMap,
     /// Per rewritten file: the rows the rewrite left out.
-    applied: HashMap<String, RoaringTreemap>,
+    applied: HashMap<String, Arc<RoaringTreemap>>,
     /// Per rewritten file: the rows deleted meanwhile, carried over.
-    late: BTreeMap<String, RoaringTreemap>,
+    late: HashMap<String, Arc<RoaringTreemap>>,
 }
 
 impl RowMoves {
@@ -141,11 +142,19 @@ impl RowMoves {
         if !rewritten.all(|path| rebase.rows.maps(path)) {
             return None;
         }
+        let shared = |(path, rows)| (path, Arc::new(rows));
         Some(Self {
             rows: rebase.rows,
-            applied: rebase.applied,
-            late,
+            applied: rebase.applied.into_iter().map(shared).collect(),
+            late: late.into_iter().map(shared).collect(),
         })
+    }
+
+    /// The rows the compaction wrote: every live row of the files it
+    /// rewrote, each at its new place.
+    pub(crate) fn rows(&self) -> u64 {
+        let ends = self.rows.outputs.iter().filter_map(|group| group.last());
+        ends.map(|(_, end)| *end).sum()
     }
 
     /// The new files.
@@ -164,8 +173,8 @@ impl RowMoves {
         &self,
         old: impl Fn(&str) -> Option<u32>,
         new: impl Fn(&str) -> u32,
-    ) -> MovesById<'_> {
-        let mut files: Vec<Option<FileMove<'_>>> = Vec::new();
+    ) -> MovesById {
+        let mut files: Vec<Option<FileMove>> = Vec::new();
         for (path, &(group, start, next)) in &self.rows.inputs {
             let Some(id) = old(path) else { continue };
             let id = id as usize;
@@ -173,8 +182,8 @@ impl RowMoves {
                 files.resize_with(id + 1, || None);
             }
             files[id] = Some(FileMove {
-                applied: self.applied.get(path),
-                late: self.late.get(path),
+                applied: self.applied.get(path).cloned(),
+                late: self.late.get(path).cloned(),
                 group,
                 start,
                 next,
@@ -192,9 +201,9 @@ impl RowMoves {
 
 /// One rewritten file's rows in [`MovesById`].
 #[derive(Debug)]
-struct FileMove<'a> {
-    applied: Option<&'a RoaringTreemap>,
-    late: Option<&'a RoaringTreemap>,
+struct FileMove {
+    applied: Option<Arc<RoaringTreemap>>,
+    late: Option<Arc<RoaringTreemap>>,
     group: usize,
     start: u64,
     next: u64,
@@ -202,9 +211,9 @@ struct FileMove<'a> {
 
 /// [`RowMoves`] by file id.
 #[derive(Debug)]
-pub(crate) struct MovesById<'a> {
+pub(crate) struct MovesById {
     /// By the rewritten file's id.
-    files: Vec<Option<FileMove<'a>>>,
+    files: Vec<Option<FileMove>>,
     /// Per group: each new file's id and the group's row its rows end at.
     groups: Vec<Vec<(u32, u64)>>,
 }
@@ -220,16 +229,17 @@ pub(crate) enum Moved {
     Gone,
 }
 
-impl MovesById<'_> {
+impl MovesById {
     /// Where row `pos` of file `file` is now.
     pub(crate) fn place(&self, file: u32, pos: u64) -> Moved {
         let Some(Some(m)) = self.files.get(file as usize) else {
             return Moved::Stayed;
         };
-        if m.applied.is_some_and(|a| a.contains(pos)) || m.late.is_some_and(|l| l.contains(pos)) {
+        let (applied, late) = (m.applied.as_deref(), m.late.as_deref());
+        if applied.is_some_and(|a| a.contains(pos)) || late.is_some_and(|l| l.contains(pos)) {
             return Moved::Gone;
         }
-        let row = m.start + pos - m.applied.map_or(0, |a| a.rank(pos));
+        let row = m.start + pos - applied.map_or(0, |a| a.rank(pos));
         if row >= m.next {
             return Moved::Gone;
         }

@@ -1,10 +1,11 @@
 //! A follower's upsert key indexes, kept open from round to round: a
-//! round takes its table's index (waiting for the merge its last commit
-//! left, which ran in the background while the round read Kafka), brings
-//! it to the table's current snapshot (fresh unless another writer
-//! committed), and hands it back after its commit, with the merge that
-//! commit left started in the background. A scheduled sync keeps none: it
-//! opens each index, merges after its commit, and closes it.
+//! round takes its table's index, brings it to the table's current
+//! snapshot (fresh unless another writer committed; its own compactions
+//! followed by counting), and hands it back after its commit. Merges of the
+//! index's runs (and the fold of a compaction's moves into them) run on
+//! their own thread and never hold a round: a round looks keys up and
+//! commits while a merge writes (`key_index/merge.rs`). A scheduled sync
+//! keeps none: it opens each index, merges after its commit, and closes it.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -62,16 +63,10 @@ impl IndexHome<'_> {
     }
 }
 
-enum Slot {
-    Ready(Box<KeyIndex>),
-    /// Its due merge, on a thread of the blocking pool.
-    Merging(tokio::task::JoinHandle<KeyIndex>),
-}
-
 /// The key indexes a follower keeps open, by index folder.
 #[derive(Default)]
 pub struct KeptIndexes {
-    slots: Mutex<HashMap<PathBuf, Slot>>,
+    indexes: Mutex<HashMap<PathBuf, KeyIndex>>,
 }
 
 impl std::fmt::Debug for KeptIndexes {
@@ -81,52 +76,48 @@ impl std::fmt::Debug for KeptIndexes {
 }
 
 impl KeptIndexes {
-    fn slots(&self) -> std::sync::MutexGuard<'_, HashMap<PathBuf, Slot>> {
-        self.slots.lock().unwrap_or_else(|p| p.into_inner())
+    fn indexes(&self) -> std::sync::MutexGuard<'_, HashMap<PathBuf, KeyIndex>> {
+        self.indexes.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The kept index of folder `dir`, once its background merge ended
-    /// (`None`: not kept, or its merge panicked: opened again from disk).
+    /// The kept index of folder `dir` (`None`: not kept: opened from disk).
     async fn take(&self, dir: &Path) -> Option<KeyIndex> {
-        let slot = self.slots().remove(dir)?;
-        match slot {
-            Slot::Ready(index) => Some(*index),
-            Slot::Merging(task) => task.await.ok(),
-        }
+        self.indexes().remove(dir)
     }
 
-    fn put(&self, index: KeyIndex) {
+    /// Keeps `index` for the next round, with the merge due started in the
+    /// background; an index out of step with its table is not kept (the
+    /// next round's open rebuilds it).
+    fn put(&self, mut index: KeyIndex) {
         let Some(dir) = index.path().parent().map(Path::to_path_buf) else {
             return;
         };
-        let slot = if index.merge_pending() {
-            let mut index = index;
-            Slot::Merging(tokio::task::spawn_blocking(move || {
-                if let Err(e) = index.merge() {
-                    // Tried again when the next round takes it.
-                    tracing::warn!(error = %e, "merging the key index's runs failed");
-                }
-                index
-            }))
-        } else {
-            Slot::Ready(Box::new(index))
-        };
-        self.slots().insert(dir, slot);
+        if index.out_of_step() {
+            tracing::warn!(index = %index.path().display(), "the key index is out of step with its table; it is rebuilt at the next round");
+            return;
+        }
+        if let Err(e) = index.merge_in_background() {
+            // Tried again at the next round.
+            tracing::warn!(error = %e, "merging the key index's runs failed");
+        }
+        self.indexes().insert(dir, index);
     }
 
-    /// Waits for the merges in progress (at most `timeout` in all), then
-    /// closes every index: a follower's stop.
+    /// Ends the merges in progress and the ones due (the fold of kept
+    /// compaction moves among them, without which the next start rebuilds
+    /// the index), at most `timeout` in all, then closes every index: a
+    /// follower's stop.
     pub async fn close(&self, timeout: Duration) {
-        let slots: Vec<Slot> = self.slots().drain().map(|(_, s)| s).collect();
-        let merges = async {
-            for slot in slots {
-                if let Slot::Merging(task) = slot {
-                    let _ = task.await;
+        let indexes: Vec<KeyIndex> = self.indexes().drain().map(|(_, i)| i).collect();
+        let merges = tokio::task::spawn_blocking(move || {
+            for mut index in indexes {
+                if let Err(e) = index.merge() {
+                    tracing::warn!(error = %e, "merging the key index's runs failed; the next start merges them");
                 }
             }
-        };
+        });
         if tokio::time::timeout(timeout, merges).await.is_err() {
-            tracing::warn!("a key index merge did not end within the stop timeout; the next start merges its runs");
+            tracing::warn!("a key index merge did not end within the stop timeout; the next start merges its runs (or rebuilds an index whose compaction moves were not folded in)");
         }
     }
 }

@@ -132,7 +132,7 @@ async fn commit_upsert_once(
                 table = %table,
                 state = ?state,
                 rows_read = stats.rows_read,
-                keys_moved = stats.keys_moved,
+                rows_moved = stats.rows_moved,
                 "key index brought up to date"
             );
         }

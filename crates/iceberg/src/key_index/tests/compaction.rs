@@ -1,0 +1,269 @@
+//! The key index and compactions: another engine's replayed by reading,
+//! this process's followed by counting, late deletes carried over.
+
+use std::collections::{BTreeMap, HashMap};
+
+use iceberg::spec::{FormatVersion, ManifestWriterBuilder, Operation, UNASSIGNED_SEQUENCE_NUMBER};
+
+use super::*;
+
+#[tokio::test]
+async fn a_compaction_since_is_replayed_at_the_new_positions() {
+    let mut fx = Fixture::new(FormatVersion::V2).await;
+    let old = fx.data_file(&[1, 2], 0).await;
+    let old_path = old.file_path().to_string();
+    fx.destination
+        .commit_append(&mut fx.table, vec![old.clone()], BTreeMap::new())
+        .await
+        .unwrap();
+    drop(fx.open().await);
+    // Rewrite the file (same rows, another order) as a `replace` snapshot.
+    let new = fx.data_file(&[2, 1], 0).await;
+    let new_path = new.file_path().to_string();
+    let metadata = fx.table.metadata().clone();
+    let snapshot_id = 777;
+    let mut writer = ManifestWriterBuilder::new(
+        fx.destination
+            .file_io()
+            .new_output(format!(
+                "{}/metadata/{snapshot_id}-m.avro",
+                metadata.location()
+            ))
+            .unwrap(),
+        Some(snapshot_id),
+        metadata.current_schema().clone(),
+        metadata.default_partition_spec().as_ref().clone(),
+    )
+    .build_v2_data();
+    writer.add_file(new, UNASSIGNED_SEQUENCE_NUMBER).unwrap();
+    writer.add_delete_file(old, 1, Some(1)).unwrap();
+    let manifest = writer.write_manifest_file().await.unwrap();
+    fx.commit_manifests(snapshot_id, vec![manifest], Operation::Replace)
+        .await;
+    // The replace moves every key the index had: replayed, no rebuild.
+    let index = fx.open().await;
+    assert_eq!(index.state(), &IndexState::UpdatedFrom(1), "{old_path}");
+    assert_eq!(
+        all(&index, 3),
+        vec![None, at(&new_path, 1), at(&new_path, 0)]
+    );
+}
+
+/// Deletes that reached a compaction's files while it rewrote them are
+/// found by key in the files it wrote (maintain/rebase.rs); a row that is
+/// not there exactly once leaves the compaction to be planned again.
+#[tokio::test]
+async fn late_deletes_are_carried_onto_the_compactions_files_by_key() {
+    use crate::maintain::rebase::{translate, LateDeletes, Rebase, RowMap, Uncarried};
+    let fx = Fixture::new(FormatVersion::V2).await;
+    let io = fx.destination.file_io();
+    // Keys 1-4 at positions 0-3; the compaction dropped 1 and 3 (deleted
+    // when it planned) and wrote 4, 2.
+    let old = fx.data_file(&[1, 2, 3, 4], 0).await;
+    let old_path = old.file_path().to_string();
+    let new = fx.data_file(&[4, 2], 0).await;
+    let new_path = new.file_path().to_string();
+    let rebase = Rebase {
+        applied: HashMap::from([(old_path.clone(), [0u64, 2].into_iter().collect())]),
+        key_field: 1,
+        zstd_level: 3,
+        rows: RowMap::default(),
+    };
+    // Meanwhile a writer deleted positions 1 (key 2), 2 (key 3, already
+    // gone) and 3 (key 4).
+    let mut late = LateDeletes::default();
+    late.add(&old_path, &[1u64, 2, 3].into_iter().collect());
+    let carried = translate(io, &rebase, &late, std::slice::from_ref(&new))
+        .await
+        .unwrap()
+        .unwrap();
+    let expected: roaring::RoaringTreemap = [0u64, 1].into_iter().collect();
+    assert_eq!(carried, BTreeMap::from([(new_path, expected)]));
+    // Key 2 twice in the new files, or key 4 missing: planned again.
+    let twice = fx.data_file(&[2], 1).await;
+    let outcome = translate(io, &rebase, &late, &[new.clone(), twice]).await;
+    assert_eq!(outcome.unwrap().unwrap_err(), Uncarried::TwiceInNewFiles);
+    let missing = fx.data_file(&[2], 0).await;
+    let outcome = translate(io, &rebase, &late, &[missing]).await;
+    let expected = Uncarried::Missing {
+        missing: 1,
+        wanted: 2,
+    };
+    assert_eq!(outcome.unwrap().unwrap_err(), expected);
+}
+
+/// Rows written in read order: late deletes are placed by counting, and
+/// land where the key lookup finds them.
+#[tokio::test]
+async fn late_deletes_are_placed_by_counting_where_the_rewrite_kept_the_order() {
+    use crate::maintain::rebase::{translate, LateDeletes, Rebase, RowMap, Uncarried};
+    let fx = Fixture::new(FormatVersion::V2).await;
+    let io = fx.destination.file_io();
+    // Two rewritten files; the plan dropped positions 0, 2 of the first
+    // (keys 1, 3) and 1 of the second (key 6); the rest was written in
+    // order into two new files.
+    let a = fx.data_file(&[1, 2, 3, 4], 0).await;
+    let b = fx.data_file(&[5, 6, 7, 8], 0).await;
+    let (a_path, b_path) = (a.file_path().to_string(), b.file_path().to_string());
+    let first = fx.data_file(&[2, 4, 5], 0).await;
+    let second = fx.data_file(&[7, 8], 0).await;
+    let written = [first.clone(), second.clone()];
+    let applied = HashMap::from([
+        (a_path.clone(), [0u64, 2].into_iter().collect()),
+        (b_path.clone(), [1u64].into_iter().collect()),
+    ]);
+    let mut rows = RowMap::default();
+    rows.add_group(&[(a_path.clone(), 0), (b_path.clone(), 2)], 5, &written);
+    let mut by_count = Rebase {
+        applied: applied.clone(),
+        key_field: 1,
+        zstd_level: 3,
+        rows,
+    };
+    let by_key = Rebase {
+        applied,
+        key_field: 1,
+        zstd_level: 3,
+        rows: RowMap::default(),
+    };
+    // Late: keys 2, 3 (already dropped) and 4 of the first; 7 and 8 of
+    // the second.
+    let mut late = LateDeletes::default();
+    late.add(&a_path, &[1u64, 2, 3].into_iter().collect());
+    late.add(&b_path, &[2u64, 3].into_iter().collect());
+    let counted = translate(io, &by_count, &late, &written)
+        .await
+        .unwrap()
+        .unwrap();
+    let expected = BTreeMap::from([
+        (
+            first.file_path().to_string(),
+            [0u64, 1].into_iter().collect(),
+        ),
+        (
+            second.file_path().to_string(),
+            [0u64, 1].into_iter().collect(),
+        ),
+    ]);
+    assert_eq!(counted, expected);
+    let looked_up = translate(io, &by_key, &late, &written)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(counted, looked_up);
+    // A position past the file's rows is not placed.
+    let mut past_end = LateDeletes::default();
+    past_end.add(&b_path, &[4u64].into_iter().collect());
+    let outcome = translate(io, &by_count, &past_end, &written).await.unwrap();
+    let past = Uncarried::PastRewrite {
+        path: b_path.clone(),
+        pos: 4,
+    };
+    assert_eq!(outcome.unwrap_err(), past);
+    // New files holding other row counts than the rewrite wrote: the
+    // group is not mapped and its deletes are found by key.
+    by_count.rows = RowMap::default();
+    by_count
+        .rows
+        .add_group(&[(a_path, 0), (b_path.clone(), 2)], 6, &written);
+    let looked_up = translate(io, &by_count, &late, &written)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(looked_up, expected);
+    let outcome = translate(io, &by_count, &past_end, &written).await.unwrap();
+    // Looked up by key, a position past the file's rows names no row:
+    // nothing to carry.
+    assert_eq!(outcome.unwrap(), BTreeMap::new());
+}
+
+/// A compaction this process committed (a follower's background pass):
+/// its kept key index follows it by keeping the moves counted, reads no
+/// file and rewrites no run on the way; lookups go through the moves (a
+/// later commit's rows are not moved) until a merge folds them in; a stop
+/// before the fold (a crash) rebuilds the index at the next open. Each
+/// time it finds what a rebuild from the table finds.
+#[tokio::test]
+async fn a_kept_index_follows_its_processs_compaction_lazily_and_agrees_with_a_rebuild() {
+    use crate::maintain::{compact, CompactionOptions};
+    let mut fx = Fixture::new(FormatVersion::V2).await;
+    let (a, _, _) = fx.append(&(0..10).collect::<Vec<_>>(), 0).await;
+    let (b, _, _) = fx.append(&(10..20).collect::<Vec<_>>(), 0).await;
+    let mut index = fx.open().await;
+    index.hold_background_merges();
+    // Keys 2 and 13 updated: their old rows deleted.
+    let c = fx.data_file(&[2, 13], 1).await;
+    fx.commit_with_deletes(c, &[(a.as_str(), &[2]), (b.as_str(), &[3])])
+        .await;
+    let index = index.refresh(&fx.table, &fx.destination).await.unwrap();
+    assert_eq!(index.build_stats().rows_moved, 0);
+    let options = CompactionOptions {
+        target_file_size: 64 << 20,
+        min_input_files: 2,
+        zstd_level: 3,
+        tiered: false,
+    };
+    let outcome = compact(&fx.destination, &mut fx.table, &options, false, None)
+        .await
+        .unwrap();
+    assert_eq!(outcome.data_files_rewritten, 3);
+    assert_eq!(outcome.rows_dropped, 2);
+    let index = index.refresh(&fx.table, &fx.destination).await.unwrap();
+    assert_eq!(index.state(), &IndexState::UpdatedFrom(1));
+    assert_eq!(index.build_stats().rows_read, 0, "no file read");
+    assert_eq!(index.build_stats().rows_moved, 20);
+    assert!(index.merge_pending(), "the moves wait for a merge");
+    let index_file = fx.index_dir().join("keys.index");
+    let marker = || std::fs::read_to_string(&index_file).unwrap();
+    assert!(marker().contains("moves-pending"), "{}", marker());
+    // Key 5 updated after the compaction: its new row is in a run written
+    // after the moves, which it does not go through.
+    let five = index.lookup([key(5)]).unwrap().remove(0).unwrap();
+    let d = fx.data_file(&[5], 2).await;
+    let d_path = d.file_path().to_string();
+    fx.commit_with_deletes(d, &[(five.data_file.as_str(), &[five.pos])])
+        .await;
+    let mut index = index.refresh(&fx.table, &fx.destination).await.unwrap();
+    let lazily = all(&index, 20);
+    assert!(lazily.iter().all(Option::is_some));
+    assert_eq!(lazily[5], at(&d_path, 0));
+    index.merge().unwrap();
+    assert!(!index.merge_pending());
+    assert!(!marker().contains("moves-pending"), "{}", marker());
+    assert_eq!(all(&index, 20), lazily, "folded in, the same rows");
+    drop(index);
+    let reopened = fx.open().await;
+    assert_eq!(reopened.state(), &IndexState::Fresh);
+    drop(reopened);
+    std::fs::remove_dir_all(fx.index_dir()).unwrap();
+    let rebuilt = fx.open().await;
+    assert_eq!(
+        rebuilt.state(),
+        &IndexState::Rebuilt(RebuildReason::Missing)
+    );
+    assert_eq!(all(&rebuilt, 20), lazily);
+
+    // A second compaction, and a stop before its moves are folded in.
+    let mut index = rebuilt;
+    index.hold_background_merges();
+    fx.append(&(20..30).collect::<Vec<_>>(), 3).await;
+    let outcome = compact(&fx.destination, &mut fx.table, &options, false, None)
+        .await
+        .unwrap();
+    assert!(outcome.data_files_rewritten >= 2);
+    let index = index.refresh(&fx.table, &fx.destination).await.unwrap();
+    let stats = index.build_stats();
+    assert_eq!(stats.rows_read, 10, "the appended file only");
+    assert_eq!(stats.rows_moved, 30);
+    assert!(marker().contains("moves-pending"), "{}", marker());
+    let lazily = all(&index, 30);
+    drop(index);
+    let reopened = fx.open().await;
+    assert!(
+        matches!(reopened.state(), IndexState::Rebuilt(RebuildReason::Unreadable(why)) if why.contains("row moves")),
+        "{:?}",
+        reopened.state()
+    );
+    assert_eq!(all(&reopened, 30), lazily);
+    assert!(lazily.iter().all(Option::is_some));
+}
