@@ -139,6 +139,9 @@ pub struct MaintainSettings {
     pub target_file_size_bytes: u64,
     /// Small files that make a partition worth rewriting.
     pub min_input_files: usize,
+    /// Deleted rows, in percent of a file's rows, that make a data file
+    /// worth rewriting (0: any).
+    pub min_deleted_percent: u8,
     /// Snapshots of each branch kept whatever their age.
     pub keep_snapshots: usize,
     /// Snapshots older than this (beyond `keep_snapshots`) expire.
@@ -161,6 +164,7 @@ impl MaintainSettings {
         Ok(Self {
             target_file_size_bytes: config.target_file_size_mb * 1024 * 1024,
             min_input_files: config.min_input_files.max(1),
+            min_deleted_percent: config.min_deleted_percent.min(100),
             keep_snapshots: config.keep_snapshots.max(1),
             max_snapshot_age: duration("maintain.max_snapshot_age", &config.max_snapshot_age)?,
             orphan_min_age: duration("maintain.orphan_min_age", &config.orphan_min_age)?,

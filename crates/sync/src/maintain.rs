@@ -215,6 +215,7 @@ async fn steps(
     let compaction = CompactionOptions {
         target_file_size: settings.target_file_size_bytes,
         min_input_files: settings.min_input_files,
+        min_deleted_percent: settings.min_deleted_percent,
         zstd_level: job.tuning.zstd_level,
         tiered: options.tiered,
     };

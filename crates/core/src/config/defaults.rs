@@ -137,6 +137,12 @@ pub fn maintain_min_input_files() -> usize {
     5
 }
 
+/// `maintain.min_deleted_percent`: any delete makes a data file worth
+/// rewriting (readers then merge no delete file for it).
+pub fn maintain_min_deleted_percent() -> u8 {
+    0
+}
+
 /// `maintain.keep_snapshots`: snapshots of each branch kept whatever their
 /// age. More than one, so that the snapshot the upsert key index reflects
 /// is usually still there after a compaction (no rebuild).

@@ -32,6 +32,18 @@ pub struct MaintainConfig {
         "x-help" = "a partition's small files are rewritten once there are this many; files with deletes always are"
     ))]
     pub min_input_files: usize,
+    /// A data file with deletes is rewritten (its deletes applied) once at
+    /// least this percentage of its rows are deleted; below it, its deletes
+    /// stay in delete files, which readers apply as they read. 0 (the
+    /// default): any delete makes a file worth rewriting. Equality deletes
+    /// always do.
+    #[serde(default = "defaults::maintain_min_deleted_percent")]
+    #[schemars(range(max = 100))]
+    #[schemars(extend(
+        "x-label" = "Deleted rows before rewriting (%)",
+        "x-help" = "a file is rewritten once this share of its rows is deleted; 0: any delete"
+    ))]
+    pub min_deleted_percent: u8,
     /// Snapshots of each branch kept whatever their age (the newest ones,
     /// the branch's head included).
     #[serde(default = "defaults::maintain_keep_snapshots")]
@@ -100,6 +112,7 @@ impl Default for MaintainConfig {
         Self {
             target_file_size_mb: defaults::maintain_target_file_size_mb(),
             min_input_files: defaults::maintain_min_input_files(),
+            min_deleted_percent: defaults::maintain_min_deleted_percent(),
             keep_snapshots: defaults::maintain_keep_snapshots(),
             max_snapshot_age: defaults::maintain_max_snapshot_age(),
             orphan_min_age: defaults::maintain_orphan_min_age(),

@@ -492,6 +492,16 @@ fn maintain(config: &JobConfig, out: &mut Vec<ConfigProblem>) {
             "is 0; set how many small files make a rewrite worth it, e.g. 5",
         );
     }
+    if m.min_deleted_percent > 100 {
+        push(
+            out,
+            "maintain.min_deleted_percent",
+            format!(
+                "is {}; set a percentage from 0 (any delete) to 100",
+                m.min_deleted_percent
+            ),
+        );
+    }
     if m.keep_snapshots == 0 {
         push(
             out,

@@ -6,9 +6,11 @@
 //!   sequence number <= its own), equality delete files on `_olake_id`
 //!   (keys, applying to data files with a lower data sequence number);
 //! - data files are grouped by (partition spec, partition); in a group,
-//!   the files with deletes and the small ones (under three quarters of the
-//!   target size) are candidates, rewritten when one of them has deletes
-//!   or there are at least `min_input_files` of them;
+//!   the files whose deletes are due (equality deletes apply, or position
+//!   deletes retire at least `min_deleted_percent` of their rows: any, by
+//!   default) and the small ones (under three quarters of the target size)
+//!   are candidates, rewritten when one of them has deletes due or there
+//!   are at least `min_input_files` of them;
 //! - `tiered` (a follower's passes): of the small files without deletes,
 //!   only those of about the same size are merged: from the smallest up, a
 //!   file joins while it is at most twice the files before it together
@@ -49,6 +51,9 @@ pub struct CompactionOptions {
     pub target_file_size: u64,
     /// Small files that make a group worth rewriting.
     pub min_input_files: usize,
+    /// A data file with position deletes is a candidate once at least
+    /// this percentage of its rows are deleted (0: any delete).
+    pub min_deleted_percent: u8,
     /// zstd level of the files written.
     pub zstd_level: i32,
     /// Merge small files of about the same size only (a follower's
@@ -96,15 +101,17 @@ impl Plan {
         self.groups.iter().flat_map(|g| &g.files)
     }
 
-    /// Whether deletes apply to a data file.
-    pub fn has_deletes(&self, entry: &Entry) -> bool {
-        self.positions
-            .get(entry.path())
-            .is_some_and(|p| !p.is_empty())
-            || self
-                .equality
-                .iter()
-                .any(|(seq, _)| *seq > entry.sequence_number)
+    /// Whether a data file's deletes make it worth rewriting: equality
+    /// deletes apply to it, or position deletes retire at least
+    /// `percent` of its rows (and one at least).
+    pub fn deletes_due(&self, entry: &Entry, percent: u8) -> bool {
+        let deleted = self.positions.get(entry.path()).map_or(0, |p| p.len());
+        let rows = entry.file.record_count();
+        let due = deleted > 0 && deleted * 100 >= u64::from(percent) * rows;
+        due || self
+            .equality
+            .iter()
+            .any(|(seq, _)| *seq > entry.sequence_number)
     }
 
     /// The equality key sets that apply to a data file.
@@ -243,15 +250,16 @@ fn group(plan: &mut Plan, metadata: &TableMetadata, options: &CompactionOptions,
     }
     let current = metadata.default_partition_spec();
     for ((spec_id, partition), files) in groups {
+        let due = |e: &Entry| plan.deletes_due(e, options.min_deleted_percent);
         let repartition = spec_id != current.spec_id();
         let mut candidates: Vec<Entry> = files
             .into_iter()
-            .filter(|e| repartition || plan.has_deletes(e) || e.file.file_size_in_bytes() < small)
+            .filter(|e| repartition || due(e) || e.file.file_size_in_bytes() < small)
             .collect();
         if options.tiered && !repartition {
             let sizes: Vec<(u64, bool)> = candidates
                 .iter()
-                .map(|e| (e.file.file_size_in_bytes(), plan.has_deletes(e)))
+                .map(|e| (e.file.file_size_in_bytes(), due(e)))
                 .collect();
             let picks = tiered_picks(&sizes);
             let mut at = 0;
@@ -262,7 +270,7 @@ fn group(plan: &mut Plan, metadata: &TableMetadata, options: &CompactionOptions,
         }
         let worth = repartition
             || candidates.len() >= options.min_input_files
-            || candidates.iter().any(|e| plan.has_deletes(e));
+            || candidates.iter().any(due);
         if !worth || candidates.is_empty() {
             continue;
         }

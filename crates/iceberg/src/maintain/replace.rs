@@ -399,7 +399,9 @@ impl PendingCommit for &mut PendingReplace {
         metadata: &TableMetadata,
         attempt: u32,
     ) -> Result<BuiltSnapshot, IcebergError> {
+        let started = std::time::Instant::now();
         let late = self.check_still_applies(file_io, metadata).await?;
+        let checked = started.elapsed();
         if renew_snapshot_id_if_taken(metadata, &mut self.snapshot_id) {
             self.data_manifests = None;
         }
@@ -419,12 +421,21 @@ impl PendingCommit for &mut PendingReplace {
         let mut manifests: Vec<ManifestFile> =
             self.data_manifests.iter().flatten().cloned().collect();
         manifests.extend(self.carry_over(file_io, metadata, attempt, &late).await?);
+        let carried = started.elapsed();
         let scoped: HashSet<(String, i64)> =
             late.scoped.iter().map(|e| file_identity(&e.file)).collect();
         self.late = late.positions;
         let (carried_forward, removed) = self
             .carry_forward(file_io, metadata, attempt, &scoped)
             .await?;
+        tracing::info!(
+            attempt,
+            late_rows = self.carried_rows,
+            check_ms = checked.as_millis() as u64,
+            carry_over_ms = (carried - checked).as_millis() as u64,
+            manifests_ms = (started.elapsed() - carried).as_millis() as u64,
+            "compaction commit attempt built"
+        );
         manifests.extend(carried_forward);
         let mut summary = summary(
             metadata.current_snapshot().map(|p| p.summary()),

@@ -200,6 +200,7 @@ async fn a_kept_index_follows_its_processs_compaction_lazily_and_agrees_with_a_r
     let options = CompactionOptions {
         target_file_size: 64 << 20,
         min_input_files: 2,
+        min_deleted_percent: 0,
         zstd_level: 3,
         tiered: false,
     };
@@ -266,4 +267,39 @@ async fn a_kept_index_follows_its_processs_compaction_lazily_and_agrees_with_a_r
     );
     assert_eq!(all(&reopened, 30), lazily);
     assert!(lazily.iter().all(Option::is_some));
+}
+
+/// `min_deleted_percent`: a file whose deleted rows reach the share is
+/// rewritten, one below it keeps its deletes in a delete file; 0 rewrites
+/// every file with a delete.
+#[tokio::test]
+async fn a_file_is_rewritten_for_its_deletes_once_they_reach_the_deleted_percentage() {
+    use crate::maintain::{compact, CompactionOptions};
+    for (percent, rewritten) in [(30u8, 1usize), (0, 2)] {
+        let mut fx = Fixture::new(FormatVersion::V2).await;
+        let (a, _, _) = fx.append(&(0..10).collect::<Vec<_>>(), 0).await;
+        let (b, _, _) = fx.append(&(10..20).collect::<Vec<_>>(), 0).await;
+        // 10% of a's rows deleted, 50% of b's.
+        let c = fx.data_file(&[1, 10, 11, 12, 13, 14], 1).await;
+        let deletes: [(&str, &[u64]); 2] = [(a.as_str(), &[1]), (b.as_str(), &[0, 1, 2, 3, 4])];
+        fx.commit_with_deletes(c, &deletes).await;
+        let options = CompactionOptions {
+            // No file is small: only deletes make one worth rewriting.
+            target_file_size: 1,
+            min_input_files: 100,
+            min_deleted_percent: percent,
+            zstd_level: 3,
+            tiered: false,
+        };
+        let outcome = compact(&fx.destination, &mut fx.table, &options, false, None)
+            .await
+            .unwrap();
+        assert_eq!(outcome.data_files_rewritten, rewritten, "{percent}%");
+        let kept = rewritten == 1;
+        let index = fx.open().await;
+        let rows = all(&index, 20);
+        assert!(rows.iter().all(Option::is_some), "{percent}%");
+        // Key 0 is still in a when a was left with its delete file.
+        assert_eq!(rows[0].as_ref().unwrap().data_file == a, kept, "{percent}%");
+    }
 }
