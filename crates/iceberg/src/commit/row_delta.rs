@@ -86,8 +86,9 @@ fn stale(metadata: &TableMetadata, detail: String) -> IcebergError {
 }
 
 /// Fails when a snapshot committed on `main` after `base` (the snapshot
-/// the deletes were computed on) removed data files, or `base` is no
-/// longer an ancestor: positions may point at rows that moved.
+/// the deletes were computed on) removed data files or is a `replace`
+/// other than a manifest rewrite, or `base` is no longer an ancestor:
+/// positions may point at rows that moved.
 fn check_no_data_removed_since(
     metadata: &TableMetadata,
     base: Option<i64>,
@@ -107,12 +108,7 @@ fn check_no_data_removed_since(
             ));
         };
         let summary = snapshot.summary();
-        let removed = summary
-            .additional_properties
-            .get("deleted-data-files")
-            .and_then(|v| v.parse::<u64>().ok())
-            .unwrap_or(0);
-        if removed > 0 || summary.operation == Operation::Replace {
+        if moves_rows(summary) {
             return Err(stale(
                 metadata,
                 format!(
@@ -125,6 +121,24 @@ fn check_no_data_removed_since(
         next = snapshot.parent_snapshot_id();
     }
     Ok(())
+}
+
+/// Whether a snapshot may have moved rows to other positions: it removed
+/// data files, or it is a `replace` other than a manifest rewrite (ours or
+/// Java's `RewriteManifests`: `manifests-created` in the summary, no data
+/// file added or removed), which only moves manifest entries.
+fn moves_rows(summary: &iceberg::spec::Summary) -> bool {
+    let count = |key: &str| {
+        let value = summary.additional_properties.get(key);
+        value.and_then(|v| v.parse::<u64>().ok()).unwrap_or(0)
+    };
+    let removed = count("deleted-data-files");
+    let manifests_only = summary
+        .additional_properties
+        .contains_key("manifests-created")
+        && removed == 0
+        && count("added-data-files") == 0;
+    removed > 0 || (summary.operation == Operation::Replace && !manifests_only)
 }
 
 /// The current deletion vectors of the table's `main` snapshot: data file
@@ -416,5 +430,46 @@ impl PendingCommit for PendingRowDelta {
             summary,
         )
         .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use iceberg::spec::{Operation, Summary};
+
+    use super::moves_rows;
+
+    fn summary(operation: Operation, props: &[(&str, &str)]) -> Summary {
+        Summary {
+            operation,
+            additional_properties: props
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect::<HashMap<_, _>>(),
+        }
+    }
+
+    /// A manifest rewrite between a round's lookups and its commit leaves
+    /// its position deletes right (no recompute); a compaction does not.
+    #[test]
+    fn deletes_survive_a_manifest_rewrite_but_not_a_compaction() {
+        let rewrite = summary(Operation::Replace, &[("manifests-created", "2")]);
+        assert!(!moves_rows(&rewrite));
+        let compaction = summary(
+            Operation::Replace,
+            &[("added-data-files", "3"), ("deleted-data-files", "40")],
+        );
+        assert!(moves_rows(&compaction));
+        // A replace that says nothing of manifests may have moved rows.
+        assert!(moves_rows(&summary(Operation::Replace, &[])));
+        let rewrote_files = summary(
+            Operation::Replace,
+            &[("manifests-created", "1"), ("deleted-data-files", "1")],
+        );
+        assert!(moves_rows(&rewrote_files));
+        assert!(!moves_rows(&summary(Operation::Append, &[("added-data-files", "1")])));
+        assert!(moves_rows(&summary(Operation::Overwrite, &[("deleted-data-files", "1")])));
     }
 }

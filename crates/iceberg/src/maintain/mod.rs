@@ -20,10 +20,10 @@
 mod expire;
 mod manifests;
 mod orphans;
-mod plan;
+pub(crate) mod plan;
 pub(crate) mod rebase;
-mod replace;
-mod rewrite;
+pub(crate) mod replace;
+pub(crate) mod rewrite;
 
 use futures::future::BoxFuture;
 use serde::Serialize;
@@ -98,7 +98,7 @@ impl TableStats {
 
 /// What carrying late deletes over needs, when the table allows it: the
 /// `_olake_id` key and no equality deletes (see `rebase.rs`).
-fn rebase_of(
+pub(crate) fn rebase_of(
     plan: &plan::Plan,
     options: &CompactionOptions,
     rows: rebase::RowMap,
@@ -189,6 +189,17 @@ pub async fn compact(
         if let Some(hook) = before_commit {
             hook().await;
         }
+        // What other writers committed while it rewrote (a follower's
+        // rounds: dozens) is read by the first attempt, which holds no
+        // commit of theirs up; the later ones hold the gate
+        // (`PendingReplace::gated_from`) and read only what came since.
+        match destination.reload_patiently(handle).await {
+            Ok(reloaded) => *handle = reloaded,
+            Err(e) => {
+                destination.delete_uncommitted(&written.files).await;
+                return Err(e);
+            }
+        }
         let removed = plan
             .rewritten()
             .cloned()
@@ -239,7 +250,13 @@ pub async fn compact(
                 }
                 tracing::info!(table = %handle.name(), round, reason = %e.detail, "compaction made stale by another writer; planning again");
                 outcome.replanned += 1;
-                *handle = destination.reload_patiently(handle).await?;
+                match destination.reload_patiently(handle).await {
+            Ok(reloaded) => *handle = reloaded,
+            Err(e) => {
+                destination.delete_uncommitted(&written.files).await;
+                return Err(e);
+            }
+        }
             }
         }
     }

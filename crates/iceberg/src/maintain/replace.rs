@@ -77,10 +77,19 @@ pub(crate) struct PendingReplace {
     /// The late deletes of each snapshot checked so far (a snapshot does
     /// not change: a later attempt reads only the snapshots since).
     checked: HashMap<i64, LateDeletes>,
-    /// The delete files the last attempt wrote for late deletes.
+    /// The delete files written for late deletes (on v2, an attempt adds
+    /// those of the snapshots since the last one; on v3 it writes them
+    /// all again: one deletion vector per data file).
     pub(crate) carried: Vec<DataFile>,
-    /// The late deleted rows the last attempt carried over.
+    /// The snapshots whose late deletes `carried` holds.
+    carried_from: HashSet<i64>,
+    /// The late deleted rows carried over.
     pub(crate) carried_rows: u64,
+    /// The current snapshot's manifests an earlier attempt read, by path
+    /// (a manifest never changes): kept as they were (`None`), or
+    /// rewritten without the removed files (the new manifest and the
+    /// files it removed).
+    forwarded: HashMap<String, Option<(ManifestFile, Vec<DataFile>)>>,
     /// The late deletes the last attempt found, per rewritten file.
     late: BTreeMap<String, RoaringTreemap>,
 }
@@ -113,7 +122,9 @@ impl PendingReplace {
             rebase,
             checked: HashMap::new(),
             carried: Vec::new(),
+            carried_from: HashSet::new(),
             carried_rows: 0,
+            forwarded: HashMap::new(),
             late: BTreeMap::new(),
         }
     }
@@ -136,8 +147,9 @@ impl PendingReplace {
         &mut self,
         file_io: &FileIO,
         metadata: &TableMetadata,
-    ) -> Result<LateDeletes, IcebergError> {
+    ) -> Result<(LateDeletes, Vec<i64>), IcebergError> {
         let mut late = LateDeletes::default();
+        let mut chain = Vec::new();
         let mut next = metadata.current_snapshot_id();
         while next != self.base {
             let Some(id) = next else {
@@ -169,9 +181,10 @@ impl PendingReplace {
                 self.checked.insert(id, found);
             }
             late.merge(&self.checked[&id]);
+            chain.push(id);
             next = snapshot.parent_snapshot_id();
         }
-        Ok(late)
+        Ok((late, chain))
     }
 
     async fn check_entry(
@@ -253,7 +266,7 @@ impl PendingReplace {
     /// files removed: the replaced ones and the late delete files `scoped`
     /// that are still live.
     async fn carry_forward(
-        &self,
+        &mut self,
         file_io: &FileIO,
         metadata: &TableMetadata,
         attempt: u32,
@@ -282,8 +295,21 @@ impl PendingReplace {
                 out.push(manifest);
                 continue;
             }
+            // The files a later attempt removes beyond an earlier one's
+            // (late delete files) were added after it: in other manifests.
+            if let Some(forwarded) = self.forwarded.get(&manifest.manifest_path) {
+                match forwarded {
+                    None => out.push(manifest),
+                    Some((rewritten, removed)) => {
+                        found.extend(removed.iter().cloned());
+                        out.push(rewritten.clone());
+                    }
+                }
+                continue;
+            }
             let entries = live_entries_of(file_io, &manifest).await?;
             if !entries.iter().any(|e| is_removed(&e.file)) {
+                self.forwarded.insert(manifest.manifest_path.clone(), None);
                 out.push(manifest);
                 continue;
             }
@@ -298,11 +324,13 @@ impl PendingReplace {
                     self.commit_id
                 ),
             };
-            let (manifest, removed) = rewrite
+            let (new, removed) = rewrite
                 .write(&manifest, entries, is_removed, |d| stale(metadata, d))
                 .await?;
-            found.extend(removed);
-            out.push(manifest);
+            found.extend(removed.iter().cloned());
+            out.push(new.clone());
+            self.forwarded
+                .insert(manifest.manifest_path.clone(), Some((new, removed)));
         }
         // Rebasing, a planned delete file may have been replaced (its
         // positions are late deletes); the data files must all be live.
@@ -328,35 +356,35 @@ impl PendingReplace {
     }
 
     /// Carries the late deletes onto the new files: writes their delete
-    /// files (those of an earlier attempt deleted) and the manifests
-    /// listing them.
+    /// files and the manifests listing them. On v2 the delete files an
+    /// earlier attempt wrote stay, and only the late deletes of the
+    /// snapshots since are written (a data file may have several position
+    /// delete files); on v3 (one deletion vector per data file) the earlier
+    /// ones are deleted and all are written again.
     async fn carry_over(
         &mut self,
         file_io: &FileIO,
         metadata: &TableMetadata,
         attempt: u32,
-        late: &LateDeletes,
+        (late, chain): (&LateDeletes, &[i64]),
     ) -> Result<Vec<ManifestFile>, IcebergError> {
-        for file in std::mem::take(&mut self.carried) {
-            // Not committed: best effort, a later orphan pass catches it.
-            let _ = file_io.delete(file.file_path()).await;
-        }
-        self.carried_rows = 0;
-        let Some(rebase) = self.rebase.as_ref().filter(|_| !late.positions.is_empty()) else {
-            return Ok(Vec::new());
-        };
-        let carried = match translate(file_io, rebase, late, &self.added).await? {
-            Ok(carried) => carried,
-            Err(detail) => {
-                return Err(stale(
-                    metadata,
-                    format!("carrying late deletes over: {detail}"),
-                ))
+        let adds = metadata.format_version() < iceberg::spec::FormatVersion::V3;
+        let mut fresh = LateDeletes::default();
+        if adds {
+            for id in chain.iter().filter(|id| !self.carried_from.contains(id)) {
+                fresh.merge(&self.checked[id]);
             }
-        };
-        self.carried_rows = carried.values().map(RoaringTreemap::len).sum();
-        self.carried =
-            write_carried(file_io, metadata, rebase.zstd_level, carried, &self.added).await?;
+        } else {
+            for file in std::mem::take(&mut self.carried) {
+                // Not committed: best effort, a later orphan pass catches it.
+                let _ = file_io.delete(file.file_path()).await;
+            }
+            self.carried_rows = 0;
+            self.carried_from.clear();
+        }
+        let fresh = if adds { &fresh } else { late };
+        self.carried_from.extend(chain.iter().copied());
+        self.carry(file_io, metadata, fresh).await?;
         if self.carried.is_empty() {
             return Ok(Vec::new());
         }
@@ -369,6 +397,32 @@ impl PendingReplace {
             &format!("d{attempt}"),
         )
         .await
+    }
+
+    /// Writes the delete files of `late` on the new files, adding them to
+    /// `carried`.
+    async fn carry(
+        &mut self,
+        file_io: &FileIO,
+        metadata: &TableMetadata,
+        late: &LateDeletes,
+    ) -> Result<(), IcebergError> {
+        let Some(rebase) = self.rebase.as_ref().filter(|_| !late.positions.is_empty()) else {
+            return Ok(());
+        };
+        let carried = match translate(file_io, rebase, late, &self.added).await? {
+            Ok(carried) => carried,
+            Err(detail) => {
+                return Err(stale(
+                    metadata,
+                    format!("carrying late deletes over: {detail}"),
+                ))
+            }
+        };
+        self.carried_rows += carried.values().map(RoaringTreemap::len).sum::<u64>();
+        let written = write_carried(file_io, metadata, rebase.zstd_level, carried, &self.added);
+        self.carried.extend(written.await?);
+        Ok(())
     }
 }
 
@@ -400,10 +454,12 @@ impl PendingCommit for &mut PendingReplace {
         attempt: u32,
     ) -> Result<BuiltSnapshot, IcebergError> {
         let started = std::time::Instant::now();
-        let late = self.check_still_applies(file_io, metadata).await?;
+        let (late, chain) = self.check_still_applies(file_io, metadata).await?;
         let checked = started.elapsed();
         if renew_snapshot_id_if_taken(metadata, &mut self.snapshot_id) {
+            // Written with the old id.
             self.data_manifests = None;
+            self.forwarded.clear();
         }
         if self.data_manifests.is_none() && !self.added.is_empty() {
             self.data_manifests = Some(
@@ -420,7 +476,8 @@ impl PendingCommit for &mut PendingReplace {
         }
         let mut manifests: Vec<ManifestFile> =
             self.data_manifests.iter().flatten().cloned().collect();
-        manifests.extend(self.carry_over(file_io, metadata, attempt, &late).await?);
+        let carried = self.carry_over(file_io, metadata, attempt, (&late, &chain));
+        manifests.extend(carried.await?);
         let carried = started.elapsed();
         let scoped: HashSet<(String, i64)> =
             late.scoped.iter().map(|e| file_identity(&e.file)).collect();

@@ -303,3 +303,75 @@ async fn a_file_is_rewritten_for_its_deletes_once_they_reach_the_deleted_percent
         assert_eq!(rows[0].as_ref().unwrap().data_file == a, kept, "{percent}%");
     }
 }
+
+/// A compaction's commit attempts: each reads only the snapshots since the
+/// last one and, on v2, adds delete files for their late deletes only,
+/// keeping what the earlier attempts carried over; the committed table
+/// holds every live key once, the late deleted rows gone.
+#[tokio::test]
+async fn a_later_compaction_attempt_carries_only_the_late_deletes_since_the_last() {
+    use crate::commit::snapshot_commit::PendingCommit;
+    use crate::maintain::replace::PendingReplace;
+    use crate::maintain::{plan, rebase_of, rewrite, CompactionOptions};
+    let mut fx = Fixture::new(FormatVersion::V2).await;
+    let (a, _, _) = fx.append(&(0..10).collect::<Vec<_>>(), 0).await;
+    let (b, _, _) = fx.append(&(10..20).collect::<Vec<_>>(), 0).await;
+    let options = CompactionOptions {
+        target_file_size: 64 << 20,
+        min_input_files: 2,
+        min_deleted_percent: 0,
+        zstd_level: 3,
+        tiered: false,
+    };
+    let io = fx.destination.file_io().clone();
+    let base = fx.table.metadata().clone();
+    let planned = plan::plan(&io, &base, &options).await.unwrap();
+    let mut written = rewrite::rewrite(&io, &base, &planned, &options)
+        .await
+        .map_err(|(e, _)| e)
+        .unwrap();
+    let removed = planned
+        .rewritten()
+        .cloned()
+        .chain(planned.removed_deletes.iter().cloned())
+        .collect();
+    let rebase = rebase_of(&planned, &options, std::mem::take(&mut written.row_map));
+    let mut pending =
+        PendingReplace::new(&base, planned.base, written.files.clone(), removed, rebase);
+    // Key 2 updated while the compaction wrote: a late delete on a.
+    let c = fx.data_file(&[2], 1).await;
+    let c_path = c.file_path().to_string();
+    fx.commit_with_deletes(c, &[(a.as_str(), &[2])]).await;
+    (&mut pending)
+        .build(&io, fx.table.metadata(), 1)
+        .await
+        .unwrap();
+    assert_eq!((pending.carried.len(), pending.carried_rows), (1, 1));
+    let first = pending.carried[0].file_path().to_string();
+    // Key 13 updated before the second attempt: only its delete is added.
+    let d = fx.data_file(&[13], 1).await;
+    let d_path = d.file_path().to_string();
+    fx.commit_with_deletes(d, &[(b.as_str(), &[3])]).await;
+    (&mut pending)
+        .build(&io, fx.table.metadata(), 2)
+        .await
+        .unwrap();
+    assert_eq!((pending.carried.len(), pending.carried_rows), (2, 2));
+    assert_eq!(pending.carried[0].file_path(), first, "attempt 1's file kept");
+    // Committed by a third attempt on the table as it is.
+    fx.destination
+        .commit_with_retry(&mut fx.table, &mut pending, 3)
+        .await
+        .unwrap();
+    let index = fx.open().await;
+    assert_eq!(index.state(), &IndexState::Rebuilt(RebuildReason::Missing));
+    assert_eq!(index.build_stats().duplicate_keys, 0, "no late row resurrected");
+    let rows = all(&index, 20);
+    assert!(rows.iter().all(Option::is_some));
+    assert_eq!(rows[2], at(&c_path, 0));
+    assert_eq!(rows[13], at(&d_path, 0));
+    assert!(rows
+        .iter()
+        .flatten()
+        .all(|r| r.data_file != a && r.data_file != b));
+}
