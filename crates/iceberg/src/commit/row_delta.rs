@@ -469,7 +469,13 @@ mod tests {
             &[("manifests-created", "1"), ("deleted-data-files", "1")],
         );
         assert!(moves_rows(&rewrote_files));
-        assert!(!moves_rows(&summary(Operation::Append, &[("added-data-files", "1")])));
-        assert!(moves_rows(&summary(Operation::Overwrite, &[("deleted-data-files", "1")])));
+        assert!(!moves_rows(&summary(
+            Operation::Append,
+            &[("added-data-files", "1")]
+        )));
+        assert!(moves_rows(&summary(
+            Operation::Overwrite,
+            &[("deleted-data-files", "1")]
+        )));
     }
 }

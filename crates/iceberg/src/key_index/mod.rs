@@ -250,7 +250,9 @@ impl KeyIndex {
                     .await?
                     {
                         Ok(stats) => {
-                            store.commit_unmerged(&meta).map_err(|e| store_err(&step, e))?;
+                            store
+                                .commit_unmerged(&meta)
+                                .map_err(|e| store_err(&step, e))?;
                             let state = IndexState::UpdatedFrom(chain.len());
                             let mut index = Self::new(store, path, meta, state);
                             index.stats = stats;
@@ -297,9 +299,7 @@ impl KeyIndex {
     pub fn merge(&mut self) -> Result<(), IcebergError> {
         let step = format!("merging the runs of key index {}", self.path.display());
         let meta = self.meta();
-        self.store
-            .merge_due(&meta)
-            .map_err(|e| store_err(&step, e))
+        self.store.merge_due(&meta).map_err(|e| store_err(&step, e))
     }
 
     /// Puts in place the background merge that ended, if any, and starts
@@ -307,7 +307,11 @@ impl KeyIndex {
     /// commits go on meanwhile (a merge reads runs that do not change).
     pub fn merge_in_background(&mut self) -> Result<(), IcebergError> {
         let step = format!("merging the runs of key index {}", self.path.display());
-        if self.store.finish_merge(false).map_err(|e| store_err(&step, e))? {
+        if self
+            .store
+            .finish_merge(false)
+            .map_err(|e| store_err(&step, e))?
+        {
             let meta = self.meta();
             self.store
                 .commit_unmerged(&meta)

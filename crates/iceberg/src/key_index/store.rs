@@ -589,9 +589,10 @@ impl Store {
     /// count is kept: every write counted its keys exactly.
     fn install(&mut self, merged: Merged) -> std::io::Result<bool> {
         let n = merged.inputs.len();
-        let at = self.runs.windows(n).position(|w| {
-            w.iter().map(|r| r.seq).eq(merged.inputs.iter().copied())
-        });
+        let at = self
+            .runs
+            .windows(n)
+            .position(|w| w.iter().map(|r| r.seq).eq(merged.inputs.iter().copied()));
         let Some(at) = at else {
             if let Some(run) = merged.run {
                 std::fs::remove_file(&run.path)?;

@@ -151,6 +151,28 @@ pub struct CompactionOutcome {
 /// sync committing in between).
 pub type BeforeCommit<'a> = &'a (dyn Fn() -> BoxFuture<'static, ()> + Send + Sync);
 
+/// Reloads the table once a compaction's files are written: what other
+/// writers committed while it rewrote (a follower's rounds: dozens) is
+/// read by its first commit attempt, which holds no commit of theirs up;
+/// the later ones hold the gate (`PendingReplace::gated_from`) and read
+/// only what came since. On failure its files are deleted.
+async fn reload_before_commit(
+    destination: &Destination,
+    handle: &mut TableHandle,
+    written: &[iceberg::spec::DataFile],
+) -> Result<(), IcebergError> {
+    match destination.reload_patiently(handle).await {
+        Ok(reloaded) => {
+            *handle = reloaded;
+            Ok(())
+        }
+        Err(e) => {
+            destination.delete_uncommitted(written).await;
+            Err(e)
+        }
+    }
+}
+
 /// Rewrites the table's small files and files with deletes into
 /// target-size files without deletes and commits them as one `replace`
 /// snapshot (see `plan.rs`, `replace.rs`). Position deletes and deletion
@@ -189,17 +211,7 @@ pub async fn compact(
         if let Some(hook) = before_commit {
             hook().await;
         }
-        // What other writers committed while it rewrote (a follower's
-        // rounds: dozens) is read by the first attempt, which holds no
-        // commit of theirs up; the later ones hold the gate
-        // (`PendingReplace::gated_from`) and read only what came since.
-        match destination.reload_patiently(handle).await {
-            Ok(reloaded) => *handle = reloaded,
-            Err(e) => {
-                destination.delete_uncommitted(&written.files).await;
-                return Err(e);
-            }
-        }
+        reload_before_commit(destination, handle, &written.files).await?;
         let removed = plan
             .rewritten()
             .cloned()
@@ -251,12 +263,12 @@ pub async fn compact(
                 tracing::info!(table = %handle.name(), round, reason = %e.detail, "compaction made stale by another writer; planning again");
                 outcome.replanned += 1;
                 match destination.reload_patiently(handle).await {
-            Ok(reloaded) => *handle = reloaded,
-            Err(e) => {
-                destination.delete_uncommitted(&written.files).await;
-                return Err(e);
-            }
-        }
+                    Ok(reloaded) => *handle = reloaded,
+                    Err(e) => {
+                        destination.delete_uncommitted(&written.files).await;
+                        return Err(e);
+                    }
+                }
             }
         }
     }

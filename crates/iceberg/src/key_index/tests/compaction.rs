@@ -357,7 +357,11 @@ async fn a_later_compaction_attempt_carries_only_the_late_deletes_since_the_last
         .await
         .unwrap();
     assert_eq!((pending.carried.len(), pending.carried_rows), (2, 2));
-    assert_eq!(pending.carried[0].file_path(), first, "attempt 1's file kept");
+    assert_eq!(
+        pending.carried[0].file_path(),
+        first,
+        "attempt 1's file kept"
+    );
     // Committed by a third attempt on the table as it is.
     fx.destination
         .commit_with_retry(&mut fx.table, &mut pending, 3)
@@ -365,7 +369,11 @@ async fn a_later_compaction_attempt_carries_only_the_late_deletes_since_the_last
         .unwrap();
     let index = fx.open().await;
     assert_eq!(index.state(), &IndexState::Rebuilt(RebuildReason::Missing));
-    assert_eq!(index.build_stats().duplicate_keys, 0, "no late row resurrected");
+    assert_eq!(
+        index.build_stats().duplicate_keys,
+        0,
+        "no late row resurrected"
+    );
     let rows = all(&index, 20);
     assert!(rows.iter().all(Option::is_some));
     assert_eq!(rows[2], at(&c_path, 0));
