@@ -8,6 +8,8 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use roaring::RoaringBitmap;
+
 use super::moves::MovesChain;
 use super::run::{Entry, Run, RunWriter};
 
@@ -36,6 +38,8 @@ pub(crate) struct Merged {
     pub(crate) shadowed: u64,
     /// Keys with a row in the merged run.
     pub(crate) live: u64,
+    /// The data file ids the merged run names.
+    pub(crate) files: RoaringBitmap,
 }
 
 impl MergeJob {
@@ -52,6 +56,7 @@ impl MergeJob {
     fn write(&self) -> std::io::Result<Merged> {
         let mut writer = RunWriter::create(&self.path)?;
         let (mut shadowed, mut live) = (0u64, 0u64);
+        let mut files = RoaringBitmap::new();
         let mut heads: Vec<_> = self.inputs.iter().map(|r| r.iter().peekable()).collect();
         loop {
             let mut min: Option<[u8; 16]> = None;
@@ -73,7 +78,9 @@ impl MergeJob {
             }
             let (mut entry, seq) = newest.expect("a head holds the smallest key");
             if let Some(row) = entry.row {
-                entry.row = Some(self.moves.place(seq, row)?);
+                let (file, pos) = self.moves.place(seq, row)?;
+                entry.row = Some((file, pos));
+                files.insert(file);
                 live += 1;
             }
             if entry.row.is_some() || !self.drop_deleted {
@@ -91,6 +98,7 @@ impl MergeJob {
             run,
             shadowed,
             live,
+            files,
         })
     }
 }

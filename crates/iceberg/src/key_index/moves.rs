@@ -18,6 +18,8 @@
 
 use std::sync::Arc;
 
+use roaring::RoaringBitmap;
+
 use crate::maintain::rebase::{Moved, MovesById};
 
 /// One compaction's moves and the runs they apply to.
@@ -79,6 +81,12 @@ impl MovesChain {
             }
         }
         Ok(row)
+    }
+
+    /// The ids of the files the kept moves move rows to.
+    pub(crate) fn new_files(&self) -> RoaringBitmap {
+        let ids = self.0.iter().flat_map(|p| p.moves.new_ids());
+        ids.collect()
     }
 
     /// Drops the moves no run needs: every run is numbered `oldest_run` or

@@ -2,7 +2,10 @@
 //! - `keys.index`: what the index holds, rewritten whole at each commit (a
 //!   new file renamed over the old one): the layout, the table uuid, the
 //!   snapshot the index reflects, the number of live keys, the runs, and
-//!   the data file paths by id (a path is stored once, not once per row);
+//!   the data file paths by id (a path is stored once, not once per row;
+//!   after a merge of every run, the paths no run names any more are
+//!   dropped, so the list follows the table's live files, not every file
+//!   it ever had);
 //! - `keys-<n>.run`: sorted runs (see `run`); a key's newest entry wins;
 //! - `keys.lock`: locked while a process has the index open.
 //!
@@ -14,7 +17,7 @@
 //! the older is at most twice the newer, so there are about log2(keys /
 //! keys per sync) of them); a merge into the oldest run drops deleted keys.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -24,6 +27,8 @@ use std::thread::JoinHandle;
 
 use super::merge::{MergeJob, Merged};
 use super::moves::{MovesChain, OutOfStep};
+use roaring::RoaringBitmap;
+
 use super::run::{Entry, Run, RunWriter};
 use crate::error::{IcebergError, IcebergErrorKind};
 use crate::maintain::rebase::MovesById;
@@ -122,8 +127,14 @@ pub(crate) struct Store {
     /// Whether merges may start on their own thread (tests hold them).
     background: bool,
     next_seq: u64,
-    files: Vec<String>,
+    /// Data file paths by id (ids of dropped paths are gone).
+    files: BTreeMap<u32, String>,
+    /// The id the next new path gets (ids are not reused in a process).
+    next_file: u32,
     file_ids: HashMap<String, u32>,
+    /// The file ids each run written by this process names (runs opened
+    /// from disk are not known until merged).
+    run_files: HashMap<u64, RoaringBitmap>,
     keys: u64,
     /// Runs to delete once a commit no longer names them.
     obsolete: Vec<PathBuf>,
@@ -178,7 +189,7 @@ struct Parsed {
     keys: u64,
     next_seq: u64,
     runs: Vec<u64>,
-    files: Vec<String>,
+    files: BTreeMap<u32, String>,
 }
 
 fn parse(text: &str) -> Result<Parsed, IndexFileError> {
@@ -187,7 +198,7 @@ fn parse(text: &str) -> Result<Parsed, IndexFileError> {
         return Err(IndexFileError::NotAnIndex);
     }
     let (mut uuid, mut snapshot, mut keys, mut next_seq) = (None, None, None, None);
-    let (mut runs, mut files) = (Vec::new(), Vec::new());
+    let (mut runs, mut files) = (Vec::new(), BTreeMap::new());
     let mut layout_ok = false;
     let mut ended = false;
     for line in lines {
@@ -216,10 +227,12 @@ fn parse(text: &str) -> Result<Parsed, IndexFileError> {
             _ if line == MOVES_LINE => return Err(IndexFileError::MovesPending),
             "file" => {
                 let (id, path) = value.split_once(' ').ok_or_else(bad_line)?;
-                if number(id)? != files.len() as u64 {
+                let id = u32::try_from(number(id)?)
+                    .map_err(|_| IndexFileError::FileOrder(line.to_string()))?;
+                if files.last_key_value().is_some_and(|(last, _)| *last >= id) {
                     return Err(IndexFileError::FileOrder(line.to_string()));
                 }
-                files.push(path.to_string());
+                files.insert(id, path.to_string());
             }
             _ => return Err(IndexFileError::UnknownLine(line.to_string())),
         }
@@ -272,8 +285,10 @@ impl Store {
             out_of_step: AtomicBool::new(false),
             background: true,
             next_seq: 0,
-            files: Vec::new(),
+            files: BTreeMap::new(),
+            next_file: 0,
             file_ids: HashMap::new(),
+            run_files: HashMap::new(),
             keys: 0,
             obsolete: Vec::new(),
         };
@@ -313,9 +328,9 @@ impl Store {
         self.file_ids = parsed
             .files
             .iter()
-            .enumerate()
-            .map(|(id, path)| (path.clone(), id as u32))
+            .map(|(id, path)| (path.clone(), *id))
             .collect();
+        self.next_file = parsed.files.last_key_value().map_or(0, |(id, _)| id + 1);
         self.files = parsed.files;
         self.keys = parsed.keys;
         Ok(parsed.meta)
@@ -359,7 +374,9 @@ impl Store {
         self.obsolete
             .extend(self.runs.drain(..).map(|r| r.path.clone()));
         self.files.clear();
+        self.next_file = 0;
         self.file_ids.clear();
+        self.run_files.clear();
         self.keys = 0;
     }
 
@@ -373,8 +390,9 @@ impl Store {
         if let Some(id) = self.file_ids.get(path) {
             return *id;
         }
-        let id = self.files.len() as u32;
-        self.files.push(path.to_string());
+        let id = self.next_file;
+        self.next_file += 1;
+        self.files.insert(id, path.to_string());
         self.file_ids.insert(path.to_string(), id);
         id
     }
@@ -386,7 +404,7 @@ impl Store {
 
     /// The path of data file id `id`.
     pub fn path(&self, id: u32) -> Option<&str> {
-        self.files.get(id as usize).map(String::as_str)
+        self.files.get(&id).map(String::as_str)
     }
 
     /// The current row of `key`: its newest entry.
@@ -486,13 +504,14 @@ impl Store {
         let mut writer = RunWriter::create(&path)?;
         let mut blocks = Blocks::default();
         let mut out = Flushed::default();
+        let mut named = RoaringBitmap::new();
         let mut current: Option<KeyChange> = None;
         for op in ops {
             let op = op?;
             let key = *op.key();
             if current.is_none_or(|(k, ..)| k != key) {
                 if let Some(done) = current.take() {
-                    self.close_key(&mut writer, done)?;
+                    self.close_key(&mut writer, done, &mut named)?;
                 }
                 let before = if resolve {
                     self.get(&key, &mut blocks)?
@@ -516,13 +535,14 @@ impl Store {
             }
         }
         if let Some(done) = current.take() {
-            self.close_key(&mut writer, done)?;
+            self.close_key(&mut writer, done, &mut named)?;
         }
         self.next_seq += 1;
         if writer.finish()? == 0 {
             std::fs::remove_file(&path)?;
         } else {
             self.runs.push(Arc::new(Run::open(&path, seq)?));
+            self.run_files.insert(seq, named);
         }
         Ok(out)
     }
@@ -532,9 +552,11 @@ impl Store {
         &mut self,
         writer: &mut RunWriter,
         (key, before, row): KeyChange,
+        named: &mut RoaringBitmap,
     ) -> std::io::Result<()> {
         if row != before {
             writer.push(&Entry { key, row })?;
+            named.extend(row.map(|(file, _)| file));
         }
         match (before.is_some(), row.is_some()) {
             (false, true) => self.keys += 1,
@@ -600,11 +622,45 @@ impl Store {
             return Ok(false);
         };
         let new = merged.run.map(Arc::new);
+        if let Some(run) = &new {
+            self.run_files.insert(run.seq, merged.files);
+        }
         let old: Vec<Arc<Run>> = self.runs.splice(at..at + n, new).collect();
         self.obsolete.extend(old.iter().map(|r| r.path.clone()));
+        for run in &old {
+            self.run_files.remove(&run.seq);
+        }
         let oldest = self.runs.iter().map(|r| r.seq).min();
         self.moves.drop_folded(oldest);
+        self.drop_unnamed_files();
         Ok(true)
+    }
+
+    /// Forgets the data file paths no run names and no kept compaction
+    /// moves a row to, once every run's files are known (after a merge of
+    /// every run read from disk). Ids are not reused in this process.
+    fn drop_unnamed_files(&mut self) {
+        let mut named = self.moves.new_files();
+        for run in &self.runs {
+            match self.run_files.get(&run.seq) {
+                Some(files) => named |= files,
+                None => return,
+            }
+        }
+        let file_ids = &mut self.file_ids;
+        self.files.retain(|id, path| {
+            let keep = named.contains(*id);
+            if !keep {
+                file_ids.remove(path.as_str());
+            }
+            keep
+        });
+    }
+
+    /// Data file paths kept.
+    #[cfg(test)]
+    pub fn file_count(&self) -> usize {
+        self.file_ids.len()
     }
 
     /// Where the next merge starts, if one is due: every run while moves
@@ -708,7 +764,7 @@ impl Store {
             text.push_str(MOVES_LINE);
             text.push('\n');
         }
-        for (id, path) in self.files.iter().enumerate() {
+        for (id, path) in &self.files {
             if path.contains('\n') {
                 return Err(std::io::Error::other(format!(
                     "a data file path with a line break: {path:?}"
@@ -750,138 +806,4 @@ impl Store {
 }
 
 #[cfg(test)]
-mod tests {
-    use std::collections::BTreeMap;
-
-    use rand::{Rng, SeedableRng};
-
-    use super::*;
-
-    fn key(i: u32) -> [u8; 16] {
-        let mut k = [0u8; 16];
-        k[..4].copy_from_slice(&i.to_be_bytes());
-        k
-    }
-
-    /// Regression: an index file cut inside its last data file path parsed
-    /// as whole (a shorter path), which a half-cut test hit at random.
-    #[test]
-    fn an_index_cut_anywhere_is_refused() {
-        let text = format!(
-            "{HEADER}\nlayout {LAYOUT}\ntable-uuid t\nsnapshot-id 5\nkeys 2\nnext-run 1\nrun 0\n\
-             file 0 s3://b/data/a.parquet\nfile 1 s3://b/data/b.parquet\n{END_LINE}\n"
-        );
-        let whole = parse(&text).expect("the whole file reads");
-        assert_eq!(whole.files.len(), 2);
-        for cut in 0..text.len() - 1 {
-            assert!(
-                parse(&text[..cut]).is_err(),
-                "cut at {cut}: {:?}",
-                &text[..cut]
-            );
-        }
-    }
-
-    /// Random puts, removes and conditional removes over many commits,
-    /// with merges, reopens and uncommitted writes, against a map.
-    #[test]
-    fn runs_merged_and_reopened_agree_with_a_map() {
-        let dir = std::env::temp_dir().join(format!("tb-store-{}", uuid::Uuid::new_v4().simple()));
-        let meta = |s: i64| Meta {
-            table_uuid: "t".into(),
-            snapshot: Some(s),
-        };
-        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
-        let mut model: BTreeMap<[u8; 16], (u32, u64)> = BTreeMap::new();
-        let (mut store, found) = Store::open(&dir).unwrap();
-        assert!(matches!(found, Found::Missing));
-        let mut max_runs = 0;
-        for commit in 0..60i64 {
-            let n = if commit % 10 == 0 {
-                5_000
-            } else {
-                rng.random_range(1..800)
-            };
-            let mut ops = Vec::new();
-            for _ in 0..n {
-                let k = key(rng.random_range(0..4_000));
-                let (f, p) = (rng.random_range(0..3), rng.random_range(0..50));
-                let op = match rng.random_range(0..10) {
-                    0 => Op::Remove(k),
-                    1 => Op::RemoveIfAt(k, f, p),
-                    _ => Op::Put(k, f, p),
-                };
-                match op {
-                    Op::Put(k, f, p) => {
-                        model.insert(k, (f, p));
-                    }
-                    Op::Remove(k) => {
-                        model.remove(&k);
-                    }
-                    Op::RemoveIfAt(k, f, p) => {
-                        if model.get(&k) == Some(&(f, p)) {
-                            model.remove(&k);
-                        }
-                    }
-                }
-                ops.push(op);
-            }
-            store.write(&mut ops, true).unwrap();
-            store.commit(&meta(commit)).unwrap();
-            max_runs = max_runs.max(store.runs.len());
-            if commit % 7 == 0 {
-                // Written, never committed: gone after a reopen.
-                let mut lost = vec![Op::Put(key(1), 9, 9), Op::Remove(key(2))];
-                store.write(&mut lost, true).unwrap();
-                drop(store);
-                let (reopened, found) = Store::open(&dir).unwrap();
-                assert!(matches!(found, Found::Index(m) if m == meta(commit)));
-                store = reopened;
-            }
-            assert_eq!(store.len(), model.len() as u64, "commit {commit}");
-            let mut blocks = Blocks::default();
-            for i in 0..4_000 {
-                let k = key(i);
-                assert_eq!(store.get(&k, &mut blocks).unwrap(), model.get(&k).copied());
-            }
-        }
-        assert!(max_runs <= MAX_RUNS, "{max_runs} runs");
-        // A second process is refused while this one has it open.
-        assert!(Store::open(&dir)
-            .unwrap_err()
-            .to_string()
-            .contains("another process"));
-        drop(store);
-        std::fs::remove_dir_all(&dir).unwrap();
-    }
-
-    /// A rebuild's blind puts: duplicates across and within runs counted,
-    /// one run left, the live count exact.
-    #[test]
-    fn a_rebuild_counts_duplicates_and_merges_into_one_run() {
-        let dir = std::env::temp_dir().join(format!("tb-store-{}", uuid::Uuid::new_v4().simple()));
-        let (mut store, _) = Store::open(&dir).unwrap();
-        let mut a: Vec<Op> = (0..100).map(|i| Op::Put(key(i), 0, u64::from(i))).collect();
-        a.push(Op::Put(key(5), 0, 500));
-        let within = store.write(&mut a, false).unwrap().replaced;
-        let mut b: Vec<Op> = (90..120)
-            .map(|i| Op::Put(key(i), 1, u64::from(i)))
-            .collect();
-        store.write(&mut b, false).unwrap();
-        let shadowed = store.merge_all().unwrap();
-        assert_eq!((within, shadowed), (1, 10));
-        assert_eq!(store.runs.len(), 1);
-        assert_eq!(store.len(), 120);
-        let mut blocks = Blocks::default();
-        assert_eq!(store.get(&key(5), &mut blocks).unwrap(), Some((0, 500)));
-        assert_eq!(store.get(&key(95), &mut blocks).unwrap(), Some((1, 95)));
-        // A stream out of key order is refused, and changes nothing named.
-        let unsorted = [Op::Put(key(300), 2, 0), Op::Put(key(200), 2, 1)];
-        assert!(store
-            .write_sorted(unsorted.into_iter().map(Ok), true)
-            .is_err());
-        assert_eq!((store.runs.len(), store.len()), (1, 120));
-        drop(store);
-        std::fs::remove_dir_all(&dir).unwrap();
-    }
-}
+mod tests;

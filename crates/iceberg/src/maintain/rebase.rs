@@ -230,6 +230,11 @@ pub(crate) enum Moved {
 }
 
 impl MovesById {
+    /// The ids of the new files.
+    pub(crate) fn new_ids(&self) -> impl Iterator<Item = u32> + '_ {
+        self.groups.iter().flatten().map(|(id, _)| *id)
+    }
+
     /// Where row `pos` of file `file` is now.
     pub(crate) fn place(&self, file: u32, pos: u64) -> Moved {
         let Some(Some(m)) = self.files.get(file as usize) else {
