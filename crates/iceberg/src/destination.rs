@@ -7,8 +7,9 @@ use std::time::Duration;
 
 use arrow_array::RecordBatch;
 use iceberg::io::FileIO;
-use iceberg::spec::{DataFile, FormatVersion};
+use iceberg::spec::{DataFile, FormatVersion, TableMetadata};
 use iceberg::TableUpdate;
+use roaring::RoaringTreemap;
 use topicberg_core::config::{PartitionField, SortKey};
 
 use crate::catalog::rest::{LoadedTable, Namespace, RestCatalog, RestCatalogConfig};
@@ -172,6 +173,33 @@ impl Destination {
         kept.iter()
             .find(|(u, s, _)| u == uuid && *s == snapshot)
             .map(|(_, _, moves)| Arc::clone(moves))
+    }
+
+    /// `positions` (rows to delete, computed on snapshot `base` of
+    /// `table`) at their places in the table as it is now: carried through
+    /// the compactions this process committed since (their recorded row
+    /// moves). `None` when a snapshot since is anything else than such a
+    /// compaction or a manifest rewrite (another writer's commit may have
+    /// changed which rows are live: compute again), or a row did not
+    /// survive the compaction as live.
+    pub fn carry_positions(
+        &self,
+        table: &TableMetadata,
+        base: Option<i64>,
+        positions: &BTreeMap<String, RoaringTreemap>,
+    ) -> Option<BTreeMap<String, RoaringTreemap>> {
+        let uuid = table.uuid().to_string();
+        let mut carried = positions.clone();
+        for snapshot in crate::key_index::snapshots_since(table, base)? {
+            let summary = snapshot.summary();
+            if summary.operation != iceberg::spec::Operation::Replace {
+                return None;
+            }
+            if crate::commit::row_delta::moves_rows(summary) {
+                carried = self.moves_of(&uuid, snapshot.snapshot_id())?.carry(&carried)?;
+            }
+        }
+        Some(carried)
     }
 
     /// The `iceberg` `FileIO` over [`Self::storage`].

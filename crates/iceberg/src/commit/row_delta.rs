@@ -127,7 +127,7 @@ fn check_no_data_removed_since(
 /// data files, or it is a `replace` other than a manifest rewrite (ours or
 /// Java's `RewriteManifests`: `manifests-created` in the summary, no data
 /// file added or removed), which only moves manifest entries.
-fn moves_rows(summary: &iceberg::spec::Summary) -> bool {
+pub(crate) fn moves_rows(summary: &iceberg::spec::Summary) -> bool {
     let count = |key: &str| {
         let value = summary.additional_properties.get(key);
         value.and_then(|v| v.parse::<u64>().ok()).unwrap_or(0)

@@ -44,6 +44,7 @@
 //! bringing it to the table's snapshot at its next round).
 
 mod build;
+pub(crate) use build::snapshots_since;
 mod merge;
 mod moves;
 mod run;

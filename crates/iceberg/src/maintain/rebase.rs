@@ -166,6 +166,38 @@ impl RowMoves {
             .map(|(path, _)| path.as_str())
     }
 
+    /// `positions` (live rows before the compaction, per data file) at
+    /// their places after it; `None` when one of them is not a row the
+    /// compaction moved as live (it left it out or carried a delete of
+    /// it over): the positions were not computed on the rows it read.
+    pub(crate) fn carry(
+        &self,
+        positions: &BTreeMap<String, RoaringTreemap>,
+    ) -> Option<BTreeMap<String, RoaringTreemap>> {
+        let mut out: HashMap<&str, RoaringTreemap> = HashMap::new();
+        for (path, rows) in positions {
+            let Some(&(group, start, next)) = self.rows.inputs.get(path) else {
+                *out.entry(path.as_str()).or_default() |= rows;
+                continue;
+            };
+            let applied = self.applied.get(path).map(Arc::as_ref);
+            let late = self.late.get(path).map(Arc::as_ref);
+            for pos in rows {
+                if applied.is_some_and(|a| a.contains(pos)) || late.is_some_and(|l| l.contains(pos))
+                {
+                    return None;
+                }
+                let row = start + pos - applied.map_or(0, |a| a.rank(pos));
+                if row >= next {
+                    return None;
+                }
+                let (file, at) = locate(&self.rows.outputs[group], row)?;
+                out.entry(file.as_str()).or_default().insert(at);
+            }
+        }
+        Some(out.into_iter().map(|(p, r)| (p.to_string(), r)).collect())
+    }
+
     /// The moves with files named by the caller's ids: `old` gives the id
     /// of a rewritten file (`None`: the caller has no such file), `new`
     /// the id of a new file. What a pass over millions of rows looks up.

@@ -6,8 +6,8 @@
 
 use std::collections::BTreeMap;
 use std::fs::File;
-use std::io::{BufReader, BufWriter, Read, Write};
-use std::path::{Path, PathBuf};
+use std::io::{BufWriter, Write};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use roaring::RoaringTreemap;
@@ -22,6 +22,9 @@ use super::failure::{CommitError, UpsertError};
 use super::kept_index::IndexHome;
 use super::table::CommitRefused;
 use super::upsert::{winning_rows, KeyHash, RowSet, Slot, UpsertBuffer};
+
+mod written_rows;
+use written_rows::{RowRanks, WrittenRows};
 
 /// What an upsert commit did.
 pub struct UpsertCommit {
@@ -61,6 +64,7 @@ pub async fn commit_upsert(
 ) -> Result<UpsertCommit, CommitRefused> {
     let table = handle.qualified_name();
     let mut attempt = 0;
+    let mut carried = None;
     loop {
         attempt += 1;
         let outcome = commit_upsert_once(
@@ -71,6 +75,7 @@ pub async fn commit_upsert(
             home,
             offsets.clone(),
             writers,
+            carried.take(),
         )
         .await;
         match outcome {
@@ -79,13 +84,10 @@ pub async fn commit_upsert(
                 return Ok(done);
             }
             Attempt::Failed(e) => return Err(e),
-            Attempt::Moved(e, written) if attempt < UPSERT_ATTEMPTS => {
-                tracing::warn!(table = %table, attempt, error = %e, "another writer committed first; recomputing the upsert on the new table");
-                if let Some(files) = written {
-                    let left = destination.delete_uncommitted(&files).await;
-                    for (path, error) in left {
-                        tracing::warn!(path = %path, error = %error, "could not delete an uncommitted file; delete it by hand");
-                    }
+            Attempt::Moved(e, prepared) if attempt < UPSERT_ATTEMPTS => {
+                tracing::warn!(table = %table, attempt, error = %e, "another commit landed first; carrying the upsert over or computing it again on the new table");
+                if let Some(prepared) = prepared {
+                    carried = prepared.carry_onto(destination, handle).await;
                 }
             }
             Attempt::Moved(source, _) => {
@@ -102,12 +104,16 @@ pub async fn commit_upsert(
 enum Attempt {
     Done(UpsertCommit),
     /// Nothing committed; the table moved (the handle holds it as it is
-    /// now): recompute and try again. The files this attempt wrote, when
-    /// the commit surely failed (else they are kept: it may still land).
-    Moved(IcebergError, Option<Vec<iceberg::spec::DataFile>>),
+    /// now): carry over or compute again, and try again. What the attempt
+    /// prepared, when the commit surely failed (else its files are kept:
+    /// it may still land).
+    Moved(IcebergError, Option<Box<PreparedUpsert>>),
     Failed(CommitRefused),
 }
 
+/// One attempt: the key index brought up to the table, then the rows and
+/// deletes `carried` over from the attempt before, or computed.
+#[allow(clippy::too_many_arguments)]
 async fn commit_upsert_once(
     destination: &Destination,
     handle: &mut TableHandle,
@@ -116,6 +122,7 @@ async fn commit_upsert_once(
     home: IndexHome<'_>,
     offsets: OffsetsAdvance,
     writers: usize,
+    carried: Option<Box<PreparedUpsert>>,
 ) -> Attempt {
     let index = match home.open(destination, handle).await {
         Ok(index) => index,
@@ -137,8 +144,12 @@ async fn commit_upsert_once(
             );
         }
     }
-    let prepared =
-        prepare_upsert(destination, handle, buffer, delete_format, &index, writers).await;
+    let prepared = match carried {
+        Some(carried) => Ok(carried),
+        None => prepare_upsert(destination, handle, buffer, delete_format, &index, writers)
+            .await
+            .map(Box::new),
+    };
     let (attempt, index) = match prepared {
         Err(e) => (Attempt::Failed(CommitRefused::Failed(e.into())), index),
         Ok(prepared) => prepared.commit(destination, handle, offsets, index).await,
@@ -151,6 +162,11 @@ async fn commit_upsert_once(
 struct PreparedUpsert {
     table: String,
     delta: RowDelta,
+    delete_format: DeleteFormat,
+    /// The old rows the deletes retire (data file -> positions), and the
+    /// snapshot they were found on: what carrying them over moves.
+    retire: BTreeMap<String, RoaringTreemap>,
+    base: Option<i64>,
     /// The written keys and their held row numbers, in key order (kept on
     /// disk: one per key of the sync).
     winner_keys: PathBuf,
@@ -165,22 +181,34 @@ impl PreparedUpsert {
     /// Commits; the attempt, and the key index (with the commit recorded
     /// when it landed).
     async fn commit(
-        self,
+        self: Box<Self>,
         destination: &Destination,
         handle: &mut TableHandle,
         offsets: OffsetsAdvance,
         mut index: KeyIndex,
     ) -> (Attempt, KeyIndex) {
+        let mut delta = self.delta.clone();
+        delta.offsets = Some(offsets);
+        // One request: a conflict comes back here to be carried over or
+        // computed again.
+        let snapshot = match destination
+            .commit_row_delta_with_retry(handle, delta, 1)
+            .await
+        {
+            Ok(snapshot) => snapshot,
+            Err(e) => return (refused(destination, e, self).await, index),
+        };
+        crate::hooks::fault_point("before_key_index_update");
         let Self {
             table,
-            mut delta,
+            delta,
             winner_keys,
             ranks,
             rows,
             deleted,
             deletes,
-        } = self;
-        delta.offsets = Some(offsets);
+            ..
+        } = *self;
         // Files of a partitioned spec, and files sorted by the table's
         // sort order, do not hold the written rows in write order (see
         // `WrittenRows`): their positions are read back.
@@ -188,33 +216,9 @@ impl PreparedUpsert {
             .data_files
             .iter()
             .any(|f| !f.partition().fields().is_empty() || f.sort_order_id().is_some());
-        let data_file_bytes = delta
-            .data_files
-            .iter()
-            .map(|f| f.file_size_in_bytes())
-            .sum();
-        let delta_files: Vec<(String, u64)> = delta
-            .data_files
-            .iter()
-            .map(|f| (f.file_path().to_string(), f.record_count()))
-            .collect();
-        let written: Vec<iceberg::spec::DataFile> = delta
-            .data_files
-            .iter()
-            .chain(&delta.delete_files)
-            .cloned()
-            .collect();
-        // One request: a conflict comes back here to be recomputed.
-        let snapshot = match destination
-            .commit_row_delta_with_retry(handle, delta, 1)
-            .await
-        {
-            Ok(snapshot) => snapshot,
-            Err(e) => return (refused(destination, e, written).await, index),
-        };
-        crate::hooks::fault_point("before_key_index_update");
-        let files: Vec<String> = delta_files.iter().map(|(p, _)| p.clone()).collect();
-        let counts: Vec<u64> = delta_files.iter().map(|(_, n)| *n).collect();
+        let data_file_bytes = delta.data_files.iter().map(|f| f.file_size_in_bytes()).sum();
+        let files: Vec<String> = delta.data_files.iter().map(|f| f.file_path().to_string()).collect();
+        let counts: Vec<u64> = delta.data_files.iter().map(|f| f.record_count()).collect();
         let applied = if read_back {
             // Rows were split per partition or sorted: read their positions back.
             index
@@ -261,26 +265,85 @@ impl PreparedUpsert {
         });
         (done, index)
     }
+
+    /// The data files and delete files this attempt wrote.
+    fn written(&self) -> impl Iterator<Item = &iceberg::spec::DataFile> {
+        self.delta.data_files.iter().chain(&self.delta.delete_files)
+    }
+
+    /// This attempt carried onto the table as it is now (`handle`, after
+    /// its commit was refused), when only this process's own compactions
+    /// and manifest rewrites landed since its deletes were found: a
+    /// compaction changes no row's key or liveness, only its place. The
+    /// data files stay; the deleted rows are moved through the
+    /// compactions' row moves and their delete files written again.
+    /// `None`, with every file of the attempt deleted, when the deletes
+    /// must be computed again (another writer committed, the table uses
+    /// equality deletes, or a row did not move as a live one).
+    async fn carry_onto(
+        mut self: Box<Self>,
+        destination: &Destination,
+        handle: &TableHandle,
+    ) -> Option<Box<Self>> {
+        let started = std::time::Instant::now();
+        let carried = match self.delete_format {
+            DeleteFormat::Equality => None,
+            _ => destination.carry_positions(handle.metadata(), self.base, &self.retire),
+        };
+        let Some(retire) = carried else {
+            let written: Vec<_> = self.written().cloned().collect();
+            delete_uncommitted(destination, &written).await;
+            return None;
+        };
+        let old_deletes = std::mem::take(&mut self.delta.delete_files);
+        delete_uncommitted(destination, &old_deletes).await;
+        let written = destination
+            .write_deletes(handle, self.delete_format, retire.clone(), BTreeMap::new())
+            .await;
+        match written {
+            Ok(written) => {
+                self.delta.delete_files = written.delete_files;
+                self.delta.replaced_dvs = written.replaced_dvs;
+                self.retire = retire;
+                self.base = handle.metadata().current_snapshot_id();
+                tracing::info!(
+                    table = %self.table,
+                    deletes = self.deletes,
+                    delete_files = self.delta.delete_files.len(),
+                    ms = started.elapsed().as_millis() as u64,
+                    "carried the upsert's deletes over this process's compaction"
+                );
+                Some(self)
+            }
+            Err(e) => {
+                tracing::warn!(table = %self.table, error = %e, "could not write the carried deletes; computing the upsert again");
+                delete_uncommitted(destination, &self.delta.data_files).await;
+                None
+            }
+        }
+    }
 }
 
-/// A commit the catalog refused: recomputed when the table moved (the
-/// files kept when the commit may still land), superseded (its files
-/// deleted when it surely did not land), or failed.
-async fn refused(
-    destination: &Destination,
-    e: IcebergError,
-    written: Vec<iceberg::spec::DataFile>,
-) -> Attempt {
+/// Deletes files no commit names; says which could not be.
+async fn delete_uncommitted(destination: &Destination, files: &[iceberg::spec::DataFile]) {
+    for (path, error) in destination.delete_uncommitted(files).await {
+        tracing::warn!(path = %path, error = %error, "could not delete an uncommitted file; delete it by hand");
+    }
+}
+
+/// A commit the catalog refused: carried over or computed again when the
+/// table moved (the attempt's files kept, not handed back, when the
+/// commit may still land), superseded (its files deleted when it surely
+/// did not land), or failed.
+async fn refused(destination: &Destination, e: IcebergError, prepared: Box<PreparedUpsert>) -> Attempt {
     let surely_failed = super::commit_surely_failed(&e);
     if moved_on(&e) {
-        return Attempt::Moved(e, surely_failed.then_some(written));
+        return Attempt::Moved(e, surely_failed.then_some(prepared));
     }
     let refused = CommitRefused::from_iceberg(e);
     if matches!(refused, CommitRefused::Superseded(_)) && surely_failed {
-        let left = destination.delete_uncommitted(&written).await;
-        for (path, error) in left {
-            tracing::warn!(path = %path, error = %error, "could not delete an uncommitted file; delete it by hand");
-        }
+        let written: Vec<_> = prepared.written().cloned().collect();
+        delete_uncommitted(destination, &written).await;
     }
     Attempt::Failed(refused)
 }
@@ -314,12 +377,19 @@ async fn prepare_upsert(
     // tombstoned key the table has. Equality deletes name those keys
     // instead: rows with that `_olake_id` in earlier commits go, this
     // commit's new rows (same sequence number) stay.
+    let retire = match delete_format {
+        DeleteFormat::Equality => BTreeMap::new(),
+        _ => found.retire.clone(),
+    };
     let deletes_written = destination
         .write_deletes(handle, delete_format, found.retire, found.retired_keys)
         .await
         .map_err(UpsertError::Write)?;
     Ok(PreparedUpsert {
         table,
+        delete_format,
+        retire,
+        base: index.snapshot_id(),
         delta: RowDelta {
             data_files,
             delete_files: deletes_written.delete_files,
@@ -491,217 +561,4 @@ async fn write_winning_rows(
         });
     }
     Ok((data_files, rows))
-}
-
-/// The position of a held row among the written (winning) rows: per 64
-/// rows, their winners' bits and the winners before them, side by side
-/// (one cache line read per row; rows come in key order, so at random).
-struct RowRanks {
-    blocks: Vec<[u64; 2]>,
-}
-
-impl RowRanks {
-    fn new(winners: &RowSet) -> Self {
-        let mut count = 0u64;
-        let blocks = winners
-            .words()
-            .iter()
-            .map(|word| {
-                let block = [*word, count];
-                count += u64::from(word.count_ones());
-                block
-            })
-            .collect();
-        RowRanks { blocks }
-    }
-
-    /// Winning rows before `row`.
-    fn rank(&self, row: u32) -> u64 {
-        let [word, before] = self.blocks[row as usize / 64];
-        before + u64::from((word & ((1u64 << (row % 64)) - 1)).count_ones())
-    }
-}
-
-/// Winners file entries read and ranked at a time: the ranks' memory
-/// reads of one chunk are independent, so they overlap.
-const RANK_CHUNK: usize = 4096;
-
-/// The written rows' (key, data file number, position) in key order, read
-/// back from the winners file: a row's place among the written rows is
-/// its rank, and the data files hold the written rows in order.
-struct WrittenRows {
-    keys: BufReader<File>,
-    path: PathBuf,
-    ranks: RowRanks,
-    /// Written rows before each data file, and after the last.
-    starts: Vec<u64>,
-    /// The chunk read last: (key, rank), and how many were handed out.
-    chunk: Vec<([u8; 16], u64)>,
-    next: usize,
-}
-
-/// A chunk of written rows, or why the winners file could not be read.
-type WrittenChunk = Result<Vec<([u8; 16], usize, u64)>, UpsertError>;
-
-impl WrittenRows {
-    fn open(path: &Path, ranks: RowRanks, counts: &[u64]) -> Result<Self, UpsertError> {
-        let file = File::open(path).map_err(UpsertError::winners_file(path))?;
-        let mut starts = vec![0u64];
-        for count in counts {
-            starts.push(starts.last().expect("one at least") + count);
-        }
-        Ok(WrittenRows {
-            keys: BufReader::with_capacity(1 << 20, file),
-            path: path.to_path_buf(),
-            ranks,
-            starts,
-            chunk: Vec::with_capacity(RANK_CHUNK),
-            next: 0,
-        })
-    }
-
-    /// Reads and ranks the next chunk of the winners file (empty at its end).
-    fn read_chunk(&mut self) -> Result<(), UpsertError> {
-        self.chunk.clear();
-        self.next = 0;
-        let mut entry = [0u8; 20];
-        while self.chunk.len() < RANK_CHUNK {
-            match self.keys.read_exact(&mut entry) {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => break,
-                Err(e) => return Err(UpsertError::winners_file(&self.path)(e)),
-            }
-            let mut key = [0u8; 16];
-            key.copy_from_slice(&entry[..16]);
-            let row = u32::from_le_bytes(entry[16..].try_into().expect("4 bytes"));
-            self.chunk.push((key, u64::from(row)));
-        }
-        for (_, row) in &mut self.chunk {
-            *row = self.ranks.rank(*row as u32);
-        }
-        Ok(())
-    }
-}
-
-impl WrittenRows {
-    /// The same rows, read and ranked a chunk ahead by a thread of
-    /// `scope` while the caller takes them (the key index writes them).
-    /// The thread ends when the rows do or the iterator is dropped.
-    fn in_background<'scope>(
-        self,
-        scope: &'scope std::thread::Scope<'scope, '_>,
-    ) -> impl Iterator<Item = Result<([u8; 16], usize, u64), UpsertError>> + 'scope {
-        let (tx, rx) = std::sync::mpsc::sync_channel::<WrittenChunk>(2);
-        scope.spawn(move || {
-            let mut rows = self.peekable();
-            while rows.peek().is_some() {
-                let chunk: WrittenChunk = rows.by_ref().take(RANK_CHUNK).collect();
-                let failed = chunk.is_err();
-                if tx.send(chunk).is_err() || failed {
-                    return;
-                }
-            }
-        });
-        rx.into_iter().flat_map(|chunk| {
-            let rows: Box<dyn Iterator<Item = _>> = match chunk {
-                Ok(rows) => Box::new(rows.into_iter().map(Ok)),
-                Err(e) => Box::new(std::iter::once(Err(e))),
-            };
-            rows
-        })
-    }
-}
-
-impl Iterator for WrittenRows {
-    type Item = Result<([u8; 16], usize, u64), UpsertError>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        if self.next == self.chunk.len() {
-            if let Err(e) = self.read_chunk() {
-                return Some(Err(e));
-            }
-            if self.chunk.is_empty() {
-                return None;
-            }
-        }
-        let (key, at) = self.chunk[self.next];
-        self.next += 1;
-        // The data file whose rows include `at`.
-        let file = self.starts.partition_point(|start| *start <= at) - 1;
-        if file + 1 >= self.starts.len() {
-            return Some(Err(UpsertError::RowBeyondFiles(at)));
-        }
-        Some(Ok((key, file, at - self.starts[file])))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_rows_rank_counts_the_winning_rows_before_it() {
-        let rows = [0u32, 3, 63, 64, 65, 200];
-        let mut winners = RowSet::new(201);
-        rows.iter().for_each(|r| winners.insert(*r));
-        let ranks = RowRanks::new(&winners);
-        let got: Vec<u64> = rows.iter().map(|r| ranks.rank(*r)).collect();
-        assert_eq!(got, vec![0, 1, 2, 3, 4, 5]);
-    }
-
-    #[test]
-    fn written_rows_map_keys_in_key_order_to_their_file_and_position() {
-        // Held rows 1, 4, 5 and 9 won; written in row order into two files
-        // of 3 and 1 rows. The winners file lists them in key order.
-        let mut winners = RowSet::new(10);
-        [1u32, 4, 5, 9].iter().for_each(|r| winners.insert(*r));
-        let ranks = RowRanks::new(&winners);
-        let path = std::env::temp_dir().join(format!("winners-{}.bin", uuid::Uuid::new_v4()));
-        let mut bytes = Vec::new();
-        for (key, row) in [(1u8, 9u32), (2, 4), (3, 1), (4, 5)] {
-            bytes.extend_from_slice(&[key; 16]);
-            bytes.extend_from_slice(&row.to_le_bytes());
-        }
-        std::fs::write(&path, bytes).unwrap();
-        let rows: Vec<_> = WrittenRows::open(&path, ranks, &[3, 1])
-            .unwrap()
-            .map(|r| r.map(|(k, f, p)| (k[0], f, p)))
-            .collect::<Result<_, _>>()
-            .unwrap();
-        assert_eq!(rows, vec![(1, 1, 0), (2, 0, 1), (3, 0, 0), (4, 0, 2)]);
-        std::fs::remove_file(&path).unwrap();
-    }
-
-    #[test]
-    fn written_rows_rank_across_chunks_of_the_winners_file() {
-        // Odd held rows win: 3 * RANK_CHUNK of them, listed in reverse
-        // (key order is not row order), in files of 5,000 rows.
-        let n = (3 * RANK_CHUNK) as u32;
-        let mut winners = RowSet::new(2 * n);
-        let mut bytes = Vec::new();
-        for i in (0..n).rev() {
-            winners.insert(2 * i + 1);
-            bytes.extend_from_slice(&u128::from(i).to_be_bytes());
-            bytes.extend_from_slice(&(2 * i + 1).to_le_bytes());
-        }
-        let ranks = RowRanks::new(&winners);
-        let path = std::env::temp_dir().join(format!("winners-{}.bin", uuid::Uuid::new_v4()));
-        std::fs::write(&path, bytes).unwrap();
-        let counts: Vec<u64> = (0..u64::from(n).div_ceil(5000))
-            .map(|f| (u64::from(n) - f * 5000).min(5000))
-            .collect();
-        let rows: Vec<_> = std::thread::scope(|scope| {
-            WrittenRows::open(&path, ranks, &counts)
-                .unwrap()
-                .in_background(scope)
-                .collect::<Result<_, _>>()
-                .unwrap()
-        });
-        std::fs::remove_file(&path).unwrap();
-        assert_eq!(rows.len(), n as usize);
-        for (key, file, pos) in rows {
-            let i = u128::from_be_bytes(key) as u64;
-            assert_eq!((file as u64, pos), (i / 5000, i % 5000));
-        }
-    }
 }

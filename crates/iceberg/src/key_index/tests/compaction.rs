@@ -4,6 +4,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use iceberg::spec::{FormatVersion, ManifestWriterBuilder, Operation, UNASSIGNED_SEQUENCE_NUMBER};
+use roaring::RoaringTreemap;
 
 use super::*;
 
@@ -382,4 +383,71 @@ async fn a_later_compaction_attempt_carries_only_the_late_deletes_since_the_last
         .iter()
         .flatten()
         .all(|r| r.data_file != a && r.data_file != b));
+}
+
+/// A round's deletes found before this process's compaction landed are
+/// carried to the rows' new places (what the upsert commit does instead of
+/// computing them again): each carried position is where the key index,
+/// brought up to the compaction, finds the same key. A position the
+/// compaction dropped, or another writer's commit since, is not carried.
+#[tokio::test]
+async fn deletes_found_before_a_compaction_are_carried_to_the_rows_new_places() {
+    use crate::maintain::{compact, CompactionOptions};
+    let mut fx = Fixture::new(FormatVersion::V2).await;
+    let (a, _, _) = fx.append(&(0..10).collect::<Vec<_>>(), 0).await;
+    let (b, _, _) = fx.append(&(10..20).collect::<Vec<_>>(), 0).await;
+    let c = fx.data_file(&[2, 13], 1).await;
+    fx.commit_with_deletes(c, &[(a.as_str(), &[2]), (b.as_str(), &[3])])
+        .await;
+    let index = fx.open().await;
+    let base = fx.table.metadata().current_snapshot_id();
+    // A round's lookups on `base`: keys 2 (in c), 5 and 15 are updated.
+    let found = index.lookup([key(2), key(5), key(15)]).unwrap();
+    let mut retire: BTreeMap<String, RoaringTreemap> = BTreeMap::new();
+    for row in found.iter().flatten() {
+        retire.entry(row.data_file.clone()).or_default().insert(row.pos);
+    }
+    assert_eq!(retire.len(), 3, "{retire:?}");
+    let unchanged = fx
+        .destination
+        .carry_positions(fx.table.metadata(), base, &retire);
+    assert_eq!(unchanged.as_ref(), Some(&retire), "nothing since: unchanged");
+
+    let options = CompactionOptions {
+        target_file_size: 64 << 20,
+        min_input_files: 2,
+        min_deleted_percent: 0,
+        zstd_level: 3,
+        tiered: false,
+    };
+    let outcome = compact(&fx.destination, &mut fx.table, &options, false, None)
+        .await
+        .unwrap();
+    assert_eq!(outcome.data_files_rewritten, 3);
+    let carried = fx
+        .destination
+        .carry_positions(fx.table.metadata(), base, &retire)
+        .expect("only this process's compaction since");
+    let index = index.refresh(&fx.table, &fx.destination).await.unwrap();
+    let mut expected: BTreeMap<String, RoaringTreemap> = BTreeMap::new();
+    for row in index.lookup([key(2), key(5), key(15)]).unwrap().iter().flatten() {
+        expected.entry(row.data_file.clone()).or_default().insert(row.pos);
+    }
+    assert_eq!(expected.values().map(|r| r.len()).sum::<u64>(), 3);
+    assert_eq!(carried, expected);
+    assert!(!carried.contains_key(&a) && !carried.contains_key(&b));
+
+    // Row 2 of a was deleted before the compaction: not a live row.
+    let dropped = BTreeMap::from([(a.clone(), RoaringTreemap::from_iter([2u64]))]);
+    let none = fx
+        .destination
+        .carry_positions(fx.table.metadata(), base, &dropped);
+    assert_eq!(none, None, "a row the compaction left out");
+
+    // Another writer's commit since: compute again.
+    fx.append(&[30], 2).await;
+    let none = fx
+        .destination
+        .carry_positions(fx.table.metadata(), base, &retire);
+    assert_eq!(none, None, "an append since");
 }
