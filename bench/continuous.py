@@ -436,6 +436,9 @@ def main():
                     help="measure the Kafka Connect Iceberg sink instead of topicberg (append only)")
     ap.add_argument("--maintain", default="",
                     help="[maintain] settings of the job, e.g. 'follow_every = \"1m\"'")
+    ap.add_argument("--read-times", action="store_true",
+                    help="at the end: DuckDB and Spark query times of the table as left, then after "
+                         "`topicberg maintain` compacted it")
     args = ap.parse_args()
     if args.peer and (args.upsert or args.maintain):
         ap.error("--peer measures an append stream with the sink's own settings: no --upsert or --maintain")
@@ -504,6 +507,7 @@ def main():
     if not args.peer:
         with open(report) as f:
             follow_report = json.load(f)
+    reads = read_times(env, args.binary, job, namespace, topic) if args.read_times and not args.peer else None
     lat = latencies(delivered, poller.events, start + args.warmup)
     window = args.rate * (cpu["end_at"] - cpu["at"])
     result = {
@@ -519,6 +523,7 @@ def main():
         "samples": sampler.samples if sampler else None,
         "flat": flatness(sampler.samples, round_durations(log.name, sampler.started), args.seconds)
         if sampler else None,
+        "read_times": reads,
         "work_dir": work,
     }
     with open(args.out, "w") as f:
@@ -526,6 +531,27 @@ def main():
     print(json.dumps({k: v for k, v in result.items() if k not in ("follower", "samples")}, indent=1))
     if not result["valid"]:
         sys.exit("bench: the run does not count (producer behind its schedule, or messages never visible)")
+
+
+def read_times(env, binary, job, namespace, table):
+    """DuckDB and Spark query times (bench/read_times.py) of the table as
+    the follower left it, then after `topicberg maintain` (the job's
+    settings: small files compacted to the target size, delete files
+    applied) compacted it."""
+    def times():
+        out = subprocess.run([env["TESTBED_PYTHON"], os.path.join(os.path.dirname(__file__), "read_times.py"),
+                              namespace, table, "1"], check=True, capture_output=True, text=True,
+                             env={**os.environ, **env})
+        return json.loads(out.stdout.strip().splitlines()[-1])
+    as_left = times()
+    report = os.path.join(os.path.dirname(job), "maintain.json")
+    t0 = time.time()
+    subprocess.run([binary, "maintain", "-c", job, "--report-json", report], check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    maintain_s = round(time.time() - t0, 1)
+    with open(report) as f:
+        compaction = [t.get("compaction") for t in json.load(f).get("tables", [])]
+    return {"as_left": as_left, "maintain_s": maintain_s, "compaction": compaction, "compacted": times()}
 
 
 if __name__ == "__main__":

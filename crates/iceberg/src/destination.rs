@@ -196,7 +196,9 @@ impl Destination {
                 return None;
             }
             if crate::commit::row_delta::moves_rows(summary) {
-                carried = self.moves_of(&uuid, snapshot.snapshot_id())?.carry(&carried)?;
+                carried = self
+                    .moves_of(&uuid, snapshot.snapshot_id())?
+                    .carry(&carried)?;
             }
         }
         Some(carried)

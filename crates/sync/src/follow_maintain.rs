@@ -5,9 +5,10 @@
 //! `maintain.follow_max_snapshot_age`, orphan removal) through the
 //! follower's own catalog client. Passes never overlap; the rounds go on
 //! meanwhile. Every maintenance commit is guarded as `maintain`'s are: a
-//! compaction whose files a round's deletes reached is planned again, a
-//! round whose deletes a compaction made stale computes them again, so a
-//! row is never lost nor resurrected.
+//! compaction carries over the deletes the rounds committed meanwhile (or
+//! is planned again), a round whose commit meets the compaction carries its
+//! deletes through the compaction's row moves (or computes them again), so
+//! a row is never lost nor resurrected.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -86,6 +87,7 @@ pub(crate) fn spawn(
                     () = tokio::time::sleep(every) => {}
                     () = stop.wait() => return,
                 }
+                crate::hooks::pause_point("before_follow_maintenance").await;
                 tokio::select! {
                     () = pass(&job, &destination, &totals) => {}
                     () = cut_here.notified() => return,

@@ -6,8 +6,8 @@
 //!
 //! - `TOPICBERG_FAULT=<point>`: SIGKILL at `<point>` (see [`fault_point`];
 //!   `after_records:<n>` in the middle of fetching).
-//! - `TOPICBERG_PAUSE=<point>:<file>`: wait at `<point>` (see
-//!   [`pause_point`]).
+//! - `TOPICBERG_PAUSE=<point>:<file>[,<point>:<file>...]`: wait at each
+//!   `<point>` until its `<file>` exists (see [`pause_point`]).
 //! - `TOPICBERG_MIN_CHUNK_MESSAGES=<n>`: the smallest offset piece a drain
 //!   thread gets (100,000 otherwise).
 //! - `TOPICBERG_UPSERT_MEMORY_ENTRIES=<n>`: upsert key entries held in
@@ -25,8 +25,8 @@ use std::time::{Duration, Instant};
 pub struct Hooks {
     /// `TOPICBERG_FAULT`.
     pub fault: Option<String>,
-    /// `TOPICBERG_PAUSE`: the point and the release file.
-    pub pause: Option<(String, PathBuf)>,
+    /// `TOPICBERG_PAUSE`: the points and their release files.
+    pub pause: Vec<(String, PathBuf)>,
     /// `TOPICBERG_MIN_CHUNK_MESSAGES`.
     pub min_chunk_messages: Option<i64>,
     /// `TOPICBERG_UPSERT_MEMORY_ENTRIES`.
@@ -45,10 +45,14 @@ impl Hooks {
         };
         Self {
             fault: var("TOPICBERG_FAULT"),
-            pause: var("TOPICBERG_PAUSE").and_then(|v| {
-                let (point, file) = v.split_once(':')?;
-                Some((point.to_string(), PathBuf::from(file)))
-            }),
+            pause: var("TOPICBERG_PAUSE")
+                .unwrap_or_default()
+                .split(',')
+                .filter_map(|pair| {
+                    let (point, file) = pair.split_once(':')?;
+                    Some((point.to_string(), PathBuf::from(file)))
+                })
+                .collect(),
             min_chunk_messages: positive("TOPICBERG_MIN_CHUNK_MESSAGES"),
             upsert_memory_entries: positive("TOPICBERG_UPSERT_MEMORY_ENTRIES").map(|n| n as usize),
             upsert_segment_rows: positive("TOPICBERG_UPSERT_SEGMENT_ROWS")
@@ -92,15 +96,15 @@ pub fn fault_point(point: &str) {
 /// `<point>`, creates `<file>.ready` and waits until `<file>` exists (at
 /// most 5 minutes), so a test can run another sync of the job in between.
 /// Points: `before_drain` (tables planned, nothing read yet),
-/// `before_iceberg_commit`, `before_compaction_commit` (`maintain`: files
-/// rewritten, the `replace` snapshot not yet committed).
+/// `before_iceberg_commit`, `before_upsert_commit` (an upsert table's rows
+/// and deletes written, its snapshot not yet committed),
+/// `before_compaction_commit` (`maintain`: files rewritten, the `replace`
+/// snapshot not yet committed), `before_follow_maintenance` (a follower's
+/// maintenance pass, before it starts).
 pub async fn pause_point(point: &str) {
-    let Some((at, release)) = &hooks().pause else {
+    let Some((_, release)) = hooks().pause.iter().find(|(at, _)| at == point) else {
         return;
     };
-    if at != point {
-        return;
-    }
     let ready = release.with_extension("ready");
     if let Err(e) = std::fs::write(&ready, b"") {
         eprintln!("TOPICBERG_PAUSE: cannot write {}: {e}", ready.display());

@@ -187,6 +187,7 @@ impl PreparedUpsert {
         offsets: OffsetsAdvance,
         mut index: KeyIndex,
     ) -> (Attempt, KeyIndex) {
+        crate::hooks::pause_point("before_upsert_commit").await;
         let mut delta = self.delta.clone();
         delta.offsets = Some(offsets);
         // One request: a conflict comes back here to be carried over or
@@ -216,8 +217,16 @@ impl PreparedUpsert {
             .data_files
             .iter()
             .any(|f| !f.partition().fields().is_empty() || f.sort_order_id().is_some());
-        let data_file_bytes = delta.data_files.iter().map(|f| f.file_size_in_bytes()).sum();
-        let files: Vec<String> = delta.data_files.iter().map(|f| f.file_path().to_string()).collect();
+        let data_file_bytes = delta
+            .data_files
+            .iter()
+            .map(|f| f.file_size_in_bytes())
+            .sum();
+        let files: Vec<String> = delta
+            .data_files
+            .iter()
+            .map(|f| f.file_path().to_string())
+            .collect();
         let counts: Vec<u64> = delta.data_files.iter().map(|f| f.record_count()).collect();
         let applied = if read_back {
             // Rows were split per partition or sorted: read their positions back.
@@ -335,7 +344,11 @@ async fn delete_uncommitted(destination: &Destination, files: &[iceberg::spec::D
 /// table moved (the attempt's files kept, not handed back, when the
 /// commit may still land), superseded (its files deleted when it surely
 /// did not land), or failed.
-async fn refused(destination: &Destination, e: IcebergError, prepared: Box<PreparedUpsert>) -> Attempt {
+async fn refused(
+    destination: &Destination,
+    e: IcebergError,
+    prepared: Box<PreparedUpsert>,
+) -> Attempt {
     let surely_failed = super::commit_surely_failed(&e);
     if moved_on(&e) {
         return Attempt::Moved(e, surely_failed.then_some(prepared));

@@ -724,6 +724,75 @@ fn sync_follow_compacts_and_expires_its_tables_while_following_and_loses_nothing
     }
 }
 
+/// A round whose commit meets the follower's own compaction keeps its
+/// data files and carries its deletes through the compaction's row moves
+/// (`upsert_commit.rs`). Made to happen in this order: the maintenance pass
+/// held at its start, new updates read and their deletes written, the
+/// round held before its commit, the pass let go and its compaction
+/// committed, the round let go. Nothing lost or resurrected.
+#[test]
+fn sync_follow_carries_a_rounds_deletes_over_its_own_compaction_and_loses_nothing() {
+    let mut rng = Rng::seeded("TOPICBERG_FOLLOW_SEED", "follow");
+    let mut followed = Followed::new("follow_carry");
+    // Three scheduled syncs: small files, and position deletes on the
+    // upsert table, for the follower's first pass to compact.
+    for _ in 0..3 {
+        followed.produce(&mut rng, 40);
+        scheduled_sync(&followed.job.path);
+    }
+    followed.maintain_every_3s();
+    let (report, log) = (
+        followed.job.scratch_file("follow.json"),
+        followed.job.scratch_file("follow.log"),
+    );
+    let (round_go, pass_go) = (
+        followed.job.scratch_file("round-go"),
+        followed.job.scratch_file("pass-go"),
+    );
+    let pause = format!(
+        "before_upsert_commit:{},before_follow_maintenance:{}",
+        round_go.display(),
+        pass_go.display()
+    );
+    let child = followed
+        .job
+        .spawn_follow(&report, &log, &[("TOPICBERG_PAUSE", pause.as_str())]);
+    let held = |file: &Path| {
+        let ready = file.with_extension("ready");
+        move || ready.exists()
+    };
+    wait_until("the pass held", VISIBLE_WITHIN, held(&pass_go));
+    followed.produce(&mut rng, 40);
+    wait_until(
+        "a round held with its deletes written",
+        VISIBLE_WITHIN,
+        held(&round_go),
+    );
+    std::fs::write(&pass_go, b"").unwrap();
+    let upsert_table = followed.upserted.clone();
+    wait_until("the upsert table compacted", VISIBLE_WITHIN, || {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        text.lines().any(|l| {
+            l.contains(" compaction ")
+                && l.contains(&upsert_table)
+                && l.contains("rewritten=")
+                && !l.contains("rewritten=0 ")
+        })
+    });
+    std::fs::write(&round_go, b"").unwrap();
+    followed.wait_visible("after the round carried over the compaction");
+    followed.produce(&mut rng, 40);
+    followed.wait_visible("the next round");
+    let totals = stop(child, &report, &log);
+    assert_eq!(totals["failed_rounds"], 0, "{totals}");
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        text.contains("carried the upsert's deletes over this process's compaction"),
+        "the round computed its deletes again instead of carrying them:\n{text}"
+    );
+    followed.check("pyiceberg", "after the carried round");
+}
+
 #[test]
 fn sync_follow_catching_up_commits_each_table_every_commit_records_messages() {
     let mut rng = Rng::seeded("TOPICBERG_FOLLOW_SEED", "follow");

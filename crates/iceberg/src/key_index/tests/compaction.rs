@@ -405,13 +405,20 @@ async fn deletes_found_before_a_compaction_are_carried_to_the_rows_new_places() 
     let found = index.lookup([key(2), key(5), key(15)]).unwrap();
     let mut retire: BTreeMap<String, RoaringTreemap> = BTreeMap::new();
     for row in found.iter().flatten() {
-        retire.entry(row.data_file.clone()).or_default().insert(row.pos);
+        retire
+            .entry(row.data_file.clone())
+            .or_default()
+            .insert(row.pos);
     }
     assert_eq!(retire.len(), 3, "{retire:?}");
     let unchanged = fx
         .destination
         .carry_positions(fx.table.metadata(), base, &retire);
-    assert_eq!(unchanged.as_ref(), Some(&retire), "nothing since: unchanged");
+    assert_eq!(
+        unchanged.as_ref(),
+        Some(&retire),
+        "nothing since: unchanged"
+    );
 
     let options = CompactionOptions {
         target_file_size: 64 << 20,
@@ -430,8 +437,16 @@ async fn deletes_found_before_a_compaction_are_carried_to_the_rows_new_places() 
         .expect("only this process's compaction since");
     let index = index.refresh(&fx.table, &fx.destination).await.unwrap();
     let mut expected: BTreeMap<String, RoaringTreemap> = BTreeMap::new();
-    for row in index.lookup([key(2), key(5), key(15)]).unwrap().iter().flatten() {
-        expected.entry(row.data_file.clone()).or_default().insert(row.pos);
+    for row in index
+        .lookup([key(2), key(5), key(15)])
+        .unwrap()
+        .iter()
+        .flatten()
+    {
+        expected
+            .entry(row.data_file.clone())
+            .or_default()
+            .insert(row.pos);
     }
     assert_eq!(expected.values().map(|r| r.len()).sum::<u64>(), 3);
     assert_eq!(carried, expected);
