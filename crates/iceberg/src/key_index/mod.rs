@@ -298,7 +298,7 @@ impl KeyIndex {
     /// leaves them: a scheduled sync merges after its commit, a follower
     /// in the background ([`Self::merge_in_background`]) and at its stop.
     pub fn merge(&mut self) -> Result<(), IcebergError> {
-        let step = format!("merging the runs of key index {}", self.path.display());
+        let step = self.merge_step();
         let meta = self.meta();
         self.store.merge_due(&meta).map_err(|e| store_err(&step, e))
     }
@@ -307,7 +307,7 @@ impl KeyIndex {
     /// the next one due on its own thread; never waits. Lookups and
     /// commits go on meanwhile (a merge reads runs that do not change).
     pub fn merge_in_background(&mut self) -> Result<(), IcebergError> {
-        let step = format!("merging the runs of key index {}", self.path.display());
+        let step = self.merge_step();
         if self
             .store
             .finish_merge(false)
@@ -319,6 +319,10 @@ impl KeyIndex {
                 .map_err(|e| store_err(&step, e))?;
         }
         self.store.start_merge().map_err(|e| store_err(&step, e))
+    }
+
+    fn merge_step(&self) -> String {
+        format!("merging the runs of key index {}", self.path.display())
     }
 
     /// Starts no merge in the background from now on (tests).

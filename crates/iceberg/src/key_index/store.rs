@@ -145,9 +145,7 @@ impl Drop for Store {
     /// the next number: it ends before another open of the index can
     /// number its own runs.
     fn drop(&mut self) {
-        if let Some(merging) = self.merging.take() {
-            let _ = merging.join();
-        }
+        self.abandon_merge();
     }
 }
 
@@ -363,13 +361,18 @@ impl Store {
         Ok(())
     }
 
-    /// Forgets every key and data file (a rebuild follows); the files go
-    /// at the next commit.
-    pub fn reset(&mut self) {
-        // A merge in progress reads the runs: let it end (its run is not used).
+    /// Lets a merge in progress end (it reads the runs) and leaves its
+    /// run unused.
+    fn abandon_merge(&mut self) {
         if let Some(merging) = self.merging.take() {
             let _ = merging.join();
         }
+    }
+
+    /// Forgets every key and data file (a rebuild follows); the files go
+    /// at the next commit.
+    pub fn reset(&mut self) {
+        self.abandon_merge();
         self.moves = MovesChain::default();
         self.obsolete
             .extend(self.runs.drain(..).map(|r| r.path.clone()));

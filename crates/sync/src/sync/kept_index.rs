@@ -32,7 +32,7 @@ impl IndexHome<'_> {
     ) -> Result<KeyIndex, IcebergError> {
         let dir = self.state_dir.join(handle.metadata().uuid().to_string());
         if let Some(index) = match self.kept {
-            Some(kept) => kept.take(&dir).await,
+            Some(kept) => kept.take(&dir),
             None => None,
         } {
             return index.refresh(handle, destination).await;
@@ -81,7 +81,7 @@ impl KeptIndexes {
     }
 
     /// The kept index of folder `dir` (`None`: not kept: opened from disk).
-    async fn take(&self, dir: &Path) -> Option<KeyIndex> {
+    fn take(&self, dir: &Path) -> Option<KeyIndex> {
         self.indexes().remove(dir)
     }
 

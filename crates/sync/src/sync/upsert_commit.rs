@@ -67,17 +67,15 @@ pub async fn commit_upsert(
     let mut carried = None;
     loop {
         attempt += 1;
-        let outcome = commit_upsert_once(
-            destination,
-            handle,
-            &mut buffer,
-            delete_format,
-            home,
-            offsets.clone(),
-            writers,
-            carried.take(),
-        )
-        .await;
+        let rows = match carried.take() {
+            Some(prepared) => Rows::Carried(prepared),
+            None => Rows::Compute {
+                buffer: &mut buffer,
+                delete_format,
+                writers,
+            },
+        };
+        let outcome = commit_upsert_once(destination, handle, home, offsets.clone(), rows).await;
         match outcome {
             Attempt::Done(mut done) => {
                 done.retries += attempt - 1;
@@ -111,18 +109,26 @@ enum Attempt {
     Failed(CommitRefused),
 }
 
-/// One attempt: the key index brought up to the table, then the rows and
-/// deletes `carried` over from the attempt before, or computed.
-#[allow(clippy::too_many_arguments)]
+/// What an attempt commits: rows and deletes computed from the held
+/// messages against the key index, or those the attempt before prepared,
+/// carried over.
+enum Rows<'a> {
+    Compute {
+        buffer: &'a mut UpsertBuffer,
+        delete_format: DeleteFormat,
+        writers: usize,
+    },
+    Carried(Box<PreparedUpsert>),
+}
+
+/// One attempt: the key index brought up to the table, then `rows`
+/// computed or carried over, and committed.
 async fn commit_upsert_once(
     destination: &Destination,
     handle: &mut TableHandle,
-    buffer: &mut UpsertBuffer,
-    delete_format: DeleteFormat,
     home: IndexHome<'_>,
     offsets: OffsetsAdvance,
-    writers: usize,
-    carried: Option<Box<PreparedUpsert>>,
+    rows: Rows<'_>,
 ) -> Attempt {
     let index = match home.open(destination, handle).await {
         Ok(index) => index,
@@ -144,9 +150,13 @@ async fn commit_upsert_once(
             );
         }
     }
-    let prepared = match carried {
-        Some(carried) => Ok(carried),
-        None => prepare_upsert(destination, handle, buffer, delete_format, &index, writers)
+    let prepared = match rows {
+        Rows::Carried(prepared) => Ok(prepared),
+        Rows::Compute {
+            buffer,
+            delete_format,
+            writers,
+        } => prepare_upsert(destination, handle, buffer, delete_format, &index, writers)
             .await
             .map(Box::new),
     };
