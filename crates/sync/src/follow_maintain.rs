@@ -49,9 +49,16 @@ impl MaintenanceTotals {
     }
 }
 
+/// How far the maintenance thread lowers its scheduling priority (a nice
+/// value, Linux): when the cores are busy the rounds come first, and a pass
+/// takes the time the rounds leave (bench/README.md, "A pass at a lower
+/// priority").
+pub(crate) const MAINTENANCE_NICE: i32 = 10;
+
 /// The background maintenance of a follower.
 pub(crate) struct Maintenance {
-    task: tokio::task::JoinHandle<()>,
+    /// Resolves when the thread's work ended (or the thread is gone).
+    done: tokio::sync::oneshot::Receiver<()>,
     /// Cuts the pass in progress (past the stop timeout).
     cut: Arc<tokio::sync::Notify>,
 }
@@ -74,8 +81,11 @@ pub(crate) fn spawn(
     let runtime = tokio::runtime::Handle::current();
     let cut = Arc::new(tokio::sync::Notify::new());
     let cut_here = Arc::clone(&cut);
-    // The future is made on the pool's thread: it need not be `Send`.
-    let task = tokio::task::spawn_blocking(move || {
+    let (finished, done) = tokio::sync::oneshot::channel();
+    // The future is made on the thread: it need not be `Send`.
+    let thread = std::thread::Builder::new().name("follow-maintenance".into());
+    let spawned = thread.spawn(move || {
+        lower_priority();
         let work = async move {
             tracing::info!(
                 every_s = every.as_secs(),
@@ -94,9 +104,33 @@ pub(crate) fn spawn(
                 }
             }
         };
-        runtime.block_on(work.instrument(span))
+        runtime.block_on(work.instrument(span));
+        let _ = finished.send(());
     });
-    Some(Maintenance { task, cut })
+    if let Err(e) = spawned {
+        tracing::error!(error = %e, "could not start the maintenance thread: the tables are not maintained while following");
+        return None;
+    }
+    Some(Maintenance { done, cut })
+}
+
+/// Lowers the calling thread's priority to [`MAINTENANCE_NICE`] (Linux: a
+/// thread has its own nice value). Where that fails the pass runs at the
+/// process's priority, as before; said once in the log.
+fn lower_priority() {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: `gettid` and `setpriority` take plain integers and touch
+        // no memory of ours.
+        let lowered = unsafe {
+            let tid = libc::gettid();
+            libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, MAINTENANCE_NICE)
+        };
+        if lowered != 0 {
+            let e = std::io::Error::last_os_error();
+            tracing::warn!(error = %e, "could not lower the maintenance thread's priority");
+        }
+    }
 }
 
 async fn pass(job: &Job, destination: &Destination, totals: &MaintenanceTotals) {
@@ -123,10 +157,35 @@ async fn pass(job: &Job, destination: &Destination, totals: &MaintenanceTotals) 
 /// (what a cut pass wrote and did not commit is an orphan a later pass
 /// removes).
 pub(crate) async fn finish(maintenance: Maintenance, timeout: Duration) {
-    let Maintenance { mut task, cut } = maintenance;
-    if tokio::time::timeout(timeout, &mut task).await.is_err() {
+    let Maintenance { mut done, cut } = maintenance;
+    if tokio::time::timeout(timeout, &mut done).await.is_err() {
         tracing::warn!("the maintenance pass did not end within the stop timeout: cut");
         cut.notify_one();
-        let _ = task.await;
+        let _ = done.await;
+    }
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::*;
+
+    fn own_priority() -> i32 {
+        // SAFETY: plain integers in, one out.
+        unsafe { libc::getpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t) }
+    }
+
+    #[test]
+    fn the_maintenance_thread_runs_at_a_lower_priority_than_the_rounds() {
+        let (before, after) = std::thread::spawn(|| {
+            let before = own_priority();
+            lower_priority();
+            (before, own_priority())
+        })
+        .join()
+        .expect("thread");
+        // An unprivileged process cannot raise a thread's priority again:
+        // a test run already at a nice above ours keeps its own.
+        assert_eq!(after, before.max(MAINTENANCE_NICE));
+        assert_eq!(own_priority(), before, "only the maintenance thread changed");
     }
 }

@@ -25,10 +25,14 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 /// memory one round freed went back, and the next round's buffers came as
 /// fresh pages the kernel zeroes on first touch, 37% of a follower's CPU
 /// at 100,000 msg/s (1.38 against 1.02 µs per message; bench/README.md,
-/// "the allocator's purge delay"). With 10 s the next rounds reuse it; a
-/// process that goes quiet still gives it back. `MIMALLOC_PURGE_DELAY` in
-/// the environment wins.
-const PURGE_DELAY_MS: std::os::raw::c_long = 10_000;
+/// "the allocator's purge delay"). mimalloc purges everything freed by the
+/// time the first delay expires, memory freed a moment before included, so
+/// with 10 s every fifth round still started on fresh pages (1.02 µs per
+/// message; 60 s: 0.86, never: 0.85). With 60 s the rounds reuse their
+/// memory and a process that goes quiet, or a maintenance pass's peak,
+/// gives it back within about a minute. `MIMALLOC_PURGE_DELAY` in the
+/// environment wins.
+const PURGE_DELAY_MS: std::os::raw::c_long = 60_000;
 
 /// `mi_option_purge_delay`'s number in the bundled mimalloc's (v3)
 /// `mi_option_t`, which the Rust binding does not name (a test checks it
