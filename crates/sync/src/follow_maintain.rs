@@ -186,6 +186,10 @@ mod tests {
         // An unprivileged process cannot raise a thread's priority again:
         // a test run already at a nice above ours keeps its own.
         assert_eq!(after, before.max(MAINTENANCE_NICE));
-        assert_eq!(own_priority(), before, "only the maintenance thread changed");
+        assert_eq!(
+            own_priority(),
+            before,
+            "only the maintenance thread changed"
+        );
     }
 }

@@ -236,6 +236,7 @@ async fn steps(
         table = %table,
         rewritten = compacted.data_files_rewritten,
         written = compacted.data_files_written,
+        stitched = compacted.data_files_stitched,
         delete_files_removed = compacted.delete_files_removed,
         rows = compacted.rows_written,
         snapshot = ?compacted.snapshot_id,

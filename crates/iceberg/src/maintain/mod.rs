@@ -24,6 +24,7 @@ pub(crate) mod plan;
 pub(crate) mod rebase;
 pub(crate) mod replace;
 pub(crate) mod rewrite;
+pub(crate) mod stitch;
 
 use futures::future::BoxFuture;
 use serde::Serialize;
@@ -125,6 +126,9 @@ pub struct CompactionOutcome {
     pub bytes_rewritten: u64,
     /// Delete files removed with them.
     pub delete_files_removed: usize,
+    /// Of the rewritten files, those stitched: their row groups copied
+    /// into the new files as they were, not decoded (`stitch.rs`).
+    pub data_files_stitched: usize,
     /// Data files written.
     pub data_files_written: usize,
     /// Their bytes.
@@ -236,6 +240,7 @@ pub async fn compact(
                 }
                 outcome.snapshot_id = Some(committed.snapshot_id);
                 outcome.data_files_written = written.files.len();
+                outcome.data_files_stitched = written.stitched;
                 outcome.bytes_written = written.files.iter().map(|f| f.file_size_in_bytes()).sum();
                 outcome.rows_written = written.rows;
                 outcome.rows_dropped = written.rows_dropped;

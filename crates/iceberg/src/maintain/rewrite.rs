@@ -11,8 +11,9 @@ use iceberg::io::FileIO;
 use iceberg::spec::{DataFile, TableMetadata};
 use parquet::arrow::ProjectionMask;
 
-use super::plan::{CompactionOptions, Plan};
+use super::plan::{CompactionOptions, Group, Plan};
 use super::rebase::RowMap;
+use super::stitch;
 use crate::commit::manifest_entries::Entry;
 use crate::error::{IcebergError, IcebergErrorKind};
 use crate::key_index::parse_key;
@@ -30,6 +31,8 @@ pub(crate) struct Rewritten {
     pub files: Vec<DataFile>,
     pub rows: u64,
     pub rows_dropped: u64,
+    /// Input files stitched rather than rewritten.
+    pub stitched: usize,
     /// Where the rows went, for the groups written in read order (one
     /// partition, no sort order).
     pub row_map: RowMap,
@@ -57,6 +60,13 @@ pub(crate) async fn rewrite(
         ..WriteOptions::default()
     };
     for group in &plan.groups {
+        if stitch::may_stitch(plan, metadata, group) {
+            match stitched(file_io, metadata, group, options, &mut out).await {
+                Ok(true) => continue,
+                Ok(false) => {}
+                Err(e) => return Err((e, out.files)),
+            }
+        }
         let writer = if group.repartition {
             // Older-spec rows, split by the table's current spec.
             DataFileWriter::new(file_io.clone(), metadata, &write).await
@@ -99,6 +109,49 @@ pub(crate) async fn rewrite(
         }
     }
     Ok(out)
+}
+
+/// Stitches `group` when its files allow it (see [`stitch`]); whether it
+/// did. The files it finished before an error are in `out.files`.
+async fn stitched(
+    file_io: &FileIO,
+    metadata: &TableMetadata,
+    group: &Group,
+    options: &CompactionOptions,
+    out: &mut Rewritten,
+) -> Result<bool, IcebergError> {
+    let started = std::time::Instant::now();
+    let Some(footers) = stitch::footers(file_io, metadata, &group.files).await? else {
+        return Ok(false);
+    };
+    let target = options.target_file_size;
+    let files = match stitch::stitch(file_io, metadata, group, &group.files, &footers, target).await
+    {
+        Ok(files) => files,
+        Err((e, files)) => {
+            out.files.extend(files);
+            return Err(e);
+        }
+    };
+    let mut starts = Vec::with_capacity(group.files.len());
+    let mut rows = 0;
+    for entry in &group.files {
+        starts.push((entry.path().to_string(), rows));
+        rows += entry.file.record_count();
+    }
+    out.row_map.add_group(&starts, rows, &files);
+    tracing::info!(
+        files = group.files.len(),
+        written = files.len(),
+        rows,
+        bytes = files.iter().map(DataFile::file_size_in_bytes).sum::<u64>(),
+        ms = started.elapsed().as_millis() as u64,
+        "stitched a compaction group's row groups"
+    );
+    out.files.extend(files);
+    out.rows += rows;
+    out.stitched += group.files.len();
+    Ok(true)
 }
 
 /// Streams one data file's live rows into `writer`.

@@ -460,3 +460,32 @@ fn sync_between_rewrite_and_commit(bed: Bed, formats: &[&str]) {
 fn a_sync_between_a_compactions_rewrite_and_commit_loses_and_resurrects_nothing() {
     sync_between_rewrite_and_commit(Bed::Embedded, &["position", "dv"]);
 }
+
+/// Append syncs of 22,000 messages per partition (3) each write one file of
+/// one 66,000-row row group: `maintain` stitches them (row groups copied,
+/// not rewritten) and every reader reads every message once; a later sync's
+/// file is stitched onto the stitched one.
+#[test]
+fn maintain_stitches_large_row_groups_and_every_reader_reads_them() {
+    let mut f = Fixture::new(Bed::Rest(Catalog::Fixture), &[], true);
+    for _ in 0..3 {
+        f.round(22_000);
+    }
+    let table = f.job.table(&f.topics[0].0);
+    let report = f.maintain(&[]);
+    let t = entry(&report, &table);
+    assert_eq!(t["error"], Value::Null, "{t}");
+    assert_eq!(t["compaction"]["data_files_rewritten"], 3, "{t}");
+    assert_eq!(t["compaction"]["data_files_stitched"], 3, "{t}");
+    assert_eq!(t["compaction"]["data_files_written"], 1, "{t}");
+    assert_eq!(t["compaction"]["rows_written"], 198_000, "{t}");
+    assert_eq!(t["after"]["data_files"], 1, "{t}");
+    f.check(&["duckdb", "polars", "datafusion", "pyiceberg", "spark"]);
+
+    f.round(22_000);
+    let report = f.maintain(&[]);
+    let t = entry(&report, &table);
+    assert_eq!(t["compaction"]["data_files_stitched"], 2, "{t}");
+    assert_eq!(t["after"]["data_files"], 1, "{t}");
+    f.check(&["duckdb", "spark"]);
+}

@@ -7,6 +7,18 @@ use iceberg::spec::{FormatVersion, ManifestWriterBuilder, Operation, UNASSIGNED_
 use roaring::RoaringTreemap;
 
 use super::*;
+use crate::maintain::{compact, CompactionOptions};
+
+/// Compaction of every small file, untiered.
+fn every_small_file() -> CompactionOptions {
+    CompactionOptions {
+        target_file_size: 64 << 20,
+        min_input_files: 2,
+        min_deleted_percent: 0,
+        zstd_level: 3,
+        tiered: false,
+    }
+}
 
 #[tokio::test]
 async fn a_compaction_since_is_replayed_at_the_new_positions() {
@@ -186,7 +198,6 @@ async fn late_deletes_are_placed_by_counting_where_the_rewrite_kept_the_order() 
 /// time it finds what a rebuild from the table finds.
 #[tokio::test]
 async fn a_kept_index_follows_its_processs_compaction_lazily_and_agrees_with_a_rebuild() {
-    use crate::maintain::{compact, CompactionOptions};
     let mut fx = Fixture::new(FormatVersion::V2).await;
     let (a, _, _) = fx.append(&(0..10).collect::<Vec<_>>(), 0).await;
     let (b, _, _) = fx.append(&(10..20).collect::<Vec<_>>(), 0).await;
@@ -198,16 +209,15 @@ async fn a_kept_index_follows_its_processs_compaction_lazily_and_agrees_with_a_r
         .await;
     let index = index.refresh(&fx.table, &fx.destination).await.unwrap();
     assert_eq!(index.build_stats().rows_moved, 0);
-    let options = CompactionOptions {
-        target_file_size: 64 << 20,
-        min_input_files: 2,
-        min_deleted_percent: 0,
-        zstd_level: 3,
-        tiered: false,
-    };
-    let outcome = compact(&fx.destination, &mut fx.table, &options, false, None)
-        .await
-        .unwrap();
+    let outcome = compact(
+        &fx.destination,
+        &mut fx.table,
+        &every_small_file(),
+        false,
+        None,
+    )
+    .await
+    .unwrap();
     assert_eq!(outcome.data_files_rewritten, 3);
     assert_eq!(outcome.rows_dropped, 2);
     let index = index.refresh(&fx.table, &fx.destination).await.unwrap();
@@ -249,9 +259,15 @@ async fn a_kept_index_follows_its_processs_compaction_lazily_and_agrees_with_a_r
     let mut index = rebuilt;
     index.hold_background_merges();
     fx.append(&(20..30).collect::<Vec<_>>(), 3).await;
-    let outcome = compact(&fx.destination, &mut fx.table, &options, false, None)
-        .await
-        .unwrap();
+    let outcome = compact(
+        &fx.destination,
+        &mut fx.table,
+        &every_small_file(),
+        false,
+        None,
+    )
+    .await
+    .unwrap();
     assert!(outcome.data_files_rewritten >= 2);
     let index = index.refresh(&fx.table, &fx.destination).await.unwrap();
     let stats = index.build_stats();
@@ -275,7 +291,6 @@ async fn a_kept_index_follows_its_processs_compaction_lazily_and_agrees_with_a_r
 /// every file with a delete.
 #[tokio::test]
 async fn a_file_is_rewritten_for_its_deletes_once_they_reach_the_deleted_percentage() {
-    use crate::maintain::{compact, CompactionOptions};
     for (percent, rewritten) in [(30u8, 1usize), (0, 2)] {
         let mut fx = Fixture::new(FormatVersion::V2).await;
         let (a, _, _) = fx.append(&(0..10).collect::<Vec<_>>(), 0).await;
@@ -313,17 +328,11 @@ async fn a_file_is_rewritten_for_its_deletes_once_they_reach_the_deleted_percent
 async fn a_later_compaction_attempt_carries_only_the_late_deletes_since_the_last() {
     use crate::commit::snapshot_commit::PendingCommit;
     use crate::maintain::replace::PendingReplace;
-    use crate::maintain::{plan, rebase_of, rewrite, CompactionOptions};
+    use crate::maintain::{plan, rebase_of, rewrite};
     let mut fx = Fixture::new(FormatVersion::V2).await;
     let (a, _, _) = fx.append(&(0..10).collect::<Vec<_>>(), 0).await;
     let (b, _, _) = fx.append(&(10..20).collect::<Vec<_>>(), 0).await;
-    let options = CompactionOptions {
-        target_file_size: 64 << 20,
-        min_input_files: 2,
-        min_deleted_percent: 0,
-        zstd_level: 3,
-        tiered: false,
-    };
+    let options = every_small_file();
     let io = fx.destination.file_io().clone();
     let base = fx.table.metadata().clone();
     let planned = plan::plan(&io, &base, &options).await.unwrap();
@@ -392,7 +401,6 @@ async fn a_later_compaction_attempt_carries_only_the_late_deletes_since_the_last
 /// compaction dropped, or another writer's commit since, is not carried.
 #[tokio::test]
 async fn deletes_found_before_a_compaction_are_carried_to_the_rows_new_places() {
-    use crate::maintain::{compact, CompactionOptions};
     let mut fx = Fixture::new(FormatVersion::V2).await;
     let (a, _, _) = fx.append(&(0..10).collect::<Vec<_>>(), 0).await;
     let (b, _, _) = fx.append(&(10..20).collect::<Vec<_>>(), 0).await;
@@ -420,16 +428,15 @@ async fn deletes_found_before_a_compaction_are_carried_to_the_rows_new_places() 
         "nothing since: unchanged"
     );
 
-    let options = CompactionOptions {
-        target_file_size: 64 << 20,
-        min_input_files: 2,
-        min_deleted_percent: 0,
-        zstd_level: 3,
-        tiered: false,
-    };
-    let outcome = compact(&fx.destination, &mut fx.table, &options, false, None)
-        .await
-        .unwrap();
+    let outcome = compact(
+        &fx.destination,
+        &mut fx.table,
+        &every_small_file(),
+        false,
+        None,
+    )
+    .await
+    .unwrap();
     assert_eq!(outcome.data_files_rewritten, 3);
     let carried = fx
         .destination
@@ -465,4 +472,128 @@ async fn deletes_found_before_a_compaction_are_carried_to_the_rows_new_places() 
         .destination
         .carry_positions(fx.table.metadata(), base, &retire);
     assert_eq!(none, None, "an append since");
+}
+
+/// Files whose row groups are large and that have no deletes are stitched
+/// (maintain/stitch.rs): their row groups copied as they are, each file's
+/// rows kept in order, the metrics merged; the key index follows by
+/// counting and finds what a rebuild reading the new file finds.
+#[tokio::test]
+async fn a_compaction_of_large_row_groups_without_deletes_stitches_them_in_order() {
+    use crate::commit::manifest_entries::live_entries;
+    use crate::key_index::scan::open_parquet;
+    use crate::maintain::stitch::MIN_STITCH_ROWS;
+    use iceberg::spec::Datum;
+
+    let mut fx = Fixture::new(FormatVersion::V2).await;
+    let per_file = MIN_STITCH_ROWS + 10;
+    let mut old = Vec::new();
+    for f in 0..3 {
+        let keys: Vec<i64> = (f * per_file..(f + 1) * per_file).collect();
+        old.push(fx.append(&keys, 7).await.0);
+    }
+    let total = 3 * per_file;
+    let mut index = fx.open().await;
+    index.hold_background_merges();
+    let outcome = compact(
+        &fx.destination,
+        &mut fx.table,
+        &every_small_file(),
+        false,
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(outcome.data_files_rewritten, 3);
+    assert_eq!(outcome.data_files_written, 1);
+    assert_eq!(outcome.rows_written, total as u64);
+
+    let metadata = fx.table.metadata().clone();
+    let io = fx.destination.file_io();
+    let live = live_entries(io, &metadata, metadata.current_snapshot().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(live.len(), 1, "one data file left");
+    let new = &live[0].file;
+    assert!(!old.contains(&new.file_path().to_string()));
+    // Stitched: the three row groups kept as they were (a rewrite of these
+    // 13 MB of rows writes one row group).
+    let footer = open_parquet(io, new.file_path(), "test").await.unwrap();
+    assert_eq!(footer.metadata().num_row_groups(), 3);
+    assert_eq!(new.record_count(), total as u64);
+    assert_eq!(new.split_offsets().map(<[i64]>::len), Some(3));
+    // Metrics merged: counts summed, bounds over every file (v = key * 10 + 7).
+    assert_eq!(new.value_counts().get(&2), Some(&(total as u64)));
+    assert_eq!(new.null_value_counts().get(&2), Some(&0));
+    assert_eq!(new.lower_bounds().get(&2), Some(&Datum::long(7)));
+    assert_eq!(
+        new.upper_bounds().get(&2),
+        Some(&Datum::long((total - 1) * 10 + 7))
+    );
+    // Every row in order: the key index follows by counting, no file read,
+    // and finds each key where a rebuild reading the new file finds it.
+    let index = index.refresh(&fx.table, &fx.destination).await.unwrap();
+    assert_eq!(index.build_stats().rows_read, 0, "no file read");
+    assert_eq!(index.build_stats().rows_moved, total as u64);
+    let new_path = new.file_path().to_string();
+    let followed = all(&index, total);
+    let mut positions: Vec<u64> = followed
+        .iter()
+        .map(|l| {
+            let l = l.as_ref().expect("every key found");
+            assert_eq!(l.data_file, new_path);
+            l.pos
+        })
+        .collect();
+    // Each input file's rows stay together and in their order.
+    assert!(positions[..per_file as usize]
+        .windows(2)
+        .all(|w| w[1] == w[0] + 1));
+    positions.sort_unstable();
+    assert!(positions.iter().enumerate().all(|(i, p)| *p == i as u64));
+    drop(index);
+    std::fs::remove_dir_all(fx.index_dir()).unwrap();
+    let rebuilt = fx.open().await;
+    assert_eq!(
+        all(&rebuilt, total),
+        followed,
+        "read from the file, the same rows"
+    );
+}
+
+/// Row groups below the stitching size are rewritten into one.
+#[tokio::test]
+async fn a_compaction_of_small_row_groups_rewrites_them() {
+    use crate::commit::manifest_entries::live_entries;
+    use crate::key_index::scan::open_parquet;
+
+    let mut fx = Fixture::new(FormatVersion::V2).await;
+    for f in 0..3 {
+        fx.append(&(f * 100..(f + 1) * 100).collect::<Vec<_>>(), 0)
+            .await;
+    }
+    let outcome = compact(
+        &fx.destination,
+        &mut fx.table,
+        &every_small_file(),
+        false,
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(outcome.data_files_written, 1);
+    let metadata = fx.table.metadata().clone();
+    let io = fx.destination.file_io();
+    let live = live_entries(io, &metadata, metadata.current_snapshot().unwrap())
+        .await
+        .unwrap();
+    let footer = open_parquet(io, live[0].file.file_path(), "test")
+        .await
+        .unwrap();
+    assert_eq!(
+        footer.metadata().num_row_groups(),
+        1,
+        "rewritten, not stitched"
+    );
+    assert_eq!(live[0].file.record_count(), 300);
 }
