@@ -13,12 +13,15 @@
 //! stitch them. The new file's manifest metrics are its inputs' merged:
 //! counts and sizes summed, bounds the smallest lower and largest upper
 //! (a bound missing from any input is left out). Bloom filters are not
-//! copied (topicberg writes none).
+//! copied (topicberg writes none). Memory: one row group's bytes at a
+//! time, handed to storage once copied.
 
 use std::collections::{HashMap, HashSet};
+use std::ops::Range;
 use std::sync::Arc;
 
-use bytes::Bytes;
+use bytes::{Buf, Bytes};
+use iceberg::arrow::ArrowFileReader;
 use iceberg::io::FileIO;
 use iceberg::spec::{
     DataContentType, DataFile, DataFileBuilder, DataFileFormat, Datum, PartitionKey, TableMetadata,
@@ -26,9 +29,13 @@ use iceberg::spec::{
 use iceberg::writer::file_writer::location_generator::{
     DefaultFileNameGenerator, DefaultLocationGenerator, FileNameGenerator, LocationGenerator,
 };
+use parquet::arrow::arrow_reader::ArrowReaderOptions;
+use parquet::arrow::ParquetRecordBatchStreamBuilder;
 use parquet::column::writer::ColumnCloseResult;
-use parquet::file::metadata::{PageIndexPolicy, ParquetMetaData, ParquetMetaDataReader};
+use parquet::errors::ParquetError;
+use parquet::file::metadata::{PageIndexPolicy, ParquetMetaData, RowGroupMetaData};
 use parquet::file::properties::WriterProperties;
+use parquet::file::reader::{ChunkReader, Length};
 use parquet::file::writer::SerializedFileWriter;
 
 use super::plan::{Group, Plan};
@@ -76,9 +83,7 @@ pub(crate) async fn footers(
         .collect();
     let mut footers: Vec<Arc<ParquetMetaData>> = Vec::with_capacity(files.len());
     for entry in files {
-        let step = format!("reading the footer of {}", entry.path());
-        let builder = crate::key_index::scan::open_parquet(file_io, entry.path(), &step).await?;
-        let footer = Arc::clone(builder.metadata());
+        let footer = read_footer(file_io, entry.path()).await?;
         let schema = footer.file_metadata().schema_descr().root_schema();
         let same = footers
             .first()
@@ -153,7 +158,7 @@ pub(crate) async fn stitch(
             }
         }
         let out = output.as_mut().expect("an output");
-        if let Err(e) = append_file(file_io, entry, out).await {
+        if let Err(e) = append_file(file_io, entry, footer, out).await {
             return Err((e, done));
         }
     }
@@ -210,25 +215,55 @@ async fn open(
     })
 }
 
-/// Copies every row group of one input file into `out`.
+/// A data file's footer with its page index (kept in the stitched file).
+async fn read_footer(file_io: &FileIO, path: &str) -> Result<Arc<ParquetMetaData>, IcebergError> {
+    let step = format!("reading the footer of {path}");
+    let input = file_io
+        .new_input(path)
+        .map_err(|e| iceberg_err(&step, e, IcebergErrorKind::Storage))?;
+    let meta = input
+        .metadata()
+        .await
+        .map_err(|e| iceberg_err(&step, e, IcebergErrorKind::Storage))?;
+    let reader = input
+        .reader()
+        .await
+        .map_err(|e| iceberg_err(&step, e, IcebergErrorKind::Storage))?;
+    let options = ArrowReaderOptions::new().with_page_index_policy(PageIndexPolicy::Optional);
+    let builder = ParquetRecordBatchStreamBuilder::new_with_options(
+        ArrowFileReader::new(meta, reader),
+        options,
+    )
+    .await
+    .map_err(|e| parquet_err(&step, e))?;
+    Ok(Arc::clone(builder.metadata()))
+}
+
+/// Copies every row group of one input file into `out`, reading one row
+/// group's bytes at a time (memory: one row group, not the file).
 async fn append_file(
     file_io: &FileIO,
     entry: &Entry,
+    footer: &ParquetMetaData,
     out: &mut Output,
 ) -> Result<(), IcebergError> {
     let step = format!("stitching data file {}", entry.path());
-    let bytes = file_io
+    let reader = file_io
         .new_input(entry.path())
         .map_err(|e| iceberg_err(&step, e, IcebergErrorKind::Storage))?
-        .read()
+        .reader()
         .await
         .map_err(|e| iceberg_err(&step, e, IcebergErrorKind::Storage))?;
-    let footer = ParquetMetaDataReader::new()
-        .with_page_index_policy(PageIndexPolicy::Optional)
-        .parse_and_finish(&bytes)
-        .map_err(|e| parquet_err(&step, e))?;
     let mut rows = 0i64;
     for (at, row_group) in footer.row_groups().iter().enumerate() {
+        let range = byte_range(row_group);
+        let bytes = RowGroupBytes {
+            start: range.start,
+            bytes: reader
+                .read(range)
+                .await
+                .map_err(|e| iceberg_err(&step, e, IcebergErrorKind::Storage))?,
+        };
         let mut writer = out
             .parquet
             .next_row_group()
@@ -262,6 +297,58 @@ async fn append_file(
     }
     out.inputs.push(entry.file.clone());
     Ok(())
+}
+
+/// Where a row group's column chunks lie in its file.
+fn byte_range(row_group: &RowGroupMetaData) -> Range<u64> {
+    let chunks = row_group.columns().iter().map(|c| {
+        let start = c.dictionary_page_offset().unwrap_or(c.data_page_offset()) as u64;
+        (start, start + c.compressed_size() as u64)
+    });
+    let (start, end) = chunks.fold((u64::MAX, 0), |(s, e), (cs, ce)| (s.min(cs), e.max(ce)));
+    start.min(end)..end
+}
+
+/// One row group's bytes, addressed by their offsets in the file.
+struct RowGroupBytes {
+    start: u64,
+    bytes: Bytes,
+}
+
+impl RowGroupBytes {
+    fn slice(&self, start: u64, length: usize) -> parquet::errors::Result<Bytes> {
+        let from = start
+            .checked_sub(self.start)
+            .map(|f| f as usize)
+            .filter(|f| f + length <= self.bytes.len())
+            .ok_or_else(|| {
+                ParquetError::General(format!(
+                    "bytes {start}+{length} are outside the row group read ({}+{})",
+                    self.start,
+                    self.bytes.len()
+                ))
+            })?;
+        Ok(self.bytes.slice(from..from + length))
+    }
+}
+
+impl Length for RowGroupBytes {
+    fn len(&self) -> u64 {
+        self.start + self.bytes.len() as u64
+    }
+}
+
+impl ChunkReader for RowGroupBytes {
+    type T = bytes::buf::Reader<Bytes>;
+
+    fn get_read(&self, start: u64) -> parquet::errors::Result<Self::T> {
+        let rest = (self.len().saturating_sub(start)) as usize;
+        Ok(self.slice(start, rest)?.reader())
+    }
+
+    fn get_bytes(&self, start: u64, length: usize) -> parquet::errors::Result<Bytes> {
+        self.slice(start, length)
+    }
 }
 
 /// Writes the footer, closes the upload and describes the file.
