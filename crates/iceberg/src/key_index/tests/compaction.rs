@@ -597,3 +597,65 @@ async fn a_compaction_of_small_row_groups_rewrites_them() {
     );
     assert_eq!(live[0].file.record_count(), 300);
 }
+
+/// A group mixing large and small row groups: the large files stitched
+/// into one file, the small ones rewritten into another; every key where a
+/// rebuild finds it.
+#[tokio::test]
+async fn a_compaction_stitches_the_large_files_of_a_group_and_rewrites_the_small_ones() {
+    use crate::commit::manifest_entries::live_entries;
+    use crate::key_index::scan::open_parquet;
+    use crate::maintain::stitch::MIN_STITCH_ROWS;
+
+    let mut fx = Fixture::new(FormatVersion::V2).await;
+    let large = MIN_STITCH_ROWS + 10;
+    fx.append(&(0..large).collect::<Vec<_>>(), 0).await;
+    for f in 0..3 {
+        let first = large + f * 100;
+        fx.append(&(first..first + 100).collect::<Vec<_>>(), 0)
+            .await;
+    }
+    fx.append(&(large + 300..2 * large + 300).collect::<Vec<_>>(), 0)
+        .await;
+    let total = 2 * large + 300;
+    let mut index = fx.open().await;
+    index.hold_background_merges();
+    let outcome = compact(
+        &fx.destination,
+        &mut fx.table,
+        &every_small_file(),
+        false,
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(outcome.data_files_rewritten, 5);
+    assert_eq!(outcome.data_files_stitched, 2);
+    assert_eq!(outcome.data_files_written, 2);
+    assert_eq!(outcome.rows_written, total as u64);
+
+    let metadata = fx.table.metadata().clone();
+    let io = fx.destination.file_io();
+    let live = live_entries(io, &metadata, metadata.current_snapshot().unwrap())
+        .await
+        .unwrap();
+    let mut shapes = Vec::new();
+    for entry in &live {
+        let footer = open_parquet(io, entry.path(), "test").await.unwrap();
+        shapes.push((
+            entry.file.record_count(),
+            footer.metadata().num_row_groups(),
+        ));
+    }
+    shapes.sort_unstable();
+    assert_eq!(shapes, vec![(300, 1), (2 * large as u64, 2)]);
+
+    let index = index.refresh(&fx.table, &fx.destination).await.unwrap();
+    assert_eq!(index.build_stats().rows_read, 0, "no file read");
+    let followed = all(&index, total);
+    assert!(followed.iter().all(Option::is_some));
+    drop(index);
+    std::fs::remove_dir_all(fx.index_dir()).unwrap();
+    let rebuilt = fx.open().await;
+    assert_eq!(all(&rebuilt, total), followed);
+}
