@@ -3,15 +3,13 @@
 //! remove left out, the rest written into new target-size data files that
 //! carry no deletes.
 
-use std::collections::HashSet;
-
 use arrow_array::{BooleanArray, RecordBatch};
 use futures::TryStreamExt;
 use iceberg::io::FileIO;
 use iceberg::spec::{DataFile, TableMetadata};
 use parquet::arrow::ProjectionMask;
 
-use super::plan::{CompactionOptions, Group, Plan};
+use super::plan::{table_field_ids, CompactionOptions, Group, Plan};
 use super::rebase::RowMap;
 use super::stitch;
 use crate::commit::manifest_entries::Entry;
@@ -188,13 +186,7 @@ async fn copy_live_rows(
     let step = format!("rewriting data file {path}");
     let builder = open_parquet(file_io, path, &step).await?;
     // The table's columns only (a column another engine dropped stays out).
-    let table_ids: HashSet<i32> = metadata
-        .current_schema()
-        .as_struct()
-        .fields()
-        .iter()
-        .map(|f| f.id)
-        .collect();
+    let table_ids = table_field_ids(metadata);
     let field_id = |field: &arrow_schema::Field| -> Option<i32> {
         field
             .metadata()

@@ -17,7 +17,7 @@
 //! copied (topicberg writes none). Memory: one row group's bytes at a
 //! time, handed to storage once copied.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -39,7 +39,7 @@ use parquet::file::properties::WriterProperties;
 use parquet::file::reader::{ChunkReader, Length};
 use parquet::file::writer::SerializedFileWriter;
 
-use super::plan::{Group, Plan};
+use super::plan::{table_field_ids, Group, Plan};
 use crate::commit::manifest_entries::Entry;
 use crate::error::{IcebergError, IcebergErrorKind};
 
@@ -78,13 +78,7 @@ pub(crate) async fn split(
     plan: &Plan,
     group: &Group,
 ) -> Result<Split, IcebergError> {
-    let table_ids: HashSet<i32> = metadata
-        .current_schema()
-        .as_struct()
-        .fields()
-        .iter()
-        .map(|f| f.id)
-        .collect();
+    let table_ids = table_field_ids(metadata);
     let mut candidates = Vec::new();
     let mut split = Split::default();
     for entry in &group.files {
