@@ -344,6 +344,18 @@ fn remove_deletes(
     }
 }
 
+/// The field ids of the table's current top-level columns: a data file's
+/// column outside them (dropped by another engine) is not carried over.
+pub(crate) fn table_field_ids(metadata: &TableMetadata) -> HashSet<i32> {
+    metadata
+        .current_schema()
+        .as_struct()
+        .fields()
+        .iter()
+        .map(|f| f.id)
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::tiered_picks;

@@ -3,15 +3,13 @@
 //! remove left out, the rest written into new target-size data files that
 //! carry no deletes.
 
-use std::collections::HashSet;
-
 use arrow_array::{BooleanArray, RecordBatch};
 use futures::TryStreamExt;
 use iceberg::io::FileIO;
 use iceberg::spec::{DataFile, TableMetadata};
 use parquet::arrow::ProjectionMask;
 
-use super::plan::{CompactionOptions, Group, Plan};
+use super::plan::{table_field_ids, CompactionOptions, Group, Plan};
 use super::rebase::RowMap;
 use super::stitch;
 use crate::commit::manifest_entries::Entry;
@@ -60,98 +58,119 @@ pub(crate) async fn rewrite(
         ..WriteOptions::default()
     };
     for group in &plan.groups {
-        if stitch::may_stitch(plan, metadata, group) {
-            match stitched(file_io, metadata, group, options, &mut out).await {
-                Ok(true) => continue,
-                Ok(false) => {}
+        let files = if stitch::may_stitch(metadata, group) {
+            let split = match stitch::split(file_io, metadata, plan, group).await {
+                Ok(split) => split,
                 Err(e) => return Err((e, out.files)),
-            }
-        }
-        let writer = if group.repartition {
-            // Older-spec rows, split by the table's current spec.
-            DataFileWriter::new(file_io.clone(), metadata, &write).await
-        } else {
-            DataFileWriter::for_partition(
-                file_io.clone(),
-                metadata,
-                &write,
-                group.spec.clone(),
-                group.partition.clone(),
-            )
-            .await
-        };
-        let mut writer = match writer {
-            Ok(w) => w,
-            Err(e) => return Err((e, out.files)),
-        };
-        let in_order = !group.repartition && !writer.sorts();
-        let mut starts = Vec::with_capacity(group.files.len());
-        for entry in &group.files {
-            starts.push((entry.path().to_string(), writer.rows()));
+            };
             if let Err(e) =
-                copy_live_rows(file_io, metadata, plan, entry, &mut writer, &mut out).await
+                stitched(file_io, metadata, group, &split.stitched, options, &mut out).await
             {
-                // The open writer's files are not known; they become
-                // orphans, removed by a later orphan cleanup.
                 return Err((e, out.files));
             }
+            split.rewritten
+        } else {
+            group.files.clone()
+        };
+        if files.is_empty() {
+            continue;
         }
-        let rows = writer.rows();
-        match writer.finish().await {
-            Ok(files) => {
-                if in_order {
-                    out.row_map.add_group(&starts, rows, &files);
-                }
-                out.files.extend(files);
-                out.rows += rows;
-            }
-            Err(e) => return Err((e, out.files)),
+        if let Err(e) = rewritten(file_io, metadata, plan, group, &files, &write, &mut out).await {
+            return Err((e, out.files));
         }
     }
     Ok(out)
 }
 
-/// Stitches `group` when its files allow it (see [`stitch`]); whether it
-/// did. The files it finished before an error are in `out.files`.
+/// Rewrites `files` of `group`: their live rows decoded and written into
+/// new files. The files it finished before an error are in `out.files`.
+async fn rewritten(
+    file_io: &FileIO,
+    metadata: &TableMetadata,
+    plan: &Plan,
+    group: &Group,
+    files: &[Entry],
+    write: &WriteOptions,
+    out: &mut Rewritten,
+) -> Result<(), IcebergError> {
+    let mut writer = if group.repartition {
+        // Older-spec rows, split by the table's current spec.
+        DataFileWriter::new(file_io.clone(), metadata, write).await?
+    } else {
+        DataFileWriter::for_partition(
+            file_io.clone(),
+            metadata,
+            write,
+            group.spec.clone(),
+            group.partition.clone(),
+        )
+        .await?
+    };
+    let in_order = !group.repartition && !writer.sorts();
+    let mut starts = Vec::with_capacity(files.len());
+    for entry in files {
+        starts.push((entry.path().to_string(), writer.rows()));
+        // On an error the open writer's files are not known; they become
+        // orphans, removed by a later orphan cleanup.
+        copy_live_rows(file_io, metadata, plan, entry, &mut writer, out).await?;
+    }
+    let rows = writer.rows();
+    let written = writer.finish().await?;
+    if in_order {
+        out.row_map.add_group(&starts, rows, &written);
+    }
+    out.files.extend(written);
+    out.rows += rows;
+    Ok(())
+}
+
+/// Stitches `files` of `group` (see [`stitch`]). The files it finished
+/// before an error are in `out.files`.
 async fn stitched(
     file_io: &FileIO,
     metadata: &TableMetadata,
     group: &Group,
+    files: &[(
+        Entry,
+        std::sync::Arc<parquet::file::metadata::ParquetMetaData>,
+    )],
     options: &CompactionOptions,
     out: &mut Rewritten,
-) -> Result<bool, IcebergError> {
+) -> Result<(), IcebergError> {
+    if files.is_empty() {
+        return Ok(());
+    }
     let started = std::time::Instant::now();
-    let Some(footers) = stitch::footers(file_io, metadata, &group.files).await? else {
-        return Ok(false);
-    };
     let target = options.target_file_size;
-    let files = match stitch::stitch(file_io, metadata, group, &group.files, &footers, target).await
-    {
-        Ok(files) => files,
-        Err((e, files)) => {
-            out.files.extend(files);
+    let written = match stitch::stitch(file_io, metadata, group, files, target).await {
+        Ok(written) => written,
+        Err((e, written)) => {
+            out.files.extend(written);
             return Err(e);
         }
     };
-    let mut starts = Vec::with_capacity(group.files.len());
+    let mut starts = Vec::with_capacity(files.len());
     let mut rows = 0;
-    for entry in &group.files {
+    for (entry, _) in files {
         starts.push((entry.path().to_string(), rows));
         rows += entry.file.record_count();
     }
-    out.row_map.add_group(&starts, rows, &files);
+    out.row_map.add_group(&starts, rows, &written);
     tracing::info!(
-        files = group.files.len(),
-        written = files.len(),
+        files = files.len(),
+        written = written.len(),
         rows,
-        bytes = files.iter().map(DataFile::file_size_in_bytes).sum::<u64>(),
+        bytes = written
+            .iter()
+            .map(DataFile::file_size_in_bytes)
+            .sum::<u64>(),
         ms = started.elapsed().as_millis() as u64,
         "stitched a compaction group's row groups"
     );
-    out.files.extend(files);
+    out.files.extend(written);
     out.rows += rows;
-    out.stitched += group.files.len();
-    Ok(true)
+    out.stitched += files.len();
+    Ok(())
 }
 
 /// Streams one data file's live rows into `writer`.
@@ -167,13 +186,7 @@ async fn copy_live_rows(
     let step = format!("rewriting data file {path}");
     let builder = open_parquet(file_io, path, &step).await?;
     // The table's columns only (a column another engine dropped stays out).
-    let table_ids: HashSet<i32> = metadata
-        .current_schema()
-        .as_struct()
-        .fields()
-        .iter()
-        .map(|f| f.id)
-        .collect();
+    let table_ids = table_field_ids(metadata);
     let field_id = |field: &arrow_schema::Field| -> Option<i32> {
         field
             .metadata()

@@ -6,17 +6,18 @@
 //! 200,000 rows every round; rewriting them cost more CPU than writing them
 //! the first time (bench/README.md, "Stitched compaction").
 //!
-//! Only row groups worth keeping are stitched: a group whose files hold
-//! row groups of fewer than [`MIN_STITCH_ROWS`] rows on average is
-//! rewritten as before (small row groups make slow reads), so a tiered
-//! compaction's first tier writes large row groups and the tiers above
-//! stitch them. The new file's manifest metrics are its inputs' merged:
+//! Only row groups worth keeping are stitched: a group's files whose row
+//! groups hold fewer than [`MIN_STITCH_ROWS`] rows on average (or that
+//! have deletes, or another schema) are rewritten into their own new files
+//! as before (small row groups make slow reads), so a file from frequent
+//! commits is rewritten once into large row groups and stitched after
+//! that ([`split`]). The new file's manifest metrics are its inputs' merged:
 //! counts and sizes summed, bounds the smallest lower and largest upper
 //! (a bound missing from any input is left out). Bloom filters are not
 //! copied (topicberg writes none). Memory: one row group's bytes at a
 //! time, handed to storage once copied.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -38,7 +39,7 @@ use parquet::file::properties::WriterProperties;
 use parquet::file::reader::{ChunkReader, Length};
 use parquet::file::writer::SerializedFileWriter;
 
-use super::plan::{Group, Plan};
+use super::plan::{table_field_ids, Group, Plan};
 use crate::commit::manifest_entries::Entry;
 use crate::error::{IcebergError, IcebergErrorKind};
 
@@ -54,52 +55,81 @@ fn iceberg_err(step: &str, e: iceberg::Error, kind: IcebergErrorKind) -> Iceberg
     IcebergError::new(kind, step, e.to_string()).with_source(e)
 }
 
-/// Whether `group` may be stitched, from what the plan knows: files of the
-/// table's current spec, no sort order to keep, no deletes to apply.
-pub(crate) fn may_stitch(plan: &Plan, metadata: &TableMetadata, group: &Group) -> bool {
-    !group.repartition
-        && metadata.default_sort_order().is_unsorted()
-        && group.files.len() > 1
-        && group
-            .files
-            .iter()
-            .all(|e| !plan.positions.contains_key(e.path()) && plan.equality_for(e).is_empty())
+/// Whether any of `group`'s files may be stitched, from what the plan
+/// knows: files of the table's current spec, no sort order to keep.
+pub(crate) fn may_stitch(metadata: &TableMetadata, group: &Group) -> bool {
+    !group.repartition && metadata.default_sort_order().is_unsorted()
 }
 
-/// The footers of `files` when they can be stitched: one Parquet schema,
-/// every top-level column a column of the table, row groups of at least
-/// [`MIN_STITCH_ROWS`] rows on average. `None`: rewrite them.
-pub(crate) async fn footers(
+/// A group's files split: those stitched (with their footers), and the rest,
+/// rewritten. A file is stitched when it has no deletes to apply, every
+/// top-level column is a column of the table, its row groups hold at least
+/// [`MIN_STITCH_ROWS`] rows on average, and it shares its Parquet schema
+/// with the most such files of the group. Each part keeps the group's order.
+#[derive(Default)]
+pub(crate) struct Split {
+    pub stitched: Vec<(Entry, Arc<ParquetMetaData>)>,
+    pub rewritten: Vec<Entry>,
+}
+
+pub(crate) async fn split(
     file_io: &FileIO,
     metadata: &TableMetadata,
-    files: &[Entry],
-) -> Result<Option<Vec<Arc<ParquetMetaData>>>, IcebergError> {
-    let table_ids: HashSet<i32> = metadata
-        .current_schema()
-        .as_struct()
-        .fields()
-        .iter()
-        .map(|f| f.id)
-        .collect();
-    let mut footers: Vec<Arc<ParquetMetaData>> = Vec::with_capacity(files.len());
-    for entry in files {
+    plan: &Plan,
+    group: &Group,
+) -> Result<Split, IcebergError> {
+    let table_ids = table_field_ids(metadata);
+    let mut candidates = Vec::new();
+    let mut split = Split::default();
+    for entry in &group.files {
+        let clean =
+            !plan.positions.contains_key(entry.path()) && plan.equality_for(entry).is_empty();
+        if !clean {
+            split.rewritten.push(entry.clone());
+            continue;
+        }
         let footer = read_footer(file_io, entry.path()).await?;
         let schema = footer.file_metadata().schema_descr().root_schema();
-        let same = footers
-            .first()
-            .is_none_or(|first| first.file_metadata().schema_descr().root_schema() == schema);
         let table_columns = schema.get_fields().iter().all(|f| {
             let info = f.get_basic_info();
             info.has_id() && table_ids.contains(&info.id())
         });
         let groups = footer.num_row_groups() as i64;
         let rows = footer.file_metadata().num_rows();
-        if !same || !table_columns || groups == 0 || rows / groups < MIN_STITCH_ROWS {
-            return Ok(None);
+        if table_columns && groups > 0 && rows / groups >= MIN_STITCH_ROWS {
+            candidates.push((entry.clone(), footer));
+        } else {
+            split.rewritten.push(entry.clone());
         }
-        footers.push(footer);
     }
-    Ok(Some(footers))
+    // The schema most large files share; files of another schema are
+    // rewritten (into the table's current columns).
+    let schema_of =
+        |f: &Arc<ParquetMetaData>| f.file_metadata().schema_descr().root_schema().clone();
+    let most = candidates
+        .iter()
+        .map(|(_, f)| schema_of(f))
+        .max_by_key(|s| {
+            candidates
+                .iter()
+                .filter(|(_, f)| &schema_of(f) == s)
+                .count()
+        });
+    for (entry, footer) in candidates {
+        if most.as_ref() == Some(&schema_of(&footer)) {
+            split.stitched.push((entry, footer));
+        } else {
+            split.rewritten.push(entry);
+        }
+    }
+    let order: HashMap<&str, usize> = group
+        .files
+        .iter()
+        .enumerate()
+        .map(|(i, e)| (e.path(), i))
+        .collect();
+    split.rewritten.sort_by_key(|e| order[e.path()]);
+    Ok(split)
 }
 
 /// One stitched file being written.
@@ -134,13 +164,12 @@ pub(crate) async fn stitch(
     file_io: &FileIO,
     metadata: &TableMetadata,
     group: &Group,
-    files: &[Entry],
-    footers: &[Arc<ParquetMetaData>],
+    files: &[(Entry, Arc<ParquetMetaData>)],
     target_file_size: u64,
 ) -> Result<Vec<DataFile>, (IcebergError, Vec<DataFile>)> {
     let mut done = Vec::new();
     let mut output: Option<Output> = None;
-    for (entry, footer) in files.iter().zip(footers) {
+    for (entry, footer) in files {
         let written = output
             .as_ref()
             .map_or(0, |o| o.parquet.bytes_written() as u64);

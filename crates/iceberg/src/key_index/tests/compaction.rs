@@ -9,6 +9,24 @@ use roaring::RoaringTreemap;
 use super::*;
 use crate::maintain::{compact, CompactionOptions};
 
+/// The live data files of the table's current snapshot, each with the
+/// number of row groups its Parquet footer holds.
+async fn live_files_and_row_groups(fx: &Fixture) -> Vec<(DataFile, usize)> {
+    use crate::commit::manifest_entries::live_entries;
+    use crate::key_index::scan::open_parquet;
+    let metadata = fx.table.metadata().clone();
+    let io = fx.destination.file_io();
+    let live = live_entries(io, &metadata, metadata.current_snapshot().unwrap())
+        .await
+        .unwrap();
+    let mut out = Vec::new();
+    for entry in live {
+        let footer = open_parquet(io, entry.path(), "test").await.unwrap();
+        out.push((entry.file, footer.metadata().num_row_groups()));
+    }
+    out
+}
+
 /// Compaction of every small file, untiered.
 fn every_small_file() -> CompactionOptions {
     CompactionOptions {
@@ -480,8 +498,6 @@ async fn deletes_found_before_a_compaction_are_carried_to_the_rows_new_places() 
 /// counting and finds what a rebuild reading the new file finds.
 #[tokio::test]
 async fn a_compaction_of_large_row_groups_without_deletes_stitches_them_in_order() {
-    use crate::commit::manifest_entries::live_entries;
-    use crate::key_index::scan::open_parquet;
     use crate::maintain::stitch::MIN_STITCH_ROWS;
     use iceberg::spec::Datum;
 
@@ -508,18 +524,13 @@ async fn a_compaction_of_large_row_groups_without_deletes_stitches_them_in_order
     assert_eq!(outcome.data_files_written, 1);
     assert_eq!(outcome.rows_written, total as u64);
 
-    let metadata = fx.table.metadata().clone();
-    let io = fx.destination.file_io();
-    let live = live_entries(io, &metadata, metadata.current_snapshot().unwrap())
-        .await
-        .unwrap();
+    let live = live_files_and_row_groups(&fx).await;
     assert_eq!(live.len(), 1, "one data file left");
-    let new = &live[0].file;
+    let (new, row_groups) = &live[0];
     assert!(!old.contains(&new.file_path().to_string()));
     // Stitched: the three row groups kept as they were (a rewrite of these
     // 13 MB of rows writes one row group).
-    let footer = open_parquet(io, new.file_path(), "test").await.unwrap();
-    assert_eq!(footer.metadata().num_row_groups(), 3);
+    assert_eq!(*row_groups, 3);
     assert_eq!(new.record_count(), total as u64);
     assert_eq!(new.split_offsets().map(<[i64]>::len), Some(3));
     // Metrics merged: counts summed, bounds over every file (v = key * 10 + 7).
@@ -564,9 +575,6 @@ async fn a_compaction_of_large_row_groups_without_deletes_stitches_them_in_order
 /// Row groups below the stitching size are rewritten into one.
 #[tokio::test]
 async fn a_compaction_of_small_row_groups_rewrites_them() {
-    use crate::commit::manifest_entries::live_entries;
-    use crate::key_index::scan::open_parquet;
-
     let mut fx = Fixture::new(FormatVersion::V2).await;
     for f in 0..3 {
         fx.append(&(f * 100..(f + 1) * 100).collect::<Vec<_>>(), 0)
@@ -582,18 +590,59 @@ async fn a_compaction_of_small_row_groups_rewrites_them() {
     .await
     .unwrap();
     assert_eq!(outcome.data_files_written, 1);
-    let metadata = fx.table.metadata().clone();
-    let io = fx.destination.file_io();
-    let live = live_entries(io, &metadata, metadata.current_snapshot().unwrap())
+    let live = live_files_and_row_groups(&fx).await;
+    assert_eq!(live[0].1, 1, "rewritten, not stitched");
+    assert_eq!(live[0].0.record_count(), 300);
+}
+
+/// A group mixing large and small row groups: the large files stitched
+/// into one file, the small ones rewritten into another; every key where a
+/// rebuild finds it.
+#[tokio::test]
+async fn a_compaction_stitches_the_large_files_of_a_group_and_rewrites_the_small_ones() {
+    use crate::maintain::stitch::MIN_STITCH_ROWS;
+
+    let mut fx = Fixture::new(FormatVersion::V2).await;
+    let large = MIN_STITCH_ROWS + 10;
+    fx.append(&(0..large).collect::<Vec<_>>(), 0).await;
+    for f in 0..3 {
+        let first = large + f * 100;
+        fx.append(&(first..first + 100).collect::<Vec<_>>(), 0)
+            .await;
+    }
+    fx.append(&(large + 300..2 * large + 300).collect::<Vec<_>>(), 0)
+        .await;
+    let total = 2 * large + 300;
+    let mut index = fx.open().await;
+    index.hold_background_merges();
+    let outcome = compact(
+        &fx.destination,
+        &mut fx.table,
+        &every_small_file(),
+        false,
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(outcome.data_files_rewritten, 5);
+    assert_eq!(outcome.data_files_stitched, 2);
+    assert_eq!(outcome.data_files_written, 2);
+    assert_eq!(outcome.rows_written, total as u64);
+
+    let mut shapes: Vec<(u64, usize)> = live_files_and_row_groups(&fx)
         .await
-        .unwrap();
-    let footer = open_parquet(io, live[0].file.file_path(), "test")
-        .await
-        .unwrap();
-    assert_eq!(
-        footer.metadata().num_row_groups(),
-        1,
-        "rewritten, not stitched"
-    );
-    assert_eq!(live[0].file.record_count(), 300);
+        .iter()
+        .map(|(file, row_groups)| (file.record_count(), *row_groups))
+        .collect();
+    shapes.sort_unstable();
+    assert_eq!(shapes, vec![(300, 1), (2 * large as u64, 2)]);
+
+    let index = index.refresh(&fx.table, &fx.destination).await.unwrap();
+    assert_eq!(index.build_stats().rows_read, 0, "no file read");
+    let followed = all(&index, total);
+    assert!(followed.iter().all(Option::is_some));
+    drop(index);
+    std::fs::remove_dir_all(fx.index_dir()).unwrap();
+    let rebuilt = fx.open().await;
+    assert_eq!(all(&rebuilt, total), followed);
 }
