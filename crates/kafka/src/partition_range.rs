@@ -54,6 +54,9 @@ pub struct DrainSettings {
     /// A follower's spill: ranges it holds from their start are read from
     /// it before Kafka (batch reader only).
     pub spill: Option<std::sync::Arc<crate::Spill>>,
+    /// Response buffers kept between drains (batch reader only): a
+    /// follower keeps one set for all its rounds.
+    pub buffers: std::sync::Arc<crate::FetchBuffers>,
 }
 
 /// A failure of the drain: from Kafka, or from the sink that took records.

@@ -376,6 +376,7 @@ impl Runner {
             kept_indexes: None,
             job_lock: None,
             spill: None,
+            fetch_buffers: None,
         };
         let runtime = tokio::runtime::Handle::current();
         let result = runtime

@@ -76,6 +76,7 @@ pub fn discover(job: &Job) -> Result<Vec<DiscoveredTopic>, SetupError> {
         stall_timeout: Duration::from_secs(60),
         fetch: job.source.fetch,
         spill: None,
+        buffers: Default::default(),
     };
     let mut out = Vec::new();
     for topic in &selection.selected {

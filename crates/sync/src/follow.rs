@@ -43,7 +43,7 @@ use crate::sync::plan::RecordCaps;
 use crate::sync::report::{SyncReport, TableStatus};
 use crate::sync::{run_sync_with, JobClients, KeptIndexes, SyncOptions};
 use crate::{LoggedOnce, KAFKA_TIMEOUT};
-use topicberg_kafka::{select_topics, GroupMember, KafkaConnection};
+use topicberg_kafka::{select_topics, FetchBuffers, GroupMember, KafkaConnection};
 
 /// How long joining the group waits for the first assignment (or the
 /// broker's refusal of KIP-848's protocol, which comes with the first
@@ -162,6 +162,8 @@ struct Follower<'a> {
     bytes_per_record: std::collections::BTreeMap<String, u64>,
     /// The upsert tables' key indexes, open from round to round.
     key_indexes: Arc<KeptIndexes>,
+    /// Kafka response buffers, kept from round to round.
+    fetch_buffers: Arc<FetchBuffers>,
     /// The job's lock on this machine, from the first round to the stop.
     lock: Option<Arc<JobLock>>,
     /// The local spill, when the job has one: opened (its folder emptied)
@@ -192,6 +194,7 @@ impl<'a> Follower<'a> {
             more_waiting: false,
             bytes_per_record: std::collections::BTreeMap::new(),
             key_indexes: Arc::new(KeptIndexes::default()),
+            fetch_buffers: Arc::default(),
             lock: None,
             ahead: None,
             waiting: None,
@@ -219,6 +222,7 @@ impl<'a> Follower<'a> {
                     indexes,
                     lock,
                     spill,
+                    buffers: Arc::clone(&self.fetch_buffers),
                 };
                 round(self.job, stop, given, kept).await
             }
@@ -384,6 +388,8 @@ struct RoundInputs {
     lock: Arc<JobLock>,
     /// The local spill, read before Kafka.
     spill: Option<Arc<topicberg_kafka::Spill>>,
+    /// Kafka response buffers kept from round to round.
+    buffers: Arc<FetchBuffers>,
 }
 
 /// One round: a bounded sync, cancelled before its commit phase if a stop
@@ -420,6 +426,7 @@ async fn round(
         kept_indexes: Some(given.indexes),
         job_lock: Some(given.lock),
         spill: given.spill,
+        fetch_buffers: Some(given.buffers),
     };
     let sync = run_sync_with(job, options);
     tokio::pin!(sync);

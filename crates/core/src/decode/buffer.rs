@@ -381,6 +381,56 @@ impl ColumnBuffer {
         }
     }
 
+    /// Room for `rows` values in all, without growing on the way: values
+    /// of a fixed width exactly, bytes and nested values projected from
+    /// the ones held (nothing projected while the column is empty).
+    pub(crate) fn reserve(&mut self, rows: usize) {
+        let held = self.len();
+        let more = rows.saturating_sub(held);
+        if more == 0 {
+            return;
+        }
+        // Bytes or nested values for `rows`, at the rate seen so far, with
+        // an eighth more for the spread.
+        let projected = |len: usize| {
+            let rate = len as f64 / held.max(1) as f64;
+            ((rows as f64 * rate) * 1.125) as usize
+        };
+        match &mut self.values {
+            Values::I64(v) => v.reserve(more),
+            Values::I32(v) => v.reserve(more),
+            Values::F64(v) => v.reserve(more),
+            Values::F32(v) => v.reserve(more),
+            Values::Bool(v) => v.reserve(more),
+            Values::I128(v) => v.reserve(more),
+            Values::Uuid(v) => v.reserve(more * 16),
+            Values::Utf8 { offsets, bytes } => {
+                offsets.reserve(more);
+                reserve_to(bytes, projected(bytes.len()));
+            }
+            Values::Binary { offsets, bytes } => {
+                offsets.reserve(more);
+                reserve_to(bytes, projected(bytes.len()));
+            }
+            Values::Struct(children) => children.iter_mut().for_each(|c| c.reserve(rows)),
+            Values::List { offsets, element } => {
+                offsets.reserve(more);
+                let elements = projected(element.len());
+                element.reserve(elements);
+            }
+            Values::Map {
+                offsets,
+                keys,
+                values,
+            } => {
+                offsets.reserve(more);
+                let entries = projected(keys.len());
+                keys.reserve(entries);
+                values.reserve(entries);
+            }
+        }
+    }
+
     /// Roughly the bytes the column holds.
     pub(crate) fn approx_bytes(&self) -> usize {
         let rows = self.len();
@@ -505,8 +555,74 @@ impl ColumnBuffer {
     }
 }
 
+/// Capacity for `len` items in all (no more than asked: a reservation
+/// below the held length does nothing).
+fn reserve_to<T>(v: &mut Vec<T>, len: usize) {
+    v.reserve(len.saturating_sub(v.len()));
+}
+
 /// Takes the vector, leaving an empty one with the same capacity.
 fn take<T>(v: &mut Vec<T>) -> Vec<T> {
     let capacity = v.capacity();
     std::mem::replace(v, Vec::with_capacity(capacity))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::columns::NestedField;
+
+    fn capacities(buffer: &ColumnBuffer) -> Vec<usize> {
+        match &buffer.values {
+            Values::I64(v) => vec![v.capacity()],
+            Values::Utf8 { offsets, bytes } => vec![offsets.capacity(), bytes.capacity()],
+            Values::Struct(children) => children.iter().flat_map(capacities).collect(),
+            _ => unreachable!("only the types of this test"),
+        }
+    }
+
+    #[test]
+    fn reserve_makes_room_for_the_batch_so_that_filling_it_does_not_grow_the_buffers() {
+        let nested =
+            ColumnType::Struct(Arc::from([NestedField::optional(1, "n", ColumnType::Long)]));
+        let mut columns = [
+            ColumnBuffer::new(ColumnType::Long),
+            ColumnBuffer::new(ColumnType::String),
+            ColumnBuffer::new(nested),
+        ];
+        let fill = |columns: &mut [ColumnBuffer], rows: std::ops::Range<i64>| {
+            for row in rows {
+                columns[0].push_i64(row);
+                columns[1].push_utf8(b"ten bytes!").unwrap();
+                columns[2].push_null();
+            }
+        };
+        fill(&mut columns, 0..1_024);
+        columns.iter_mut().for_each(|c| c.reserve(10_000));
+        let reserved: Vec<Vec<usize>> = columns.iter().map(capacities).collect();
+        assert!(reserved[0][0] >= 10_000, "{reserved:?}");
+        assert!(
+            reserved[1][0] >= 10_001 && reserved[1][1] >= 100_000,
+            "{reserved:?}"
+        );
+        assert!(reserved[2][0] >= 10_000, "{reserved:?}");
+        fill(&mut columns, 1_024..10_000);
+        let after: Vec<Vec<usize>> = columns.iter().map(capacities).collect();
+        assert_eq!(after, reserved, "filling the batch grew a buffer");
+        // The finished column holds every value, in order.
+        let strings = columns[1].finish();
+        assert_eq!(strings.len(), 10_000);
+        let longs = columns[0].finish();
+        let longs = longs.as_any().downcast_ref::<Int64Array>().unwrap();
+        assert_eq!(longs.value(9_999), 9_999);
+    }
+
+    #[test]
+    fn reserve_on_an_empty_column_projects_no_bytes() {
+        let mut column = ColumnBuffer::new(ColumnType::String);
+        column.reserve(1_000);
+        let held = capacities(&column);
+        assert!(held[0] >= 1_000, "{held:?}");
+        assert_eq!(held[1], 0, "bytes reserved before any value was seen");
+    }
 }

@@ -725,6 +725,15 @@ impl BatchDecoder {
         self.rows == 0
     }
 
+    /// Room for a batch of `rows` rows, so that the buffers do not grow
+    /// (and copy what they hold) on the way there: best called once some
+    /// rows are held, since variable-width values are projected from them.
+    pub fn reserve_rows(&mut self, rows: usize) {
+        for buffer in &mut self.buffers {
+            buffer.reserve(rows);
+        }
+    }
+
     /// Roughly the bytes the pending rows hold in memory, for rolling
     /// batches and files at a target size.
     pub fn approx_bytes(&self) -> usize {

@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender};
 use std::time::{Duration, Instant};
 
+use super::buffers::FetchBuffers;
 use super::protocol::{self, PartitionError, PartitionSection};
 use super::records;
 use crate::{KafkaConnection, KafkaError, KafkaErrorKind};
@@ -76,6 +77,8 @@ pub struct Fetcher<'a> {
     pub(super) client_id: &'a str,
     pub(super) stall_timeout: Duration,
     pub(super) stop: &'a AtomicBool,
+    /// Where response buffers come from and go back to.
+    buffers: &'a FetchBuffers,
     cursors: BTreeMap<i32, Cursor>,
     /// Partition -> leader's broker id; empty: ask again.
     leaders: HashMap<i32, i32>,
@@ -98,6 +101,7 @@ impl<'a> Fetcher<'a> {
         client_id: &'a str,
         stall_timeout: Duration,
         stop: &'a AtomicBool,
+        buffers: &'a FetchBuffers,
         ranges: impl Iterator<Item = (i32, i64, i64)>,
     ) -> Self {
         let cursors = ranges
@@ -112,6 +116,7 @@ impl<'a> Fetcher<'a> {
             client_id,
             stall_timeout,
             stop,
+            buffers,
             cursors,
             leaders: HashMap::new(),
             brokers: HashMap::new(),
@@ -124,16 +129,30 @@ impl<'a> Fetcher<'a> {
 
     /// Fetches until every partition is done, the drain thread hangs up, or
     /// the fetch fails (sent as [`Event::Failed`]). `spare` returns read
-    /// buffers for reuse.
+    /// buffers for reuse; at the end they go back to the kept buffers.
     pub fn run(mut self, events: SyncSender<Event>, spare: Receiver<Fetched>) {
+        let mut buffer = self.buffers.take();
+        self.fetch_all(&mut buffer, &events, &spare);
+        self.buffers.keep(buffer);
+        while let Ok(returned) = spare.try_recv() {
+            self.buffers.keep(returned);
+        }
+    }
+
+    /// [`Fetcher::run`]'s loop, over the buffer being filled.
+    fn fetch_all(
+        &mut self,
+        buffer: &mut Fetched,
+        events: &SyncSender<Event>,
+        spare: &Receiver<Fetched>,
+    ) {
         let mut last_progress = Instant::now();
         let mut failures = 0u32;
-        let mut buffer = Fetched::default();
         loop {
             if self.stop.load(Ordering::Relaxed) || self.cursors.values().all(|c| c.done) {
                 return;
             }
-            let outcome = self.fetch_round(&mut buffer, &events, &spare, &mut last_progress);
+            let outcome = self.fetch_round(buffer, events, spare, &mut last_progress);
             match outcome {
                 Ok(()) => {
                     if failures > 0 {
@@ -207,7 +226,7 @@ impl<'a> Fetcher<'a> {
             self.fetch_from(leader, &positions, buffer)?;
             if self.advance(buffer)? {
                 *last_progress = Instant::now();
-                let next = spare.try_recv().unwrap_or_default();
+                let next = spare.try_recv().unwrap_or_else(|_| self.buffers.take());
                 let full = std::mem::replace(buffer, next);
                 events
                     .send(Event::Fetched(full))

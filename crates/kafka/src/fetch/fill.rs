@@ -39,6 +39,7 @@ pub fn fill_spill(
         writers.insert(partition, (spill.writer(topic, partition)?, from));
     }
     let stop = AtomicBool::new(false);
+    let buffers = super::FetchBuffers::default();
     let written = std::thread::scope(|scope| {
         let (events_tx, events) = mpsc::sync_channel(1);
         let (spare, spare_rx) = mpsc::channel();
@@ -48,6 +49,7 @@ pub fn fill_spill(
             client_id,
             STALL_TIMEOUT,
             &stop,
+            &buffers,
             ranges.iter().copied(),
         );
         std::thread::Builder::new()

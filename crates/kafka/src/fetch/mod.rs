@@ -17,6 +17,7 @@
 //!  drain thread: batches -> codec -> transaction filter -> records -> sink
 //! ```
 
+mod buffers;
 mod fetcher;
 mod fill;
 mod protocol;
@@ -33,6 +34,7 @@ use topicberg_core::SourceRecord;
 use crate::partition_range::{DrainError, DrainSettings, DrainedPartition, PartitionRange};
 use crate::spill::Spill;
 use crate::{KafkaConnection, KafkaError, KafkaErrorKind};
+pub use buffers::FetchBuffers;
 use fetcher::{Event, Fetched, Fetcher};
 pub use fill::fill_spill;
 use records::{batches, for_each_record, record_bytes, TransactionFilter};
@@ -95,13 +97,18 @@ where
                 &settings.group,
                 settings.stall_timeout,
                 &stop,
+                &settings.buffers,
                 tallies.iter().map(|(p, t)| (*p, t.next, t.end)),
             );
             std::thread::Builder::new()
                 .name("kafka-fetch".into())
                 .spawn_scoped(scope, move || fetcher.run(events_tx, spare_rx))
                 .map_err(|e| KafkaError::new(KafkaErrorKind::Config, "starting the fetch", e))?;
-            let read = read_responses(topic, &mut tallies, events, spare, check, sink);
+            let returned = Returned {
+                spare,
+                kept: &settings.buffers,
+            };
+            let read = read_responses(topic, &mut tallies, events, returned, check, sink);
             stop.store(true, Ordering::Relaxed);
             read
         })?;
@@ -176,7 +183,7 @@ fn read_responses<E, C, F>(
     topic: &str,
     tallies: &mut BTreeMap<i32, Tally>,
     events: Receiver<Event>,
-    spare: Sender<Fetched>,
+    returned: Returned<'_>,
     mut check: C,
     mut sink: F,
 ) -> Result<(), DrainError<E>>
@@ -228,10 +235,25 @@ where
                 remaining -= 1;
             }
         }
-        // The fetch thread may have ended (every partition done).
-        let _ = spare.send(fetched);
+        returned.give(fetched);
     }
     Ok(())
+}
+
+/// Where the drain thread gives read buffers back: to the fetch thread
+/// while it runs, else to the kept buffers.
+struct Returned<'a> {
+    spare: Sender<Fetched>,
+    kept: &'a FetchBuffers,
+}
+
+impl Returned<'_> {
+    fn give(&self, fetched: Fetched) {
+        // The fetch thread may have ended (every partition done).
+        if let Err(mpsc::SendError(fetched)) = self.spare.send(fetched) {
+            self.kept.keep(fetched);
+        }
+    }
 }
 
 /// Why delivering a section stopped.

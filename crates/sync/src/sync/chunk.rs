@@ -110,6 +110,11 @@ pub(super) fn worker(shared: &Shared, tx: &mpsc::Sender<Item>, results: &Mutex<V
 /// first each take one.
 const ATTEMPTS_PER_MESSAGE: usize = 4;
 
+/// Rows of a batch decoded before it reserves room for the rest (enough to
+/// project the width of its strings; a batch smaller than this grows as
+/// it goes).
+const RESERVE_AFTER_ROWS: usize = 1_024;
+
 fn drain_chunk(
     shared: &Shared,
     tx: &mpsc::Sender<Item>,
@@ -150,6 +155,9 @@ struct ChunkWriter<'a> {
     skips: SkipLog,
     /// Rows not yet added to the shared progress.
     unpublished: u64,
+    /// Messages planned for the chunk and not yet in a sent batch: what
+    /// the batch being decoded reserves room for (up to `batch_rows`).
+    planned_left: usize,
     /// Offsets and bytes read, per range, not yet added to the table's.
     reads: ChunkReads,
 }
@@ -187,6 +195,11 @@ impl<'a> ChunkWriter<'a> {
             kill_after: crate::hooks::hooks().fault_after_records(),
             skips: SkipLog::default(),
             unpublished: 0,
+            planned_left: chunk
+                .ranges
+                .iter()
+                .map(|r| usize::try_from(r.end - r.start).unwrap_or(0))
+                .sum(),
             reads: ChunkReads::new(&table.progress, &chunk.ranges),
         })
     }
@@ -199,6 +212,7 @@ impl<'a> ChunkWriter<'a> {
 
     fn send_batch(&mut self) -> Result<(), SinkError> {
         let batch = self.decoder.finish();
+        self.planned_left = self.planned_left.saturating_sub(batch.num_rows());
         self.send(Item::Batch(self.index, self.version, batch))
     }
 
@@ -220,6 +234,10 @@ impl<'a> ChunkWriter<'a> {
         let bytes = record.key.map_or(0, <[u8]>::len) + record.value.map_or(0, <[u8]>::len);
         self.reads.note(record.partition, record.offset, bytes);
         match self.decode(record)? {
+            Decoded::Row if self.decoder.len() == RESERVE_AFTER_ROWS => {
+                let rows = self.planned_left.min(self.shared.batch_rows);
+                self.decoder.reserve_rows(rows);
+            }
             Decoded::Row => {}
             Decoded::Tombstone => return Ok(()),
             Decoded::Invalid(e) => return self.invalid(record, e),

@@ -45,8 +45,8 @@ use std::time::{Duration, Instant};
 use topicberg_core::Job;
 use topicberg_iceberg::Destination;
 use topicberg_kafka::{
-    select_topics, DrainSettings, GroupClient, GroupMember, KafkaConnection, PartitionState,
-    RegistryClient, Spill, TopicSelection,
+    select_topics, DrainSettings, FetchBuffers, GroupClient, GroupMember, KafkaConnection,
+    PartitionState, RegistryClient, Spill, TopicSelection,
 };
 use tracing::Instrument;
 
@@ -102,6 +102,9 @@ pub struct SyncOptions {
     /// A follower's local spill: what it read ahead during an outage of
     /// the catalog or the store, read before Kafka ([`topicberg_kafka::spill`]).
     pub spill: Option<Arc<Spill>>,
+    /// A follower's Kafka response buffers, kept between its rounds;
+    /// `None`: the sync's drains share new ones.
+    pub fetch_buffers: Option<Arc<FetchBuffers>>,
 }
 
 /// The clients a sync connects before its first table: the catalog and
@@ -272,6 +275,7 @@ async fn connect<'a>(
             stall_timeout: Duration::from_secs(120),
             fetch: job.source.fetch,
             spill: options.spill.clone(),
+            buffers: options.fetch_buffers.clone().unwrap_or_default(),
         },
         connection,
         olake_timestamp_micros: now_micros(),
