@@ -30,6 +30,13 @@ exact when a commit holds whole prefixes of every partition, and otherwise
 off by the partitions' skew at that commit (a few milliseconds of
 production). CPU is the Connect worker's (JVM) from /proc. Append only.
 
+With --scheduled EVERY, no follower runs: `topicberg sync` (a scheduled
+sync) starts every EVERY seconds while the producer runs, and once more
+after it, so the same messages arrive under the same load; its CPU per
+message is the syncs' CPU (`wait4` rusage) over every message produced, the
+baseline a follower's CPU is compared with. Latency is reported as for a
+follower (about EVERY / 2 plus a sync).
+
 With --sample-every N, a sampler records every N seconds what must stay
 flat over a long run: the follower's RSS, the table's snapshot count,
 metadata.json size, manifest count, data and delete files, and the
@@ -257,6 +264,36 @@ class Poller(threading.Thread):
             self.stop.wait(max(0.0, POLL_INTERVAL - (time.time() - started)))
 
 
+class Scheduled(threading.Thread):
+    """`topicberg sync` every `every` seconds until stopped, then once more;
+    each sync's CPU seconds (user + system) from its rusage."""
+
+    def __init__(self, binary, job, every, log):
+        super().__init__(daemon=True)
+        self.argv = [binary, "sync", "-c", job]
+        self.every, self.log = every, log
+        self.stop = threading.Event()
+        self.runs = []  # (started, wall seconds, cpu seconds, exit code)
+
+    def sync_once(self):
+        started = time.time()
+        proc = subprocess.Popen(self.argv, stdout=subprocess.DEVNULL, stderr=self.log,
+                                env={**os.environ, "TOPICBERG_LOG": "info"})
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        self.runs.append((started, time.time() - started, usage.ru_utime + usage.ru_stime, proc.returncode))
+
+    def run(self):
+        while not self.stop.is_set():
+            began = time.time()
+            self.sync_once()
+            self.stop.wait(max(0.0, self.every - (time.time() - began)))
+        self.sync_once()
+
+    def cpu(self):
+        return sum(r[2] for r in self.runs)
+
+
 class PeerPoller(Poller):
     """Every 100 ms: the sink's table's `total-records`, as the
     per-partition next offsets of messages 0..R-1 (see the module doc)."""
@@ -436,10 +473,14 @@ def main():
                     help="measure the Kafka Connect Iceberg sink instead of topicberg (append only)")
     ap.add_argument("--maintain", default="",
                     help="[maintain] settings of the job, e.g. 'follow_every = \"1m\"'")
+    ap.add_argument("--scheduled", type=int, default=0, metavar="EVERY",
+                    help="no follower: `topicberg sync` every EVERY seconds while producing (the baseline)")
     ap.add_argument("--read-times", action="store_true",
                     help="at the end: DuckDB and Spark query times of the table as left, then after "
                          "`topicberg maintain` compacted it")
     args = ap.parse_args()
+    if args.scheduled and (args.peer or args.sample_every or args.read_times):
+        ap.error("--scheduled measures scheduled syncs' CPU: no --peer, --sample-every or --read-times")
     if args.peer and (args.upsert or args.maintain):
         ap.error("--peer measures an append stream with the sink's own settings: no --upsert or --maintain")
     env = os.environ
@@ -476,6 +517,8 @@ def main():
         log.close()
         log = open(log_path)
         poller = PeerPoller(env, peer_ns, peer_table)
+    elif args.scheduled:
+        return scheduled(args, env, job, namespace, topic, log, base_sync)
     else:
         follower = subprocess.Popen([args.binary, "sync", "-c", job, "--follow", "--report-json", report],
                                     stdout=subprocess.DEVNULL, stderr=log, env={**env, "TOPICBERG_LOG": "info"})
@@ -531,6 +574,44 @@ def main():
     print(json.dumps({k: v for k, v in result.items() if k not in ("follower", "samples")}, indent=1))
     if not result["valid"]:
         sys.exit("bench: the run does not count (producer behind its schedule, or messages never visible)")
+
+
+def scheduled(args, env, job, namespace, topic, log, base_sync):
+    """The --scheduled run: syncs every EVERY seconds beside the producer,
+    then one more; CPU per message over every message produced."""
+    syncs = Scheduled(args.binary, job, args.scheduled, log)
+    poller = Poller(env, namespace, topic)
+    syncs.start()
+    poller.start()
+    delivered, behind, start = produce(env, topic, args.rate, args.seconds, args.upsert)
+    syncs.stop.set()
+    syncs.join()
+    produced = delivered.count()
+    expected = delivered.next_offsets()
+    deadline = time.time() + 30
+    while time.time() < deadline and any(poller.latest.get(p, 0) < n for p, n in expected.items()):
+        time.sleep(0.1)
+    poller.stop.set()
+    poller.join()
+    lat = latencies(delivered, poller.events, start + args.warmup)
+    failed = [r for r in syncs.runs if r[3] != 0]
+    result = {
+        "rate": args.rate, "seconds": args.seconds, "scheduled_every_s": args.scheduled,
+        "upsert_base": base_sync, "messages": produced, "producer_behind_s": round(behind, 3),
+        "valid": behind <= 0.01 * args.seconds and lat is not None and not failed,
+        "latency_ms": None if not lat else {
+            "p50": percentile(lat, 0.5), "p99": percentile(lat, 0.99),
+            "max": max(lat), "messages": sum(lat.values())},
+        "syncs_cpu_us_per_msg": round(syncs.cpu() * 1e6 / max(produced, 1), 3),
+        "syncs": [{"started": round(r[0], 1), "wall_s": round(r[1], 2), "cpu_s": round(r[2], 2), "exit": r[3]}
+                  for r in syncs.runs],
+        "work_dir": os.path.dirname(job),
+    }
+    with open(args.out, "w") as f:
+        json.dump(result, f, indent=1)
+    print(json.dumps({k: v for k, v in result.items() if k != "syncs"}, indent=1))
+    if not result["valid"]:
+        sys.exit("bench: the run does not count (producer behind, a sync failed, or messages never visible)")
 
 
 def read_times(env, binary, job, namespace, table):

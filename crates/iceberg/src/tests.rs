@@ -90,6 +90,39 @@ async fn write(
     writer.finish().await.unwrap()
 }
 
+#[tokio::test]
+async fn a_column_unique_in_the_first_rows_is_written_without_a_dictionary_and_a_repeated_one_with()
+{
+    let fx = Fixture::new();
+    let metadata = fx.metadata(FormatVersion::V2);
+    let mut writer = DataFileWriter::new(fx.file_io.clone(), &metadata, &WriteOptions::default())
+        .await
+        .unwrap();
+    let ids: Vec<i64> = (0..5_000).collect();
+    let text: Vec<String> = ids.iter().map(|i| format!("tier {}", i % 7)).collect();
+    let batch = RecordBatch::try_new(
+        writer.arrow_schema().clone(),
+        vec![
+            Arc::new(Int64Array::from(ids)) as ArrayRef,
+            Arc::new(StringArray::from(text)),
+        ],
+    )
+    .unwrap();
+    writer.write(&batch).await.unwrap();
+    let files = writer.finish().await.unwrap();
+    let path = files[0].file_path().strip_prefix("file://").unwrap();
+    let reader = SerializedFileReader::new(std::fs::File::open(path).unwrap()).unwrap();
+    let group = reader.metadata().row_group(0);
+    assert!(
+        group.column(0).dictionary_page_offset().is_none(),
+        "the unique `id` got a dictionary"
+    );
+    assert!(
+        group.column(1).dictionary_page_offset().is_some(),
+        "the repeated `text` lost its dictionary"
+    );
+}
+
 /// Applies a built append to the metadata, as a catalog would.
 async fn commit(
     fx: &Fixture,
@@ -110,8 +143,8 @@ async fn data_files_roll_at_the_target_size_with_zstd_and_field_ids() {
     let fx = Fixture::new();
     let metadata = fx.metadata(FormatVersion::V2);
     let options = WriteOptions {
-        target_file_size: 32 * 1024,
-        row_group_size: 16 * 1024,
+        target_file_size: 16 * 1024,
+        row_group_size: 8 * 1024,
         zstd_level: 3,
         ..WriteOptions::default()
     };

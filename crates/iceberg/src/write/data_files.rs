@@ -56,6 +56,7 @@ use topicberg_core::columns::{KAFKA_KEY, KAFKA_OFFSET, KAFKA_TIMESTAMP, OLAKE_ID
 use crate::error::{from_iceberg, Cause, IcebergError, IcebergErrorKind};
 use crate::table_metadata::spec_id;
 use crate::write::conform::conform;
+use crate::write::dictionary::distinct_columns;
 use crate::write::partition::{write_spec, PartitionSplitter};
 use crate::write::schema::arrow_schema;
 use crate::write::sort::{RowSorter, SORTED_CHUNK_ROWS};
@@ -122,7 +123,10 @@ struct Held {
 ///
 /// [`finish`]: DataFileWriter::finish
 pub struct DataFileWriter {
-    builder: Builder,
+    /// Made at the first rows, which decide the columns written without a
+    /// dictionary ([`super::dictionary`]).
+    builder: Option<Builder>,
+    unbuilt: Option<Unbuilt>,
     spec: PartitionSpecRef,
     schema: SchemaRef,
     splitter: Option<PartitionSplitter>,
@@ -204,32 +208,19 @@ impl DataFileWriter {
                 (options.row_group_size / PARTITION_ROW_GROUP_DIVISOR).max(MIN_PARTITION_ROW_GROUP)
             }
         };
-        let mut props = WriterProperties::builder();
-        // Metadata columns distinct in (nearly) every row: a dictionary
-        // only costs time before the writer gives up on it.
-        for column in [OLAKE_ID, KAFKA_OFFSET, KAFKA_TIMESTAMP, KAFKA_KEY] {
-            props = props.set_column_dictionary_enabled(ColumnPath::from(column), false);
-        }
-        let props = props
-            .set_compression(Compression::ZSTD(level))
-            .set_max_row_group_bytes(Some(row_group.max(1)))
-            .build();
         let locations = DefaultLocationGenerator::new(metadata)
             .map_err(|e| from_iceberg(&step, e, IcebergErrorKind::Config))?;
-        let names = DefaultFileNameGenerator::new(
-            uuid::Uuid::new_v4().to_string(),
-            None,
-            DataFileFormat::Parquet,
-        );
-        let rolling = RollingFileWriterBuilder::new(
-            ParquetWriterBuilder::new(props, schema.clone()),
-            options.target_file_size,
+        let unbuilt = Unbuilt {
             file_io,
             locations,
-            names,
-        );
+            schema: schema.clone(),
+            level,
+            row_group: row_group.max(1),
+            target_file_size: options.target_file_size,
+        };
         Ok(Self {
-            builder: DataFileWriterBuilder::new(rolling),
+            builder: None,
+            unbuilt: Some(unbuilt),
             spec,
             schema,
             splitter,
@@ -382,7 +373,11 @@ impl DataFileWriter {
                 self.schema.clone(),
                 partition.clone(),
             );
-            let inner = self.builder.build(Some(key)).await.map_err(|e| {
+            if let Some(unbuilt) = self.unbuilt.take() {
+                self.builder = Some(unbuilt.build(&batch));
+            }
+            let builder = self.builder.as_ref().expect("built at the first rows");
+            let inner = builder.build(Some(key)).await.map_err(|e| {
                 from_iceberg(
                     format!("opening a data file of {}", self.table),
                     e,
@@ -453,6 +448,46 @@ impl DataFileWriter {
                 .collect(),
             None => Ok(files),
         }
+    }
+}
+
+/// What the file writers are built from, once the first rows are seen.
+struct Unbuilt {
+    file_io: FileIO,
+    locations: DefaultLocationGenerator,
+    schema: SchemaRef,
+    level: ZstdLevel,
+    row_group: usize,
+    target_file_size: usize,
+}
+
+impl Unbuilt {
+    fn build(self, first: &RecordBatch) -> Builder {
+        let mut props = WriterProperties::builder();
+        // Metadata columns distinct in (nearly) every row, and the columns
+        // whose first rows are: a dictionary only costs time before the
+        // writer gives up on it.
+        let unique = [OLAKE_ID, KAFKA_OFFSET, KAFKA_TIMESTAMP, KAFKA_KEY].map(String::from);
+        for column in unique.into_iter().chain(distinct_columns(first)) {
+            props = props.set_column_dictionary_enabled(ColumnPath::from(column), false);
+        }
+        let props = props
+            .set_compression(Compression::ZSTD(self.level))
+            .set_max_row_group_bytes(Some(self.row_group))
+            .build();
+        let names = DefaultFileNameGenerator::new(
+            uuid::Uuid::new_v4().to_string(),
+            None,
+            DataFileFormat::Parquet,
+        );
+        let rolling = RollingFileWriterBuilder::new(
+            ParquetWriterBuilder::new(props, self.schema),
+            self.target_file_size,
+            self.file_io,
+            self.locations,
+            names,
+        );
+        DataFileWriterBuilder::new(rolling)
     }
 }
 

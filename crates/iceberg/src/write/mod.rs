@@ -8,6 +8,7 @@ pub mod clouds;
 pub mod conform;
 pub mod credentials;
 pub mod data_files;
+mod dictionary;
 mod file_io;
 pub mod partition;
 mod retry;
