@@ -12,9 +12,8 @@
 //!   are candidates, rewritten when one of them has deletes due or there
 //!   are at least `min_input_files` of them;
 //! - `tiered` (a follower's passes): of the small files without deletes,
-//!   only those of about the same size are merged: from the smallest up, a
-//!   file joins while it is at most twice the files before it together
-//!   ([`tiered_picks`]). A pass then rewrites the new small files, not the
+//!   the largest ones that are each more than twice all the smaller ones
+//!   together are left; the rest are merged ([`tiered_picks`]). A pass then rewrites the new small files, not the
 //!   file the last passes built: each row is rewritten about log2(target /
 //!   first size) times instead of once per pass, and a partition holds
 //!   about that many files at most between passes;
@@ -293,24 +292,30 @@ fn group(plan: &mut Plan, metadata: &TableMetadata, options: &CompactionOptions,
 }
 
 /// Which of a group's small files (size, has deletes) a tiered pass
-/// rewrites: every file with deletes (they must go), and of the others,
-/// from the smallest up, each file at most [`TIER_RATIO`] times those
-/// picked before it together (the first always). Indexes into `files`,
-/// ascending.
+/// rewrites: every file with deletes (they must go), and of the others
+/// every one but the largest files that are each more than
+/// [`TIER_RATIO`] times all the smaller ones together (the files the
+/// last passes built). Counted from the largest down, so one tiny file
+/// (a round that read a few messages) does not keep the others out.
+/// Indexes into `files`, ascending.
 pub(crate) const TIER_RATIO: u64 = 2;
 
 pub(crate) fn tiered_picks(files: &[(u64, bool)]) -> Vec<usize> {
     let mut order: Vec<usize> = (0..files.len()).filter(|&i| !files[i].1).collect();
     order.sort_by_key(|&i| files[i].0);
-    let mut picks: Vec<usize> = (0..files.len()).filter(|&i| files[i].1).collect();
-    let mut merged = 0u64;
-    for (n, i) in order.into_iter().enumerate() {
-        if n > 0 && files[i].0 > merged.saturating_mul(TIER_RATIO) {
-            break;
-        }
-        merged += files[i].0;
-        picks.push(i);
+    let mut smaller: Vec<u64> = Vec::with_capacity(order.len());
+    let mut total = 0u64;
+    for &i in &order {
+        smaller.push(total);
+        total += files[i].0;
     }
+    let kept_large = (0..order.len())
+        .rev()
+        .take_while(|&at| at > 0 && files[order[at]].0 > smaller[at].saturating_mul(TIER_RATIO))
+        .count();
+    order.truncate(order.len() - kept_large);
+    let mut picks: Vec<usize> = (0..files.len()).filter(|&i| files[i].1).collect();
+    picks.extend(order);
     picks.sort_unstable();
     picks
 }
@@ -383,6 +388,18 @@ mod tests {
             (50_000, false),
         ];
         assert_eq!(tiered_picks(&files), [0, 1, 2]);
+    }
+
+    #[test]
+    fn a_tiny_first_file_does_not_keep_a_tiered_pass_from_merging_the_others() {
+        // A follower's first round read a few messages; then 150 rounds
+        // of about 4.4 MB each: all of them are merged.
+        let mut files = vec![(30_000, false)];
+        files.extend(std::iter::repeat_n((4_400_000, false), 150));
+        assert_eq!(tiered_picks(&files).len(), 151);
+        // And the large file the last pass built stays out.
+        files.push((2_000_000_000, false));
+        assert_eq!(tiered_picks(&files), (0..151).collect::<Vec<_>>());
     }
 
     #[test]
