@@ -6,8 +6,6 @@
 
 use std::sync::Mutex;
 
-use super::fetcher::Fetched;
-
 /// Buffers kept at most: a drain has up to three in flight (one being
 /// read, one queued, one being filled) and a round runs a few drains.
 const KEPT: usize = 8;
@@ -30,22 +28,19 @@ impl FetchBuffers {
     /// A kept buffer (its length that of the last response it held, so
     /// a response of up to that size is read without zeroing), or a new
     /// one.
-    pub(super) fn take(&self) -> Fetched {
+    pub(super) fn take(&self) -> Vec<u8> {
         let bytes = self.kept.lock().ok().and_then(|mut k| k.pop());
-        Fetched {
-            bytes: bytes.unwrap_or_default(),
-            sections: Vec::new(),
-        }
+        bytes.unwrap_or_default()
     }
 
-    /// Keeps `fetched`'s buffer for a later drain, unless enough are kept.
-    pub(super) fn keep(&self, fetched: Fetched) {
-        if fetched.bytes.capacity() == 0 {
+    /// Keeps a response buffer for a later drain, unless enough are kept.
+    pub(super) fn keep(&self, bytes: Vec<u8>) {
+        if bytes.capacity() == 0 {
             return;
         }
         if let Ok(mut kept) = self.kept.lock() {
             if kept.len() < KEPT {
-                kept.push(fetched.bytes);
+                kept.push(bytes);
             }
         }
     }
@@ -60,11 +55,8 @@ impl FetchBuffers {
 mod tests {
     use super::*;
 
-    fn response(len: usize) -> Fetched {
-        Fetched {
-            bytes: vec![7; len],
-            sections: Vec::new(),
-        }
+    fn response(len: usize) -> Vec<u8> {
+        vec![7; len]
     }
 
     #[test]
@@ -73,15 +65,15 @@ mod tests {
         buffers.keep(response(4096));
         assert_eq!(buffers.kept(), 1);
         let taken = buffers.take();
-        assert_eq!(taken.bytes.len(), 4096);
+        assert_eq!(taken.len(), 4096);
         assert_eq!(buffers.kept(), 0);
-        assert!(buffers.take().bytes.is_empty(), "none kept: a new one");
+        assert!(buffers.take().is_empty(), "none kept: a new one");
     }
 
     #[test]
     fn at_most_eight_buffers_are_kept_and_empty_ones_never() {
         let buffers = FetchBuffers::default();
-        buffers.keep(Fetched::default());
+        buffers.keep(Vec::new());
         assert_eq!(buffers.kept(), 0);
         for _ in 0..12 {
             buffers.keep(response(16));

@@ -131,11 +131,19 @@ impl<'a> Fetcher<'a> {
     /// the fetch fails (sent as [`Event::Failed`]). `spare` returns read
     /// buffers for reuse; at the end they go back to the kept buffers.
     pub fn run(mut self, events: SyncSender<Event>, spare: Receiver<Fetched>) {
-        let mut buffer = self.buffers.take();
+        let mut buffer = self.spare_buffer();
         self.fetch_all(&mut buffer, &events, &spare);
-        self.buffers.keep(buffer);
+        self.buffers.keep(buffer.bytes);
         while let Ok(returned) = spare.try_recv() {
-            self.buffers.keep(returned);
+            self.buffers.keep(returned.bytes);
+        }
+    }
+
+    /// A response buffer from the kept ones, or a new one.
+    fn spare_buffer(&self) -> Fetched {
+        Fetched {
+            bytes: self.buffers.take(),
+            sections: Vec::new(),
         }
     }
 
@@ -226,7 +234,7 @@ impl<'a> Fetcher<'a> {
             self.fetch_from(leader, &positions, buffer)?;
             if self.advance(buffer)? {
                 *last_progress = Instant::now();
-                let next = spare.try_recv().unwrap_or_else(|_| self.buffers.take());
+                let next = spare.try_recv().unwrap_or_else(|_| self.spare_buffer());
                 let full = std::mem::replace(buffer, next);
                 events
                     .send(Event::Fetched(full))

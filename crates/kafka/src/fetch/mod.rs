@@ -251,7 +251,7 @@ impl Returned<'_> {
     fn give(&self, fetched: Fetched) {
         // The fetch thread may have ended (every partition done).
         if let Err(mpsc::SendError(fetched)) = self.spare.send(fetched) {
-            self.kept.keep(fetched);
+            self.kept.keep(fetched.bytes);
         }
     }
 }
