@@ -60,6 +60,18 @@ impl Drop for Fixture {
     }
 }
 
+/// A batch of the fixture's columns, `id` and `text`.
+fn batch(writer: &DataFileWriter, ids: Vec<i64>, text: Vec<String>) -> RecordBatch {
+    RecordBatch::try_new(
+        writer.arrow_schema().clone(),
+        vec![
+            Arc::new(Int64Array::from(ids)) as ArrayRef,
+            Arc::new(StringArray::from(text)),
+        ],
+    )
+    .unwrap()
+}
+
 async fn write(
     fx: &Fixture,
     metadata: &TableMetadata,
@@ -76,15 +88,7 @@ async fn write(
             .iter()
             .map(|i| format!("row {i} {}", i * 7919))
             .collect();
-        let batch = RecordBatch::try_new(
-            writer.arrow_schema().clone(),
-            vec![
-                Arc::new(Int64Array::from(ids)) as ArrayRef,
-                Arc::new(StringArray::from(text)),
-            ],
-        )
-        .unwrap();
-        writer.write(&batch).await.unwrap();
+        writer.write(&batch(&writer, ids, text)).await.unwrap();
     }
     assert_eq!(writer.rows(), batches as u64 * 2000);
     writer.finish().await.unwrap()
@@ -100,15 +104,7 @@ async fn a_column_unique_in_the_first_rows_is_written_without_a_dictionary_and_a
         .unwrap();
     let ids: Vec<i64> = (0..5_000).collect();
     let text: Vec<String> = ids.iter().map(|i| format!("tier {}", i % 7)).collect();
-    let batch = RecordBatch::try_new(
-        writer.arrow_schema().clone(),
-        vec![
-            Arc::new(Int64Array::from(ids)) as ArrayRef,
-            Arc::new(StringArray::from(text)),
-        ],
-    )
-    .unwrap();
-    writer.write(&batch).await.unwrap();
+    writer.write(&batch(&writer, ids, text)).await.unwrap();
     let files = writer.finish().await.unwrap();
     let path = files[0].file_path().strip_prefix("file://").unwrap();
     let reader = SerializedFileReader::new(std::fs::File::open(path).unwrap()).unwrap();
