@@ -45,6 +45,15 @@ pub(crate) async fn manifests_of(
     )
 }
 
+/// Whether a manifest lists a live file (ADDED or EXISTING; a count the
+/// manifest list leaves out counts as yes). One that does not only records
+/// its snapshot's removals (a compaction's DELETED entries): a snapshot
+/// carrying its parent's manifests forward leaves it out, as Iceberg's
+/// Java `MergeAppend` does, so readers do not open it again and again.
+pub(crate) fn has_live_files(manifest: &ManifestFile) -> bool {
+    manifest.has_added_files() || manifest.has_existing_files()
+}
+
 /// The manifests of the table's current `main` snapshot (none without
 /// one).
 pub(crate) async fn current_manifests(

@@ -24,6 +24,7 @@ use crate::commit::snapshot_commit::{
 };
 use crate::commit::summary::summary;
 use crate::error::{from_iceberg, IcebergError, IcebergErrorKind};
+use crate::table_metadata::has_live_files;
 
 /// An append being committed: the data files, the snapshot id and commit id
 /// it will carry, and its manifest once written.
@@ -145,6 +146,7 @@ impl PendingCommit for PendingAppend {
             }
             None => Vec::new(),
         };
+        manifests.retain(has_live_files);
         // The new manifest first, as the Java library orders them.
         if let Some(new) = &self.manifest {
             manifests.splice(0..0, new.iter().cloned());

@@ -38,7 +38,7 @@ use crate::commit::snapshot_commit::{
 };
 use crate::commit::summary::summary;
 use crate::error::{CatalogErrorKind, IcebergError, IcebergErrorKind};
-use crate::table_metadata::{current_manifests, is_deletion_vector};
+use crate::table_metadata::{current_manifests, has_live_files, is_deletion_vector};
 
 /// What a row delta commits.
 #[derive(Debug, Clone, Default)]
@@ -292,7 +292,7 @@ impl PendingRowDelta {
             // A manifest left with only DELETED entries (e.g. one rewritten
             // when all its DVs were replaced) has recorded its removals in
             // an earlier snapshot: leave it out, as the Java library does.
-            if manifest.added_files_count == Some(0) && manifest.existing_files_count == Some(0) {
+            if !has_live_files(&manifest) {
                 continue;
             }
             let must_scan = manifest.content == ManifestContentType::Deletes

@@ -38,7 +38,7 @@ use crate::commit::summary::summary;
 use crate::deletes::deletion_vectors::read_deletion_vector;
 use crate::error::{CatalogErrorKind, IcebergError, IcebergErrorKind};
 use crate::key_index::scan::read_position_deletes;
-use crate::table_metadata::{is_deletion_vector, manifests_of};
+use crate::table_metadata::{has_live_files, is_deletion_vector, manifests_of};
 
 use super::rebase::{translate, write_carried, LateDeletes, Rebase, RowMoves};
 
@@ -284,7 +284,7 @@ impl PendingReplace {
         let mut out = Vec::new();
         let mut rewritten = 0;
         for manifest in manifests_of(file_io, metadata, current).await? {
-            if manifest.added_files_count == Some(0) && manifest.existing_files_count == Some(0) {
+            if !has_live_files(&manifest) {
                 continue;
             }
             let relevant = match manifest.content {

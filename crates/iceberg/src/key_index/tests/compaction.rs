@@ -646,3 +646,54 @@ async fn a_compaction_stitches_the_large_files_of_a_group_and_rewrites_the_small
     let rebuilt = fx.open().await;
     assert_eq!(all(&rebuilt, total), followed);
 }
+
+/// A compaction leaves manifests that only record its removals (DELETED
+/// entries); the snapshot after it, an append as a follower's next round
+/// commits, leaves them out, so readers do not open them at every scan,
+/// and every row is still there once.
+#[tokio::test]
+async fn an_append_after_a_compaction_leaves_out_the_manifests_of_removals_only() {
+    use crate::commit::manifest_entries::live_entries;
+    use crate::table_metadata::{current_manifests, has_live_files};
+
+    let mut fx = Fixture::new(FormatVersion::V2).await;
+    for f in 0..3 {
+        fx.append(&(f * 10..(f + 1) * 10).collect::<Vec<_>>(), 0)
+            .await;
+    }
+    let io = fx.destination.file_io().clone();
+    let removals_only = |manifests: Vec<iceberg::spec::ManifestFile>| {
+        manifests.iter().filter(|m| !has_live_files(m)).count()
+    };
+    compact(
+        &fx.destination,
+        &mut fx.table,
+        &every_small_file(),
+        false,
+        None,
+    )
+    .await
+    .unwrap();
+    let after_compaction = current_manifests(&io, fx.table.metadata()).await.unwrap();
+    assert!(
+        removals_only(after_compaction) > 0,
+        "the compaction's snapshot records its removals"
+    );
+    fx.append(&[30, 31], 1).await;
+    let metadata = fx.table.metadata().clone();
+    let after_append = current_manifests(&io, &metadata).await.unwrap();
+    assert_eq!(removals_only(after_append), 0, "carried forward");
+    let live = live_entries(&io, &metadata, metadata.current_snapshot().unwrap())
+        .await
+        .unwrap();
+    let rows: u64 = live.iter().map(|e| e.file.record_count()).sum();
+    assert_eq!(
+        (live.len(), rows),
+        (2, 32),
+        "the compacted file and the new one"
+    );
+    drop(fx.open().await);
+    std::fs::remove_dir_all(fx.index_dir()).unwrap();
+    let rebuilt = fx.open().await;
+    assert!(all(&rebuilt, 32).iter().all(Option::is_some));
+}
