@@ -123,10 +123,7 @@ struct Held {
 ///
 /// [`finish`]: DataFileWriter::finish
 pub struct DataFileWriter {
-    /// Made at the first rows, which decide the columns written without a
-    /// dictionary ([`super::dictionary`]).
-    builder: Option<Builder>,
-    unbuilt: Option<Unbuilt>,
+    builder: FileBuilder,
     spec: PartitionSpecRef,
     schema: SchemaRef,
     splitter: Option<PartitionSplitter>,
@@ -219,8 +216,7 @@ impl DataFileWriter {
             target_file_size: options.target_file_size,
         };
         Ok(Self {
-            builder: None,
-            unbuilt: Some(unbuilt),
+            builder: FileBuilder::Unbuilt(unbuilt),
             spec,
             schema,
             splitter,
@@ -373,17 +369,18 @@ impl DataFileWriter {
                 self.schema.clone(),
                 partition.clone(),
             );
-            if let Some(unbuilt) = self.unbuilt.take() {
-                self.builder = Some(unbuilt.build(&batch));
-            }
-            let builder = self.builder.as_ref().expect("built at the first rows");
-            let inner = builder.build(Some(key)).await.map_err(|e| {
-                from_iceberg(
-                    format!("opening a data file of {}", self.table),
-                    e,
-                    IcebergErrorKind::Config,
-                )
-            })?;
+            let inner = self
+                .builder
+                .built(&batch)
+                .build(Some(key))
+                .await
+                .map_err(|e| {
+                    from_iceberg(
+                        format!("opening a data file of {}", self.table),
+                        e,
+                        IcebergErrorKind::Config,
+                    )
+                })?;
             self.open.insert(
                 partition.clone(),
                 OpenFile {
@@ -451,6 +448,25 @@ impl DataFileWriter {
     }
 }
 
+/// The file writers' builder, made at the first rows, which decide the
+/// columns written without a dictionary ([`super::dictionary`]).
+enum FileBuilder {
+    Unbuilt(Unbuilt),
+    Built(Builder),
+}
+
+impl FileBuilder {
+    fn built(&mut self, first: &RecordBatch) -> &Builder {
+        if let Self::Unbuilt(unbuilt) = self {
+            *self = Self::Built(unbuilt.build(first));
+        }
+        match self {
+            Self::Built(builder) => builder,
+            Self::Unbuilt(_) => unreachable!("built above"),
+        }
+    }
+}
+
 /// What the file writers are built from, once the first rows are seen.
 struct Unbuilt {
     file_io: FileIO,
@@ -462,7 +478,7 @@ struct Unbuilt {
 }
 
 impl Unbuilt {
-    fn build(self, first: &RecordBatch) -> Builder {
+    fn build(&self, first: &RecordBatch) -> Builder {
         let mut props = WriterProperties::builder();
         // Metadata columns distinct in (nearly) every row, and the columns
         // whose first rows are: a dictionary only costs time before the
@@ -481,10 +497,10 @@ impl Unbuilt {
             DataFileFormat::Parquet,
         );
         let rolling = RollingFileWriterBuilder::new(
-            ParquetWriterBuilder::new(props, self.schema),
+            ParquetWriterBuilder::new(props, self.schema.clone()),
             self.target_file_size,
-            self.file_io,
-            self.locations,
+            self.file_io.clone(),
+            self.locations.clone(),
             names,
         );
         DataFileWriterBuilder::new(rolling)

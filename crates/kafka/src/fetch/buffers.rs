@@ -46,7 +46,8 @@ impl FetchBuffers {
     }
 
     /// How many buffers are kept.
-    pub fn kept(&self) -> usize {
+    #[cfg(test)]
+    fn kept(&self) -> usize {
         self.kept.lock().map_or(0, |k| k.len())
     }
 }

@@ -7,7 +7,7 @@ use iceberg::spec::{FormatVersion, ManifestWriterBuilder, Operation, UNASSIGNED_
 use roaring::RoaringTreemap;
 
 use super::*;
-use crate::maintain::{compact, CompactionOptions};
+use crate::maintain::{compact, CompactionOptions, CompactionOutcome};
 
 /// The live data files of the table's current snapshot, each with the
 /// number of row groups its Parquet footer holds.
@@ -25,6 +25,19 @@ async fn live_files_and_row_groups(fx: &Fixture) -> Vec<(DataFile, usize)> {
         out.push((entry.file, footer.metadata().num_row_groups()));
     }
     out
+}
+
+/// Compacts every small file of the fixture's table, untiered.
+async fn compact_small_files(fx: &mut Fixture) -> CompactionOutcome {
+    compact(
+        &fx.destination,
+        &mut fx.table,
+        &every_small_file(),
+        false,
+        None,
+    )
+    .await
+    .unwrap()
 }
 
 /// Compaction of every small file, untiered.
@@ -227,15 +240,7 @@ async fn a_kept_index_follows_its_processs_compaction_lazily_and_agrees_with_a_r
         .await;
     let index = index.refresh(&fx.table, &fx.destination).await.unwrap();
     assert_eq!(index.build_stats().rows_moved, 0);
-    let outcome = compact(
-        &fx.destination,
-        &mut fx.table,
-        &every_small_file(),
-        false,
-        None,
-    )
-    .await
-    .unwrap();
+    let outcome = compact_small_files(&mut fx).await;
     assert_eq!(outcome.data_files_rewritten, 3);
     assert_eq!(outcome.rows_dropped, 2);
     let index = index.refresh(&fx.table, &fx.destination).await.unwrap();
@@ -277,15 +282,7 @@ async fn a_kept_index_follows_its_processs_compaction_lazily_and_agrees_with_a_r
     let mut index = rebuilt;
     index.hold_background_merges();
     fx.append(&(20..30).collect::<Vec<_>>(), 3).await;
-    let outcome = compact(
-        &fx.destination,
-        &mut fx.table,
-        &every_small_file(),
-        false,
-        None,
-    )
-    .await
-    .unwrap();
+    let outcome = compact_small_files(&mut fx).await;
     assert!(outcome.data_files_rewritten >= 2);
     let index = index.refresh(&fx.table, &fx.destination).await.unwrap();
     let stats = index.build_stats();
@@ -446,15 +443,7 @@ async fn deletes_found_before_a_compaction_are_carried_to_the_rows_new_places() 
         "nothing since: unchanged"
     );
 
-    let outcome = compact(
-        &fx.destination,
-        &mut fx.table,
-        &every_small_file(),
-        false,
-        None,
-    )
-    .await
-    .unwrap();
+    let outcome = compact_small_files(&mut fx).await;
     assert_eq!(outcome.data_files_rewritten, 3);
     let carried = fx
         .destination
@@ -511,15 +500,7 @@ async fn a_compaction_of_large_row_groups_without_deletes_stitches_them_in_order
     let total = 3 * per_file;
     let mut index = fx.open().await;
     index.hold_background_merges();
-    let outcome = compact(
-        &fx.destination,
-        &mut fx.table,
-        &every_small_file(),
-        false,
-        None,
-    )
-    .await
-    .unwrap();
+    let outcome = compact_small_files(&mut fx).await;
     assert_eq!(outcome.data_files_rewritten, 3);
     assert_eq!(outcome.data_files_written, 1);
     assert_eq!(outcome.rows_written, total as u64);
@@ -580,15 +561,7 @@ async fn a_compaction_of_small_row_groups_rewrites_them() {
         fx.append(&(f * 100..(f + 1) * 100).collect::<Vec<_>>(), 0)
             .await;
     }
-    let outcome = compact(
-        &fx.destination,
-        &mut fx.table,
-        &every_small_file(),
-        false,
-        None,
-    )
-    .await
-    .unwrap();
+    let outcome = compact_small_files(&mut fx).await;
     assert_eq!(outcome.data_files_written, 1);
     let live = live_files_and_row_groups(&fx).await;
     assert_eq!(live[0].1, 1, "rewritten, not stitched");
@@ -615,15 +588,7 @@ async fn a_compaction_stitches_the_large_files_of_a_group_and_rewrites_the_small
     let total = 2 * large + 300;
     let mut index = fx.open().await;
     index.hold_background_merges();
-    let outcome = compact(
-        &fx.destination,
-        &mut fx.table,
-        &every_small_file(),
-        false,
-        None,
-    )
-    .await
-    .unwrap();
+    let outcome = compact_small_files(&mut fx).await;
     assert_eq!(outcome.data_files_rewritten, 5);
     assert_eq!(outcome.data_files_stitched, 2);
     assert_eq!(outcome.data_files_written, 2);
@@ -665,15 +630,7 @@ async fn an_append_after_a_compaction_leaves_out_the_manifests_of_removals_only(
     let removals_only = |manifests: Vec<iceberg::spec::ManifestFile>| {
         manifests.iter().filter(|m| !has_live_files(m)).count()
     };
-    compact(
-        &fx.destination,
-        &mut fx.table,
-        &every_small_file(),
-        false,
-        None,
-    )
-    .await
-    .unwrap();
+    compact_small_files(&mut fx).await;
     let after_compaction = current_manifests(&io, fx.table.metadata()).await.unwrap();
     assert!(
         removals_only(after_compaction) > 0,
