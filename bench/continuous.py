@@ -39,10 +39,13 @@ follower (about EVERY / 2 plus a sync).
 
 With --sample-every N, a sampler records every N seconds what must stay
 flat over a long run: the follower's RSS, the table's snapshot count,
-metadata.json size, manifest count, data and delete files, and the
-metadata files in the bucket; the rounds' durations come from the
+metadata.json size, manifest count, data and delete files, the
+metadata files in the bucket and the bytes in the follower's state folder
+(its key indexes and spill); the rounds' durations come from the
 follower's log. "flat" compares each figure's largest value in the window
-from minute 5 to minute 10 with its largest in the last 5 minutes.
+from minute 5 to minute 10 with its largest in the last 5 minutes; the
+rounds' durations are compared by their 99th percentile too
+("round_ms_p99"): the largest of ~300 rounds is one round.
 """
 
 import argparse
@@ -109,10 +112,23 @@ def rss_mb(pid):
     return None
 
 
+def folder_bytes(folder):
+    """The bytes of every file under a folder (the follower's state: the
+    key indexes and the spill)."""
+    total = 0
+    for root, _, files in os.walk(folder):
+        for name in files:
+            try:
+                total += os.path.getsize(os.path.join(root, name))
+            except OSError:
+                pass  # removed while walking
+    return total
+
+
 class Sampler(threading.Thread):
     """Every `every` seconds: the follower's RSS and the table's state."""
 
-    def __init__(self, env, namespace, topic, pid, every):
+    def __init__(self, env, namespace, topic, pid, every, state_dir=None):
         super().__init__(daemon=True)
         from pyarrow import fs
         from pyiceberg.catalog.rest import RestCatalog
@@ -128,6 +144,7 @@ class Sampler(threading.Thread):
         self.base, self.headers = rest(env["TESTBED_FIXTURE_URI"], env["TESTBED_FIXTURE_CREDENTIAL"],
                                        env["TESTBED_FIXTURE_WAREHOUSE"])
         self.table_id, self.pid, self.every = (namespace, topic), pid, every
+        self.state_dir = state_dir
         self.samples = []
         self.stop = threading.Event()
         self.started = time.time()
@@ -135,6 +152,8 @@ class Sampler(threading.Thread):
     def sample(self):
         out = {"at_s": round(time.time() - self.started), "rss_mb": rss_mb(self.pid),
                "cpu_s": cpu_seconds(self.pid)}
+        if self.state_dir:
+            out["state_dir_bytes"] = folder_bytes(self.state_dir)
         req = urllib.request.Request(f"{self.base}/namespaces/{self.table_id[0]}/tables/{self.table_id[1]}",
                                      headers=self.headers)
         try:
@@ -196,7 +215,7 @@ def flatness(samples, durations, seconds):
     late = (seconds - 300, seconds + 60)
     out = {}
     figures = ["rss_mb", "snapshots", "metadata_json_bytes", "manifests", "data_files", "delete_files",
-               "metadata_files_in_bucket"]
+               "metadata_files_in_bucket", "state_dir_bytes"]
     series = {k: [(s["at_s"], s[k]) for s in samples if s.get(k) is not None] for k in figures}
     series["round_ms"] = durations
     # The follower's CPU seconds per second between samples (at a fixed
@@ -210,6 +229,12 @@ def flatness(samples, durations, seconds):
         if a and b:
             out[k] = {"early_max": max(a), "late_max": max(b),
                       "growth_pct": round(100 * (max(b) - max(a)) / max(a), 1) if max(a) else None}
+    a = sorted(v for t, v in durations if early[0] <= t < early[1])
+    b = sorted(v for t, v in durations if late[0] <= t < late[1])
+    if a and b:
+        p99a, p99b = quantile(a, 0.99), quantile(b, 0.99)
+        out["round_ms_p99"] = {"early": p99a, "late": p99b,
+                               "growth_pct": round(100 * (p99b - p99a) / p99a, 1) if p99a else None}
     return out
 
 
@@ -437,6 +462,11 @@ def latencies(delivered, events, after):
     return hist
 
 
+def quantile(sorted_values, q):
+    """The q-quantile of sorted values (nearest rank)."""
+    return sorted_values[min(len(sorted_values) - 1, int(round(q * (len(sorted_values) - 1))))]
+
+
 def percentile(hist, q):
     """The q-quantile (ms) of a histogram {ms: count}."""
     n = sum(hist.values())
@@ -525,7 +555,8 @@ def main():
         poller = Poller(env, namespace, topic)
     poller.start()
     sampler = (Sampler(env, peer_ns if args.peer else namespace, peer_table if args.peer else topic,
-                       follower.pid, args.sample_every) if args.sample_every else None)
+                       follower.pid, args.sample_every, None if args.peer else os.path.join(work, "state"))
+               if args.sample_every else None)
     if sampler:
         sampler.start()
     cpu = {}

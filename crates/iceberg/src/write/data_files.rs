@@ -452,13 +452,13 @@ impl DataFileWriter {
 /// columns written without a dictionary ([`super::dictionary`]).
 enum FileBuilder {
     Unbuilt(Unbuilt),
-    Built(Builder),
+    Built(Box<Builder>),
 }
 
 impl FileBuilder {
     fn built(&mut self, first: &RecordBatch) -> &Builder {
         if let Self::Unbuilt(unbuilt) = self {
-            *self = Self::Built(unbuilt.build(first));
+            *self = Self::Built(Box::new(unbuilt.build(first)));
         }
         match self {
             Self::Built(builder) => builder,

@@ -9,7 +9,8 @@
 //! a compaction's rewrite and its commit: the compaction is planned again,
 //! nothing is lost, duplicated or resurrected. Partitioned upsert tables
 //! whose keys move between partitions: one file per partition after it,
-//! the manifests rewritten into one.
+//! the manifests rewritten into one. On a REST catalog, the metadata files
+//! of versions that left the table's metadata log are removed.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -21,7 +22,7 @@ use crate::support::{
     create_topic, plaintext, produce_to_partitions, read_lines, table_report, wait_until, Catalog,
     Job,
 };
-use crate::testbed::unique_name;
+use crate::testbed::{command, get, repo_root, unique_name};
 
 const MAINTAIN: &str = "[maintain]\nkeep_snapshots = 2\nmax_snapshot_age = \"0s\"\norphan_min_age = \"1d\"\nmin_input_files = 2\n";
 
@@ -488,4 +489,96 @@ fn maintain_stitches_large_row_groups_and_every_reader_reads_them() {
     assert_eq!(t["compaction"]["data_files_stitched"], 2, "{t}");
     assert_eq!(t["after"]["data_files"], 1, "{t}");
     f.check(&["duckdb", "spark"]);
+}
+
+/// A table's metadata JSON files as PyIceberg and pyarrow see them
+/// (`metadata_files.py`): the current one, its metadata log and every one
+/// in the bucket's metadata folder; `set` commits table properties first.
+fn metadata_files(table: &str, set: &[&str]) -> Value {
+    let mut command = command(&get("TESTBED_PYTHON"));
+    command
+        .arg(repo_root().join("scripts/readers/metadata_files.py"))
+        .args(["--catalog", Catalog::Fixture.reader_name()]);
+    for property in set {
+        command.args(["--set", property]);
+    }
+    let out = command.arg(table).output().unwrap();
+    assert!(
+        out.status.success(),
+        "metadata_files {table}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn strings(value: &Value) -> Vec<String> {
+    value
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap().to_string())
+        .collect()
+}
+
+/// On Apache's reference REST catalog, which writes each version's
+/// metadata JSON file itself and keeps only the last
+/// `write.metadata.previous-versions-max` in the table's metadata log, the
+/// orphan step removes the files of the versions that left the log from
+/// the bucket and keeps the current one and those the log holds; the table
+/// reads the same after it.
+#[test]
+fn maintain_removes_the_metadata_files_that_left_a_rest_tables_metadata_log() {
+    let topic = unique_name("mnt_metadata_log");
+    create_topic(&topic, 3);
+    let job = Job::new(
+        Catalog::Fixture,
+        &[&topic],
+        "",
+        "[maintain]\norphan_min_age = \"0s\"\n",
+    );
+    let table = job.table(&topic);
+    let mut produced = 0;
+    let mut sync = || {
+        produce_to_partitions(&plaintext(), &topic, &messages(produced, 10, 1_000));
+        produced += 10;
+        let report = job.sync();
+        assert_eq!(table_report(&report, &table)["status"], "committed");
+    };
+    sync();
+    metadata_files(&table, &["write.metadata.previous-versions-max=1"]);
+    for _ in 0..3 {
+        sync();
+    }
+    let before = metadata_files(&table, &[]);
+    let current = before["current"].as_str().unwrap().to_string();
+    let log = strings(&before["log"]);
+    assert_eq!(log.len(), 1, "{before}");
+    let left: Vec<String> = strings(&before["in_folder"])
+        .into_iter()
+        .filter(|f| *f != current && !log.contains(f))
+        .collect();
+    // Created, the first sync, the property, the first two of the three
+    // syncs after it (the last one's is in the log).
+    assert!(left.len() >= 4, "{before}");
+
+    let report = job.maintain(&[]);
+    let t = entry(&report, &table);
+    assert_eq!(t["error"], Value::Null, "{t}");
+    assert!(
+        t["orphans"]["orphans_removed"].as_u64().unwrap() >= left.len() as u64,
+        "{t}"
+    );
+    let after = metadata_files(&table, &[]);
+    let in_folder = strings(&after["in_folder"]);
+    for file in &left {
+        assert!(!in_folder.contains(file), "{file} is still there: {after}");
+    }
+    let kept = after["current"].as_str().unwrap().to_string();
+    for file in strings(&after["log"]).iter().chain([&kept]) {
+        assert!(in_folder.contains(file), "{file} was removed: {after}");
+    }
+    for engine in ["duckdb", "spark"] {
+        let rows = read_lines(engine, Catalog::Fixture, &table);
+        assert_eq!(rows.lines().count() as i64, 3 * produced, "{engine}");
+    }
 }

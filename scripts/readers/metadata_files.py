@@ -1,0 +1,73 @@
+#!/usr/bin/env python3
+"""A table's metadata JSON files as its catalog and its bucket see them,
+through PyIceberg and pyarrow's file system (no topicberg code).
+
+    metadata_files.py [catalog options as the readers] [--set key=value ...] ns.t
+
+With --set, first commits those table properties (e.g.
+write.metadata.previous-versions-max=1) through the catalog. Prints one
+JSON object: {"current": the current metadata file, "log": the files in
+its metadata log, "in_folder": every *.metadata.json file in the folder
+of the current one}, each a full location. Exit codes as the readers
+(common.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from pyarrow.fs import FileSelector, FileType
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # noqa: E402
+import pyiceberg_reader  # noqa: E402
+from common import ReaderError  # noqa: E402
+
+
+def metadata_json_in_folder(io, current: str) -> list[str]:
+    folder = current.rsplit("/", 1)[0]
+    scheme, netloc, path = io.parse_location(folder, io.properties)
+    fs = io.fs_by_scheme(scheme, netloc)
+    infos = fs.get_file_info(FileSelector(path, recursive=False))
+    prefix = f"{scheme}://" if scheme != "file" else ""
+    return sorted(
+        prefix + i.path
+        for i in infos
+        if i.type == FileType.File and i.path.endswith(".metadata.json")
+    )
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(prog="metadata_files.py", description=__doc__)
+    common.add_catalog_args(p)
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="a table property to commit before listing")
+    common.add_table_arg(p)
+    args = p.parse_args()
+    try:
+        cfg = common.resolve_catalog(args)
+        table = common.parse_table(args.table)
+        cat = pyiceberg_reader.load_catalog(cfg)
+        identifier = table.namespace + (table.name,)
+        t = cat.load_table(identifier)
+        if args.set:
+            properties = dict(kv.split("=", 1) for kv in args.set)
+            with t.transaction() as tx:
+                tx.set_properties(properties)
+            t = cat.load_table(identifier)
+        current = t.metadata_location
+        out = {
+            "current": current,
+            "log": [m.metadata_file for m in t.metadata.metadata_log],
+            "in_folder": metadata_json_in_folder(t.io, current),
+        }
+    except ReaderError as e:
+        common.die("metadata_files", str(e), e.code)
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
