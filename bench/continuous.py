@@ -45,7 +45,10 @@ metadata files in the bucket and the bytes in the follower's state folder
 follower's log. "flat" compares each figure's largest value in the window
 from minute 5 to minute 10 with its largest in the last 5 minutes; the
 rounds' durations are compared by their 99th percentile too
-("round_ms_p99"): the largest of ~300 rounds is one round.
+("round_ms_p99"): the largest of ~300 rounds is one round. Two figures
+are peaks whatever the sampling: "peak_rss_mb" (the kernel's high-water
+mark, reset at each sample) and the data and delete files at every
+commit ("data_files_at_commits", from each snapshot's summary).
 """
 
 import argparse
@@ -112,6 +115,22 @@ def rss_mb(pid):
     return None
 
 
+def peak_rss_mb(pid):
+    """The largest RSS since the last call (VmHWM, then reset through
+    clear_refs), so a sample sees a peak between samples too."""
+    peak = None
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                peak = int(line.split()[1]) / 1024
+    try:
+        with open(f"/proc/{pid}/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        return None  # not ours to reset: the figure would be since the start
+    return peak
+
+
 def folder_bytes(folder):
     """The bytes of every file under a folder (the follower's state: the
     key indexes and the spill)."""
@@ -146,12 +165,13 @@ class Sampler(threading.Thread):
         self.table_id, self.pid, self.every = (namespace, topic), pid, every
         self.state_dir = state_dir
         self.samples = []
+        self.seen, self.commits = set(), []
         self.stop = threading.Event()
         self.started = time.time()
 
     def sample(self):
         out = {"at_s": round(time.time() - self.started), "rss_mb": rss_mb(self.pid),
-               "cpu_s": cpu_seconds(self.pid)}
+               "peak_rss_mb": peak_rss_mb(self.pid), "cpu_s": cpu_seconds(self.pid)}
         if self.state_dir:
             out["state_dir_bytes"] = folder_bytes(self.state_dir)
         req = urllib.request.Request(f"{self.base}/namespaces/{self.table_id[0]}/tables/{self.table_id[1]}",
@@ -163,6 +183,17 @@ class Sampler(threading.Thread):
             return out
         metadata = body["metadata"]
         out["snapshots"] = len(metadata.get("snapshots", []))
+        # Every snapshot committed since the last sample: the table's files
+        # at each commit, so a window's largest is the peak, not where a
+        # sample fell in the rise between passes.
+        for snap in metadata.get("snapshots", []):
+            if snap["snapshot-id"] in self.seen:
+                continue
+            self.seen.add(snap["snapshot-id"])
+            summary = snap.get("summary", {})
+            self.commits.append({"at_s": round(snap["timestamp-ms"] / 1000 - self.started, 1),
+                                 "data_files": int(summary.get("total-data-files", 0)),
+                                 "delete_files": int(summary.get("total-delete-files", 0))})
         location = body["metadata-location"]
         path = location.split("://", 1)[1]
         out["metadata_json_bytes"] = self.fs.get_file_info(path).size
@@ -208,7 +239,7 @@ def round_durations(log_path, started):
     return out
 
 
-def flatness(samples, durations, seconds):
+def flatness(samples, durations, seconds, commits=()):
     """Each figure's largest value in minutes 5-10 and in the last 5, and
     the growth between them."""
     early = (min(300, seconds / 6), min(600, seconds / 3))
@@ -218,6 +249,9 @@ def flatness(samples, durations, seconds):
                "metadata_files_in_bucket", "state_dir_bytes"]
     series = {k: [(s["at_s"], s[k]) for s in samples if s.get(k) is not None] for k in figures}
     series["round_ms"] = durations
+    series["peak_rss_mb"] = [(s["at_s"], s["peak_rss_mb"]) for s in samples if s.get("peak_rss_mb")]
+    for k in ("data_files", "delete_files"):
+        series[f"{k}_at_commits"] = [(c["at_s"], c[k]) for c in commits]
     # The follower's CPU seconds per second between samples (at a fixed
     # rate, CPU per message; compaction passes included).
     cpu = [(s["at_s"], s["cpu_s"]) for s in samples if s.get("cpu_s") is not None]
@@ -595,7 +629,8 @@ def main():
         "follower_cpu_us_per_msg": round((cpu["end"] - cpu["start"]) * 1e6 / window, 2),
         "follower_exit": code, "follower": follow_report, "polls": poller.polls,
         "samples": sampler.samples if sampler else None,
-        "flat": flatness(sampler.samples, round_durations(log.name, sampler.started), args.seconds)
+        "flat": flatness(sampler.samples, round_durations(log.name, sampler.started), args.seconds,
+                         sampler.commits)
         if sampler else None,
         "read_times": reads,
         "work_dir": work,
