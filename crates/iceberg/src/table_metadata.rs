@@ -45,11 +45,36 @@ pub(crate) async fn manifests_of(
     )
 }
 
+/// The snapshot summary property that identifies a topicberg commit, so
+/// that a commit whose answer was lost can be recognised after a reload.
+pub const COMMIT_ID_PROPERTY: &str = "topicberg.commit-id";
+
+/// Whether a snapshot that carries its parent's manifests forward keeps
+/// this one. Left out: a manifest that lists no live file (ADDED or
+/// EXISTING; a count the manifest list leaves out counts as live), which
+/// only records the removals of the snapshot that wrote it (a
+/// compaction's DELETED entries), when that snapshot is one of ours (it
+/// carries [`COMMIT_ID_PROPERTY`]), as Iceberg's Java library leaves such
+/// manifests out, so readers do not open them again and again. Another
+/// engine's are kept: its maintenance may be about to replace them (Spark's
+/// `rewrite_manifests` after its `rewrite_data_files` fails when a manifest
+/// it read is gone), and the next compaction of ours drops them.
+pub(crate) fn carried_forward(metadata: &TableMetadata, manifest: &ManifestFile) -> bool {
+    if has_live_files(manifest) {
+        return true;
+    }
+    let ours = metadata
+        .snapshot_by_id(manifest.added_snapshot_id)
+        .is_some_and(|s| {
+            s.summary()
+                .additional_properties
+                .contains_key(COMMIT_ID_PROPERTY)
+        });
+    !ours
+}
+
 /// Whether a manifest lists a live file (ADDED or EXISTING; a count the
-/// manifest list leaves out counts as yes). One that does not only records
-/// its snapshot's removals (a compaction's DELETED entries): a snapshot
-/// carrying its parent's manifests forward leaves it out, as Iceberg's
-/// Java `MergeAppend` does, so readers do not open it again and again.
+/// manifest list leaves out counts as yes).
 pub(crate) fn has_live_files(manifest: &ManifestFile) -> bool {
     manifest.has_added_files() || manifest.has_existing_files()
 }

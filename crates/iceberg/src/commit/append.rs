@@ -24,7 +24,7 @@ use crate::commit::snapshot_commit::{
 };
 use crate::commit::summary::summary;
 use crate::error::{from_iceberg, IcebergError, IcebergErrorKind};
-use crate::table_metadata::has_live_files;
+use crate::table_metadata::carried_forward;
 
 /// An append being committed: the data files, the snapshot id and commit id
 /// it will carry, and its manifest once written.
@@ -146,7 +146,7 @@ impl PendingCommit for PendingAppend {
             }
             None => Vec::new(),
         };
-        manifests.retain(has_live_files);
+        manifests.retain(|m| carried_forward(metadata, m));
         // The new manifest first, as the Java library orders them.
         if let Some(new) = &self.manifest {
             manifests.splice(0..0, new.iter().cloned());

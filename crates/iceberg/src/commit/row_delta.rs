@@ -38,7 +38,7 @@ use crate::commit::snapshot_commit::{
 };
 use crate::commit::summary::summary;
 use crate::error::{CatalogErrorKind, IcebergError, IcebergErrorKind};
-use crate::table_metadata::{current_manifests, has_live_files, is_deletion_vector};
+use crate::table_metadata::{carried_forward, current_manifests, is_deletion_vector};
 
 /// What a row delta commits.
 #[derive(Debug, Clone, Default)]
@@ -289,10 +289,10 @@ impl PendingRowDelta {
         let mut removed = Vec::new();
         let mut rewritten = 0;
         for manifest in parent_manifests {
-            // A manifest left with only DELETED entries (e.g. one rewritten
-            // when all its DVs were replaced) has recorded its removals in
-            // an earlier snapshot: leave it out, as the Java library does.
-            if !has_live_files(&manifest) {
+            // A manifest of ours left with only DELETED entries (e.g. one
+            // rewritten when all its DVs were replaced) has recorded its
+            // removals in an earlier snapshot: left out.
+            if !carried_forward(metadata, &manifest) {
                 continue;
             }
             let must_scan = manifest.content == ManifestContentType::Deletes

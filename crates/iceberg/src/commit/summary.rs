@@ -8,11 +8,8 @@ use std::collections::{BTreeMap, HashMap};
 
 use iceberg::spec::{DataContentType, DataFile, Operation, Summary};
 
+pub use crate::table_metadata::COMMIT_ID_PROPERTY;
 use crate::table_metadata::{is_deletion_vector, spec_id};
-
-/// The snapshot summary property that identifies a topicberg commit, so
-/// that a commit whose answer was lost can be recognised after a reload.
-pub const COMMIT_ID_PROPERTY: &str = "topicberg.commit-id";
 
 /// The bytes a file adds to the table: the blob for a DV, the file for
 /// anything else (as the Java library counts).

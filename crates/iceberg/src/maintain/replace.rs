@@ -284,6 +284,8 @@ impl PendingReplace {
         let mut out = Vec::new();
         let mut rewritten = 0;
         for manifest in manifests_of(file_io, metadata, current).await? {
+            // Any engine's manifest of removals only (its snapshot recorded
+            // them): a compaction replaces manifests anyway.
             if !has_live_files(&manifest) {
                 continue;
             }

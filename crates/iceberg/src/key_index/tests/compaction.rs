@@ -612,10 +612,13 @@ async fn a_compaction_stitches_the_large_files_of_a_group_and_rewrites_the_small
     assert_eq!(all(&rebuilt, total), followed);
 }
 
-/// A compaction leaves manifests that only record its removals (DELETED
-/// entries); the snapshot after it, an append as a follower's next round
-/// commits, leaves them out, so readers do not open them at every scan,
-/// and every row is still there once.
+/// A compaction of ours leaves manifests that only record its removals
+/// (DELETED entries); the snapshot after it, an append as a follower's
+/// next round commits, leaves them out, so readers do not open them at
+/// every scan, and every row is still there once. Another engine's such
+/// manifest is carried forward (its maintenance may be about to replace
+/// it: Spark's `rewrite_manifests` fails when one it read is gone) until
+/// our next compaction.
 #[tokio::test]
 async fn an_append_after_a_compaction_leaves_out_the_manifests_of_removals_only() {
     use crate::commit::manifest_entries::live_entries;
@@ -627,9 +630,8 @@ async fn an_append_after_a_compaction_leaves_out_the_manifests_of_removals_only(
             .await;
     }
     let io = fx.destination.file_io().clone();
-    let removals_only = |manifests: Vec<iceberg::spec::ManifestFile>| {
-        manifests.iter().filter(|m| !has_live_files(m)).count()
-    };
+    let removals_only =
+        |manifests: Vec<ManifestFile>| manifests.iter().filter(|m| !has_live_files(m)).count();
     compact_small_files(&mut fx).await;
     let after_compaction = current_manifests(&io, fx.table.metadata()).await.unwrap();
     assert!(
@@ -639,7 +641,7 @@ async fn an_append_after_a_compaction_leaves_out_the_manifests_of_removals_only(
     fx.append(&[30, 31], 1).await;
     let metadata = fx.table.metadata().clone();
     let after_append = current_manifests(&io, &metadata).await.unwrap();
-    assert_eq!(removals_only(after_append), 0, "carried forward");
+    assert_eq!(removals_only(after_append.clone()), 0, "ours left out");
     let live = live_entries(&io, &metadata, metadata.current_snapshot().unwrap())
         .await
         .unwrap();
@@ -649,8 +651,46 @@ async fn an_append_after_a_compaction_leaves_out_the_manifests_of_removals_only(
         (2, 32),
         "the compacted file and the new one"
     );
+
+    // Another engine's snapshot (no topicberg commit id) with a manifest
+    // of one removal only.
+    let snapshot_id = 888;
+    let mut writer = ManifestWriterBuilder::new(
+        io.new_output(format!(
+            "{}/metadata/{snapshot_id}-m.avro",
+            metadata.location()
+        ))
+        .unwrap(),
+        Some(snapshot_id),
+        metadata.current_schema().clone(),
+        metadata.default_partition_spec().as_ref().clone(),
+    )
+    .build_v2_data();
+    let removed = fx.data_file(&[99], 0).await;
+    writer.add_delete_file(removed, 1, Some(1)).unwrap();
+    let theirs = writer.write_manifest_file().await.unwrap();
+    let mut manifests = after_append;
+    manifests.push(theirs);
+    fx.commit_manifests(snapshot_id, manifests, Operation::Replace)
+        .await;
+    fx.append(&[32], 2).await;
+    let carried = current_manifests(&io, fx.table.metadata()).await.unwrap();
+    assert_eq!(
+        removals_only(carried),
+        1,
+        "another engine's carried forward"
+    );
+    compact_small_files(&mut fx).await;
+    fx.append(&[33], 3).await;
+    let after = current_manifests(&io, fx.table.metadata()).await.unwrap();
+    assert_eq!(
+        removals_only(after),
+        0,
+        "dropped by our compaction, ours by the append"
+    );
+
     drop(fx.open().await);
     std::fs::remove_dir_all(fx.index_dir()).unwrap();
     let rebuilt = fx.open().await;
-    assert!(all(&rebuilt, 32).iter().all(Option::is_some));
+    assert!(all(&rebuilt, 34).iter().all(Option::is_some));
 }
