@@ -54,8 +54,8 @@ pub const COMMIT_ID_PROPERTY: &str = "topicberg.commit-id";
 /// EXISTING; a count the manifest list leaves out counts as live), which
 /// only records the removals of the snapshot that wrote it (a
 /// compaction's DELETED entries), when that snapshot is one of ours (it
-/// carries [`COMMIT_ID_PROPERTY`]), as Iceberg's Java library leaves such
-/// manifests out, so readers do not open them again and again. Another
+/// carries [`COMMIT_ID_PROPERTY`]), so readers do not open them again and
+/// again. Another
 /// engine's are kept: its maintenance may be about to replace them (Spark's
 /// `rewrite_manifests` after its `rewrite_data_files` fails when a manifest
 /// it read is gone), and the next compaction of ours drops them.
