@@ -3,7 +3,8 @@
 through the same REST catalog topicberg writes to: what the product pages
 advise (rewrite_data_files) and what every lakehouse runs on a schedule.
 
-    spark_maintain.py [--catalog seaweed|fixture ...] [--steps a,b,...] ns.t [ns.t ...]
+    spark_maintain.py [--catalog seaweed|fixture ...] [--steps a,b,...]
+                      [--commit-retries N] ns.t [ns.t ...]
 
 Steps, in this order, on every table (default: all):
   compact           CALL system.rewrite_data_files(rewrite-all): applies the
@@ -21,6 +22,11 @@ Steps, in this order, on every table (default: all):
   tag               ALTER TABLE CREATE TAG maintained, CREATE BRANCH audit
   describe          DESCRIBE TABLE EXTENDED (read only: the table's
                     properties, its sort order among them)
+
+--commit-retries N sets the table property commit.retry.num-retries (Iceberg's
+default 4) before the steps, as a team does beside a writer that commits
+every second: each of Spark's commits that meets one of the writer's
+refreshes and tries again, and 4 tries run out under load.
 
 Prints one JSON line per table: the snapshots left and each step's result.
 One Spark session for all tables (the JVM start is most of the time).
@@ -101,10 +107,14 @@ def remove_orphan_files(spark, name: str, before_start: bool) -> list[str]:
     return [str(f) for f in result.orphanFileLocations()]
 
 
-def maintain(spark, cat: str, table: common.TableName, steps: list[str], orphans_before_start: bool) -> dict:
+def maintain(spark, cat: str, table: common.TableName, steps: list[str], orphans_before_start: bool,
+             commit_retries: int | None) -> dict:
     name = ".".join(spark_reader.quote(x) for x in (cat,) + table.namespace + (table.name,))
     dotted = ".".join(table.namespace + (table.name,))
     done = {"table": table.dotted}
+    if commit_retries is not None:
+        spark.sql(f"ALTER TABLE {name} SET TBLPROPERTIES "
+                  f"('commit.retry.num-retries' = '{commit_retries}')").collect()
     for step in steps:
         results = []
         for sql in statements(spark_reader.quote(cat), step, name, dotted):
@@ -126,6 +136,8 @@ def main() -> int:
     p.add_argument("--steps", default=",".join(STEPS), help="comma-separated subset of the steps")
     p.add_argument("--orphans-before-start", action="store_true",
                    help="orphans: only files written before this script started (writers run meanwhile)")
+    p.add_argument("--commit-retries", type=int, default=None,
+                   help="set commit.retry.num-retries on each table before the steps")
     p.add_argument("tables", nargs="+", help="namespace.table")
     args = p.parse_args()
     steps = [s for s in STEPS if s in args.steps.split(",")]
@@ -141,7 +153,7 @@ def main() -> int:
         try:
             for t in args.tables:
                 print(json.dumps(maintain(spark, cat, common.parse_table(t), steps,
-                                         args.orphans_before_start)), flush=True)
+                                         args.orphans_before_start, args.commit_retries)), flush=True)
         finally:
             spark.stop()
     except ReaderError as e:

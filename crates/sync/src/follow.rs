@@ -52,6 +52,10 @@ use topicberg_kafka::{select_topics, FetchBuffers, GroupMember, KafkaConnection}
 /// session timeout (45 s by default).
 const JOIN_TIMEOUT: Duration = Duration::from_secs(3);
 
+/// Rounds in a row that failed on Kafka before the next joins the group
+/// with a new consumer.
+const REJOIN_AFTER: u32 = 3;
+
 /// The longest wait before retrying a round that failed.
 const MAX_BACKOFF: Duration = Duration::from_secs(60);
 
@@ -173,6 +177,8 @@ struct Follower<'a> {
     waiting: Option<Waiting>,
     /// The last round's report, for the hook (after the read-ahead).
     last_round: Option<SyncReport>,
+    /// Rounds in a row that failed on Kafka.
+    kafka_failures: u32,
 }
 
 impl<'a> Follower<'a> {
@@ -199,6 +205,7 @@ impl<'a> Follower<'a> {
             ahead: None,
             waiting: None,
             last_round: None,
+            kafka_failures: 0,
         };
         follower.publish_now();
         follower
@@ -231,6 +238,7 @@ impl<'a> Follower<'a> {
         if let Some(protocol) = protocol {
             self.report.group_protocol = protocol;
         }
+        self.count_kafka_failures(&ran);
         match ran {
             Ok(round) => {
                 self.report.count(&round);
@@ -254,6 +262,22 @@ impl<'a> Follower<'a> {
                 Ok(false)
             }
             Err(e) => Err(e),
+        }
+    }
+
+    /// After [`REJOIN_AFTER`] rounds in a row failed on Kafka, the next
+    /// round joins the group with a new consumer: after a broker restart a
+    /// classic-protocol member's group requests were seen to time out for
+    /// minutes on end while a new consumer got answers at once.
+    fn count_kafka_failures(&mut self, ran: &Result<SyncReport, SetupError>) {
+        let on_kafka = matches!(ran, Err(e) if e.kind() == SyncErrorKind::Kafka);
+        self.kafka_failures = if on_kafka { self.kafka_failures + 1 } else { 0 };
+        if self.kafka_failures >= REJOIN_AFTER && self.member.take().is_some() {
+            tracing::warn!(
+                failed_rounds = self.kafka_failures,
+                "rounds keep failing on Kafka: joining the consumer group again with a new consumer"
+            );
+            self.kafka_failures = 0;
         }
     }
 

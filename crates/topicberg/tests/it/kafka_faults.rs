@@ -216,7 +216,7 @@ fn partitions_added_since_the_last_sync_are_read_from_their_earliest_offset() {
 /// Waits for a background sync to exit (at most `deadline`); returns its
 /// exit status, report (`Null` if none) and log.
 fn finish(
-    mut child: std::process::Child,
+    mut child: crate::support::Running,
     report: &Path,
     log: &Path,
     deadline: Duration,

@@ -429,7 +429,7 @@ fn kafka_tls_oauthbearer_tokens_are_refreshed_before_they_expire() {
         .stderr(std::fs::File::create(&log).unwrap())
         .spawn()
         .expect("token endpoint");
-    let _server = KillOnDrop(server);
+    let _server = crate::support::Running(server);
     let token_requests = || {
         std::fs::read_to_string(&log)
             .unwrap_or_default()
@@ -472,14 +472,4 @@ fn kafka_tls_oauthbearer_tokens_are_refreshed_before_they_expire() {
         .client()
         .fetch_metadata(None, Duration::from_secs(10));
     assert!(later.is_ok(), "{:?}", later.err());
-}
-
-/// A child process of this test, stopped when the test ends (or fails).
-struct KillOnDrop(std::process::Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }

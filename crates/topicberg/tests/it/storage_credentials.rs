@@ -170,7 +170,7 @@ pub(crate) fn vending_destination(uri: &str) -> String {
 fn paused_sync(
     job: &Job,
 ) -> (
-    std::process::Child,
+    crate::support::Running,
     std::path::PathBuf,
     std::path::PathBuf,
     std::path::PathBuf,

@@ -584,7 +584,7 @@ impl Job {
 
     /// Starts `topicberg sync -c <job> --report-json <report>` in the
     /// background with its stderr (the log) going to `log`.
-    pub fn spawn_sync(&self, report: &std::path::Path, log: &std::path::Path) -> Child {
+    pub fn spawn_sync(&self, report: &std::path::Path, log: &std::path::Path) -> Running {
         self.spawn_sync_with(report, log, &[])
     }
 
@@ -594,7 +594,7 @@ impl Job {
         report: &std::path::Path,
         log: &std::path::Path,
         env: &[(&str, &str)],
-    ) -> Child {
+    ) -> Running {
         self.spawn_syncing(&[], report, log, env)
     }
 
@@ -605,7 +605,7 @@ impl Job {
         report: &std::path::Path,
         log: &std::path::Path,
         env: &[(&str, &str)],
-    ) -> Child {
+    ) -> Running {
         self.spawn_syncing(&["--follow"], report, log, env)
     }
 
@@ -615,7 +615,7 @@ impl Job {
         report: &std::path::Path,
         log: &std::path::Path,
         env: &[(&str, &str)],
-    ) -> Child {
+    ) -> Running {
         let mut cmd = command(env!("CARGO_BIN_EXE_topicberg"));
         cmd.arg("sync")
             .arg("-c")
@@ -628,7 +628,34 @@ impl Job {
         for (k, v) in env {
             cmd.env(k, v);
         }
-        cmd.spawn().expect("starting topicberg sync")
+        Running(cmd.spawn().expect("starting topicberg sync"))
+    }
+}
+
+/// A process a test started, killed when the test ends or fails: a test
+/// that panics must not leave a follower (or a server) running into the
+/// next tests and the next CI run. Dereferences to its [`Child`].
+pub struct Running(pub Child);
+
+impl std::ops::Deref for Running {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Running {
+    fn deref_mut(&mut self) -> &mut Child {
+        &mut self.0
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if matches!(self.0.try_wait(), Ok(None)) {
+            let _ = self.0.kill();
+        }
+        let _ = self.0.wait();
     }
 }
 

@@ -32,13 +32,13 @@ fn copy_of(job: &Job, n: usize) -> Job {
 
 /// Starts `topicberg sync` on `job` with `env`; its report and log go to
 /// files beside the job file.
-fn spawn(job: &Job, env: &[(&str, &str)]) -> (std::process::Child, PathBuf, PathBuf) {
+fn spawn(job: &Job, env: &[(&str, &str)]) -> (crate::support::Running, PathBuf, PathBuf) {
     let report = job.scratch_file("report.json");
     let log = job.scratch_file("sync.log");
     (job.spawn_sync_with(&report, &log, env), report, log)
 }
 
-fn finish(child: &mut std::process::Child, report: &Path, log: &Path) -> Value {
+fn finish(child: &mut crate::support::Running, report: &Path, log: &Path) -> Value {
     let status = child.wait().unwrap();
     let log = std::fs::read_to_string(log).unwrap_or_default();
     assert!(status.success(), "sync failed ({status}):\n{log}");

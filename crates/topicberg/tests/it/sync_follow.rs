@@ -7,9 +7,9 @@
 //! the upsert table, checked by DuckDB each round and by every reader at
 //! the end.
 
+use crate::support::Running;
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::Child;
 use std::time::Duration;
 
 use serde_json::{json, Value};
@@ -182,7 +182,7 @@ impl Followed {
         std::fs::write(&self.job.path, text).unwrap();
     }
 
-    fn spawn(&self, report: &Path, log: &Path) -> Child {
+    fn spawn(&self, report: &Path, log: &Path) -> Running {
         self.job.spawn_follow(report, log, &[])
     }
 }
@@ -215,7 +215,7 @@ fn rows_or_none(table: &str) -> Vec<Value> {
 }
 
 /// Sends SIGTERM and waits for the exit; the follower's report.
-fn stop(mut child: Child, report: &Path, log: &Path) -> Value {
+fn stop(mut child: Running, report: &Path, log: &Path) -> Value {
     // SAFETY: kill(2) on our own child's pid.
     let sent = unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     assert_eq!(sent, 0, "SIGTERM sent");
@@ -898,10 +898,15 @@ fn sync_follow_while_spark_compacts_and_expires_the_tables_duplicates_nothing() 
     ];
     let appends = std::thread::scope(|s| {
         let spark = s.spawn(|| {
+            // Iceberg's 4 commit retries run out beside a commit every
+            // second on a busy machine (seen in CI: `CommitFailedException:
+            // Table metadata refresh is required`): 20, as the docs advise.
             let args = [
                 "--catalog",
                 Catalog::Seaweed.reader_name(),
                 "--orphans-before-start",
+                "--commit-retries",
+                "20",
             ];
             crate::support::spark_maintain(&args, &tables)
         });
