@@ -27,6 +27,16 @@ async fn live_files_and_row_groups(fx: &Fixture) -> Vec<(DataFile, usize)> {
     out
 }
 
+/// Appends `files` data files of `rows` consecutive keys each, from
+/// `first` on, one commit each.
+async fn append_runs(fx: &mut Fixture, first: i64, files: i64, rows: i64) {
+    for f in 0..files {
+        let start = first + f * rows;
+        fx.append(&(start..start + rows).collect::<Vec<_>>(), 0)
+            .await;
+    }
+}
+
 /// Compacts every small file of the fixture's table, untiered.
 async fn compact_small_files(fx: &mut Fixture) -> CompactionOutcome {
     compact(
@@ -557,10 +567,7 @@ async fn a_compaction_of_large_row_groups_without_deletes_stitches_them_in_order
 #[tokio::test]
 async fn a_compaction_of_small_row_groups_rewrites_them() {
     let mut fx = Fixture::new(FormatVersion::V2).await;
-    for f in 0..3 {
-        fx.append(&(f * 100..(f + 1) * 100).collect::<Vec<_>>(), 0)
-            .await;
-    }
+    append_runs(&mut fx, 0, 3, 100).await;
     let outcome = compact_small_files(&mut fx).await;
     assert_eq!(outcome.data_files_written, 1);
     let live = live_files_and_row_groups(&fx).await;
@@ -578,11 +585,7 @@ async fn a_compaction_stitches_the_large_files_of_a_group_and_rewrites_the_small
     let mut fx = Fixture::new(FormatVersion::V2).await;
     let large = MIN_STITCH_ROWS + 10;
     fx.append(&(0..large).collect::<Vec<_>>(), 0).await;
-    for f in 0..3 {
-        let first = large + f * 100;
-        fx.append(&(first..first + 100).collect::<Vec<_>>(), 0)
-            .await;
-    }
+    append_runs(&mut fx, large, 3, 100).await;
     fx.append(&(large + 300..2 * large + 300).collect::<Vec<_>>(), 0)
         .await;
     let total = 2 * large + 300;
@@ -625,10 +628,7 @@ async fn an_append_after_a_compaction_leaves_out_the_manifests_of_removals_only(
     use crate::table_metadata::{current_manifests, has_live_files};
 
     let mut fx = Fixture::new(FormatVersion::V2).await;
-    for f in 0..3 {
-        fx.append(&(f * 10..(f + 1) * 10).collect::<Vec<_>>(), 0)
-            .await;
-    }
+    append_runs(&mut fx, 0, 3, 10).await;
     let io = fx.destination.file_io().clone();
     let removals_only =
         |manifests: Vec<ManifestFile>| manifests.iter().filter(|m| !has_live_files(m)).count();
