@@ -154,6 +154,9 @@ pub struct MaintainSettings {
     pub follow_every: Option<Duration>,
     /// The snapshot age a follower's maintenance expires past.
     pub follow_max_snapshot_age: Duration,
+    /// The bytes of large data files with deletes a follower's pass
+    /// rewrites at most; `None`: no bound.
+    pub follow_rewrite_bytes: Option<u64>,
 }
 
 impl MaintainSettings {
@@ -175,6 +178,7 @@ impl MaintainSettings {
                 "maintain.follow_max_snapshot_age",
                 &config.follow_max_snapshot_age,
             )?,
+            follow_rewrite_bytes: Some(config.follow_rewrite_mb * 1024 * 1024).filter(|&b| b > 0),
         })
     }
 }

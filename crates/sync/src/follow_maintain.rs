@@ -136,6 +136,7 @@ fn lower_priority() {
 async fn pass(job: &Job, destination: &Destination, totals: &MaintenanceTotals) {
     let options = MaintainOptions {
         tiered: true,
+        rewrite_budget: job.maintain.follow_rewrite_bytes,
         ..MaintainOptions::default()
     };
     match run_maintain_on(job, &options, destination).await {

@@ -37,6 +37,10 @@ pub struct MaintainOptions {
     /// Merge small files of about the same size only (a follower's
     /// passes, see `CompactionOptions::tiered`).
     pub tiered: bool,
+    /// The bytes of large data files with deletes a compaction rewrites at
+    /// most (a follower's passes, `maintain.follow_rewrite_mb`); `None`:
+    /// every one.
+    pub rewrite_budget: Option<u64>,
 }
 
 /// What `maintain` did to one table.
@@ -218,6 +222,7 @@ async fn steps(
         min_deleted_percent: settings.min_deleted_percent,
         zstd_level: job.tuning.zstd_level,
         tiered: options.tiered,
+        rewrite_budget: options.rewrite_budget,
     };
     let hook = || -> futures::future::BoxFuture<'static, ()> {
         fault_point("before_compaction_commit");

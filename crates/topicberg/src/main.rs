@@ -276,6 +276,7 @@ async fn run(cli: Cli, log_capture: Option<LogCapture>) -> anyhow::Result<u8> {
                 table,
                 dry_run,
                 tiered: false,
+                rewrite_budget: None,
             };
             let report = topicberg_sync::maintain::run_maintain(&job, &options).await?;
             print!("{}", report.to_text());

@@ -105,6 +105,20 @@ pub struct MaintainConfig {
         "x-help" = "a follower's maintenance expires older snapshots, e.g. 30m (its commits come every few seconds)"
     ))]
     pub follow_max_snapshot_age: String,
+    /// A follower's pass rewrites at most about this many MiB of large
+    /// data files for their deletes, those with the largest share of
+    /// deleted rows first (the new small files are merged whatever their
+    /// size); the deletes of the others stay, merged into one position
+    /// delete file per partition on format 2 tables. Keeps a pass, and the
+    /// key index's update after it, from growing with the table under
+    /// updates spread over every key. `0`: no bound (every file with
+    /// deletes, as `topicberg maintain` does).
+    #[serde(default = "defaults::maintain_follow_rewrite_mb")]
+    #[schemars(extend(
+        "x-label" = "Rewrite per pass while following (MiB)",
+        "x-help" = "a follower's pass rewrites at most this much of the large files with deletes, the most deleted first; 0: no bound"
+    ))]
+    pub follow_rewrite_mb: u64,
 }
 
 impl Default for MaintainConfig {
@@ -119,6 +133,7 @@ impl Default for MaintainConfig {
             max_manifests: defaults::maintain_max_manifests(),
             follow_every: defaults::maintain_follow_every(),
             follow_max_snapshot_age: defaults::maintain_follow_max_snapshot_age(),
+            follow_rewrite_mb: defaults::maintain_follow_rewrite_mb(),
         }
     }
 }

@@ -784,13 +784,16 @@ fn maintain_settings_have_defaults_are_checked_and_resolve_once() {
         Some(std::time::Duration::from_secs(300))
     );
     assert_eq!(job.maintain.follow_max_snapshot_age.as_secs(), 1_800);
+    // A follower's pass rewrites at most 256 MiB of large files with deletes.
+    assert_eq!(job.maintain.follow_rewrite_bytes, Some(256 << 20));
 
     let c = load(&with(
-        "[maintain]\nkeep_snapshots = 2\nmax_snapshot_age = \"0s\"\norphan_min_age = \"30m\"\nmin_input_files = 2\nfollow_every = \"0s\"\n",
+        "[maintain]\nkeep_snapshots = 2\nmax_snapshot_age = \"0s\"\norphan_min_age = \"30m\"\nmin_input_files = 2\nfollow_every = \"0s\"\nfollow_rewrite_mb = 0\n",
     ))
     .unwrap();
     let job = crate::Job::resolve(&c).unwrap();
     assert_eq!(job.maintain.follow_every, None, "0s turns it off");
+    assert_eq!(job.maintain.follow_rewrite_bytes, None, "0: no bound");
     assert_eq!(job.maintain.keep_snapshots, 2);
     assert_eq!(job.maintain.max_snapshot_age.as_secs(), 0);
     assert_eq!(job.maintain.orphan_min_age.as_secs(), 1_800);

@@ -4,6 +4,7 @@
 //! | file | what it owns |
 //! |---|---|
 //! | `plan.rs` | which data files a compaction rewrites and the deletes it applies |
+//! | `leftover.rs` | a pass's rewrite budget, and the deletes of the files it leaves merged |
 //! | `rewrite.rs` | the rewrite: live rows into new target-size files without deletes |
 //! | `replace.rs` | the `replace` snapshot and when it still applies (never resurrecting a row) |
 //! | `rebase.rs` | deletes that reached rewritten files meanwhile, carried onto the new files |
@@ -18,6 +19,7 @@
 //! table as last loaded and leaves the handle as committed.
 
 mod expire;
+pub(crate) mod leftover;
 mod manifests;
 mod orphans;
 pub(crate) mod plan;
@@ -147,6 +149,9 @@ pub struct CompactionOutcome {
     pub rows_carried: u64,
     /// The delete files that carry them.
     pub delete_files_carried: u64,
+    /// Position delete files written for the deletes of the files left
+    /// (`leftover.rs`), replacing more of them.
+    pub delete_files_merged: u64,
     /// Why files were left alone.
     pub skipped: Vec<String>,
 }
@@ -215,7 +220,7 @@ pub async fn compact(
         if let Some(hook) = before_commit {
             hook().await;
         }
-        reload_before_commit(destination, handle, &written.files).await?;
+        reload_before_commit(destination, handle, &written.all_files()).await?;
         let removed = plan
             .rewritten()
             .cloned()
@@ -225,6 +230,7 @@ pub async fn compact(
             handle.metadata(),
             plan.base,
             written.files.clone(),
+            written.merged_deletes.clone(),
             removed,
             rebase_of(&plan, options, std::mem::take(&mut written.row_map)),
         );
@@ -234,6 +240,9 @@ pub async fn compact(
             .await
         {
             Ok(committed) => {
+                outcome.rows_carried = pending.carried_rows;
+                outcome.delete_files_carried = pending.carried.len() as u64;
+                outcome.delete_files_merged = written.merged_deletes.len() as u64;
                 if let Some(moves) = pending.into_moves() {
                     let uuid = handle.metadata().uuid().to_string();
                     destination.record_moves(&uuid, committed.snapshot_id, moves);
@@ -244,21 +253,12 @@ pub async fn compact(
                 outcome.bytes_written = written.files.iter().map(|f| f.file_size_in_bytes()).sum();
                 outcome.rows_written = written.rows;
                 outcome.rows_dropped = written.rows_dropped;
-                let count = |key: &str| {
-                    committed
-                        .summary
-                        .get(key)
-                        .and_then(|v| v.parse().ok())
-                        .unwrap_or(0)
-                };
-                outcome.rows_carried = count("added-position-deletes");
-                outcome.delete_files_carried = count("added-delete-files");
                 return Ok(outcome);
             }
             // It may have landed: its files may be live.
             Err(e) if e.kind == IcebergErrorKind::CommitStateUnknown => return Err(e),
             Err(e) => {
-                destination.delete_uncommitted(&written.files).await;
+                destination.delete_uncommitted(&written.all_files()).await;
                 if let Err(cleanup) = destination.delete_commit_metadata(handle, &commit_id).await {
                     tracing::warn!(error = %cleanup, "could not delete a stale compaction's manifests");
                 }
@@ -270,7 +270,7 @@ pub async fn compact(
                 match destination.reload_patiently(handle).await {
                     Ok(reloaded) => *handle = reloaded,
                     Err(e) => {
-                        destination.delete_uncommitted(&written.files).await;
+                        destination.delete_uncommitted(&written.all_files()).await;
                         return Err(e);
                     }
                 }

@@ -17,6 +17,10 @@
 //!   file the last passes built: each row is rewritten about log2(target /
 //!   first size) times instead of once per pass, and a partition holds
 //!   about that many files at most between passes;
+//! - with a rewrite budget (a follower's passes), the large files with
+//!   deletes past it are left for a later pass, and on format 2 the
+//!   position delete files a partition keeps are merged into one
+//!   (`leftover.rs`);
 //! - a delete file is removed with the rewrite when every data file it
 //!   can apply to is rewritten (or no longer live).
 //!
@@ -42,6 +46,8 @@ use crate::error::IcebergError;
 use crate::key_index::scan::{read_keys, read_position_deletes, KEY_COLUMN};
 use crate::table_metadata::is_deletion_vector;
 
+use super::leftover::{merge_deletes, over_budget, MergedDeletes};
+
 /// The sizes a compaction aims at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CompactionOptions {
@@ -58,6 +64,10 @@ pub struct CompactionOptions {
     /// Merge small files of about the same size only (a follower's
     /// frequent passes); `false`: every small file of a group at once.
     pub tiered: bool,
+    /// The bytes of large data files with deletes rewritten at most,
+    /// those with the largest share of deleted rows first (a follower's
+    /// passes, `leftover.rs`); `None`: every one.
+    pub rewrite_budget: Option<u64>,
 }
 
 /// What one compaction of a table will do.
@@ -67,8 +77,11 @@ pub(crate) struct Plan {
     pub base: Option<i64>,
     /// Data files to rewrite, per (spec, partition) group.
     pub groups: Vec<Group>,
-    /// Delete files that go with them.
+    /// Delete files that go with them, and those merged into `merged`.
     pub removed_deletes: Vec<Entry>,
+    /// The deletes of the files left, one position delete file per
+    /// partition (`leftover.rs`).
+    pub merged: MergedDeletes,
     /// Deleted positions per data file (those that apply).
     pub positions: HashMap<String, RoaringTreemap>,
     /// Equality deletes: (data sequence number, keys).
@@ -152,6 +165,7 @@ pub(crate) async fn plan(
     };
     group(&mut plan, metadata, options, &data);
     remove_deletes(&mut plan, &data, &deletes, targets, &seq_of);
+    merge_deletes(&mut plan, metadata, &data, &deletes);
     Ok(plan)
 }
 
@@ -239,6 +253,7 @@ async fn equality_keys(
 fn group(plan: &mut Plan, metadata: &TableMetadata, options: &CompactionOptions, data: &[Entry]) {
     let schema = metadata.current_schema();
     let small = options.target_file_size / 4 * 3;
+    let over = over_budget(plan, metadata, options, data, small);
     let mut groups: BTreeMap<(i32, String), Vec<Entry>> = BTreeMap::new();
     for entry in data {
         let partition = format!("{:?}", entry.file.partition());
@@ -254,6 +269,7 @@ fn group(plan: &mut Plan, metadata: &TableMetadata, options: &CompactionOptions,
         let mut candidates: Vec<Entry> = files
             .into_iter()
             .filter(|e| repartition || due(e) || e.file.file_size_in_bytes() < small)
+            .filter(|e| !over.contains(e.path()))
             .collect();
         if options.tiered && !repartition {
             let sizes: Vec<(u64, bool)> = candidates

@@ -1,6 +1,7 @@
 //! The `replace` snapshot a compaction commits (Java's `RewriteFiles`):
 //! the new data files added, the rewritten data files and the delete files
-//! that went with them removed, nothing else changed (the table's
+//! that went with them removed, the position delete files merged for the
+//! files left replacing theirs (`leftover.rs`), nothing else changed (the table's
 //! properties, and so its offsets record, are left as they are).
 //!
 //! It lands only where it is still true. On every table state it is built
@@ -67,10 +68,15 @@ pub(crate) struct PendingReplace {
     /// The snapshot the compaction read.
     base: Option<i64>,
     added: Vec<DataFile>,
+    /// The position delete files merged from removed ones
+    /// (`leftover.rs`).
+    merged: Vec<DataFile>,
     /// Replaced data files and removed delete files, by identity.
     removed: HashMap<(String, i64), Entry>,
     removed_data: HashSet<String>,
     data_manifests: Option<Vec<ManifestFile>>,
+    /// The manifest of `merged`, once written.
+    merged_manifests: Option<Vec<ManifestFile>>,
     summary_extra: BTreeMap<String, String>,
     /// Carry late deletes over instead of going stale.
     rebase: Option<Rebase>,
@@ -99,6 +105,7 @@ impl PendingReplace {
         metadata: &TableMetadata,
         base: Option<i64>,
         added: Vec<DataFile>,
+        merged: Vec<DataFile>,
         removed: Vec<Entry>,
         rebase: Option<Rebase>,
     ) -> Self {
@@ -112,12 +119,14 @@ impl PendingReplace {
             commit_id: uuid::Uuid::new_v4().to_string(),
             base,
             added,
+            merged,
             removed: removed
                 .into_iter()
                 .map(|e| (file_identity(&e.file), e))
                 .collect(),
             removed_data,
             data_manifests: None,
+            merged_manifests: None,
             summary_extra: BTreeMap::new(),
             rebase,
             checked: HashMap::new(),
@@ -461,6 +470,7 @@ impl PendingCommit for &mut PendingReplace {
         if renew_snapshot_id_if_taken(metadata, &mut self.snapshot_id) {
             // Written with the old id.
             self.data_manifests = None;
+            self.merged_manifests = None;
             self.forwarded.clear();
         }
         if self.data_manifests.is_none() && !self.added.is_empty() {
@@ -476,8 +486,26 @@ impl PendingCommit for &mut PendingReplace {
                 .await?,
             );
         }
-        let mut manifests: Vec<ManifestFile> =
-            self.data_manifests.iter().flatten().cloned().collect();
+        if self.merged_manifests.is_none() && !self.merged.is_empty() {
+            self.merged_manifests = Some(
+                write_new_manifests(
+                    file_io,
+                    metadata,
+                    self.snapshot_id,
+                    &self.commit_id,
+                    self.merged.clone(),
+                    "x0",
+                )
+                .await?,
+            );
+        }
+        let mut manifests: Vec<ManifestFile> = self
+            .data_manifests
+            .iter()
+            .chain(&self.merged_manifests)
+            .flatten()
+            .cloned()
+            .collect();
         let carried = self.carry_over(file_io, metadata, attempt, (&late, &chain));
         manifests.extend(carried.await?);
         let carried = started.elapsed();
@@ -496,10 +524,12 @@ impl PendingCommit for &mut PendingReplace {
             "compaction commit attempt built"
         );
         manifests.extend(carried_forward);
+        let added_deletes: Vec<DataFile> =
+            self.carried.iter().chain(&self.merged).cloned().collect();
         let mut summary = summary(
             metadata.current_snapshot().map(|p| p.summary()),
             &self.added,
-            &self.carried,
+            &added_deletes,
             &removed,
             &self.summary_extra,
             &self.commit_id,

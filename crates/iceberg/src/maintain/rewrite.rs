@@ -1,7 +1,8 @@
 //! Rewriting a compaction's data files: each file's rows streamed a batch
 //! at a time (the table's columns only, by field id), the rows its deletes
 //! remove left out, the rest written into new target-size data files that
-//! carry no deletes.
+//! carry no deletes; then the plan's merged deletes of the files left
+//! (`leftover.rs`), one position delete file per partition.
 
 use arrow_array::{BooleanArray, RecordBatch};
 use futures::TryStreamExt;
@@ -13,6 +14,7 @@ use super::plan::{table_field_ids, CompactionOptions, Group, Plan};
 use super::rebase::RowMap;
 use super::stitch;
 use crate::commit::manifest_entries::Entry;
+use crate::deletes::position::write_position_delete_file;
 use crate::error::{IcebergError, IcebergErrorKind};
 use crate::key_index::parse_key;
 use crate::key_index::scan::open_parquet;
@@ -34,6 +36,20 @@ pub(crate) struct Rewritten {
     /// Where the rows went, for the groups written in read order (one
     /// partition, no sort order).
     pub row_map: RowMap,
+    /// The position delete files of the plan's merged deletes.
+    pub merged_deletes: Vec<DataFile>,
+}
+
+impl Rewritten {
+    /// Every file written: what to delete when the compaction does not
+    /// land.
+    pub fn all_files(&self) -> Vec<DataFile> {
+        self.files
+            .iter()
+            .chain(&self.merged_deletes)
+            .cloned()
+            .collect()
+    }
 }
 
 fn storage_err(step: &str, e: impl std::error::Error + Send + Sync + 'static) -> IcebergError {
@@ -77,6 +93,13 @@ pub(crate) async fn rewrite(
         }
         if let Err(e) = rewritten(file_io, metadata, plan, group, &files, &write, &mut out).await {
             return Err((e, out.files));
+        }
+    }
+    for (partition, deletes) in &plan.merged {
+        let level = options.zstd_level;
+        match write_position_delete_file(file_io, metadata, deletes, partition, level).await {
+            Ok(file) => out.merged_deletes.extend(file),
+            Err(e) => return Err((e, out.all_files())),
         }
     }
     Ok(out)

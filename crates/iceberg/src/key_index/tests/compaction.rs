@@ -58,6 +58,7 @@ fn every_small_file() -> CompactionOptions {
         min_deleted_percent: 0,
         zstd_level: 3,
         tiered: false,
+        rewrite_budget: None,
     }
 }
 
@@ -331,6 +332,7 @@ async fn a_file_is_rewritten_for_its_deletes_once_they_reach_the_deleted_percent
             min_deleted_percent: percent,
             zstd_level: 3,
             tiered: false,
+            rewrite_budget: None,
         };
         let outcome = compact(&fx.destination, &mut fx.table, &options, false, None)
             .await
@@ -371,8 +373,14 @@ async fn a_later_compaction_attempt_carries_only_the_late_deletes_since_the_last
         .chain(planned.removed_deletes.iter().cloned())
         .collect();
     let rebase = rebase_of(&planned, &options, std::mem::take(&mut written.row_map));
-    let mut pending =
-        PendingReplace::new(&base, planned.base, written.files.clone(), removed, rebase);
+    let mut pending = PendingReplace::new(
+        &base,
+        planned.base,
+        written.files.clone(),
+        Vec::new(),
+        removed,
+        rebase,
+    );
     // Key 2 updated while the compaction wrote: a late delete on a.
     let c = fx.data_file(&[2], 1).await;
     let c_path = c.file_path().to_string();
@@ -693,4 +701,100 @@ async fn an_append_after_a_compaction_leaves_out_the_manifests_of_removals_only(
     std::fs::remove_dir_all(fx.index_dir()).unwrap();
     let rebuilt = fx.open().await;
     assert!(all(&rebuilt, 34).iter().all(Option::is_some));
+}
+
+/// The deleted positions of the table's live position delete files, and
+/// how many of those files there are.
+async fn live_position_deletes(fx: &Fixture) -> (usize, BTreeMap<String, Vec<u64>>) {
+    use crate::commit::manifest_entries::live_entries;
+    use crate::key_index::scan::read_position_deletes;
+    let metadata = fx.table.metadata().clone();
+    let io = fx.destination.file_io();
+    let live = live_entries(io, &metadata, metadata.current_snapshot().unwrap())
+        .await
+        .unwrap();
+    let deletes: Vec<_> = live.iter().filter(|e| !e.is_data()).collect();
+    let mut found = HashMap::new();
+    for delete in &deletes {
+        read_position_deletes(io, delete.path(), |_| true, &mut found)
+            .await
+            .unwrap();
+    }
+    let positions = found
+        .into_iter()
+        .map(|(path, bitmap)| (path, bitmap.iter().collect()))
+        .collect();
+    (deletes.len(), positions)
+}
+
+/// A follower's pass under a rewrite budget (`maintain/leftover.rs`):
+/// the file with the largest share of deleted rows is rewritten, the
+/// others are left, and the two rounds' position delete files become one
+/// that names exactly the deleted rows of the files left; every key is
+/// where it was or in the new file, and a rebuilt index agrees.
+#[tokio::test]
+async fn a_budgeted_pass_rewrites_the_most_deleted_file_and_merges_the_deletes_of_the_others() {
+    let mut fx = Fixture::new(FormatVersion::V2).await;
+    let (a, _, _) = fx.append(&(0..10).collect::<Vec<_>>(), 0).await;
+    let (b, _, _) = fx.append(&(10..20).collect::<Vec<_>>(), 0).await;
+    let (c, _, _) = fx.append(&(20..30).collect::<Vec<_>>(), 0).await;
+    // Two rounds, each with one delete file naming several files: a 10%
+    // deleted, b 60%, c 20%.
+    let d = fx.data_file(&[1, 11, 12, 21], 1).await;
+    let d_path = d.file_path().to_string();
+    let first: [(&str, &[u64]); 3] = [
+        (a.as_str(), &[1]),
+        (b.as_str(), &[1, 2]),
+        (c.as_str(), &[1]),
+    ];
+    fx.commit_with_deletes(d, &first).await;
+    let e = fx.data_file(&[13, 14, 15, 16, 22], 2).await;
+    let e_path = e.file_path().to_string();
+    let second: [(&str, &[u64]); 2] = [(b.as_str(), &[3, 4, 5, 6]), (c.as_str(), &[2])];
+    fx.commit_with_deletes(e, &second).await;
+    assert_eq!(live_position_deletes(&fx).await.0, 2);
+    let options = CompactionOptions {
+        // No file is small: only deletes make one worth rewriting.
+        target_file_size: 1,
+        min_input_files: 100,
+        min_deleted_percent: 0,
+        zstd_level: 3,
+        tiered: true,
+        // Room for one file: the first is taken whatever its size.
+        rewrite_budget: Some(1),
+    };
+    let outcome = compact(&fx.destination, &mut fx.table, &options, false, None)
+        .await
+        .unwrap();
+    assert_eq!(outcome.data_files_rewritten, 1, "{outcome:?}");
+    assert_eq!(outcome.rows_written, 4, "b's live rows: {outcome:?}");
+    assert_eq!(outcome.delete_files_removed, 2, "{outcome:?}");
+    assert_eq!(outcome.delete_files_merged, 1, "{outcome:?}");
+    let (files, positions) = live_position_deletes(&fx).await;
+    assert_eq!(files, 1);
+    let expected = BTreeMap::from([(a.clone(), vec![1]), (c.clone(), vec![1, 2])]);
+    assert_eq!(positions, expected);
+    let live: Vec<String> = live_files_and_row_groups(&fx)
+        .await
+        .into_iter()
+        .map(|(f, _)| f.file_path().to_string())
+        .collect();
+    assert!(!live.contains(&b), "{live:?}");
+    assert!(live.contains(&a) && live.contains(&c), "{live:?}");
+    let index = fx.open().await;
+    let rows = all(&index, 30);
+    assert_eq!(rows[0], at(&a, 0));
+    assert_eq!(rows[1], at(&d_path, 0));
+    assert_eq!(rows[21], at(&d_path, 3));
+    assert_eq!(rows[22], at(&e_path, 4));
+    assert_eq!(rows[23], at(&c, 3));
+    let b_left = [10, 17, 18, 19];
+    let new = rows[10].as_ref().unwrap().data_file.clone();
+    assert!(![&a, &b, &c].contains(&&new), "{new}");
+    for (pos, key) in b_left.iter().enumerate() {
+        assert_eq!(rows[*key as usize], at(&new, pos as u64), "key {key}");
+    }
+    drop(index);
+    std::fs::remove_dir_all(fx.index_dir()).unwrap();
+    assert_eq!(all(&fx.open().await, 30), rows);
 }
