@@ -243,6 +243,7 @@ async fn steps(
         written = compacted.data_files_written,
         stitched = compacted.data_files_stitched,
         delete_files_removed = compacted.delete_files_removed,
+        merged_deletes = compacted.delete_files_merged,
         rows = compacted.rows_written,
         snapshot = ?compacted.snapshot_id,
         replanned = compacted.replanned,

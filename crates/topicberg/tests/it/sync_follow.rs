@@ -44,6 +44,9 @@ struct Followed {
     next_id: u64,
     /// Bytes of padding in each message produced from now on (0: none).
     pad: usize,
+    /// The padding is random hex digits (Parquet cannot shrink it much)
+    /// instead of one repeated letter.
+    random_pad: bool,
 }
 
 impl Followed {
@@ -71,6 +74,7 @@ impl Followed {
             latest: BTreeMap::new(),
             next_id: 0,
             pad: 0,
+            random_pad: false,
         }
     }
 
@@ -83,7 +87,13 @@ impl Followed {
             let partition = rng.below(PARTITIONS as u64) as i32;
             let (mut appended, mut upserted) = (json!({"id": id}), json!({"id": 0, "seq": id}));
             if self.pad > 0 {
-                appended["pad"] = json!("x".repeat(self.pad));
+                appended["pad"] = json!(if self.random_pad {
+                    (0..self.pad.div_ceil(16))
+                        .map(|_| format!("{:016x}", rng.next()))
+                        .collect::<String>()
+                } else {
+                    "x".repeat(self.pad)
+                });
                 upserted["pad"] = appended["pad"].clone();
             }
             append_batch.push((partition, id.to_string(), appended.to_string()));
@@ -721,6 +731,53 @@ fn sync_follow_compacts_and_expires_its_tables_while_following_and_loses_nothing
     assert!(moved >= 1, "no compaction followed by counting");
     for engine in ["pyiceberg", "spark"] {
         followed.check(engine, "after maintenance while following");
+    }
+}
+
+/// Under a rewrite budget of 1 MiB with files of about 1 MiB that the
+/// updates reach (`maintain/leftover.rs`), a pass rewrites the most
+/// deleted file and leaves the others, whose position delete files are
+/// merged into one in the same commit; nothing lost or resurrected, in
+/// DuckDB each burst and PyIceberg and Spark at the end.
+#[test]
+fn sync_follow_under_a_rewrite_budget_merges_the_deletes_of_the_files_it_leaves() {
+    let mut rng = Rng::seeded("TOPICBERG_FOLLOW_SEED", "follow");
+    let mut followed = Followed::new("follow_budget");
+    let mut text = std::fs::read_to_string(&followed.job.path).unwrap();
+    text.push_str(
+        "\n[maintain]\nfollow_every = \"30s\"\nfollow_max_snapshot_age = \"1m\"\n\
+         target_file_size_mb = 1\nfollow_rewrite_mb = 1\n",
+    );
+    std::fs::write(&followed.job.path, text).unwrap();
+    // Messages of 60 KB of random hex (about 30 KB in Parquet): a round's
+    // upsert file of a burst (about 50 of the 60 ids) is a large file, and
+    // each later burst deletes most of its rows. A pass every 30 s finds
+    // several such files (a burst every few seconds), rewrites one and
+    // leaves the others with two or more rounds' delete files.
+    followed.pad = 60_000;
+    followed.random_pad = true;
+    let (report, log) = (
+        followed.job.scratch_file("follow.json"),
+        followed.job.scratch_file("follow.log"),
+    );
+    let child = followed.spawn(&report, &log);
+    let mut burst = 0;
+    wait_until(
+        "a pass that merged the deletes of the files it left",
+        VISIBLE_WITHIN * 3,
+        || {
+            followed.produce(&mut rng, 100);
+            followed.wait_visible(&format!("burst {burst}"));
+            burst += 1;
+            crate::support::most_in_log(&log, "compaction", "merged_deletes") >= 1
+        },
+    );
+    followed.produce(&mut rng, 100);
+    followed.wait_visible("a burst after the merge");
+    let totals = stop(child, &report, &log);
+    assert_eq!(totals["failed_rounds"], 0, "{totals}");
+    for engine in ["pyiceberg", "spark"] {
+        followed.check(engine, "after passes under a rewrite budget");
     }
 }
 
