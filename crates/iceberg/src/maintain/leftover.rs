@@ -11,19 +11,21 @@
 //!   The new small files are merged whatever their size (they are the
 //!   inflow since the last pass). No budget with equality deletes: they
 //!   apply to every older file, so only rewriting all removes them.
-//! - **Merged deletes** (format 2): a position delete file is removed with
-//!   a compaction only when every data file it names is rewritten, and a
-//!   follower's round writes one naming most files; so the delete files of
-//!   the files left would pile up, one per round. When a partition keeps
-//!   two or more position delete files after the plan, they are replaced
-//!   by one holding the deleted positions of the partition's files left
-//!   (those that apply: a delete never applies to a file committed after
-//!   it). Only rows already deleted are named, so the merged file can
-//!   neither bring back nor remove a row; a position that applied to no
-//!   live file is dropped. Format 3 tables keep one deletion vector per
-//!   data file anyway.
+//! - **Merged deletes** (format 2): a position delete file goes with a
+//!   compaction only when every data file it names is rewritten, and a
+//!   follower's round writes one per data file it deletes from; so the
+//!   files left would gather one delete file per round. Each data file
+//!   left that two or more position delete files name gets one file of
+//!   its own instead, holding its deleted positions (those that apply: a
+//!   delete never applies to a file committed after it), and every delete
+//!   file naming it is removed (with the other data files those name
+//!   getting theirs too). Only rows already deleted are named, so a merged
+//!   file can neither bring back nor remove a row; a position that applied
+//!   to no live file is dropped. Like a deletion vector, one delete file
+//!   per data file, which a reader applies to that file only. Format 3
+//!   tables keep one deletion vector per data file anyway.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 use iceberg::spec::{DataContentType, FormatVersion, TableMetadata};
 
@@ -31,11 +33,11 @@ use crate::commit::manifest_entries::Entry;
 use crate::deletes::partitions::FilePartition;
 use crate::table_metadata::is_deletion_vector;
 
-use super::plan::{CompactionOptions, Plan};
+use super::plan::{CompactionOptions, Plan, Targets};
 
-/// Deleted positions of the data files left, one merged delete file per
-/// partition: (partition, data file path -> positions).
-pub(crate) type MergedDeletes = Vec<(FilePartition, Vec<(String, Vec<u64>)>)>;
+/// The data files left whose deletes get one merged position delete file
+/// each (their positions in `Plan::positions`): (partition, path).
+pub(crate) type MergedDeletes = Vec<(FilePartition, String)>;
 
 /// The share of a data file's rows its deletes retire.
 fn deleted_share(plan: &Plan, entry: &Entry) -> f64 {
@@ -76,14 +78,15 @@ pub(crate) fn over_budget(
     over
 }
 
-/// On a format 2 table, adds to `plan` the position delete files of each
-/// partition that keeps two or more after it (to `removed_deletes`) and
-/// the one file replacing them (`merged`): see the module doc.
+/// On a format 2 table, adds to `plan` the position delete files to merge
+/// (to `removed_deletes`) and the data files left that get one merged
+/// file each (`merged`): see the module doc.
 pub(crate) fn merge_deletes(
     plan: &mut Plan,
     metadata: &TableMetadata,
     data: &[Entry],
     deletes: &[Entry],
+    targets: &Targets,
 ) {
     if metadata.format_version() != FormatVersion::V2
         || !plan.equality.is_empty()
@@ -91,47 +94,53 @@ pub(crate) fn merge_deletes(
     {
         return;
     }
-    let key = |e: &Entry| (e.spec_id, format!("{:?}", e.file.partition()));
     let removed: HashSet<&str> = plan.removed_deletes.iter().map(Entry::path).collect();
-    let mut leftover: BTreeMap<(i32, String), Vec<&Entry>> = BTreeMap::new();
-    for delete in deletes {
+    let rewritten: HashSet<&str> = plan.rewritten().map(Entry::path).collect();
+    let kept: HashMap<&str, &Entry> = data
+        .iter()
+        .filter(|e| !rewritten.contains(e.path()))
+        .map(|e| (e.path(), e))
+        .collect();
+    // The position delete files left, with the data files left they name.
+    let mut left: Vec<(&Entry, Vec<&str>)> = Vec::new();
+    let mut files_naming: HashMap<&str, usize> = HashMap::new();
+    for (delete, named) in deletes.iter().zip(targets) {
         let position_file = delete.file.content_type() == DataContentType::PositionDeletes
             && !is_deletion_vector(&delete.file);
-        if position_file && !removed.contains(delete.path()) {
-            leftover.entry(key(delete)).or_default().push(delete);
+        let Some(named) = named.as_ref().filter(|_| position_file) else {
+            continue;
+        };
+        if removed.contains(delete.path()) {
+            continue;
         }
-    }
-    leftover.retain(|_, files| files.len() >= 2);
-    if leftover.is_empty() {
-        return;
-    }
-    let rewritten: HashSet<&str> = plan.rewritten().map(Entry::path).collect();
-    let mut kept: HashMap<(i32, String), Vec<&Entry>> = HashMap::new();
-    for entry in data.iter().filter(|e| !rewritten.contains(e.path())) {
-        kept.entry(key(entry)).or_default().push(entry);
-    }
-    let mut merged: MergedDeletes = Vec::new();
-    let mut to_remove = Vec::new();
-    for (partition, files) in leftover {
-        let positions: Vec<(String, Vec<u64>)> = kept
-            .get(&partition)
-            .into_iter()
-            .flatten()
-            .filter_map(|e| {
-                let deleted = plan.positions.get(e.path())?;
-                Some((e.path().to_string(), deleted.iter().collect()))
-            })
+        let named: Vec<&str> = named
+            .iter()
+            .map(String::as_str)
+            .filter(|p| kept.contains_key(p))
             .collect();
-        let first = files[0];
-        if !positions.is_empty() {
-            let partition = FilePartition {
-                spec_id: first.spec_id,
-                value: first.file.partition().clone(),
-            };
-            merged.push((partition, positions));
+        for path in &named {
+            *files_naming.entry(path).or_default() += 1;
         }
-        to_remove.extend(files.into_iter().cloned());
+        left.push((delete, named));
     }
-    plan.removed_deletes.extend(to_remove);
-    plan.merged = merged;
+    let mut merged: BTreeSet<&str> = BTreeSet::new();
+    for (delete, named) in left {
+        if !named.iter().any(|p| files_naming[p] >= 2) {
+            continue;
+        }
+        merged.extend(named);
+        plan.removed_deletes.push(delete.clone());
+    }
+    plan.merged = merged
+        .into_iter()
+        .filter(|path| plan.positions.contains_key(*path))
+        .map(|path| {
+            let entry = kept[path];
+            let partition = FilePartition {
+                spec_id: entry.spec_id,
+                value: entry.file.partition().clone(),
+            };
+            (partition, path.to_string())
+        })
+        .collect();
 }

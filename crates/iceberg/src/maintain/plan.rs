@@ -138,7 +138,7 @@ impl Plan {
 
 /// Each delete file's targets, in the order of the delete files: data file
 /// paths, or `None` for an equality delete (every older data file).
-type Targets = Vec<Option<HashSet<String>>>;
+pub(crate) type Targets = Vec<Option<HashSet<String>>>;
 
 /// Reads the table's current snapshot and decides what to rewrite.
 pub(crate) async fn plan(
@@ -164,8 +164,8 @@ pub(crate) async fn plan(
         return Ok(plan);
     };
     group(&mut plan, metadata, options, &data);
-    remove_deletes(&mut plan, &data, &deletes, targets, &seq_of);
-    merge_deletes(&mut plan, metadata, &data, &deletes);
+    remove_deletes(&mut plan, &data, &deletes, &targets, &seq_of);
+    merge_deletes(&mut plan, metadata, &data, &deletes, &targets);
     Ok(plan)
 }
 
@@ -342,7 +342,7 @@ fn remove_deletes(
     plan: &mut Plan,
     data: &[Entry],
     deletes: &[Entry],
-    targets: Targets,
+    targets: &Targets,
     seq_of: &HashMap<&str, i64>,
 ) {
     let rewritten: HashSet<String> = plan.rewritten().map(|e| e.path().to_string()).collect();

@@ -2,7 +2,7 @@
 //! at a time (the table's columns only, by field id), the rows its deletes
 //! remove left out, the rest written into new target-size data files that
 //! carry no deletes; then the plan's merged deletes of the files left
-//! (`leftover.rs`), one position delete file per partition.
+//! (`leftover.rs`), one position delete file per data file.
 
 use arrow_array::{BooleanArray, RecordBatch};
 use futures::TryStreamExt;
@@ -95,9 +95,11 @@ pub(crate) async fn rewrite(
             return Err((e, out.files));
         }
     }
-    for (partition, deletes) in &plan.merged {
+    for (partition, path) in &plan.merged {
+        let positions = plan.positions.get(path).map(|p| p.iter().collect());
+        let deletes = [(path.clone(), positions.unwrap_or_default())];
         let level = options.zstd_level;
-        match write_position_delete_file(file_io, metadata, deletes, partition, level).await {
+        match write_position_delete_file(file_io, metadata, &deletes, partition, level).await {
             Ok(file) => out.merged_deletes.extend(file),
             Err(e) => return Err((e, out.all_files())),
         }
