@@ -216,41 +216,7 @@ async fn steps(
     let table = report.table.clone();
     report.before = TableStats::of(destination, handle).await?;
 
-    let compaction = CompactionOptions {
-        target_file_size: settings.target_file_size_bytes,
-        min_input_files: settings.min_input_files,
-        min_deleted_percent: settings.min_deleted_percent,
-        zstd_level: job.tuning.zstd_level,
-        tiered: options.tiered,
-        rewrite_budget: options.rewrite_budget,
-    };
-    let hook = || -> futures::future::BoxFuture<'static, ()> {
-        fault_point("before_compaction_commit");
-        Box::pin(pause_point("before_compaction_commit"))
-    };
-    let before_commit: BeforeCommit<'_> = &hook;
-    let compacted = compact(
-        destination,
-        handle,
-        &compaction,
-        options.dry_run,
-        Some(before_commit),
-    )
-    .await?;
-    tracing::info!(
-        table = %table,
-        rewritten = compacted.data_files_rewritten,
-        written = compacted.data_files_written,
-        stitched = compacted.data_files_stitched,
-        delete_files_removed = compacted.delete_files_removed,
-        merged_deletes = compacted.delete_files_merged,
-        rows = compacted.rows_written,
-        snapshot = ?compacted.snapshot_id,
-        replanned = compacted.replanned,
-        rows_carried = compacted.rows_carried,
-        skipped = ?compacted.skipped,
-        "compaction"
-    );
+    let compacted = compaction(job, destination, handle, options, &table).await?;
     report.compaction = Some(compacted);
     fault_point("after_compaction_commit");
 
@@ -305,4 +271,51 @@ async fn steps(
     destination.refresh(handle).await?;
     report.after = TableStats::of(destination, handle).await?;
     Ok(())
+}
+
+/// The compaction step of [`steps`], logged.
+async fn compaction(
+    job: &Job,
+    destination: &Destination,
+    handle: &mut TableHandle,
+    options: &MaintainOptions,
+    table: &str,
+) -> Result<CompactionOutcome, IcebergError> {
+    let settings = &job.maintain;
+    let compaction = CompactionOptions {
+        target_file_size: settings.target_file_size_bytes,
+        min_input_files: settings.min_input_files,
+        min_deleted_percent: settings.min_deleted_percent,
+        zstd_level: job.tuning.zstd_level,
+        tiered: options.tiered,
+        rewrite_budget: options.rewrite_budget,
+    };
+    let hook = || -> futures::future::BoxFuture<'static, ()> {
+        fault_point("before_compaction_commit");
+        Box::pin(pause_point("before_compaction_commit"))
+    };
+    let before_commit: BeforeCommit<'_> = &hook;
+    let compacted = compact(
+        destination,
+        handle,
+        &compaction,
+        options.dry_run,
+        Some(before_commit),
+    )
+    .await?;
+    tracing::info!(
+        table = %table,
+        rewritten = compacted.data_files_rewritten,
+        written = compacted.data_files_written,
+        stitched = compacted.data_files_stitched,
+        delete_files_removed = compacted.delete_files_removed,
+        merged_deletes = compacted.delete_files_merged,
+        rows = compacted.rows_written,
+        snapshot = ?compacted.snapshot_id,
+        replanned = compacted.replanned,
+        rows_carried = compacted.rows_carried,
+        skipped = ?compacted.skipped,
+        "compaction"
+    );
+    Ok(compacted)
 }

@@ -27,42 +27,32 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
-use iceberg::spec::{DataContentType, FormatVersion, TableMetadata};
+use roaring::RoaringTreemap;
 
 use crate::commit::manifest_entries::Entry;
 use crate::deletes::partitions::FilePartition;
-use crate::table_metadata::is_deletion_vector;
-
-use super::plan::{CompactionOptions, Plan, Targets};
 
 /// The data files left whose deletes get one merged position delete file
-/// each (their positions in `Plan::positions`): (partition, path).
+/// each (their positions in the plan's `positions`): (partition, path).
 pub(crate) type MergedDeletes = Vec<(FilePartition, String)>;
 
 /// The share of a data file's rows its deletes retire.
-fn deleted_share(plan: &Plan, entry: &Entry) -> f64 {
-    let deleted = plan.positions.get(entry.path()).map_or(0, |p| p.len());
+fn deleted_share(positions: &HashMap<String, RoaringTreemap>, entry: &Entry) -> f64 {
+    let deleted = positions.get(entry.path()).map_or(0, |p| p.len());
     deleted as f64 / entry.file.record_count().max(1) as f64
 }
 
-/// The large data files of the default spec with deletes due that the
-/// budget leaves for a later pass (none without a budget).
+/// Of `large_due` (the large data files with deletes due), those the
+/// budget leaves for a later pass: the files are taken by their share of
+/// deleted rows, largest first, while their bytes fit (the first always).
 pub(crate) fn over_budget(
-    plan: &Plan,
-    metadata: &TableMetadata,
-    options: &CompactionOptions,
-    data: &[Entry],
-    small: u64,
+    budget: u64,
+    positions: &HashMap<String, RoaringTreemap>,
+    large_due: Vec<&Entry>,
 ) -> HashSet<String> {
-    let Some(budget) = options.rewrite_budget.filter(|_| plan.equality.is_empty()) else {
-        return HashSet::new();
-    };
-    let current = metadata.default_partition_spec().spec_id();
-    let mut large: Vec<(&Entry, f64)> = data
-        .iter()
-        .filter(|e| e.spec_id == current && e.file.file_size_in_bytes() >= small)
-        .filter(|e| plan.deletes_due(e, options.min_deleted_percent))
-        .map(|e| (e, deleted_share(plan, e)))
+    let mut large: Vec<(&Entry, f64)> = large_due
+        .into_iter()
+        .map(|e| (e, deleted_share(positions, e)))
         .collect();
     large.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.path().cmp(b.0.path())));
     let mut spent = 0u64;
@@ -78,62 +68,39 @@ pub(crate) fn over_budget(
     over
 }
 
-/// On a format 2 table, adds to `plan` the position delete files to merge
-/// (to `removed_deletes`) and the data files left that get one merged
-/// file each (`merged`): see the module doc.
+/// Of the position delete files a compaction leaves (each with the data
+/// files it names), those merged away, and the data files left (`kept`)
+/// that get one merged file each: see the module doc.
 pub(crate) fn merge_deletes(
-    plan: &mut Plan,
-    metadata: &TableMetadata,
-    data: &[Entry],
-    deletes: &[Entry],
-    targets: &Targets,
-) {
-    if metadata.format_version() != FormatVersion::V2
-        || !plan.equality.is_empty()
-        || plan.groups.is_empty()
-    {
-        return;
-    }
-    let removed: HashSet<&str> = plan.removed_deletes.iter().map(Entry::path).collect();
-    let rewritten: HashSet<&str> = plan.rewritten().map(Entry::path).collect();
-    let kept: HashMap<&str, &Entry> = data
+    kept: &HashMap<&str, &Entry>,
+    left: &[(&Entry, &HashSet<String>)],
+    positions: &HashMap<String, RoaringTreemap>,
+) -> (Vec<Entry>, MergedDeletes) {
+    let named_by: Vec<Vec<&str>> = left
         .iter()
-        .filter(|e| !rewritten.contains(e.path()))
-        .map(|e| (e.path(), e))
+        .map(|(_, named)| {
+            named
+                .iter()
+                .map(String::as_str)
+                .filter(|p| kept.contains_key(p))
+                .collect()
+        })
         .collect();
-    // The position delete files left, with the data files left they name.
-    let mut left: Vec<(&Entry, Vec<&str>)> = Vec::new();
     let mut files_naming: HashMap<&str, usize> = HashMap::new();
-    for (delete, named) in deletes.iter().zip(targets) {
-        let position_file = delete.file.content_type() == DataContentType::PositionDeletes
-            && !is_deletion_vector(&delete.file);
-        let Some(named) = named.as_ref().filter(|_| position_file) else {
-            continue;
-        };
-        if removed.contains(delete.path()) {
-            continue;
-        }
-        let named: Vec<&str> = named
-            .iter()
-            .map(String::as_str)
-            .filter(|p| kept.contains_key(p))
-            .collect();
-        for path in &named {
-            *files_naming.entry(path).or_default() += 1;
-        }
-        left.push((delete, named));
+    for path in named_by.iter().flatten() {
+        *files_naming.entry(path).or_default() += 1;
     }
     let mut merged: BTreeSet<&str> = BTreeSet::new();
-    for (delete, named) in left {
-        if !named.iter().any(|p| files_naming[p] >= 2) {
-            continue;
+    let mut removed = Vec::new();
+    for ((delete, _), named) in left.iter().zip(named_by) {
+        if named.iter().any(|p| files_naming[p] >= 2) {
+            merged.extend(named);
+            removed.push((*delete).clone());
         }
-        merged.extend(named);
-        plan.removed_deletes.push(delete.clone());
     }
-    plan.merged = merged
+    let merged = merged
         .into_iter()
-        .filter(|path| plan.positions.contains_key(*path))
+        .filter(|path| positions.contains_key(*path))
         .map(|path| {
             let entry = kept[path];
             let partition = FilePartition {
@@ -143,4 +110,5 @@ pub(crate) fn merge_deletes(
             (partition, path.to_string())
         })
         .collect();
+    (removed, merged)
 }

@@ -37,7 +37,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use iceberg::io::FileIO;
-use iceberg::spec::{DataContentType, PartitionSpecRef, Struct, TableMetadata};
+use iceberg::spec::{DataContentType, FormatVersion, PartitionSpecRef, Struct, TableMetadata};
 use roaring::RoaringTreemap;
 
 use crate::commit::manifest_entries::{live_entries, Entry};
@@ -46,7 +46,7 @@ use crate::error::IcebergError;
 use crate::key_index::scan::{read_keys, read_position_deletes, KEY_COLUMN};
 use crate::table_metadata::is_deletion_vector;
 
-use super::leftover::{merge_deletes, over_budget, MergedDeletes};
+use super::leftover::{self, MergedDeletes};
 
 /// The sizes a compaction aims at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -363,6 +363,63 @@ fn remove_deletes(
             plan.removed_deletes.push(delete.clone());
         }
     }
+}
+
+/// The large data files of the default spec with deletes due that a
+/// rewrite budget leaves for a later pass (`leftover.rs`; none without a
+/// budget, or with equality deletes: only rewriting every older file
+/// removes those).
+fn over_budget(
+    plan: &Plan,
+    metadata: &TableMetadata,
+    options: &CompactionOptions,
+    data: &[Entry],
+    small: u64,
+) -> HashSet<String> {
+    let Some(budget) = options.rewrite_budget.filter(|_| plan.equality.is_empty()) else {
+        return HashSet::new();
+    };
+    let current = metadata.default_partition_spec().spec_id();
+    let large_due = data
+        .iter()
+        .filter(|e| e.spec_id == current && e.file.file_size_in_bytes() >= small)
+        .filter(|e| plan.deletes_due(e, options.min_deleted_percent))
+        .collect();
+    leftover::over_budget(budget, &plan.positions, large_due)
+}
+
+/// On a format 2 table with position deletes only, merges the position
+/// delete files each data file left keeps (`leftover.rs`).
+fn merge_deletes(
+    plan: &mut Plan,
+    metadata: &TableMetadata,
+    data: &[Entry],
+    deletes: &[Entry],
+    targets: &Targets,
+) {
+    if metadata.format_version() != FormatVersion::V2
+        || !plan.equality.is_empty()
+        || plan.groups.is_empty()
+    {
+        return;
+    }
+    let removed: HashSet<&str> = plan.removed_deletes.iter().map(Entry::path).collect();
+    let rewritten: HashSet<&str> = plan.rewritten().map(Entry::path).collect();
+    let kept: HashMap<&str, &Entry> = data
+        .iter()
+        .filter(|e| !rewritten.contains(e.path()))
+        .map(|e| (e.path(), e))
+        .collect();
+    let left: Vec<(&Entry, &HashSet<String>)> = deletes
+        .iter()
+        .zip(targets)
+        .filter(|(d, _)| !is_deletion_vector(&d.file) && !removed.contains(d.path()))
+        .filter(|(d, _)| d.file.content_type() == DataContentType::PositionDeletes)
+        .filter_map(|(d, named)| Some((d, named.as_ref()?)))
+        .collect();
+    let (merged_away, merged) = leftover::merge_deletes(&kept, &left, &plan.positions);
+    plan.removed_deletes.extend(merged_away);
+    plan.merged = merged;
 }
 
 /// The field ids of the table's current top-level columns: a data file's

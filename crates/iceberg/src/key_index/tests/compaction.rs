@@ -733,7 +733,8 @@ async fn live_position_deletes(fx: &Fixture) -> (usize, BTreeMap<String, Vec<u64
 /// per file left, naming exactly its deleted rows; every key is where it
 /// was or in the new file, and a rebuilt index agrees.
 #[tokio::test]
-async fn a_budgeted_pass_rewrites_the_most_deleted_file_and_merges_the_deletes_of_each_other_file() {
+async fn a_budgeted_pass_rewrites_the_most_deleted_file_and_merges_the_deletes_of_each_other_file()
+{
     let mut fx = Fixture::new(FormatVersion::V2).await;
     let (a, _, _) = fx.append(&(0..10).collect::<Vec<_>>(), 0).await;
     let (b, _, _) = fx.append(&(10..20).collect::<Vec<_>>(), 0).await;
