@@ -165,9 +165,9 @@ pub fn maintain_follow_max_snapshot_age() -> String {
     "30m".to_string()
 }
 
-/// `maintain.follow_rewrite_mb`: about 12M rows of a narrow table per
-/// pass, what the first passes on a 10M-row upsert table rewrite in a few
-/// seconds here (bench/README.md).
+/// `maintain.follow_rewrite_mb`: about 12M rows of the bench's narrow
+/// upsert table per pass, what its first pass on 10M rows rewrote
+/// (bench/README.md).
 pub fn maintain_follow_rewrite_mb() -> u64 {
     256
 }

@@ -108,8 +108,8 @@ pub struct MaintainConfig {
     /// A follower's pass rewrites at most about this many MiB of large
     /// data files for their deletes, those with the largest share of
     /// deleted rows first (the new small files are merged whatever their
-    /// size); the deletes of the others stay, merged into one position
-    /// delete file per partition on format 2 tables. Keeps a pass, and the
+    /// size); the deletes of the others stay, each file's merged into one
+    /// position delete file on format 2 tables. Keeps a pass, and the
     /// key index's update after it, from growing with the table under
     /// updates spread over every key. `0`: no bound (every file with
     /// deletes, as `topicberg maintain` does).

@@ -18,8 +18,8 @@
 //!   first size) times instead of once per pass, and a partition holds
 //!   about that many files at most between passes;
 //! - with a rewrite budget (a follower's passes), the large files with
-//!   deletes past it are left for a later pass, and on format 2 the
-//!   position delete files a partition keeps are merged into one
+//!   deletes past it are left for a later pass; on format 2 the position
+//!   delete files of each data file left are merged into one
 //!   (`leftover.rs`);
 //! - a delete file is removed with the rewrite when every data file it
 //!   can apply to is rewritten (or no longer live).
@@ -79,8 +79,8 @@ pub(crate) struct Plan {
     pub groups: Vec<Group>,
     /// Delete files that go with them, and those merged into `merged`.
     pub removed_deletes: Vec<Entry>,
-    /// The deletes of the files left, one position delete file per
-    /// partition (`leftover.rs`).
+    /// The data files left whose deletes get one merged position delete
+    /// file each (`leftover.rs`).
     pub merged: MergedDeletes,
     /// Deleted positions per data file (those that apply).
     pub positions: HashMap<String, RoaringTreemap>,
@@ -138,7 +138,7 @@ impl Plan {
 
 /// Each delete file's targets, in the order of the delete files: data file
 /// paths, or `None` for an equality delete (every older data file).
-pub(crate) type Targets = Vec<Option<HashSet<String>>>;
+type Targets = Vec<Option<HashSet<String>>>;
 
 /// Reads the table's current snapshot and decides what to rewrite.
 pub(crate) async fn plan(

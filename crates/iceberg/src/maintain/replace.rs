@@ -74,9 +74,8 @@ pub(crate) struct PendingReplace {
     /// Replaced data files and removed delete files, by identity.
     removed: HashMap<(String, i64), Entry>,
     removed_data: HashSet<String>,
-    data_manifests: Option<Vec<ManifestFile>>,
-    /// The manifest of `merged`, once written.
-    merged_manifests: Option<Vec<ManifestFile>>,
+    /// The manifests of `added` and of `merged`, once written.
+    new_manifests: Option<Vec<ManifestFile>>,
     summary_extra: BTreeMap<String, String>,
     /// Carry late deletes over instead of going stale.
     rebase: Option<Rebase>,
@@ -125,8 +124,7 @@ impl PendingReplace {
                 .map(|e| (file_identity(&e.file), e))
                 .collect(),
             removed_data,
-            data_manifests: None,
-            merged_manifests: None,
+            new_manifests: None,
             summary_extra: BTreeMap::new(),
             rebase,
             checked: HashMap::new(),
@@ -147,6 +145,25 @@ impl PendingReplace {
             self.late,
             self.removed_data.iter().map(String::as_str),
         )
+    }
+
+    /// Writes the manifests of the new data files and, apart (a manifest
+    /// holds data or deletes), of the merged delete files.
+    async fn write_new_manifests(
+        &self,
+        file_io: &FileIO,
+        metadata: &TableMetadata,
+    ) -> Result<Vec<ManifestFile>, IcebergError> {
+        let mut out = Vec::new();
+        for (files, suffix) in [(&self.added, "m0"), (&self.merged, "x0")] {
+            if !files.is_empty() {
+                let (id, commit) = (self.snapshot_id, &self.commit_id);
+                let written =
+                    write_new_manifests(file_io, metadata, id, commit, files.clone(), suffix);
+                out.extend(written.await?);
+            }
+        }
+        Ok(out)
     }
 
     /// Fails when a snapshot on `main` since the base removed a replaced
@@ -469,43 +486,14 @@ impl PendingCommit for &mut PendingReplace {
         let checked = started.elapsed();
         if renew_snapshot_id_if_taken(metadata, &mut self.snapshot_id) {
             // Written with the old id.
-            self.data_manifests = None;
-            self.merged_manifests = None;
+            self.new_manifests = None;
             self.forwarded.clear();
         }
-        if self.data_manifests.is_none() && !self.added.is_empty() {
-            self.data_manifests = Some(
-                write_new_manifests(
-                    file_io,
-                    metadata,
-                    self.snapshot_id,
-                    &self.commit_id,
-                    self.added.clone(),
-                    "m0",
-                )
-                .await?,
-            );
+        if self.new_manifests.is_none() {
+            self.new_manifests = Some(self.write_new_manifests(file_io, metadata).await?);
         }
-        if self.merged_manifests.is_none() && !self.merged.is_empty() {
-            self.merged_manifests = Some(
-                write_new_manifests(
-                    file_io,
-                    metadata,
-                    self.snapshot_id,
-                    &self.commit_id,
-                    self.merged.clone(),
-                    "x0",
-                )
-                .await?,
-            );
-        }
-        let mut manifests: Vec<ManifestFile> = self
-            .data_manifests
-            .iter()
-            .chain(&self.merged_manifests)
-            .flatten()
-            .cloned()
-            .collect();
+        let mut manifests: Vec<ManifestFile> =
+            self.new_manifests.iter().flatten().cloned().collect();
         let carried = self.carry_over(file_io, metadata, attempt, (&late, &chain));
         manifests.extend(carried.await?);
         let carried = started.elapsed();
