@@ -4,7 +4,7 @@ through the same REST catalog topicberg writes to: what the product pages
 advise (rewrite_data_files) and what every lakehouse runs on a schedule.
 
     spark_maintain.py [--catalog seaweed|fixture ...] [--steps a,b,...]
-                      [--commit-retries N] ns.t [ns.t ...]
+                      [--commit-retries N] [--rerun-manifests N] ns.t [ns.t ...]
 
 Steps, in this order, on every table (default: all):
   compact           CALL system.rewrite_data_files(rewrite-all): applies the
@@ -22,6 +22,12 @@ Steps, in this order, on every table (default: all):
   tag               ALTER TABLE CREATE TAG maintained, CREATE BRANCH audit
   describe          DESCRIBE TABLE EXTENDED (read only: the table's
                     properties, its sort order among them)
+
+--rerun-manifests N runs rewrite_manifests again, up to N times, when it fails
+because a writer's commit replaced a manifest it was rewriting (Iceberg's
+ValidationException "Deleted manifest ... could not be found in the latest
+snapshot": a follower's commit merging its small manifests, see the follow
+chapter), as a team's scheduler reruns a failed maintenance job.
 
 --commit-retries N sets the table property commit.retry.num-retries (Iceberg's
 default 4) before the steps, as a team does beside a writer that commits
@@ -107,8 +113,25 @@ def remove_orphan_files(spark, name: str, before_start: bool) -> list[str]:
     return [str(f) for f in result.orphanFileLocations()]
 
 
+MANIFEST_GONE = "could not be found in the latest snapshot"
+
+
+def run_step(spark, sql: str, step: str, reruns: int, done: dict) -> list:
+    """The statement's rows; rewrite_manifests run again up to `reruns`
+    times when a writer replaced one of its manifests meanwhile (counted
+    in done["rewrite_manifests_reruns"])."""
+    while True:
+        try:
+            return spark.sql(sql).collect()
+        except Exception as e:  # noqa: BLE001 - Py4J wraps Java's ValidationException
+            stale = step == "rewrite_manifests" and MANIFEST_GONE in str(e)
+            if not stale or done.get("rewrite_manifests_reruns", 0) >= reruns:
+                raise
+            done["rewrite_manifests_reruns"] = done.get("rewrite_manifests_reruns", 0) + 1
+
+
 def maintain(spark, cat: str, table: common.TableName, steps: list[str], orphans_before_start: bool,
-             commit_retries: int | None) -> dict:
+             commit_retries: int | None, rerun_manifests: int = 0) -> dict:
     name = ".".join(spark_reader.quote(x) for x in (cat,) + table.namespace + (table.name,))
     dotted = ".".join(table.namespace + (table.name,))
     done = {"table": table.dotted}
@@ -118,7 +141,7 @@ def maintain(spark, cat: str, table: common.TableName, steps: list[str], orphans
     for step in steps:
         results = []
         for sql in statements(spark_reader.quote(cat), step, name, dotted):
-            rows = spark.sql(sql).collect()
+            rows = run_step(spark, sql, step, rerun_manifests, done)
             results.extend([str(v) for v in r] for r in rows)
         if step == "orphans":
             results.append(remove_orphan_files(spark, name, orphans_before_start))
@@ -138,6 +161,8 @@ def main() -> int:
                    help="orphans: only files written before this script started (writers run meanwhile)")
     p.add_argument("--commit-retries", type=int, default=None,
                    help="set commit.retry.num-retries on each table before the steps")
+    p.add_argument("--rerun-manifests", type=int, default=0,
+                   help="run rewrite_manifests again up to N times when a writer replaced one of its manifests")
     p.add_argument("tables", nargs="+", help="namespace.table")
     args = p.parse_args()
     steps = [s for s in STEPS if s in args.steps.split(",")]
@@ -153,7 +178,8 @@ def main() -> int:
         try:
             for t in args.tables:
                 print(json.dumps(maintain(spark, cat, common.parse_table(t), steps,
-                                         args.orphans_before_start, args.commit_retries)), flush=True)
+                                         args.orphans_before_start, args.commit_retries,
+                                         args.rerun_manifests)), flush=True)
         finally:
             spark.stop()
     except ReaderError as e:

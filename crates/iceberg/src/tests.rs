@@ -248,3 +248,58 @@ async fn appends_chain_inherit_sequence_numbers_and_row_ids_and_rebase() {
         }
     }
 }
+
+/// The first row id of each live data file of the current snapshot, by
+/// path, with its data sequence number (inherited or written out).
+async fn files_of(fx: &Fixture, metadata: &TableMetadata) -> BTreeMap<String, (i64, i64)> {
+    let current = metadata.current_snapshot().unwrap();
+    let mut out = BTreeMap::new();
+    for manifest in crate::table_metadata::manifests_of(&fx.file_io, metadata, current)
+        .await
+        .unwrap()
+    {
+        let entries = crate::commit::manifest_entries::live_entries_of(&fx.file_io, &manifest);
+        for entry in entries.await.unwrap() {
+            let row_id = entry.first_row_id.unwrap();
+            out.insert(entry.path().to_string(), (entry.sequence_number, row_id));
+        }
+    }
+    out
+}
+
+#[tokio::test]
+async fn the_append_that_would_carry_merge_at_small_manifests_merges_them_keeping_sequence_numbers_and_row_ids(
+) {
+    use crate::commit::manifest_merge::MERGE_AT;
+    let fx = Fixture::new();
+    let mut metadata = fx.metadata(FormatVersion::V3);
+    let extra = BTreeMap::from([("topicberg.offsets".to_string(), "{}".to_string())]);
+    let mut before_merge = BTreeMap::new();
+    for n in 0..=MERGE_AT as i64 {
+        let files = write(&fx, &metadata, n * 2000, 1, &WriteOptions::default()).await;
+        let mut append = PendingAppend::new(&metadata, files, extra.clone());
+        let next = commit(&fx, &metadata, &mut append, 1).await;
+        if n == MERGE_AT as i64 - 1 {
+            before_merge = files_of(&fx, &next).await;
+        }
+        metadata = next;
+    }
+    let current = metadata.current_snapshot().unwrap();
+    let manifests = crate::table_metadata::manifests_of(&fx.file_io, &metadata, current)
+        .await
+        .unwrap();
+    // The last append's own manifest, then one for the MERGE_AT it carried.
+    assert_eq!(manifests.len(), 2, "{manifests:?}");
+    assert_eq!(manifests[1].existing_files_count, Some(MERGE_AT as u32));
+    assert_eq!(manifests[1].added_snapshot_id, current.snapshot_id());
+    // Every file carried keeps its data sequence number and row ids.
+    let after = files_of(&fx, &metadata).await;
+    assert_eq!(after.len(), MERGE_AT + 1);
+    for (path, was) in &before_merge {
+        assert_eq!(after.get(path), Some(was), "{path}");
+    }
+    let summary = &current.summary().additional_properties;
+    assert_eq!(summary["total-data-files"], (MERGE_AT + 1).to_string());
+    assert_eq!(summary["added-data-files"], "1");
+    assert_eq!(current.sequence_number(), MERGE_AT as i64 + 1);
+}

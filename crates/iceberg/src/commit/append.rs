@@ -1,5 +1,6 @@
 //! The append snapshot: one manifest for the new data files, a manifest
-//! list that carries the parent snapshot's manifests forward, the snapshot
+//! list that carries the parent snapshot's manifests forward (small ones
+//! of ours merged when there are many: `manifest_merge`), the snapshot
 //! with its summary, and the commit (updates + requirements) for the REST
 //! catalog.
 //!
@@ -17,6 +18,7 @@ use iceberg::spec::{
     DataContentType, DataFile, FormatVersion, ManifestFile, ManifestList, TableMetadata,
 };
 
+use crate::commit::manifest_merge::ManifestMerge;
 use crate::commit::offsets::OffsetsAdvance;
 use crate::commit::snapshot_commit::{
     build_snapshot, new_snapshot_id, renew_snapshot_id_if_taken, write_new_manifests,
@@ -147,6 +149,14 @@ impl PendingCommit for PendingAppend {
             None => Vec::new(),
         };
         manifests.retain(|m| carried_forward(metadata, m));
+        let merge = ManifestMerge {
+            file_io,
+            metadata,
+            snapshot_id: self.snapshot_id,
+            commit_id: &self.commit_id,
+            attempt,
+        };
+        let mut manifests = merge.apply(manifests).await?;
         // The new manifest first, as the Java library orders them.
         if let Some(new) = &self.manifest {
             manifests.splice(0..0, new.iter().cloned());

@@ -13,6 +13,7 @@ use iceberg::spec::{
 use super::snapshot_commit::manifest_writer;
 use crate::error::{from_iceberg, IcebergError, IcebergErrorKind};
 use crate::table_metadata::manifests_of;
+use crate::write::data_files::copy_of;
 
 /// One entry of a manifest.
 #[derive(Debug, Clone)]
@@ -42,6 +43,29 @@ impl Entry {
 
     pub fn is_live(&self) -> bool {
         self.status != ManifestStatus::Deleted
+    }
+
+    /// The entry's data file with its first row id written out when it
+    /// was inherited from its manifest (v3), so that its rows keep their
+    /// ids in another manifest.
+    pub fn file_with_row_ids(&self) -> Result<DataFile, IcebergError> {
+        let file = &self.file;
+        let Some(first_row_id) = self.first_row_id.filter(|_| file.first_row_id().is_none()) else {
+            return Ok(file.clone());
+        };
+        let mut b = copy_of(file);
+        b.first_row_id(Some(first_row_id));
+        b.build().map_err(|e| {
+            IcebergError::new(
+                IcebergErrorKind::Data,
+                format!(
+                    "carrying data file {} into a new manifest",
+                    file.file_path()
+                ),
+                e.to_string(),
+            )
+            .with_source(e)
+        })
     }
 }
 
@@ -195,7 +219,54 @@ pub(crate) fn location_key(location: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::location_key;
+    use iceberg::spec::{DataFileBuilder, DataFileFormat, Struct};
+
+    use super::*;
+    use crate::table_metadata::spec_id;
+
+    fn data_file(first_row_id: Option<i64>) -> DataFile {
+        DataFileBuilder::default()
+            .content(DataContentType::Data)
+            .file_path("s3://b/t/data/a.parquet".to_string())
+            .file_format(DataFileFormat::Parquet)
+            .partition(Struct::empty())
+            .record_count(7)
+            .file_size_in_bytes(1234)
+            .partition_spec_id(3)
+            .split_offsets(Some(vec![4]))
+            .first_row_id(first_row_id)
+            .build()
+            .unwrap()
+    }
+
+    fn entry(file: DataFile, inherited: Option<i64>) -> Entry {
+        Entry {
+            file,
+            status: ManifestStatus::Existing,
+            snapshot_id: 11,
+            sequence_number: 5,
+            file_sequence_number: 4,
+            spec_id: 3,
+            first_row_id: inherited,
+        }
+    }
+
+    #[test]
+    fn an_inherited_first_row_id_is_written_out_and_nothing_else_changes() {
+        let carried = entry(data_file(None), Some(100))
+            .file_with_row_ids()
+            .unwrap();
+        assert_eq!(carried, data_file(Some(100)));
+        assert_eq!(spec_id(&carried), 3);
+        // A file with its own first row id, or none to inherit, is as it was.
+        let own = data_file(Some(40));
+        assert_eq!(
+            entry(own.clone(), Some(40)).file_with_row_ids().unwrap(),
+            own
+        );
+        let none = data_file(None);
+        assert_eq!(entry(none.clone(), None).file_with_row_ids().unwrap(), none);
+    }
 
     #[test]
     fn locations_compare_without_their_scheme() {

@@ -8,6 +8,7 @@
 pub mod append;
 pub(crate) mod gate;
 pub(crate) mod manifest_entries;
+pub(crate) mod manifest_merge;
 pub mod offsets;
 pub mod row_delta;
 pub mod schema_evolution;

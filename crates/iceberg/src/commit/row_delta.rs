@@ -9,7 +9,8 @@
 //! - the parent's manifests carried forward, except that a delete manifest
 //!   holding a deletion vector this commit replaces is rewritten: the
 //!   replaced entry as DELETED, the others as EXISTING (at most one DV per
-//!   data file per snapshot);
+//!   data file per snapshot), and small ones of ours merged when there
+//!   are many (`manifest_merge`);
 //! - the summary metrics the Java library writes (`added-dvs`,
 //!   `removed-dvs`, `added-position-deletes`, `added-equality-deletes`,
 //!   running totals, ...), the caller's properties and
@@ -31,6 +32,7 @@ use iceberg::spec::{
 };
 
 use crate::commit::manifest_entries::{file_identity, live_entries_of, ManifestRewrite};
+use crate::commit::manifest_merge::ManifestMerge;
 use crate::commit::offsets::OffsetsAdvance;
 use crate::commit::snapshot_commit::{
     build_snapshot, new_snapshot_id, renew_snapshot_id_if_taken, write_new_manifests,
@@ -407,6 +409,14 @@ impl PendingCommit for PendingRowDelta {
         let (carried, removed) = self
             .carry_forward(file_io, metadata, parent_manifests, attempt)
             .await?;
+        let merge = ManifestMerge {
+            file_io,
+            metadata,
+            snapshot_id: self.snapshot_id,
+            commit_id: &self.commit_id,
+            attempt,
+        };
+        let carried = merge.apply(carried).await?;
         let mut manifests: Vec<ManifestFile> = Vec::new();
         manifests.extend(self.data_manifest.iter().flatten().cloned());
         manifests.extend(self.delete_manifest.iter().flatten().cloned());

@@ -13,7 +13,7 @@
 use std::collections::BTreeMap;
 
 use iceberg::io::FileIO;
-use iceberg::spec::{DataFile, ManifestContentType, ManifestFile, Operation, TableMetadata};
+use iceberg::spec::{ManifestContentType, ManifestFile, Operation, TableMetadata};
 use serde::Serialize;
 
 use super::replace::stale;
@@ -28,7 +28,6 @@ use crate::destination::DEFAULT_COMMIT_ATTEMPTS;
 use crate::error::{from_iceberg, IcebergError, IcebergErrorKind};
 use crate::table::TableHandle;
 use crate::table_metadata::manifests_of;
-use crate::write::data_files::copy_of;
 use crate::Destination;
 
 /// The most entries one rewritten manifest holds.
@@ -189,7 +188,7 @@ impl PendingManifests {
                 )
                 .map_err(err)?;
                 for entry in chunk {
-                    let file = with_row_ids(entry)?;
+                    let file = entry.file_with_row_ids()?;
                     writer
                         .add_existing_file(
                             file,
@@ -204,28 +203,6 @@ impl PendingManifests {
         }
         Ok(out)
     }
-}
-
-/// The entry's data file with its first row id written out when it was
-/// inherited from its manifest (v3), so that its rows keep their ids.
-fn with_row_ids(entry: &Entry) -> Result<DataFile, IcebergError> {
-    let file = &entry.file;
-    let Some(first_row_id) = entry.first_row_id.filter(|_| file.first_row_id().is_none()) else {
-        return Ok(file.clone());
-    };
-    let mut b = copy_of(file);
-    b.first_row_id(Some(first_row_id));
-    b.build().map_err(|e| {
-        IcebergError::new(
-            IcebergErrorKind::Data,
-            format!(
-                "carrying data file {} into a new manifest",
-                file.file_path()
-            ),
-            e.to_string(),
-        )
-        .with_source(e)
-    })
 }
 
 impl PendingCommit for PendingManifests {
@@ -292,53 +269,5 @@ impl PendingCommit for PendingManifests {
             summary,
         )
         .await
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use iceberg::spec::{DataContentType, DataFileBuilder, DataFileFormat, ManifestStatus, Struct};
-
-    use crate::table_metadata::spec_id;
-
-    use super::*;
-
-    fn data_file(first_row_id: Option<i64>) -> DataFile {
-        DataFileBuilder::default()
-            .content(DataContentType::Data)
-            .file_path("s3://b/t/data/a.parquet".to_string())
-            .file_format(DataFileFormat::Parquet)
-            .partition(Struct::empty())
-            .record_count(7)
-            .file_size_in_bytes(1234)
-            .partition_spec_id(3)
-            .split_offsets(Some(vec![4]))
-            .first_row_id(first_row_id)
-            .build()
-            .unwrap()
-    }
-
-    fn entry(file: DataFile, inherited: Option<i64>) -> Entry {
-        Entry {
-            file,
-            status: ManifestStatus::Existing,
-            snapshot_id: 11,
-            sequence_number: 5,
-            file_sequence_number: 4,
-            spec_id: 3,
-            first_row_id: inherited,
-        }
-    }
-
-    #[test]
-    fn an_inherited_first_row_id_is_written_out_and_nothing_else_changes() {
-        let carried = with_row_ids(&entry(data_file(None), Some(100))).unwrap();
-        assert_eq!(carried, data_file(Some(100)));
-        assert_eq!(spec_id(&carried), 3);
-        // A file with its own first row id, or none to inherit, is as it was.
-        let own = data_file(Some(40));
-        assert_eq!(with_row_ids(&entry(own.clone(), Some(40))).unwrap(), own);
-        let none = data_file(None);
-        assert_eq!(with_row_ids(&entry(none.clone(), None)).unwrap(), none);
     }
 }

@@ -958,12 +958,17 @@ fn sync_follow_while_spark_compacts_and_expires_the_tables_duplicates_nothing() 
             // Iceberg's 4 commit retries run out beside a commit every
             // second on a busy machine (seen in CI: `CommitFailedException:
             // Table metadata refresh is required`): 20, as the docs advise.
+            // A round that merges the follower's small manifests while
+            // `rewrite_manifests` rewrites them fails Spark's validation
+            // (not retried by Iceberg): run again, as the docs advise.
             let args = [
                 "--catalog",
                 Catalog::Seaweed.reader_name(),
                 "--orphans-before-start",
                 "--commit-retries",
                 "20",
+                "--rerun-manifests",
+                "10",
             ];
             crate::support::spark_maintain(&args, &tables)
         });
@@ -972,10 +977,16 @@ fn sync_follow_while_spark_compacts_and_expires_the_tables_duplicates_nothing() 
             appends.push(followed.produce_appends(&mut rng, 20));
             followed.wait_appended("appends while Spark maintains");
         }
-        spark.join().expect("Spark maintenance");
-        appends.len()
+        let done = spark.join().expect("Spark maintenance");
+        (appends.len(), done)
     });
-    eprintln!("{appends} bursts of appends while Spark maintained the tables");
+    let (appends, done) = appends;
+    let reruns: u64 = done
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter_map(|t| t["rewrite_manifests_reruns"].as_u64())
+        .sum();
+    eprintln!("{appends} bursts of appends while Spark maintained the tables; rewrite_manifests run again {reruns} times");
     // The follower goes on after it: offsets kept, key index rebuilt.
     for burst in 3..5 {
         followed.produce(&mut rng, 100);
