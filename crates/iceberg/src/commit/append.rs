@@ -14,9 +14,7 @@
 use std::collections::BTreeMap;
 
 use iceberg::io::FileIO;
-use iceberg::spec::{
-    DataContentType, DataFile, FormatVersion, ManifestFile, ManifestList, TableMetadata,
-};
+use iceberg::spec::{DataContentType, DataFile, FormatVersion, ManifestFile, TableMetadata};
 
 use crate::commit::manifest_merge::ManifestMerge;
 use crate::commit::offsets::OffsetsAdvance;
@@ -25,8 +23,8 @@ use crate::commit::snapshot_commit::{
     BuiltSnapshot, PendingCommit,
 };
 use crate::commit::summary::summary;
-use crate::error::{from_iceberg, IcebergError, IcebergErrorKind};
-use crate::table_metadata::carried_forward;
+use crate::error::{IcebergError, IcebergErrorKind};
+use crate::table_metadata::{carried_forward, current_manifests};
 
 /// An append being committed: the data files, the snapshot id and commit id
 /// it will carry, and its manifest once written.
@@ -121,33 +119,7 @@ impl PendingCommit for PendingAppend {
         }
 
         let parent = metadata.current_snapshot();
-        let mut manifests = match parent {
-            Some(parent) => {
-                let bytes = file_io
-                    .new_input(parent.manifest_list())
-                    .map_err(|e| from_iceberg(&step, e, IcebergErrorKind::Storage))?
-                    .read()
-                    .await
-                    .map_err(|e| {
-                        from_iceberg(
-                            format!("reading manifest list {}", parent.manifest_list()),
-                            e,
-                            IcebergErrorKind::Storage,
-                        )
-                    })?;
-                ManifestList::parse_with_version(&bytes, format)
-                    .map_err(|e| {
-                        from_iceberg(
-                            format!("parsing manifest list {}", parent.manifest_list()),
-                            e,
-                            IcebergErrorKind::Data,
-                        )
-                    })?
-                    .entries()
-                    .to_vec()
-            }
-            None => Vec::new(),
-        };
+        let mut manifests = current_manifests(file_io, metadata).await?;
         manifests.retain(|m| carried_forward(metadata, m));
         let merge = ManifestMerge {
             file_io,
