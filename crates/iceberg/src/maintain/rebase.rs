@@ -301,6 +301,19 @@ impl LateDeletes {
         *self.positions.entry(path.to_string()).or_default() |= positions;
     }
 
+    /// Adds `other`'s late deletes, taking them.
+    pub fn absorb(&mut self, other: LateDeletes) {
+        for (path, positions) in other.positions {
+            match self.positions.get_mut(&path) {
+                Some(mine) => *mine |= positions,
+                None => {
+                    self.positions.insert(path, positions);
+                }
+            }
+        }
+        self.scoped.extend(other.scoped);
+    }
+
     /// Adds another snapshot's late deletes.
     pub fn merge(&mut self, other: &LateDeletes) {
         for (path, positions) in &other.positions {

@@ -21,6 +21,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
+use futures::StreamExt;
 use iceberg::io::FileIO;
 use iceberg::spec::{
     DataContentType, DataFile, ManifestContentType, ManifestFile, Operation, TableMetadata,
@@ -42,6 +43,9 @@ use crate::key_index::scan::read_position_deletes;
 use crate::table_metadata::{has_live_files, is_deletion_vector, manifests_of};
 
 use super::rebase::{translate, write_carried, LateDeletes, Rebase, RowMoves};
+
+/// Late delete files read at once by a commit check.
+const CHECK_READS: usize = 16;
 
 /// The step text of a replace that no longer applies (see the module doc);
 /// the error's kind is `Catalog(Conflict)`.
@@ -191,19 +195,25 @@ impl PendingReplace {
                 return Err(stale(metadata, format!("snapshot {id} of main is missing")));
             };
             if !self.checked.contains_key(&id) {
-                let mut found = LateDeletes::default();
+                let mut added = Vec::new();
                 for manifest in manifests_of(file_io, metadata, snapshot).await? {
                     if manifest.added_snapshot_id != id {
                         continue;
                     }
-                    for entry in entries_of(file_io, &manifest).await? {
-                        if entry.snapshot_id != id {
-                            continue;
-                        }
-                        self.check_entry(file_io, metadata, id, &entry, &mut found)
-                            .await?;
-                    }
+                    let entries = entries_of(file_io, &manifest).await?;
+                    added.extend(entries.into_iter().filter(|e| e.snapshot_id == id));
                 }
+                // A round adds a delete file per data file it deletes from:
+                // read them CHECK_READS at a time, folded in list order.
+                let checks = added
+                    .iter()
+                    .map(|entry| self.check_entry(file_io, metadata, id, entry));
+                let mut found = LateDeletes::default();
+                let mut each = futures::stream::iter(checks).buffered(CHECK_READS);
+                while let Some(late) = each.next().await {
+                    found.absorb(late?);
+                }
+                drop(each);
                 self.checked.insert(id, found);
             }
             late.merge(&self.checked[&id]);
@@ -213,7 +223,23 @@ impl PendingReplace {
         Ok((late, chain))
     }
 
+    /// What one entry snapshot `id` added means for the replace: an error
+    /// when it makes the replace stale, else the late deletes it holds for
+    /// the rewritten files (none for most).
     async fn check_entry(
+        &self,
+        file_io: &FileIO,
+        metadata: &TableMetadata,
+        id: i64,
+        entry: &Entry,
+    ) -> Result<LateDeletes, IcebergError> {
+        let mut late = LateDeletes::default();
+        self.check_entry_into(file_io, metadata, id, entry, &mut late)
+            .await?;
+        Ok(late)
+    }
+
+    async fn check_entry_into(
         &self,
         file_io: &FileIO,
         metadata: &TableMetadata,
