@@ -8,7 +8,9 @@ With --set, first commits those table properties (e.g.
 write.metadata.previous-versions-max=1) through the catalog. Prints one
 JSON object: {"current": the current metadata file, "log": the files in
 its metadata log, "in_folder": every *.metadata.json file in the folder
-of the current one}, each a full location. Exit codes as the readers
+of the current one, "manifest_lists": the manifest list of each of the
+table's snapshots, "manifest_lists_in_folder": every snap-*.avro file in
+that folder}, each a full location. Exit codes as the readers
 (common.py).
 """
 
@@ -27,7 +29,9 @@ import pyiceberg_reader  # noqa: E402
 from common import ReaderError  # noqa: E402
 
 
-def metadata_json_in_folder(io, current: str) -> list[str]:
+def in_folder(io, current: str, keep) -> list[str]:
+    """The files of the current metadata file's folder whose name `keep`
+    accepts, as full locations."""
     folder = current.rsplit("/", 1)[0]
     scheme, netloc, path = io.parse_location(folder, io.properties)
     fs = io.fs_by_scheme(scheme, netloc)
@@ -36,7 +40,7 @@ def metadata_json_in_folder(io, current: str) -> list[str]:
     return sorted(
         prefix + i.path
         for i in infos
-        if i.type == FileType.File and i.path.endswith(".metadata.json")
+        if i.type == FileType.File and keep(i.path.rsplit("/", 1)[-1])
     )
 
 
@@ -62,7 +66,10 @@ def main() -> None:
         out = {
             "current": current,
             "log": [m.metadata_file for m in t.metadata.metadata_log],
-            "in_folder": metadata_json_in_folder(t.io, current),
+            "in_folder": in_folder(t.io, current, lambda n: n.endswith(".metadata.json")),
+            "manifest_lists": [s.manifest_list for s in t.metadata.snapshots],
+            "manifest_lists_in_folder": in_folder(
+                t.io, current, lambda n: n.startswith("snap-") and n.endswith(".avro")),
         }
     except ReaderError as e:
         common.die("metadata_files", str(e), e.code)

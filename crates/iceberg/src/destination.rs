@@ -640,7 +640,8 @@ impl Destination {
     /// - manifest lists `snap-<snapshot id>-<attempt>-<commit id>.avro`
     ///   that no snapshot of the table points to (the attempts that did
     ///   not land, also after a commit that landed on a later attempt);
-    /// - manifests `<commit id>-m<n>.avro`, only when no snapshot of the
+    /// - manifests `<commit id>-m<n>.avro` (and the merged
+    ///   `<commit id>-mg<attempt>-<n>.avro`), only when no snapshot of the
     ///   table carries the commit id (the commit did not land).
     ///
     /// Reloads the table first; a failed reload deletes nothing and is the

@@ -11,6 +11,7 @@
 //! | [`deletes`] | the delete side of upsert: position delete files (v2, [`deletes::position`]), deletion vectors (v3 Puffin, [`deletes::deletion_vectors`]), equality delete files on `_olake_id` ([`deletes::equality`]), and the choice between them ([`Destination::write_deletes`]) |
 //! | [`key_index`] | the upsert key index: `_olake_id` -> (data file, row position) in sorted runs per table (log-structured) |
 //! | [`maintain`] | table maintenance: compaction into a `replace` snapshot, snapshot expiry, orphan-file removal |
+//! | [`background`] | the lower priority of the threads that run beside a follower's rounds |
 //!
 //! At the root: [`Destination`] (the write-path API: connect, ensure a
 //! table, write data files, commit with conflict retries and a check for
@@ -39,6 +40,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod background;
 pub mod catalog;
 pub mod commit;
 pub mod deletes;

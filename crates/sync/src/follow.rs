@@ -56,6 +56,24 @@ const JOIN_TIMEOUT: Duration = Duration::from_secs(3);
 /// with a new consumer.
 const REJOIN_AFTER: u32 = 3;
 
+/// Rounds in a row that failed on Kafka, counted towards a rejoin.
+#[derive(Debug, Default)]
+struct KafkaFailures(u32);
+
+impl KafkaFailures {
+    /// Counts a round (`on_kafka`: it failed on Kafka); whether the next
+    /// joins the group again: after [`REJOIN_AFTER`] in a row, counted
+    /// from zero again. Any other outcome ends the run of failures.
+    fn after_round(&mut self, on_kafka: bool) -> bool {
+        self.0 = if on_kafka { self.0 + 1 } else { 0 };
+        let rejoin = self.0 >= REJOIN_AFTER;
+        if rejoin {
+            self.0 = 0;
+        }
+        rejoin
+    }
+}
+
 /// The longest wait before retrying a round that failed.
 const MAX_BACKOFF: Duration = Duration::from_secs(60);
 
@@ -178,7 +196,7 @@ struct Follower<'a> {
     /// The last round's report, for the hook (after the read-ahead).
     last_round: Option<SyncReport>,
     /// Rounds in a row that failed on Kafka.
-    kafka_failures: u32,
+    kafka_failures: KafkaFailures,
 }
 
 impl<'a> Follower<'a> {
@@ -205,7 +223,7 @@ impl<'a> Follower<'a> {
             ahead: None,
             waiting: None,
             last_round: None,
-            kafka_failures: 0,
+            kafka_failures: KafkaFailures::default(),
         };
         follower.publish_now();
         follower
@@ -271,13 +289,11 @@ impl<'a> Follower<'a> {
     /// minutes on end while a new consumer got answers at once.
     fn count_kafka_failures(&mut self, ran: &Result<SyncReport, SetupError>) {
         let on_kafka = matches!(ran, Err(e) if e.kind() == SyncErrorKind::Kafka);
-        self.kafka_failures = if on_kafka { self.kafka_failures + 1 } else { 0 };
-        if self.kafka_failures >= REJOIN_AFTER && self.member.take().is_some() {
+        if self.kafka_failures.after_round(on_kafka) && self.member.take().is_some() {
             tracing::warn!(
-                failed_rounds = self.kafka_failures,
+                failed_rounds = REJOIN_AFTER,
                 "rounds keep failing on Kafka: joining the consumer group again with a new consumer"
             );
-            self.kafka_failures = 0;
         }
     }
 
@@ -568,5 +584,20 @@ mod tests {
         assert_eq!(seen, [10, 20, 40, 60, 60, 60]);
         let long = Duration::from_secs(120);
         assert_eq!(next_backoff(long, long), long);
+    }
+
+    #[test]
+    fn three_rounds_in_a_row_failing_on_kafka_make_the_next_join_the_group_again() {
+        let mut failures = KafkaFailures::default();
+        let seen: Vec<bool> = [true, true, false, true, true, true, true, true, true]
+            .into_iter()
+            .map(|on_kafka| failures.after_round(on_kafka))
+            .collect();
+        // A round that did not fail on Kafka ends the run; after a rejoin
+        // the count starts again.
+        assert_eq!(
+            seen,
+            [false, false, false, false, false, true, false, false, true]
+        );
     }
 }

@@ -49,12 +49,6 @@ impl MaintenanceTotals {
     }
 }
 
-/// How far the maintenance thread lowers its scheduling priority (a nice
-/// value, Linux): when the cores are busy the rounds come first, and a pass
-/// takes the time the rounds leave (bench/README.md, "A pass at a lower
-/// priority").
-pub(crate) const MAINTENANCE_NICE: i32 = 10;
-
 /// The background maintenance of a follower.
 pub(crate) struct Maintenance {
     /// Resolves when the thread's work ended (or the thread is gone).
@@ -85,7 +79,7 @@ pub(crate) fn spawn(
     // The future is made on the thread: it need not be `Send`.
     let thread = std::thread::Builder::new().name("follow-maintenance".into());
     let spawned = thread.spawn(move || {
-        lower_priority();
+        topicberg_iceberg::background::lower_priority("follow-maintenance");
         let work = async move {
             tracing::info!(
                 every_s = every.as_secs(),
@@ -112,25 +106,6 @@ pub(crate) fn spawn(
         return None;
     }
     Some(Maintenance { done, cut })
-}
-
-/// Lowers the calling thread's priority to [`MAINTENANCE_NICE`] (Linux: a
-/// thread has its own nice value). Where that fails the pass runs at the
-/// process's priority, as before; said once in the log.
-fn lower_priority() {
-    #[cfg(target_os = "linux")]
-    {
-        // SAFETY: `gettid` and `setpriority` take plain integers and touch
-        // no memory of ours.
-        let lowered = unsafe {
-            let tid = libc::gettid();
-            libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, MAINTENANCE_NICE)
-        };
-        if lowered != 0 {
-            let e = std::io::Error::last_os_error();
-            tracing::warn!(error = %e, "could not lower the maintenance thread's priority");
-        }
-    }
 }
 
 async fn pass(job: &Job, destination: &Destination, totals: &MaintenanceTotals) {
@@ -163,34 +138,5 @@ pub(crate) async fn finish(maintenance: Maintenance, timeout: Duration) {
         tracing::warn!("the maintenance pass did not end within the stop timeout: cut");
         cut.notify_one();
         let _ = done.await;
-    }
-}
-
-#[cfg(all(test, target_os = "linux"))]
-mod tests {
-    use super::*;
-
-    fn own_priority() -> i32 {
-        // SAFETY: plain integers in, one out.
-        unsafe { libc::getpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t) }
-    }
-
-    #[test]
-    fn the_maintenance_thread_runs_at_a_lower_priority_than_the_rounds() {
-        let (before, after) = std::thread::spawn(|| {
-            let before = own_priority();
-            lower_priority();
-            (before, own_priority())
-        })
-        .join()
-        .expect("thread");
-        // An unprivileged process cannot raise a thread's priority again:
-        // a test run already at a nice above ours keeps its own.
-        assert_eq!(after, before.max(MAINTENANCE_NICE));
-        assert_eq!(
-            own_priority(),
-            before,
-            "only the maintenance thread changed"
-        );
     }
 }

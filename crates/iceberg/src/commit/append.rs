@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use iceberg::io::FileIO;
 use iceberg::spec::{DataContentType, DataFile, FormatVersion, ManifestFile, TableMetadata};
 
-use crate::commit::manifest_merge::ManifestMerge;
+use crate::commit::manifest_merge::merge_small_manifests;
 use crate::commit::offsets::OffsetsAdvance;
 use crate::commit::snapshot_commit::{
     build_snapshot, new_snapshot_id, renew_snapshot_id_if_taken, write_new_manifests,
@@ -121,14 +121,9 @@ impl PendingCommit for PendingAppend {
         let parent = metadata.current_snapshot();
         let mut manifests = current_manifests(file_io, metadata).await?;
         manifests.retain(|m| carried_forward(metadata, m));
-        let merge = ManifestMerge {
-            file_io,
-            metadata,
-            snapshot_id: self.snapshot_id,
-            commit_id: &self.commit_id,
-            attempt,
-        };
-        let mut manifests = merge.apply(manifests).await?;
+        let ids = (self.snapshot_id, self.commit_id.as_str());
+        let mut manifests =
+            merge_small_manifests(file_io, metadata, ids, attempt, manifests).await?;
         // The new manifest first, as the Java library orders them.
         if let Some(new) = &self.manifest {
             manifests.splice(0..0, new.iter().cloned());

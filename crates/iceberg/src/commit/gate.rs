@@ -7,9 +7,10 @@
 //! `replace`, so under a steady load it could lose every attempt. Each
 //! commit therefore holds its table's gate from its first gated attempt to
 //! its end: a round's commit from its first attempt, a compaction's from
-//! its second (the first checks everything committed since its plan,
-//! which can take a while, without holding the rounds up; the later ones
-//! check only the snapshots since). Commits of other processes still meet
+//! its third (the first checks everything committed since its plan,
+//! which can take a while, and the second what landed during the first,
+//! without holding the rounds up; the later ones check only the snapshots
+//! since, a round or two). Commits of other processes still meet
 //! as optimistic commits do, through the catalog.
 
 use std::collections::HashMap;

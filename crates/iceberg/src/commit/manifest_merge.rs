@@ -28,6 +28,10 @@
 //!
 //! The merge is rebuilt on every attempt from the parent it is built on,
 //! so a compaction or another writer committed meanwhile is never undone.
+//! Its manifests are named `<commit id>-mg<attempt>-<n>.avro`: a commit
+//! that does not land has them deleted with its other manifests
+//! (`Destination::delete_commit_metadata`); those of an attempt that lost
+//! to a later one are orphans that orphan removal deletes.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -116,23 +120,39 @@ pub(crate) fn groups_to_merge(
         .collect()
 }
 
+/// `manifests` (the parent's, as a commit carries them) with each group of
+/// small ones of ours merged into one, written for `snapshot_id` (see the
+/// module doc).
+pub(crate) async fn merge_small_manifests(
+    file_io: &FileIO,
+    metadata: &TableMetadata,
+    (snapshot_id, commit_id): (i64, &str),
+    attempt: u32,
+    manifests: Vec<ManifestFile>,
+) -> Result<Vec<ManifestFile>, IcebergError> {
+    let merge = ManifestMerge {
+        file_io,
+        metadata,
+        snapshot_id,
+        commit_id,
+        attempt,
+    };
+    merge.apply(manifests).await
+}
+
 /// Where a commit's merged manifests go, and the snapshot that writes them.
-pub(crate) struct ManifestMerge<'a> {
-    pub file_io: &'a FileIO,
-    pub metadata: &'a TableMetadata,
-    pub snapshot_id: i64,
-    pub commit_id: &'a str,
-    pub attempt: u32,
+struct ManifestMerge<'a> {
+    file_io: &'a FileIO,
+    metadata: &'a TableMetadata,
+    snapshot_id: i64,
+    commit_id: &'a str,
+    attempt: u32,
 }
 
 impl ManifestMerge<'_> {
-    /// `manifests` (the parent's, as the commit carries them) with each
-    /// group of small ones of ours replaced by one merged manifest, in the
-    /// place of the group's first (see the module doc).
-    pub(crate) async fn apply(
-        &self,
-        manifests: Vec<ManifestFile>,
-    ) -> Result<Vec<ManifestFile>, IcebergError> {
+    /// `manifests` with each group of small ones of ours replaced by one
+    /// merged manifest, in the place of the group's first.
+    async fn apply(&self, manifests: Vec<ManifestFile>) -> Result<Vec<ManifestFile>, IcebergError> {
         let settings = MergeSettings::of(self.metadata.properties());
         let groups = groups_to_merge(&manifests, settings, |m| self.is_ours(m));
         if groups.is_empty() {
@@ -177,7 +197,7 @@ impl ManifestMerge<'_> {
     ) -> Result<ManifestFile, IcebergError> {
         let (metadata, first) = (self.metadata, members[0]);
         let location = format!(
-            "{}/metadata/{}-g{}-{n}.avro",
+            "{}/metadata/{}-mg{}-{n}.avro",
             metadata.location(),
             self.commit_id,
             self.attempt

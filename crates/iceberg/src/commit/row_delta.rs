@@ -32,7 +32,7 @@ use iceberg::spec::{
 };
 
 use crate::commit::manifest_entries::{file_identity, live_entries_of, ManifestRewrite};
-use crate::commit::manifest_merge::ManifestMerge;
+use crate::commit::manifest_merge::merge_small_manifests;
 use crate::commit::offsets::OffsetsAdvance;
 use crate::commit::snapshot_commit::{
     build_snapshot, new_snapshot_id, renew_snapshot_id_if_taken, write_new_manifests,
@@ -409,14 +409,8 @@ impl PendingCommit for PendingRowDelta {
         let (carried, removed) = self
             .carry_forward(file_io, metadata, parent_manifests, attempt)
             .await?;
-        let merge = ManifestMerge {
-            file_io,
-            metadata,
-            snapshot_id: self.snapshot_id,
-            commit_id: &self.commit_id,
-            attempt,
-        };
-        let carried = merge.apply(carried).await?;
+        let ids = (self.snapshot_id, self.commit_id.as_str());
+        let carried = merge_small_manifests(file_io, metadata, ids, attempt, carried).await?;
         let mut manifests: Vec<ManifestFile> = Vec::new();
         manifests.extend(self.data_manifest.iter().flatten().cloned());
         manifests.extend(self.delete_manifest.iter().flatten().cloned());

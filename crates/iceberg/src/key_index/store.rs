@@ -698,7 +698,34 @@ impl Store {
             return Ok(());
         };
         let thread = std::thread::Builder::new().name("key-index-merge".into());
-        self.merging = Some(thread.spawn(move || job.run())?);
+        let folds = !job.moves.is_empty();
+        self.merging = Some(thread.spawn(move || {
+            // Beside the rounds, which come first (`background.rs`).
+            crate::background::lower_priority("key-index-merge");
+            let started = std::time::Instant::now();
+            let merged = job.run();
+            if let Ok(m) = &merged {
+                let (runs, ms) = (m.inputs.len(), started.elapsed().as_millis() as u64);
+                // A compaction's fold is one event a pass; the merges of
+                // the rounds' runs, one a round, are debug.
+                if folds {
+                    tracing::info!(
+                        runs,
+                        live = m.live,
+                        ms,
+                        "key index folded a compaction's row moves in the background"
+                    );
+                } else {
+                    tracing::debug!(
+                        runs,
+                        live = m.live,
+                        ms,
+                        "key index merged in the background"
+                    );
+                }
+            }
+            merged
+        })?);
         Ok(())
     }
 

@@ -162,9 +162,10 @@ pub type BeforeCommit<'a> = &'a (dyn Fn() -> BoxFuture<'static, ()> + Send + Syn
 
 /// Reloads the table once a compaction's files are written: what other
 /// writers committed while it rewrote (a follower's rounds: dozens) is
-/// read by its first commit attempt, which holds no commit of theirs up;
-/// the later ones hold the gate (`PendingReplace::gated_from`) and read
-/// only what came since. On failure its files are deleted.
+/// read by its first commit attempt, which holds no commit of theirs up,
+/// as its second does; the later ones hold the gate
+/// (`PendingReplace::gated_from`) and read only what came since. On
+/// failure its files are deleted.
 async fn reload_before_commit(
     destination: &Destination,
     handle: &mut TableHandle,

@@ -288,7 +288,7 @@ impl MovesById {
 }
 
 /// Deletes committed on `main` since the plan that reach rewritten files.
-#[derive(Debug, Default)]
+#[derive(Debug, Clone, Default)]
 pub(crate) struct LateDeletes {
     /// Deleted positions per rewritten data file.
     pub positions: BTreeMap<String, RoaringTreemap>,
@@ -316,10 +316,7 @@ impl LateDeletes {
 
     /// Adds another snapshot's late deletes.
     pub fn merge(&mut self, other: &LateDeletes) {
-        for (path, positions) in &other.positions {
-            self.add(path, positions);
-        }
-        self.scoped.extend(other.scoped.iter().cloned());
+        self.absorb(other.clone());
     }
 }
 

@@ -39,6 +39,45 @@ impl ObjectStorage {
     }
 }
 
+/// What deleting many objects at once did.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Deletions {
+    /// Objects deleted (or already gone).
+    pub deleted: usize,
+    /// One line per object not deleted: the store's error, which names it.
+    pub failures: Vec<String>,
+}
+
+impl ObjectStorage {
+    /// Deletes `locations` in bulk where the store offers it (S3's
+    /// DeleteObjects: up to 1,000 keys a request; elsewhere a few requests
+    /// at a time), an object already gone counting as deleted.
+    pub async fn delete_all(&self, locations: &[String]) -> Deletions {
+        let mut out = Deletions::default();
+        let mut groups: Vec<(Arc<dyn ObjectStore>, Vec<Path>)> = Vec::new();
+        for location in locations {
+            match self.resolve(location) {
+                Ok((store, key)) => match groups.iter_mut().find(|(s, _)| Arc::ptr_eq(s, &store)) {
+                    Some((_, keys)) => keys.push(key),
+                    None => groups.push((store, vec![key])),
+                },
+                Err(e) => out.failures.push(format!("{location}: {e}")),
+            }
+        }
+        for (store, keys) in groups {
+            let keys = futures::stream::iter(keys.into_iter().map(Ok)).boxed();
+            let mut results = store.delete_stream(keys);
+            while let Some(result) = results.next().await {
+                match result {
+                    Ok(_) | Err(object_store::Error::NotFound { .. }) => out.deleted += 1,
+                    Err(e) => out.failures.push(e.to_string()),
+                }
+            }
+        }
+        out
+    }
+}
+
 /// Hands the one [`ObjectStorage`] to `FileIO`.
 #[derive(Debug)]
 pub(super) struct ObjectStorageFactory {
@@ -238,5 +277,36 @@ impl FileWrite for ObjectWriter {
             iceberg::Error::new(iceberg::ErrorKind::Unexpected, message)
                 .with_source(StorageFault { retryable: true })
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::storage::StorageConfig;
+    use super::*;
+
+    #[tokio::test]
+    async fn delete_all_deletes_every_object_counts_the_gone_ones_and_names_what_it_could_not() {
+        let dir = std::env::temp_dir().join(format!("tb-delete-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut locations: Vec<String> = (0..3)
+            .map(|i| {
+                let file = dir.join(format!("f{i}.avro"));
+                std::fs::write(&file, b"x").unwrap();
+                format!("file://{}", file.display())
+            })
+            .collect();
+        locations.push(format!("file://{}/gone.avro", dir.display()));
+        locations.push("ftp://elsewhere/f.avro".to_string());
+        let storage = ObjectStorage::new(StorageConfig::local());
+        let done = storage.delete_all(&locations).await;
+        assert_eq!(done.deleted, 4, "{done:?}");
+        assert_eq!(done.failures.len(), 1, "{done:?}");
+        assert!(
+            done.failures[0].contains("ftp://elsewhere/f.avro"),
+            "{done:?}"
+        );
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -291,6 +291,20 @@ fn compacted_then_synced(bed: Bed, formats: &[&str]) {
             "{t}"
         );
         assert_eq!(t["after"]["snapshots"], 2, "{t}");
+        // The expired snapshots' files were deleted (in bulk: S3's
+        // DeleteObjects on the reference catalog's SeaweedFS bucket).
+        assert!(t["expiry"]["files_deleted"].as_u64().unwrap() >= 4, "{t}");
+        assert_eq!(t["expiry"]["files_not_deleted"], 0, "{t}");
+        if let Bed::Rest(_) = bed {
+            let files = metadata_files(&table, &[]);
+            let mut lists = strings(&files["manifest_lists"]);
+            lists.sort();
+            let in_folder = strings(&files["manifest_lists_in_folder"]);
+            assert_eq!(
+                in_folder, lists,
+                "only the kept snapshots' manifest lists are left"
+            );
+        }
     }
     if !orphan_folders.is_empty() {
         let mut removed = Vec::new();
