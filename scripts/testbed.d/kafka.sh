@@ -163,6 +163,14 @@ transaction.state.log.num.partitions=5
 share.coordinator.state.topic.replication.factor=1
 share.coordinator.state.topic.min.isr=1
 group.initial.rebalance.delay.ms=0
+# KIP-848 consumer groups: a member that stops heartbeating is fenced after 10 s
+# and its partitions go to the others (the default, 45 s, would make every kill
+# round of the followers' and workers' tests wait that long). The bounds below
+# the broker's defaults (45 s, 5 s) are lowered so that these are allowed.
+group.consumer.min.session.timeout.ms=3000
+group.consumer.session.timeout.ms=10000
+group.consumer.min.heartbeat.interval.ms=500
+group.consumer.heartbeat.interval.ms=1000
 # After a kill the old registration must expire before the restarted broker can
 # register again (default 9 s); 5 s still rides out GC pauses on a busy box.
 broker.session.timeout.ms=5000

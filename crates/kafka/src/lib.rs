@@ -39,7 +39,7 @@ pub use connection::{
 pub use drain::{drain, drain_checked};
 pub use error::{KafkaError, KafkaErrorKind};
 pub use fetch::{fill_spill, FetchBuffers};
-pub use member::{GroupMember, GroupProtocol};
+pub use member::{GroupMember, GroupProtocol, Lease};
 pub use offsets::{read_partition_states, GroupClient, PartitionState, TopicPartition};
 pub use partition_range::{DrainError, DrainSettings, DrainedPartition, PartitionRange};
 pub use ping::{ping, BrokerMetadata};

@@ -8,6 +8,11 @@
 //! broker does not offer it (Kafka before 4.0, or a broker configured with
 //! `group.coordinator.rebalance.protocols=classic`).
 //!
+//! A member reads only the partitions the group assigned it: each round
+//! takes a [`Lease`] on them, and a revocation waits for the rounds
+//! holding a revoked partition to commit or drop what they read of it
+//! (`group_context.rs`).
+//!
 //! The member never reads messages through librdkafka: every partition it
 //! is assigned is paused in the same callback that assigns it, and the
 //! data keeps coming through topicberg's batch reader. A thread of its own
@@ -202,11 +207,20 @@ impl GroupMember {
     /// The partitions the group assigned this member; `None` before its
     /// first assignment.
     pub fn assignment(&self) -> Option<BTreeSet<TopicPartition>> {
-        self.membership
-            .assigned
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        self.membership.ownership.lock().assigned.clone()
+    }
+
+    /// The partitions assigned now, held until the [`Lease`] is dropped: a
+    /// revocation of any of them waits for that (up to a minute), so a
+    /// round that planned them commits or drops what it read of them
+    /// before the group gives them to another member.
+    pub fn lease(&self) -> Lease {
+        let (assigned, held) = self.membership.ownership.lease();
+        Lease {
+            membership: Arc::clone(&self.membership),
+            assigned,
+            held,
+        }
     }
 
     /// The fatal error librdkafka reported, if any: the member is out of
@@ -228,6 +242,36 @@ impl GroupMember {
     /// commits that carry the member's epoch.
     pub fn client(&self) -> &GroupClient {
         &self.client
+    }
+}
+
+/// A round's hold on the partitions assigned when it planned; see
+/// [`GroupMember::lease`].
+pub struct Lease {
+    membership: Arc<Membership>,
+    assigned: Option<BTreeSet<TopicPartition>>,
+    held: Vec<TopicPartition>,
+}
+
+impl Lease {
+    /// The partitions assigned when the lease was taken; `None` before the
+    /// member's first assignment.
+    pub fn assigned(&self) -> Option<&BTreeSet<TopicPartition>> {
+        self.assigned.as_ref()
+    }
+}
+
+impl std::fmt::Debug for Lease {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lease")
+            .field("held", &self.held.len())
+            .finish()
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        self.membership.ownership.release(&self.held);
     }
 }
 

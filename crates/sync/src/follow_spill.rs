@@ -106,7 +106,7 @@ impl ReadAhead {
         let filled = tokio::task::spawn_blocking(move || {
             let connection = KafkaConnection::from_source(&source);
             let selection = select_topics(&connection, &topics, KAFKA_TIMEOUT)?;
-            let selected: Vec<_> = selection
+            let mut selected: Vec<_> = selection
                 .selected
                 .into_iter()
                 .filter(|t| match &waiting {
@@ -114,6 +114,10 @@ impl ReadAhead {
                     Waiting::Topics(names) => names.contains(&t.name),
                 })
                 .collect();
+            if let Some(member) = &member {
+                // Only what the group assigned this member.
+                crate::sync::keep_assigned(&mut selected, member.assignment().as_ref());
+            }
             let states = match &member {
                 Some(member) => member.client().partition_states(&selected, KAFKA_TIMEOUT)?,
                 None => GroupClient::open(&connection, &group)?

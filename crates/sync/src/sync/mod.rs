@@ -222,9 +222,11 @@ async fn connect<'a>(
                 elapsed_ms = started.elapsed().as_millis() as u64,
                 "topics selected"
             );
-            if let Some(member) = &member {
-                subscribe_member(member, &selection)?;
-            }
+            let mut selection = selection;
+            let lease = match &member {
+                Some(member) => Some(own_partitions(member, &mut selection)?),
+                None => None,
+            };
             let group_client = match (&member, &opened) {
                 (Some(member), _) => member.client(),
                 (None, Some(opened)) => opened,
@@ -235,7 +237,7 @@ async fn connect<'a>(
                 elapsed_ms = started.elapsed().as_millis() as u64,
                 "partition states read"
             );
-            Ok((selection, states))
+            Ok((selection, states, lease))
         })
     };
     let clients = match &options.clients {
@@ -246,7 +248,7 @@ async fn connect<'a>(
         elapsed_ms = started.elapsed().as_millis() as u64,
         "catalog connected"
     );
-    let (selection, mut states) = kafka.await.map_err(SetupError::Task)??;
+    let (selection, mut states, lease) = kafka.await.map_err(SetupError::Task)??;
     if let Some(spill) = &options.spill {
         spilled::extend_retention(spill, &mut states);
     }
@@ -281,6 +283,7 @@ async fn connect<'a>(
         olake_timestamp_micros: now_micros(),
         registry: clients.registry,
         member: options.member.clone(),
+        _lease: lease,
         logged_once: options.logged_once.clone(),
         record_caps: options.record_caps.clone(),
         kept_indexes: options.kept_indexes.clone(),
@@ -290,20 +293,37 @@ async fn connect<'a>(
 }
 
 /// A member subscribes to the selected topics (again when a pattern
-/// matched a new one). It still reads every selected partition, whatever
-/// the group assigned it: sharing partitions among several followers is
-/// the scale-out's (a follower restarted after a crash would otherwise
-/// read nothing until the broker expires its dead predecessor, 45 s by
-/// default); the table's offsets keep two readers of a partition apart.
-fn subscribe_member(
+/// matched a new one) and reads only the partitions the group assigned it
+/// (none before its first assignment): the selection keeps those, and the
+/// lease holds them until the sync's commit phase ended, so a revocation
+/// waits for it. After a crash the restarted member reads nothing until
+/// the broker expires its dead predecessor's session (the group's session
+/// timeout: 45 s by default); the table's offsets keep two readers of a
+/// partition apart whatever the assignment.
+fn own_partitions(
     member: &GroupMember,
-    selection: &TopicSelection,
-) -> Result<(), topicberg_kafka::KafkaError> {
+    selection: &mut TopicSelection,
+) -> Result<topicberg_kafka::Lease, topicberg_kafka::KafkaError> {
     let names: Vec<String> = selection.selected.iter().map(|t| t.name.clone()).collect();
-    if names.is_empty() {
-        return Ok(());
+    if !names.is_empty() {
+        member.subscribe(&names)?;
     }
-    member.subscribe(&names)
+    let lease = member.lease();
+    keep_assigned(&mut selection.selected, lease.assigned());
+    Ok(lease)
+}
+
+/// Each topic's partitions cut to those of `assigned` (all, when `None`
+/// stands for "not assigned yet": none).
+pub(crate) fn keep_assigned(
+    selected: &mut [topicberg_kafka::SelectedTopic],
+    assigned: Option<&std::collections::BTreeSet<topicberg_kafka::TopicPartition>>,
+) {
+    for topic in selected {
+        topic
+            .partitions
+            .retain(|&p| assigned.is_some_and(|a| a.contains(&(topic.name.clone(), p))));
+    }
 }
 
 /// The commit phase: every table's snapshot, then the group's offsets;

@@ -46,6 +46,9 @@ pub(super) struct SyncContext<'a> {
     pub(super) logged_once: Option<Arc<crate::LoggedOnce>>,
     /// The follower's membership in the job's consumer group, if any.
     pub(super) member: Option<Arc<topicberg_kafka::GroupMember>>,
+    /// A member's hold on the partitions it planned, released when the
+    /// sync ends (after its commits): a revocation waits for it.
+    pub(super) _lease: Option<topicberg_kafka::Lease>,
     /// What the sync has read so far, per table and partition.
     pub(super) progress: Arc<SyncProgress>,
 }

@@ -53,3 +53,4 @@ mod sync_table_names;
 mod sync_upsert;
 mod sync_upsert_conflict;
 mod testbed;
+mod workers;

@@ -137,30 +137,21 @@ impl Followed {
 
     /// Waits until DuckDB reads both tables as the model says.
     fn wait_visible(&self, what: &str) {
-        let (append_table, upsert_table) = (
-            self.job.table(&self.appended),
-            self.job.table(&self.upserted),
-        );
-        wait_until(what, VISIBLE_WITHIN, || {
-            ids_of(&append_table).len() == self.appended_ids.len()
-                && latest_of(&upsert_table) == self.latest
-        });
-        self.check("duckdb", what);
+        self.model().wait_visible(what, VISIBLE_WITHIN);
     }
 
     /// Both tables equal the model for `engine` (no loss, no duplicate).
     fn check(&self, engine: &str, what: &str) {
-        check_append(
-            engine,
-            &self.job.table(&self.appended),
-            &self.appended_ids,
-            0,
-        );
-        check_upsert(engine, &self.job.table(&self.upserted), &self.latest, 0);
-        eprintln!(
-            "{what}: {engine} equals the model ({} messages)",
-            self.appended_ids.len()
-        );
+        self.model().check(engine, what);
+    }
+
+    fn model(&self) -> Model<'_> {
+        Model {
+            append_table: self.job.table(&self.appended),
+            upsert_table: self.job.table(&self.upserted),
+            appended_ids: &self.appended_ids,
+            latest: &self.latest,
+        }
     }
 
     /// Deletes every message of both topics produced so far (Kafka's
@@ -197,6 +188,37 @@ impl Followed {
     }
 }
 
+/// What an append table and an upsert table must hold: every appended id
+/// once, and the latest seq of each upserted id.
+pub(crate) struct Model<'a> {
+    pub(crate) append_table: String,
+    pub(crate) upsert_table: String,
+    pub(crate) appended_ids: &'a [u64],
+    pub(crate) latest: &'a BTreeMap<u64, u64>,
+}
+
+impl Model<'_> {
+    /// Waits up to `within` until DuckDB reads both tables as the model
+    /// says, then checks them.
+    pub(crate) fn wait_visible(&self, what: &str, within: Duration) {
+        wait_until(what, within, || {
+            ids_of(&self.append_table).len() == self.appended_ids.len()
+                && latest_of(&self.upsert_table) == *self.latest
+        });
+        self.check("duckdb", what);
+    }
+
+    /// Both tables equal the model for `engine` (no loss, no duplicate).
+    pub(crate) fn check(&self, engine: &str, what: &str) {
+        check_append(engine, &self.append_table, self.appended_ids, 0);
+        check_upsert(engine, &self.upsert_table, self.latest, 0);
+        eprintln!(
+            "{what}: {engine} equals the model ({} messages)",
+            self.appended_ids.len()
+        );
+    }
+}
+
 /// The ids DuckDB reads from an append table (empty before it exists).
 fn ids_of(table: &str) -> Vec<u64> {
     rows_or_none(table)
@@ -225,7 +247,7 @@ fn rows_or_none(table: &str) -> Vec<Value> {
 }
 
 /// Sends SIGTERM and waits for the exit; the follower's report.
-fn stop(mut child: Running, report: &Path, log: &Path) -> Value {
+pub(crate) fn stop(mut child: Running, report: &Path, log: &Path) -> Value {
     // SAFETY: kill(2) on our own child's pid.
     let sent = unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     assert_eq!(sent, 0, "SIGTERM sent");
