@@ -41,6 +41,7 @@ mod state;
 pub mod store;
 pub mod ui;
 pub mod warnings;
+pub mod worker;
 
 pub use server::{router, serve, ServeArgs, ServeError, DEFAULT_LISTEN};
 pub use state::AppState;

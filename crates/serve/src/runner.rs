@@ -27,7 +27,7 @@ use topicberg_kafka::{read_partition_states, select_topics, KafkaConnection};
 use tracing::Instrument;
 
 pub use error::{RunError, StartError, TopicsError};
-pub use follow_run::FollowerState;
+pub use follow_run::{round_hook, FollowerState};
 pub use log_capture::{log_capture_layer, LogCapture, LogCaptureLayer, MAX_RUN_LOG_BYTES};
 
 use crate::job_file::{load_job, JobConfigError, JobFileError, LoadedJob};

@@ -144,7 +144,10 @@ async fn readyz(State(state): State<AppState>) -> axum::response::Response {
 
 /// How long since the follower's last successful round, and its bound
 /// (ms), when that is longer than the bound.
-fn staleness(report: &topicberg_sync::follow::FollowReport, now_ms: u64) -> Option<(u64, u64)> {
+pub(crate) fn staleness(
+    report: &topicberg_sync::follow::FollowReport,
+    now_ms: u64,
+) -> Option<(u64, u64)> {
     let bound =
         (report.commit_interval_ms * STALE_AFTER_INTERVALS).max(STALE_AFTER_MIN.as_millis() as u64);
     let since = report.last_success_ms.unwrap_or(report.started_ms);

@@ -177,6 +177,9 @@ struct Follower<'a> {
     /// inside when the job turns it off).
     maintenance: Option<Option<follow_maintain::Maintenance>>,
     totals: Arc<MaintenanceTotals>,
+    /// The topics whose partition 0 this follower owns: the tables its
+    /// maintenance passes keep.
+    leading: follow_maintain::Leading,
     /// The last round read only `commit_records` of a table's messages.
     more_waiting: bool,
     /// Key and value bytes per message of each table's last committed
@@ -215,6 +218,7 @@ impl<'a> Follower<'a> {
             member: None,
             maintenance: None,
             totals: Arc::new(MaintenanceTotals::default()),
+            leading: Arc::default(),
             more_waiting: false,
             bytes_per_record: std::collections::BTreeMap::new(),
             key_indexes: Arc::new(KeptIndexes::default()),
@@ -256,6 +260,7 @@ impl<'a> Follower<'a> {
         if let Some(protocol) = protocol {
             self.report.group_protocol = protocol;
         }
+        self.note_leading();
         self.count_kafka_failures(&ran);
         match ran {
             Ok(round) => {
@@ -281,6 +286,19 @@ impl<'a> Follower<'a> {
             }
             Err(e) => Err(e),
         }
+    }
+
+    /// The topics whose partition 0 the group assigned this follower now,
+    /// for its maintenance passes.
+    fn note_leading(&self) {
+        let assigned = self.member.as_ref().and_then(|m| m.assignment());
+        let topics = assigned
+            .iter()
+            .flatten()
+            .filter(|(_, partition)| *partition == 0)
+            .map(|(topic, _)| topic.clone())
+            .collect();
+        *self.leading.lock().unwrap_or_else(|p| p.into_inner()) = topics;
     }
 
     /// After [`REJOIN_AFTER`] rounds in a row failed on Kafka, the next
@@ -365,7 +383,14 @@ impl<'a> Follower<'a> {
         if let (None, Some(clients)) = (&self.maintenance, &self.clients) {
             let destination = Arc::clone(&clients.destination);
             let (stop, totals) = (Arc::clone(stop), Arc::clone(&self.totals));
-            self.maintenance = Some(follow_maintain::spawn(self.job, destination, stop, totals));
+            let leading = Arc::clone(&self.leading);
+            self.maintenance = Some(follow_maintain::spawn(
+                self.job,
+                destination,
+                stop,
+                totals,
+                leading,
+            ));
         }
     }
 

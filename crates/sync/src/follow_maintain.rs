@@ -9,7 +9,12 @@
 //! is planned again), a round whose commit meets the compaction carries its
 //! deletes through the compaction's row moves (or computes them again), so
 //! a row is never lost nor resurrected.
+//!
+//! In a job run by several workers, a worker's passes maintain only the
+//! tables it leads ([`Leading`]: those whose first topic's partition 0 the
+//! group assigned it), so each table is maintained in one place.
 
+use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,6 +25,11 @@ use tracing::Instrument;
 
 use crate::maintain::{run_maintain_on, MaintainOptions, MaintainReport};
 use crate::stop::StopSignal;
+
+/// The topics whose partition 0 the group assigned this follower, kept
+/// by the follower after every round; a pass maintains only the tables of
+/// those (`MaintainOptions::leading`).
+pub(crate) type Leading = Arc<std::sync::Mutex<BTreeSet<String>>>;
 
 /// What the background maintenance did so far (shared with the report).
 #[derive(Debug, Default)]
@@ -67,6 +77,7 @@ pub(crate) fn spawn(
     destination: Arc<Destination>,
     stop: Arc<StopSignal>,
     totals: Arc<MaintenanceTotals>,
+    leading: Leading,
 ) -> Option<Maintenance> {
     let every = job.maintain.follow_every?;
     let mut job = job.clone();
@@ -93,7 +104,7 @@ pub(crate) fn spawn(
                 }
                 crate::hooks::pause_point("before_follow_maintenance").await;
                 tokio::select! {
-                    () = pass(&job, &destination, &totals) => {}
+                    () = pass(&job, &destination, &totals, &leading) => {}
                     () = cut_here.notified() => return,
                 }
             }
@@ -108,10 +119,12 @@ pub(crate) fn spawn(
     Some(Maintenance { done, cut })
 }
 
-async fn pass(job: &Job, destination: &Destination, totals: &MaintenanceTotals) {
+async fn pass(job: &Job, destination: &Destination, totals: &MaintenanceTotals, leading: &Leading) {
+    let leading = leading.lock().unwrap_or_else(|p| p.into_inner()).clone();
     let options = MaintainOptions {
         tiered: true,
         rewrite_budget: job.maintain.follow_rewrite_bytes,
+        leading: Some(leading),
         ..MaintainOptions::default()
     };
     match run_maintain_on(job, &options, destination).await {

@@ -41,6 +41,12 @@ pub struct MaintainOptions {
     /// most (a follower's passes, `maintain.follow_rewrite_mb`); `None`:
     /// every one.
     pub rewrite_budget: Option<u64>,
+    /// Only the tables this worker leads: those whose first topic (the
+    /// first in name order of the topics the job selects that the table
+    /// records offsets of) has its partition 0 assigned to this worker, so
+    /// that in a job run by several workers each table is maintained in
+    /// one place. `None`: every table (a scheduled `maintain`).
+    pub leading: Option<std::collections::BTreeSet<String>>,
 }
 
 /// What `maintain` did to one table.
@@ -162,11 +168,16 @@ pub async fn run_maintain_on(
                 continue;
             }
         };
-        let ours = TableOffsets::of_metadata(handle.metadata())
-            .map(|o| o.0.keys().any(|topic| job.selects(topic)))
-            .unwrap_or(false);
-        if !ours && options.table.is_none() {
+        let first_topic = TableOffsets::of_metadata(handle.metadata())
+            .ok()
+            .and_then(|o| o.0.keys().find(|topic| job.selects(topic)).cloned());
+        if first_topic.is_none() && options.table.is_none() {
             continue;
+        }
+        if let (Some(leading), Some(topic)) = (&options.leading, &first_topic) {
+            if !leading.contains(topic) {
+                continue;
+            }
         }
         tables.push(maintain_table(job, destination, handle, options).await);
     }

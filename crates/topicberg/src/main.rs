@@ -88,6 +88,17 @@ enum Command {
         /// read and exit (within `sync.stop_timeout`).
         #[arg(long)]
         follow: bool,
+        /// With --follow: serve `/healthz` (liveness), `/readyz` (200
+        /// while rounds succeed, 503 once the last success is older than 10
+        /// commit intervals, at least a minute) and `/metrics` on this
+        /// address, for an orchestrator (e.g. `0.0.0.0:9464` in a pod).
+        #[arg(long, value_name = "ADDR", requires = "follow")]
+        listen: Option<SocketAddr>,
+        /// Keep the job's local state (its lock, upsert key indexes, the
+        /// spill) in DIR instead of the job file's `[sync] state_dir` (a
+        /// writable volume when the job file is mounted read-only).
+        #[arg(long, value_name = "DIR")]
+        state_dir: Option<PathBuf>,
     },
     /// Maintain the job's tables: compact small files and files with
     /// deletes, expire old snapshots, remove orphan files (`[maintain]`).
@@ -181,7 +192,16 @@ fn exit_after_closing_clients(code: u8) -> ExitCode {
 /// Loads and validates the job file, then resolves it: every problem at
 /// once, each with its fix.
 fn load_job(path: &std::path::Path) -> anyhow::Result<Job> {
-    let config = JobConfig::load(path)?;
+    load_job_with(path, None)
+}
+
+/// [`load_job`] with the job's `[sync] state_dir` replaced by `state_dir`
+/// when given (`sync --state-dir`).
+fn load_job_with(path: &std::path::Path, state_dir: Option<PathBuf>) -> anyhow::Result<Job> {
+    let mut config = JobConfig::load(path)?;
+    if let Some(dir) = state_dir {
+        config.sync.state_dir = dir;
+    }
     Job::resolve(&config).map_err(|problems| {
         let problems: Vec<String> = problems.iter().map(ToString::to_string).collect();
         anyhow::anyhow!("{}: {}", path.display(), problems.join("; "))
@@ -277,6 +297,7 @@ async fn run(cli: Cli, log_capture: Option<LogCapture>) -> anyhow::Result<u8> {
                 dry_run,
                 tiered: false,
                 rewrite_budget: None,
+                leading: None,
             };
             let report = topicberg_sync::maintain::run_maintain(&job, &options).await?;
             print!("{}", report.to_text());
@@ -286,13 +307,17 @@ async fn run(cli: Cli, log_capture: Option<LogCapture>) -> anyhow::Result<u8> {
         Command::Sync {
             config,
             report_json,
-            follow: false,
-        } => sync(&config, report_json).await,
-        Command::Sync {
-            config,
-            report_json,
-            follow: true,
-        } => follow(&config, report_json).await,
+            follow,
+            listen,
+            state_dir,
+        } => {
+            let job = load_job_with(&config, state_dir)?;
+            if follow {
+                follow_job(job, report_json, listen).await
+            } else {
+                sync(job, report_json).await
+            }
+        }
     }
 }
 
@@ -355,8 +380,7 @@ async fn discover_topics(config: &std::path::Path, json: bool) -> anyhow::Result
 
 /// `sync`: the report as text (and JSON); 75 when another sync of the job
 /// holds its lock here.
-async fn sync(config: &std::path::Path, report_json: Option<PathBuf>) -> anyhow::Result<u8> {
-    let job = load_job(config)?;
+async fn sync(job: Job, report_json: Option<PathBuf>) -> anyhow::Result<u8> {
     let report = match run_sync(&job).await {
         Ok(report) => report,
         Err(e @ topicberg_sync::destination::SetupError::AlreadyRunning { .. }) => {
@@ -373,13 +397,41 @@ async fn sync(config: &std::path::Path, report_json: Option<PathBuf>) -> anyhow:
 
 /// `sync --follow`: rounds until SIGTERM or SIGINT; 0 when the last round
 /// committed, 1 when it failed or was cut by the stop timeout.
-async fn follow(config: &std::path::Path, report_json: Option<PathBuf>) -> anyhow::Result<u8> {
-    use topicberg_sync::follow::{run_follow, StopSignal};
-    let job = load_job(config)?;
-    let stop = std::sync::Arc::new(StopSignal::default());
-    let signals = tokio::spawn(stop_on_signal(std::sync::Arc::clone(&stop)));
-    let report = run_follow(&job, stop).await;
+async fn follow_job(
+    job: Job,
+    report_json: Option<PathBuf>,
+    listen: Option<SocketAddr>,
+) -> anyhow::Result<u8> {
+    use std::sync::Arc;
+    use topicberg_sync::follow::{run_follow_with, FollowLive, FollowOptions, StopSignal};
+    let stop = Arc::new(StopSignal::default());
+    let signals = tokio::spawn(stop_on_signal(Arc::clone(&stop)));
+    let mut options = FollowOptions::default();
+    let endpoints = match listen {
+        Some(listen) => {
+            let listener = topicberg_serve::worker::bind_worker_endpoints(listen).await?;
+            let (live, metrics) = (Arc::new(FollowLive::default()), Default::default());
+            options.live = Some(Arc::clone(&live));
+            options.on_round = Some(topicberg_serve::runner::round_hook(&metrics, &job));
+            let token = std::env::var(topicberg_serve::guard::METRICS_TOKEN_ENV).ok();
+            let serving = topicberg_serve::worker::serve_worker_endpoints(
+                listener,
+                live,
+                metrics,
+                token,
+                Arc::clone(&stop),
+            );
+            Some(tokio::spawn(serving))
+        }
+        None => None,
+    };
+    let report = run_follow_with(&job, stop, options).await;
     signals.abort();
+    if let Some(endpoints) = endpoints {
+        if let Err(e) = endpoints.await? {
+            tracing::warn!(error = %e, "the worker endpoints failed");
+        }
+    }
     let report = report?;
     println!(
         "followed {}: {} rounds, {} snapshots, {} records",

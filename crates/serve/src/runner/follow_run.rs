@@ -19,6 +19,7 @@ use topicberg_sync::sync::report::SyncReport;
 use super::StartError;
 use super::{now_ms, read_lag, Lane, Outcome, RunError, RunHandles, RunReport, Runner};
 use crate::job_file::load_job;
+use crate::metrics::Metrics;
 use crate::run_store::{RunKind, RunStatus, Trigger};
 
 /// How often a follower's consumer lag is read for the metrics and the
@@ -161,31 +162,39 @@ impl Runner {
         }
     }
 
-    /// Records each round as a sync in the metrics; the consumer lag at
-    /// most every [`LAG_INTERVAL`], read off the round's thread.
     fn round_metrics(&self, job: &topicberg_core::Job) -> topicberg_sync::follow::RoundHook {
-        let (metrics, job) = (self.metrics.clone(), job.clone());
-        let lag_read = Mutex::new(None::<Instant>);
-        Arc::new(move |round: &SyncReport| {
-            let status = if round.succeeded() {
-                RunStatus::Succeeded
-            } else {
-                RunStatus::Failed
-            };
-            let duration = Duration::from_millis(round.duration_ms);
-            metrics.record_run(&job.name, status, duration, now_ms(), Some(round));
-            let mut last = lag_read.lock().unwrap_or_else(|p| p.into_inner());
-            if last.is_some_and(|at| at.elapsed() < LAG_INTERVAL) {
-                return;
-            }
-            *last = Some(Instant::now());
-            let (metrics, job) = (metrics.clone(), job.clone());
-            tokio::task::spawn_blocking(move || match read_lag(&job) {
-                Ok(lag) => metrics.set_lag(&job.name, lag),
-                Err(e) => tracing::debug!(error = %e, "reading the follower's consumer lag failed"),
-            });
-        })
+        round_hook(&self.metrics, job)
     }
+}
+
+/// A follower's hook that records each round as a sync in `metrics`, and
+/// the consumer lag at most every [`LAG_INTERVAL`], read off the round's
+/// thread (serve's continuous jobs, and `sync --follow --listen`).
+pub fn round_hook(
+    metrics: &Metrics,
+    job: &topicberg_core::Job,
+) -> topicberg_sync::follow::RoundHook {
+    let (metrics, job) = (metrics.clone(), job.clone());
+    let lag_read = Mutex::new(None::<Instant>);
+    Arc::new(move |round: &SyncReport| {
+        let status = if round.succeeded() {
+            RunStatus::Succeeded
+        } else {
+            RunStatus::Failed
+        };
+        let duration = Duration::from_millis(round.duration_ms);
+        metrics.record_run(&job.name, status, duration, now_ms(), Some(round));
+        let mut last = lag_read.lock().unwrap_or_else(|p| p.into_inner());
+        if last.is_some_and(|at| at.elapsed() < LAG_INTERVAL) {
+            return;
+        }
+        *last = Some(Instant::now());
+        let (metrics, job) = (metrics.clone(), job.clone());
+        tokio::task::spawn_blocking(move || match read_lag(&job) {
+            Ok(lag) => metrics.set_lag(&job.name, lag),
+            Err(e) => tracing::debug!(error = %e, "reading the follower's consumer lag failed"),
+        });
+    })
 }
 
 /// A follower's status when it ended: succeeded when its last round did,

@@ -14,6 +14,7 @@ mod fault_proxy;
 mod iceberg_append;
 mod iceberg_commit_faults;
 mod iceberg_deletes;
+mod image;
 mod kafka_faults;
 mod kafka_smoke;
 mod kafka_tls;

@@ -224,7 +224,8 @@ pub struct Client {
 }
 
 impl Client {
-    fn new(base: &str) -> Client {
+    /// A client of `base` (`http://host:port`), not logged in.
+    pub fn new(base: &str) -> Client {
         Client {
             rt: tokio::runtime::Builder::new_current_thread()
                 .enable_all()

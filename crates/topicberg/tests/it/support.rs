@@ -609,7 +609,8 @@ impl Job {
         self.spawn_syncing(&["--follow"], report, log, env)
     }
 
-    fn spawn_syncing(
+    /// Starts `topicberg sync -c <job> <args> --report-json <report>`.
+    pub fn spawn_syncing(
         &self,
         args: &[&str],
         report: &std::path::Path,

@@ -1,11 +1,12 @@
 //! Several workers of one job (`sync --follow` processes, each with its
-//! own state directory, as on machines of their own) share the job's
+//! own `--state-dir`, as on machines of their own) share the job's
 //! partitions through its consumer group: each reads only the partitions
 //! the group assigned it, and workers killed, started and added while
 //! producers run lose and duplicate nothing. Seeded rounds
 //! (`TOPICBERG_WORKERS_SEED` replays a run, `TOPICBERG_WORKERS_ROUNDS` sets
 //! the rounds, 2 by default); DuckDB checks both tables after every step,
-//! PyIceberg and Spark at the end.
+//! PyIceberg and Spark at the end. A worker paused past its session
+//! timeout and resumed commits nothing another worker committed.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -13,6 +14,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
+use crate::serve_support::{free_port, Client};
 use crate::support::{
     create_topic_on, figures_in_log, plaintext, produce_to_partitions, wait_until, Catalog, Job,
     Rng, Running,
@@ -27,10 +29,10 @@ const SETTINGS: &str = "[sync]\ncommit_interval = \"1s\"\nstop_timeout = \"30s\"
 /// timeout (10 s in the test bed) on a loaded 2-core machine.
 const WITHIN: Duration = Duration::from_secs(180);
 
-/// One worker: its own copy of the job file (so its own state directory),
-/// and the process while it runs.
+/// One worker: its own state directory (`sync --state-dir`, as on a
+/// machine of its own), and the process while it runs.
 struct Worker {
-    job: Job,
+    state_dir: PathBuf,
     running: Option<(Running, PathBuf, PathBuf)>,
 }
 
@@ -49,6 +51,11 @@ struct Workers {
 
 impl Workers {
     fn new(count: usize) -> Workers {
+        Workers::with(count, "")
+    }
+
+    /// `count` workers of a job with `tail` appended to its file.
+    fn with(count: usize, tail: &str) -> Workers {
         let broker = plaintext();
         let appended = unique_name("workers_a");
         let upserted = unique_name("workers_u");
@@ -58,17 +65,15 @@ impl Workers {
             "[[streams]]\ntopic = \"{upserted}\"\nmode = \"upsert\"\ndedup_keys = [\"id\"]\n{SETTINGS}"
         );
         let job = Job::new(Catalog::Seaweed, &[&appended, &upserted], "", &extra);
+        let mut text = std::fs::read_to_string(&job.path).unwrap();
+        text.push_str(tail);
+        std::fs::write(&job.path, text).unwrap();
         let workers = (0..count)
             .map(|n| {
-                let dir = job.path.with_file_name(format!("worker{n}"));
-                std::fs::create_dir_all(&dir).unwrap();
-                let path = dir.join("job.toml");
-                std::fs::copy(&job.path, &path).unwrap();
+                let state_dir = job.path.with_file_name(format!("worker{n}"));
+                std::fs::create_dir_all(&state_dir).unwrap();
                 Worker {
-                    job: Job {
-                        name: job.name.clone(),
-                        path,
-                    },
+                    state_dir,
                     running: None,
                 }
             })
@@ -86,15 +91,37 @@ impl Workers {
     }
 
     fn start(&mut self, n: usize) {
+        self.start_with(n, &[], &[]);
+    }
+
+    /// Starts worker `n` with `args` after `--follow` and `env` set.
+    fn start_with(&mut self, n: usize, args: &[&str], env: &[(&str, &str)]) {
+        let job = &self.job;
         let worker = &mut self.workers[n];
         assert!(worker.running.is_none(), "worker {n} runs already");
         let (report, log) = (
-            worker.job.scratch_file("worker.json"),
-            worker.job.scratch_file("worker.log"),
+            job.scratch_file("worker.json"),
+            job.scratch_file("worker.log"),
         );
-        let child = worker.job.spawn_follow(&report, &log, &[]);
+        let state_dir = worker.state_dir.to_str().unwrap();
+        let mut all = vec!["--follow", "--state-dir", state_dir];
+        all.extend_from_slice(args);
+        let child = job.spawn_syncing(&all, &report, &log, env);
         self.logs.push(log.clone());
         worker.running = Some((child, report, log));
+    }
+
+    /// Sends `signal` to worker `n`.
+    fn signal(&self, n: usize, signal: i32) {
+        let (child, _, _) = self.workers[n].running.as_ref().expect("running");
+        // SAFETY: kill(2) on our own child's pid.
+        assert_eq!(unsafe { libc::kill(child.id() as i32, signal) }, 0);
+    }
+
+    /// Worker `n`'s log.
+    fn log(&self, n: usize) -> String {
+        let (_, _, log) = self.workers[n].running.as_ref().expect("running");
+        std::fs::read_to_string(log).unwrap_or_default()
     }
 
     fn kill(&mut self, n: usize) {
@@ -159,6 +186,36 @@ impl Workers {
         }
     }
 
+    /// Each worker's log length now (0 for one not running).
+    fn log_lengths(&self) -> Vec<usize> {
+        (0..self.workers.len())
+            .map(|n| {
+                self.workers[n]
+                    .running
+                    .as_ref()
+                    .map_or(0, |_| self.log(n).len())
+            })
+            .collect()
+    }
+
+    /// For each worker, the "snapshot expiry" events of its maintenance
+    /// passes on `table` since `from` (its log lengths then).
+    fn expiries(&self, table: &str, from: &[usize]) -> Vec<usize> {
+        let field = format!("table={table}");
+        (0..self.workers.len())
+            .map(|n| match self.workers[n].running {
+                Some(_) => {
+                    let log = self.log(n);
+                    let text = crate::support::strip_ansi(log.get(from[n]..).unwrap_or_default());
+                    text.lines()
+                        .filter(|l| l.contains("snapshot expiry") && l.contains(&field))
+                        .count()
+                }
+                None => 0,
+            })
+            .collect()
+    }
+
     /// Each running worker's partitions, from the last assignment its log
     /// reports.
     fn owned(&self) -> Vec<u64> {
@@ -195,6 +252,26 @@ impl Workers {
     }
 }
 
+/// A worker's `--listen` endpoints: alive, ready (its rounds succeed),
+/// and its rounds' metrics labelled with the job and its tables.
+fn check_endpoints(workers: &Workers, listen: &str) {
+    let client = Client::new(&format!("http://{listen}"));
+    let health = client.get("/healthz");
+    assert_eq!(health.status, 200, "{}", health.body);
+    let ready = client.get("/readyz");
+    assert_eq!(ready.status, 200, "{}", ready.body);
+    assert!(ready.body.contains("\"ready\""), "{}", ready.body);
+    let metrics = client.get("/metrics");
+    assert_eq!(metrics.status, 200, "{}", metrics.body);
+    let table = workers.job.table(&workers.appended);
+    let line = metrics
+        .body
+        .lines()
+        .find(|l| l.starts_with("topicberg_records_total{") && l.contains(&table))
+        .unwrap_or_else(|| panic!("no records of {table} in the metrics:\n{}", metrics.body));
+    assert!(line.contains(&workers.job.name), "{line}");
+}
+
 /// 1 -> 3 -> 2 -> 1 workers while producers run, in seeded rounds (a
 /// worker added, one killed, one stopped): a worker reads only its
 /// partitions (the shares add up to the job's, each within one of the
@@ -210,9 +287,12 @@ fn workers_share_a_jobs_partitions_and_write_every_message_once_as_they_come_and
     let mut rng = Rng::seeded("TOPICBERG_WORKERS_SEED", "workers");
     let mut workers = Workers::new(3);
     workers.produce(&mut rng, 300);
-    workers.start(0);
+    // The first worker also serves its endpoints, as in a pod.
+    let listen = format!("127.0.0.1:{}", free_port());
+    workers.start_with(0, &["--listen", &listen], &[]);
     workers.wait_balanced("one worker");
     workers.wait_visible("one worker");
+    check_endpoints(&workers, &listen);
     for round in 0..rounds {
         let count = 100 + rng.below(300) as usize;
         workers.produce(&mut rng, count);
@@ -260,4 +340,89 @@ fn workers_share_a_jobs_partitions_and_write_every_message_once_as_they_come_and
     for engine in ["pyiceberg", "spark"] {
         workers.check(engine, "after the rounds");
     }
+}
+
+/// A worker paused (SIGSTOP) past its session timeout while it holds the
+/// messages of every partition read and not committed, then resumed (a
+/// zombie): the group fenced it and gave its partitions to the other
+/// worker, which committed them; the zombie's commit must not land (the
+/// table's offsets check), and every message is in the tables once.
+#[test]
+fn a_worker_paused_past_its_session_and_resumed_commits_nothing_another_worker_committed() {
+    let mut rng = Rng::seeded("TOPICBERG_WORKERS_SEED", "zombie");
+    let mut workers = Workers::new(2);
+    workers.produce(&mut rng, 300);
+    let release = workers.job.scratch_file("release");
+    let pause = format!("before_iceberg_commit:{}", release.display());
+    workers.start_with(0, &[], &[("TOPICBERG_PAUSE", &pause)]);
+    wait_until(
+        "worker 0 to hold its round's messages before the commit",
+        WITHIN,
+        || release.with_extension("ready").exists(),
+    );
+    workers.signal(0, libc::SIGSTOP);
+    workers.start(1);
+    // Worker 0 stops heartbeating: the group fences it after its session
+    // timeout (10 s in the test bed) and gives worker 1 every partition.
+    workers.wait_visible("worker 1 committed the paused worker's partitions");
+    std::fs::write(&release, b"").unwrap();
+    workers.signal(0, libc::SIGCONT);
+    wait_until("the zombie's round to be refused", WITHIN, || {
+        workers
+            .log(0)
+            .contains("another sync of the job committed these messages first")
+    });
+    workers.produce(&mut rng, 200);
+    workers.wait_balanced("after the zombie rejoined");
+    workers.wait_visible("after the zombie rejoined");
+    workers.stop_all();
+    for engine in ["pyiceberg", "spark"] {
+        workers.check(engine, "after the zombie");
+    }
+}
+
+/// Two workers with maintenance every 3 s: each table is maintained by one
+/// of them only (the one the group assigned its topic's partition 0), never
+/// by both.
+#[test]
+fn workers_maintain_each_table_in_one_place() {
+    let mut rng = Rng::seeded("TOPICBERG_WORKERS_SEED", "maintain");
+    let mut workers = Workers::with(
+        2,
+        "\n[maintain]\nfollow_every = \"3s\"\nfollow_max_snapshot_age = \"1s\"\n\
+         keep_snapshots = 2\nmin_input_files = 2\n",
+    );
+    workers.produce(&mut rng, 300);
+    workers.start(0);
+    workers.start(1);
+    workers.wait_balanced("two workers");
+    let tables = [
+        workers.job.table(&workers.appended),
+        workers.job.table(&workers.upserted),
+    ];
+    // A pass begun before the shares settled may still end: passes are
+    // counted from the first one after it.
+    let mut from = workers.log_lengths();
+    for round in 0..2 {
+        wait_until(&format!("maintenance passes ({round})"), WITHIN, || {
+            tables
+                .iter()
+                .all(|t| workers.expiries(t, &from).iter().sum::<usize>() >= 2)
+        });
+        if round == 0 {
+            from = workers.log_lengths();
+            workers.produce(&mut rng, 200);
+            workers.wait_visible("while the workers maintain their tables");
+        }
+    }
+    for table in &tables {
+        let by = workers.expiries(table, &from);
+        assert_eq!(
+            by.iter().filter(|&&n| n > 0).count(),
+            1,
+            "{table} maintained by one worker only: passes per worker {by:?}"
+        );
+    }
+    workers.stop_all();
+    workers.check("duckdb", "after the maintenance");
 }
