@@ -41,6 +41,9 @@ pub(crate) struct Owned {
     pub(crate) assigned: Option<BTreeSet<Partition>>,
     /// Each held partition with the number of leases on it.
     held: BTreeMap<Partition, u32>,
+    /// When the group last took the member's partitions (its session
+    /// expired), until an assignment gives it some again.
+    pub(crate) lost_since: Option<Instant>,
 }
 
 /// The member's partitions, and the leases rounds hold on them; see the
@@ -102,6 +105,7 @@ impl Ownership {
             }
         }
         if lost {
+            owned.lost_since.get_or_insert_with(Instant::now);
             return (Duration::ZERO, false);
         }
         let (owned, timeout) = self
@@ -192,7 +196,8 @@ impl ConsumerContext for GroupContext {
             return;
         };
         membership.rebalances.fetch_add(1, Ordering::SeqCst);
-        let mut owned = membership.ownership.lock();
+        let mut guard = membership.ownership.lock();
+        let owned = &mut *guard;
         let set = owned.assigned.get_or_insert_with(BTreeSet::new);
         let cooperative = matches!(
             consumer.rebalance_protocol(),
@@ -208,6 +213,9 @@ impl ConsumerContext for GroupContext {
                     set.clear();
                 }
                 set.extend(partitions(tpl));
+                if !set.is_empty() {
+                    owned.lost_since = None;
+                }
             }
             Rebalance::Revoke(tpl) => {
                 if cooperative {
@@ -285,6 +293,8 @@ mod tests {
         let (waited, still_held) = ownership.revoke(&[p(0)], true, Duration::from_secs(10));
         assert_eq!((waited, still_held), (Duration::ZERO, false));
         assert_eq!(ownership.lock().assigned, Some(BTreeSet::new()));
+        // The follower counts from here towards joining again.
+        assert!(ownership.lock().lost_since.is_some());
     }
 
     #[test]

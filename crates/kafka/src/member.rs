@@ -210,6 +210,17 @@ impl GroupMember {
         self.membership.ownership.lock().assigned.clone()
     }
 
+    /// How long since the group took this member's partitions (its
+    /// session expired) without giving it any again; `None` when it has
+    /// not lost them, or was assigned some since.
+    pub fn lost_for(&self) -> Option<Duration> {
+        self.membership
+            .ownership
+            .lock()
+            .lost_since
+            .map(|at| at.elapsed())
+    }
+
     /// The partitions assigned now, held until the [`Lease`] is dropped: a
     /// revocation of any of them waits for that (up to a minute), so a
     /// round that planned them commits or drops what it read of them

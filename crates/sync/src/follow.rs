@@ -56,6 +56,14 @@ const JOIN_TIMEOUT: Duration = Duration::from_secs(3);
 /// with a new consumer.
 const REJOIN_AFTER: u32 = 3;
 
+/// How long a member may stay without partitions after the group took
+/// them (its session expired) before the follower joins again with a new
+/// consumer: after a broker restart a classic-protocol member that lost
+/// its session was seen to get no assignment for minutes, while a new
+/// consumer got one at once. A member that simply has none (more workers
+/// than partitions) never lost any and is left alone.
+const REJOIN_AFTER_LOST: Duration = Duration::from_secs(20);
+
 /// Rounds in a row that failed on Kafka, counted towards a rejoin.
 #[derive(Debug, Default)]
 struct KafkaFailures(u32);
@@ -475,6 +483,16 @@ async fn round(
     if let Some(fatal) = member.as_ref().and_then(|m| m.fatal()) {
         tracing::warn!(error = %fatal, "the group member failed; joining the group again");
         *member = None;
+    }
+    if let Some(lost) = member.as_ref().and_then(|m| m.lost_for()) {
+        if lost > REJOIN_AFTER_LOST {
+            tracing::warn!(
+                lost_s = lost.as_secs(),
+                "the group took this member's partitions and gave none back: \
+                 joining the group again with a new consumer"
+            );
+            *member = None;
+        }
     }
     if member.is_none() {
         *member = Some(join_group(job).await?);
