@@ -93,11 +93,11 @@ pub fn router(state: AppState) -> Router {
 
 /// `GET /healthz`: `{"status": "ok"}`.
 #[derive(serde::Serialize)]
-struct Health {
+pub(crate) struct Health {
     status: &'static str,
 }
 
-async fn healthz() -> Json<Health> {
+pub(crate) async fn healthz() -> Json<Health> {
     Json(Health { status: "ok" })
 }
 
@@ -159,7 +159,17 @@ async fn metrics_text(
     State(state): State<AppState>,
     headers: axum::http::HeaderMap,
 ) -> axum::response::Response {
-    if !state.guard.metrics_allowed(&headers) {
+    metrics_response(&state.guard, &state.metrics, &headers)
+}
+
+/// `GET /metrics` (serve's and a worker's): the Prometheus text, or 401
+/// when a token is configured and the request does not carry it.
+pub(crate) fn metrics_response(
+    guard: &guard::Guard,
+    metrics: &crate::metrics::Metrics,
+    headers: &axum::http::HeaderMap,
+) -> axum::response::Response {
+    if !guard.metrics_allowed(headers) {
         return error::ApiError::new(
             StatusCode::UNAUTHORIZED,
             format!(
@@ -174,7 +184,7 @@ async fn metrics_text(
             header::CONTENT_TYPE,
             "text/plain; version=0.0.4; charset=utf-8",
         )],
-        state.metrics.render(),
+        metrics.render(),
     )
         .into_response()
 }

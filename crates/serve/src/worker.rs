@@ -13,7 +13,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::extract::State;
-use axum::http::{header, HeaderMap, StatusCode};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::{Json, Router};
@@ -21,7 +21,7 @@ use topicberg_sync::follow::{FollowLive, StopSignal};
 
 use crate::guard::Guard;
 use crate::metrics::Metrics;
-use crate::server::{staleness, ServeError};
+use crate::server::{healthz, metrics_response, staleness, ServeError};
 
 /// What the endpoints read.
 #[derive(Clone)]
@@ -61,10 +61,7 @@ pub async fn serve_worker_endpoints(
         guard: Arc::new(Guard::new(&[], metrics_token)),
     };
     let app = Router::new()
-        .route(
-            "/healthz",
-            get(|| async { Json(serde_json::json!({"status": "ok"})) }),
-        )
+        .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics_text))
         .with_state(worker);
@@ -98,21 +95,5 @@ async fn metrics_text(
     State(worker): State<Worker>,
     headers: HeaderMap,
 ) -> axum::response::Response {
-    if !worker.guard.metrics_allowed(&headers) {
-        let body = serde_json::json!({
-            "error": format!(
-                "send Authorization: Bearer <the token in {}>",
-                crate::guard::METRICS_TOKEN_ENV
-            )
-        });
-        return (StatusCode::UNAUTHORIZED, Json(body)).into_response();
-    }
-    (
-        [(
-            header::CONTENT_TYPE,
-            "text/plain; version=0.0.4; charset=utf-8",
-        )],
-        worker.metrics.render(),
-    )
-        .into_response()
+    metrics_response(&worker.guard, &worker.metrics, &headers)
 }

@@ -146,12 +146,8 @@ impl Followed {
     }
 
     fn model(&self) -> Model<'_> {
-        Model {
-            append_table: self.job.table(&self.appended),
-            upsert_table: self.job.table(&self.upserted),
-            appended_ids: &self.appended_ids,
-            latest: &self.latest,
-        }
+        let topics = (self.appended.as_str(), self.upserted.as_str());
+        Model::of(&self.job, topics, &self.appended_ids, &self.latest)
     }
 
     /// Deletes every message of both topics produced so far (Kafka's
@@ -197,7 +193,22 @@ pub(crate) struct Model<'a> {
     pub(crate) latest: &'a BTreeMap<u64, u64>,
 }
 
-impl Model<'_> {
+impl<'a> Model<'a> {
+    /// The model of `job`'s tables of the (append, upsert) `topics`.
+    pub(crate) fn of(
+        job: &Job,
+        topics: (&str, &str),
+        appended_ids: &'a [u64],
+        latest: &'a BTreeMap<u64, u64>,
+    ) -> Model<'a> {
+        Model {
+            append_table: job.table(topics.0),
+            upsert_table: job.table(topics.1),
+            appended_ids,
+            latest,
+        }
+    }
+
     /// Waits up to `within` until DuckDB reads both tables as the model
     /// says, then checks them.
     pub(crate) fn wait_visible(&self, what: &str, within: Duration) {

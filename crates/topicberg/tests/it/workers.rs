@@ -178,12 +178,8 @@ impl Workers {
     }
 
     fn model(&self) -> Model<'_> {
-        Model {
-            append_table: self.job.table(&self.appended),
-            upsert_table: self.job.table(&self.upserted),
-            appended_ids: &self.appended_ids,
-            latest: &self.latest,
-        }
+        let topics = (self.appended.as_str(), self.upserted.as_str());
+        Model::of(&self.job, topics, &self.appended_ids, &self.latest)
     }
 
     /// Each worker's log length now (0 for one not running).
