@@ -37,6 +37,14 @@ message is the syncs' CPU (`wait4` rusage) over every message produced, the
 baseline a follower's CPU is compared with. Latency is reported as for a
 follower (about EVERY / 2 plus a sync).
 
+With --workers N, N followers of the job run at once (each with its own
+state directory, as on machines of their own) and share the topic's
+partitions through the job's consumer group (docs/src/how-to/scale-out.md);
+production starts once each has logged an assignment. CPU is the sum of
+the workers'; "workers" gives, per table, the snapshots per minute over
+the run (all workers' committed rounds), the commit retries (conflicts
+with another writer's commit), superseded rounds and handed file sets.
+
 With --sample-every N, a sampler records every N seconds what must stay
 flat over a long run: the follower's RSS, the table's snapshot count,
 metadata.json size, manifest count, data and delete files, the
@@ -539,6 +547,8 @@ def main():
                     help="[maintain] settings of the job, e.g. 'follow_every = \"1m\"'")
     ap.add_argument("--scheduled", type=int, default=0, metavar="EVERY",
                     help="no follower: `topicberg sync` every EVERY seconds while producing (the baseline)")
+    ap.add_argument("--workers", type=int, default=1,
+                    help="followers of the job sharing its partitions (default 1)")
     ap.add_argument("--read-times", action="store_true",
                     help="at the end: DuckDB and Spark query times of the table as left, then after "
                          "`topicberg maintain` compacted it")
@@ -583,6 +593,8 @@ def main():
         poller = PeerPoller(env, peer_ns, peer_table)
     elif args.scheduled:
         return scheduled(args, env, job, namespace, topic, log, base_sync)
+    elif args.workers > 1:
+        return workers(args, env, job, namespace, topic, work, base_sync)
     else:
         follower = subprocess.Popen([args.binary, "sync", "-c", job, "--follow", "--report-json", report],
                                     stdout=subprocess.DEVNULL, stderr=log, env={**env, "TOPICBERG_LOG": "info"})
@@ -638,6 +650,73 @@ def main():
     with open(args.out, "w") as f:
         json.dump(result, f, indent=1)
     print(json.dumps({k: v for k, v in result.items() if k not in ("follower", "samples")}, indent=1))
+    if not result["valid"]:
+        sys.exit("bench: the run does not count (producer behind its schedule, or messages never visible)")
+
+
+def workers(args, env, job, namespace, topic, work, base_sync):
+    """--workers N: N followers share the partitions; latency, summed CPU,
+    snapshots per minute and conflicts per table."""
+    procs = []
+    for n in range(args.workers):
+        state = os.path.join(work, f"state-{n}")
+        log_path = os.path.join(work, f"worker-{n}.log")
+        procs.append((subprocess.Popen(
+            [args.binary, "sync", "-c", job, "--follow", "--state-dir", state,
+             "--report-json", os.path.join(work, f"worker-{n}.json")],
+            stdout=subprocess.DEVNULL, stderr=open(log_path, "w"), env={**env, "TOPICBERG_LOG": "info"}),
+            log_path))
+    deadline = time.time() + 120
+    while time.time() < deadline and not all(
+            "consumer group assignment changed" in open(path).read() for _, path in procs):
+        time.sleep(0.2)
+    poller = Poller(env, namespace, topic)
+    poller.start()
+    cpu = {}
+    total = lambda: sum(cpu_seconds(p.pid) for p, _ in procs)
+    timer = threading.Timer(args.warmup, lambda: cpu.update(start=total(), at=time.time()))
+    timer.start()
+    began = time.time()
+    delivered, behind, start = produce(env, topic, args.rate, args.seconds, args.upsert)
+    cpu["end"], cpu["end_at"] = total(), time.time()
+    expected = delivered.next_offsets()
+    deadline = time.time() + 120
+    while time.time() < deadline and any(poller.latest.get(p, 0) < n for p, n in expected.items()):
+        time.sleep(0.1)
+    minutes = (time.time() - began) / 60
+    poller.stop.set()
+    poller.join()
+    reports = []
+    for n, (p, _) in enumerate(procs):
+        p.send_signal(signal.SIGTERM)
+        p.wait(timeout=120)
+        with open(os.path.join(work, f"worker-{n}.json")) as f:
+            reports.append(json.load(f))
+    tables = {}
+    for r in reports:
+        for t in r.get("tables", []):
+            name = t["table"]
+            s = tables.setdefault(name, {"snapshots": 0, "commit_retries": 0, "superseded": 0, "handed": 0,
+                                          "records": 0, "committing_workers": 0})
+            for key in ("snapshots", "commit_retries", "superseded", "handed", "records"):
+                s[key] += t.get(key, 0)
+            s["committing_workers"] += 1 if t.get("snapshots", 0) else 0
+    for s in tables.values():
+        s["snapshots_per_minute"] = round(s["snapshots"] / minutes, 1)
+    lat = latencies(delivered, poller.events, start + args.warmup)
+    window = args.rate * (cpu["end_at"] - cpu["at"])
+    result = {
+        "rate": args.rate, "seconds": args.seconds, "commit_interval": args.interval, "warmup_s": args.warmup,
+        "upsert_base": base_sync, "workers": args.workers, "messages": delivered.count(),
+        "producer_behind_s": round(behind, 3), "valid": behind <= 0.01 * args.seconds and lat is not None,
+        "latency_ms": None if not lat else {
+            "p50": percentile(lat, 0.5), "p99": percentile(lat, 0.99), "max": max(lat)},
+        "follower_cpu_us_per_msg": round((cpu["end"] - cpu["start"]) * 1e6 / window, 2),
+        "minutes": round(minutes, 2), "tables": tables, "work_dir": work,
+    }
+    with open(args.out, "w") as f:
+        json.dump(result, f, indent=1)
+    print(json.dumps(result, indent=1))
     if not result["valid"]:
         sys.exit("bench: the run does not count (producer behind its schedule, or messages never visible)")
 

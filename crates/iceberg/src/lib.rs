@@ -11,6 +11,7 @@
 //! | [`deletes`] | the delete side of upsert: position delete files (v2, [`deletes::position`]), deletion vectors (v3 Puffin, [`deletes::deletion_vectors`]), equality delete files on `_olake_id` ([`deletes::equality`]), and the choice between them ([`Destination::write_deletes`]) |
 //! | [`key_index`] | the upsert key index: `_olake_id` -> (data file, row position) in sorted runs per table (log-structured) |
 //! | [`maintain`] | table maintenance: compaction into a `replace` snapshot, snapshot expiry, orphan-file removal |
+//! | [`file_sets`] | data files one worker of a job wrote and the table's committer (another worker) commits: published as `metadata/topicberg-pending-*.avro` in the table's location |
 //! | [`background`] | the lower priority of the threads that run beside a follower's rounds |
 //!
 //! At the root: [`Destination`] (the write-path API: connect, ensure a
@@ -46,6 +47,7 @@ pub mod commit;
 pub mod deletes;
 mod destination;
 mod error;
+pub mod file_sets;
 pub mod key_index;
 pub mod maintain;
 mod newest_rows;
@@ -67,6 +69,7 @@ pub use deletes::deletion_vectors::{
 pub use deletes::WrittenDeletes;
 pub use destination::{CommittedSnapshot, Destination, DEFAULT_COMMIT_ATTEMPTS};
 pub use error::{CatalogError, CatalogErrorKind, IcebergError, IcebergErrorKind};
+pub use file_sets::{FileSet, PendingSet};
 pub use iceberg::spec::{DataFile, FormatVersion};
 pub use roaring::RoaringTreemap;
 pub use table::{SnapshotInfo, TableHandle};

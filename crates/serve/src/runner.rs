@@ -377,6 +377,7 @@ impl Runner {
             job_lock: None,
             spill: None,
             fetch_buffers: None,
+            handed: None,
         };
         let runtime = tokio::runtime::Handle::current();
         let result = runtime

@@ -41,7 +41,7 @@ use crate::follow_spill::{ReadAhead, Waiting};
 use crate::sync::lock::JobLock;
 use crate::sync::plan::RecordCaps;
 use crate::sync::report::{SyncReport, TableStatus};
-use crate::sync::{run_sync_with, JobClients, KeptIndexes, SyncOptions};
+use crate::sync::{run_sync_with, HandedSets, JobClients, KeptIndexes, SyncOptions};
 use crate::{LoggedOnce, KAFKA_TIMEOUT};
 use topicberg_kafka::{select_topics, FetchBuffers, GroupMember, KafkaConnection};
 
@@ -197,6 +197,8 @@ struct Follower<'a> {
     key_indexes: Arc<KeptIndexes>,
     /// Kafka response buffers, kept from round to round.
     fetch_buffers: Arc<FetchBuffers>,
+    /// File sets handed to tables' committers, not yet seen committed.
+    handed: Arc<HandedSets>,
     /// The job's lock on this machine, from the first round to the stop.
     lock: Option<Arc<JobLock>>,
     /// The local spill, when the job has one: opened (its folder emptied)
@@ -231,6 +233,7 @@ impl<'a> Follower<'a> {
             bytes_per_record: std::collections::BTreeMap::new(),
             key_indexes: Arc::new(KeptIndexes::default()),
             fetch_buffers: Arc::default(),
+            handed: Arc::default(),
             lock: None,
             ahead: None,
             waiting: None,
@@ -260,6 +263,7 @@ impl<'a> Follower<'a> {
                     lock,
                     spill,
                     buffers: Arc::clone(&self.fetch_buffers),
+                    handed: Arc::clone(&self.handed),
                 };
                 round(self.job, stop, given, kept).await
             }
@@ -463,6 +467,8 @@ struct RoundInputs {
     spill: Option<Arc<topicberg_kafka::Spill>>,
     /// Kafka response buffers kept from round to round.
     buffers: Arc<FetchBuffers>,
+    /// File sets handed to tables' committers, not yet seen committed.
+    handed: Arc<HandedSets>,
 }
 
 /// One round: a bounded sync, cancelled before its commit phase if a stop
@@ -510,6 +516,7 @@ async fn round(
         job_lock: Some(given.lock),
         spill: given.spill,
         fetch_buffers: Some(given.buffers),
+        handed: Some(given.handed),
     };
     let sync = run_sync_with(job, options);
     tokio::pin!(sync);

@@ -82,6 +82,9 @@ pub struct FollowTable {
     /// Rounds in which another sync of the job committed the messages
     /// first (nothing committed, nothing duplicated).
     pub superseded: u64,
+    /// Rounds whose files this worker handed to the table's committer
+    /// (another worker of the job) instead of committing them.
+    pub handed: u64,
     /// Rounds in which the table failed (retried).
     pub failures: u64,
     /// Invalid messages written to the dead-letter table.
@@ -108,15 +111,15 @@ impl FollowTable {
         match t.status {
             TableStatus::Committed => {
                 self.snapshots += 1;
-                self.records += t.records;
-                self.bytes += t.bytes;
-                self.data_files += t.data_files as u64;
-                self.data_file_bytes += t.data_file_bytes;
-                self.dead_letters += t.dead_letter_records;
-                self.skipped += t.skipped_records;
+                self.add_written(t);
                 self.newest_committed_ms = self.newest_committed_ms.max(t.newest_timestamp_ms);
                 self.last_commit_ms = Some(now_ms);
                 self.last_commit_duration_ms = Some(t.commit_ms);
+            }
+            TableStatus::Handed => {
+                // Read and written here, committed by the table's committer.
+                self.handed += 1;
+                self.add_written(t);
             }
             TableStatus::Superseded => self.superseded += 1,
             TableStatus::Failed => self.failures += 1,
@@ -124,6 +127,17 @@ impl FollowTable {
         }
         self.commit_retries += u64::from(t.commit_retries);
         self.buffered_bytes = t.buffered_bytes;
+    }
+
+    /// What a round read and wrote of the table (committed here, or
+    /// handed to the table's committer).
+    fn add_written(&mut self, t: &TableReport) {
+        self.records += t.records;
+        self.bytes += t.bytes;
+        self.data_files += t.data_files as u64;
+        self.data_file_bytes += t.data_file_bytes;
+        self.dead_letters += t.dead_letter_records;
+        self.skipped += t.skipped_records;
     }
 }
 
@@ -169,7 +183,7 @@ impl FollowReport {
         self.records += report
             .tables
             .iter()
-            .filter(|t| t.status == TableStatus::Committed)
+            .filter(|t| matches!(t.status, TableStatus::Committed | TableStatus::Handed))
             .map(|t| t.records)
             .sum::<u64>();
         self.stop_timed_out = report.cancelled;

@@ -17,6 +17,10 @@
 //! refers to none of them; a catalog that keeps its own history of
 //! metadata files (Nessie's commits) loses the versions before the log.
 //!
+//! The data files a pending file set names (`file_sets.rs`: written by one
+//! worker of a job, waiting for the table's committer) count as referenced
+//! while the set is there; the set itself is not.
+//!
 //! Safety check: each file a live snapshot needs (manifest lists,
 //! manifests, live data and delete files) that lies under the table's
 //! location must be in the listing; one that is not means the listing and
@@ -89,6 +93,11 @@ pub async fn remove_orphans(
     for current in [fresh.metadata_location(), handle.metadata_location()] {
         references.referenced.extend(current.map(location_key));
     }
+    // The data files of the sets waiting for the table's committer.
+    let pending = crate::file_sets::pending_files(destination, &fresh).await?;
+    references
+        .referenced
+        .extend(pending.iter().map(|f| location_key(f)));
     references.check_listing(&step, &location, &listed)?;
     let mut outcome = OrphanOutcome {
         files_listed: listed.len(),

@@ -155,11 +155,12 @@ fn gauge(
 fn commits(out: &mut String, tables: &Tables) {
     let name = "topicberg_commits_total";
     family(out, name, "counter",
-        "Table commits per job, table and outcome (committed; superseded: another sync of the job committed those messages first; failed).");
+        "Table commits per job, table and outcome (committed; superseded: another sync of the job committed those messages first; handed: a worker's files handed to the table's committer, another worker of the job; failed).");
     for ((job, table), f) in tables {
         for (outcome, n) in [
             ("committed", f.totals.snapshots),
             ("superseded", f.totals.superseded),
+            ("handed", f.totals.handed),
             ("failed", f.totals.failures),
         ] {
             sample(

@@ -213,6 +213,10 @@ pub enum CommitError {
     /// An upsert's rows and deletes could not be prepared.
     #[error(transparent)]
     Upsert(#[from] UpsertError),
+    /// A writer's file set could not be handed to the table's committer,
+    /// or a committer could not read the sets handed to it.
+    #[error("handing files to the table's committer: {0}")]
+    Handoff(#[source] IcebergError),
 }
 
 impl CommitError {
@@ -220,7 +224,7 @@ impl CommitError {
     pub fn kind(&self) -> SyncErrorKind {
         match self {
             Self::DeadLetters(e) => e.kind(),
-            Self::Snapshot(_) | Self::GaveUp { .. } => SyncErrorKind::Iceberg,
+            Self::Snapshot(_) | Self::GaveUp { .. } | Self::Handoff(_) => SyncErrorKind::Iceberg,
             Self::Upsert(e) => e.kind(),
         }
     }
@@ -229,7 +233,7 @@ impl CommitError {
     pub fn retryable(&self) -> bool {
         match self {
             Self::DeadLetters(e) => e.retryable(),
-            Self::Snapshot(e) | Self::GaveUp { source: e, .. } => e.retryable(),
+            Self::Snapshot(e) | Self::GaveUp { source: e, .. } | Self::Handoff(e) => e.retryable(),
             Self::Upsert(e) => e.retryable(),
         }
     }

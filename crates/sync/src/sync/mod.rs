@@ -21,6 +21,7 @@ pub mod dlq;
 pub mod dlq_rows;
 mod evolve;
 pub mod failure;
+mod handoff;
 mod invalid;
 mod kept_index;
 pub mod lock;
@@ -36,6 +37,7 @@ pub mod table;
 pub mod upsert;
 mod upsert_commit;
 
+pub use handoff::HandedSets;
 pub use kept_index::KeptIndexes;
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -105,6 +107,11 @@ pub struct SyncOptions {
     /// A follower's Kafka response buffers, kept between its rounds;
     /// `None`: the sync's drains share new ones.
     pub fetch_buffers: Option<Arc<FetchBuffers>>,
+    /// A member's file sets handed to tables' committers and not yet seen
+    /// committed, kept between its rounds. With a `member`, each append
+    /// table is then committed by the worker owning its topic's partition
+    /// 0 (`handoff.rs`); `None`: every member commits its own partitions.
+    pub handed: Option<Arc<HandedSets>>,
 }
 
 /// The clients a sync connects before its first table: the catalog and
@@ -223,6 +230,11 @@ async fn connect<'a>(
                 "topics selected"
             );
             let mut selection = selection;
+            let partition_counts = selection
+                .selected
+                .iter()
+                .map(|t| (t.name.clone(), t.partitions.len()))
+                .collect();
             let lease = match &member {
                 Some(member) => Some(own_partitions(member, &mut selection)?),
                 None => None,
@@ -237,7 +249,7 @@ async fn connect<'a>(
                 elapsed_ms = started.elapsed().as_millis() as u64,
                 "partition states read"
             );
-            Ok((selection, states, lease))
+            Ok((selection, states, lease, partition_counts))
         })
     };
     let clients = match &options.clients {
@@ -248,7 +260,8 @@ async fn connect<'a>(
         elapsed_ms = started.elapsed().as_millis() as u64,
         "catalog connected"
     );
-    let (selection, mut states, lease) = kafka.await.map_err(SetupError::Task)??;
+    let (selection, mut states, lease, partition_counts) =
+        kafka.await.map_err(SetupError::Task)??;
     if let Some(spill) = &options.spill {
         spilled::extend_retention(spill, &mut states);
     }
@@ -283,7 +296,9 @@ async fn connect<'a>(
         olake_timestamp_micros: now_micros(),
         registry: clients.registry,
         member: options.member.clone(),
-        _lease: lease,
+        lease,
+        partition_counts,
+        handed: options.handed.clone(),
         logged_once: options.logged_once.clone(),
         record_caps: options.record_caps.clone(),
         kept_indexes: options.kept_indexes.clone(),

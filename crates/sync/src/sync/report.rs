@@ -22,6 +22,11 @@ pub enum TableStatus {
     /// would duplicate them) and deleted its files. Not a failure; `note`
     /// says which offsets.
     Superseded,
+    /// A worker of a job that shares its partitions with others read and
+    /// wrote its partitions' messages and handed the files to the table's
+    /// committer (the worker that owns the topic's partition 0), which
+    /// commits them with its next round: the table's offsets move then.
+    Handed,
 }
 
 impl TableStatus {
@@ -33,6 +38,7 @@ impl TableStatus {
             Self::Failed => "failed",
             Self::Cancelled => "cancelled",
             Self::Superseded => "superseded",
+            Self::Handed => "handed",
         }
     }
 }
@@ -83,6 +89,14 @@ pub struct TableReport {
     pub newest_timestamp_ms: Option<i64>,
     /// The commit report of the snapshot, if one was committed.
     pub commit: Option<CommitReport>,
+    /// File sets other workers of the job handed over that this snapshot
+    /// committed (their messages are counted by the workers that read
+    /// them, not in `records`).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub handed_sets: u64,
+    /// Messages those sets held as rows.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub handed_records: u64,
     /// What the user should know that is not a failure (a superseded
     /// table's offsets).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -127,6 +141,8 @@ impl TableReport {
             commit_retries: 0,
             newest_timestamp_ms: None,
             commit: None,
+            handed_sets: 0,
+            handed_records: 0,
             note: None,
             error: None,
             more_waiting: false,
@@ -316,6 +332,10 @@ impl SyncReport {
         ));
         out
     }
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 #[cfg(test)]

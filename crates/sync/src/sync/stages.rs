@@ -15,8 +15,9 @@ use topicberg_kafka::{
     SelectedTopic,
 };
 
-use super::commit::{commit_table, remove_uncommitted};
+use super::commit::{commit_table, commit_with_sets, remove_uncommitted, Handing, Own};
 use super::failure::{CreateError, TableFailure};
+use super::handoff::Role;
 use super::kept_index::IndexHome;
 use super::pipeline::{drain_and_write, TableInput, UpsertInput};
 use super::plan::{cap_plans, plan_partitions, PartitionPlan, RecordCaps, TableOffsets};
@@ -48,7 +49,11 @@ pub(super) struct SyncContext<'a> {
     pub(super) member: Option<Arc<topicberg_kafka::GroupMember>>,
     /// A member's hold on the partitions it planned, released when the
     /// sync ends (after its commits): a revocation waits for it.
-    pub(super) _lease: Option<topicberg_kafka::Lease>,
+    pub(super) lease: Option<topicberg_kafka::Lease>,
+    /// Each selected topic's partitions, assigned to this member or not.
+    pub(super) partition_counts: BTreeMap<String, usize>,
+    /// A member's file sets handed to committers, from round to round.
+    pub(super) handed: Option<Arc<super::HandedSets>>,
     /// What the sync has read so far, per table and partition.
     pub(super) progress: Arc<SyncProgress>,
 }
@@ -137,15 +142,26 @@ async fn plan_table(ctx: &SyncContext<'_>, state: &mut TableState) {
     if state.failed() {
         return;
     }
+    let handing = ctx.handed.is_some();
+    let upsert = state.settings.upsert().is_some();
+    state.role = Role::of(ctx.lease.as_ref(), handing, state.topic(), upsert);
+    let full = writer_start(ctx, state).await;
+    if state.failed() {
+        return;
+    }
     let planned = plan_partitions(
         &ctx.job.consumer_group,
         &state.table,
         &state.committed,
-        &state.offsets,
+        state.from.as_ref().unwrap_or(&state.offsets),
         state.settings.allow_data_loss,
     );
     match planned {
         Ok(mut plans) => {
+            if full {
+                // Enough of its sets wait for the committer: read nothing.
+                plans.iter_mut().for_each(|p| p.range.end = p.range.start);
+            }
             if let Some(caps) = &ctx.record_caps {
                 state.report.more_waiting = cap_plans(&mut plans, caps.for_table(&state.table));
             }
@@ -159,6 +175,31 @@ async fn plan_table(ctx: &SyncContext<'_>, state: &mut TableState) {
             state.plans = plans;
         }
         Err(e) => state.fail(Stage::Plan, e),
+    }
+}
+
+/// Where a writer's round of the table starts when sets it handed over
+/// still wait for the committer (`handoff.rs`): past them. Whether it has
+/// so many waiting that it reads nothing this round.
+async fn writer_start(ctx: &SyncContext<'_>, state: &mut TableState) -> bool {
+    let (Role::Writer, Some(handed), Some(handle)) = (state.role, &ctx.handed, &state.handle)
+    else {
+        return false;
+    };
+    if !handed.waiting(&state.table) {
+        return false;
+    }
+    match ctx.destination.pending_set_locations(handle).await {
+        Ok(existing) => {
+            let (from, full) =
+                handed.plan_from(&state.table, state.topic(), &state.offsets, &existing);
+            state.from = Some(from);
+            full
+        }
+        Err(e) => {
+            state.fail(Stage::Plan, TableFailure::Load(e));
+            false
+        }
     }
 }
 
@@ -417,6 +458,7 @@ pub(super) async fn commit_tables(ctx: &SyncContext<'_>, tables: &mut [TableStat
                     state_dir: &ctx.job.state_dir,
                     kept: ctx.kept_indexes.as_deref(),
                 };
+                let handing = handing(ctx, state);
                 commit_table(
                     &ctx.destination,
                     home,
@@ -425,6 +467,7 @@ pub(super) async fn commit_tables(ctx: &SyncContext<'_>, tables: &mut [TableStat
                     &mut handle,
                     micros,
                     ctx.job.tuning.max_threads,
+                    handing,
                 )
                 .await;
                 if state.report.status == TableStatus::Committed && !first_commit_done {
@@ -432,12 +475,47 @@ pub(super) async fn commit_tables(ctx: &SyncContext<'_>, tables: &mut [TableStat
                     hooks::fault_point("after_first_table_commit");
                 }
             }
+        } else if let (Role::Committer, Some(handing), Some(handle)) =
+            (state.role, handing(ctx, state), state.handle.clone())
+        {
+            // Nothing of its own to read: the sets handed over still land.
+            commit_sets_only(&ctx.destination, state, handle, handing).await;
         }
         state.report.duration_ms = state.started.elapsed().as_millis() as u64;
         if let Some(counters) = counters {
             counters.set_status(state.report.status.as_str());
         }
     }
+}
+
+/// A follower's part in committing `state`'s table among workers.
+fn handing<'a>(ctx: &'a SyncContext<'_>, state: &TableState) -> Option<Handing<'a>> {
+    let handed = ctx.handed.as_deref()?;
+    let assigned = ctx.lease.as_ref().and_then(|l| l.assigned());
+    let topic = state.topic();
+    let owned = assigned.map_or(0, |a| a.iter().filter(|(t, _)| t == topic).count());
+    let owns_all = ctx
+        .partition_counts
+        .get(topic)
+        .is_some_and(|&n| n > 0 && owned == n);
+    Some(Handing { handed, owns_all })
+}
+
+/// A committer's round that read nothing of the table: the sets handed
+/// over, alone in a snapshot (when any continues the table's offsets).
+async fn commit_sets_only(
+    destination: &Destination,
+    state: &mut TableState,
+    mut handle: TableHandle,
+    handing: Handing<'_>,
+) {
+    if state.failed() {
+        return;
+    }
+    let started = std::time::Instant::now();
+    let own = Own::nothing(state.topic().to_string());
+    commit_with_sets(destination, state, &mut handle, own, handing).await;
+    state.report.commit_ms = started.elapsed().as_millis() as u64;
 }
 
 /// The group's offsets: every table that did not fail (nor was superseded)

@@ -60,6 +60,11 @@ pub(super) struct TableState {
     pub(super) handle: Option<TableHandle>,
     /// The offsets the table recorded when planned (then as committed).
     pub(super) offsets: TableOffsets,
+    /// A writer's round starts past its file sets still waiting for the
+    /// committer (`handoff.rs`); `None`: from `offsets`.
+    pub(super) from: Option<TableOffsets>,
+    /// This worker's part in committing the table this round.
+    pub(super) role: super::handoff::Role,
     pub(super) plans: Vec<PartitionPlan>,
     /// The partitions' watermarks and group offsets at the start.
     pub(super) committed: Vec<PartitionState>,
@@ -86,6 +91,8 @@ impl TableState {
             table,
             handle: None,
             offsets: TableOffsets::default(),
+            from: None,
+            role: super::handoff::Role::Alone,
             plans: Vec::new(),
             committed,
             input: None,
@@ -132,7 +139,8 @@ impl TableState {
             partitions: drained
                 .iter()
                 .map(|d| {
-                    let planned = self.offsets.get(&d.topic, d.partition);
+                    let from = self.from.as_ref().unwrap_or(&self.offsets);
+                    let planned = from.get(&d.topic, d.partition);
                     (d.partition, (planned, d.next_offset))
                 })
                 .collect(),

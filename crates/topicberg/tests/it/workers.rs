@@ -197,6 +197,11 @@ impl Workers {
     /// For each worker, the "snapshot expiry" events of its maintenance
     /// passes on `table` since `from` (its log lengths then).
     fn expiries(&self, table: &str, from: &[usize]) -> Vec<usize> {
+        self.events("snapshot expiry", table, from)
+    }
+
+    /// For each worker, its `what` events on `table` since `from`.
+    fn events(&self, what: &str, table: &str, from: &[usize]) -> Vec<usize> {
         let field = format!("table={table}");
         (0..self.workers.len())
             .map(|n| match self.workers[n].running {
@@ -204,7 +209,7 @@ impl Workers {
                     let log = self.log(n);
                     let text = crate::support::strip_ansi(log.get(from[n]..).unwrap_or_default());
                     text.lines()
-                        .filter(|l| l.contains("snapshot expiry") && l.contains(&field))
+                        .filter(|l| l.contains(what) && l.contains(&field))
                         .count()
                 }
                 None => 0,
@@ -268,6 +273,33 @@ fn check_endpoints(workers: &Workers, listen: &str) {
     assert!(line.contains(&workers.job.name), "{line}");
 }
 
+/// With the shares settled, the append table is committed by one worker
+/// only (the owner of its topic's partition 0), the others hand their
+/// files over; the upsert table's rounds still commit in each worker.
+fn check_one_committer(workers: &mut Workers, rng: &mut Rng, round: usize) {
+    let from = workers.log_lengths();
+    workers.produce(rng, 200);
+    workers.wait_visible(&format!("round {round}: three workers, settled"));
+    let table = workers.job.table(&workers.appended);
+    let commits = workers.events("committed snapshot", &table, &from);
+    let handed = workers.events("handed files to the table's committer", &table, &from);
+    eprintln!("round {round}: {table} snapshots per worker {commits:?}, sets handed {handed:?}");
+    assert_eq!(
+        commits.iter().filter(|&&n| n > 0).count(),
+        1,
+        "{table} committed by one worker only: snapshots per worker {commits:?}"
+    );
+    assert!(
+        handed.iter().filter(|&&n| n > 0).count() >= 1,
+        "the other workers hand their files over: sets per worker {handed:?}"
+    );
+    let committer = commits.iter().position(|&n| n > 0).expect("one committer");
+    assert_eq!(
+        handed[committer], 0,
+        "the committer hands nothing over: {handed:?}"
+    );
+}
+
 /// 1 -> 3 -> 2 -> 1 workers while producers run, in seeded rounds (a
 /// worker added, one killed, one stopped): a worker reads only its
 /// partitions (the shares add up to the job's, each within one of the
@@ -299,6 +331,7 @@ fn workers_share_a_jobs_partitions_and_write_every_message_once_as_they_come_and
         }
         workers.wait_balanced(&format!("round {round}: three workers"));
         workers.wait_visible(&format!("round {round}: three workers"));
+        check_one_committer(&mut workers, &mut rng, round);
         // One of them killed while the producer runs: the others take its
         // partitions once the group fenced it.
         let victim = rng.below(3) as usize;

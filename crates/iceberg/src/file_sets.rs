@@ -1,0 +1,333 @@
+//! File sets: data files one worker of a job wrote and another commits.
+//!
+//! When several workers share a job's partitions, each table has one
+//! committer (the worker the consumer group gave the table topic's
+//! partition 0). The other workers write their data files as usual, then
+//! publish a [`FileSet`] naming those files and the offset range of each
+//! partition they hold, as a small Avro file (one record holding the set
+//! as JSON) `metadata/topicberg-pending-<ms>-<uuid>.avro` in the table's
+//! location: object stores that guard a table's location (S3 table
+//! buckets, SeaweedFS's) take Avro files in `metadata/` as they take
+//! manifests, and refuse other names there. The committer lists them
+//! each round and commits the sets that continue the table's offsets in its
+//! own snapshot; the table's offsets check stays the fence, so a set whose
+//! range another commit already holds can never land.
+//!
+//! Orphan removal treats the files a set names as referenced while the set
+//! is there ([`pending_files`]).
+
+use std::collections::{BTreeMap, HashSet};
+
+use iceberg::spec::{deserialize_data_file_from_json, serialize_data_file_to_json, DataFile};
+use serde::{Deserialize, Serialize};
+
+use crate::error::{from_iceberg, IcebergError, IcebergErrorKind};
+use crate::table::TableHandle;
+use crate::table_metadata::spec_id;
+use crate::Destination;
+
+/// How a pending file set's name begins, in the table's `metadata/`.
+pub const PENDING_PREFIX: &str = "topicberg-pending-";
+
+/// The Avro schema of a set's file: one record, the set as JSON.
+const AVRO_SCHEMA: &str = r#"{"type": "record", "name": "topicberg_file_set", "fields": [{"name": "json", "type": "string"}]}"#;
+
+/// The layout version of a set's JSON; another is refused, never guessed.
+const LAYOUT: u32 = 1;
+
+/// Data files and the offsets they hold, handed to a table's committer.
+#[derive(Debug, Clone)]
+pub struct FileSet {
+    /// The topic the files were read from.
+    pub topic: String,
+    /// Partition -> (the offset the table records for it when the set
+    /// was planned, `None` for a partition it never saw; the next offset
+    /// after the set).
+    pub partitions: BTreeMap<i32, (Option<i64>, i64)>,
+    /// The data files (possibly none: a range of invalid messages only).
+    pub data_files: Vec<DataFile>,
+    /// Messages written as rows.
+    pub records: u64,
+    /// Who wrote it (the group member id), for logs.
+    pub writer: String,
+}
+
+/// A set as found in the table's pending folder.
+#[derive(Debug)]
+pub struct PendingSet {
+    /// The set's object.
+    pub location: String,
+    /// When the store says it was written (milliseconds since the epoch).
+    pub written_ms: i64,
+    /// The set, or why it could not be read.
+    pub set: Result<FileSet, IcebergError>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SetJson {
+    layout: u32,
+    topic: String,
+    partitions: BTreeMap<i32, (Option<i64>, i64)>,
+    /// Each data file as `(partition spec id, iceberg's data file JSON)`.
+    data_files: Vec<(i32, String)>,
+    records: u64,
+    writer: String,
+}
+
+impl Destination {
+    /// Writes `set` into `handle`'s pending folder; returns its location.
+    pub async fn publish_file_set(
+        &self,
+        handle: &TableHandle,
+        set: &FileSet,
+    ) -> Result<String, IcebergError> {
+        let metadata = handle.metadata();
+        let step = format!("publishing a file set of {}", handle.qualified_name());
+        let mut data_files = Vec::with_capacity(set.data_files.len());
+        for file in &set.data_files {
+            let spec = spec_id(file);
+            let partition_type = partition_type(metadata, spec, &step)?;
+            let json = serialize_data_file_to_json(
+                file.clone(),
+                &partition_type,
+                metadata.format_version(),
+            )
+            .map_err(|e| from_iceberg(&step, e, IcebergErrorKind::Data))?;
+            data_files.push((spec, json));
+        }
+        let json = SetJson {
+            layout: LAYOUT,
+            topic: set.topic.clone(),
+            partitions: set.partitions.clone(),
+            data_files,
+            records: set.records,
+            writer: set.writer.clone(),
+        };
+        let text = serde_json::to_string(&json)
+            .map_err(|e| IcebergError::new(IcebergErrorKind::Data, &step, e.to_string()))?;
+        let bytes = avro_file(text)
+            .map_err(|e| IcebergError::new(IcebergErrorKind::Data, &step, e.to_string()))?;
+        let location = format!(
+            "{}/metadata/{PENDING_PREFIX}{:013}-{}.avro",
+            metadata.location().trim_end_matches('/'),
+            now_ms(),
+            uuid::Uuid::new_v4().simple()
+        );
+        self.file_io()
+            .new_output(&location)
+            .map_err(|e| from_iceberg(&step, e, IcebergErrorKind::Storage))?
+            .write(bytes.into())
+            .await
+            .map_err(|e| from_iceberg(&step, e, IcebergErrorKind::Storage))?;
+        Ok(location)
+    }
+
+    /// The sets in `handle`'s pending folder, oldest first, each read (a
+    /// set that cannot be read says why in its `set`).
+    pub async fn pending_file_sets(
+        &self,
+        handle: &TableHandle,
+    ) -> Result<Vec<PendingSet>, IcebergError> {
+        let mut sets = Vec::new();
+        for listed in self.list_pending(handle).await? {
+            let set = self.read_file_set(handle, &listed.location).await;
+            sets.push(PendingSet {
+                location: listed.location,
+                written_ms: listed.last_modified_ms,
+                set,
+            });
+        }
+        Ok(sets)
+    }
+
+    /// The locations of the sets in `handle`'s pending folder.
+    pub async fn pending_set_locations(
+        &self,
+        handle: &TableHandle,
+    ) -> Result<HashSet<String>, IcebergError> {
+        Ok(self
+            .list_pending(handle)
+            .await?
+            .into_iter()
+            .map(|l| l.location)
+            .collect())
+    }
+
+    async fn list_pending(
+        &self,
+        handle: &TableHandle,
+    ) -> Result<Vec<crate::write::storage::ListedFile>, IcebergError> {
+        let folder = format!(
+            "{}/metadata",
+            handle.metadata().location().trim_end_matches('/')
+        );
+        let mut listed = self
+            .storage()
+            .list_with_times(&format!("{folder}/"))
+            .await
+            .map_err(|e| from_iceberg(format!("listing {folder}"), e, IcebergErrorKind::Storage))?;
+        listed.retain(|l| {
+            let name = l.location.rsplit('/').next().unwrap_or_default();
+            name.starts_with(PENDING_PREFIX) && name.ends_with(".avro")
+        });
+        listed.sort_by(|a, b| a.location.cmp(&b.location));
+        Ok(listed)
+    }
+
+    async fn read_file_set(
+        &self,
+        handle: &TableHandle,
+        location: &str,
+    ) -> Result<FileSet, IcebergError> {
+        let step = format!("reading file set {location}");
+        let bytes = self
+            .file_io()
+            .new_input(location)
+            .map_err(|e| from_iceberg(&step, e, IcebergErrorKind::Storage))?
+            .read()
+            .await
+            .map_err(|e| from_iceberg(&step, e, IcebergErrorKind::Storage))?;
+        let text = avro_record(&bytes)
+            .map_err(|e| IcebergError::new(IcebergErrorKind::Data, &step, e.to_string()))?
+            .ok_or_else(|| {
+                IcebergError::new(
+                    IcebergErrorKind::Data,
+                    &step,
+                    "no file set record in the file",
+                )
+            })?;
+        let json: SetJson = serde_json::from_str(&text)
+            .map_err(|e| IcebergError::new(IcebergErrorKind::Data, &step, e.to_string()))?;
+        if json.layout != LAYOUT {
+            let why = format!("layout {} (this version reads {LAYOUT})", json.layout);
+            return Err(IcebergError::new(IcebergErrorKind::Data, &step, why));
+        }
+        let metadata = handle.metadata();
+        let schema = metadata.current_schema();
+        let mut data_files = Vec::with_capacity(json.data_files.len());
+        for (spec, text) in &json.data_files {
+            let partition_type = partition_type(metadata, *spec, &step)?;
+            let file = deserialize_data_file_from_json(text, *spec, &partition_type, schema)
+                .map_err(|e| from_iceberg(&step, e, IcebergErrorKind::Data))?;
+            data_files.push(file);
+        }
+        Ok(FileSet {
+            topic: json.topic,
+            partitions: json.partitions,
+            data_files,
+            records: json.records,
+            writer: json.writer,
+        })
+    }
+
+    /// Deletes sets (committed, or never to be); returns how many could
+    /// not be deleted (a later round tries again). Their data files are
+    /// left alone: a committed set's are live, and orphan removal takes
+    /// the others.
+    pub async fn drop_file_sets(&self, locations: &[String]) -> usize {
+        if locations.is_empty() {
+            return 0;
+        }
+        let done = self.storage().delete_all(locations).await;
+        for failure in &done.failures {
+            tracing::warn!(error = %failure, "could not delete a file set; a later round tries again");
+        }
+        done.failures.len()
+    }
+}
+
+/// The partition type of the table's spec `spec` (a set's files name it).
+fn partition_type(
+    metadata: &iceberg::spec::TableMetadata,
+    spec: i32,
+    step: &str,
+) -> Result<iceberg::spec::StructType, IcebergError> {
+    metadata
+        .partition_spec_by_id(spec)
+        .ok_or_else(|| {
+            IcebergError::new(
+                IcebergErrorKind::Data,
+                step,
+                format!("no partition spec {spec}"),
+            )
+        })?
+        .partition_type(metadata.current_schema())
+        .map_err(|e| from_iceberg(step, e, IcebergErrorKind::Data))
+}
+
+/// An Avro file holding one record: `json`.
+fn avro_file(json: String) -> Result<Vec<u8>, apache_avro::Error> {
+    let schema = apache_avro::Schema::parse_str(AVRO_SCHEMA)?;
+    let mut writer = apache_avro::Writer::new(&schema, Vec::new());
+    let record = apache_avro::types::Value::Record(vec![(
+        "json".to_string(),
+        apache_avro::types::Value::String(json),
+    )]);
+    writer.append(record)?;
+    writer.into_inner()
+}
+
+/// The `json` of an Avro file [`avro_file`] wrote; `None` when it holds
+/// no such record.
+fn avro_record(bytes: &[u8]) -> Result<Option<String>, apache_avro::Error> {
+    for value in apache_avro::Reader::new(bytes)? {
+        if let apache_avro::types::Value::Record(fields) = value? {
+            for (name, field) in fields {
+                if let ("json", apache_avro::types::Value::String(text)) = (name.as_str(), field) {
+                    return Ok(Some(text));
+                }
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// The data files the pending sets of `handle`'s table name (as written in
+/// the sets), for orphan removal: they are not in the table yet, and will
+/// be when the committer takes their set. A set that cannot be read is an
+/// error: deleting files it may name would lose its data.
+pub async fn pending_files(
+    destination: &Destination,
+    handle: &TableHandle,
+) -> Result<HashSet<String>, IcebergError> {
+    let mut files = HashSet::new();
+    let mut unread = Vec::new();
+    for pending in destination.pending_file_sets(handle).await? {
+        match pending.set {
+            Ok(set) => files.extend(set.data_files.iter().map(|f| f.file_path().to_string())),
+            Err(e) => unread.push((pending.location, e)),
+        }
+    }
+    if !unread.is_empty() {
+        // A set its committer deleted between the listing and the read is
+        // no error; one still there is.
+        let there = destination.pending_set_locations(handle).await?;
+        if let Some((_, e)) = unread.into_iter().find(|(l, _)| there.contains(l)) {
+            return Err(e);
+        }
+    }
+    Ok(files)
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sets_avro_file_gives_back_its_json() {
+        let bytes = avro_file(r#"{"layout": 1}"#.to_string()).unwrap();
+        assert_eq!(
+            avro_record(&bytes).unwrap().as_deref(),
+            Some(r#"{"layout": 1}"#)
+        );
+        assert!(avro_record(b"not avro").is_err());
+    }
+}
