@@ -212,7 +212,8 @@ pub(crate) async fn gather(
     if pending.is_empty() {
         return Ok(Gathered::default());
     }
-    let now_ms = crate::follow_report::now_ms() as i64;
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+    let now_ms = now.map_or(0, |d| d.as_millis() as i64);
     Ok(choose(pending, topic, recorded, own, now_ms))
 }
 
