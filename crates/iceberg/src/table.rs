@@ -180,9 +180,10 @@ impl TableHandle {
     }
 
     /// After a reload (this handle): `pending` applied again when the
-    /// table's schema is still the one it was planned on; else a conflict
-    /// (nothing committed, the data files use field ids the table may have
-    /// given to other columns).
+    /// table's schema is still the one it was planned on; dropped when
+    /// another writer made the same change (see `PendingSchema::rebase`);
+    /// else a conflict (nothing committed, the data files use field ids
+    /// the table may have given to other columns).
     pub(crate) fn reapply_pending_schema(
         self,
         pending: Option<Box<PendingSchema>>,
@@ -190,7 +191,9 @@ impl TableHandle {
         let Some(pending) = pending else {
             return Ok(self);
         };
-        let pending = pending.rebase(&self.table, &self.name)?;
-        self.with_pending_schema(pending)
+        match pending.rebase(&self.table, &self.name)? {
+            Some(pending) => self.with_pending_schema(pending),
+            None => Ok(self),
+        }
     }
 }

@@ -278,14 +278,22 @@ impl PendingSchema {
     }
 
     /// After a reload: this change planned again on `reloaded` when its
-    /// schema is still the one the change was planned on; else a conflict
-    /// (nothing committed, the data files use field ids the table may have
-    /// given to other columns).
+    /// schema is still the one the change was planned on; `None` when
+    /// another writer already made the same change (every column of this
+    /// change's schema is in the table's with the same field id, name, type
+    /// and optionality: the data files fit the table as it is, so the
+    /// change is adopted, not committed again); else a conflict (nothing
+    /// committed, the data files use field ids the table may have given to
+    /// other columns).
     pub(crate) fn rebase(
         mut self,
         reloaded: &LoadedTable,
         table: &str,
-    ) -> Result<PendingSchema, IcebergError> {
+    ) -> Result<Option<PendingSchema>, IcebergError> {
+        if self.made_in(reloaded) {
+            tracing::info!(table, changes = ?self.changes, "another writer made the same schema change first; adopting it");
+            return Ok(None);
+        }
         if !self.still_applies_to(reloaded) {
             return Err(IcebergError::new(
                 IcebergErrorKind::Catalog(CatalogErrorKind::Conflict),
@@ -295,7 +303,21 @@ impl PendingSchema {
             ));
         }
         self.base = reloaded.clone();
-        Ok(self)
+        Ok(Some(self))
+    }
+
+    /// Whether `table`'s schema changed and now has every column of this
+    /// change's schema as it is planned (same id, name, type, optionality).
+    fn made_in(&self, table: &LoadedTable) -> bool {
+        let now = table.metadata.current_schema();
+        !self.still_applies_to(table)
+            && self.schema.as_struct().fields().iter().all(|wanted| {
+                now.field_by_id(wanted.id).is_some_and(|have| {
+                    have.name == wanted.name
+                        && have.field_type == wanted.field_type
+                        && have.required == wanted.required
+                })
+            })
     }
 }
 
@@ -360,5 +382,56 @@ mod tests {
         ];
         let e = plan_schema_change(&current, 5, &below_last).unwrap_err();
         assert!(e.to_string().contains("already assigned"), "{e}");
+    }
+
+    fn table(columns: &[Column]) -> LoadedTable {
+        let metadata = TableMetadataBuilder::new(
+            schema(columns),
+            iceberg::spec::PartitionSpec::unpartition_spec(),
+            iceberg::spec::SortOrder::unsorted_order(),
+            "file:///tmp/t".to_string(),
+            iceberg::spec::FormatVersion::V2,
+            std::collections::HashMap::new(),
+        )
+        .unwrap()
+        .build()
+        .unwrap()
+        .metadata;
+        LoadedTable {
+            metadata_location: None,
+            metadata,
+            config: Default::default(),
+            storage_credentials: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn the_same_change_landed_by_another_writer_is_adopted_and_another_change_conflicts() {
+        let id = Column::optional("id", 1, ColumnType::Long);
+        let coupon = Column::optional("coupon", 2, ColumnType::String);
+        let base = table(std::slice::from_ref(&id));
+        let mine = [id.clone(), coupon.clone()];
+        let pending = || PendingSchema::plan(&base, &mine).unwrap().unwrap();
+        // Another writer added the same column under the same id first.
+        let same = PendingSchema::plan(&base, &mine)
+            .unwrap()
+            .unwrap()
+            .apply()
+            .unwrap();
+        assert!(pending().rebase(&same, "t").unwrap().is_none());
+        // It added another column under that id: the files would be wrong.
+        let other = [id.clone(), Column::optional("vip", 2, ColumnType::Boolean)];
+        let other = PendingSchema::plan(&base, &other)
+            .unwrap()
+            .unwrap()
+            .apply()
+            .unwrap();
+        let e = pending().rebase(&other, "t").unwrap_err();
+        assert_eq!(
+            e.kind,
+            IcebergErrorKind::Catalog(CatalogErrorKind::Conflict)
+        );
+        // Nothing changed: the change is planned again on the reload.
+        assert!(pending().rebase(&base, "t").unwrap().is_some());
     }
 }

@@ -55,3 +55,4 @@ mod sync_upsert;
 mod sync_upsert_conflict;
 mod testbed;
 mod workers;
+mod workers_tables;

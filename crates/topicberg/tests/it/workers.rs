@@ -22,12 +22,12 @@ use crate::support::{
 use crate::sync_follow::{stop, Model};
 use crate::testbed::unique_name;
 
-const PARTITIONS: i32 = 12;
+pub(crate) const PARTITIONS: i32 = 12;
 const UPSERT_IDS: u64 = 120;
 const SETTINGS: &str = "[sync]\ncommit_interval = \"1s\"\nstop_timeout = \"30s\"\n";
 /// A round, a reader's start, and after a SIGKILL the group's session
 /// timeout (10 s in the test bed) on a loaded 2-core machine.
-const WITHIN: Duration = Duration::from_secs(180);
+pub(crate) const WITHIN: Duration = Duration::from_secs(180);
 
 /// One worker: its own state directory (`sync --state-dir`, as on a
 /// machine of its own), and the process while it runs.
@@ -37,16 +37,16 @@ struct Worker {
 }
 
 /// The job's topics, its workers and the model of what its tables hold.
-struct Workers {
-    job: Job,
-    appended: String,
+pub(crate) struct Workers {
+    pub(crate) job: Job,
+    pub(crate) appended: String,
     upserted: String,
-    appended_ids: Vec<u64>,
+    pub(crate) appended_ids: Vec<u64>,
     latest: BTreeMap<u64, u64>,
-    next_id: u64,
+    pub(crate) next_id: u64,
     workers: Vec<Worker>,
     /// Every worker process's log, of the dead ones too.
-    logs: Vec<PathBuf>,
+    pub(crate) logs: Vec<PathBuf>,
 }
 
 impl Workers {
@@ -55,7 +55,7 @@ impl Workers {
     }
 
     /// `count` workers of a job with `tail` appended to its file.
-    fn with(count: usize, tail: &str) -> Workers {
+    pub(crate) fn with(count: usize, tail: &str) -> Workers {
         let broker = plaintext();
         let appended = unique_name("workers_a");
         let upserted = unique_name("workers_u");
@@ -90,7 +90,7 @@ impl Workers {
         }
     }
 
-    fn start(&mut self, n: usize) {
+    pub(crate) fn start(&mut self, n: usize) {
         self.start_with(n, &[], &[]);
     }
 
@@ -137,7 +137,7 @@ impl Workers {
         assert_eq!(totals["failed_rounds"], 0, "{totals}");
     }
 
-    fn stop_all(&mut self) {
+    pub(crate) fn stop_all(&mut self) {
         for n in 0..self.workers.len() {
             if self.workers[n].running.is_some() {
                 self.stop(n);
@@ -148,7 +148,7 @@ impl Workers {
     /// Produces `count` messages to each topic, over every partition; an
     /// upsert key always goes to one partition, so its latest message is
     /// the last produced.
-    fn produce(&mut self, rng: &mut Rng, count: usize) {
+    pub(crate) fn produce(&mut self, rng: &mut Rng, count: usize) {
         let broker = plaintext();
         let (mut appends, mut upserts) = (Vec::new(), Vec::new());
         for _ in 0..count {
@@ -169,11 +169,11 @@ impl Workers {
 
     /// Waits until DuckDB reads both tables as the model says, then checks
     /// them (no loss, no duplicate).
-    fn wait_visible(&self, what: &str) {
+    pub(crate) fn wait_visible(&self, what: &str) {
         self.model().wait_visible(what, WITHIN);
     }
 
-    fn check(&self, engine: &str, what: &str) {
+    pub(crate) fn check(&self, engine: &str, what: &str) {
         self.model().check(engine, what);
     }
 
@@ -233,7 +233,7 @@ impl Workers {
 
     /// Waits until the running workers share the job's partitions evenly:
     /// each owns floor(P/N) to ceil(P/N) of them, all of them owned.
-    fn wait_balanced(&self, what: &str) -> Vec<u64> {
+    pub(crate) fn wait_balanced(&self, what: &str) -> Vec<u64> {
         let total = 2 * PARTITIONS as u64;
         let mut owned = Vec::new();
         wait_until(
