@@ -91,9 +91,24 @@ pub struct HandedSets {
 }
 
 impl HandedSets {
-    /// Whether `table` has sets of this worker still waiting.
-    pub(crate) fn waiting(&self, table: &str) -> bool {
-        self.lock().get(table).is_some_and(|sets| !sets.is_empty())
+    /// Whether `table` has sets of this worker whose ranges the table
+    /// (`recorded`) does not hold yet; those that it holds are forgotten
+    /// (committed), so a writer whose sets all landed lists nothing.
+    pub(crate) fn waiting(&self, table: &str, topic: &str, recorded: &TableOffsets) -> bool {
+        let mut all = self.lock();
+        let Some(sets) = all.get_mut(table) else {
+            return false;
+        };
+        sets.retain(|set| !landed(set, topic, recorded));
+        !sets.is_empty()
+    }
+
+    /// Whether a set of `table` this worker handed over and still waits
+    /// for is not among `existing` (the sets listed now).
+    pub(crate) fn missing(&self, table: &str, existing: &HashSet<String>) -> bool {
+        self.lock()
+            .get(table)
+            .is_some_and(|sets| sets.iter().any(|s| !existing.contains(&s.location)))
     }
 
     /// Where a writer's round of `table` starts: the table's offsets moved
@@ -112,14 +127,12 @@ impl HandedSets {
     ) -> (TableOffsets, bool) {
         let mut all = self.lock();
         let sets = all.entry(table.to_string()).or_default();
-        let table_at = |p: i32| recorded.get(topic, p);
         let mut broken: BTreeSet<i32> = BTreeSet::new();
         sets.retain(|set| {
-            let landed = set.partitions.iter().all(|(p, (_, end))| table_at(*p) >= Some(*end));
-            let in_gap = set.partitions.keys().any(|p| broken.contains(p));
-            if landed {
+            if landed(set, topic, recorded) {
                 return false;
             }
+            let in_gap = set.partitions.keys().any(|p| broken.contains(p));
             if in_gap || !existing.contains(&set.location) {
                 broken.extend(set.partitions.keys());
                 tracing::info!(
@@ -175,6 +188,13 @@ impl HandedSets {
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Vec<Handed>>> {
         self.handed.lock().unwrap_or_else(|p| p.into_inner())
     }
+}
+
+/// Whether the table (`recorded`) holds every range of `set`.
+fn landed(set: &Handed, topic: &str, recorded: &TableOffsets) -> bool {
+    set.partitions
+        .iter()
+        .all(|(p, (_, end))| recorded.get(topic, *p) >= Some(*end))
 }
 
 /// The sets a committer takes into its snapshot this round, and those it
@@ -402,7 +422,11 @@ mod tests {
         // "b" vanished without landing: back to the table's offset.
         let (from, _) = handed.plan_from("ns.t", "t", &table_at(&[(1, 20)]), &HashSet::new());
         assert_eq!(from.get("t", 1), Some(20));
-        assert!(!handed.waiting("ns.t"));
+        assert!(!handed.waiting("ns.t", "t", &table_at(&[(1, 20)])));
+        // Sets whose ranges the table holds are forgotten without a listing.
+        handed.push("ns.t", "c".into(), BTreeMap::from([(1, (Some(20), 25))]));
+        assert!(handed.waiting("ns.t", "t", &table_at(&[(1, 20)])));
+        assert!(!handed.waiting("ns.t", "t", &table_at(&[(1, 25)])));
     }
 
     #[test]

@@ -181,26 +181,51 @@ async fn plan_table(ctx: &SyncContext<'_>, state: &mut TableState) {
 /// Where a writer's round of the table starts when sets it handed over
 /// still wait for the committer (`handoff.rs`): past them. Whether it has
 /// so many waiting that it reads nothing this round.
+///
+/// The pending sets are listed after the table was loaded, so a set the
+/// committer took in between is gone from the listing while the loaded
+/// offsets do not show it yet: when a waiting set is missing, the table is
+/// loaded again (after the listing), and its offsets say whether the set
+/// landed or was dropped.
 async fn writer_start(ctx: &SyncContext<'_>, state: &mut TableState) -> bool {
     let (Role::Writer, Some(handed), Some(handle)) = (state.role, &ctx.handed, &state.handle)
     else {
         return false;
     };
-    if !handed.waiting(&state.table) {
+    if !handed.waiting(&state.table, state.topic(), &state.offsets) {
         return false;
     }
-    match ctx.destination.pending_set_locations(handle).await {
-        Ok(existing) => {
-            let (from, full) =
-                handed.plan_from(&state.table, state.topic(), &state.offsets, &existing);
-            state.from = Some(from);
-            full
-        }
+    let existing = match ctx.destination.pending_set_locations(handle).await {
+        Ok(existing) => existing,
         Err(e) => {
             state.fail(Stage::Plan, TableFailure::Load(e));
-            false
+            return false;
         }
+    };
+    if handed.missing(&state.table, &existing) {
+        let reloaded = match ctx
+            .destination
+            .load_table(handle.namespace(), handle.name())
+            .await
+        {
+            Ok(reloaded) => reloaded,
+            Err(e) => {
+                state.fail(Stage::Plan, TableFailure::Load(e));
+                return false;
+            }
+        };
+        match TableOffsets::of_metadata(reloaded.metadata()) {
+            Ok(offsets) => state.offsets = offsets,
+            Err(e) => {
+                state.fail(Stage::Plan, TableFailure::RecordedOffsets(e));
+                return false;
+            }
+        }
+        state.handle = Some(reloaded);
     }
+    let (from, full) = handed.plan_from(&state.table, state.topic(), &state.offsets, &existing);
+    state.from = Some(from);
+    full
 }
 
 /// Create: the tables that do not exist yet and have messages to read, with
