@@ -367,4 +367,46 @@ mod tests {
         assert_eq!(reloaded.metadata().snapshots().count(), 3);
         let _ = std::fs::remove_dir_all(&dir);
     }
+
+    #[tokio::test]
+    async fn a_waiting_file_sets_data_files_are_kept_and_go_once_the_set_is_dropped() {
+        let (dir, destination, mut table) = embedded_table().await;
+        let batch = RecordBatch::try_new(
+            table.arrow_schema().clone(),
+            vec![Arc::new(Int64Array::from(vec![7])) as ArrayRef],
+        )
+        .unwrap();
+        let files = destination.write_data_files(&table, [batch]).await.unwrap();
+        let path = files[0].file_path().to_string();
+        // An empty commit gives the table a snapshot; the file is in none.
+        destination
+            .commit_append(&mut table, Vec::new(), BTreeMap::new())
+            .await
+            .unwrap();
+        let set = crate::FileSet {
+            topic: "t".to_string(),
+            partitions: BTreeMap::from([(0, (None, 1))]),
+            data_files: files,
+            records: 1,
+            writer: "test".to_string(),
+        };
+        let location = destination.publish_file_set(&table, &set).await.unwrap();
+        let kept = remove_orphans(&destination, &table, Duration::ZERO, false)
+            .await
+            .unwrap();
+        assert!(!kept.sample.contains(&path), "{kept:?}");
+        assert!(destination.file_io().exists(&path).await.unwrap());
+        assert_eq!(destination.drop_file_sets(&[location]).await, 0);
+        let removed = remove_orphans(&destination, &table, Duration::ZERO, false)
+            .await
+            .unwrap();
+        assert!(
+            removed
+                .sample
+                .iter()
+                .any(|s| location_key(s) == location_key(&path)),
+            "{removed:?}"
+        );
+        let _ = std::fs::remove_dir_all(dir);
+    }
 }

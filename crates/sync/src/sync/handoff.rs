@@ -427,6 +427,16 @@ mod tests {
         handed.push("ns.t", "c".into(), BTreeMap::from([(1, (Some(20), 25))]));
         assert!(handed.waiting("ns.t", "t", &table_at(&[(1, 20)])));
         assert!(!handed.waiting("ns.t", "t", &table_at(&[(1, 25)])));
+        // Four sets waiting: the writer reads nothing more of the table.
+        let mut names = HashSet::new();
+        for n in 0..MAX_WAITING_SETS as i64 {
+            let name = format!("w{n}");
+            let range = (Some(25 + n), 26 + n);
+            handed.push("ns.t", name.clone(), BTreeMap::from([(1, range)]));
+            names.insert(name);
+        }
+        let (from, full) = handed.plan_from("ns.t", "t", &table_at(&[(1, 25)]), &names);
+        assert_eq!((from.get("t", 1), full), (Some(29), true));
     }
 
     #[test]
