@@ -111,7 +111,7 @@ impl Destination {
         let location = format!(
             "{}/metadata/{PENDING_PREFIX}{:013}-{}.avro",
             metadata.location().trim_end_matches('/'),
-            now_ms(),
+            crate::commit::snapshot_commit::now_ms(),
             uuid::Uuid::new_v4().simple()
         );
         self.file_io()
@@ -308,13 +308,6 @@ pub async fn pending_files(
         }
     }
     Ok(files)
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
 }
 
 #[cfg(test)]

@@ -88,7 +88,9 @@ pub(crate) fn renew_snapshot_id_if_taken(metadata: &TableMetadata, snapshot_id: 
     }
 }
 
-fn now_ms() -> i64 {
+/// Milliseconds since the epoch, now (0 before it): a snapshot's
+/// timestamp, and the clock of the crate's other age checks.
+pub(crate) fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)

@@ -124,13 +124,6 @@ fn offsets_to_migrate(metadata: &TableMetadata) -> Result<Properties, IcebergErr
     Ok(out)
 }
 
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
-}
-
 /// Expires the table's old snapshots (see the module doc); `dry_run`:
 /// only says which.
 pub async fn expire_snapshots(
@@ -179,7 +172,8 @@ async fn commit_expiry(
     loop {
         attempt += 1;
         let metadata = handle.metadata().clone();
-        let expired = to_expire(&metadata, keep.max(1), max_age, now_ms());
+        let now_ms = crate::commit::snapshot_commit::now_ms();
+        let expired = to_expire(&metadata, keep.max(1), max_age, now_ms);
         outcome.snapshots_kept = metadata.snapshots().len() - expired.len();
         outcome.snapshots_expired = expired.len();
         if expired.is_empty() || dry_run {

@@ -74,10 +74,7 @@ pub async fn remove_orphans(
     let location = metadata.location().trim_end_matches('/').to_string();
     let step = format!("removing orphan files of {location}");
     // Listed first: a file written after the listing is not considered.
-    let started_ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0);
+    let started_ms = crate::commit::snapshot_commit::now_ms();
     let listed = destination
         .storage()
         .list_with_times(&format!("{location}/"))
