@@ -359,21 +359,27 @@ pub(super) async fn commit_with_sets(
             table = %state.table, sets = gathered.stale.len(),
             "dropping handed file sets that can never land (the table holds their ranges, or they waited too long for the sets before them); their writers read those ranges again"
         );
+        // They can never land, whatever becomes of this commit.
+        destination.drop_file_sets(&gathered.stale).await;
     }
     if own.advance.partitions.is_empty() && gathered.taken.is_empty() {
-        destination.drop_file_sets(&gathered.stale).await;
         if nothing_waits && handing.owns_all {
             handing.handed.listed_alone(&state.table);
         }
         return;
     }
+    let Gathered {
+        data_files: handed_files,
+        partitions,
+        records: handed_records,
+        taken,
+        ..
+    } = gathered;
     let mut advance = own.advance;
-    advance
-        .partitions
-        .extend(gathered.partitions.iter().map(|(p, r)| (*p, *r)));
+    advance.partitions.extend(partitions);
     let own_files = own.data_files.len();
     let mut data_files = own.data_files;
-    data_files.extend(gathered.data_files.iter().cloned());
+    data_files.extend(handed_files);
     commit_files_of(
         destination,
         state,
@@ -384,11 +390,10 @@ pub(super) async fn commit_with_sets(
         own.records,
     )
     .await;
-    destination.drop_file_sets(&gathered.stale).await;
     if state.report.status == TableStatus::Committed {
-        state.report.handed_sets = gathered.taken.len() as u64;
-        state.report.handed_records = gathered.records;
-        destination.drop_file_sets(&gathered.taken).await;
+        state.report.handed_sets = taken.len() as u64;
+        state.report.handed_records = handed_records;
+        destination.drop_file_sets(&taken).await;
         if nothing_waits && handing.owns_all {
             handing.handed.listed_alone(&state.table);
         }
