@@ -69,6 +69,11 @@ struct SetJson {
     layout: u32,
     topic: String,
     partitions: BTreeMap<i32, (Option<i64>, i64)>,
+    /// The table schema the files were written with: their column bounds
+    /// are read with it (a schema the committer's table does not know yet
+    /// makes the set wait for a round that loads the table again, rather
+    /// than losing the bounds of the new columns).
+    schema_id: i32,
     /// Each data file as `(partition spec id, iceberg's data file JSON)`.
     data_files: Vec<(i32, String)>,
     records: u64,
@@ -84,10 +89,11 @@ impl Destination {
     ) -> Result<String, IcebergError> {
         let metadata = handle.metadata();
         let step = format!("publishing a file set of {}", handle.qualified_name());
+        let schema = metadata.current_schema();
         let mut data_files = Vec::with_capacity(set.data_files.len());
         for file in &set.data_files {
             let spec = spec_id(file);
-            let partition_type = partition_type(metadata, spec, &step)?;
+            let partition_type = partition_type(metadata, spec, schema, &step)?;
             let json = serialize_data_file_to_json(
                 file.clone(),
                 &partition_type,
@@ -100,6 +106,7 @@ impl Destination {
             layout: LAYOUT,
             topic: set.topic.clone(),
             partitions: set.partitions.clone(),
+            schema_id: schema.schema_id(),
             data_files,
             records: set.records,
             writer: set.writer.clone(),
@@ -204,10 +211,17 @@ impl Destination {
             return Err(IcebergError::new(IcebergErrorKind::Data, &step, why));
         }
         let metadata = handle.metadata();
-        let schema = metadata.current_schema();
+        let schema = metadata.schema_by_id(json.schema_id).ok_or_else(|| {
+            let why = format!(
+                "written with schema {}, which the table as this round loaded it does not have yet; \
+                 the set waits for a round that loads the table again",
+                json.schema_id
+            );
+            IcebergError::new(IcebergErrorKind::Data, &step, why)
+        })?;
         let mut data_files = Vec::with_capacity(json.data_files.len());
         for (spec, text) in &json.data_files {
-            let partition_type = partition_type(metadata, *spec, &step)?;
+            let partition_type = partition_type(metadata, *spec, schema, &step)?;
             let file = deserialize_data_file_from_json(text, *spec, &partition_type, schema)
                 .map_err(|e| from_iceberg(&step, e, IcebergErrorKind::Data))?;
             data_files.push(file);
@@ -237,10 +251,12 @@ impl Destination {
     }
 }
 
-/// The partition type of the table's spec `spec` (a set's files name it).
+/// The partition type of the table's spec `spec` (a set's files name it)
+/// over `schema`.
 fn partition_type(
     metadata: &iceberg::spec::TableMetadata,
     spec: i32,
+    schema: &iceberg::spec::Schema,
     step: &str,
 ) -> Result<iceberg::spec::StructType, IcebergError> {
     metadata
@@ -252,7 +268,7 @@ fn partition_type(
                 format!("no partition spec {spec}"),
             )
         })?
-        .partition_type(metadata.current_schema())
+        .partition_type(schema)
         .map_err(|e| from_iceberg(step, e, IcebergErrorKind::Data))
 }
 
@@ -313,6 +329,66 @@ pub async fn pending_files(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_set_written_with_a_newer_schema_waits_and_keeps_the_new_columns_bounds() {
+        use std::sync::Arc;
+
+        use arrow_array::{ArrayRef, Int64Array, RecordBatch};
+
+        use crate::write::schema::{Column, ColumnType};
+
+        let dir = std::env::temp_dir().join(format!("tb-sets-{}", uuid::Uuid::new_v4().simple()));
+        let destination = Destination::open_embedded(&dir.join("catalog"), "default").unwrap();
+        let v = Column::optional("v", 1, ColumnType::Long);
+        let ns = vec!["ns".to_string()];
+        let old = destination
+            .ensure_table(
+                &ns,
+                "t",
+                std::slice::from_ref(&v),
+                iceberg::spec::FormatVersion::V2,
+            )
+            .await
+            .unwrap();
+        // A writer adds column w, commits the change, writes and hands over.
+        let mut new = old
+            .with_columns(&[v, Column::optional("w", 2, ColumnType::Long)])
+            .unwrap();
+        let batch = RecordBatch::try_new(
+            new.arrow_schema().clone(),
+            vec![
+                Arc::new(Int64Array::from(vec![1])) as ArrayRef,
+                Arc::new(Int64Array::from(vec![42])) as ArrayRef,
+            ],
+        )
+        .unwrap();
+        destination
+            .commit_append(&mut new, Vec::new(), BTreeMap::new())
+            .await
+            .unwrap();
+        let files = destination.write_data_files(&new, [batch]).await.unwrap();
+        let set = FileSet {
+            topic: "t".to_string(),
+            partitions: BTreeMap::from([(0, (None, 1))]),
+            data_files: files,
+            records: 1,
+            writer: "test".to_string(),
+        };
+        destination.publish_file_set(&new, &set).await.unwrap();
+        // A committer that loaded the table before the change: the set waits.
+        let seen = destination.pending_file_sets(&old).await.unwrap();
+        let e = seen[0].set.as_ref().unwrap_err();
+        assert!(e.to_string().contains("waits for a round"), "{e}");
+        // Loaded after it: the set, with the new column's bounds.
+        let seen = destination.pending_file_sets(&new).await.unwrap();
+        let read = seen[0].set.as_ref().unwrap();
+        assert!(
+            read.data_files[0].lower_bounds().contains_key(&2),
+            "{read:?}"
+        );
+        let _ = std::fs::remove_dir_all(dir);
+    }
 
     #[test]
     fn a_sets_avro_file_gives_back_its_json() {
