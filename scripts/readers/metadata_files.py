@@ -10,7 +10,9 @@ JSON object: {"current": the current metadata file, "log": the files in
 its metadata log, "in_folder": every *.metadata.json file in the folder
 of the current one, "manifest_lists": the manifest list of each of the
 table's snapshots, "manifest_lists_in_folder": every snap-*.avro file in
-that folder}, each a full location. Exit codes as the readers
+that folder, "files_referenced": every data and delete file a manifest
+of any snapshot names, "data_in_folder": every file under the table's
+data/ folder}, each a full location. Exit codes as the readers
 (common.py).
 """
 
@@ -44,6 +46,25 @@ def in_folder(io, current: str, keep) -> list[str]:
     )
 
 
+def files_under(io, folder: str) -> list[str]:
+    """Every file under `folder` (recursively), as full locations."""
+    scheme, netloc, path = io.parse_location(folder, io.properties)
+    fs = io.fs_by_scheme(scheme, netloc)
+    infos = fs.get_file_info(FileSelector(path, recursive=True, allow_not_found=True))
+    prefix = f"{scheme}://" if scheme != "file" else ""
+    return sorted(prefix + i.path for i in infos if i.type == FileType.File)
+
+
+def files_referenced(t) -> list[str]:
+    """Every data and delete file named by a manifest of any snapshot."""
+    seen = set()
+    for snapshot in t.metadata.snapshots:
+        for manifest in snapshot.manifests(t.io):
+            for entry in manifest.fetch_manifest_entry(t.io, discard_deleted=False):
+                seen.add(entry.data_file.file_path)
+    return sorted(seen)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(prog="metadata_files.py", description=__doc__)
     common.add_catalog_args(p)
@@ -70,6 +91,8 @@ def main() -> None:
             "manifest_lists": [s.manifest_list for s in t.metadata.snapshots],
             "manifest_lists_in_folder": in_folder(
                 t.io, current, lambda n: n.startswith("snap-") and n.endswith(".avro")),
+            "files_referenced": files_referenced(t),
+            "data_in_folder": files_under(t.io, t.location().rstrip("/") + "/data"),
         }
     except ReaderError as e:
         common.die("metadata_files", str(e), e.code)

@@ -13,6 +13,13 @@
 //! own snapshot; the table's offsets check stays the fence, so a set whose
 //! range another commit already holds can never land.
 //!
+//! An upsert table's writers hand over *staged* sets: their data files
+//! hold the round's winning rows per key (and the set its winning
+//! tombstones), which the committer reads into its own round, so the key
+//! rule and the key index see every worker's messages in one place; the
+//! committer writes the table's files, and the staged ones are deleted,
+//! never committed ([`Destination::staged_rows`]).
+//!
 //! Orphan removal treats the files a set names as referenced while the set
 //! is there ([`pending_files`]).
 
@@ -21,6 +28,7 @@ use std::collections::{BTreeMap, HashSet};
 use iceberg::spec::{deserialize_data_file_from_json, serialize_data_file_to_json, DataFile};
 use serde::{Deserialize, Serialize};
 
+use crate::deletes::equality::key_hex;
 use crate::error::{from_iceberg, IcebergError, IcebergErrorKind};
 use crate::table::TableHandle;
 use crate::table_metadata::spec_id;
@@ -50,6 +58,25 @@ pub struct FileSet {
     pub records: u64,
     /// Who wrote it (the group member id), for logs.
     pub writer: String,
+    /// The data files hold an upsert writer's winning rows, for the
+    /// committer to read into its round (never committed as they are).
+    pub staged: bool,
+    /// A staged set's winning tombstones.
+    pub tombstones: Vec<SetTombstone>,
+}
+
+/// A key whose winning message in a staged set's round is a tombstone,
+/// with that message's place in the stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SetTombstone {
+    /// The key (`_olake_id`'s 16 bytes).
+    pub key: [u8; 16],
+    /// The message timestamp, microseconds.
+    pub timestamp: i64,
+    /// Its partition.
+    pub partition: i32,
+    /// Its offset.
+    pub offset: i64,
 }
 
 /// A set as found in the table's pending folder.
@@ -78,6 +105,11 @@ struct SetJson {
     data_files: Vec<(i32, String)>,
     records: u64,
     writer: String,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    staged: bool,
+    /// (`_olake_id` hex, timestamp, partition, offset).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    tombstones: Vec<(String, i64, i32, i64)>,
 }
 
 impl Destination {
@@ -110,6 +142,12 @@ impl Destination {
             data_files,
             records: set.records,
             writer: set.writer.clone(),
+            staged: set.staged,
+            tombstones: set
+                .tombstones
+                .iter()
+                .map(|t| (key_hex(&t.key), t.timestamp, t.partition, t.offset))
+                .collect(),
         };
         let text = serde_json::to_string(&json)
             .map_err(|e| IcebergError::new(IcebergErrorKind::Data, &step, e.to_string()))?;
@@ -226,13 +264,48 @@ impl Destination {
                 .map_err(|e| from_iceberg(&step, e, IcebergErrorKind::Data))?;
             data_files.push(file);
         }
+        let mut tombstones = Vec::with_capacity(json.tombstones.len());
+        for (key, timestamp, partition, offset) in json.tombstones {
+            let key = crate::key_index::parse_key(&key).ok_or_else(|| {
+                IcebergError::new(IcebergErrorKind::Data, &step, format!("bad key {key:?}"))
+            })?;
+            tombstones.push(SetTombstone {
+                key,
+                timestamp,
+                partition,
+                offset,
+            });
+        }
         Ok(FileSet {
             topic: json.topic,
             partitions: json.partitions,
             data_files,
             records: json.records,
             writer: json.writer,
+            staged: json.staged,
+            tombstones,
         })
+    }
+
+    /// The rows of a staged set's data file, a batch at a time, with the
+    /// columns (and Arrow types) they were written with.
+    pub async fn staged_rows(
+        &self,
+        file: &DataFile,
+    ) -> Result<
+        futures::stream::BoxStream<'static, Result<arrow_array::RecordBatch, IcebergError>>,
+        IcebergError,
+    > {
+        use crate::key_index::scan::{open_parquet, parquet_err, BATCH_ROWS};
+        use futures::TryStreamExt;
+        let path = file.file_path().to_string();
+        let step = format!("reading staged rows {path}");
+        let builder = open_parquet(self.file_io(), &path, &step).await?;
+        let stream = builder
+            .with_batch_size(BATCH_ROWS)
+            .build()
+            .map_err(|e| parquet_err(&step, e))?;
+        Ok(Box::pin(stream.map_err(move |e| parquet_err(&step, e))))
     }
 
     /// Deletes sets (committed, or never to be); returns how many could
@@ -326,9 +399,88 @@ pub async fn pending_files(
     Ok(files)
 }
 
+/// A set of `data_files` holding one message of partition 0 of topic
+/// "t" (tests).
+#[cfg(test)]
+pub(crate) fn one_message_set(data_files: Vec<DataFile>) -> FileSet {
+    FileSet {
+        topic: "t".to_string(),
+        partitions: BTreeMap::from([(0, (None, 1))]),
+        data_files,
+        records: 1,
+        writer: "test".to_string(),
+        staged: false,
+        tombstones: Vec::new(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_staged_set_keeps_its_tombstones_and_its_rows_read_back_as_written() {
+        use std::sync::Arc;
+
+        use arrow_array::{ArrayRef, Int64Array, RecordBatch};
+        use futures::TryStreamExt;
+
+        use crate::write::schema::{Column, ColumnType};
+
+        let dir = std::env::temp_dir().join(format!("tb-sets-{}", uuid::Uuid::new_v4().simple()));
+        let destination = Destination::open_embedded(&dir.join("catalog"), "default").unwrap();
+        let columns = [Column::optional("v", 1, ColumnType::Long)];
+        let ns = vec!["ns".to_string()];
+        let mut table = destination
+            .ensure_table(&ns, "t", &columns, iceberg::spec::FormatVersion::V2)
+            .await
+            .unwrap();
+        destination
+            .commit_append(&mut table, Vec::new(), BTreeMap::new())
+            .await
+            .unwrap();
+        let batch = RecordBatch::try_new(
+            table.arrow_schema().clone(),
+            vec![Arc::new(Int64Array::from(vec![7, 8, 9])) as ArrayRef],
+        )
+        .unwrap();
+        let files = destination.write_data_files(&table, [batch]).await.unwrap();
+        let tombstone = SetTombstone {
+            key: core::array::from_fn(|i| i as u8 * 17),
+            timestamp: -5,
+            partition: 3,
+            offset: 1 << 40,
+        };
+        let set = FileSet {
+            partitions: BTreeMap::from([(3, (Some(10), 14))]),
+            records: 4,
+            staged: true,
+            tombstones: vec![tombstone],
+            ..one_message_set(files)
+        };
+        destination.publish_file_set(&table, &set).await.unwrap();
+        let seen = destination.pending_file_sets(&table).await.unwrap();
+        let read = seen[0].set.as_ref().unwrap();
+        assert!(read.staged);
+        assert_eq!(read.tombstones, vec![tombstone]);
+        assert_eq!(read.partitions, set.partitions);
+        let batches: Vec<RecordBatch> = destination
+            .staged_rows(&read.data_files[0])
+            .await
+            .unwrap()
+            .try_collect()
+            .await
+            .unwrap();
+        let values: Vec<i64> = batches
+            .iter()
+            .flat_map(|b| {
+                let column = b.column(0).as_any().downcast_ref::<Int64Array>().unwrap();
+                column.values().to_vec()
+            })
+            .collect();
+        assert_eq!(values, vec![7, 8, 9]);
+        let _ = std::fs::remove_dir_all(dir);
+    }
 
     #[tokio::test]
     async fn a_set_written_with_a_newer_schema_waits_and_keeps_the_new_columns_bounds() {
@@ -368,13 +520,7 @@ mod tests {
             .await
             .unwrap();
         let files = destination.write_data_files(&new, [batch]).await.unwrap();
-        let set = FileSet {
-            topic: "t".to_string(),
-            partitions: BTreeMap::from([(0, (None, 1))]),
-            data_files: files,
-            records: 1,
-            writer: "test".to_string(),
-        };
+        let set = one_message_set(files);
         destination.publish_file_set(&new, &set).await.unwrap();
         // A committer that loaded the table before the change: the set waits.
         let seen = destination.pending_file_sets(&old).await.unwrap();

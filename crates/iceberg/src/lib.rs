@@ -69,7 +69,7 @@ pub use deletes::deletion_vectors::{
 pub use deletes::WrittenDeletes;
 pub use destination::{CommittedSnapshot, Destination, DEFAULT_COMMIT_ATTEMPTS};
 pub use error::{CatalogError, CatalogErrorKind, IcebergError, IcebergErrorKind};
-pub use file_sets::{FileSet, PendingSet};
+pub use file_sets::{FileSet, PendingSet, SetTombstone};
 pub use iceberg::spec::{DataFile, FormatVersion};
 pub use roaring::RoaringTreemap;
 pub use table::{SnapshotInfo, TableHandle};

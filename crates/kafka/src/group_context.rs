@@ -230,6 +230,7 @@ impl ConsumerContext for GroupContext {
         }
         tracing::info!(
             partitions = set.len(),
+            owned = %owned_list(set),
             rebalance = membership.rebalances.load(Ordering::SeqCst),
             "consumer group assignment changed"
         );
@@ -245,6 +246,26 @@ fn protocol_refused(reason: &str) -> bool {
         && (reason.contains("not supported") || reason.contains("unsupported"))
 }
 
+/// The partitions owned, as `topic:0,1,2;other:3` (one log field).
+fn owned_list(set: &BTreeSet<(String, i32)>) -> String {
+    let mut out = String::new();
+    let mut topic: Option<&str> = None;
+    for (t, p) in set {
+        if topic == Some(t.as_str()) {
+            out.push(',');
+        } else {
+            if topic.is_some() {
+                out.push(';');
+            }
+            out.push_str(t);
+            out.push(':');
+            topic = Some(t);
+        }
+        out.push_str(&p.to_string());
+    }
+    out
+}
+
 fn partitions(tpl: &TopicPartitionList) -> impl Iterator<Item = (String, i32)> + '_ {
     tpl.elements()
         .into_iter()
@@ -254,6 +275,16 @@ fn partitions(tpl: &TopicPartitionList) -> impl Iterator<Item = (String, i32)> +
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_owned_partitions_are_listed_per_topic_in_one_field() {
+        let set: BTreeSet<(String, i32)> = [("b", 3), ("a", 1), ("a", 0), ("b", 11)]
+            .into_iter()
+            .map(|(t, p)| (t.to_string(), p))
+            .collect();
+        assert_eq!(owned_list(&set), "a:0,1;b:3,11");
+        assert_eq!(owned_list(&BTreeSet::new()), "");
+    }
 
     fn p(n: i32) -> Partition {
         ("t".to_string(), n)

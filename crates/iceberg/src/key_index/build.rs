@@ -12,9 +12,11 @@ use iceberg::spec::{
 use roaring::RoaringTreemap;
 
 use super::scan::{
-    read_deletion_vector, read_keys, read_position_deletes, snapshot_files, FileEntry,
+    read_deletion_vector, read_keys, read_position_deletes, read_stamped_keys, snapshot_files,
+    FileEntry, KeyFields,
 };
 use super::store::{store_err, Blocks, Op, Store, FLUSH_OPS};
+use super::IndexedRow;
 use crate::error::IcebergError;
 use crate::maintain::rebase::RowMoves;
 
@@ -107,11 +109,11 @@ impl<'a> Writer<'a> {
         file_io: &FileIO,
         path: &str,
         id: u32,
-        key_field: i32,
+        fields: KeyFields,
         deleted: Option<&RoaringTreemap>,
     ) -> Result<(), IcebergError> {
         self.stats.data_files_read += 1;
-        read_keys(file_io, path, key_field, |pos, key| {
+        read_stamped_keys(file_io, path, fields, |pos, key, stamp| {
             self.stats.rows_read += 1;
             if deleted.is_some_and(|d| d.contains(pos)) {
                 self.stats.deleted_rows_skipped += 1;
@@ -120,7 +122,12 @@ impl<'a> Writer<'a> {
             match key {
                 Some(key) => {
                     self.puts += 1;
-                    self.push(Op::Put(key, id, pos))
+                    let row = IndexedRow {
+                        file: id,
+                        pos,
+                        stamp,
+                    };
+                    self.push(Op::Put(key, row))
                 }
                 None => {
                     self.stats.unkeyed_rows += 1;
@@ -195,7 +202,7 @@ pub(crate) async fn rebuild(
     step: &str,
     metadata: &TableMetadata,
     file_io: &FileIO,
-    key_field: i32,
+    fields: KeyFields,
 ) -> Result<BuildStats, IcebergError> {
     let mut writer = Writer::new(store, step, true);
     let Some(snapshot) = metadata.current_snapshot() else {
@@ -224,7 +231,7 @@ pub(crate) async fn rebuild(
     for (entry, id) in data.iter().zip(&ids) {
         let deleted = deletes.get(&entry.path);
         writer
-            .index_file(file_io, &entry.path, *id, key_field, deleted)
+            .index_file(file_io, &entry.path, *id, fields, deleted)
             .await?;
     }
     writer.flush()?;
@@ -242,7 +249,7 @@ pub(crate) async fn rebuild(
         .iter()
         .filter(|e| e.content == DataContentType::EqualityDeletes)
     {
-        if eq.equality_ids.as_deref() != Some(&[key_field]) {
+        if eq.equality_ids.as_deref() != Some(&[fields.key]) {
             return Err(IcebergError::new(
                 crate::IcebergErrorKind::Data,
                 format!("rebuilding the key index from {}", eq.path),
@@ -250,7 +257,7 @@ pub(crate) async fn rebuild(
             ));
         }
         let mut keys = Vec::new();
-        read_keys(file_io, &eq.path, key_field, |_, key| {
+        read_keys(file_io, &eq.path, fields.key, |_, key| {
             keys.extend(key);
             Ok(())
         })
@@ -262,9 +269,9 @@ pub(crate) async fn rebuild(
                 .store
                 .get(&key, &mut blocks)
                 .map_err(|e| store_err(step, e))?;
-            if let Some((file, pos)) = found {
-                if file_seq.get(&file).is_some_and(|s| *s < eq.seq) {
-                    writer.push(Op::RemoveIfAt(key, file, pos))?;
+            if let Some(row) = found {
+                if file_seq.get(&row.file).is_some_and(|s| *s < eq.seq) {
+                    writer.push(Op::RemoveIfAt(key, row.file, row.pos))?;
                 }
             }
         }
@@ -334,7 +341,7 @@ pub(crate) async fn update(
     step: &str,
     metadata: &TableMetadata,
     file_io: &FileIO,
-    key_field: i32,
+    fields: KeyFields,
     chain: &[SnapshotRef],
     moves: MovesOf<'_>,
 ) -> Result<Result<BuildStats, ReplayRefused>, IcebergError> {
@@ -380,7 +387,7 @@ pub(crate) async fn update(
         for (entry, id) in new_data.iter().zip(ids) {
             let deleted = deletes.get(&entry.path);
             writer
-                .index_file(file_io, &entry.path, id, key_field, deleted)
+                .index_file(file_io, &entry.path, id, fields, deleted)
                 .await?;
         }
         writer.flush()?;
@@ -406,7 +413,7 @@ pub(crate) async fn update(
                 continue;
             };
             let mut ops = Vec::new();
-            read_keys(file_io, path, key_field, |pos, key| {
+            read_keys(file_io, path, fields.key, |pos, key| {
                 if let Some(key) = key.filter(|_| positions.contains(pos)) {
                     ops.push(Op::RemoveIfAt(key, file, pos));
                 }

@@ -78,9 +78,9 @@ impl MergeJob {
             }
             let (mut entry, seq) = newest.expect("a head holds the smallest key");
             if let Some(row) = entry.row {
-                let (file, pos) = self.moves.place(seq, row)?;
-                entry.row = Some((file, pos));
-                files.insert(file);
+                let row = self.moves.place(seq, row)?;
+                entry.row = Some(row);
+                files.insert(row.file);
                 live += 1;
             }
             if entry.row.is_some() || !self.drop_deleted {

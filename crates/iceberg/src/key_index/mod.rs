@@ -7,9 +7,9 @@
 //! changes are written as one new run in key order, runs of similar size are
 //! merged, and `keys.index` names the runs that make the index (the commit
 //! point: a crash midway leaves the previous index whole). Keys are the 16
-//! bytes of the `_olake_id` hex; an entry is 28 bytes on disk. Nothing is
+//! bytes of the `_olake_id` hex; an entry is 40 bytes on disk (with the row's `Stamp`). Nothing is
 //! held in memory per key but the runs' fences (16 bytes per 1,024 keys):
-//! a lookup reads one 28 KiB block per run, a sorted batch of lookups reads
+//! a lookup reads one 40 KiB block per run, a sorted batch of lookups reads
 //! each block at most once; a commit's changes (in key order) stream into
 //! one run, rebuilds and updates write runs of at most 1,000,000 changes,
 //! and data files are read one column, one batch (8,192 rows) at a time. A
@@ -61,11 +61,66 @@ use iceberg::io::FileIO;
 
 pub use build::{BuildStats, ReplayRefused};
 pub use scan::parse_key;
+use scan::KeyFields;
 
 use crate::error::{IcebergError, IcebergErrorKind};
 use crate::table::TableHandle;
 use crate::Destination;
 use store::{store_err, Blocks, Found, Meta, Op, Store};
+
+/// Where a row came from in the stream, kept with each key's row: a
+/// message of the key from another partition replaces the row only when
+/// it is newer (the sync's `Version::replaces`), whichever worker or round
+/// commits it. Read from the row's `_kafka_timestamp` and
+/// `_kafka_partition` when the index is built from the table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Stamp {
+    /// The message timestamp in microseconds (`i64::MIN`: none).
+    pub timestamp: i64,
+    /// The message's partition (`-1`: unknown).
+    pub partition: i32,
+}
+
+impl Stamp {
+    /// A row whose place is not known (a data file without the columns):
+    /// any message of its key replaces it.
+    pub const UNKNOWN: Stamp = Stamp {
+        timestamp: i64::MIN,
+        partition: -1,
+    };
+}
+
+/// A key's current row as the index holds it: the data file (by id), the
+/// row's position in it, and its [`Stamp`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct IndexedRow {
+    /// The data file's id (see [`KeyReader::path`]).
+    pub file: u32,
+    /// The row's position in it (0-based).
+    pub pos: u64,
+    /// Where the row came from.
+    pub stamp: Stamp,
+}
+
+impl IndexedRow {
+    /// Whether the row is at `pos` of file `file`.
+    pub fn is_at(&self, file: u32, pos: u64) -> bool {
+        self.file == file && self.pos == pos
+    }
+}
+
+/// A row a commit wrote, for [`KeyIndex::apply_each`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NewRow {
+    /// The row's key.
+    pub key: [u8; 16],
+    /// The data file, as an index into the commit's files.
+    pub file: usize,
+    /// The row's position in it.
+    pub pos: u64,
+    /// Where the row came from.
+    pub stamp: Stamp,
+}
 
 /// Where a key's current row is.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -161,12 +216,12 @@ impl KeyIndex {
         file_io: &FileIO,
     ) -> Result<KeyIndex, IcebergError> {
         let uuid = table.metadata().uuid().to_string();
-        let key_field = Self::key_field(table)?;
+        let fields = Self::key_fields(table, Self::opening(table))?;
         let dir = state_dir.join(&uuid);
         let step = format!("opening the key index in {}", dir.display());
         let (store, found) = Store::open(&dir).map_err(|e| store_err(&step, e))?;
         let mut index =
-            Self::bring_up_to_date(store, found, table, file_io, key_field, &|_| None).await?;
+            Self::bring_up_to_date(store, found, table, file_io, fields, &|_| None).await?;
         index.merge()?;
         Ok(index)
     }
@@ -186,7 +241,7 @@ impl KeyIndex {
     ) -> Result<KeyIndex, IcebergError> {
         let mut index = self;
         index.merge_in_background()?;
-        let key_field = Self::key_field(table)?;
+        let fields = Self::key_fields(table, Self::opening(table))?;
         let found = Found::Index(Meta {
             table_uuid: index.table_uuid,
             snapshot: index.snapshot_id,
@@ -195,23 +250,26 @@ impl KeyIndex {
         let moves = |snapshot| destination.moves_of(&uuid, snapshot);
         let file_io = destination.file_io();
         let mut index =
-            Self::bring_up_to_date(index.store, found, table, file_io, key_field, &moves).await?;
+            Self::bring_up_to_date(index.store, found, table, file_io, fields, &moves).await?;
         index.merge_in_background()?;
         Ok(index)
     }
 
-    fn key_field(table: &TableHandle) -> Result<i32, IcebergError> {
-        table
-            .schema()
-            .field_by_name(scan::KEY_COLUMN)
-            .map(|f| f.id)
-            .ok_or_else(|| {
-                IcebergError::new(
-                    IcebergErrorKind::Data,
-                    format!("opening the key index of table {}", table.name()),
-                    format!("the table has no {} column", scan::KEY_COLUMN),
-                )
-            })
+    /// The columns the index reads from `table`'s files; an error names
+    /// `step` when the table has no key column.
+    fn key_fields(table: &TableHandle, step: impl Into<String>) -> Result<KeyFields, IcebergError> {
+        KeyFields::of(table.schema()).ok_or_else(|| {
+            IcebergError::new(
+                IcebergErrorKind::Data,
+                step,
+                format!("the table has no {} column", scan::KEY_COLUMN),
+            )
+        })
+    }
+
+    /// The step an open or refresh of `table`'s index names.
+    fn opening(table: &TableHandle) -> String {
+        format!("opening the key index of table {}", table.name())
     }
 
     /// What [`Self::open`] and [`Self::refresh`] share: the index as `found`,
@@ -221,7 +279,7 @@ impl KeyIndex {
         found: Found,
         table: &TableHandle,
         file_io: &FileIO,
-        key_field: i32,
+        fields: KeyFields,
         moves: build::MovesOf<'_>,
     ) -> Result<KeyIndex, IcebergError> {
         let metadata = table.metadata();
@@ -245,10 +303,8 @@ impl KeyIndex {
                 None => RebuildReason::UnknownSnapshot(found.snapshot.unwrap_or(-1)),
                 Some(chain) => {
                     let step = format!("updating key index {}", path.display());
-                    match build::update(
-                        &mut store, &step, metadata, file_io, key_field, &chain, moves,
-                    )
-                    .await?
+                    match build::update(&mut store, &step, metadata, file_io, fields, &chain, moves)
+                        .await?
                     {
                         Ok(stats) => {
                             store
@@ -267,7 +323,7 @@ impl KeyIndex {
         // The old runs stay named until the rebuilt index is committed.
         let step = format!("rebuilding key index {}", path.display());
         store.reset();
-        let stats = build::rebuild(&mut store, &step, metadata, file_io, key_field).await?;
+        let stats = build::rebuild(&mut store, &step, metadata, file_io, fields).await?;
         store.commit(&meta).map_err(|e| store_err(&step, e))?;
         let mut index = Self::new(store, path, meta, IndexState::Rebuilt(reason));
         index.stats = stats;
@@ -388,9 +444,9 @@ impl KeyIndex {
         let mut out = Vec::new();
         for key in keys {
             let found = match reader.get(&key)? {
-                Some((file, pos)) => Some(RowLocation {
-                    data_file: reader.path(file)?,
-                    pos,
+                Some(row) => Some(RowLocation {
+                    data_file: reader.path(row.file)?,
+                    pos: row.pos,
                 }),
                 None => None,
             };
@@ -410,7 +466,7 @@ impl KeyIndex {
     }
 
     /// Records a committed snapshot: `deletes` (tombstoned keys) are
-    /// removed, then `upserts` (key, data file path, row position) set, and
+    /// removed, then `upserts` (key, data file path, row position, stamp) set, and
     /// the snapshot id recorded. Call it only after the Iceberg commit
     /// succeeded, with the committed snapshot's id and parent: a parent
     /// other than [`Self::snapshot_id`] writes nothing and returns
@@ -419,45 +475,53 @@ impl KeyIndex {
         &mut self,
         snapshot_id: i64,
         parent_snapshot_id: Option<i64>,
-        upserts: &[([u8; 16], P, u64)],
+        upserts: &[([u8; 16], P, u64, Stamp)],
         deletes: &[[u8; 16]],
     ) -> Result<Applied, IcebergError> {
         let mut files: Vec<String> = Vec::new();
         let mut index: HashMap<&str, usize> = HashMap::new();
-        for (_, path, _) in upserts {
+        for (_, path, _, _) in upserts {
             index.entry(path.as_ref()).or_insert_with(|| {
                 files.push(path.as_ref().to_string());
                 files.len() - 1
             });
         }
-        let mut rows: Vec<([u8; 16], usize, u64)> = upserts
+        let mut rows: Vec<NewRow> = upserts
             .iter()
-            .map(|(key, path, pos)| (*key, index[path.as_ref()], *pos))
+            .map(|(key, path, pos, stamp)| NewRow {
+                key: *key,
+                file: index[path.as_ref()],
+                pos: *pos,
+                stamp: *stamp,
+            })
             .collect();
         // Stable: of two upserts of one key the later wins.
-        rows.sort_by_key(|(key, _, _)| *key);
+        rows.sort_by_key(|row| row.key);
         self.apply_each(
             snapshot_id,
             parent_snapshot_id,
             &files,
-            rows.into_iter().map(Ok),
+            rows.into_iter().map(Ok::<_, std::io::Error>),
             deletes,
         )
     }
 
     /// [`Self::apply`] for any number of upserts, read from an iterator of
-    /// (key, index into `files`, row position) in ascending key order:
+    /// [`NewRow`]s in ascending key order:
     /// streamed into one run, then committed; a crash midway leaves the
     /// index at the parent snapshot (the next open replays this one). Keys
     /// out of order fail it (and the next open replays the snapshot).
-    pub fn apply_each(
+    pub fn apply_each<E>(
         &mut self,
         snapshot_id: i64,
         parent_snapshot_id: Option<i64>,
         files: &[String],
-        upserts: impl Iterator<Item = Result<([u8; 16], usize, u64), String>>,
+        upserts: impl Iterator<Item = Result<NewRow, E>>,
         deletes: &[[u8; 16]],
-    ) -> Result<Applied, IcebergError> {
+    ) -> Result<Applied, IcebergError>
+    where
+        E: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
         if parent_snapshot_id != self.snapshot_id {
             return Ok(Applied::Stale);
         }
@@ -469,11 +533,16 @@ impl KeyIndex {
         let mut removes: Vec<[u8; 16]> = deletes.to_vec();
         removes.sort_unstable();
         let puts = upserts.map(|upsert| {
-            let (key, file, pos) = upsert.map_err(std::io::Error::other)?;
-            let id = ids
-                .get(file)
-                .ok_or_else(|| std::io::Error::other(format!("no data file number {file}")))?;
-            Ok(Op::Put(key, *id, pos))
+            let new = upsert.map_err(std::io::Error::other)?;
+            let file = ids.get(new.file).ok_or_else(|| {
+                std::io::Error::other(format!("no data file number {}", new.file))
+            })?;
+            let row = IndexedRow {
+                file: *file,
+                pos: new.pos,
+                stamp: new.stamp,
+            };
+            Ok(Op::Put(new.key, row))
         });
         // One run, streamed: the upserts come in key order (the sync's
         // winners); a key's remove goes before its put.
@@ -512,31 +581,27 @@ impl KeyIndex {
         if parent_snapshot_id != self.snapshot_id {
             return Ok(Applied::Stale);
         }
-        let key_field = handle
-            .schema()
-            .field_by_name(scan::KEY_COLUMN)
-            .map(|f| f.id)
-            .ok_or_else(|| {
-                IcebergError::new(
-                    IcebergErrorKind::Data,
-                    format!("recording snapshot {snapshot_id} in the key index"),
-                    format!("the table has no {} column", scan::KEY_COLUMN),
-                )
-            })?;
-        let mut upserts: Vec<([u8; 16], usize, u64)> = Vec::new();
+        let step = format!("recording snapshot {snapshot_id} in the key index");
+        let fields = Self::key_fields(handle, step)?;
+        let mut upserts: Vec<NewRow> = Vec::new();
         for (n, path) in files.iter().enumerate() {
-            scan::read_keys(file_io, path, key_field, |pos, key| {
-                upserts.extend(key.map(|key| (key, n, pos)));
+            scan::read_stamped_keys(file_io, path, fields, |pos, key, stamp| {
+                upserts.extend(key.map(|key| NewRow {
+                    key,
+                    file: n,
+                    pos,
+                    stamp,
+                }));
                 Ok(())
             })
             .await?;
         }
-        upserts.sort_unstable_by_key(|(key, _, _)| *key);
+        upserts.sort_unstable_by_key(|row| row.key);
         self.apply_each(
             snapshot_id,
             parent_snapshot_id,
             files,
-            upserts.into_iter().map(Ok),
+            upserts.into_iter().map(Ok::<_, std::io::Error>),
             deletes,
         )
     }
@@ -550,8 +615,8 @@ pub struct KeyReader<'a> {
 }
 
 impl KeyReader<'_> {
-    /// The (data file id, row position) of `key`'s current row, if any.
-    pub fn get(&self, key: &[u8; 16]) -> Result<Option<(u32, u64)>, IcebergError> {
+    /// `key`'s current row, if any.
+    pub fn get(&self, key: &[u8; 16]) -> Result<Option<IndexedRow>, IcebergError> {
         self.store
             .get(key, &mut self.blocks.borrow_mut())
             .map_err(|e| store_err(&self.step, e))

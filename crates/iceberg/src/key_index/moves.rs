@@ -20,6 +20,7 @@ use std::sync::Arc;
 
 use roaring::RoaringBitmap;
 
+use super::IndexedRow;
 use crate::maintain::rebase::{Moved, MovesById};
 
 /// One compaction's moves and the runs they apply to.
@@ -67,15 +68,15 @@ impl MovesChain {
         self.0.is_empty()
     }
 
-    /// Where `row`, read from run `run`, is now.
-    pub(crate) fn place(&self, run: u64, row: (u32, u64)) -> std::io::Result<(u32, u64)> {
+    /// Where `row`, read from run `run`, is now (its stamp goes with it).
+    pub(crate) fn place(&self, run: u64, row: IndexedRow) -> std::io::Result<IndexedRow> {
         let mut row = row;
         for pending in self.0.iter().filter(|p| run < p.before_run) {
-            match pending.moves.place(row.0, row.1) {
+            match pending.moves.place(row.file, row.pos) {
                 Moved::Stayed => {}
-                Moved::To(file, pos) => row = (file, pos),
+                Moved::To(file, pos) => (row.file, row.pos) = (file, pos),
                 Moved::Gone => {
-                    let (file, pos) = row;
+                    let (file, pos) = (row.file, row.pos);
                     return Err(std::io::Error::other(OutOfStep { file, pos }));
                 }
             }

@@ -2,13 +2,14 @@
 //! ascending key order, each key at most once.
 //!
 //! Layout (all integers little-endian):
-//! - entries, 28 bytes each: the key (16 bytes), the data file id (`u32`,
-//!   [`TOMBSTONE`] for a key deleted by this run), the row position (`u64`);
+//! - entries, 40 bytes each: the key (16 bytes), the data file id (`u32`,
+//!   [`TOMBSTONE`] for a key deleted by this run), the row position (`u64`),
+//!   the row's [`Stamp`] (timestamp `i64`, partition `i32`);
 //! - fences: the first key of each block of [`BLOCK_ENTRIES`] entries;
 //! - footer: the entry count (`u64`) and [`MAGIC`].
 //!
 //! A lookup finds the block by the fences (held in memory: 16 bytes per
-//! 1,024 keys) and reads that one block (28 KiB); a merge streams the
+//! 1,024 keys) and reads that one block (40 KiB); a merge streams the
 //! entries block by block. Nothing else is held in memory.
 
 use std::fs::File;
@@ -16,29 +17,37 @@ use std::io::{BufWriter, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
+use super::{IndexedRow, Stamp};
+
 /// Bytes of one entry.
-pub(crate) const ENTRY_BYTES: usize = 28;
+pub(crate) const ENTRY_BYTES: usize = 40;
 /// Entries per block (the unit a lookup reads).
 pub(crate) const BLOCK_ENTRIES: usize = 1024;
 /// The file id of an entry that deletes its key.
 pub(crate) const TOMBSTONE: u32 = u32::MAX;
-const MAGIC: &[u8; 8] = b"TBKRUN01";
+const MAGIC: &[u8; 8] = b"TBKRUN02";
 const FOOTER_BYTES: u64 = 16;
 
 /// One entry: a key and its row, or `None` (this run deletes the key).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Entry {
     pub key: [u8; 16],
-    pub row: Option<(u32, u64)>,
+    pub row: Option<IndexedRow>,
 }
 
 impl Entry {
     fn encode(&self) -> [u8; ENTRY_BYTES] {
         let mut out = [0u8; ENTRY_BYTES];
         out[..16].copy_from_slice(&self.key);
-        let (file, pos) = self.row.unwrap_or((TOMBSTONE, 0));
-        out[16..20].copy_from_slice(&file.to_le_bytes());
-        out[20..].copy_from_slice(&pos.to_le_bytes());
+        let row = self.row.unwrap_or(IndexedRow {
+            file: TOMBSTONE,
+            pos: 0,
+            stamp: Stamp::UNKNOWN,
+        });
+        out[16..20].copy_from_slice(&row.file.to_le_bytes());
+        out[20..28].copy_from_slice(&row.pos.to_le_bytes());
+        out[28..36].copy_from_slice(&row.stamp.timestamp.to_le_bytes());
+        out[36..].copy_from_slice(&row.stamp.partition.to_le_bytes());
         out
     }
 
@@ -47,9 +56,18 @@ impl Entry {
         key.copy_from_slice(&bytes[..16]);
         let file = u32::from_le_bytes(bytes[16..20].try_into().expect("4 bytes"));
         let pos = u64::from_le_bytes(bytes[20..28].try_into().expect("8 bytes"));
+        let timestamp = i64::from_le_bytes(bytes[28..36].try_into().expect("8 bytes"));
+        let partition = i32::from_le_bytes(bytes[36..40].try_into().expect("4 bytes"));
         Entry {
             key,
-            row: (file != TOMBSTONE).then_some((file, pos)),
+            row: (file != TOMBSTONE).then_some(IndexedRow {
+                file,
+                pos,
+                stamp: Stamp {
+                    timestamp,
+                    partition,
+                },
+            }),
         }
     }
 }
@@ -275,6 +293,17 @@ mod tests {
         k
     }
 
+    fn row(i: u32) -> IndexedRow {
+        IndexedRow {
+            file: i % 3,
+            pos: u64::from(i) * 10,
+            stamp: Stamp {
+                timestamp: i64::from(i) * 1_000 - 7,
+                partition: (i % 12) as i32,
+            },
+        }
+    }
+
     #[test]
     fn a_run_written_is_found_block_by_block_and_streamed_back() {
         let dir = std::env::temp_dir().join(format!("tb-run-{}", uuid::Uuid::new_v4().simple()));
@@ -283,7 +312,7 @@ mod tests {
         let mut w = RunWriter::create(&path).unwrap();
         let n = BLOCK_ENTRIES as u32 * 3 + 7;
         for i in 0..n {
-            let row = (i % 5 != 0).then_some((i % 3, u64::from(i) * 10));
+            let row = (i % 5 != 0).then_some(row(i));
             w.push(&Entry {
                 key: key(i * 2),
                 row,
@@ -306,7 +335,7 @@ mod tests {
             });
             let want = (i % 2 == 0 && i / 2 < n).then(|| Entry {
                 key: key(i),
-                row: (i / 2 % 5 != 0).then_some((i / 2 % 3, u64::from(i / 2) * 10)),
+                row: (i / 2 % 5 != 0).then_some(row(i / 2)),
             });
             assert_eq!(found, want, "key {i}");
         }

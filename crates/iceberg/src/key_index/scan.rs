@@ -6,6 +6,7 @@
 use std::collections::HashMap;
 
 use arrow_array::cast::AsArray;
+use arrow_array::types::{Int32Type, TimestampMicrosecondType};
 use arrow_array::{Array, RecordBatch};
 use arrow_schema::DataType;
 use futures::TryStreamExt;
@@ -17,6 +18,7 @@ use iceberg::spec::{
 use parquet::arrow::{ParquetRecordBatchStreamBuilder, ProjectionMask};
 use roaring::RoaringTreemap;
 
+use super::Stamp;
 use crate::deletes::deletion_vectors::decode_deletion_vector;
 use crate::error::{from_iceberg, IcebergError, IcebergErrorKind};
 
@@ -26,7 +28,7 @@ pub(crate) const KEY_COLUMN: &str = topicberg_core::columns::OLAKE_ID;
 const FILE_PATH_FIELD_ID: i32 = 2147483546;
 const POS_FIELD_ID: i32 = 2147483545;
 /// Rows per decoded batch: bounds the memory of one read.
-const BATCH_ROWS: usize = 8192;
+pub(crate) const BATCH_ROWS: usize = 8192;
 
 /// A file of a snapshot, as its manifest entry describes it.
 #[derive(Debug, Clone)]
@@ -47,7 +49,10 @@ fn data_err(step: impl Into<String>, detail: impl std::fmt::Display) -> IcebergE
     IcebergError::new(IcebergErrorKind::Data, step, detail.to_string())
 }
 
-fn parquet_err(step: impl Into<String>, e: parquet::errors::ParquetError) -> IcebergError {
+pub(crate) fn parquet_err(
+    step: impl Into<String>,
+    e: parquet::errors::ParquetError,
+) -> IcebergError {
     IcebergError::new(IcebergErrorKind::Storage, step, e.to_string()).with_source(e)
 }
 
@@ -224,6 +229,99 @@ pub(crate) async fn read_keys(
                         pos += 1;
                     }
                 }
+            }
+            Ok(())
+        },
+    )
+    .await
+}
+
+/// The field ids of the columns the index reads from a data file: the
+/// key, and the two a row's [`Stamp`] comes from (absent from a table
+/// that lacks them: its rows get [`Stamp::UNKNOWN`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct KeyFields {
+    pub key: i32,
+    pub partition: Option<i32>,
+    pub timestamp: Option<i32>,
+}
+
+impl KeyFields {
+    /// The fields of `schema`; `None` without an `_olake_id` column.
+    pub(crate) fn of(schema: &iceberg::spec::Schema) -> Option<KeyFields> {
+        let id = |name: &str| schema.field_by_name(name).map(|f| f.id);
+        Some(KeyFields {
+            key: id(KEY_COLUMN)?,
+            partition: id(PARTITION_COLUMN),
+            timestamp: id(TIMESTAMP_COLUMN),
+        })
+    }
+}
+
+/// The columns a row's [`Stamp`] is read from.
+const PARTITION_COLUMN: &str = topicberg_core::columns::KAFKA_PARTITION;
+const TIMESTAMP_COLUMN: &str = topicberg_core::columns::KAFKA_TIMESTAMP;
+
+/// The index of the batch column with field id `id` (or, in a file
+/// without field ids, named `name`).
+fn column_of(batch: &RecordBatch, id: Option<i32>, name: &str) -> Option<usize> {
+    let id_text = id.map(|id| id.to_string());
+    batch.schema().fields().iter().position(|f| {
+        match f.metadata().get(parquet::arrow::PARQUET_FIELD_ID_META_KEY) {
+            Some(found) => id_text.as_deref() == Some(found.as_str()),
+            None => f.name() == name,
+        }
+    })
+}
+
+/// Streams a data file's rows in position order: `each(pos, key, stamp)`,
+/// the key `None` for a null or malformed `_olake_id`, the stamp from the
+/// row's `_kafka_timestamp` and `_kafka_partition` ([`Stamp::UNKNOWN`]'s
+/// parts where the file lacks them or a value is null).
+pub(crate) async fn read_stamped_keys(
+    file_io: &FileIO,
+    path: &str,
+    fields: KeyFields,
+    mut each: impl FnMut(u64, Option<[u8; 16]>, Stamp) -> Result<(), IcebergError>,
+) -> Result<(), IcebergError> {
+    let step = format!("reading the {KEY_COLUMN} column of {path}");
+    let wanted = [
+        (Some(fields.key), KEY_COLUMN),
+        (fields.partition, PARTITION_COLUMN),
+        (fields.timestamp, TIMESTAMP_COLUMN),
+    ];
+    let mut pos = 0u64;
+    stream_columns(
+        file_io,
+        path,
+        |id, name| {
+            wanted.iter().any(|(want, want_name)| match id {
+                Some(id) => *want == Some(id),
+                None => name == *want_name,
+            })
+        },
+        |batch| {
+            let key_at = column_of(batch, Some(fields.key), KEY_COLUMN)
+                .ok_or_else(|| data_err(&step, "no key column"))?;
+            let keys = strings(&step, batch.column(key_at).as_ref())?;
+            let partitions = column_of(batch, fields.partition, PARTITION_COLUMN)
+                .and_then(|i| batch.column(i).as_primitive_opt::<Int32Type>());
+            let timestamps = column_of(batch, fields.timestamp, TIMESTAMP_COLUMN).and_then(|i| {
+                batch
+                    .column(i)
+                    .as_primitive_opt::<TimestampMicrosecondType>()
+            });
+            for (row, key) in keys.into_iter().enumerate() {
+                let stamp = Stamp {
+                    timestamp: timestamps
+                        .filter(|t| t.is_valid(row))
+                        .map_or(Stamp::UNKNOWN.timestamp, |t| t.value(row)),
+                    partition: partitions
+                        .filter(|p| p.is_valid(row))
+                        .map_or(Stamp::UNKNOWN.partition, |p| p.value(row)),
+                };
+                each(pos, key.and_then(parse_key), stamp)?;
+                pos += 1;
             }
             Ok(())
         },

@@ -30,6 +30,7 @@ use super::moves::{MovesChain, OutOfStep};
 use roaring::RoaringBitmap;
 
 use super::run::{Entry, Run, RunWriter};
+use super::IndexedRow;
 use crate::error::{IcebergError, IcebergErrorKind};
 use crate::maintain::rebase::MovesById;
 
@@ -41,7 +42,7 @@ const END_LINE: &str = "end of index";
 /// The line of an index whose runs still need compaction moves kept in
 /// memory (`moves.rs`): read after a crash, it is rebuilt.
 const MOVES_LINE: &str = "moves-pending yes";
-const LAYOUT: &str = "2";
+const LAYOUT: &str = "3";
 /// The first layout's file (redb), deleted when met.
 const OLD_LAYOUT_FILES: [&str; 2] = ["keys.redb", "keys.redb.rebuild"];
 /// Buffered operations written per run during a rebuild or an update.
@@ -61,8 +62,8 @@ pub(crate) fn store_err(
 /// One buffered change of the index.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Op {
-    /// The key's row is at this location now.
-    Put([u8; 16], u32, u64),
+    /// The key's row is this one now.
+    Put([u8; 16], IndexedRow),
     /// The row at this location was deleted: forget the key if it still
     /// points there (a newer row of the same key stays).
     RemoveIfAt([u8; 16], u32, u64),
@@ -95,7 +96,7 @@ pub(crate) enum Found {
 }
 
 /// A key being written: its row before the write, and after its ops so far.
-type KeyChange = ([u8; 16], Option<(u32, u64)>, Option<(u32, u64)>);
+type KeyChange = ([u8; 16], Option<IndexedRow>, Option<IndexedRow>);
 
 /// Counts what a write did.
 #[derive(Debug, Default, Clone, Copy)]
@@ -411,7 +412,7 @@ impl Store {
     }
 
     /// The current row of `key`: its newest entry.
-    pub fn get(&self, key: &[u8; 16], blocks: &mut Blocks) -> std::io::Result<Option<(u32, u64)>> {
+    pub fn get(&self, key: &[u8; 16], blocks: &mut Blocks) -> std::io::Result<Option<IndexedRow>> {
         blocks.0.resize_with(self.runs.len(), || None);
         for (run, slot) in self.runs.iter().zip(blocks.0.iter_mut()).rev() {
             // Sorted lookups mostly stay within the block read last.
@@ -440,7 +441,7 @@ impl Store {
     }
 
     /// Where `row`, read from run `run`, is now (after the kept moves).
-    fn moved(&self, run: u64, row: (u32, u64)) -> std::io::Result<(u32, u64)> {
+    fn moved(&self, run: u64, row: IndexedRow) -> std::io::Result<IndexedRow> {
         if self.moves.is_empty() {
             return Ok(row);
         }
@@ -525,12 +526,12 @@ impl Store {
             }
             let (_, _, row) = current.as_mut().expect("set above");
             match op {
-                Op::Put(_, file, pos) => {
+                Op::Put(_, new) => {
                     out.replaced += u64::from(row.is_some());
-                    *row = Some((file, pos));
+                    *row = Some(new);
                 }
                 Op::Remove(_) => out.removed += u64::from(row.take().is_some()),
-                Op::RemoveIfAt(_, file, pos) if *row == Some((file, pos)) => {
+                Op::RemoveIfAt(_, file, pos) if row.is_some_and(|r| r.is_at(file, pos)) => {
                     *row = None;
                     out.removed += 1;
                 }
@@ -559,7 +560,7 @@ impl Store {
     ) -> std::io::Result<()> {
         if row != before {
             writer.push(&Entry { key, row })?;
-            named.extend(row.map(|(file, _)| file));
+            named.extend(row.map(|r| r.file));
         }
         match (before.is_some(), row.is_some()) {
             (false, true) => self.keys += 1,

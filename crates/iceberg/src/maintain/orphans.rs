@@ -380,13 +380,7 @@ mod tests {
             .commit_append(&mut table, Vec::new(), BTreeMap::new())
             .await
             .unwrap();
-        let set = crate::FileSet {
-            topic: "t".to_string(),
-            partitions: BTreeMap::from([(0, (None, 1))]),
-            data_files: files,
-            records: 1,
-            writer: "test".to_string(),
-        };
+        let set = crate::file_sets::one_message_set(files);
         let location = destination.publish_file_set(&table, &set).await.unwrap();
         let kept = remove_orphans(&destination, &table, Duration::ZERO, false)
             .await

@@ -18,13 +18,17 @@
 //! vanished without its range reaching the table (dropped as stale by the
 //! committer) sends its partitions back to the table's offsets.
 //!
-//! Upsert tables are not handed over yet: each worker commits its own
-//! partitions (docs/src/how-to/scale-out.md, "Not yet").
+//! An upsert table's writers hand over *staged* sets: the round's winning
+//! rows per key and winning tombstones, which the committer takes into its
+//! own round's buffer, so one key rule and one key index settle every
+//! worker's messages (`upsert_round.rs`).
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Mutex;
 
-use topicberg_iceberg::{Destination, FileSet, OffsetsAdvance, PendingSet, TableHandle};
+use topicberg_iceberg::{
+    Destination, FileSet, OffsetsAdvance, PendingSet, SetTombstone, TableHandle,
+};
 
 use super::plan::TableOffsets;
 
@@ -40,8 +44,8 @@ const GAP_WAIT_MS: i64 = 120_000;
 /// A worker's part in committing one table this round.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Role {
-    /// Not a worker of a group (a scheduled sync), or an upsert table:
-    /// commits its own snapshot.
+    /// Not a worker of a group (a scheduled sync): commits its own
+    /// snapshot.
     Alone,
     /// Owns the table topic's partition 0: commits its own data and the
     /// sets the others handed over, in one snapshot.
@@ -54,13 +58,8 @@ impl Role {
     /// The role of a worker holding `lease` (`None`: not a member) in
     /// committing `topic`'s table; `handing`: the caller keeps handed sets
     /// (a follower).
-    pub(crate) fn of(
-        lease: Option<&topicberg_kafka::Lease>,
-        handing: bool,
-        topic: &str,
-        upsert: bool,
-    ) -> Self {
-        let Some(lease) = lease.filter(|_| handing && !upsert) else {
+    pub(crate) fn of(lease: Option<&topicberg_kafka::Lease>, handing: bool, topic: &str) -> Self {
+        let Some(lease) = lease.filter(|_| handing) else {
             return Self::Alone;
         };
         match lease.assigned() {
@@ -207,6 +206,8 @@ pub(crate) struct Gathered {
     pub(crate) partitions: BTreeMap<i32, Range>,
     /// Messages the taken sets hold as rows.
     pub(crate) records: u64,
+    /// The taken (staged) sets' winning tombstones.
+    pub(crate) tombstones: Vec<SetTombstone>,
     /// The taken sets' locations, deleted after the commit.
     pub(crate) taken: Vec<String>,
     /// Sets that can never land (their range is in the table, or they
@@ -221,12 +222,16 @@ pub(crate) struct Gathered {
 /// the order they were written, every set of `topic` whose partitions all
 /// start where the table (moved by the sets taken before it) stands and
 /// are none of `own` (the committer's own partitions this round).
+/// `staged`: the table is an upsert table, whose sets are staged (a set of
+/// the other kind, from a writer that saw the table in the other mode, can
+/// never land: it is dropped and read again).
 pub(crate) async fn gather(
     destination: &Destination,
     handle: &TableHandle,
     topic: &str,
     recorded: &TableOffsets,
     own: &BTreeSet<i32>,
+    staged: bool,
 ) -> Result<Gathered, topicberg_iceberg::IcebergError> {
     let pending = destination.pending_file_sets(handle).await?;
     if pending.is_empty() {
@@ -234,7 +239,7 @@ pub(crate) async fn gather(
     }
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
     let now_ms = now.map_or(0, |d| d.as_millis() as i64);
-    Ok(choose(pending, topic, recorded, own, now_ms))
+    Ok(choose(pending, topic, recorded, own, now_ms, staged))
 }
 
 fn choose(
@@ -243,6 +248,7 @@ fn choose(
     recorded: &TableOffsets,
     own: &BTreeSet<i32>,
     now_ms: i64,
+    staged: bool,
 ) -> Gathered {
     let mut readable = Vec::new();
     let mut out = Gathered::default();
@@ -261,6 +267,7 @@ fn choose(
         let next = readable.iter().enumerate().find(|(i, (_, _, set))| {
             !taken[*i]
                 && set.topic == topic
+                && set.staged == staged
                 && set.partitions.iter().all(|(p, (start, _))| {
                     !own.contains(p)
                         && *at.entry(*p).or_insert_with(|| recorded.get(topic, *p)) == *start
@@ -278,6 +285,7 @@ fn choose(
                 .or_insert((*start, *end));
         }
         out.data_files.extend(set.data_files.iter().cloned());
+        out.tombstones.extend(set.tombstones.iter().copied());
         out.records += set.records;
         out.taken.push(location.clone());
     }
@@ -286,6 +294,7 @@ fn choose(
             continue;
         }
         let behind = set.topic != topic
+            || set.staged != staged
             || set.partitions.iter().any(|(p, (start, _))| {
                 let now = at
                     .get(p)
@@ -323,6 +332,8 @@ pub(crate) fn file_set(
         data_files,
         records,
         writer: writer_name(),
+        staged: false,
+        tombstones: Vec::new(),
     })
 }
 
@@ -346,8 +357,16 @@ mod tests {
                 data_files: Vec::new(),
                 records: 1,
                 writer: "w".to_string(),
+                staged: false,
+                tombstones: Vec::new(),
             }),
         }
+    }
+
+    /// What an append table's committer with no partition of its own
+    /// takes of `pending`.
+    fn append_choice(pending: Vec<PendingSet>, table: &TableOffsets) -> Gathered {
+        choose(pending, "t", table, &BTreeSet::new(), 1, false)
     }
 
     fn table_at(partitions: &[(i32, i64)]) -> TableOffsets {
@@ -364,11 +383,41 @@ mod tests {
             set("a", 0, &[(1, Some(10), 20), (2, None, 5)]),
             set("b", 0, &[(1, Some(20), 30), (2, Some(5), 9)]),
         ];
-        let got = choose(pending, "t", &table_at(&[(1, 10)]), &BTreeSet::new(), 1);
+        let got = append_choice(pending, &table_at(&[(1, 10)]));
         assert_eq!(got.taken, ["a", "b"]);
         assert_eq!(got.partitions[&1], (Some(10), 30));
         assert_eq!(got.partitions[&2], (None, 9));
         assert!(got.stale.is_empty());
+    }
+
+    #[test]
+    fn an_upsert_tables_committer_takes_staged_sets_with_their_tombstones_and_drops_the_other_kind()
+    {
+        let tombstone = SetTombstone {
+            key: [7; 16],
+            timestamp: 5,
+            partition: 2,
+            offset: 6,
+        };
+        let mut staged = set("staged", 0, &[(2, Some(5), 9)]);
+        if let Ok(set) = &mut staged.set {
+            set.staged = true;
+            set.tombstones = vec![tombstone];
+        }
+        let plain = set("plain", 0, &[(1, Some(10), 20)]);
+        let table = table_at(&[(1, 10), (2, 5)]);
+        let got = choose(vec![staged, plain], "t", &table, &BTreeSet::new(), 1, true);
+        assert_eq!(got.taken, ["staged"]);
+        assert_eq!(got.tombstones, vec![tombstone]);
+        assert_eq!(got.stale, ["plain"], "a set of the other kind never lands");
+        // And an append table's committer never takes a staged set.
+        let mut staged = set("staged", 0, &[(2, Some(5), 9)]);
+        if let Ok(set) = &mut staged.set {
+            set.staged = true;
+        }
+        let got = choose(vec![staged], "t", &table, &BTreeSet::new(), 1, false);
+        assert!(got.taken.is_empty());
+        assert_eq!(got.stale, ["staged"]);
     }
 
     #[test]
@@ -377,7 +426,7 @@ mod tests {
             set("old", 0, &[(1, Some(10), 20)]),
             set("new", 0, &[(1, Some(20), 25)]),
         ];
-        let got = choose(pending, "t", &table_at(&[(1, 20)]), &BTreeSet::new(), 1);
+        let got = append_choice(pending, &table_at(&[(1, 20)]));
         assert_eq!(got.taken, ["new"]);
         assert_eq!(got.stale, ["old"]);
     }
@@ -388,7 +437,7 @@ mod tests {
             set("w1", 0, &[(1, Some(10), 20)]),
             set("w2", 0, &[(1, Some(10), 30)]),
         ];
-        let got = choose(pending, "t", &table_at(&[(1, 10)]), &BTreeSet::new(), 1);
+        let got = append_choice(pending, &table_at(&[(1, 10)]));
         assert_eq!(got.taken, ["w1"]);
         assert_eq!(got.stale, ["w2"]);
     }
@@ -400,10 +449,17 @@ mod tests {
             set("gap", 0, &[(1, Some(50), 60)]),
         ];
         let own = BTreeSet::from([0]);
-        let got = choose(pending, "t", &table_at(&[(0, 3), (1, 10)]), &own, 1);
+        let got = choose(pending, "t", &table_at(&[(0, 3), (1, 10)]), &own, 1, false);
         assert!(got.taken.is_empty() && got.stale.is_empty(), "{got:?}");
         let pending = vec![set("gap", 0, &[(1, Some(50), 60)])];
-        let got = choose(pending, "t", &table_at(&[(1, 10)]), &own, GAP_WAIT_MS + 1);
+        let got = choose(
+            pending,
+            "t",
+            &table_at(&[(1, 10)]),
+            &own,
+            GAP_WAIT_MS + 1,
+            false,
+        );
         assert_eq!(got.stale, ["gap"]);
     }
 

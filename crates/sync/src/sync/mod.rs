@@ -21,6 +21,7 @@ pub mod dlq;
 pub mod dlq_rows;
 mod evolve;
 pub mod failure;
+mod files_commit;
 mod handoff;
 mod invalid;
 mod kept_index;
@@ -36,6 +37,7 @@ mod stages;
 pub mod table;
 pub mod upsert;
 mod upsert_commit;
+mod upsert_round;
 
 pub use handoff::HandedSets;
 pub use kept_index::KeptIndexes;

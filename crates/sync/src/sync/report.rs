@@ -97,6 +97,12 @@ pub struct TableReport {
     /// Messages those sets held as rows.
     #[serde(skip_serializing_if = "is_zero")]
     pub handed_records: u64,
+    /// Upsert keys whose newest message this sync read was older than the
+    /// table's row of the key, which came from another partition (see
+    /// the upsert chapter's ordering rule): the table's row stays, the
+    /// message is not written.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub older_than_table: u64,
     /// What the user should know that is not a failure (a superseded
     /// table's offsets).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -143,6 +149,7 @@ impl TableReport {
             commit: None,
             handed_sets: 0,
             handed_records: 0,
+            older_than_table: 0,
             note: None,
             error: None,
             more_waiting: false,

@@ -15,8 +15,9 @@ use topicberg_kafka::{
     SelectedTopic,
 };
 
-use super::commit::{commit_table, commit_with_sets, remove_uncommitted, Handing, Own};
+use super::commit::commit_table;
 use super::failure::{CreateError, TableFailure};
+use super::files_commit::{commit_with_sets, remove_uncommitted, Handing, Own};
 use super::handoff::Role;
 use super::kept_index::IndexHome;
 use super::pipeline::{drain_and_write, TableInput, UpsertInput};
@@ -24,6 +25,7 @@ use super::plan::{cap_plans, plan_partitions, PartitionPlan, RecordCaps, TableOf
 use super::progress::{PlannedTable, SyncPhase, SyncProgress};
 use super::report::TableStatus;
 use super::table::{Stage, TableState};
+use super::upsert_round::{commit_upsert_with_sets, OwnRound};
 use crate::columns::{iceberg_columns, table_columns};
 use crate::destination::iceberg_format;
 use crate::hooks;
@@ -143,8 +145,7 @@ async fn plan_table(ctx: &SyncContext<'_>, state: &mut TableState) {
         return;
     }
     let handing = ctx.handed.is_some();
-    let upsert = state.settings.upsert().is_some();
-    state.role = Role::of(ctx.lease.as_ref(), handing, state.topic(), upsert);
+    state.role = Role::of(ctx.lease.as_ref(), handing, state.topic());
     let full = writer_start(ctx, state).await;
     if state.failed() {
         return;
@@ -504,7 +505,7 @@ pub(super) async fn commit_tables(ctx: &SyncContext<'_>, tables: &mut [TableStat
             (state.role, handing(ctx, state), state.handle.clone())
         {
             // Nothing of its own to read: the sets handed over still land.
-            commit_sets_only(&ctx.destination, state, handle, handing).await;
+            commit_sets_only(ctx, state, handle, handing).await;
         }
         state.report.duration_ms = state.started.elapsed().as_millis() as u64;
         if let Some(counters) = counters {
@@ -529,7 +530,7 @@ fn handing<'a>(ctx: &'a SyncContext<'_>, state: &TableState) -> Option<Handing<'
 /// A committer's round that read nothing of the table: the sets handed
 /// over, alone in a snapshot (when any continues the table's offsets).
 async fn commit_sets_only(
-    destination: &Destination,
+    ctx: &SyncContext<'_>,
     state: &mut TableState,
     mut handle: TableHandle,
     handing: Handing<'_>,
@@ -538,8 +539,22 @@ async fn commit_sets_only(
         return;
     }
     let started = std::time::Instant::now();
-    let own = Own::nothing(state.topic().to_string());
-    commit_with_sets(destination, state, &mut handle, own, handing).await;
+    let destination = &ctx.destination;
+    if state.settings.upsert().is_some() {
+        let home = IndexHome {
+            state_dir: &ctx.job.state_dir,
+            kept: ctx.kept_indexes.as_deref(),
+        };
+        let spill_dir = ctx.job.state_dir.join("spill");
+        let own = OwnRound::Nothing {
+            spill_dir: &spill_dir,
+        };
+        let writers = ctx.job.tuning.max_threads;
+        commit_upsert_with_sets(destination, home, state, &mut handle, own, writers, handing).await;
+    } else {
+        let own = Own::nothing(state.topic().to_string());
+        commit_with_sets(destination, state, &mut handle, own, handing).await;
+    }
     state.report.commit_ms = started.elapsed().as_millis() as u64;
 }
 

@@ -32,6 +32,7 @@ pub use error::SpillError;
 pub use folder::remove_abandoned as remove_abandoned_spill_folders;
 use folder::SpillFolder;
 use held::HeldShape;
+use topicberg_iceberg::key_index::Stamp;
 
 /// A message's place in the stream, for ordering versions of one key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,6 +53,25 @@ impl Version {
         }
         (self.timestamp, self.partition, self.offset)
             > (other.timestamp, other.partition, other.offset)
+    }
+
+    /// Whether this message replaces a row the table already has, from
+    /// its stamp: always from the same partition (the row came from an
+    /// earlier offset: the table's offsets are past it); from another
+    /// partition only when later by [`Self::supersedes`]'s rule (the
+    /// offset never decides between two partitions). So the right row
+    /// stays whichever round or worker commits last.
+    pub fn replaces(&self, row: &Stamp) -> bool {
+        self.partition == row.partition
+            || (self.timestamp, self.partition) > (row.timestamp, row.partition)
+    }
+
+    /// What the key index keeps of this version with the row.
+    pub fn stamp(&self) -> Stamp {
+        Stamp {
+            timestamp: self.timestamp,
+            partition: self.partition,
+        }
     }
 }
 
@@ -233,11 +253,12 @@ impl UpsertBuffer {
         self.entries.len()
     }
 
-    /// Calls `f` with every key's winner, keys in ascending order. Can be
-    /// called again (a commit attempt that is recomputed).
+    /// Calls `f` with every key's winner and its version, keys in
+    /// ascending order. Can be called again (a commit attempt that is
+    /// recomputed).
     pub fn for_each_winner<E: From<SpillError>>(
         &mut self,
-        f: impl FnMut(&KeyHash, Slot) -> Result<(), E>,
+        f: impl FnMut(&KeyHash, Slot, Version) -> Result<(), E>,
     ) -> Result<(), E> {
         self.close_segment()?;
         self.entries.for_each_winner(f)
@@ -459,7 +480,7 @@ mod tests {
         let mut updates = RowSet::new(buffer.rows());
         let mut deleted = Vec::new();
         buffer
-            .for_each_winner(|k, slot| {
+            .for_each_winner(|k, slot, _| {
                 match slot {
                     Slot::Row(row) => {
                         winners.insert(row);
@@ -509,6 +530,39 @@ mod tests {
             .unwrap();
         let rows = resolve(&mut buffer, &[1, 2]).0;
         assert_eq!(rows, vec![(1, 7, "u".into()), (2, 3, "u".into())]);
+    }
+
+    #[test]
+    fn a_message_replaces_the_tables_row_from_its_own_partition_always_and_from_another_only_when_later(
+    ) {
+        let message = Version {
+            timestamp: 1_000,
+            partition: 3,
+            offset: 7,
+        };
+        let row = |timestamp, partition| Stamp {
+            timestamp,
+            partition,
+        };
+        // Its own partition: the row came from an earlier offset, even with
+        // a later timestamp.
+        assert!(message.replaces(&row(9_000, 3)));
+        // Another partition: the later timestamp wins, then the higher
+        // partition.
+        assert!(message.replaces(&row(999, 8)));
+        assert!(!message.replaces(&row(1_001, 0)));
+        assert!(message.replaces(&row(1_000, 2)));
+        assert!(!message.replaces(&row(1_000, 4)));
+        // A row of unknown place, or a message without a timestamp against
+        // a row of another partition without one.
+        assert!(message.replaces(&Stamp::UNKNOWN));
+        let untimed = Version {
+            timestamp: i64::MIN,
+            ..message
+        };
+        assert!(untimed.replaces(&row(i64::MIN, 1)));
+        assert!(!untimed.replaces(&row(5, 1)));
+        assert_eq!(message.stamp(), row(1_000, 3));
     }
 
     #[test]
@@ -580,7 +634,7 @@ mod tests {
             buffer.add_batch(batch(&rows)).unwrap();
         }
         buffer
-            .for_each_winner(|_, _| Ok::<_, SpillError>(()))
+            .for_each_winner(|_, _, _| Ok::<_, SpillError>(()))
             .unwrap();
         let firsts = |parts: &[HeldRows]| -> Vec<Vec<u32>> {
             parts

@@ -15,7 +15,7 @@ use topicberg_core::config::DeleteFormat;
 use topicberg_iceberg::key_index::{IndexState, KeyIndex};
 use topicberg_iceberg::row_delta::RowDelta;
 use topicberg_iceberg::{
-    CommittedSnapshot, Destination, IcebergError, OffsetsAdvance, TableHandle,
+    CommittedSnapshot, Destination, IcebergError, OffsetsAdvance, SetTombstone, TableHandle,
 };
 
 use super::failure::{CommitError, UpsertError};
@@ -24,7 +24,7 @@ use super::table::CommitRefused;
 use super::upsert::{winning_rows, KeyHash, RowSet, Slot, UpsertBuffer};
 
 mod written_rows;
-use written_rows::{RowRanks, WrittenRows};
+use written_rows::{encode_winner, RowRanks, WrittenRows};
 
 /// What an upsert commit did.
 pub struct UpsertCommit {
@@ -34,6 +34,9 @@ pub struct UpsertCommit {
     pub rows: u64,
     /// Old rows retired (replaced or tombstoned).
     pub deletes: u64,
+    /// Keys left as the table has them: their newest message here was
+    /// older than the table's row, from another partition.
+    pub outranked: u64,
     /// Bytes of the data files written (delete files not counted).
     pub data_file_bytes: u64,
     /// Attempts beyond the first: recomputed after another writer's commit,
@@ -185,6 +188,7 @@ struct PreparedUpsert {
     rows: u64,
     deleted: Vec<KeyHash>,
     deletes: u64,
+    outranked: u64,
 }
 
 impl PreparedUpsert {
@@ -218,6 +222,7 @@ impl PreparedUpsert {
             rows,
             deleted,
             deletes,
+            outranked,
             ..
         } = *self;
         // Files of a partitioned spec, and files sorted by the table's
@@ -254,10 +259,7 @@ impl PreparedUpsert {
         } else {
             WrittenRows::open(&winner_keys, ranks, &counts).and_then(|rows| {
                 std::thread::scope(|scope| {
-                    // The key index takes the rows' errors as text.
-                    let rows = rows
-                        .in_background(scope)
-                        .map(|row| row.map_err(|e| e.to_string()));
+                    let rows = rows.in_background(scope);
                     index
                         .apply_each(
                             snapshot.snapshot_id,
@@ -279,6 +281,7 @@ impl PreparedUpsert {
             snapshot,
             rows,
             deletes,
+            outranked,
             data_file_bytes,
             retries,
         });
@@ -344,7 +347,10 @@ impl PreparedUpsert {
 }
 
 /// Deletes files no commit names; says which could not be.
-async fn delete_uncommitted(destination: &Destination, files: &[iceberg::spec::DataFile]) {
+pub(super) async fn delete_uncommitted(
+    destination: &Destination,
+    files: &[iceberg::spec::DataFile],
+) {
     for (path, error) in destination.delete_uncommitted(files).await {
         tracing::warn!(path = %path, error = %error, "could not delete an uncommitted file; delete it by hand");
     }
@@ -393,8 +399,14 @@ async fn prepare_upsert(
 ) -> Result<PreparedUpsert, UpsertError> {
     let table = handle.qualified_name();
     let found = find_winners(index, buffer, delete_format)?;
-    let (data_files, rows) =
-        write_winning_rows(destination, handle, buffer, &found, writers).await?;
+    let (data_files, rows) = write_winning_rows(
+        destination,
+        handle,
+        buffer,
+        (&found.winners, &found.updates),
+        writers,
+    )
+    .await?;
 
     // What to retire: the old row of every written key, and of every
     // tombstoned key the table has. Equality deletes name those keys
@@ -425,7 +437,45 @@ async fn prepare_upsert(
         rows,
         deleted: found.deleted,
         deletes: found.deletes,
+        outranked: found.outranked,
     })
+}
+
+/// A writer's round of an upsert table among workers, staged for the
+/// table's committer (`upsert_round.rs`): each key's winning row of its
+/// own messages written as data files (with `_op_type` "c": the committer
+/// gives each row its own), and each key whose winner is a tombstone. No
+/// key index is read: the committer settles the keys against the table.
+pub(super) async fn stage_winners(
+    destination: &Destination,
+    handle: &TableHandle,
+    buffer: &mut UpsertBuffer,
+    writers: usize,
+) -> Result<(Vec<iceberg::spec::DataFile>, Vec<SetTombstone>), UpsertError> {
+    let mut winners = RowSet::new(buffer.rows());
+    let mut tombstones = Vec::new();
+    buffer.for_each_winner(|key, slot, version| {
+        match slot {
+            Slot::Row(row) => winners.insert(row),
+            Slot::Tombstone => tombstones.push(SetTombstone {
+                key: *key,
+                timestamp: version.timestamp,
+                partition: version.partition,
+                offset: version.offset,
+            }),
+        }
+        Ok::<_, UpsertError>(())
+    })?;
+    let no_updates = Arc::new(RowSet::new(0));
+    let (files, _) = write_winning_rows(
+        destination,
+        handle,
+        buffer,
+        (&Arc::new(winners), &no_updates),
+        writers,
+    )
+    .await?;
+    Ok((files, tombstones))
 }
 
 /// Every key's winner, against the key index.
@@ -443,6 +493,9 @@ struct Winners {
     retire: BTreeMap<String, RoaringTreemap>,
     /// How many old rows retire.
     deletes: u64,
+    /// Keys whose winner is older than the table's row of the key (which
+    /// came from another partition): neither written nor deleting.
+    outranked: u64,
     /// The written keys and their held row numbers, in key order.
     winner_keys: PathBuf,
 }
@@ -463,12 +516,18 @@ fn find_winners(
     let mut deleted: Vec<KeyHash> = Vec::new();
     let mut retired_by_id: BTreeMap<u32, Vec<KeyHash>> = BTreeMap::new();
     let mut retire_by_id: BTreeMap<u32, RoaringTreemap> = BTreeMap::new();
-    let mut deletes = 0u64;
+    let (mut deletes, mut outranked) = (0u64, 0u64);
     let winner_keys = buffer.dir().join("winners.bin");
     let file_err = UpsertError::winners_file(&winner_keys);
     let mut keys_out = BufWriter::new(File::create(&winner_keys).map_err(&file_err)?);
-    buffer.for_each_winner(|key, slot| {
+    buffer.for_each_winner(|key, slot, version| {
         let old = reader.get(key).map_err(UpsertError::KeyIndex)?;
+        if old.is_some_and(|old| !version.replaces(&old.stamp)) {
+            // The table's row came later, from another partition (another
+            // worker's, or an earlier round's): it stays.
+            outranked += 1;
+            return Ok(());
+        }
         match slot {
             Slot::Row(row) => {
                 winners.insert(row);
@@ -476,18 +535,17 @@ fn find_winners(
                     updates.insert(row);
                 }
                 keys_out
-                    .write_all(key)
-                    .and_then(|_| keys_out.write_all(&row.to_le_bytes()))
+                    .write_all(&encode_winner(key, row, version.stamp()))
                     .map_err(&file_err)?;
             }
             Slot::Tombstone if old.is_some() => deleted.push(*key),
             Slot::Tombstone => {}
         }
-        if let Some((file, pos)) = old {
-            retire_by_id.entry(file).or_default().insert(pos);
+        if let Some(old) = old {
+            retire_by_id.entry(old.file).or_default().insert(old.pos);
             deletes += 1;
             if delete_format == DeleteFormat::Equality {
-                retired_by_id.entry(file).or_default().push(*key);
+                retired_by_id.entry(old.file).or_default().push(*key);
             }
         }
         Ok::<_, UpsertError>(())
@@ -509,6 +567,7 @@ fn find_winners(
         retired_keys,
         retire,
         deletes,
+        outranked,
         winner_keys,
     })
 }
@@ -521,7 +580,7 @@ async fn write_winning_rows(
     destination: &Destination,
     handle: &TableHandle,
     buffer: &mut UpsertBuffer,
-    found: &Winners,
+    (winners, updates): (&Arc<RowSet>, &Arc<RowSet>),
     writers: usize,
 ) -> Result<(Vec<iceberg::spec::DataFile>, u64), UpsertError> {
     let parts = buffer.parts(writers);
@@ -538,7 +597,7 @@ async fn write_winning_rows(
     let mut tasks = Vec::new();
     for (part, writer) in parts.into_iter().zip(opened) {
         let schema = handle.arrow_schema().clone();
-        let (winners, updates) = (Arc::clone(&found.winners), Arc::clone(&found.updates));
+        let (winners, updates) = (Arc::clone(winners), Arc::clone(updates));
         tasks.push(tokio::spawn(async move {
             let mut writer = writer;
             let mut rows = 0u64;
@@ -571,9 +630,7 @@ async fn write_winning_rows(
         }
     }
     if let Some(e) = failed {
-        for (path, error) in destination.delete_uncommitted(&data_files).await {
-            tracing::warn!(path = %path, error = %error, "could not delete an uncommitted file; delete it by hand");
-        }
+        delete_uncommitted(destination, &data_files).await;
         return Err(e);
     }
     let in_files: u64 = data_files.iter().map(|f| f.record_count()).sum();

@@ -56,3 +56,4 @@ mod sync_upsert_conflict;
 mod testbed;
 mod workers;
 mod workers_tables;
+mod workers_upsert;

@@ -20,10 +20,10 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use crate::support::{
-    create_topic, plaintext, produce_to_partitions, read_lines, table_report, wait_until, Catalog,
-    Job, DV_READERS, READERS,
+    create_topic, json_strings, metadata_files, plaintext, produce_to_partitions, read_lines,
+    table_report, wait_until, Catalog, Job, DV_READERS, READERS,
 };
-use crate::testbed::{command, get, repo_root, unique_name};
+use crate::testbed::unique_name;
 
 const MAINTAIN: &str = "[maintain]\nkeep_snapshots = 2\nmax_snapshot_age = \"0s\"\norphan_min_age = \"1d\"\nmin_input_files = 2\n";
 
@@ -296,10 +296,10 @@ fn compacted_then_synced(bed: Bed, formats: &[&str]) {
         assert!(t["expiry"]["files_deleted"].as_u64().unwrap() >= 4, "{t}");
         assert_eq!(t["expiry"]["files_not_deleted"], 0, "{t}");
         if let Bed::Rest(_) = bed {
-            let files = metadata_files(&table, &[]);
-            let mut lists = strings(&files["manifest_lists"]);
+            let files = metadata_files(Catalog::Fixture, &table, &[]);
+            let mut lists = json_strings(&files["manifest_lists"]);
             lists.sort();
-            let in_folder = strings(&files["manifest_lists_in_folder"]);
+            let in_folder = json_strings(&files["manifest_lists_in_folder"]);
             assert_eq!(
                 in_folder, lists,
                 "only the kept snapshots' manifest lists are left"
@@ -544,35 +544,6 @@ fn maintain_stitches_large_row_groups_and_every_reader_reads_them() {
     f.check(&["duckdb", "spark"]);
 }
 
-/// A table's metadata JSON files as PyIceberg and pyarrow see them
-/// (`metadata_files.py`): the current one, its metadata log and every one
-/// in the bucket's metadata folder; `set` commits table properties first.
-fn metadata_files(table: &str, set: &[&str]) -> Value {
-    let mut command = command(&get("TESTBED_PYTHON"));
-    command
-        .arg(repo_root().join("scripts/readers/metadata_files.py"))
-        .args(["--catalog", Catalog::Fixture.reader_name()]);
-    for property in set {
-        command.args(["--set", property]);
-    }
-    let out = command.arg(table).output().unwrap();
-    assert!(
-        out.status.success(),
-        "metadata_files {table}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
-}
-
-fn strings(value: &Value) -> Vec<String> {
-    value
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_str().unwrap().to_string())
-        .collect()
-}
-
 /// On Apache's reference REST catalog, which writes each version's
 /// metadata JSON file itself and keeps only the last
 /// `write.metadata.previous-versions-max` in the table's metadata log, the
@@ -598,15 +569,19 @@ fn maintain_removes_the_metadata_files_that_left_a_rest_tables_metadata_log() {
         assert_eq!(table_report(&report, &table)["status"], "committed");
     };
     sync();
-    metadata_files(&table, &["write.metadata.previous-versions-max=1"]);
+    metadata_files(
+        Catalog::Fixture,
+        &table,
+        &["write.metadata.previous-versions-max=1"],
+    );
     for _ in 0..3 {
         sync();
     }
-    let before = metadata_files(&table, &[]);
+    let before = metadata_files(Catalog::Fixture, &table, &[]);
     let current = before["current"].as_str().unwrap().to_string();
-    let log = strings(&before["log"]);
+    let log = json_strings(&before["log"]);
     assert_eq!(log.len(), 1, "{before}");
-    let left: Vec<String> = strings(&before["in_folder"])
+    let left: Vec<String> = json_strings(&before["in_folder"])
         .into_iter()
         .filter(|f| *f != current && !log.contains(f))
         .collect();
@@ -621,13 +596,13 @@ fn maintain_removes_the_metadata_files_that_left_a_rest_tables_metadata_log() {
         t["orphans"]["orphans_removed"].as_u64().unwrap() >= left.len() as u64,
         "{t}"
     );
-    let after = metadata_files(&table, &[]);
-    let in_folder = strings(&after["in_folder"]);
+    let after = metadata_files(Catalog::Fixture, &table, &[]);
+    let in_folder = json_strings(&after["in_folder"]);
     for file in &left {
         assert!(!in_folder.contains(file), "{file} is still there: {after}");
     }
     let kept = after["current"].as_str().unwrap().to_string();
-    for file in strings(&after["log"]).iter().chain([&kept]) {
+    for file in json_strings(&after["log"]).iter().chain([&kept]) {
         assert!(in_folder.contains(file), "{file} was removed: {after}");
     }
     for engine in ["duckdb", "spark"] {

@@ -367,6 +367,39 @@ pub fn read_lines(engine: &str, catalog: Catalog, table: &str) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
+/// A table's files as PyIceberg and pyarrow see them
+/// (`scripts/readers/metadata_files.py`, through `catalog`): its metadata
+/// JSON files (the current one, its metadata log, every one in the
+/// bucket's metadata folder), manifest lists, the data and delete files
+/// its snapshots name and the files under its `data/`; `set` commits
+/// table properties first.
+pub fn metadata_files(catalog: Catalog, table: &str, set: &[&str]) -> Value {
+    let mut command = command(&get("TESTBED_PYTHON"));
+    command
+        .arg(repo_root().join("scripts/readers/metadata_files.py"))
+        .args(["--catalog", catalog.reader_name()]);
+    for property in set {
+        command.args(["--set", property]);
+    }
+    let out = command.arg(table).output().unwrap();
+    assert!(
+        out.status.success(),
+        "metadata_files {table}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// A JSON array of strings.
+pub fn json_strings(value: &Value) -> Vec<String> {
+    value
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap().to_string())
+        .collect()
+}
+
 /// Reads a table with an independent reader: parsed rows.
 pub fn read_rows(engine: &str, catalog: Catalog, table: &str) -> Vec<Value> {
     read_lines(engine, catalog, table)
@@ -475,18 +508,35 @@ pub fn produce_to_partitions(
     topic: &str,
     messages: &[(i32, String, String)],
 ) {
+    let timed: Vec<(i32, &str, &str, Option<i64>)> = messages
+        .iter()
+        .map(|(p, k, v)| (*p, k.as_str(), v.as_str(), None))
+        .collect();
+    produce_timed(connection, topic, &timed);
+}
+
+/// [`produce_to_partitions`] with each message's timestamp (milliseconds
+/// since the epoch; `None`: the producer's clock).
+pub fn produce_timed(
+    connection: &KafkaConnection,
+    topic: &str,
+    messages: &[(i32, &str, &str, Option<i64>)],
+) {
     let producer: BaseProducer = connection
         .client_config()
         .set("enable.idempotence", "true")
         .set("linger.ms", "20")
         .create()
         .expect("producer");
-    for (partition, key, value) in messages {
+    for (partition, key, value, timestamp) in messages {
         loop {
-            let record = BaseRecord::to(topic)
+            let mut record = BaseRecord::to(topic)
                 .partition(*partition)
-                .key(key)
-                .payload(value);
+                .key(*key)
+                .payload(*value);
+            if let Some(ms) = timestamp {
+                record = record.timestamp(*ms);
+            }
             match producer.send(record) {
                 Ok(()) => break,
                 Err((e, _)) if e.to_string().contains("QueueFull") => {

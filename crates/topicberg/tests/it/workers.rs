@@ -40,9 +40,9 @@ struct Worker {
 pub(crate) struct Workers {
     pub(crate) job: Job,
     pub(crate) appended: String,
-    upserted: String,
+    pub(crate) upserted: String,
     pub(crate) appended_ids: Vec<u64>,
-    latest: BTreeMap<u64, u64>,
+    pub(crate) latest: BTreeMap<u64, u64>,
     pub(crate) next_id: u64,
     workers: Vec<Worker>,
     /// Every worker process's log, of the dead ones too.
@@ -231,6 +231,35 @@ impl Workers {
             .collect()
     }
 
+    /// Which worker owns each partition of `topic`, from the last
+    /// assignment each running worker's log reports (`owned=`).
+    pub(crate) fn owners(&self, topic: &str) -> BTreeMap<i32, usize> {
+        let mut owners = BTreeMap::new();
+        for (n, worker) in self.workers.iter().enumerate() {
+            let Some((_, _, log)) = worker.running.as_ref() else {
+                continue;
+            };
+            let text =
+                crate::support::strip_ansi(&std::fs::read_to_string(log).unwrap_or_default());
+            let owned = text
+                .lines()
+                .filter(|l| l.contains("consumer group assignment changed"))
+                .filter_map(|l| l.split_whitespace().find_map(|w| w.strip_prefix("owned=")))
+                .next_back()
+                .unwrap_or_default()
+                .to_string();
+            for list in owned.split(';') {
+                let Some(partitions) = list.strip_prefix(&format!("{topic}:")) else {
+                    continue;
+                };
+                for p in partitions.split(',') {
+                    owners.insert(p.parse().expect("a partition number"), n);
+                }
+            }
+        }
+        owners
+    }
+
     /// Waits until the running workers share the job's partitions evenly:
     /// each owns floor(P/N) to ceil(P/N) of them, all of them owned.
     pub(crate) fn wait_balanced(&self, what: &str) -> Vec<u64> {
@@ -273,31 +302,44 @@ fn check_endpoints(workers: &Workers, listen: &str) {
     assert!(line.contains(&workers.job.name), "{line}");
 }
 
-/// With the shares settled, the append table is committed by one worker
-/// only (the owner of its topic's partition 0), the others hand their
-/// files over; the upsert table's rounds still commit in each worker.
+/// With the shares settled, each table (append and upsert) is committed
+/// by one worker only (the owner of its topic's partition 0), the others
+/// hand their files (or, for the upsert table, their staged winners) over.
 fn check_one_committer(workers: &mut Workers, rng: &mut Rng, round: usize) {
     let from = workers.log_lengths();
     workers.produce(rng, 200);
     workers.wait_visible(&format!("round {round}: three workers, settled"));
-    let table = workers.job.table(&workers.appended);
-    let commits = workers.events("committed snapshot", &table, &from);
-    let handed = workers.events("handed files to the table's committer", &table, &from);
-    eprintln!("round {round}: {table} snapshots per worker {commits:?}, sets handed {handed:?}");
-    assert_eq!(
-        commits.iter().filter(|&&n| n > 0).count(),
-        1,
-        "{table} committed by one worker only: snapshots per worker {commits:?}"
-    );
-    assert!(
-        handed.iter().filter(|&&n| n > 0).count() >= 1,
-        "the other workers hand their files over: sets per worker {handed:?}"
-    );
-    let committer = commits.iter().position(|&n| n > 0).expect("one committer");
-    assert_eq!(
-        handed[committer], 0,
-        "the committer hands nothing over: {handed:?}"
-    );
+    let tables = [
+        (&workers.appended, "committed snapshot"),
+        (&workers.upserted, "committed upsert snapshot"),
+    ];
+    for (topic, committed) in tables {
+        let table = workers.job.table(topic);
+        let commits = workers.events(committed, &table, &from);
+        let handed = workers.events("handed files to the table's committer", &table, &from);
+        let owners: std::collections::BTreeSet<usize> =
+            workers.owners(topic).into_values().collect();
+        eprintln!(
+            "round {round}: {table} snapshots per worker {commits:?}, sets handed {handed:?}, \
+             its partitions owned by workers {owners:?}"
+        );
+        assert_eq!(
+            commits.iter().filter(|&&n| n > 0).count(),
+            1,
+            "{table} committed by one worker only: snapshots per worker {commits:?}"
+        );
+        if owners.len() > 1 {
+            assert!(
+                handed.iter().filter(|&&n| n > 0).count() >= 1,
+                "the other workers hand their files over: sets per worker {handed:?}"
+            );
+        }
+        let committer = commits.iter().position(|&n| n > 0).expect("one committer");
+        assert_eq!(
+            handed[committer], 0,
+            "the committer hands nothing over: {handed:?}"
+        );
+    }
 }
 
 /// 1 -> 3 -> 2 -> 1 workers while producers run, in seeded rounds (a

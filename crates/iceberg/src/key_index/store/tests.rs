@@ -12,6 +12,39 @@ fn key(i: u32) -> [u8; 16] {
     k
 }
 
+/// A row at `pos` of file `file`, with a stamp of its own.
+fn row(file: u32, pos: u64) -> IndexedRow {
+    IndexedRow {
+        file,
+        pos,
+        stamp: super::super::Stamp {
+            timestamp: pos as i64 * 3 - 1,
+            partition: file as i32 + 1,
+        },
+    }
+}
+
+/// An index of the layout before rows kept their stamps (28-byte
+/// entries) is not read: it opens as unreadable, so the index is rebuilt
+/// from the table, and its runs are deleted.
+#[test]
+fn an_index_of_the_older_layout_opens_unreadable_and_its_runs_go() {
+    let dir = std::env::temp_dir().join(format!("tb-layout-{}", uuid::Uuid::new_v4().simple()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let text = format!(
+        "{HEADER}\nlayout 2\ntable-uuid t\nsnapshot-id 5\nkeys 1\nnext-run 1\nrun 0\n\
+         file 0 s3://b/data/a.parquet\n{END_LINE}\n"
+    );
+    std::fs::write(dir.join(INDEX_FILE), text).unwrap();
+    std::fs::write(dir.join("keys-0.run"), [0u8; 44]).unwrap();
+    let (store, found) = Store::open(&dir).unwrap();
+    assert!(matches!(found, Found::Unreadable(_)), "{found:?}");
+    assert_eq!(store.len(), 0);
+    assert!(!dir.join("keys-0.run").exists(), "the old run is deleted");
+    drop(store);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// Regression: an index file cut inside its last data file path parsed
 /// as whole (a shorter path), which a half-cut test hit at random.
 #[test]
@@ -41,7 +74,7 @@ fn runs_merged_and_reopened_agree_with_a_map() {
         snapshot: Some(s),
     };
     let mut rng = rand::rngs::StdRng::seed_from_u64(7);
-    let mut model: BTreeMap<[u8; 16], (u32, u64)> = BTreeMap::new();
+    let mut model: BTreeMap<[u8; 16], IndexedRow> = BTreeMap::new();
     let (mut store, found) = Store::open(&dir).unwrap();
     assert!(matches!(found, Found::Missing));
     let mut max_runs = 0;
@@ -58,17 +91,17 @@ fn runs_merged_and_reopened_agree_with_a_map() {
             let op = match rng.random_range(0..10) {
                 0 => Op::Remove(k),
                 1 => Op::RemoveIfAt(k, f, p),
-                _ => Op::Put(k, f, p),
+                _ => Op::Put(k, row(f, p)),
             };
             match op {
-                Op::Put(k, f, p) => {
-                    model.insert(k, (f, p));
+                Op::Put(k, r) => {
+                    model.insert(k, r);
                 }
                 Op::Remove(k) => {
                     model.remove(&k);
                 }
                 Op::RemoveIfAt(k, f, p) => {
-                    if model.get(&k) == Some(&(f, p)) {
+                    if model.get(&k).is_some_and(|r| r.is_at(f, p)) {
                         model.remove(&k);
                     }
                 }
@@ -80,7 +113,7 @@ fn runs_merged_and_reopened_agree_with_a_map() {
         max_runs = max_runs.max(store.runs.len());
         if commit % 7 == 0 {
             // Written, never committed: gone after a reopen.
-            let mut lost = vec![Op::Put(key(1), 9, 9), Op::Remove(key(2))];
+            let mut lost = vec![Op::Put(key(1), row(9, 9)), Op::Remove(key(2))];
             store.write(&mut lost, true).unwrap();
             drop(store);
             let (reopened, found) = Store::open(&dir).unwrap();
@@ -117,11 +150,15 @@ fn data_file_paths_no_run_names_are_dropped_at_a_merge_of_every_run() {
     let (mut store, _) = Store::open(&dir).unwrap();
     let a = store.file_id("s3://b/a.parquet");
     let b = store.file_id("s3://b/b.parquet");
-    let mut ops: Vec<Op> = (0..10).map(|i| Op::Put(key(i), a, u64::from(i))).collect();
+    let mut ops: Vec<Op> = (0..10)
+        .map(|i| Op::Put(key(i), row(a, u64::from(i))))
+        .collect();
     store.write(&mut ops, true).unwrap();
     store.commit(&meta(1)).unwrap();
     // Every key's row moves to b (a compaction, or updates).
-    let mut ops: Vec<Op> = (0..10).map(|i| Op::Put(key(i), b, u64::from(i))).collect();
+    let mut ops: Vec<Op> = (0..10)
+        .map(|i| Op::Put(key(i), row(b, u64::from(i))))
+        .collect();
     store.write(&mut ops, true).unwrap();
     store.commit_unmerged(&meta(2)).unwrap();
     assert_eq!(store.file_count(), 2);
@@ -133,7 +170,7 @@ fn data_file_paths_no_run_names_are_dropped_at_a_merge_of_every_run() {
     );
     let c = store.file_id("s3://b/c.parquet");
     assert_eq!(c, 2, "an id is not reused");
-    let mut ops = vec![Op::Put(key(3), c, 0)];
+    let mut ops = vec![Op::Put(key(3), row(c, 0))];
     store.write(&mut ops, true).unwrap();
     store.commit_unmerged(&meta(3)).unwrap();
     drop(store);
@@ -142,8 +179,8 @@ fn data_file_paths_no_run_names_are_dropped_at_a_merge_of_every_run() {
     assert_eq!(store.path(a), None);
     assert_eq!(store.path(c), Some("s3://b/c.parquet"));
     let mut blocks = Blocks::default();
-    assert_eq!(store.get(&key(3), &mut blocks).unwrap(), Some((c, 0)));
-    assert_eq!(store.get(&key(4), &mut blocks).unwrap(), Some((b, 4)));
+    assert_eq!(store.get(&key(3), &mut blocks).unwrap(), Some(row(c, 0)));
+    assert_eq!(store.get(&key(4), &mut blocks).unwrap(), Some(row(b, 4)));
     drop(store);
     std::fs::remove_dir_all(&dir).unwrap();
 }
@@ -154,11 +191,13 @@ fn data_file_paths_no_run_names_are_dropped_at_a_merge_of_every_run() {
 fn a_rebuild_counts_duplicates_and_merges_into_one_run() {
     let dir = std::env::temp_dir().join(format!("tb-store-{}", uuid::Uuid::new_v4().simple()));
     let (mut store, _) = Store::open(&dir).unwrap();
-    let mut a: Vec<Op> = (0..100).map(|i| Op::Put(key(i), 0, u64::from(i))).collect();
-    a.push(Op::Put(key(5), 0, 500));
+    let mut a: Vec<Op> = (0..100)
+        .map(|i| Op::Put(key(i), row(0, u64::from(i))))
+        .collect();
+    a.push(Op::Put(key(5), row(0, 500)));
     let within = store.write(&mut a, false).unwrap().replaced;
     let mut b: Vec<Op> = (90..120)
-        .map(|i| Op::Put(key(i), 1, u64::from(i)))
+        .map(|i| Op::Put(key(i), row(1, u64::from(i))))
         .collect();
     store.write(&mut b, false).unwrap();
     let shadowed = store.merge_all().unwrap();
@@ -166,10 +205,10 @@ fn a_rebuild_counts_duplicates_and_merges_into_one_run() {
     assert_eq!(store.runs.len(), 1);
     assert_eq!(store.len(), 120);
     let mut blocks = Blocks::default();
-    assert_eq!(store.get(&key(5), &mut blocks).unwrap(), Some((0, 500)));
-    assert_eq!(store.get(&key(95), &mut blocks).unwrap(), Some((1, 95)));
+    assert_eq!(store.get(&key(5), &mut blocks).unwrap(), Some(row(0, 500)));
+    assert_eq!(store.get(&key(95), &mut blocks).unwrap(), Some(row(1, 95)));
     // A stream out of key order is refused, and changes nothing named.
-    let unsorted = [Op::Put(key(300), 2, 0), Op::Put(key(200), 2, 1)];
+    let unsorted = [Op::Put(key(300), row(2, 0)), Op::Put(key(200), row(2, 1))];
     assert!(store
         .write_sorted(unsorted.into_iter().map(Ok), true)
         .is_err());

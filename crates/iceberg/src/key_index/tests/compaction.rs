@@ -51,7 +51,7 @@ async fn compact_small_files(fx: &mut Fixture) -> CompactionOutcome {
 }
 
 /// Compaction of every small file, untiered.
-fn every_small_file() -> CompactionOptions {
+pub(super) fn every_small_file() -> CompactionOptions {
     CompactionOptions {
         target_file_size: 64 << 20,
         min_input_files: 2,

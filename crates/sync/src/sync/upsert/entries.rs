@@ -160,7 +160,7 @@ impl Entries {
     /// Can be called again (a commit attempt that must be recomputed).
     pub fn for_each_winner<E: From<SpillError>>(
         &mut self,
-        mut f: impl FnMut(&KeyHash, Slot) -> Result<(), E>,
+        mut f: impl FnMut(&KeyHash, Slot, Version) -> Result<(), E>,
     ) -> Result<(), E> {
         if !self.spilled() {
             let mut sorted = self.memory.clone();
@@ -220,7 +220,7 @@ fn read_bucket(path: &Path) -> Result<Vec<Entry>, SpillError> {
 /// and hands each key's winner to `f`.
 fn resolve_sorted<E>(
     entries: &mut [Entry],
-    f: &mut impl FnMut(&KeyHash, Slot) -> Result<(), E>,
+    f: &mut impl FnMut(&KeyHash, Slot, Version) -> Result<(), E>,
 ) -> Result<(), E> {
     entries.sort_by_key(|e| e.key);
     fold_sorted(entries, f)
@@ -229,7 +229,7 @@ fn resolve_sorted<E>(
 /// Hands each key's winner to `f`, from entries sorted by key (stable).
 fn fold_sorted<E>(
     entries: &[Entry],
-    f: &mut impl FnMut(&KeyHash, Slot) -> Result<(), E>,
+    f: &mut impl FnMut(&KeyHash, Slot, Version) -> Result<(), E>,
 ) -> Result<(), E> {
     let mut i = 0;
     while i < entries.len() {
@@ -241,7 +241,7 @@ fn fold_sorted<E>(
             }
             j += 1;
         }
-        f(&winner.key, winner.slot())?;
+        f(&winner.key, winner.slot(), winner.version)?;
         i = j;
     }
     Ok(())
@@ -269,7 +269,7 @@ mod tests {
     fn winners(entries: &mut Entries) -> Vec<(KeyHash, Slot)> {
         let mut out = Vec::new();
         entries
-            .for_each_winner(|k, s| {
+            .for_each_winner(|k, s, _| {
                 out.push((*k, s));
                 Ok::<_, SpillError>(())
             })

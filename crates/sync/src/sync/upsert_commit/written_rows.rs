@@ -1,13 +1,40 @@
 //! The written rows' new places, for the key index: each written key's
 //! data file and position, counted from the winners file (keys in key
-//! order, with their held row) and the winning rows' ranks.
+//! order, with their held row and stamp) and the winning rows' ranks.
 
 use std::fs::File;
 use std::io::{BufReader, Read};
 use std::path::{Path, PathBuf};
 
+use topicberg_iceberg::key_index::{NewRow, Stamp};
+
 use crate::sync::failure::UpsertError;
-use crate::sync::upsert::RowSet;
+use crate::sync::upsert::{KeyHash, RowSet};
+
+/// Bytes of a winners file entry: the key, the held row (`u32`), the
+/// stamp's timestamp (`i64`) and partition (`i32`), little-endian.
+pub(super) const WINNER_BYTES: usize = 32;
+
+/// A winners file entry.
+pub(super) fn encode_winner(key: &KeyHash, row: u32, stamp: Stamp) -> [u8; WINNER_BYTES] {
+    let mut out = [0u8; WINNER_BYTES];
+    out[..16].copy_from_slice(key);
+    out[16..20].copy_from_slice(&row.to_le_bytes());
+    out[20..28].copy_from_slice(&stamp.timestamp.to_le_bytes());
+    out[28..].copy_from_slice(&stamp.partition.to_le_bytes());
+    out
+}
+
+fn decode_winner(entry: &[u8; WINNER_BYTES]) -> (KeyHash, u32, Stamp) {
+    let mut key = [0u8; 16];
+    key.copy_from_slice(&entry[..16]);
+    let row = u32::from_le_bytes(entry[16..20].try_into().expect("4 bytes"));
+    let stamp = Stamp {
+        timestamp: i64::from_le_bytes(entry[20..28].try_into().expect("8 bytes")),
+        partition: i32::from_le_bytes(entry[28..].try_into().expect("4 bytes")),
+    };
+    (key, row, stamp)
+}
 
 /// The position of a held row among the written (winning) rows: per 64
 /// rows, their winners' bits and the winners before them, side by side
@@ -51,13 +78,14 @@ pub(super) struct WrittenRows {
     ranks: RowRanks,
     /// Written rows before each data file, and after the last.
     starts: Vec<u64>,
-    /// The chunk read last: (key, rank), and how many were handed out.
-    chunk: Vec<([u8; 16], u64)>,
+    /// The chunk read last: (key, rank, stamp), and how many were handed
+    /// out.
+    chunk: Vec<(KeyHash, u64, Stamp)>,
     next: usize,
 }
 
 /// A chunk of written rows, or why the winners file could not be read.
-type WrittenChunk = Result<Vec<([u8; 16], usize, u64)>, UpsertError>;
+type WrittenChunk = Result<Vec<NewRow>, UpsertError>;
 
 impl WrittenRows {
     pub(super) fn open(path: &Path, ranks: RowRanks, counts: &[u64]) -> Result<Self, UpsertError> {
@@ -80,19 +108,17 @@ impl WrittenRows {
     fn read_chunk(&mut self) -> Result<(), UpsertError> {
         self.chunk.clear();
         self.next = 0;
-        let mut entry = [0u8; 20];
+        let mut entry = [0u8; WINNER_BYTES];
         while self.chunk.len() < RANK_CHUNK {
             match self.keys.read_exact(&mut entry) {
                 Ok(()) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => break,
                 Err(e) => return Err(UpsertError::winners_file(&self.path)(e)),
             }
-            let mut key = [0u8; 16];
-            key.copy_from_slice(&entry[..16]);
-            let row = u32::from_le_bytes(entry[16..].try_into().expect("4 bytes"));
-            self.chunk.push((key, u64::from(row)));
+            let (key, row, stamp) = decode_winner(&entry);
+            self.chunk.push((key, u64::from(row), stamp));
         }
-        for (_, row) in &mut self.chunk {
+        for (_, row, _) in &mut self.chunk {
             *row = self.ranks.rank(*row as u32);
         }
         Ok(())
@@ -106,7 +132,7 @@ impl WrittenRows {
     pub(super) fn in_background<'scope>(
         self,
         scope: &'scope std::thread::Scope<'scope, '_>,
-    ) -> impl Iterator<Item = Result<([u8; 16], usize, u64), UpsertError>> + 'scope {
+    ) -> impl Iterator<Item = Result<NewRow, UpsertError>> + 'scope {
         let (tx, rx) = std::sync::mpsc::sync_channel::<WrittenChunk>(2);
         scope.spawn(move || {
             let mut rows = self.peekable();
@@ -129,7 +155,7 @@ impl WrittenRows {
 }
 
 impl Iterator for WrittenRows {
-    type Item = Result<([u8; 16], usize, u64), UpsertError>;
+    type Item = Result<NewRow, UpsertError>;
 
     fn next(&mut self) -> Option<Self::Item> {
         if self.next == self.chunk.len() {
@@ -140,14 +166,19 @@ impl Iterator for WrittenRows {
                 return None;
             }
         }
-        let (key, at) = self.chunk[self.next];
+        let (key, at, stamp) = self.chunk[self.next];
         self.next += 1;
         // The data file whose rows include `at`.
         let file = self.starts.partition_point(|start| *start <= at) - 1;
         if file + 1 >= self.starts.len() {
             return Some(Err(UpsertError::RowBeyondFiles(at)));
         }
-        Some(Ok((key, file, at - self.starts[file])))
+        Some(Ok(NewRow {
+            key,
+            file,
+            pos: at - self.starts[file],
+            stamp,
+        }))
     }
 }
 
@@ -175,16 +206,37 @@ mod tests {
         let path = std::env::temp_dir().join(format!("winners-{}.bin", uuid::Uuid::new_v4()));
         let mut bytes = Vec::new();
         for (key, row) in [(1u8, 9u32), (2, 4), (3, 1), (4, 5)] {
-            bytes.extend_from_slice(&[key; 16]);
-            bytes.extend_from_slice(&row.to_le_bytes());
+            let stamp = Stamp {
+                timestamp: i64::from(row) * 1_000,
+                partition: i32::from(key),
+            };
+            bytes.extend_from_slice(&encode_winner(&[key; 16], row, stamp));
         }
         std::fs::write(&path, bytes).unwrap();
         let rows: Vec<_> = WrittenRows::open(&path, ranks, &[3, 1])
             .unwrap()
-            .map(|r| r.map(|(k, f, p)| (k[0], f, p)))
+            .map(|r| {
+                r.map(|r| {
+                    (
+                        r.key[0],
+                        r.file,
+                        r.pos,
+                        r.stamp.timestamp,
+                        r.stamp.partition,
+                    )
+                })
+            })
             .collect::<Result<_, _>>()
             .unwrap();
-        assert_eq!(rows, vec![(1, 1, 0), (2, 0, 1), (3, 0, 0), (4, 0, 2)]);
+        assert_eq!(
+            rows,
+            vec![
+                (1, 1, 0, 9_000, 1),
+                (2, 0, 1, 4_000, 2),
+                (3, 0, 0, 1_000, 3),
+                (4, 0, 2, 5_000, 4)
+            ]
+        );
         std::fs::remove_file(&path).unwrap();
     }
 
@@ -197,8 +249,15 @@ mod tests {
         let mut bytes = Vec::new();
         for i in (0..n).rev() {
             winners.insert(2 * i + 1);
-            bytes.extend_from_slice(&u128::from(i).to_be_bytes());
-            bytes.extend_from_slice(&(2 * i + 1).to_le_bytes());
+            let stamp = Stamp {
+                timestamp: i64::from(i),
+                partition: 0,
+            };
+            bytes.extend_from_slice(&encode_winner(
+                &u128::from(i).to_be_bytes(),
+                2 * i + 1,
+                stamp,
+            ));
         }
         let ranks = RowRanks::new(&winners);
         let path = std::env::temp_dir().join(format!("winners-{}.bin", uuid::Uuid::new_v4()));
@@ -215,9 +274,10 @@ mod tests {
         });
         std::fs::remove_file(&path).unwrap();
         assert_eq!(rows.len(), n as usize);
-        for (key, file, pos) in rows {
-            let i = u128::from_be_bytes(key) as u64;
-            assert_eq!((file as u64, pos), (i / 5000, i % 5000));
+        for row in rows {
+            let i = u128::from_be_bytes(row.key) as u64;
+            assert_eq!((row.file as u64, row.pos), (i / 5000, i % 5000));
+            assert_eq!(row.stamp.timestamp, i as i64);
         }
     }
 }
