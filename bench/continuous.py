@@ -673,12 +673,12 @@ def workers(args, env, job, namespace, topic, work, base_sync):
     poller = Poller(env, namespace, topic)
     poller.start()
     cpu = {}
-    total = lambda: sum(cpu_seconds(p.pid) for p, _ in procs)
-    timer = threading.Timer(args.warmup, lambda: cpu.update(start=total(), at=time.time()))
+    each = lambda: [cpu_seconds(p.pid) for p, _ in procs]
+    timer = threading.Timer(args.warmup, lambda: cpu.update(start=each(), at=time.time()))
     timer.start()
     began = time.time()
     delivered, behind, start = produce(env, topic, args.rate, args.seconds, args.upsert)
-    cpu["end"], cpu["end_at"] = total(), time.time()
+    cpu["end"], cpu["end_at"] = each(), time.time()
     expected = delivered.next_offsets()
     deadline = time.time() + 120
     while time.time() < deadline and any(poller.latest.get(p, 0) < n for p, n in expected.items()):
@@ -711,7 +711,11 @@ def workers(args, env, job, namespace, topic, work, base_sync):
         "producer_behind_s": round(behind, 3), "valid": behind <= 0.01 * args.seconds and lat is not None,
         "latency_ms": None if not lat else {
             "p50": percentile(lat, 0.5), "p99": percentile(lat, 0.99), "max": max(lat)},
-        "follower_cpu_us_per_msg": round((cpu["end"] - cpu["start"]) * 1e6 / window, 2),
+        "follower_cpu_us_per_msg": round((sum(cpu["end"]) - sum(cpu["start"])) * 1e6 / window, 2),
+        "worker_cpu_us_per_msg": [{"cpu_us_per_msg": round((e - s) * 1e6 / window, 2),
+                                   "snapshots": sum(t.get("snapshots", 0) for t in r.get("tables", [])),
+                                   "handed": sum(t.get("handed", 0) for t in r.get("tables", []))}
+                                  for s, e, r in zip(cpu["start"], cpu["end"], reports)],
         "minutes": round(minutes, 2), "tables": tables, "work_dir": work,
     }
     with open(args.out, "w") as f:

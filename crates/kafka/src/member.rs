@@ -21,7 +21,7 @@
 //! generation or member epoch, so the broker accepts them while it is a
 //! member, where it refuses them from outside the group.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -33,6 +33,11 @@ use crate::{KafkaConnection, KafkaError, KafkaErrorKind};
 
 /// How often the member's thread polls its consumer.
 const POLL_INTERVAL: Duration = Duration::from_millis(100);
+
+/// How long a round waits for the broker's answer to the member's offset
+/// commit. The tables hold the offsets, so a commit left unanswered loses
+/// nothing: the round goes on, and a later one commits them.
+const COMMIT_WAIT: Duration = Duration::from_secs(10);
 
 /// The group protocol a member speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -62,6 +67,8 @@ pub struct GroupMember {
     protocol: GroupProtocol,
     subscribed: Mutex<Vec<String>>,
     stop: Arc<AtomicBool>,
+    /// A commit's thread is waiting for the broker's answer.
+    committing: Arc<AtomicBool>,
     poller: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -168,6 +175,7 @@ impl GroupMember {
             protocol,
             subscribed: Mutex::new(Vec::new()),
             stop,
+            committing: Arc::new(AtomicBool::new(false)),
             poller: Some(poller),
         };
         member.subscribe(topics)?;
@@ -254,6 +262,51 @@ impl GroupMember {
     pub fn client(&self) -> &GroupClient {
         &self.client
     }
+
+    /// Commits `next_offsets` to the group as this member, waiting up to
+    /// [`COMMIT_WAIT`] for the broker's answer. librdkafka's commit waits
+    /// for its answer without a bound (one was seen to wait for minutes
+    /// after a broker restart, holding the round and with it the follower),
+    /// so it runs on a thread of its own; while one is still waiting, the
+    /// next commit is not sent and fails at once.
+    pub fn commit(&self, next_offsets: &BTreeMap<TopicPartition, i64>) -> Result<(), KafkaError> {
+        if next_offsets.is_empty() {
+            return Ok(());
+        }
+        let context = || {
+            format!(
+                "committing offsets of consumer group {}",
+                self.client.group()
+            )
+        };
+        if self.committing.swap(true, Ordering::SeqCst) {
+            let why = "the previous commit still waits for the group coordinator's answer; \
+                       the tables hold the offsets, and a later round commits them";
+            return Err(KafkaError::new(KafkaErrorKind::Broker, context(), why));
+        }
+        let (answer, answered) = std::sync::mpsc::channel();
+        let (client, offsets) = (Arc::clone(&self.client), next_offsets.clone());
+        let committing = Arc::clone(&self.committing);
+        let spawned = std::thread::Builder::new()
+            .name("group-commit".into())
+            .spawn(move || {
+                let result = client.commit(&offsets);
+                committing.store(false, Ordering::SeqCst);
+                let _ = answer.send(result);
+            });
+        if let Err(e) = spawned {
+            self.committing.store(false, Ordering::SeqCst);
+            return Err(KafkaError::new(KafkaErrorKind::Broker, context(), e));
+        }
+        answered.recv_timeout(COMMIT_WAIT).unwrap_or_else(|_| {
+            let why = format!(
+                "no answer from the group coordinator within {} s; the tables hold the offsets, \
+                 and a later round commits them",
+                COMMIT_WAIT.as_secs()
+            );
+            Err(KafkaError::new(KafkaErrorKind::Broker, context(), why))
+        })
+    }
 }
 
 /// A round's hold on the partitions assigned when it planned; see
@@ -310,6 +363,7 @@ impl Drop for GroupMember {
     fn drop(&mut self) {
         self.stop_polling();
         // The client (and the group membership) closes when its last
-        // reference goes: this one, now the poller has ended.
+        // reference goes: this one, now the poller has ended, or a
+        // commit's thread still waiting for its answer, when it ends.
     }
 }

@@ -313,12 +313,20 @@ impl<'a> Follower<'a> {
         *self.leading.lock().unwrap_or_else(|p| p.into_inner()) = topics;
     }
 
-    /// After [`REJOIN_AFTER`] rounds in a row failed on Kafka, the next
-    /// round joins the group with a new consumer: after a broker restart a
-    /// classic-protocol member's group requests were seen to time out for
-    /// minutes on end while a new consumer got answers at once.
+    /// After [`REJOIN_AFTER`] rounds in a row failed on Kafka (a round
+    /// whose group offsets commit failed counts), the next round joins the
+    /// group with a new consumer: after a broker restart a classic-protocol
+    /// member's group requests were seen to time out for minutes on end
+    /// while a new consumer got answers at once.
     fn count_kafka_failures(&mut self, ran: &Result<SyncReport, SetupError>) {
-        let on_kafka = matches!(ran, Err(e) if e.kind() == SyncErrorKind::Kafka);
+        let on_kafka = match ran {
+            Err(e) => e.kind() == SyncErrorKind::Kafka,
+            Ok(round) => {
+                !round.cancelled
+                    && !round.group_offsets_committed
+                    && !round.group_offsets_left_to_members
+            }
+        };
         if self.kafka_failures.after_round(on_kafka) && self.member.take().is_some() {
             tracing::warn!(
                 failed_rounds = REJOIN_AFTER,

@@ -594,7 +594,7 @@ pub(super) fn commit_group(
         return GroupCommit::Committed;
     }
     let committed = match &ctx.member {
-        Some(member) => member.client().commit(&group_offsets),
+        Some(member) => member.commit(&group_offsets),
         None => opened
             .unwrap_or_else(|| GroupClient::open(&ctx.connection, &ctx.job.consumer_group))
             .and_then(|client| client.commit(&group_offsets)),
