@@ -176,42 +176,34 @@ impl GroupClient {
         if next_offsets.is_empty() {
             return Ok(());
         }
-        let tpl = offset_list(next_offsets)?;
-        let committed = with_coordinator_retries(|| self.consumer().commit(&tpl, CommitMode::Sync));
-        committed.map_err(|e| self.commit_error(&e))
-    }
-
-    fn commit_error(&self, e: &rdkafka::error::KafkaError) -> KafkaError {
         let group = &self.group;
-        if group_has_members(e) {
-            KafkaError::new(
-                KafkaErrorKind::GroupInUse,
-                format!("committing offsets of consumer group {group}"),
-                format!(
-                    "{e}: another consumer is a member of the group (a scheduled sync never joins it), and the \
-                     broker refuses offsets committed from outside while it is; the tables hold the \
-                     offsets and the first sync after that member leaves commits them. Give this job a \
-                     consumer_group no other application uses"
-                ),
-            )
-        } else {
-            let context = format!("committing offsets of consumer group {group}");
-            group_refused(&self.connection, group, &context, e)
-                .unwrap_or_else(|| KafkaError::new(KafkaErrorKind::Broker, context, e))
+        let mut tpl = TopicPartitionList::new();
+        for ((topic, partition), offset) in next_offsets {
+            tpl.add_partition_offset(topic, *partition, Offset::Offset(*offset))
+                .map_err(|e| {
+                    KafkaError::new(KafkaErrorKind::Config, "building the offset list", e)
+                })?;
         }
+        let committed = with_coordinator_retries(|| self.consumer().commit(&tpl, CommitMode::Sync));
+        committed.map_err(|e| {
+            if group_has_members(&e) {
+                KafkaError::new(
+                    KafkaErrorKind::GroupInUse,
+                    format!("committing offsets of consumer group {group}"),
+                    format!(
+                        "{e}: another consumer is a member of the group (a scheduled sync never joins it), and the \
+                         broker refuses offsets committed from outside while it is; the tables hold the \
+                         offsets and the first sync after that member leaves commits them. Give this job a \
+                         consumer_group no other application uses"
+                    ),
+                )
+            } else {
+                let context = format!("committing offsets of consumer group {group}");
+                group_refused(&self.connection, group, &context, &e)
+                    .unwrap_or_else(|| KafkaError::new(KafkaErrorKind::Broker, context, e))
+            }
+        })
     }
-}
-
-/// `next_offsets` as librdkafka's list.
-fn offset_list(
-    next_offsets: &BTreeMap<TopicPartition, i64>,
-) -> Result<TopicPartitionList, KafkaError> {
-    let mut tpl = TopicPartitionList::new();
-    for ((topic, partition), offset) in next_offsets {
-        tpl.add_partition_offset(topic, *partition, Offset::Offset(*offset))
-            .map_err(|e| KafkaError::new(KafkaErrorKind::Config, "building the offset list", e))?;
-    }
-    Ok(tpl)
 }
 
 impl Drop for GroupClient {

@@ -88,6 +88,11 @@ impl Fixture {
             ],
         )
         .unwrap();
+        self.write_one_file(batch).await
+    }
+
+    /// Writes `batch` as one data file of the table.
+    async fn write_one_file(&self, batch: RecordBatch) -> DataFile {
         let mut files = self
             .destination
             .write_data_files(&self.table, [batch])

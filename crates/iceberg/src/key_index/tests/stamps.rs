@@ -64,13 +64,7 @@ async fn stamped_file(fx: &Fixture, keys: &[i64], round: i64) -> DataFile {
         ],
     )
     .unwrap();
-    let mut files = fx
-        .destination
-        .write_data_files(&fx.table, [batch])
-        .await
-        .unwrap();
-    assert_eq!(files.len(), 1);
-    files.pop().unwrap()
+    fx.write_one_file(batch).await
 }
 
 fn stamps(index: &KeyIndex, keys: std::ops::Range<i64>) -> Vec<Option<Stamp>> {
