@@ -258,16 +258,22 @@ impl RestCatalog {
 
     /// Creates a namespace; an existing one is a [`CatalogErrorKind::Conflict`].
     pub async fn create_namespace(&self, namespace: &Namespace) -> Result<(), CatalogError> {
+        self.post_namespace(namespace, false).await
+    }
+
+    /// Creates a namespace; with `resend`, a 5xx or a broken connection is
+    /// sent again like a `GET` (for a caller that takes a conflict as
+    /// "exists": a resent create whose first attempt took effect meets one).
+    pub(super) async fn post_namespace(
+        &self,
+        namespace: &Namespace,
+        resend: bool,
+    ) -> Result<(), CatalogError> {
         let body = serde_json::json!({ "namespace": namespace, "properties": {} });
         let what = format!("creating namespace {}", namespace.join("."));
-        self.send(
-            Method::POST,
-            &self.route("namespaces"),
-            &[],
-            Some(&body),
-            &what,
-        )
-        .await?;
+        let path = self.route("namespaces");
+        self.send_resending(Method::POST, &path, &[], Some(&body), &what, resend)
+            .await?;
         Ok(())
     }
 
@@ -350,10 +356,25 @@ impl RestCatalog {
         json: Option<&serde_json::Value>,
         what: &str,
     ) -> Result<(String, bytes::Bytes), CatalogError> {
+        self.send_resending(method, path, query, json, what, false)
+            .await
+    }
+
+    /// [`Self::send`]; `resend` lets a request that changes something be
+    /// sent again after a 5xx or a broken connection, as a `GET` is.
+    async fn send_resending(
+        &self,
+        method: Method,
+        path: &str,
+        query: &[(&str, &str)],
+        json: Option<&serde_json::Value>,
+        what: &str,
+        resend: bool,
+    ) -> Result<(String, bytes::Bytes), CatalogError> {
         let url = format!("{}/{}", self.uri, path);
         let step = format!("{what} ({method} {url})");
         let can_refresh = matches!(self.auth, CatalogAuth::ClientCredentials { .. });
-        let idempotent = matches!(method, Method::GET | Method::HEAD);
+        let idempotent = resend || matches!(method, Method::GET | Method::HEAD);
         let mut refreshed = false;
         let mut retry = Retry::new();
         loop {

@@ -6,7 +6,10 @@
 //! the connection broke or timed out or the catalog answered 5xx or 429.
 //! Other requests (a commit, a create) are never resent here: whether
 //! they took effect is for the caller to find out (the commit loop
-//! reloads the table).
+//! reloads the table). The one exception is the create of a namespace a
+//! sync needs (`ensure_namespace`): resent like a `GET`, since a second
+//! create of an existing namespace is a conflict, which it takes as
+//! "exists".
 //!
 //! At most [`ATTEMPTS`] attempts, waiting 0.5 s, 1 s, 2 s between them,
 //! and none started later than [`WINDOW`] after the first, so an

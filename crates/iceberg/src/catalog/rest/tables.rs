@@ -135,9 +135,13 @@ impl RestCatalog {
         ))
     }
 
-    /// Creates the namespace unless it exists.
+    /// Creates the namespace unless it exists. Resent after a 5xx: two
+    /// syncs creating one namespace at once can make a catalog fail one of
+    /// them (SeaweedFS answered 500 "attribute not found:
+    /// s3tables.metadata" to the loser of such a race); the resent create
+    /// then meets the namespace the other made.
     pub async fn ensure_namespace(&self, namespace: &Namespace) -> Result<(), CatalogError> {
-        match self.create_namespace(namespace).await {
+        match self.post_namespace(namespace, true).await {
             Err(e) if e.kind == CatalogErrorKind::Conflict => Ok(()),
             other => other,
         }

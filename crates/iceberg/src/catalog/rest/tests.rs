@@ -18,6 +18,8 @@ struct ScriptedCatalog {
     expires_in: u64,
     valid: Mutex<String>,
     requests: Mutex<Vec<String>>,
+    /// Answers to `POST /v1/namespaces`, first to last (then 200).
+    namespace_answers: Mutex<Vec<&'static str>>,
 }
 
 async fn serve(script: Arc<ScriptedCatalog>) -> String {
@@ -81,6 +83,19 @@ async fn serve(script: Arc<ScriptedCatalog>) -> String {
                             script.expires_in
                         ),
                     )
+                } else if line.starts_with("POST /v1/namespaces ")
+                    && auth == *script.valid.lock().unwrap()
+                {
+                    let mut answers = script.namespace_answers.lock().unwrap();
+                    let status = if answers.is_empty() {
+                        "200 OK"
+                    } else {
+                        answers.remove(0)
+                    };
+                    (
+                        status,
+                        r#"{"error":{"message":"scripted","type":"X","code":0}}"#.to_string(),
+                    )
                 } else if auth == *script.valid.lock().unwrap() {
                     (
                         "200 OK",
@@ -125,6 +140,7 @@ async fn token_close_to_expiry_is_exchanged_before_the_request() {
         expires_in: 0,
         valid: Mutex::new(String::new()),
         requests: Mutex::new(Vec::new()),
+        namespace_answers: Mutex::new(Vec::new()),
     });
     let catalog = RestCatalog::connect(&config(serve(Arc::clone(&script)).await))
         .await
@@ -152,6 +168,7 @@ async fn a_401_gets_one_fresh_token_and_the_request_again() {
         expires_in: 3600,
         valid: Mutex::new(String::new()),
         requests: Mutex::new(Vec::new()),
+        namespace_answers: Mutex::new(Vec::new()),
     });
     let catalog = RestCatalog::connect(&config(serve(Arc::clone(&script)).await))
         .await
@@ -200,4 +217,42 @@ fn expiry_margin_is_a_minute_or_half_a_short_lifetime() {
         lifetime: Duration::ZERO,
     };
     assert!(!expiring_at(&forever, now + Duration::from_secs(1 << 30)));
+}
+
+#[tokio::test]
+async fn ensure_namespace_resends_a_create_the_catalog_failed_and_takes_the_conflict_as_exists() {
+    // Two syncs creating one namespace at once: the catalog fails the
+    // loser's create with a 500, its resent create meets the namespace.
+    let script = Arc::new(ScriptedCatalog {
+        issued: AtomicUsize::new(0),
+        expires_in: 3600,
+        valid: Mutex::new(String::new()),
+        requests: Mutex::new(Vec::new()),
+        namespace_answers: Mutex::new(vec!["500 Internal Server Error", "409 Conflict"]),
+    });
+    let catalog = RestCatalog::connect(&config(serve(Arc::clone(&script)).await))
+        .await
+        .unwrap();
+    let ns = vec!["raced".to_string()];
+    catalog
+        .ensure_namespace(&ns)
+        .await
+        .expect("the resent create meets the namespace the other made");
+    let creates = |s: &ScriptedCatalog| {
+        let requests = s.requests.lock().unwrap();
+        requests
+            .iter()
+            .filter(|r| r.starts_with("POST /v1/namespaces "))
+            .count()
+    };
+    assert_eq!(creates(&script), 2);
+    // A plain create is never resent: its 500 is the caller's to judge.
+    script
+        .namespace_answers
+        .lock()
+        .unwrap()
+        .push("500 Internal Server Error");
+    let err = catalog.create_namespace(&ns).await.unwrap_err();
+    assert!(err.to_string().contains("500"), "{err}");
+    assert_eq!(creates(&script), 3);
 }
