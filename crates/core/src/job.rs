@@ -14,10 +14,11 @@ use regex::Regex;
 use crate::columns::KAFKA_KEY;
 use crate::config::{
     default_key_format, parse_duration, resolve_delete_format, value_format_without_schema,
-    CatalogKind, ConfigProblem, DeleteFormat, DestinationConfig, EngineTarget, FormatVersion,
-    JobConfig, MaintainConfig, OnInvalid, PartitionField, SortKey, SourceConfig, StreamMode,
-    StreamSettings, SCHEMA_REGISTRY_REQUEST_TIMEOUT_SECS,
+    CatalogKind, ChangeEvents, ConfigProblem, DeleteFormat, DestinationConfig, EngineTarget,
+    FormatVersion, JobConfig, MaintainConfig, OnInvalid, PartitionField, SortKey, SourceConfig,
+    StreamMode, StreamSettings, SCHEMA_REGISTRY_REQUEST_TIMEOUT_SECS,
 };
+use crate::decode::ALL_KEY_FIELDS;
 use crate::registry::ValueFormat;
 use crate::Secret;
 
@@ -213,6 +214,8 @@ pub struct TableSettings {
     /// The sort order the table is created with and rows are written in
     /// within each file (empty: unsorted); an existing table keeps its own.
     pub sort_by: Vec<SortKey>,
+    /// Whether the messages are change events (`change_events`).
+    pub change_events: ChangeEvents,
 }
 
 /// How a table's rows relate to the messages.
@@ -408,8 +411,14 @@ impl Job {
                         format!("upsert stream \"{}\": {e}", stream.topic),
                     )
                 })?;
+                let keys =
+                    if stream.dedup_keys.is_empty() && stream.change_events != ChangeEvents::None {
+                        vec![ALL_KEY_FIELDS.to_owned()]
+                    } else {
+                        stream.dedup_keys.clone()
+                    };
                 let upsert = Upsert {
-                    keys: DedupKeys::from_names(&stream.dedup_keys),
+                    keys: DedupKeys::from_names(&keys),
                     delete_format: resolved.delete_format,
                     reason: resolved.reason.clone(),
                 };
@@ -457,6 +466,9 @@ impl Job {
             })?;
         let value_format = match stream.value_format {
             Some(format) => Some(format),
+            // Change events are read as JSON (registry-encoded ones are
+            // not yet), whatever the registry's subject says.
+            None if stream.change_events != ChangeEvents::None => Some(ValueFormat::Json),
             None if has_registry => None,
             None => Some(value_format_without_schema()),
         };
@@ -474,6 +486,7 @@ impl Job {
                 .unwrap_or_else(|| default_key_format(has_registry)),
             partition_by,
             sort_by,
+            change_events: stream.change_events,
         })
     }
 }

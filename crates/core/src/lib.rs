@@ -33,8 +33,8 @@ mod timestamp;
 pub use columns::{Column, ColumnType, ColumnsError, TableColumns};
 pub use config::{ConfigError, JobConfig};
 pub use decode::{
-    BatchDecoder, DecodeError, DecodeErrorKind, DecoderConfigError, DecoderOptions, IdMode,
-    RegistryValues, UnknownField, UnknownFieldPolicy,
+    change_columns, BatchDecoder, ChangeColumns, DecodeError, DecodeErrorKind, DecoderConfigError,
+    DecoderOptions, IdMode, RegistryValues, UnknownField, UnknownFieldPolicy,
 };
 pub use infer::{merge_types, InferError, SchemaInference};
 pub use job::{

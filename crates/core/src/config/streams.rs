@@ -34,6 +34,19 @@ impl Default for StreamMode {
     }
 }
 
+/// Whether a topic's messages are change events of a database.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ChangeEvents {
+    /// Plain messages: each is a row.
+    #[default]
+    None,
+    /// Debezium's change events (JSON, with or without the Connect
+    /// schema): the row is `after`; `op` d deletes the key's row.
+    #[schemars(extend("x-label" = "Debezium"))]
+    Debezium,
+}
+
 /// How an upsert retires the old row of a key.
 // Which one a table gets is decided by
 // [`resolve_delete_format`](super::resolve_delete_format) from
@@ -219,6 +232,18 @@ pub struct StreamConfig {
         "x-help" = "columns, comma separated, each optionally asc/desc and nulls first/last, e.g. region, created_at desc; applied when topicberg creates the table"
     ))]
     pub sort_by: Vec<String>,
+    /// Whether the messages are a database's change events. `debezium`
+    /// (JSON values; mode `upsert`): the row is the event's `after`, a
+    /// delete (`op` d) and the tombstone after it delete the key's row, and
+    /// without `dedup_keys` the key is every field of the message key.
+    /// With the Connect schema in the message (`schemas.enable=true`) the
+    /// columns get its exact types.
+    #[serde(default)]
+    #[schemars(extend(
+        "x-label" = "Change events",
+        "x-help" = "debezium: the topic is a Debezium change stream (JSON values, upsert mode)"
+    ))]
+    pub change_events: ChangeEvents,
 }
 
 /// A format name (`json`, `avro`, `protobuf`, `auto`); `""` is unset.
@@ -259,6 +284,8 @@ pub struct StreamSettings {
     pub partition_by: Vec<String>,
     /// `sort_by` as written (parsed when the job is resolved).
     pub sort_by: Vec<String>,
+    /// Whether the messages are change events.
+    pub change_events: ChangeEvents,
     /// Whether the settings come from a `[[streams]]` entry.
     pub configured: bool,
 }
@@ -279,6 +306,7 @@ impl StreamSettings {
             key_format: None,
             partition_by: Vec::new(),
             sort_by: Vec::new(),
+            change_events: ChangeEvents::None,
             configured: false,
         }
     }
@@ -302,6 +330,7 @@ impl From<&StreamConfig> for StreamSettings {
             key_format: entry.key_format,
             partition_by: entry.partition_by.clone(),
             sort_by: entry.sort_by.clone(),
+            change_events: entry.change_events,
             configured: true,
         }
     }

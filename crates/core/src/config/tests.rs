@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use super::*;
 
+mod change_events;
 mod engines;
 mod errors;
 mod registry;

@@ -9,9 +9,10 @@ use regex::Regex;
 use crate::columns::{KAFKA_KEY, METADATA_COLUMNS};
 
 use super::{
-    is_identifier, resolve_delete_format, ConfigProblem, EngineTarget, JobConfig, StreamConfig,
-    StreamMode,
+    is_identifier, resolve_delete_format, ChangeEvents, ConfigProblem, EngineTarget, JobConfig,
+    StreamConfig, StreamMode,
 };
+use crate::registry::ValueFormat;
 
 fn push(out: &mut Vec<ConfigProblem>, field: impl Into<String>, message: impl Into<String>) {
     out.push(ConfigProblem::new(field, message));
@@ -56,6 +57,7 @@ pub(super) fn streams(config: &JobConfig, out: &mut Vec<ConfigProblem>) {
             StreamMode::Append => append_stream(s, &at, out),
         }
         stream_formats(config, s, &at, out);
+        change_events(s, &at, out);
         if let Err(problems) = super::parse_partition_by(&s.partition_by, s.columns.as_deref()) {
             for problem in problems {
                 push(out, at("partition_by"), problem);
@@ -150,7 +152,7 @@ fn upsert_stream(
     out: &mut Vec<ConfigProblem>,
 ) {
     let topic = s.topic.as_str();
-    if s.dedup_keys.is_empty() {
+    if s.dedup_keys.is_empty() && s.change_events == ChangeEvents::None {
         push(
             out,
             at("dedup_keys"),
@@ -175,6 +177,27 @@ fn upsert_stream(
                 format!("{message} (upsert stream \"{topic}\")"),
             );
         }
+    }
+}
+
+/// A stream of change events: upsert mode, JSON values.
+fn change_events(s: &StreamConfig, at: &dyn Fn(&str) -> String, out: &mut Vec<ConfigProblem>) {
+    if s.change_events == ChangeEvents::None {
+        return;
+    }
+    if s.mode != StreamMode::Upsert {
+        push(
+            out,
+            at("mode"),
+            format!("change events keep the source table's rows: set mode = \"upsert\" on \"{}\" (an append of the events themselves is not supported yet)", s.topic),
+        );
+    }
+    if let Some(format) = s.value_format.filter(|f| *f != ValueFormat::Json) {
+        push(
+            out,
+            at("value_format"),
+            format!("change events are read as JSON; {format} values are not supported yet: remove value_format on \"{}\" or set it to \"json\"", s.topic),
+        );
     }
 }
 

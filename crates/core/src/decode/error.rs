@@ -105,6 +105,10 @@ pub enum DecodeErrorKind {
     /// `long`, decimal precision, new struct fields): `(field, new type)`.
     /// Change the columns, rebuild the decoder and append the record again.
     Widen(Vec<(String, ColumnType)>),
+    /// A stream of change events (`change_events`): the value is not an
+    /// event, or not one that is a row change, or a field's value does not
+    /// have the form its schema says.
+    ChangeEvent { reason: String },
 }
 
 impl DecodeError {
@@ -203,6 +207,7 @@ impl fmt::Display for DecodeError {
                 write!(f, "value does not follow its schema id {schema_id}: {reason}")
             }
             DecodeErrorKind::Registry(e) => write!(f, "{e}"),
+            DecodeErrorKind::ChangeEvent { reason } => write!(f, "change event: {reason}"),
             DecodeErrorKind::Widen(fields) => {
                 for (i, (name, ty)) in fields.iter().enumerate() {
                     let sep = if i == 0 { "" } else { ", " };

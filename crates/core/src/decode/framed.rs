@@ -335,7 +335,7 @@ pub(crate) fn plan_message(
 /// read into these columns yet: fields without a column (unknown, typed;
 /// with the stream's `columns` list, fields outside it are read past),
 /// columns that must widen, or a column Iceberg cannot change.
-fn place(
+pub(crate) fn place(
     id: u32,
     wanted: &[(&str, Option<ColumnType>)],
     columns: &Columns<'_>,
@@ -379,7 +379,7 @@ fn place(
 }
 
 /// The payload columns no writer field fills (they read null).
-fn absent_columns(columns: &Columns<'_>, targets: &[Option<usize>]) -> Vec<usize> {
+pub(crate) fn absent_columns(columns: &Columns<'_>, targets: &[Option<usize>]) -> Vec<usize> {
     columns
         .payload
         .iter()

@@ -20,6 +20,13 @@ use crate::registry::{framing, ValueFormat};
 /// The prefix of a dedup key that names a field of the message key.
 pub const KEY_FIELD_PREFIX: &str = "_kafka_key.";
 
+/// The dedup key of every field of a JSON message key, in the key's order
+/// (a change stream's default: Debezium's key holds the primary key).
+pub const ALL_KEY_FIELDS: &str = "_kafka_key.*";
+
+/// The field name [`ALL_KEY_FIELDS`] gives.
+const ALL: &str = "*";
+
 /// One `_kafka_key.<field>` part of a dedup key.
 pub(crate) struct KeyField {
     /// The field's name in the key.
@@ -59,6 +66,13 @@ impl KeyField {
             return Err(DecodeErrorKind::NullKey);
         };
         let framed = framing(key).filter(|_| self.format != ValueFormat::Json);
+        if framed.is_some() && self.name == ALL {
+            return Err(DecodeErrorKind::ChangeEvent {
+                reason: "the message key is registry-encoded: name its fields in dedup_keys \
+                         (\"_kafka_key.<field>\")"
+                    .into(),
+            });
+        }
         match (registry, framed) {
             (Some(registry), Some(f)) => {
                 self.encode_framed(registry, f.schema_id, &key[f.body_start..], out)
@@ -127,26 +141,55 @@ impl KeyField {
         };
         let object: serde_json::Map<String, serde_json::Value> =
             serde_json::from_slice(key).map_err(|e| not_json(e.to_string()))?;
-        let value = match object.get(&self.name) {
-            None | Some(serde_json::Value::Null) => return Err(DecodeErrorKind::NullKey),
-            Some(serde_json::Value::Bool(b)) => KeyValue::Boolean(*b),
-            Some(serde_json::Value::Number(n)) => match n.as_i64() {
-                Some(v) => KeyValue::Long(v),
-                None => KeyValue::Double(n.as_f64().unwrap_or(f64::NAN)),
-            },
-            Some(serde_json::Value::String(s)) => {
-                encode_key_value(out, &KeyValue::String(s));
-                return Ok(());
+        let object = connect_payload(&object).unwrap_or(&object);
+        if self.name == ALL {
+            if object.is_empty() {
+                return Err(DecodeErrorKind::NullKey);
             }
-            Some(other) => {
-                let text = other.to_string();
-                encode_key_value(out, &KeyValue::String(&text));
-                return Ok(());
+            for value in object.values() {
+                encode_json_value(value, out)?;
             }
-        };
-        encode_key_value(out, &value);
-        Ok(())
+            return Ok(());
+        }
+        encode_json_value(
+            object.get(&self.name).unwrap_or(&serde_json::Value::Null),
+            out,
+        )
     }
+}
+
+/// A key written by Kafka Connect's JSON converter with its schema
+/// (`{"schema": .., "payload": {..}}`): the payload.
+fn connect_payload(
+    object: &serde_json::Map<String, serde_json::Value>,
+) -> Option<&serde_json::Map<String, serde_json::Value>> {
+    if object.len() != 2 || !object.contains_key("schema") {
+        return None;
+    }
+    object.get("payload")?.as_object()
+}
+
+/// One JSON key value as a key value is encoded.
+fn encode_json_value(value: &serde_json::Value, out: &mut Vec<u8>) -> Result<(), DecodeErrorKind> {
+    let value = match value {
+        serde_json::Value::Null => return Err(DecodeErrorKind::NullKey),
+        serde_json::Value::Bool(b) => KeyValue::Boolean(*b),
+        serde_json::Value::Number(n) => match n.as_i64() {
+            Some(v) => KeyValue::Long(v),
+            None => KeyValue::Double(n.as_f64().unwrap_or(f64::NAN)),
+        },
+        serde_json::Value::String(s) => {
+            encode_key_value(out, &KeyValue::String(s));
+            return Ok(());
+        }
+        other => {
+            let text = other.to_string();
+            encode_key_value(out, &KeyValue::String(&text));
+            return Ok(());
+        }
+    };
+    encode_key_value(out, &value);
+    Ok(())
 }
 
 /// How to read field `name` of a key written with `parsed`.

@@ -55,6 +55,7 @@
 
 mod avro;
 mod buffer;
+mod debezium;
 mod error;
 pub mod fit;
 mod flat;
@@ -74,10 +75,11 @@ use arrow_schema::SchemaRef;
 use serde::de::{Deserializer as _, IgnoredAny};
 
 pub use avro::{parse_uuid, AvroType};
+pub use debezium::{change_columns, ChangeColumns};
 pub use error::{DecodeError, DecodeErrorKind, UnknownField};
 pub use framed::RegistryValues;
 use key_field::KeyField;
-pub use key_field::KEY_FIELD_PREFIX;
+pub use key_field::{ALL_KEY_FIELDS, KEY_FIELD_PREFIX};
 pub use protobuf::{ProtoField, ProtoMessage, ProtoSchema};
 pub use schema_error::{SchemaError, SchemaErrorKind};
 
@@ -131,6 +133,9 @@ pub struct DecoderOptions {
     /// `_kafka_key.<field>` dedup keys: `auto` reads framed keys by their
     /// schema and others as JSON objects.
     pub key_format: crate::ValueFormat,
+    /// Whether values are change events (`change_events`), read by
+    /// [`debezium`]'s rules.
+    pub change_events: crate::config::ChangeEvents,
 }
 
 impl DecoderOptions {
@@ -143,6 +148,7 @@ impl DecoderOptions {
             payload_fields: None,
             registry: None,
             key_format: crate::ValueFormat::Auto,
+            change_events: crate::config::ChangeEvents::None,
         }
     }
 }
@@ -212,6 +218,10 @@ pub struct BatchDecoder {
     /// What `flat_skip` is set to when the flat reader gives a message
     /// back: [`FLAT_SKIP`] (tests also try 0 and `u32::MAX`).
     flat_pause: u32,
+    /// `change_events`: whether values are change events.
+    change_events: crate::config::ChangeEvents,
+    /// Connect schemas of change events compiled for these columns.
+    change_plans: debezium::ChangePlans,
 }
 
 /// JSON messages read by serde alone after one the flat reader gave back.
@@ -323,6 +333,8 @@ impl BatchDecoder {
             wire: protobuf::Scratch::default(),
             flat_skip: 0,
             flat_pause: FLAT_SKIP,
+            change_events: options.change_events,
+            change_plans: debezium::ChangePlans::default(),
         })
     }
 
@@ -379,6 +391,9 @@ impl BatchDecoder {
 
     /// Decodes one record into a new row. On error nothing was appended.
     pub fn append(&mut self, record: &SourceRecord<'_>) -> Result<(), DecodeError> {
+        if self.change_events == crate::config::ChangeEvents::Debezium {
+            return self.append_change(record);
+        }
         let Some(value) = record.value else {
             return Err(error(record, None, DecodeErrorKind::Tombstone));
         };

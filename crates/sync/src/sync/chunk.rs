@@ -61,6 +61,8 @@ pub(super) struct TableShared {
     pub(super) payload_fields: Option<Arc<HashSet<String>>>,
     pub(super) registry: Option<Arc<RegistryValues>>,
     pub(super) key_format: ValueFormat,
+    /// Whether values are change events (`change_events`).
+    pub(super) change_events: topicberg_core::config::ChangeEvents,
     pub(super) failed: AtomicBool,
     pub(super) skipped: AtomicU64,
 }
@@ -181,6 +183,7 @@ impl<'a> ChunkWriter<'a> {
         options.payload_fields = table.payload_fields.clone();
         options.registry = table.registry.clone();
         options.key_format = table.key_format;
+        options.change_events = table.change_events;
         let (columns, version) = table.columns.lock().expect("columns").current();
         let decoder = BatchDecoder::new(&columns, options.clone())?;
         Ok(Self {

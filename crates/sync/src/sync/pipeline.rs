@@ -52,6 +52,8 @@ pub struct TableInput {
     pub registry: Option<Arc<RegistryValues>>,
     /// How the message keys are encoded (`key_format`).
     pub key_format: ValueFormat,
+    /// Whether values are change events (`change_events`).
+    pub change_events: topicberg_core::config::ChangeEvents,
 }
 
 /// One table's outcome.
@@ -279,6 +281,7 @@ impl TableShared {
             payload_fields: t.payload_fields.clone(),
             registry: t.registry.clone(),
             key_format: t.key_format,
+            change_events: t.change_events,
             failed: AtomicBool::new(false),
             skipped: AtomicU64::new(0),
         }

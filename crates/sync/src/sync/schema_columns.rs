@@ -120,6 +120,13 @@ fn merge(
             }
         }
     }
+    named_columns(fields)
+}
+
+/// Payload fields with their column names, as the decoder names them.
+pub(super) fn named_columns(
+    fields: Vec<(String, ColumnType)>,
+) -> Result<Vec<(String, ColumnType)>, SampleError> {
     let mut names = ColumnNames::new();
     fields
         .into_iter()

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-use topicberg_core::config::OnInvalid;
+use topicberg_core::config::{ChangeEvents, OnInvalid};
 use topicberg_core::{Job, RegistryValues, TableColumns, TableSettings};
 use topicberg_iceberg::{CatalogErrorKind, Destination, IcebergErrorKind, TableHandle};
 use topicberg_kafka::{
@@ -267,6 +267,16 @@ async fn create_table(
         .map(|k| Arc::new(k.iter().cloned().collect()));
     let skip_invalid = settings.on_invalid != OnInvalid::Fail;
     let payload = match registry {
+        _ if settings.change_events != ChangeEvents::None => {
+            super::change_columns::sample_change_columns(
+                &ctx.connection,
+                &ctx.drain,
+                &sample,
+                skip_invalid,
+                keep,
+                ctx.job.tuning.max_columns,
+            )?
+        }
         Some(registry) => super::schema_columns::sample_columns(
             &ctx.connection,
             &ctx.drain,
@@ -380,6 +390,7 @@ pub(super) fn prepare_inputs(job: &Job, destination: &Destination, tables: &mut 
                     max_columns: job.tuning.max_columns,
                     registry: state.registry.clone(),
                     key_format: settings.key_format,
+                    change_events: settings.change_events,
                 });
             }
             Err(e) => state.fail(Stage::Columns, e),

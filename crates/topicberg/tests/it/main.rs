@@ -7,6 +7,8 @@
 
 mod catalog_faults;
 mod catalog_smoke;
+mod cdc_debezium;
+mod cdc_testbed;
 mod cloud_storage;
 mod error_messages;
 mod fault_injection;

@@ -15,6 +15,8 @@ use topicberg_kafka::KafkaConnection;
 
 use crate::testbed::{command, get, repo_root, unique_name};
 
+pub mod cdc;
+
 /// The PLAINTEXT listener.
 pub fn plaintext() -> KafkaConnection {
     KafkaConnection::plaintext(get("TESTBED_KAFKA_BOOTSTRAP"))

@@ -165,6 +165,7 @@ pub fn setup(
         }),
         registry: None,
         key_format: crate::ValueFormat::Auto,
+        change_events: crate::config::ChangeEvents::None,
     };
     (columns, options)
 }

@@ -1,0 +1,51 @@
+//! `[[streams]] change_events`: what it needs, and what it resolves to.
+
+use super::*;
+use crate::decode::ALL_KEY_FIELDS;
+use crate::registry::ValueFormat;
+use crate::{DedupKeys, Job};
+
+#[test]
+fn a_debezium_stream_needs_upsert_and_json_values() {
+    one_problem(
+        &stream("change_events = \"debezium\"\n"),
+        "streams[0].mode",
+        "set mode = \"upsert\"",
+    );
+    let found = problems(&stream(
+        "mode = \"upsert\"\nchange_events = \"debezium\"\nvalue_format = \"avro\"\n",
+    ));
+    assert!(
+        found
+            .iter()
+            .any(|p| p.starts_with("streams[0].value_format: ")
+                && p.contains("avro values are not supported yet")),
+        "{found:#?}"
+    );
+    // No dedup_keys needed.
+    load(&stream("mode = \"upsert\"\nchange_events = \"debezium\"\n")).unwrap();
+}
+
+#[test]
+fn a_debezium_stream_keys_on_every_field_of_the_message_key_unless_told() {
+    let resolve = |body: &str| {
+        let config = load(&stream(body)).unwrap();
+        Job::resolve(&config).unwrap().table_for("orders")
+    };
+    let t = resolve("mode = \"upsert\"\nchange_events = \"debezium\"\n");
+    assert_eq!(t.change_events, ChangeEvents::Debezium);
+    assert_eq!(t.value_format, Some(ValueFormat::Json));
+    assert_eq!(
+        t.upsert().unwrap().keys,
+        DedupKeys::Columns(vec![ALL_KEY_FIELDS.to_owned()])
+    );
+    let named = resolve(
+        "mode = \"upsert\"\nchange_events = \"debezium\"\ndedup_keys = [\"_kafka_key.id\"]\n",
+    );
+    assert_eq!(
+        named.upsert().unwrap().keys,
+        DedupKeys::Columns(vec!["_kafka_key.id".to_owned()])
+    );
+    let plain = resolve("mode = \"upsert\"\ndedup_keys = [\"id\"]\n");
+    assert_eq!(plain.change_events, ChangeEvents::None);
+}

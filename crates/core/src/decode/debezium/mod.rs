@@ -1,0 +1,266 @@
+//! Debezium change events (`change_events = "debezium"`): the row is the
+//! event's `after`, its operation decides what happens to the key.
+//!
+//! - A JSON value written with `schemas.enable=true` (`{"schema": ..,
+//!   "payload": ..}`) is read by its Connect schema: each field of `after`
+//!   gets the exact column type its schema names ([`schema`]), and a field
+//!   the table lacks is reported as an unknown field of that type, so the
+//!   table evolves as for a registry schema. The plan for a schema is made
+//!   once per decoder (keyed by the schema's text).
+//! - Without the schema (`schemas.enable=false`) `after` is read as any
+//!   JSON object: types are inferred from the values, so a decimal Debezium
+//!   wrote as base64 bytes becomes a string column of that base64 text; use
+//!   `schemas.enable=true` (or Debezium's `decimal.handling.mode=string`).
+//! - `op` `c` (create), `r` (snapshot read) and `u` (update) give the row;
+//!   `d` (delete) is a [`DecodeErrorKind::Tombstone`], which an upsert
+//!   table turns into a delete of the message key's row, as it does for
+//!   the Kafka tombstone that follows it. `t` (truncate), `m` (message) and
+//!   anything else are not rows: [`DecodeErrorKind::ChangeEvent`].
+//! - Debezium's placeholder for a value it did not read
+//!   (`__debezium_unavailable_value`, an unchanged TOASTed column) is never
+//!   written: the event fails naming the field.
+
+pub(crate) mod schema;
+#[cfg(test)]
+mod tests;
+mod value;
+
+use std::collections::hash_map::DefaultHasher;
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use super::error::DecodeErrorKind;
+use super::{error, BatchDecoder};
+use crate::columns::ColumnType;
+use crate::record::SourceRecord;
+use schema::{after_fields, ConnectSchema, Read};
+use value::Bad;
+
+pub(crate) use value::UNAVAILABLE;
+
+/// The parts of an event this module reads, borrowed from the message.
+struct Event<'a> {
+    op: String,
+    after: Option<&'a RawValue>,
+    schema: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+struct Top<'a> {
+    #[serde(borrow, default)]
+    schema: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    payload: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    after: Option<&'a RawValue>,
+    #[serde(default)]
+    op: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct Payload<'a> {
+    #[serde(borrow, default)]
+    after: Option<&'a RawValue>,
+    #[serde(default)]
+    op: Option<String>,
+}
+
+/// The event in `value`, or why it is not one.
+fn event(value: &[u8]) -> Result<Event<'_>, DecodeErrorKind> {
+    let bad = |reason: String| DecodeErrorKind::ChangeEvent { reason };
+    let top: Top<'_> = serde_json::from_slice(value).map_err(|e| bad(format!("not JSON: {e}")))?;
+    let (op, after) = match top.payload {
+        Some(payload) if top.op.is_none() => {
+            let p: Payload<'_> = serde_json::from_str(payload.get())
+                .map_err(|e| bad(format!("payload is not an object: {e}")))?;
+            (p.op, p.after)
+        }
+        _ => (top.op, top.after),
+    };
+    let op = op.ok_or_else(|| bad("no `op` field (is this a Debezium change event?)".into()))?;
+    Ok(Event {
+        op,
+        after,
+        schema: top.schema,
+    })
+}
+
+/// The columns an event's `after` gives: typed from its Connect schema,
+/// or `Untyped` with `after`'s JSON for inference. `None`: the event has
+/// no row (a delete, a truncate, a tombstone).
+pub enum ChangeColumns<'a> {
+    /// From the Connect schema, in field order.
+    Typed(Vec<(String, ColumnType)>),
+    /// `after` as JSON, to infer from.
+    Untyped(&'a [u8]),
+}
+
+/// The decode error for a value that could not be read.
+fn bad_kind(bad: Bad) -> DecodeErrorKind {
+    match bad {
+        Bad::Full => DecodeErrorKind::BatchFull,
+        Bad::Unavailable => DecodeErrorKind::ChangeEvent {
+            reason: format!(
+                "Debezium did not send this value ({UNAVAILABLE}: an unchanged TOASTed \
+                 column); set REPLICA IDENTITY FULL on the source table"
+            ),
+        },
+        Bad::Form(reason) => DecodeErrorKind::ChangeEvent { reason },
+    }
+}
+
+/// The columns of the change event `value` (see [`ChangeColumns`]).
+pub fn change_columns(value: &[u8]) -> Result<Option<ChangeColumns<'_>>, DecodeErrorKind> {
+    let bad = |reason: String| DecodeErrorKind::ChangeEvent { reason };
+    let event = event(value)?;
+    let Some(after) = event
+        .after
+        .filter(|_| matches!(event.op.as_str(), "c" | "r" | "u"))
+    else {
+        return Ok(None);
+    };
+    match event.schema {
+        None => Ok(Some(ChangeColumns::Untyped(after.get().as_bytes()))),
+        Some(schema) => {
+            let parsed: ConnectSchema = serde_json::from_str(schema.get())
+                .map_err(|e| bad(format!("schema is not a Connect schema: {e}")))?;
+            let fields = after_fields(&parsed).map_err(|e| bad(e.to_string()))?;
+            Ok(Some(ChangeColumns::Typed(
+                fields.into_iter().map(|(n, t, _)| (n, t)).collect(),
+            )))
+        }
+    }
+}
+
+/// How a Connect schema's `after` is read into these columns.
+pub(crate) enum ChangePlan {
+    Read {
+        /// Field name, its column (`None`: read past), how.
+        fields: Vec<(String, Option<usize>, Read)>,
+        /// Payload columns no field fills.
+        absent: Vec<usize>,
+    },
+    Fails(DecodeErrorKind),
+}
+
+/// Plans by the hash of their schema's text (the text kept to tell a
+/// collision).
+pub(crate) type ChangePlans = HashMap<u64, (String, ChangePlan)>;
+
+impl BatchDecoder {
+    /// A change event into a new row (see the [module docs](self)).
+    pub(super) fn append_change(
+        &mut self,
+        record: &SourceRecord<'_>,
+    ) -> Result<(), super::DecodeError> {
+        let Some(value) = record.value else {
+            return Err(error(record, None, DecodeErrorKind::Tombstone));
+        };
+        let bad = |reason: String| error(record, None, DecodeErrorKind::ChangeEvent { reason });
+        let event = event(value).map_err(|kind| error(record, None, kind))?;
+        match event.op.as_str() {
+            "c" | "r" | "u" => {}
+            "d" => return Err(error(record, None, DecodeErrorKind::Tombstone)),
+            "t" => return Err(bad("a truncate (`op` t) is not applied yet".into())),
+            other => return Err(bad(format!("`op` {other:?} is not a row change"))),
+        }
+        let Some(after) = event.after else {
+            return Err(bad(format!("`op` {} without `after`", event.op)));
+        };
+        match event.schema {
+            None => self.append_json(record, after.get().as_bytes()),
+            Some(schema) => self.append_typed(record, schema.get(), after.get()),
+        }
+    }
+
+    /// `after` read by the plan of its Connect schema.
+    fn append_typed(
+        &mut self,
+        record: &SourceRecord<'_>,
+        schema: &str,
+        after: &str,
+    ) -> Result<(), super::DecodeError> {
+        let mut hasher = DefaultHasher::new();
+        schema.hash(&mut hasher);
+        let key = hasher.finish();
+        if self
+            .change_plans
+            .get(&key)
+            .is_none_or(|(text, _)| text != schema)
+        {
+            let plan = self.change_plan(schema, (record.partition, record.offset));
+            self.change_plans.insert(key, (schema.to_owned(), plan));
+        }
+        let row = self.rows;
+        let unknown_mark = self.unknown.len();
+        let object: serde_json::Map<String, serde_json::Value> = serde_json::from_str(after)
+            .map_err(|e| {
+                let reason = format!("`after` is not an object: {e}");
+                error(record, None, DecodeErrorKind::ChangeEvent { reason })
+            })?;
+        let (fields, absent) = match &self.change_plans[&key].1 {
+            ChangePlan::Fails(kind) => return Err(error(record, None, kind.clone())),
+            ChangePlan::Read { fields, absent } => (fields, absent),
+        };
+        let null = serde_json::Value::Null;
+        let mut failed = None;
+        for (name, target, read) in fields {
+            let Some(column) = target else { continue };
+            let v = object.get(name).unwrap_or(&null);
+            if let Err(bad) = value::push(read, v, &mut self.buffers[*column]) {
+                failed = Some((name.clone(), bad));
+                break;
+            }
+        }
+        if failed.is_none() {
+            for &c in absent {
+                self.buffers[c].push_null();
+            }
+        }
+        if let Some((field, bad)) = failed {
+            self.rollback(row, unknown_mark);
+            return Err(error(record, Some(field), bad_kind(bad)));
+        }
+        self.finish_row(record, row, unknown_mark)
+    }
+
+    /// The plan for the envelope schema `text` against these columns.
+    fn change_plan(&self, text: &str, at: (i32, i64)) -> ChangePlan {
+        let fails = |reason: String| ChangePlan::Fails(DecodeErrorKind::ChangeEvent { reason });
+        let parsed: ConnectSchema = match serde_json::from_str(text) {
+            Ok(p) => p,
+            Err(e) => return fails(format!("schema is not a Connect schema: {e}")),
+        };
+        let fields = match after_fields(&parsed) {
+            Ok(f) => f,
+            Err(e) => return fails(e.to_string()),
+        };
+        let lookup = |name: &str| self.fields.by_name.get(name).copied();
+        let columns = self.columns(&lookup);
+        let wanted: Vec<(&str, Option<ColumnType>)> = fields
+            .iter()
+            .map(|(n, t, _)| (n.as_str(), Some(t.clone())))
+            .collect();
+        let targets = match super::framed::place(0, &wanted, &columns, None, at) {
+            Ok(t) => t,
+            Err(DecodeErrorKind::SchemaMismatch { reason, .. }) => {
+                return fails(format!(
+                    "the Connect schema does not fit the table: {reason}"
+                ))
+            }
+            Err(kind) => return ChangePlan::Fails(kind),
+        };
+        let absent = super::framed::absent_columns(&columns, &targets);
+        ChangePlan::Read {
+            fields: fields
+                .into_iter()
+                .zip(targets)
+                .map(|((n, _, r), t)| (n, t, r))
+                .collect(),
+            absent,
+        }
+    }
+}

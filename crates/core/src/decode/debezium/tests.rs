@@ -1,0 +1,274 @@
+//! Debezium change events into rows: types from the Connect schema, the
+//! operations, the placeholder of unsent values, keys.
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::{Date32Type, Decimal128Type, Int32Type, TimestampMicrosecondType};
+use arrow_array::{Array, RecordBatch};
+use serde_json::json;
+
+use crate::columns::ColumnType;
+use crate::config::ChangeEvents;
+use crate::decode::{BatchDecoder, DecodeErrorKind, DecoderOptions, IdMode, ALL_KEY_FIELDS};
+use crate::record::SourceRecord;
+use crate::TableColumns;
+
+fn field(name: &str, ty: &str, semantic: Option<&str>) -> serde_json::Value {
+    let mut f = json!({"type": ty, "optional": true, "field": name});
+    if let Some(s) = semantic {
+        f["name"] = json!(s);
+    }
+    f
+}
+
+/// The envelope schema of a table `(id int, amount numeric(12,3), at
+/// timestamptz, d date, u uuid, j jsonb, b bytea, tags text[])`, as
+/// Debezium's PostgreSQL connector writes it, plus `extra` fields.
+fn envelope_schema(extra: &[serde_json::Value]) -> serde_json::Value {
+    let mut amount = field(
+        "amount",
+        "bytes",
+        Some("org.apache.kafka.connect.data.Decimal"),
+    );
+    amount["parameters"] = json!({"scale": "3", "connect.decimal.precision": "12"});
+    let mut fields = vec![
+        json!({"type": "int32", "optional": false, "field": "id"}),
+        amount,
+        field("at", "string", Some("io.debezium.time.ZonedTimestamp")),
+        field("d", "int32", Some("io.debezium.time.Date")),
+        field("u", "string", Some("io.debezium.data.Uuid")),
+        field("j", "string", Some("io.debezium.data.Json")),
+        field("b", "bytes", None),
+        json!({"type": "array", "optional": true, "field": "tags",
+               "items": {"type": "string", "optional": true}}),
+    ];
+    fields.extend(extra.iter().cloned());
+    let value =
+        json!({"type": "struct", "optional": true, "name": "p.public.t.Value", "fields": fields});
+    let mut before = value.clone();
+    before["field"] = json!("before");
+    let mut after = value;
+    after["field"] = json!("after");
+    json!({"type": "struct", "name": "p.public.t.Envelope", "fields": [
+        before, after,
+        {"type": "struct", "field": "source", "fields": []},
+        {"type": "string", "optional": false, "field": "op"},
+        {"type": "int64", "optional": true, "field": "ts_ms"}
+    ]})
+}
+
+fn event(schema: Option<&serde_json::Value>, op: &str, after: serde_json::Value) -> String {
+    let payload =
+        json!({"before": null, "after": after, "source": {"lsn": 1}, "op": op, "ts_ms": 1});
+    match schema {
+        Some(s) => json!({"schema": s, "payload": payload}).to_string(),
+        None => payload.to_string(),
+    }
+}
+
+fn row() -> serde_json::Value {
+    json!({"id": 1, "amount": "AeJA", "at": "2026-12-07T01:02:03.456789Z", "d": 20429,
+           "u": "6f1c2c1e-8a7b-4c2d-9e0f-0123456789ab", "j": "{\"a\": [1, 2]}",
+           "b": "AAEC", "tags": ["x", null, "z"]})
+}
+
+fn record<'a>(offset: i64, key: &'a str, value: Option<&'a str>) -> SourceRecord<'a> {
+    SourceRecord {
+        topic: "p.public.t",
+        partition: 0,
+        offset,
+        timestamp_ms: Some(1_000),
+        key: Some(key.as_bytes()),
+        value: value.map(str::as_bytes),
+    }
+}
+
+fn decoder(payload: &[(String, ColumnType)]) -> BatchDecoder {
+    let columns = TableColumns::for_new_table(payload).unwrap();
+    let mut options = DecoderOptions::append(0);
+    options.id_mode = IdMode::Upsert {
+        key_columns: vec![ALL_KEY_FIELDS.to_owned()],
+    };
+    options.change_events = ChangeEvents::Debezium;
+    BatchDecoder::new(&columns, options).unwrap()
+}
+
+/// The columns a first event asks for, as the sync adds them.
+fn typed_columns(value: &str) -> Vec<(String, ColumnType)> {
+    let e = decoder(&[])
+        .append(&record(0, "{}", Some(value)))
+        .unwrap_err();
+    let DecodeErrorKind::UnknownFields(fields) = e.kind else {
+        panic!("{e}")
+    };
+    fields
+        .iter()
+        .map(|f| (f.name.clone(), f.column_type()))
+        .collect()
+}
+
+fn column<'a>(batch: &'a RecordBatch, name: &str) -> &'a dyn Array {
+    batch.column_by_name(name).unwrap().as_ref()
+}
+
+#[test]
+fn the_connect_schema_gives_each_field_its_exact_type_and_value() {
+    let schema = envelope_schema(&[]);
+    let value = event(Some(&schema), "c", row());
+    let columns = typed_columns(&value);
+    let types: Vec<String> = columns.iter().map(|(n, t)| format!("{n} {t}")).collect();
+    assert_eq!(
+        types,
+        [
+            "id int",
+            "amount decimal(12,3)",
+            "at timestamptz",
+            "d date",
+            "u uuid",
+            "j string",
+            "b binary",
+            "tags list<string>"
+        ]
+    );
+    let mut d = decoder(&columns);
+    d.append(&record(0, r#"{"id":1}"#, Some(&value))).unwrap();
+    let b = d.finish();
+    assert_eq!(column(&b, "id").as_primitive::<Int32Type>().value(0), 1);
+    // 0x01e240 = 123456, scale 3.
+    let amount = column(&b, "amount").as_primitive::<Decimal128Type>();
+    assert_eq!(amount.value_as_string(0), "123.456");
+    let at = column(&b, "at").as_primitive::<TimestampMicrosecondType>();
+    assert_eq!(at.value(0), 1_796_605_323_456_789);
+    assert_eq!(column(&b, "d").as_primitive::<Date32Type>().value(0), 20429);
+    assert_eq!(
+        column(&b, "u").as_fixed_size_binary().value(0),
+        [
+            0x6f, 0x1c, 0x2c, 0x1e, 0x8a, 0x7b, 0x4c, 0x2d, 0x9e, 0x0f, 0x01, 0x23, 0x45, 0x67,
+            0x89, 0xab
+        ]
+    );
+    assert_eq!(
+        column(&b, "j").as_string::<i32>().value(0),
+        r#"{"a": [1, 2]}"#
+    );
+    assert_eq!(column(&b, "b").as_binary::<i64>().value(0), [0, 1, 2]);
+    let tags = column(&b, "tags").as_list::<i32>().value(0);
+    let tags = tags.as_string::<i32>();
+    assert_eq!(
+        (tags.value(0), tags.is_null(1), tags.value(2)),
+        ("x", true, "z")
+    );
+}
+
+#[test]
+fn deletes_and_tombstones_delete_the_key_and_other_operations_are_not_rows() {
+    let schema = envelope_schema(&[]);
+    let columns = typed_columns(&event(Some(&schema), "c", row()));
+    let mut d = decoder(&columns);
+    let delete = event(Some(&schema), "d", serde_json::Value::Null);
+    let kind = |d: &mut BatchDecoder, v: Option<&str>| {
+        d.append(&record(5, r#"{"id":1}"#, v)).unwrap_err().kind
+    };
+    assert_eq!(kind(&mut d, Some(&delete)), DecodeErrorKind::Tombstone);
+    assert_eq!(kind(&mut d, None), DecodeErrorKind::Tombstone);
+    let truncate = event(Some(&schema), "t", serde_json::Value::Null);
+    let e = d.append(&record(6, "{}", Some(&truncate))).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "p.public.t[0]@6: change event: a truncate (`op` t) is not applied yet"
+    );
+    let e = d
+        .append(&record(7, "{}", Some(r#"{"id": 1}"#)))
+        .unwrap_err();
+    assert!(e.to_string().contains("no `op` field"), "{e}");
+    assert_eq!(d.len(), 0);
+}
+
+#[test]
+fn the_placeholder_of_an_unsent_value_fails_the_event_naming_the_field() {
+    let schema = envelope_schema(&[field("note", "string", None)]);
+    let columns = typed_columns(&event(Some(&schema), "c", row()));
+    let mut d = decoder(&columns);
+    let mut after = row();
+    after["note"] = json!(super::UNAVAILABLE);
+    let e = d
+        .append(&record(
+            9,
+            r#"{"id":1}"#,
+            Some(&event(Some(&schema), "u", after)),
+        ))
+        .unwrap_err();
+    assert_eq!(e.field.as_deref(), Some("note"));
+    assert!(e.to_string().contains("REPLICA IDENTITY FULL"), "{e}");
+    assert_eq!(d.len(), 0, "nothing of the event is left in the batch");
+    d.append(&record(
+        10,
+        r#"{"id":1}"#,
+        Some(&event(Some(&schema), "u", row())),
+    ))
+    .unwrap();
+    assert_eq!(d.len(), 1);
+}
+
+#[test]
+fn a_new_field_of_a_later_schema_is_an_unknown_field_of_its_type() {
+    let first = envelope_schema(&[]);
+    let columns = typed_columns(&event(Some(&first), "r", row()));
+    let mut d = decoder(&columns);
+    let mut grown = envelope_schema(&[field(
+        "at_local",
+        "int64",
+        Some("io.debezium.time.MicroTimestamp"),
+    )]);
+    grown["name"] = json!("p.public.t.Envelope");
+    let mut after = row();
+    after["at_local"] = json!(1_000_001);
+    let e = d
+        .append(&record(
+            3,
+            r#"{"id":1}"#,
+            Some(&event(Some(&grown), "u", after)),
+        ))
+        .unwrap_err();
+    let DecodeErrorKind::UnknownFields(fields) = e.kind else {
+        panic!("{e}")
+    };
+    assert_eq!(fields[0].name, "at_local");
+    assert_eq!(fields[0].column_type(), ColumnType::Timestamp);
+}
+
+#[test]
+fn without_the_schema_after_is_read_as_plain_json() {
+    let value = event(None, "u", json!({"id": 3, "name": "ann"}));
+    let columns = typed_columns(&value);
+    assert_eq!(
+        columns,
+        [
+            ("id".to_owned(), ColumnType::Long),
+            ("name".to_owned(), ColumnType::String)
+        ]
+    );
+    let mut d = decoder(&columns);
+    d.append(&record(0, r#"{"id":3}"#, Some(&value))).unwrap();
+    assert_eq!(d.len(), 1);
+}
+
+#[test]
+fn a_key_with_and_without_its_connect_schema_gives_one_id() {
+    let value = event(None, "c", json!({"id": 3, "name": "ann"}));
+    let columns = typed_columns(&value);
+    let id_of = |key: &str| {
+        let mut d = decoder(&columns);
+        d.append(&record(0, key, Some(&value))).unwrap();
+        let b = d.finish();
+        column(&b, "_olake_id")
+            .as_string::<i32>()
+            .value(0)
+            .to_owned()
+    };
+    let plain = id_of(r#"{"id":3}"#);
+    let wrapped = id_of(
+        r#"{"schema":{"type":"struct","fields":[{"type":"int32","field":"id"}]},"payload":{"id":3}}"#,
+    );
+    assert_eq!(plain, wrapped);
+    assert_ne!(plain, id_of(r#"{"id":4}"#));
+}

@@ -1,0 +1,65 @@
+//! A new change-event table's columns (`change_events`): the fields of the
+//! sampled events' `after`, typed from their Connect schema when the
+//! messages carry it (first-seen order; a later schema's new field comes
+//! after, a changed type is left to the drain, which widens or fails as
+//! for a registry schema), inferred from the values when they do not.
+//! Deletes, truncates and tombstones have no row and add nothing.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use topicberg_core::{change_columns, ChangeColumns, ColumnType, SchemaInference};
+use topicberg_kafka::{drain, DrainSettings, KafkaConnection, PartitionRange};
+
+use crate::sample::{MessageAt, SampleError, SampledMessage};
+
+/// The payload columns of a new table of change events sampled from
+/// `ranges`; with `skip_invalid`, a message that is not an event is left
+/// out instead of failing the sample.
+pub(super) fn sample_change_columns(
+    connection: &KafkaConnection,
+    settings: &DrainSettings,
+    ranges: &[PartitionRange],
+    skip_invalid: bool,
+    keep: Option<Arc<HashSet<String>>>,
+    max_columns: usize,
+) -> Result<Vec<(String, ColumnType)>, SampleError> {
+    let mut typed: Vec<(String, ColumnType)> = Vec::new();
+    let mut untyped = SchemaInference::new()
+        .keep_only(keep.clone())
+        .max_columns(max_columns);
+    drain(connection, ranges, settings, |record| {
+        let Some(value) = record.value else {
+            return Ok(());
+        };
+        let at = || MessageAt::of(record);
+        match change_columns(value) {
+            Ok(None) => {}
+            Ok(Some(ChangeColumns::Typed(fields))) => {
+                for (name, ty) in fields {
+                    let kept = keep.as_ref().is_none_or(|k| k.contains(&name));
+                    if kept && !typed.iter().any(|(n, _)| *n == name) {
+                        typed.push((name, ty));
+                    }
+                }
+            }
+            Ok(Some(ChangeColumns::Untyped(after))) => {
+                if let Err(source) = untyped.add(after) {
+                    if !skip_invalid {
+                        return Err(SampledMessage::Invalid { at: at(), source });
+                    }
+                }
+            }
+            Err(_) if skip_invalid => {}
+            Err(kind) => return Err(SampledMessage::Unreadable { at: at(), kind }),
+        }
+        Ok(())
+    })
+    .map_err(SampleError::Read)?;
+    for (name, ty) in untyped.columns() {
+        if !typed.iter().any(|(n, _)| *n == name) {
+            typed.push((name, ty));
+        }
+    }
+    super::schema_columns::named_columns(typed)
+}
