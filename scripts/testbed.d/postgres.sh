@@ -9,7 +9,10 @@
 #    log $TB_RUN/postgres.log, pid (the postmaster's) $TB_RUN/postgres.pid.
 #  - PostgreSQL refuses to run as root: when the test bed runs as root, initdb,
 #    pg_ctl (and so the server) run as the `postgres` system user (`runuser`), and
-#    $PG_DIR and the log belong to it; otherwise they run as the caller.
+#    $PG_DIR and the log belong to it; otherwise they run as the caller. When that
+#    user cannot reach $TB_RUN (a clone under /root, mode 700), the cluster lives in
+#    /var/tmp/topicberg-testbed-postgres-<checksum of $TB_RUN> instead (the folder
+#    chosen is kept in $TB_RUN/postgres.dir; `down --purge` does not remove it).
 #  - max_slot_wal_keep_size bounds the WAL that replication slots left behind (a
 #    test that died before dropping its slot) can hold on disk.
 # Readiness: `psql -d topicberg -c 'show wal_level'` over TCP answers `logical`.
@@ -24,6 +27,7 @@ TB_POSTGRES_USER=postgres
 TB_POSTGRES_URL=postgresql://$TB_POSTGRES_USER@$TB_HOST:$TB_POSTGRES_PORT/$TB_POSTGRES_DB
 PG_DIR=$TB_RUN/postgres
 PG_DATA=$PG_DIR/data
+PG_DIR_FILE=$TB_RUN/postgres.dir
 PG_WAIT_S=${TB_POSTGRES_WAIT_S:-60}
 
 # _pg_as_owner CMD...: run CMD as the cluster's owner (`postgres` when we are root).
@@ -40,6 +44,28 @@ _pg_psql() {
   local db=$1; shift
   PGCONNECT_TIMEOUT=5 "$PG_PSQL" -h "$TB_HOST" -p "$TB_POSTGRES_PORT" -U "$TB_POSTGRES_USER" \
     -d "$db" -X -q -At -v ON_ERROR_STOP=1 "$@"
+}
+
+# _pg_locate: sets PG_DIR and PG_DATA (see the header), creating PG_DIR for its owner.
+_pg_locate() {
+  if [ -f "$PG_DIR_FILE" ]; then
+    PG_DIR=$(cat "$PG_DIR_FILE")
+  else
+    PG_DIR=$TB_RUN/postgres
+    mkdir -p "$PG_DIR"
+    if [ "$(id -u)" = 0 ]; then
+      chown postgres: "$PG_DIR"
+      if ! runuser -u postgres -- test -w "$PG_DIR"; then
+        rmdir "$PG_DIR" 2>/dev/null || true
+        PG_DIR=/var/tmp/topicberg-testbed-postgres-$(printf %s "$TB_RUN" | cksum | cut -d' ' -f1)
+        tb_log "postgres: the postgres user cannot reach $TB_RUN; the cluster lives in $PG_DIR"
+      fi
+    fi
+    echo "$PG_DIR" >"$PG_DIR_FILE"
+  fi
+  PG_DATA=$PG_DIR/data
+  mkdir -p "$PG_DIR"
+  [ "$(id -u)" != 0 ] || chown postgres: "$PG_DIR"
 }
 
 # postgres_install: Debian's postgresql-15 (apt) when its binaries are missing.
@@ -64,16 +90,13 @@ postgres_start() {
     tb_fail postgres "port $TB_HOST:$TB_POSTGRES_PORT is taken by a process this test bed does not know"
     return 1
   fi
-  mkdir -p "$PG_DIR"
+  mkdir -p "$TB_RUN"
+  _pg_locate
+  # The server writes its log as its owner: in PG_DIR, linked from the usual place.
+  ln -sfn "$PG_DIR/server.log" "$log"
+  log=$PG_DIR/server.log
   touch "$log"
-  if [ "$(id -u)" = 0 ]; then
-    chown postgres: "$PG_DIR" "$log"
-    # E.g. a clone under /root (mode 700): the server could not reach its own files.
-    if ! runuser -u postgres -- test -w "$PG_DIR"; then
-      tb_fail postgres "the postgres user cannot write $PG_DIR (a parent folder is closed to it); move the state with TOPICBERG_TESTBED_DIR"
-      return 1
-    fi
-  fi
+  [ "$(id -u)" != 0 ] || chown postgres: "$log"
   if [ ! -f "$PG_DATA/PG_VERSION" ]; then
     tb_log "postgres: initdb $PG_DATA"
     rm -rf "$PG_DATA"
@@ -113,6 +136,7 @@ postgres_wait() { tb_wait_until postgres "$PG_WAIT_S" postgres_ready; }
 # kill -0 still sees: the pid file goes without asking tb_pid.)
 postgres_stop() {
   local pid
+  [ ! -f "$PG_DIR_FILE" ] || _pg_locate
   if pid=$(tb_pid postgres) && [ -f "$PG_DATA/postmaster.pid" ]; then
     tb_log "stopping postgres (pid $pid)"
     if _pg_as_owner "$PG_BIN/pg_ctl" -D "$PG_DATA" -m fast -w -t 30 stop >/dev/null 2>&1; then
