@@ -61,6 +61,7 @@ pub mod fit;
 mod flat;
 mod framed;
 mod key_field;
+mod metadata;
 mod protobuf;
 mod schema_error;
 mod seed;
@@ -86,10 +87,11 @@ pub use schema_error::{SchemaError, SchemaErrorKind};
 use crate::columns::{self, metadata_column_type, TableColumns};
 use crate::infer::non_object_kind;
 use crate::names::ColumnNames;
-use crate::olake_id::{encode_append, encode_key_value, hash_hex};
+use crate::olake_id::{encode_append, hash_hex};
 use crate::record::SourceRecord;
 use buffer::ColumnBuffer;
 use framed::Plan;
+use metadata::MetadataColumns;
 use seed::{Failure, FieldIndex, Row};
 
 /// How `_olake_id` is computed (see [`crate::append_olake_id`]).
@@ -175,19 +177,6 @@ enum KeyPart {
     KeyField(KeyField),
 }
 
-/// Where each metadata column sits (absent ones are not filled).
-#[derive(Default)]
-struct MetadataColumns {
-    key: Option<usize>,
-    partition: Option<usize>,
-    offset: Option<usize>,
-    timestamp: Option<usize>,
-    id: Option<usize>,
-    op_type: Option<usize>,
-    olake_timestamp: Option<usize>,
-    cdc_timestamp: Option<usize>,
-}
-
 /// Decodes records of one table into Arrow record batches.
 pub struct BatchDecoder {
     schema: SchemaRef,
@@ -222,6 +211,9 @@ pub struct BatchDecoder {
     change_events: crate::config::ChangeEvents,
     /// Connect schemas of change events compiled for these columns.
     change_plans: debezium::ChangePlans,
+    /// The change event's source time (microseconds) while its row is
+    /// appended: its `_cdc_timestamp`.
+    change_micros: Option<i64>,
 }
 
 /// JSON messages read by serde alone after one the flat reader gave back.
@@ -335,6 +327,7 @@ impl BatchDecoder {
             flat_pause: FLAT_SKIP,
             change_events: options.change_events,
             change_plans: debezium::ChangePlans::default(),
+            change_micros: None,
         })
     }
 
@@ -592,81 +585,6 @@ impl BatchDecoder {
             payload: &self.payload,
             allowed: self.fields.allowed.as_deref(),
         }
-    }
-
-    fn append_metadata(
-        &mut self,
-        record: &SourceRecord<'_>,
-        row: usize,
-    ) -> Result<(), DecodeError> {
-        let m = &self.metadata;
-        let b = &mut self.buffers;
-        let micros = record.timestamp_ms.and_then(|ms| ms.checked_mul(1000));
-        let full = |column: usize| {
-            error(
-                record,
-                Some(self.fields.names[column].to_string()),
-                DecodeErrorKind::BatchFull,
-            )
-        };
-        if let Some(c) = m.key {
-            match record.key {
-                Some(key) => b[c].push_base64(key).map_err(|_| full(c))?,
-                None => b[c].push_null(),
-            }
-        }
-        if let Some(c) = m.partition {
-            b[c].push_i32(record.partition);
-        }
-        if let Some(c) = m.offset {
-            b[c].push_i64(record.offset);
-        }
-        for c in [m.timestamp, m.cdc_timestamp].into_iter().flatten() {
-            match micros {
-                Some(micros) => b[c].push_i64(micros),
-                None => b[c].push_null(),
-            }
-        }
-        if let Some(c) = m.op_type {
-            b[c].push_str("c").map_err(|_| full(c))?;
-        }
-        if let Some(c) = m.olake_timestamp {
-            b[c].push_i64(self.olake_timestamp_micros);
-        }
-        // Last: in upsert mode the id hashes other columns of this row.
-        if let Some(c) = m.id {
-            let id_bytes = match &mut self.key_columns {
-                None => {
-                    place_bytes(&mut self.place, record);
-                    &self.place
-                }
-                Some(keys) => {
-                    self.scratch.clear();
-                    self.scratch.push(b'K');
-                    for part in keys {
-                        match part {
-                            KeyPart::Column(k) => {
-                                let value = b[*k].key_value(row);
-                                if value == crate::KeyValue::Null {
-                                    let field = Some(self.fields.names[*k].to_string());
-                                    return Err(error(record, field, DecodeErrorKind::NullKey));
-                                }
-                                encode_key_value(&mut self.scratch, &value);
-                            }
-                            KeyPart::KeyField(f) => f
-                                .encode(self.registry.as_deref(), record.key, &mut self.scratch)
-                                .map_err(|kind| {
-                                    let field = format!("{KEY_FIELD_PREFIX}{}", f.name());
-                                    error(record, Some(field), kind)
-                                })?,
-                        }
-                    }
-                    &self.scratch
-                }
-            };
-            b[c].push_utf8(&hash_hex(id_bytes)).map_err(|_| full(c))?;
-        }
-        Ok(())
     }
 
     /// Undoes a failed record: every column back to `rows` rows.

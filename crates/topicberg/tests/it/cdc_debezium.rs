@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::support::cdc::{psql, query_json, read_changes, Connector};
-use crate::support::{read_rows, Catalog, Job};
+use crate::support::cdc::{copy_rows, psql, query_json, read_changes, Connector};
+use crate::support::{try_read, wait_until, Catalog, Job};
 use crate::testbed::unique_name;
 
 const PARTITIONS: i32 = 3;
@@ -27,24 +27,9 @@ fn source_rows(table: &str, more: &str) -> Vec<Value> {
     ))
 }
 
-/// The Iceberg table's payload columns (metadata columns start with `_`),
-/// ordered by id.
+/// [`copy_rows`] by DuckDB, which must read the table.
 fn table_rows(job: &Job, table: &str) -> Vec<Value> {
-    let mut rows: Vec<Value> = read_rows(
-        "duckdb",
-        Catalog::Seaweed,
-        &format!("{}_topics.{table}", job.name),
-    )
-    .into_iter()
-    .map(|mut row| {
-        row.as_object_mut()
-            .unwrap()
-            .retain(|k, _| !k.starts_with('_'));
-        row
-    })
-    .collect();
-    rows.sort_by_key(|r| r["id"].as_i64());
-    rows
+    copy_rows("duckdb", job, table).expect("DuckDB reads the table")
 }
 
 /// A job syncing the change stream `topic` into `table`.
@@ -148,6 +133,15 @@ fn a_debezium_stream_with_its_schema_keeps_the_table_equal_to_the_source_after_e
             "round {round}: the table differs from the source"
         );
     }
+    // Every other reader agrees at the end.
+    let expected = source_rows(&table, ", note, seen");
+    for engine in ["pyiceberg", "spark", "trino"] {
+        assert_eq!(
+            copy_rows(engine, &job, &table),
+            Some(expected.clone()),
+            "{engine} reads another table than the source"
+        );
+    }
     drop(connector);
 }
 
@@ -181,10 +175,80 @@ fn a_debezium_stream_without_its_schema_keeps_the_table_equal_to_the_source() {
         &format!("update {table} set id = 30 where id = 5"),
         3,
     );
-    read_changes(&topic, Duration::from_secs(60), |c| c.len() >= total);
+    let changes = read_changes(&topic, Duration::from_secs(60), |c| c.len() >= total);
     job.sync();
     let expected = query_json(&format!("select id, name, n, ok from {table} order by id"));
     assert_eq!(expected.len(), 18);
     assert_eq!(table_rows(&job, &table), expected);
+    // `_cdc_timestamp`: the source time (`source.ts_ms`) of each key's
+    // last event.
+    let mut source_time = std::collections::BTreeMap::new();
+    for c in &changes {
+        if let Some(e) = c.event().filter(|e| !e["after"].is_null()) {
+            let ms = e["source"]["ts_ms"].as_i64().expect("source.ts_ms");
+            let at = chrono::DateTime::from_timestamp_millis(ms).unwrap();
+            let text = at.format("%Y-%m-%dT%H:%M:%S%.6f+00:00").to_string();
+            source_time.insert(e["after"]["id"].as_i64().unwrap(), text);
+        }
+    }
+    let name = format!("{}_topics.{table}", job.name);
+    let raw = String::from_utf8(try_read("duckdb", Catalog::Seaweed, &name).stdout).unwrap();
+    for line in raw.lines() {
+        let row: Value = serde_json::from_str(line).unwrap();
+        let id = row["id"].as_i64().unwrap();
+        assert_eq!(
+            row["_cdc_timestamp"].as_str(),
+            Some(source_time[&id].as_str()),
+            "{row}"
+        );
+    }
+    drop(connector);
+}
+
+#[test]
+fn sync_follow_keeps_a_debezium_tables_copy_equal_to_the_source_as_it_changes() {
+    let table = unique_name("cdc_follow");
+    psql(&format!(
+        "create table {table} (id int primary key, name text, amount numeric(10,2))"
+    ));
+    psql(&format!(
+        "insert into {table} select i, 'n' || i, i * 1.25 from generate_series(1, 10) i"
+    ));
+    let connector = Connector::start(&[&table], PARTITIONS, true);
+    let topic = connector.topic(&table);
+    let job = cdc_job(&topic, &table);
+    job.append("[sync]\ncommit_interval = \"1s\"\nstop_timeout = \"30s\"\n");
+    let (report, log) = (
+        job.scratch_file("report.json"),
+        job.scratch_file("follow.log"),
+    );
+    let mut follower = job.spawn_follow(&report, &log, &[]);
+    let rounds = [
+        format!("update {table} set name = 'u' || id where id % 3 = 0"),
+        format!("delete from {table} where id in (2, 5)"),
+        format!("update {table} set id = id + 100, amount = -amount where id = 7"),
+        format!("insert into {table} select i, null, i from generate_series(11, 15) i"),
+    ];
+    for (round, sql) in rounds.iter().enumerate() {
+        psql(sql);
+        let expected = query_json(&format!(
+            "select id, name, amount::text as amount from {table} order by id"
+        ));
+        wait_until(
+            &format!("round {round} in the followed table"),
+            Duration::from_secs(90),
+            || copy_rows("duckdb", &job, &table).as_ref() == Some(&expected),
+        );
+    }
+    assert_eq!(
+        unsafe { libc::kill(follower.id() as i32, libc::SIGTERM) },
+        0
+    );
+    let status = follower.wait().unwrap();
+    assert!(
+        status.success(),
+        "the follower failed ({status}):\n{}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
     drop(connector);
 }

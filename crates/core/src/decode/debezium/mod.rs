@@ -44,6 +44,8 @@ pub(crate) use value::UNAVAILABLE;
 /// The parts of an event this module reads, borrowed from the message.
 struct Event<'a> {
     op: String,
+    /// `source.ts_ms`: when the change was made in the database.
+    source_ms: Option<i64>,
     after: Option<&'a RawValue>,
     schema: Option<&'a RawValue>,
 }
@@ -58,6 +60,8 @@ struct Top<'a> {
     after: Option<&'a RawValue>,
     #[serde(default)]
     op: Option<String>,
+    #[serde(default)]
+    source: Option<Source>,
 }
 
 #[derive(Deserialize)]
@@ -66,23 +70,33 @@ struct Payload<'a> {
     after: Option<&'a RawValue>,
     #[serde(default)]
     op: Option<String>,
+    #[serde(default)]
+    source: Option<Source>,
+}
+
+/// The part of `source` read here.
+#[derive(Deserialize)]
+struct Source {
+    #[serde(default)]
+    ts_ms: Option<i64>,
 }
 
 /// The event in `value`, or why it is not one.
 fn event(value: &[u8]) -> Result<Event<'_>, DecodeErrorKind> {
     let bad = |reason: String| DecodeErrorKind::ChangeEvent { reason };
     let top: Top<'_> = serde_json::from_slice(value).map_err(|e| bad(format!("not JSON: {e}")))?;
-    let (op, after) = match top.payload {
+    let (op, after, source) = match top.payload {
         Some(payload) if top.op.is_none() => {
             let p: Payload<'_> = serde_json::from_str(payload.get())
                 .map_err(|e| bad(format!("payload is not an object: {e}")))?;
-            (p.op, p.after)
+            (p.op, p.after, p.source)
         }
-        _ => (top.op, top.after),
+        _ => (top.op, top.after, top.source),
     };
     let op = op.ok_or_else(|| bad("no `op` field (is this a Debezium change event?)".into()))?;
     Ok(Event {
         op,
+        source_ms: source.and_then(|s| s.ts_ms),
         after,
         schema: top.schema,
     })
@@ -170,10 +184,13 @@ impl BatchDecoder {
         let Some(after) = event.after else {
             return Err(bad(format!("`op` {} without `after`", event.op)));
         };
-        match event.schema {
+        self.change_micros = event.source_ms.and_then(|ms| ms.checked_mul(1000));
+        let appended = match event.schema {
             None => self.append_json(record, after.get().as_bytes()),
             Some(schema) => self.append_typed(record, schema.get(), after.get()),
-        }
+        };
+        self.change_micros = None;
+        appended
     }
 
     /// `after` read by the plan of its Connect schema.

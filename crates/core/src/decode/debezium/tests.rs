@@ -272,3 +272,23 @@ fn a_key_with_and_without_its_connect_schema_gives_one_id() {
     assert_eq!(plain, wrapped);
     assert_ne!(plain, id_of(r#"{"id":4}"#));
 }
+
+#[test]
+fn the_cdc_timestamp_is_the_sources_change_time_and_the_kafka_timestamp_stays() {
+    let value = json!({"payload": {"after": {"id": 1}, "op": "u",
+                       "source": {"ts_ms": 1_796_605_323_456_i64, "lsn": 7}},
+                       "schema": null})
+    .to_string();
+    let plain = json!({"after": {"id": 2}, "op": "c", "source": {"ts_ms": 5}}).to_string();
+    let columns = typed_columns(&plain);
+    let mut d = decoder(&columns);
+    d.append(&record(0, r#"{"id":1}"#, Some(&value))).unwrap();
+    d.append(&record(1, r#"{"id":2}"#, Some(&plain))).unwrap();
+    let b = d.finish();
+    let micros = |name: &str| {
+        let a = column(&b, name).as_primitive::<TimestampMicrosecondType>();
+        (a.value(0), a.value(1))
+    };
+    assert_eq!(micros("_cdc_timestamp"), (1_796_605_323_456_000, 5_000));
+    assert_eq!(micros("_kafka_timestamp"), (1_000_000, 1_000_000));
+}

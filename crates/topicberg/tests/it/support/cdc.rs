@@ -404,3 +404,27 @@ pub fn read_changes(
     }
     changes
 }
+
+/// The Iceberg table's payload columns (metadata columns start with `_`)
+/// as `engine` reads them, ordered by id; `None` while it cannot read the
+/// table (not created yet).
+pub fn copy_rows(engine: &str, job: &crate::support::Job, table: &str) -> Option<Vec<Value>> {
+    let name = format!("{}_topics.{table}", job.name);
+    let out = crate::support::try_read(engine, crate::support::Catalog::Seaweed, &name);
+    if !out.status.success() {
+        return None;
+    }
+    let mut rows: Vec<Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let mut row: Value = serde_json::from_str(l).expect("reader line is JSON");
+            row.as_object_mut()
+                .unwrap()
+                .retain(|k, _| !k.starts_with('_'));
+            row
+        })
+        .collect();
+    rows.sort_by_key(|r| r["id"].as_i64());
+    Some(rows)
+}

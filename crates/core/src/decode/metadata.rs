@@ -1,0 +1,101 @@
+//! The metadata columns of a row: the message's Kafka coordinates and
+//! times, and `_olake_id` from the key (or the message's place).
+
+use super::{
+    error, place_bytes, BatchDecoder, DecodeError, DecodeErrorKind, KeyPart, KEY_FIELD_PREFIX,
+};
+use crate::olake_id::{encode_key_value, hash_hex};
+use crate::record::SourceRecord;
+
+/// Where each metadata column sits (absent ones are not filled).
+#[derive(Default)]
+pub(super) struct MetadataColumns {
+    pub(super) key: Option<usize>,
+    pub(super) partition: Option<usize>,
+    pub(super) offset: Option<usize>,
+    pub(super) timestamp: Option<usize>,
+    pub(super) id: Option<usize>,
+    pub(super) op_type: Option<usize>,
+    pub(super) olake_timestamp: Option<usize>,
+    pub(super) cdc_timestamp: Option<usize>,
+}
+
+impl BatchDecoder {
+    pub(super) fn append_metadata(
+        &mut self,
+        record: &SourceRecord<'_>,
+        row: usize,
+    ) -> Result<(), DecodeError> {
+        let m = &self.metadata;
+        let b = &mut self.buffers;
+        let micros = record.timestamp_ms.and_then(|ms| ms.checked_mul(1000));
+        let full = |column: usize| {
+            error(
+                record,
+                Some(self.fields.names[column].to_string()),
+                DecodeErrorKind::BatchFull,
+            )
+        };
+        if let Some(c) = m.key {
+            match record.key {
+                Some(key) => b[c].push_base64(key).map_err(|_| full(c))?,
+                None => b[c].push_null(),
+            }
+        }
+        if let Some(c) = m.partition {
+            b[c].push_i32(record.partition);
+        }
+        if let Some(c) = m.offset {
+            b[c].push_i64(record.offset);
+        }
+        // A change event's `_cdc_timestamp` is the source's change time.
+        let cdc_micros = self.change_micros.or(micros);
+        for (c, micros) in [(m.timestamp, micros), (m.cdc_timestamp, cdc_micros)] {
+            match (c, micros) {
+                (Some(c), Some(micros)) => b[c].push_i64(micros),
+                (Some(c), None) => b[c].push_null(),
+                (None, _) => {}
+            }
+        }
+        if let Some(c) = m.op_type {
+            b[c].push_str("c").map_err(|_| full(c))?;
+        }
+        if let Some(c) = m.olake_timestamp {
+            b[c].push_i64(self.olake_timestamp_micros);
+        }
+        // Last: in upsert mode the id hashes other columns of this row.
+        if let Some(c) = m.id {
+            let id_bytes = match &mut self.key_columns {
+                None => {
+                    place_bytes(&mut self.place, record);
+                    &self.place
+                }
+                Some(keys) => {
+                    self.scratch.clear();
+                    self.scratch.push(b'K');
+                    for part in keys {
+                        match part {
+                            KeyPart::Column(k) => {
+                                let value = b[*k].key_value(row);
+                                if value == crate::KeyValue::Null {
+                                    let field = Some(self.fields.names[*k].to_string());
+                                    return Err(error(record, field, DecodeErrorKind::NullKey));
+                                }
+                                encode_key_value(&mut self.scratch, &value);
+                            }
+                            KeyPart::KeyField(f) => f
+                                .encode(self.registry.as_deref(), record.key, &mut self.scratch)
+                                .map_err(|kind| {
+                                    let field = format!("{KEY_FIELD_PREFIX}{}", f.name());
+                                    error(record, Some(field), kind)
+                                })?,
+                        }
+                    }
+                    &self.scratch
+                }
+            };
+            b[c].push_utf8(&hash_hex(id_bytes)).map_err(|_| full(c))?;
+        }
+        Ok(())
+    }
+}
