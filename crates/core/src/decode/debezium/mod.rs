@@ -47,7 +47,17 @@ struct Event<'a> {
     /// `source.ts_ms`: when the change was made in the database.
     source_ms: Option<i64>,
     after: Option<&'a RawValue>,
-    schema: Option<&'a RawValue>,
+    schema: SchemaAt<'a>,
+}
+
+/// Where an event's Connect schema is.
+enum SchemaAt<'a> {
+    /// The event has none (`schemas.enable=false`).
+    Absent,
+    /// Its text, to be looked up.
+    Text(&'a str),
+    /// The same text as the last event's (see [`ChangePlans::payload_after_last`]).
+    Last,
 }
 
 #[derive(Deserialize)]
@@ -55,7 +65,7 @@ struct Top<'a> {
     #[serde(borrow, default)]
     schema: Option<&'a RawValue>,
     #[serde(borrow, default)]
-    payload: Option<&'a RawValue>,
+    payload: Option<Payload<'a>>,
     #[serde(borrow, default)]
     after: Option<&'a RawValue>,
     #[serde(default)]
@@ -86,11 +96,7 @@ fn event(value: &[u8]) -> Result<Event<'_>, DecodeErrorKind> {
     let bad = |reason: String| DecodeErrorKind::ChangeEvent { reason };
     let top: Top<'_> = serde_json::from_slice(value).map_err(|e| bad(format!("not JSON: {e}")))?;
     let (op, after, source) = match top.payload {
-        Some(payload) if top.op.is_none() => {
-            let p: Payload<'_> = serde_json::from_str(payload.get())
-                .map_err(|e| bad(format!("payload is not an object: {e}")))?;
-            (p.op, p.after, p.source)
-        }
+        Some(p) if top.op.is_none() => (p.op, p.after, p.source),
         _ => (top.op, top.after, top.source),
     };
     let op = op.ok_or_else(|| bad("no `op` field (is this a Debezium change event?)".into()))?;
@@ -98,7 +104,24 @@ fn event(value: &[u8]) -> Result<Event<'_>, DecodeErrorKind> {
         op,
         source_ms: source.and_then(|s| s.ts_ms),
         after,
-        schema: top.schema,
+        schema: top
+            .schema
+            .map_or(SchemaAt::Absent, |s| SchemaAt::Text(s.get())),
+    })
+}
+
+/// The event whose `payload` is `payload` and whose schema is the last one.
+fn payload_event(payload: &[u8]) -> Result<Event<'_>, DecodeErrorKind> {
+    let bad = |reason: String| DecodeErrorKind::ChangeEvent { reason };
+    let p: Payload<'_> =
+        serde_json::from_slice(payload).map_err(|e| bad(format!("payload: {e}")))?;
+    let op =
+        p.op.ok_or_else(|| bad("no `op` field (is this a Debezium change event?)".into()))?;
+    Ok(Event {
+        op,
+        source_ms: p.source.and_then(|s| s.ts_ms),
+        after: p.after,
+        schema: SchemaAt::Last,
     })
 }
 
@@ -130,16 +153,20 @@ fn bad_kind(bad: Bad) -> DecodeErrorKind {
 pub fn change_columns(value: &[u8]) -> Result<Option<ChangeColumns<'_>>, DecodeErrorKind> {
     let bad = |reason: String| DecodeErrorKind::ChangeEvent { reason };
     let event = event(value)?;
+    let schema = match event.schema {
+        SchemaAt::Text(text) => Some(text),
+        _ => None,
+    };
     let Some(after) = event
         .after
         .filter(|_| matches!(event.op.as_str(), "c" | "r" | "u"))
     else {
         return Ok(None);
     };
-    match event.schema {
+    match schema {
         None => Ok(Some(ChangeColumns::Untyped(after.get().as_bytes()))),
         Some(schema) => {
-            let parsed: ConnectSchema = serde_json::from_str(schema.get())
+            let parsed: ConnectSchema = serde_json::from_str(schema)
                 .map_err(|e| bad(format!("schema is not a Connect schema: {e}")))?;
             let fields = after_fields(&parsed).map_err(|e| bad(e.to_string()))?;
             Ok(Some(ChangeColumns::Typed(
@@ -161,8 +188,29 @@ pub(crate) enum ChangePlan {
 }
 
 /// Plans by the hash of their schema's text (the text kept to tell a
-/// collision).
-pub(crate) type ChangePlans = HashMap<u64, (String, ChangePlan)>;
+/// collision), and the last one used: a stream's events mostly repeat one
+/// schema, and comparing its text costs a fraction of hashing it.
+#[derive(Default)]
+pub(crate) struct ChangePlans {
+    by_hash: HashMap<u64, (String, ChangePlan)>,
+    last: Option<u64>,
+}
+
+impl ChangePlans {
+    /// `value`'s payload when its schema is, byte for byte, the last one
+    /// used: Kafka Connect's JSON converter writes
+    /// `{"schema":S,"payload":P}` without spaces, so an event of a known
+    /// schema is found by comparing bytes, without parsing the schema
+    /// again (most of a small event's bytes).
+    fn payload_after_last<'v>(&self, value: &'v [u8]) -> Option<&'v [u8]> {
+        let last = &self.by_hash.get(&self.last?)?.0;
+        value
+            .strip_prefix(b"{\"schema\":")?
+            .strip_prefix(last.as_bytes())?
+            .strip_prefix(b",\"payload\":")?
+            .strip_suffix(b"}")
+    }
+}
 
 impl BatchDecoder {
     /// A change event into a new row (see the [module docs](self)).
@@ -174,7 +222,11 @@ impl BatchDecoder {
             return Err(error(record, None, DecodeErrorKind::Tombstone));
         };
         let bad = |reason: String| error(record, None, DecodeErrorKind::ChangeEvent { reason });
-        let event = event(value).map_err(|kind| error(record, None, kind))?;
+        let event = match self.change_plans.payload_after_last(value) {
+            Some(payload) => payload_event(payload),
+            None => event(value),
+        }
+        .map_err(|kind| error(record, None, kind))?;
         match event.op.as_str() {
             "c" | "r" | "u" => {}
             "d" => return Err(error(record, None, DecodeErrorKind::Tombstone)),
@@ -186,31 +238,44 @@ impl BatchDecoder {
         };
         self.change_micros = event.source_ms.and_then(|ms| ms.checked_mul(1000));
         let appended = match event.schema {
-            None => self.append_json(record, after.get().as_bytes()),
-            Some(schema) => self.append_typed(record, schema.get(), after.get()),
+            SchemaAt::Absent => self.append_json(record, after.get().as_bytes()),
+            SchemaAt::Text(schema) => self.append_typed(record, Some(schema), after.get()),
+            SchemaAt::Last => self.append_typed(record, None, after.get()),
         };
         self.change_micros = None;
         appended
     }
 
-    /// `after` read by the plan of its Connect schema.
+    /// `after` read by the plan of its Connect schema (`None`: the last).
     fn append_typed(
         &mut self,
         record: &SourceRecord<'_>,
-        schema: &str,
+        schema: Option<&str>,
         after: &str,
     ) -> Result<(), super::DecodeError> {
-        let mut hasher = DefaultHasher::new();
-        schema.hash(&mut hasher);
-        let key = hasher.finish();
-        if self
-            .change_plans
-            .get(&key)
-            .is_none_or(|(text, _)| text != schema)
-        {
-            let plan = self.change_plan(schema, (record.partition, record.offset));
-            self.change_plans.insert(key, (schema.to_owned(), plan));
-        }
+        let plans = &self.change_plans;
+        let key = match (plans.last, schema) {
+            (Some(last), None) => last,
+            (Some(last), Some(schema)) if plans.by_hash[&last].0 == schema => last,
+            (_, None) => unreachable!("an event of the last schema before any"),
+            (_, Some(schema)) => {
+                let mut hasher = DefaultHasher::new();
+                schema.hash(&mut hasher);
+                let key = hasher.finish();
+                if plans
+                    .by_hash
+                    .get(&key)
+                    .is_none_or(|(text, _)| text != schema)
+                {
+                    let plan = self.change_plan(schema, (record.partition, record.offset));
+                    self.change_plans
+                        .by_hash
+                        .insert(key, (schema.to_owned(), plan));
+                }
+                self.change_plans.last = Some(key);
+                key
+            }
+        };
         let row = self.rows;
         let unknown_mark = self.unknown.len();
         let object: serde_json::Map<String, serde_json::Value> = serde_json::from_str(after)
@@ -218,7 +283,7 @@ impl BatchDecoder {
                 let reason = format!("`after` is not an object: {e}");
                 error(record, None, DecodeErrorKind::ChangeEvent { reason })
             })?;
-        let (fields, absent) = match &self.change_plans[&key].1 {
+        let (fields, absent) = match &self.change_plans.by_hash[&key].1 {
             ChangePlan::Fails(kind) => return Err(error(record, None, kind.clone())),
             ChangePlan::Read { fields, absent } => (fields, absent),
         };
