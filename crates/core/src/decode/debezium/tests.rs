@@ -301,7 +301,7 @@ fn events_in_the_json_converters_byte_order_read_alike_through_the_known_schema(
     };
     let schema = envelope_schema(&[]);
     let columns = typed_columns(&event(Some(&schema), "c", row()));
-    let mut rows = vec![row(), row(), row()];
+    let mut rows = [row(), row(), row()];
     rows[1]["id"] = json!(2);
     rows[2]["amount"] = json!("/+I=");
     let read = |values: &[String]| {
