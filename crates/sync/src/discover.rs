@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 use tokio::runtime::Handle;
+use topicberg_core::config::ChangeEvents;
 use topicberg_core::{
     ColumnNames, Job, RegistryValues, SchemaInference, TableSettings, ValueFormat,
 };
@@ -94,6 +95,13 @@ pub fn discover(job: &Job) -> Result<Vec<DiscoveredTopic>, SetupError> {
         let choice = value_format(registry.as_deref(), &stream)?;
         let mut invalid = InvalidSample::default();
         let (inference, columns) = match choice.format {
+            // Change events: the columns of their `after` (typed from the
+            // Connect schema when the messages carry it), as the sync
+            // creates the table.
+            _ if stream.change_events != ChangeEvents::None => (
+                None,
+                change_columns(job, &connection, &settings, &ranges, &stream)?,
+            ),
             // The columns of the subject's latest schema (the sync takes
             // them from the writer schemas of the messages it samples).
             ValueFormat::Avro | ValueFormat::Protobuf => {
@@ -141,6 +149,34 @@ pub fn discover(job: &Job) -> Result<Vec<DiscoveredTopic>, SetupError> {
         });
     }
     Ok(out)
+}
+
+/// A change-event stream's columns: its events' `after` fields (typed from
+/// the Connect schema when the messages carry it), as the sync creates the
+/// table; events that are not rows are left out.
+fn change_columns(
+    job: &Job,
+    connection: &KafkaConnection,
+    settings: &DrainSettings,
+    ranges: &[PartitionRange],
+    stream: &TableSettings,
+) -> Result<Vec<(String, String)>, SampleError> {
+    let keep = stream
+        .columns
+        .as_ref()
+        .map(|k| Arc::new(k.iter().cloned().collect()));
+    let columns = crate::sync::change_columns::sample_change_columns(
+        connection,
+        settings,
+        ranges,
+        true,
+        keep,
+        job.tuning.max_columns,
+    )?;
+    Ok(columns
+        .into_iter()
+        .map(|(name, ty)| (name, ty.iceberg_type().to_string()))
+        .collect())
 }
 
 /// The topic's value format, asking the registry on this (blocking)
@@ -244,6 +280,9 @@ fn streams_block(
         "[[streams]]\ntopic = {topic:?}\nmode = {:?}\n",
         stream.mode.as_str()
     );
+    if stream.change_events == ChangeEvents::Debezium {
+        block.push_str("change_events = \"debezium\"\n");
+    }
     if job.registry.is_some() {
         block.push_str(&format!(
             "value_format = {:?}  # {}\n",

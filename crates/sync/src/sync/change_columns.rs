@@ -16,7 +16,7 @@ use crate::sample::{MessageAt, SampleError, SampledMessage};
 /// The payload columns of a new table of change events sampled from
 /// `ranges`; with `skip_invalid`, a message that is not an event is left
 /// out instead of failing the sample.
-pub(super) fn sample_change_columns(
+pub(crate) fn sample_change_columns(
     connection: &KafkaConnection,
     settings: &DrainSettings,
     ranges: &[PartitionRange],

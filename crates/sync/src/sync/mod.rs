@@ -15,7 +15,7 @@
 //! later ones; the others go on. One sync of a job at a time per machine
 //! (`lock.rs`).
 
-mod change_columns;
+pub(crate) mod change_columns;
 mod chunk;
 mod commit;
 pub mod dlq;

@@ -81,6 +81,37 @@ fn a_debezium_stream_with_its_schema_keeps_the_table_equal_to_the_source_after_e
         let rows: Vec<String> = ids.map(|i| row(i, name)).collect();
         format!("insert into {table} values {}", rows.join(", "))
     };
+    // discover shows the columns the table will get: `after`'s, typed.
+    read_changes(&topic, Duration::from_secs(60), |c| c.len() >= total);
+    let out = job.run("discover", &["--json"], &[]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let found: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let columns: Vec<String> = found[0]["columns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| format!("{} {}", c[0].as_str().unwrap(), c[1].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        columns,
+        [
+            "id int",
+            "name string",
+            "amount decimal(12,3)",
+            "at timestamptz",
+            "d date",
+            "u uuid",
+            "j string",
+            "b binary",
+            "tags list<string>"
+        ]
+    );
+    let block = found[0]["streams_block"].as_str().unwrap();
+    assert!(block.contains("change_events = \"debezium\""), "{block}");
     let rounds: [Vec<(String, usize)>; 2] = [
         vec![
             (insert(3..8, "new"), 5),
