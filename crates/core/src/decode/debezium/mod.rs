@@ -93,36 +93,46 @@ struct Source {
 
 /// The event in `value`, or why it is not one.
 fn event(value: &[u8]) -> Result<Event<'_>, DecodeErrorKind> {
-    let bad = |reason: String| DecodeErrorKind::ChangeEvent { reason };
     let top: Top<'_> = serde_json::from_slice(value).map_err(|e| bad(format!("not JSON: {e}")))?;
-    let (op, after, source) = match top.payload {
-        Some(p) if top.op.is_none() => (p.op, p.after, p.source),
-        _ => (top.op, top.after, top.source),
-    };
-    let op = op.ok_or_else(|| bad("no `op` field (is this a Debezium change event?)".into()))?;
-    Ok(Event {
-        op,
-        source_ms: source.and_then(|s| s.ts_ms),
-        after,
-        schema: top
-            .schema
-            .map_or(SchemaAt::Absent, |s| SchemaAt::Text(s.get())),
-    })
+    let schema = top
+        .schema
+        .map_or(SchemaAt::Absent, |s| SchemaAt::Text(s.get()));
+    match top.payload {
+        Some(p) if top.op.is_none() => p.event(schema),
+        _ => Payload {
+            after: top.after,
+            op: top.op,
+            source: top.source,
+        }
+        .event(schema),
+    }
 }
 
 /// The event whose `payload` is `payload` and whose schema is the last one.
 fn payload_event(payload: &[u8]) -> Result<Event<'_>, DecodeErrorKind> {
-    let bad = |reason: String| DecodeErrorKind::ChangeEvent { reason };
     let p: Payload<'_> =
         serde_json::from_slice(payload).map_err(|e| bad(format!("payload: {e}")))?;
-    let op =
-        p.op.ok_or_else(|| bad("no `op` field (is this a Debezium change event?)".into()))?;
-    Ok(Event {
-        op,
-        source_ms: p.source.and_then(|s| s.ts_ms),
-        after: p.after,
-        schema: SchemaAt::Last,
-    })
+    p.event(SchemaAt::Last)
+}
+
+impl<'a> Payload<'a> {
+    /// The event these fields make, with its schema at `schema`.
+    fn event(self, schema: SchemaAt<'a>) -> Result<Event<'a>, DecodeErrorKind> {
+        let op = self
+            .op
+            .ok_or_else(|| bad("no `op` field (is this a Debezium change event?)".into()))?;
+        Ok(Event {
+            op,
+            source_ms: self.source.and_then(|s| s.ts_ms),
+            after: self.after,
+            schema,
+        })
+    }
+}
+
+/// A change event that is not one this module reads.
+fn bad(reason: String) -> DecodeErrorKind {
+    DecodeErrorKind::ChangeEvent { reason }
 }
 
 /// The columns an event's `after` gives: typed from its Connect schema,
@@ -151,7 +161,6 @@ fn bad_kind(bad: Bad) -> DecodeErrorKind {
 
 /// The columns of the change event `value` (see [`ChangeColumns`]).
 pub fn change_columns(value: &[u8]) -> Result<Option<ChangeColumns<'_>>, DecodeErrorKind> {
-    let bad = |reason: String| DecodeErrorKind::ChangeEvent { reason };
     let event = event(value)?;
     let schema = match event.schema {
         SchemaAt::Text(text) => Some(text),
