@@ -368,6 +368,13 @@ pub const OP_TYPE: &str = "_op_type";
 pub const OLAKE_TIMESTAMP: &str = "_olake_timestamp";
 /// `_cdc_timestamp`: the message timestamp.
 pub const CDC_TIMESTAMP: &str = "_cdc_timestamp";
+/// `_cdc_lsn`: a change event's place in the source's log (PostgreSQL's
+/// `source.lsn`), which orders one key's changes across partitions.
+pub const CDC_LSN: &str = "_cdc_lsn";
+
+/// The metadata columns only a table of change events (`change_events`)
+/// has, after [`METADATA_COLUMNS`].
+pub const CHANGE_COLUMNS: [(&str, ColumnType); 1] = [(CDC_LSN, ColumnType::Long)];
 
 /// The metadata columns, in the order a new table lists them after the
 /// payload, with their types. Their names and types match the product
@@ -387,6 +394,7 @@ pub const METADATA_COLUMNS: [(&str, ColumnType); 8] = [
 pub fn metadata_column_type(name: &str) -> Option<ColumnType> {
     METADATA_COLUMNS
         .iter()
+        .chain(&CHANGE_COLUMNS)
         .find(|(n, _)| *n == name)
         .map(|(_, t)| t.clone())
 }
@@ -493,6 +501,20 @@ impl TableColumns {
                     columns.push(Column::new(next_id, name, ty));
                     next_id += 1;
                 }
+            }
+        }
+        Self::new(columns)
+    }
+
+    /// These columns plus any [`CHANGE_COLUMNS`] still missing, with
+    /// field ids after the highest in use: a change-event table's.
+    pub fn with_change_columns(&self) -> Result<Self, ColumnsError> {
+        let mut columns = self.columns.clone();
+        let mut next_id = self.max_field_id() + 1;
+        for (name, ty) in CHANGE_COLUMNS {
+            if !columns.iter().any(|c| c.name == name) {
+                columns.push(Column::new(next_id, name, ty));
+                next_id += 1;
             }
         }
         Self::new(columns)

@@ -26,7 +26,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use crate::columns::{metadata_column_type, TableColumns, METADATA_COLUMNS};
+use crate::columns::{metadata_column_type, TableColumns};
 
 /// The suffix of the column holding a field named like a metadata column.
 pub const METADATA_RENAME_SUFFIX: &str = "_payload";
@@ -82,7 +82,7 @@ pub fn rename_reason(field: &str) -> &'static str {
 }
 
 fn is_metadata_fold(lower: &str) -> bool {
-    METADATA_COLUMNS.iter().any(|(name, _)| *name == lower)
+    metadata_column_type(lower).is_some()
 }
 
 /// The field -> column mapping of one table, and the names taken.
@@ -203,7 +203,8 @@ mod tests {
 
     #[test]
     fn metadata_named_fields_get_the_payload_suffix() {
-        let (names, got) = assign_all(&["_kafka_offset", "_OLAKE_ID", "id", "_op_type"]);
+        let (names, got) =
+            assign_all(&["_kafka_offset", "_OLAKE_ID", "id", "_op_type", "_cdc_lsn"]);
         let got: Vec<_> = got.into_iter().map(Result::unwrap).collect();
         assert_eq!(
             got,
@@ -211,14 +212,15 @@ mod tests {
                 "_kafka_offset_payload",
                 "_OLAKE_ID_payload",
                 "id",
-                "_op_type_payload"
+                "_op_type_payload",
+                "_cdc_lsn_payload"
             ]
         );
         assert_eq!(
             names.column_of("_kafka_offset"),
             Some("_kafka_offset_payload")
         );
-        assert_eq!(names.renamed().len(), 3);
+        assert_eq!(names.renamed().len(), 4);
         assert_eq!(
             rename_reason("_OLAKE_ID"),
             "its name is a metadata column's"

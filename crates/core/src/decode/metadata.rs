@@ -18,6 +18,7 @@ pub(super) struct MetadataColumns {
     pub(super) op_type: Option<usize>,
     pub(super) olake_timestamp: Option<usize>,
     pub(super) cdc_timestamp: Option<usize>,
+    pub(super) cdc_lsn: Option<usize>,
 }
 
 impl BatchDecoder {
@@ -55,6 +56,12 @@ impl BatchDecoder {
                 (Some(c), Some(micros)) => b[c].push_i64(micros),
                 (Some(c), None) => b[c].push_null(),
                 (None, _) => {}
+            }
+        }
+        if let Some(c) = m.cdc_lsn {
+            match self.change_lsn {
+                Some(lsn) => b[c].push_i64(lsn),
+                None => b[c].push_null(),
             }
         }
         if let Some(c) = m.op_type {

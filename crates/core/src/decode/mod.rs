@@ -214,6 +214,9 @@ pub struct BatchDecoder {
     /// The change event's source time (microseconds) while its row is
     /// appended: its `_cdc_timestamp`.
     change_micros: Option<i64>,
+    /// The last change event's place in the source's log (`source.lsn`):
+    /// its row's `_cdc_lsn`, and the order of a delete.
+    change_lsn: Option<i64>,
 }
 
 /// JSON messages read by serde alone after one the flat reader gave back.
@@ -255,6 +258,7 @@ impl BatchDecoder {
                 columns::OLAKE_ID => &mut metadata.id,
                 columns::OP_TYPE => &mut metadata.op_type,
                 columns::OLAKE_TIMESTAMP => &mut metadata.olake_timestamp,
+                columns::CDC_LSN => &mut metadata.cdc_lsn,
                 _ => &mut metadata.cdc_timestamp,
             };
             *slot = Some(i);
@@ -328,6 +332,7 @@ impl BatchDecoder {
             change_events: options.change_events,
             change_plans: debezium::ChangePlans::default(),
             change_micros: None,
+            change_lsn: None,
         })
     }
 

@@ -71,11 +71,13 @@ use store::{store_err, Blocks, Found, Meta, Op, Store};
 /// Where a row came from in the stream, kept with each key's row: a
 /// message of the key from another partition replaces the row only when
 /// it is newer (the sync's `Version::replaces`), whichever worker or round
-/// commits it. Read from the row's `_kafka_timestamp` and
-/// `_kafka_partition` when the index is built from the table.
+/// commits it. Read from the row's `_kafka_timestamp` (on a table of
+/// change events `_cdc_lsn`) and `_kafka_partition` when the index is
+/// built from the table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Stamp {
-    /// The message timestamp in microseconds (`i64::MIN`: none).
+    /// The message timestamp in microseconds, or a change event's log
+    /// position (`i64::MIN`: none).
     pub timestamp: i64,
     /// The message's partition (`-1`: unknown).
     pub partition: i32,

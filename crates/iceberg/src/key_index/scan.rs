@@ -6,8 +6,9 @@
 use std::collections::HashMap;
 
 use arrow_array::cast::AsArray;
-use arrow_array::types::{Int32Type, TimestampMicrosecondType};
+use arrow_array::types::{Int32Type, Int64Type, TimestampMicrosecondType};
 use arrow_array::{Array, RecordBatch};
+use arrow_buffer::NullBuffer;
 use arrow_schema::DataType;
 use futures::TryStreamExt;
 use iceberg::arrow::ArrowFileReader;
@@ -243,17 +244,23 @@ pub(crate) async fn read_keys(
 pub(crate) struct KeyFields {
     pub key: i32,
     pub partition: Option<i32>,
+    /// The column the stamp's order is read from: `_cdc_lsn` where the
+    /// table has it (a table of change events), else `_kafka_timestamp`.
     pub timestamp: Option<i32>,
+    /// Whether `timestamp` is `_cdc_lsn`.
+    pub lsn: bool,
 }
 
 impl KeyFields {
     /// The fields of `schema`; `None` without an `_olake_id` column.
     pub(crate) fn of(schema: &iceberg::spec::Schema) -> Option<KeyFields> {
         let id = |name: &str| schema.field_by_name(name).map(|f| f.id);
+        let lsn = id(LSN_COLUMN);
         Some(KeyFields {
             key: id(KEY_COLUMN)?,
             partition: id(PARTITION_COLUMN),
-            timestamp: id(TIMESTAMP_COLUMN),
+            timestamp: lsn.or_else(|| id(TIMESTAMP_COLUMN)),
+            lsn: lsn.is_some(),
         })
     }
 }
@@ -261,6 +268,7 @@ impl KeyFields {
 /// The columns a row's [`Stamp`] is read from.
 const PARTITION_COLUMN: &str = topicberg_core::columns::KAFKA_PARTITION;
 const TIMESTAMP_COLUMN: &str = topicberg_core::columns::KAFKA_TIMESTAMP;
+const LSN_COLUMN: &str = topicberg_core::columns::CDC_LSN;
 
 /// The index of the batch column with field id `id` (or, in a file
 /// without field ids, named `name`).
@@ -274,6 +282,16 @@ fn column_of(batch: &RecordBatch, id: Option<i32>, name: &str) -> Option<usize> 
     })
 }
 
+/// The values of a stamp's order column (`_kafka_timestamp` or
+/// `_cdc_lsn`) and its nulls; `None` for a column of another type.
+fn order_values(array: &dyn Array) -> Option<(&[i64], Option<&NullBuffer>)> {
+    if let Some(a) = array.as_primitive_opt::<Int64Type>() {
+        return Some((a.values(), a.nulls()));
+    }
+    let a = array.as_primitive_opt::<TimestampMicrosecondType>()?;
+    Some((a.values(), a.nulls()))
+}
+
 /// Streams a data file's rows in position order: `each(pos, key, stamp)`,
 /// the key `None` for a null or malformed `_olake_id`, the stamp from the
 /// row's `_kafka_timestamp` and `_kafka_partition` ([`Stamp::UNKNOWN`]'s
@@ -285,10 +303,15 @@ pub(crate) async fn read_stamped_keys(
     mut each: impl FnMut(u64, Option<[u8; 16]>, Stamp) -> Result<(), IcebergError>,
 ) -> Result<(), IcebergError> {
     let step = format!("reading the {KEY_COLUMN} column of {path}");
+    let order_column = if fields.lsn {
+        LSN_COLUMN
+    } else {
+        TIMESTAMP_COLUMN
+    };
     let wanted = [
         (Some(fields.key), KEY_COLUMN),
         (fields.partition, PARTITION_COLUMN),
-        (fields.timestamp, TIMESTAMP_COLUMN),
+        (fields.timestamp, order_column),
     ];
     let mut pos = 0u64;
     stream_columns(
@@ -306,16 +329,13 @@ pub(crate) async fn read_stamped_keys(
             let keys = strings(&step, batch.column(key_at).as_ref())?;
             let partitions = column_of(batch, fields.partition, PARTITION_COLUMN)
                 .and_then(|i| batch.column(i).as_primitive_opt::<Int32Type>());
-            let timestamps = column_of(batch, fields.timestamp, TIMESTAMP_COLUMN).and_then(|i| {
-                batch
-                    .column(i)
-                    .as_primitive_opt::<TimestampMicrosecondType>()
-            });
+            let timestamps = column_of(batch, fields.timestamp, order_column)
+                .and_then(|i| order_values(batch.column(i).as_ref()));
             for (row, key) in keys.into_iter().enumerate() {
                 let stamp = Stamp {
                     timestamp: timestamps
-                        .filter(|t| t.is_valid(row))
-                        .map_or(Stamp::UNKNOWN.timestamp, |t| t.value(row)),
+                        .filter(|(_, nulls)| nulls.is_none_or(|n| n.is_valid(row)))
+                        .map_or(Stamp::UNKNOWN.timestamp, |(values, _)| values[row]),
                     partition: partitions
                         .filter(|p| p.is_valid(row))
                         .map_or(Stamp::UNKNOWN.partition, |p| p.value(row)),

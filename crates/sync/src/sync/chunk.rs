@@ -284,13 +284,13 @@ impl<'a> ChunkWriter<'a> {
                     Err(e) => return Ok(Decoded::Invalid(e)),
                 };
                 let hash = parse_key_hash(&id).expect("32 hex digits");
-                self.send(Item::Tombstone(self.index, hash, version_of(record)))?;
+                self.send(Item::Tombstone(self.index, hash, self.version_of(record)))?;
                 return Ok(Decoded::Tombstone);
             }
             if self.tombstones_delete && e.kind == DecodeErrorKind::Tombstone {
                 if let Some(key) = record.key {
                     let hash = parse_key_hash(&kafka_key_olake_id(key)).expect("32 hex digits");
-                    self.send(Item::Tombstone(self.index, hash, version_of(record)))?;
+                    self.send(Item::Tombstone(self.index, hash, self.version_of(record)))?;
                     return Ok(Decoded::Tombstone);
                 }
             }
@@ -345,6 +345,24 @@ impl<'a> ChunkWriter<'a> {
         Ok(())
     }
 
+    /// A tombstone's version, to order it against the key's rows: by its
+    /// timestamp, or on a change-event table (rows ordered by `_cdc_lsn`)
+    /// by the delete event's place in the source's log; a Kafka tombstone
+    /// there has none, so it orders first against other partitions and
+    /// wins only over its own partition's earlier messages.
+    fn version_of(&self, record: &SourceRecord<'_>) -> Version {
+        let timestamp = if self.decoder.has_change_lsn() {
+            self.decoder.change_lsn().unwrap_or(i64::MIN)
+        } else {
+            record.timestamp_ms.map_or(i64::MIN, |ms| ms * 1000)
+        };
+        Version {
+            timestamp,
+            partition: record.partition,
+            offset: record.offset,
+        }
+    }
+
     /// The chunk's end: the last rows sent, the drain's outcome as the
     /// chunk's result.
     fn finish(
@@ -370,15 +388,6 @@ impl<'a> ChunkWriter<'a> {
             }
             Err(e) => Err(DrainFailure::Read(e)),
         }
-    }
-}
-
-/// A message's version, to order the messages of one key.
-fn version_of(record: &SourceRecord<'_>) -> Version {
-    Version {
-        timestamp: record.timestamp_ms.map_or(i64::MIN, |ms| ms * 1000),
-        partition: record.partition,
-        offset: record.offset,
     }
 }
 

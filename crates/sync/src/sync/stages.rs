@@ -295,7 +295,12 @@ async fn create_table(
         )?
         .columns(),
     };
-    let columns = TableColumns::for_new_table(&payload).map_err(CreateError::Columns)?;
+    let mut columns = TableColumns::for_new_table(&payload).map_err(CreateError::Columns)?;
+    if settings.change_events != ChangeEvents::None {
+        columns = columns
+            .with_change_columns()
+            .map_err(CreateError::Columns)?;
+    }
     let namespace = ctx.job.namespace_path();
     let format = iceberg_format(settings.format_version);
     let handle = ctx

@@ -5,8 +5,10 @@
 //! and are found through the key index), so memory does not grow with the
 //! number of messages. For each `_olake_id` (the hash of the dedup key)
 //! the latest message wins: within a partition the higher offset; across
-//! partitions the later message timestamp, then the higher partition, then
-//! the higher offset, so the result never depends on thread timing. A
+//! partitions the later message timestamp (on a change-event table the
+//! later place in the source's log, `_cdc_lsn`), then the higher
+//! partition, then the higher offset, so the result never depends on
+//! thread timing. A
 //! tombstone (on a `_kafka_key` stream) competes like any message and, when
 //! it wins, deletes the key.
 
@@ -32,12 +34,14 @@ pub use error::SpillError;
 pub use folder::remove_abandoned as remove_abandoned_spill_folders;
 use folder::SpillFolder;
 use held::HeldShape;
+use topicberg_core::columns::{CDC_LSN, KAFKA_TIMESTAMP};
 use topicberg_iceberg::key_index::Stamp;
 
 /// A message's place in the stream, for ordering versions of one key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Version {
-    /// Message timestamp, microseconds (or milliseconds: only compared).
+    /// Message timestamp, microseconds (or milliseconds: only compared);
+    /// on a change-event table the source's log position (`_cdc_lsn`).
     pub timestamp: i64,
     /// Partition.
     pub partition: i32,
@@ -71,6 +75,36 @@ impl Version {
         Stamp {
             timestamp: self.timestamp,
             partition: self.partition,
+        }
+    }
+}
+
+/// The column that orders one key's versions across partitions: a
+/// change-event table's `_cdc_lsn` (the source's log position), else
+/// `_kafka_timestamp`. A null orders first (`i64::MIN`).
+enum Order<'a> {
+    Lsn(&'a arrow_array::Int64Array),
+    Timestamp(&'a arrow_array::TimestampMicrosecondArray),
+}
+
+impl<'a> Order<'a> {
+    fn of(batch: &'a RecordBatch) -> Result<Self, SpillError> {
+        if let Some(lsn) = batch.column_by_name(CDC_LSN) {
+            return Ok(Order::Lsn(lsn.as_primitive::<Int64Type>()));
+        }
+        let timestamps = batch
+            .column_by_name(KAFKA_TIMESTAMP)
+            .ok_or(SpillError::MissingColumn(KAFKA_TIMESTAMP))?;
+        Ok(Order::Timestamp(
+            timestamps.as_primitive::<TimestampMicrosecondType>(),
+        ))
+    }
+
+    fn at(&self, row: usize) -> i64 {
+        let value = |array: &dyn Array, v: i64| if array.is_null(row) { i64::MIN } else { v };
+        match self {
+            Order::Lsn(a) => value(*a, a.values()[row]),
+            Order::Timestamp(a) => value(*a, a.values()[row]),
         }
     }
 }
@@ -156,7 +190,7 @@ impl UpsertBuffer {
         let ids = column("_olake_id")?.as_string::<i32>();
         let partitions = column("_kafka_partition")?.as_primitive::<Int32Type>();
         let offsets = column("_kafka_offset")?.as_primitive::<Int64Type>();
-        let timestamps = column("_kafka_timestamp")?.as_primitive::<TimestampMicrosecondType>();
+        let order = Order::of(&batch)?;
         let first_row = self.rows;
         let rows = u32::try_from(batch.num_rows())
             .ok()
@@ -168,11 +202,7 @@ impl UpsertBuffer {
                 .ok_or_else(|| SpillError::BadKey(ids.value(row).to_string()))?;
             self.ids.extend_from_slice(&key);
             let version = Version {
-                timestamp: if timestamps.is_null(row) {
-                    i64::MIN
-                } else {
-                    timestamps.value(row)
-                },
+                timestamp: order.at(row),
                 partition: partitions.value(row),
                 offset: offsets.value(row),
             };

@@ -211,15 +211,16 @@ fn a_debezium_stream_without_its_schema_keeps_the_table_equal_to_the_source() {
     let expected = query_json(&format!("select id, name, n, ok from {table} order by id"));
     assert_eq!(expected.len(), 18);
     assert_eq!(table_rows(&job, &table), expected);
-    // `_cdc_timestamp`: the source time (`source.ts_ms`) of each key's
-    // last event.
+    // `_cdc_timestamp` and `_cdc_lsn`: the source time (`source.ts_ms`)
+    // and log position (`source.lsn`) of each key's last event.
     let mut source_time = std::collections::BTreeMap::new();
     for c in &changes {
         if let Some(e) = c.event().filter(|e| !e["after"].is_null()) {
             let ms = e["source"]["ts_ms"].as_i64().expect("source.ts_ms");
             let at = chrono::DateTime::from_timestamp_millis(ms).unwrap();
             let text = at.format("%Y-%m-%dT%H:%M:%S%.6f+00:00").to_string();
-            source_time.insert(e["after"]["id"].as_i64().unwrap(), text);
+            let lsn = e["source"]["lsn"].as_i64().expect("source.lsn");
+            source_time.insert(e["after"]["id"].as_i64().unwrap(), (text, lsn));
         }
     }
     let name = format!("{}_topics.{table}", job.name);
@@ -227,11 +228,9 @@ fn a_debezium_stream_without_its_schema_keeps_the_table_equal_to_the_source() {
     for line in raw.lines() {
         let row: Value = serde_json::from_str(line).unwrap();
         let id = row["id"].as_i64().unwrap();
-        assert_eq!(
-            row["_cdc_timestamp"].as_str(),
-            Some(source_time[&id].as_str()),
-            "{row}"
-        );
+        let (time, lsn) = &source_time[&id];
+        assert_eq!(row["_cdc_timestamp"].as_str(), Some(time.as_str()), "{row}");
+        assert_eq!(row["_cdc_lsn"].as_i64(), Some(*lsn), "{row}");
     }
     drop(connector);
 }

@@ -16,6 +16,9 @@
 //!   table turns into a delete of the message key's row, as it does for
 //!   the Kafka tombstone that follows it. `t` (truncate), `m` (message) and
 //!   anything else are not rows: [`DecodeErrorKind::ChangeEvent`].
+//! - `source.lsn` (PostgreSQL's log position) fills `_cdc_lsn` where the
+//!   table has it, and orders the key's row (or, for a delete,
+//!   [`BatchDecoder::change_lsn`]) against its changes on other partitions.
 //! - Debezium's placeholder for a value it did not read
 //!   (`__debezium_unavailable_value`, an unchanged TOASTed column) is never
 //!   written: the event fails naming the field.
@@ -46,6 +49,8 @@ struct Event<'a> {
     op: String,
     /// `source.ts_ms`: when the change was made in the database.
     source_ms: Option<i64>,
+    /// `source.lsn`: the change's place in PostgreSQL's log.
+    lsn: Option<i64>,
     after: Option<&'a RawValue>,
     schema: SchemaAt<'a>,
 }
@@ -89,6 +94,8 @@ struct Payload<'a> {
 struct Source {
     #[serde(default)]
     ts_ms: Option<i64>,
+    #[serde(default)]
+    lsn: Option<i64>,
 }
 
 /// The event in `value`, or why it is not one.
@@ -121,9 +128,11 @@ impl<'a> Payload<'a> {
         let op = self
             .op
             .ok_or_else(|| bad("no `op` field (is this a Debezium change event?)".into()))?;
+        let source = self.source.as_ref();
         Ok(Event {
             op,
-            source_ms: self.source.and_then(|s| s.ts_ms),
+            source_ms: source.and_then(|s| s.ts_ms),
+            lsn: source.and_then(|s| s.lsn),
             after: self.after,
             schema,
         })
@@ -222,11 +231,26 @@ impl ChangePlans {
 }
 
 impl BatchDecoder {
+    /// The place in the source's log (`source.lsn`) of the last change
+    /// event given to [`BatchDecoder::append`]: what orders a delete
+    /// against the key's changes on other partitions. `None` for a Kafka
+    /// tombstone and for an event without one.
+    pub fn change_lsn(&self) -> Option<i64> {
+        self.change_lsn
+    }
+
+    /// Whether these columns have `_cdc_lsn`, which then orders the rows
+    /// of a key across partitions (see [`BatchDecoder::change_lsn`]).
+    pub fn has_change_lsn(&self) -> bool {
+        self.metadata.cdc_lsn.is_some()
+    }
+
     /// A change event into a new row (see the [module docs](self)).
     pub(super) fn append_change(
         &mut self,
         record: &SourceRecord<'_>,
     ) -> Result<(), super::DecodeError> {
+        self.change_lsn = None;
         let Some(value) = record.value else {
             return Err(error(record, None, DecodeErrorKind::Tombstone));
         };
@@ -236,6 +260,7 @@ impl BatchDecoder {
             None => event(value),
         }
         .map_err(|kind| error(record, None, kind))?;
+        self.change_lsn = event.lsn;
         match event.op.as_str() {
             "c" | "r" | "u" => {}
             "d" => return Err(error(record, None, DecodeErrorKind::Tombstone)),

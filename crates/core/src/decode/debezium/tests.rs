@@ -336,3 +336,46 @@ fn events_in_the_json_converters_byte_order_read_alike_through_the_known_schema(
         .unwrap_err();
     assert!(matches!(e.kind, DecodeErrorKind::UnknownFields(_)), "{e}");
 }
+
+#[test]
+fn an_events_log_position_fills_cdc_lsn_and_orders_its_delete() {
+    let schema = envelope_schema(&[]);
+    let columns = typed_columns(&event(Some(&schema), "c", row()));
+    let columns = TableColumns::for_new_table(&columns)
+        .unwrap()
+        .with_change_columns()
+        .unwrap();
+    let mut options = DecoderOptions::append(0);
+    options.id_mode = IdMode::Upsert {
+        key_columns: vec![ALL_KEY_FIELDS.to_owned()],
+    };
+    options.change_events = ChangeEvents::Debezium;
+    let mut d = BatchDecoder::new(&columns, options).unwrap();
+    assert!(d.has_change_lsn());
+    let at = |op: &str, lsn: Option<i64>, after: serde_json::Value| {
+        let mut v: serde_json::Value =
+            serde_json::from_str(&event(Some(&schema), op, after)).unwrap();
+        v["payload"]["source"]["lsn"] = json!(lsn);
+        v.to_string()
+    };
+    d.append(&record(
+        0,
+        r#"{"id":1}"#,
+        Some(&at("c", Some(4_200), row())),
+    ))
+    .unwrap();
+    d.append(&record(1, r#"{"id":1}"#, Some(&at("u", None, row()))))
+        .unwrap();
+    let delete = at("d", Some(4_300), serde_json::Value::Null);
+    let e = d
+        .append(&record(2, r#"{"id":1}"#, Some(&delete)))
+        .unwrap_err();
+    assert_eq!(e.kind, DecodeErrorKind::Tombstone);
+    assert_eq!(d.change_lsn(), Some(4_300));
+    // The Kafka tombstone after it has no position of its own.
+    d.append(&record(3, r#"{"id":1}"#, None)).unwrap_err();
+    assert_eq!(d.change_lsn(), None);
+    let b = d.finish();
+    let lsn = column(&b, "_cdc_lsn").as_primitive::<arrow_array::types::Int64Type>();
+    assert_eq!((lsn.value(0), lsn.is_null(1)), (4_200, true));
+}

@@ -125,3 +125,62 @@ async fn a_rows_stamp_is_read_from_the_table_and_kept_through_replays_compaction
     assert!(matches!(index.state(), IndexState::Rebuilt(_)));
     assert_eq!(stamps(&index, 0..11), expected);
 }
+
+#[tokio::test]
+async fn a_change_event_tables_stamps_are_its_rows_log_positions() {
+    let dir = TempDir::new();
+    let state = dir.0.join("state");
+    let destination = Destination::open_embedded(&dir.0.join("catalog"), "default").unwrap();
+    let columns = [
+        Column::optional("_olake_id", 1, ColumnType::String),
+        Column::optional("_kafka_partition", 2, ColumnType::Int),
+        Column::optional("_kafka_timestamp", 3, ColumnType::TimestampTz),
+        Column::optional("_cdc_lsn", 4, ColumnType::Long),
+    ];
+    let table = destination
+        .ensure_table(&vec!["ns".to_string()], "t", &columns, FormatVersion::V2)
+        .await
+        .unwrap();
+    let mut fx = Fixture {
+        _dir: dir,
+        state,
+        destination,
+        table,
+    };
+    let keys = [0i64, 1, 2];
+    let batch = RecordBatch::try_new(
+        fx.table.arrow_schema().clone(),
+        vec![
+            Arc::new(StringArray::from(
+                keys.iter().map(|k| key_hex(*k)).collect::<Vec<_>>(),
+            )) as ArrayRef,
+            Arc::new(Int32Array::from(vec![0, 1, 2])),
+            Arc::new(
+                TimestampMicrosecondArray::from(vec![9_000, 9_000, 9_000]).with_timezone("+00:00"),
+            ),
+            Arc::new(arrow_array::Int64Array::from(vec![
+                Some(500),
+                None,
+                Some(70),
+            ])),
+        ],
+    )
+    .unwrap();
+    let file = fx.write_one_file(batch).await;
+    fx.destination
+        .commit_append(&mut fx.table, vec![file], BTreeMap::new())
+        .await
+        .unwrap();
+    let index = fx.open().await;
+    assert!(matches!(index.state(), IndexState::Rebuilt(_)));
+    let stamp = |timestamp, partition| {
+        Some(Stamp {
+            timestamp,
+            partition,
+        })
+    };
+    assert_eq!(
+        stamps(&index, 0..3),
+        [stamp(500, 0), stamp(i64::MIN, 1), stamp(70, 2)]
+    );
+}

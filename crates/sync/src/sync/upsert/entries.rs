@@ -226,6 +226,21 @@ fn resolve_sorted<E>(
     fold_sorted(entries, f)
 }
 
+/// The later of two entries of one key. Within a partition the higher
+/// offset, which keeps the higher of the two orders: a later message of a
+/// partition is never earlier than the ones before it, so a Kafka
+/// tombstone after a change stream's delete (no log position of its own)
+/// orders as the delete did against the key's other partitions.
+fn later(winner: Entry, next: Entry) -> Entry {
+    let (a, b) = (winner.version, next.version);
+    if a.partition != b.partition {
+        return if b.supersedes(&a) { next } else { winner };
+    }
+    let mut later = if b.offset > a.offset { next } else { winner };
+    later.version.timestamp = a.timestamp.max(b.timestamp);
+    later
+}
+
 /// Hands each key's winner to `f`, from entries sorted by key (stable).
 fn fold_sorted<E>(
     entries: &[Entry],
@@ -236,9 +251,7 @@ fn fold_sorted<E>(
         let mut winner = entries[i];
         let mut j = i + 1;
         while j < entries.len() && entries[j].key == winner.key {
-            if entries[j].version.supersedes(&winner.version) {
-                winner = entries[j];
-            }
+            winner = later(winner, entries[j]);
             j += 1;
         }
         f(&winner.key, winner.slot(), winner.version)?;
@@ -264,6 +277,48 @@ mod tests {
             },
             row,
         }
+    }
+
+    #[test]
+    fn a_kafka_tombstone_after_a_delete_orders_as_the_delete_across_partitions() {
+        let at = |timestamp, partition, offset, row| Entry {
+            key: [7; 16],
+            version: Version {
+                timestamp,
+                partition,
+                offset,
+            },
+            row,
+        };
+        let tombstone = Entry::row_or_tombstone(Slot::Tombstone);
+        // Partition 0: the row (position 10), its delete (30), then the
+        // Kafka tombstone without a position. Partition 1: an older row
+        // (20), arriving in any order against them.
+        let delete = at(30, 0, 2, tombstone);
+        let kafka_tombstone = at(i64::MIN, 0, 3, tombstone);
+        let older = at(20, 1, 9, 1);
+        for order in [
+            [at(10, 0, 1, 0), delete, older, kafka_tombstone],
+            [kafka_tombstone, older, at(10, 0, 1, 0), delete],
+            [older, kafka_tombstone, delete, at(10, 0, 1, 0)],
+        ] {
+            let mut won = Vec::new();
+            fold_sorted(&order, &mut |_, slot, v| {
+                won.push((slot, v.timestamp));
+                Ok::<_, SpillError>(())
+            })
+            .unwrap();
+            assert_eq!(won, [(Slot::Tombstone, 30)], "{order:?}");
+        }
+        // A row after the delete, on the other partition, stays.
+        let newer = at(40, 1, 9, 1);
+        let mut won = Vec::new();
+        fold_sorted(&[delete, newer, kafka_tombstone], &mut |_, slot, _| {
+            won.push(slot);
+            Ok::<_, SpillError>(())
+        })
+        .unwrap();
+        assert_eq!(won, [Slot::Row(1)]);
     }
 
     fn winners(entries: &mut Entries) -> Vec<(KeyHash, Slot)> {
