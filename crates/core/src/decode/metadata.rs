@@ -4,6 +4,7 @@
 use super::{
     error, place_bytes, BatchDecoder, DecodeError, DecodeErrorKind, KeyPart, KEY_FIELD_PREFIX,
 };
+use crate::columns;
 use crate::olake_id::{encode_key_value, hash_hex};
 use crate::record::SourceRecord;
 
@@ -19,6 +20,23 @@ pub(super) struct MetadataColumns {
     pub(super) olake_timestamp: Option<usize>,
     pub(super) cdc_timestamp: Option<usize>,
     pub(super) cdc_lsn: Option<usize>,
+}
+
+impl MetadataColumns {
+    /// Where the metadata column `name` is kept.
+    pub(super) fn slot(&mut self, name: &str) -> &mut Option<usize> {
+        match name {
+            columns::KAFKA_KEY => &mut self.key,
+            columns::KAFKA_PARTITION => &mut self.partition,
+            columns::KAFKA_OFFSET => &mut self.offset,
+            columns::KAFKA_TIMESTAMP => &mut self.timestamp,
+            columns::OLAKE_ID => &mut self.id,
+            columns::OP_TYPE => &mut self.op_type,
+            columns::OLAKE_TIMESTAMP => &mut self.olake_timestamp,
+            columns::CDC_LSN => &mut self.cdc_lsn,
+            _ => &mut self.cdc_timestamp,
+        }
+    }
 }
 
 impl BatchDecoder {

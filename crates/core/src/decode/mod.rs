@@ -250,18 +250,7 @@ impl BatchDecoder {
                 payload.push(i);
                 continue;
             }
-            let slot = match c.name.as_str() {
-                columns::KAFKA_KEY => &mut metadata.key,
-                columns::KAFKA_PARTITION => &mut metadata.partition,
-                columns::KAFKA_OFFSET => &mut metadata.offset,
-                columns::KAFKA_TIMESTAMP => &mut metadata.timestamp,
-                columns::OLAKE_ID => &mut metadata.id,
-                columns::OP_TYPE => &mut metadata.op_type,
-                columns::OLAKE_TIMESTAMP => &mut metadata.olake_timestamp,
-                columns::CDC_LSN => &mut metadata.cdc_lsn,
-                _ => &mut metadata.cdc_timestamp,
-            };
-            *slot = Some(i);
+            *metadata.slot(&c.name) = Some(i);
         }
         // Errors and the positional hint speak of message fields.
         let names: Vec<Box<str>> = cols
