@@ -15,8 +15,8 @@ use crate::columns::KAFKA_KEY;
 use crate::config::{
     default_key_format, parse_duration, resolve_delete_format, value_format_without_schema,
     CatalogKind, ChangeEvents, ConfigProblem, DeleteFormat, DestinationConfig, EngineTarget,
-    FormatVersion, JobConfig, MaintainConfig, OnInvalid, PartitionField, SortKey, SourceConfig,
-    StreamMode, StreamSettings, SCHEMA_REGISTRY_REQUEST_TIMEOUT_SECS,
+    FormatVersion, JobConfig, MaintainConfig, OnInvalid, OnTruncate, PartitionField, SortKey,
+    SourceConfig, StreamMode, StreamSettings, SCHEMA_REGISTRY_REQUEST_TIMEOUT_SECS,
 };
 use crate::decode::ALL_KEY_FIELDS;
 use crate::registry::ValueFormat;
@@ -216,6 +216,8 @@ pub struct TableSettings {
     pub sort_by: Vec<SortKey>,
     /// Whether the messages are change events (`change_events`).
     pub change_events: ChangeEvents,
+    /// What a truncate event does (`on_truncate`).
+    pub on_truncate: OnTruncate,
 }
 
 /// How a table's rows relate to the messages.
@@ -487,6 +489,7 @@ impl Job {
             partition_by,
             sort_by,
             change_events: stream.change_events,
+            on_truncate: stream.on_truncate,
         })
     }
 }

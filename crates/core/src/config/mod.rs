@@ -62,8 +62,8 @@ pub use schema::job_file_schema;
 pub use sort::{parse_sort_by, sortable, SortKey, SortKeyError};
 pub use source::{FetchMethod, SaslMechanism, SecurityProtocol, SourceConfig};
 pub use streams::{
-    is_identifier, sanitize_identifier, ChangeEvents, DeleteFormat, OnInvalid, StreamConfig,
-    StreamMode, StreamSettings,
+    is_identifier, sanitize_identifier, ChangeEvents, DeleteFormat, OnInvalid, OnTruncate,
+    StreamConfig, StreamMode, StreamSettings,
 };
 
 /// A query engine that will read the tables (`target_engines`); upsert

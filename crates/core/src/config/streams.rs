@@ -47,6 +47,21 @@ pub enum ChangeEvents {
     Debezium,
 }
 
+/// What a truncate of the source table (a change event `op` t) does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum OnTruncate {
+    /// The table's rows from before the truncate are deleted, in the
+    /// sync's one commit with its other changes.
+    #[default]
+    #[schemars(extend("x-label" = "Empty the table"))]
+    EmptyTable,
+    /// The sync fails at the truncate, naming it; nothing of the table is
+    /// committed.
+    #[schemars(extend("x-label" = "Fail the sync"))]
+    Fail,
+}
+
 /// How an upsert retires the old row of a key.
 // Which one a table gets is decided by
 // [`resolve_delete_format`](super::resolve_delete_format) from
@@ -244,6 +259,16 @@ pub struct StreamConfig {
         "x-help" = "debezium: the topic is a Debezium change stream (JSON values, upsert mode)"
     ))]
     pub change_events: ChangeEvents,
+    /// What a truncate of the source table (a change event with `op` t)
+    /// does: `empty_table` (default) deletes every row from before it, in
+    /// the sync's one commit; `fail` stops the sync at it, naming the
+    /// topic, partition and offset. Only with `change_events`.
+    #[serde(default)]
+    #[schemars(extend(
+        "x-label" = "On truncate",
+        "x-help" = "empty_table: delete the rows from before the truncate; fail: stop the sync at it"
+    ))]
+    pub on_truncate: OnTruncate,
 }
 
 /// A format name (`json`, `avro`, `protobuf`, `auto`); `""` is unset.
@@ -286,6 +311,8 @@ pub struct StreamSettings {
     pub sort_by: Vec<String>,
     /// Whether the messages are change events.
     pub change_events: ChangeEvents,
+    /// What a truncate event does.
+    pub on_truncate: OnTruncate,
     /// Whether the settings come from a `[[streams]]` entry.
     pub configured: bool,
 }
@@ -307,6 +334,7 @@ impl StreamSettings {
             partition_by: Vec::new(),
             sort_by: Vec::new(),
             change_events: ChangeEvents::None,
+            on_truncate: OnTruncate::EmptyTable,
             configured: false,
         }
     }
@@ -331,6 +359,7 @@ impl From<&StreamConfig> for StreamSettings {
             partition_by: entry.partition_by.clone(),
             sort_by: entry.sort_by.clone(),
             change_events: entry.change_events,
+            on_truncate: entry.on_truncate,
             configured: true,
         }
     }

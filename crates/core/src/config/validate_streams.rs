@@ -183,6 +183,13 @@ fn upsert_stream(
 /// A stream of change events: upsert mode, JSON values.
 fn change_events(s: &StreamConfig, at: &dyn Fn(&str) -> String, out: &mut Vec<ConfigProblem>) {
     if s.change_events == ChangeEvents::None {
+        if s.on_truncate != super::OnTruncate::default() {
+            push(
+                out,
+                at("on_truncate"),
+                format!("applies to streams of change events only: remove it from \"{}\", or set change_events = \"debezium\"", s.topic),
+            );
+        }
         return;
     }
     if s.mode != StreamMode::Upsert {

@@ -50,6 +50,9 @@ pub enum DecodeErrorKind {
     /// The value is null (a Kafka tombstone). In append mode there is no row
     /// to write; upsert mode will turn it into a delete. The caller decides.
     Tombstone,
+    /// A change event that truncates the source table (`op` t): no row;
+    /// the caller empties the table or fails (`on_truncate`).
+    Truncate,
     /// The value is not JSON (the reason names line and column).
     NotJson { reason: String },
     /// The value is JSON but not an object: `array`, `string`, `number`,
@@ -145,6 +148,10 @@ impl fmt::Display for DecodeError {
         }
         match &self.kind {
             DecodeErrorKind::Tombstone => f.write_str("null value (tombstone)"),
+            DecodeErrorKind::Truncate => f.write_str(
+                "a truncate of the source table (change event `op` t), which on_truncate = \"fail\" refuses; \
+                 set on_truncate = \"empty_table\" to delete the table's rows from before it",
+            ),
             DecodeErrorKind::NotJson { reason } => write!(f, "value is not JSON: {reason}"),
             DecodeErrorKind::NotAnObject { found } => {
                 write!(f, "value is not a JSON object, found {found}")

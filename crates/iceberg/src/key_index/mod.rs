@@ -361,6 +361,15 @@ impl KeyIndex {
         self.store.merge_due(&meta).map_err(|e| store_err(&step, e))
     }
 
+    /// Merges every run into one, now: what [`KeyReader::rows`] needs.
+    pub fn merge_all(&mut self) -> Result<(), IcebergError> {
+        let step = self.merge_step();
+        let meta = self.meta();
+        self.store
+            .merge_all_recorded(&meta)
+            .map_err(|e| store_err(&step, e))
+    }
+
     /// Puts in place the background merge that ended, if any, and starts
     /// the next one due on its own thread; never waits. Lookups and
     /// commits go on meanwhile (a merge reads runs that do not change).
@@ -617,6 +626,22 @@ pub struct KeyReader<'a> {
 }
 
 impl KeyReader<'_> {
+    /// Every key's row, in key order (the order [`Self::get`] is best
+    /// called in), when the index is one run: after
+    /// [`KeyIndex::merge_all`].
+    pub fn rows(
+        &self,
+    ) -> Result<impl Iterator<Item = Result<([u8; 16], IndexedRow), IcebergError>> + '_, IcebergError>
+    {
+        let rows = self.store.live_rows().ok_or_else(|| {
+            IcebergError::new(
+                IcebergErrorKind::Storage,
+                self.step.clone(),
+                "the key index has several runs; merge them first",
+            )
+        })?;
+        Ok(rows.map(|r| r.map_err(|e| store_err(&self.step, e))))
+    }
     /// `key`'s current row, if any.
     pub fn get(&self, key: &[u8; 16]) -> Result<Option<IndexedRow>, IcebergError> {
         self.store

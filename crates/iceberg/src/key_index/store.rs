@@ -440,6 +440,26 @@ impl Store {
         Ok(None)
     }
 
+    /// Every live key's row in key order, from an index of at most one
+    /// run (after [`Self::merge_all`]); `None` with more runs.
+    pub fn live_rows(
+        &self,
+    ) -> Option<impl Iterator<Item = std::io::Result<([u8; 16], IndexedRow)>> + '_> {
+        if self.runs.len() > 1 {
+            return None;
+        }
+        Some(self.runs.iter().flat_map(move |run| {
+            run.iter().filter_map(move |entry| match entry {
+                Err(e) => Some(Err(e)),
+                Ok(Entry { row: None, .. }) => None,
+                Ok(Entry {
+                    key,
+                    row: Some(row),
+                }) => Some(self.moved(run.seq, row).map(|r| (key, r))),
+            })
+        }))
+    }
+
     /// Where `row`, read from run `run`, is now (after the kept moves).
     fn moved(&self, run: u64, row: IndexedRow) -> std::io::Result<IndexedRow> {
         if self.moves.is_empty() {
@@ -776,6 +796,12 @@ impl Store {
             self.write_index(meta)?;
         }
         Ok(())
+    }
+
+    /// [`Self::merge_all`], the index file then listing the one run.
+    pub fn merge_all_recorded(&mut self, meta: &Meta) -> std::io::Result<()> {
+        self.merge_all()?;
+        self.write_index(meta)
     }
 
     fn write_index(&mut self, meta: &Meta) -> std::io::Result<()> {

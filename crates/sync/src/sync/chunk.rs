@@ -7,6 +7,7 @@
 use std::collections::{HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use topicberg_core::config::OnTruncate;
 
 use arrow_array::RecordBatch;
 use tokio::sync::mpsc;
@@ -40,6 +41,9 @@ pub(super) enum Item {
     Batch(usize, u64, RecordBatch),
     /// A tombstone of a `_kafka_key` upsert table.
     Tombstone(usize, KeyHash, Version),
+    /// A truncate of the source table (a change event): every row before
+    /// it goes.
+    Truncate(usize, Version),
     /// An invalid message for the dead-letter table.
     Dead(usize, Box<DeadRecord>),
 }
@@ -63,6 +67,8 @@ pub(super) struct TableShared {
     pub(super) key_format: ValueFormat,
     /// Whether values are change events (`change_events`).
     pub(super) change_events: topicberg_core::config::ChangeEvents,
+    /// What a truncate event does (`on_truncate`).
+    pub(super) on_truncate: topicberg_core::config::OnTruncate,
     pub(super) failed: AtomicBool,
     pub(super) skipped: AtomicU64,
 }
@@ -287,6 +293,12 @@ impl<'a> ChunkWriter<'a> {
                 self.send(Item::Tombstone(self.index, hash, self.version_of(record)))?;
                 return Ok(Decoded::Tombstone);
             }
+            if e.kind == DecodeErrorKind::Truncate
+                && self.table.on_truncate == OnTruncate::EmptyTable
+            {
+                self.send(Item::Truncate(self.index, self.version_of(record)))?;
+                return Ok(Decoded::Tombstone);
+            }
             if self.tombstones_delete && e.kind == DecodeErrorKind::Tombstone {
                 if let Some(key) = record.key {
                     let hash = parse_key_hash(&kafka_key_olake_id(key)).expect("32 hex digits");
@@ -395,7 +407,7 @@ impl<'a> ChunkWriter<'a> {
 enum Decoded {
     /// A row in the batch.
     Row,
-    /// A tombstone sent to the writer.
+    /// A tombstone (or a truncate) sent to the writer.
     Tombstone,
     /// Not decodable: the error names the message and field.
     Invalid(DecodeError),

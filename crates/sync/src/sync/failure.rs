@@ -317,6 +317,19 @@ pub enum UpsertError {
     /// A written row's position is past the last data file.
     #[error("written row {0} is beyond the data files")]
     RowBeyondFiles(u64),
+    /// A truncate event reached a worker of a scaled-out job, which hands
+    /// rows and tombstones only.
+    #[error(
+        "a truncate of the source table (change event at partition {partition}, offset {offset}) \
+         is not applied by the workers of a scaled-out job yet; run the job on one process \
+         (topicberg sync) to apply it, or set on_truncate = \"fail\""
+    )]
+    TruncateAmongWorkers {
+        /// The truncate's partition.
+        partition: i32,
+        /// Its offset.
+        offset: i64,
+    },
 }
 
 impl UpsertError {
@@ -334,6 +347,7 @@ impl UpsertError {
             Self::WinnersFile { .. } => SyncErrorKind::LocalDisk,
             Self::Spill(e) => e.kind(),
             Self::Conform(_) => SyncErrorKind::Schema,
+            Self::TruncateAmongWorkers { .. } => SyncErrorKind::Config,
             Self::WriterStopped(_) | Self::RowCount { .. } | Self::RowBeyondFiles(_) => {
                 SyncErrorKind::Internal
             }

@@ -44,7 +44,7 @@ impl DeadRecord {
 pub fn is_invalid(error: &DecodeError) -> bool {
     !matches!(
         error.kind,
-        DecodeErrorKind::BatchFull | DecodeErrorKind::Registry(_)
+        DecodeErrorKind::BatchFull | DecodeErrorKind::Registry(_) | DecodeErrorKind::Truncate
     )
 }
 

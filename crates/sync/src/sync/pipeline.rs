@@ -54,6 +54,8 @@ pub struct TableInput {
     pub key_format: ValueFormat,
     /// Whether values are change events (`change_events`).
     pub change_events: topicberg_core::config::ChangeEvents,
+    /// What a truncate event does (`on_truncate`).
+    pub on_truncate: topicberg_core::config::OnTruncate,
 }
 
 /// One table's outcome.
@@ -171,7 +173,10 @@ async fn receive(
 ) {
     while let Some(item) = rx.recv().await {
         let index = match &item {
-            Item::Batch(index, ..) | Item::Tombstone(index, ..) | Item::Dead(index, _) => *index,
+            Item::Batch(index, ..)
+            | Item::Tombstone(index, ..)
+            | Item::Truncate(index, _)
+            | Item::Dead(index, _) => *index,
         };
         let sink = &mut sinks[index];
         if sink.error.is_none() && shared.cancel.load(Ordering::Relaxed) {
@@ -186,6 +191,12 @@ async fn receive(
                 Some(buffer) => buffer.add_tombstone(key, version).map_err(Into::into),
                 None => Ok(()),
             },
+            Item::Truncate(_, version) => {
+                if let Some(buffer) = sink.buffer.as_mut() {
+                    buffer.truncate(version);
+                }
+                Ok(())
+            }
             Item::Dead(_, dead) => {
                 sink.dead.push(*dead);
                 Ok(())
@@ -282,6 +293,7 @@ impl TableShared {
             registry: t.registry.clone(),
             key_format: t.key_format,
             change_events: t.change_events,
+            on_truncate: t.on_truncate,
             failed: AtomicBool::new(false),
             skipped: AtomicU64::new(0),
         }

@@ -396,6 +396,7 @@ pub(super) fn prepare_inputs(job: &Job, destination: &Destination, tables: &mut 
                     registry: state.registry.clone(),
                     key_format: settings.key_format,
                     change_events: settings.change_events,
+                    on_truncate: settings.on_truncate,
                 });
             }
             Err(e) => state.fail(Stage::Columns, e),

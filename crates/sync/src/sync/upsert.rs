@@ -160,6 +160,8 @@ pub struct UpsertBuffer {
     /// [`SEGMENT_ROWS`], or `TOPICBERG_UPSERT_SEGMENT_ROWS` (a test hook:
     /// small syncs then write their winning rows with several writers).
     segment_rows: u32,
+    /// The latest truncate of the source table taken (change events).
+    truncated: Option<Version>,
 }
 
 impl UpsertBuffer {
@@ -176,6 +178,7 @@ impl UpsertBuffer {
             segment_rows: crate::hooks::hooks()
                 .upsert_segment_rows
                 .unwrap_or(SEGMENT_ROWS),
+            truncated: None,
         })
     }
 
@@ -264,6 +267,20 @@ impl UpsertBuffer {
         Ok(())
     }
 
+    /// Takes a truncate of the source table at `version`: every row
+    /// whose version it supersedes goes (the sync's and the table's); the
+    /// latest of several counts.
+    pub fn truncate(&mut self, version: Version) {
+        if self.truncated.is_none_or(|t| version.supersedes(&t)) {
+            self.truncated = Some(version);
+        }
+    }
+
+    /// The latest truncate taken, if any.
+    pub fn truncated(&self) -> Option<Version> {
+        self.truncated
+    }
+
     /// Takes a tombstone for `key` (timestamp in microseconds).
     pub fn add_tombstone(&mut self, key: KeyHash, version: Version) -> Result<(), SpillError> {
         self.entries.push(Entry {
@@ -278,9 +295,9 @@ impl UpsertBuffer {
         self.rows
     }
 
-    /// Messages taken (rows and tombstones).
+    /// Messages taken (rows, tombstones and a truncate).
     pub fn messages(&self) -> u64 {
-        self.entries.len()
+        self.entries.len() + u64::from(self.truncated.is_some())
     }
 
     /// Calls `f` with every key's winner and its version, keys in

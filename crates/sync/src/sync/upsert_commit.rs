@@ -5,8 +5,6 @@
 //! after the commit landed.
 
 use std::collections::BTreeMap;
-use std::fs::File;
-use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -23,8 +21,10 @@ use super::kept_index::IndexHome;
 use super::table::CommitRefused;
 use super::upsert::{winning_rows, KeyHash, RowSet, Slot, UpsertBuffer};
 
+mod winners;
 mod written_rows;
-use written_rows::{encode_winner, RowRanks, WrittenRows};
+use winners::find_winners;
+use written_rows::{RowRanks, WrittenRows};
 
 /// What an upsert commit did.
 pub struct UpsertCommit {
@@ -133,7 +133,7 @@ async fn commit_upsert_once(
     offsets: OffsetsAdvance,
     rows: Rows<'_>,
 ) -> Attempt {
-    let index = match home.open(destination, handle).await {
+    let mut index = match home.open(destination, handle).await {
         Ok(index) => index,
         Err(e) => {
             return Attempt::Failed(CommitRefused::Failed(UpsertError::OpenKeyIndex(e).into()))
@@ -159,9 +159,21 @@ async fn commit_upsert_once(
             buffer,
             delete_format,
             writers,
-        } => prepare_upsert(destination, handle, buffer, delete_format, &index, writers)
-            .await
-            .map(Box::new),
+        } => {
+            // A truncate walks every key of the index, in one run.
+            let merged = match buffer.truncated() {
+                Some(_) => index.merge_all().map_err(UpsertError::KeyIndex),
+                None => Ok(()),
+            };
+            match merged {
+                Ok(()) => {
+                    prepare_upsert(destination, handle, buffer, delete_format, &index, writers)
+                        .await
+                        .map(Box::new)
+                }
+                Err(e) => Err(e),
+            }
+        }
     };
     let (attempt, index) = match prepared {
         Err(e) => (Attempt::Failed(CommitRefused::Failed(e.into())), index),
@@ -452,6 +464,12 @@ pub(super) async fn stage_winners(
     buffer: &mut UpsertBuffer,
     writers: usize,
 ) -> Result<(Vec<iceberg::spec::DataFile>, Vec<SetTombstone>), UpsertError> {
+    if let Some(t) = buffer.truncated() {
+        return Err(UpsertError::TruncateAmongWorkers {
+            partition: t.partition,
+            offset: t.offset,
+        });
+    }
     let mut winners = RowSet::new(buffer.rows());
     let mut tombstones = Vec::new();
     buffer.for_each_winner(|key, slot, version| {
@@ -476,100 +494,6 @@ pub(super) async fn stage_winners(
     )
     .await?;
     Ok((files, tombstones))
-}
-
-/// Every key's winner, against the key index.
-struct Winners {
-    /// Held rows to write.
-    winners: Arc<RowSet>,
-    /// Of those, the ones whose key the table has (`_op_type` `u`).
-    updates: Arc<RowSet>,
-    /// Tombstoned keys the table has.
-    deleted: Vec<KeyHash>,
-    /// Keys whose old row retires, per data file of that row (equality
-    /// deletes name them, in the data file's partition).
-    retired_keys: BTreeMap<String, Vec<KeyHash>>,
-    /// Old rows to retire: data file -> positions.
-    retire: BTreeMap<String, RoaringTreemap>,
-    /// How many old rows retire.
-    deletes: u64,
-    /// Keys whose winner is older than the table's row of the key (which
-    /// came from another partition): neither written nor deleting.
-    outranked: u64,
-    /// The written keys and their held row numbers, in key order.
-    winner_keys: PathBuf,
-}
-
-/// Every key's winner, in key order, against the key index: which held
-/// rows are written (`u` for keys the table has), which old rows retire.
-/// The written keys with their held row go to a file, in key order: the
-/// key index is updated in that order after the commit (sequential B-tree
-/// inserts).
-fn find_winners(
-    index: &KeyIndex,
-    buffer: &mut UpsertBuffer,
-    delete_format: DeleteFormat,
-) -> Result<Winners, UpsertError> {
-    let reader = index.reader().map_err(UpsertError::KeyIndex)?;
-    let mut winners = RowSet::new(buffer.rows());
-    let mut updates = RowSet::new(buffer.rows());
-    let mut deleted: Vec<KeyHash> = Vec::new();
-    let mut retired_by_id: BTreeMap<u32, Vec<KeyHash>> = BTreeMap::new();
-    let mut retire_by_id: BTreeMap<u32, RoaringTreemap> = BTreeMap::new();
-    let (mut deletes, mut outranked) = (0u64, 0u64);
-    let winner_keys = buffer.dir().join("winners.bin");
-    let file_err = UpsertError::winners_file(&winner_keys);
-    let mut keys_out = BufWriter::new(File::create(&winner_keys).map_err(&file_err)?);
-    buffer.for_each_winner(|key, slot, version| {
-        let old = reader.get(key).map_err(UpsertError::KeyIndex)?;
-        if old.is_some_and(|old| !version.replaces(&old.stamp)) {
-            // The table's row came later, from another partition (another
-            // worker's, or an earlier round's): it stays.
-            outranked += 1;
-            return Ok(());
-        }
-        match slot {
-            Slot::Row(row) => {
-                winners.insert(row);
-                if old.is_some() {
-                    updates.insert(row);
-                }
-                keys_out
-                    .write_all(&encode_winner(key, row, version.stamp()))
-                    .map_err(&file_err)?;
-            }
-            Slot::Tombstone if old.is_some() => deleted.push(*key),
-            Slot::Tombstone => {}
-        }
-        if let Some(old) = old {
-            retire_by_id.entry(old.file).or_default().insert(old.pos);
-            deletes += 1;
-            if delete_format == DeleteFormat::Equality {
-                retired_by_id.entry(old.file).or_default().push(*key);
-            }
-        }
-        Ok::<_, UpsertError>(())
-    })?;
-    keys_out.flush().map_err(&file_err)?;
-    drop((keys_out, file_err));
-    let mut retire: BTreeMap<String, RoaringTreemap> = BTreeMap::new();
-    for (id, positions) in retire_by_id {
-        retire.insert(reader.path(id).map_err(UpsertError::KeyIndex)?, positions);
-    }
-    let mut retired_keys: BTreeMap<String, Vec<KeyHash>> = BTreeMap::new();
-    for (id, keys) in retired_by_id {
-        retired_keys.insert(reader.path(id).map_err(UpsertError::KeyIndex)?, keys);
-    }
-    Ok(Winners {
-        winners: Arc::new(winners),
-        updates: Arc::new(updates),
-        deleted,
-        retired_keys,
-        retire,
-        deletes,
-        outranked,
-        winner_keys,
-    })
 }
 
 /// The winning rows, read back from the held files, fitted to the table's

@@ -1,6 +1,6 @@
 //! Seeded random rounds of changes to two PostgreSQL tables captured by one
 //! Debezium connector, synced into two tables by one job: inserts, updates
-//! (nulls among them), deletes, primary-key changes and a new column, and in
+//! (nulls among them), deletes, primary-key changes, a truncate and a new column, and in
 //! some rounds the sync killed (SIGKILL) at a random point first (while
 //! reading, before the Iceberg commits, between the two tables' commits,
 //! before the group commit). After each round each Iceberg table equals its
@@ -189,6 +189,7 @@ fn seeded_rounds_of_changes_to_two_tables_with_kills_keep_each_copy_equal_to_its
         &format!("{streams}[sync]\nbatch_rows = 10\n"),
     );
     let alter_at = rng.below(rounds as u64) as usize;
+    let truncate_at = rng.below(rounds as u64) as usize;
     for round in 0..rounds {
         for (i, s) in sources.iter_mut().enumerate() {
             if round == alter_at && i == round % 2 {
@@ -199,7 +200,14 @@ fn seeded_rounds_of_changes_to_two_tables_with_kills_keep_each_copy_equal_to_its
                 s.note = true;
                 s.insert_next = true;
             }
-            for _ in 0..3 + rng.below(12) {
+            let changes = 3 + rng.below(12);
+            for n in 0..changes {
+                // One truncate among one round's changes of one table.
+                if round == truncate_at && i != round % 2 && n == changes / 2 {
+                    psql(&format!("truncate {}", s.name));
+                    s.ids.clear();
+                    messages[i] += 1;
+                }
                 messages[i] += s.change(&mut rng);
             }
         }

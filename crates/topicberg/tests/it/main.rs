@@ -11,6 +11,7 @@ mod cdc_debezium;
 mod cdc_order;
 mod cdc_rounds;
 mod cdc_testbed;
+mod cdc_truncate;
 mod cloud_storage;
 mod error_messages;
 mod fault_injection;

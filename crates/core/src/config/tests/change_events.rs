@@ -54,3 +54,24 @@ fn a_debezium_stream_keys_on_every_field_of_the_message_key_unless_told() {
     let plain = resolve("mode = \"upsert\"\ndedup_keys = [\"id\"]\n");
     assert_eq!(plain.change_events, ChangeEvents::None);
 }
+
+#[test]
+fn on_truncate_is_for_change_event_streams_and_resolves_as_written() {
+    one_problem(
+        &stream("mode = \"upsert\"\ndedup_keys = [\"id\"]\non_truncate = \"fail\"\n"),
+        "streams[0].on_truncate",
+        "set change_events = \"debezium\"",
+    );
+    let resolve = |body: &str| {
+        let config = load(&stream(body)).unwrap();
+        Job::resolve(&config).unwrap().table_for("orders")
+    };
+    let cdc = "mode = \"upsert\"\nchange_events = \"debezium\"\n";
+    assert_eq!(
+        resolve(cdc).on_truncate,
+        crate::config::OnTruncate::EmptyTable
+    );
+    let failing = resolve(&format!("{cdc}on_truncate = \"fail\"\n"));
+    assert_eq!(failing.on_truncate, crate::config::OnTruncate::Fail);
+    assert!(load(&stream(&format!("{cdc}on_truncate = \"skip\"\n"))).is_err());
+}

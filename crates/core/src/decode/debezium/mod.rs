@@ -14,8 +14,9 @@
 //! - `op` `c` (create), `r` (snapshot read) and `u` (update) give the row;
 //!   `d` (delete) is a [`DecodeErrorKind::Tombstone`], which an upsert
 //!   table turns into a delete of the message key's row, as it does for
-//!   the Kafka tombstone that follows it. `t` (truncate), `m` (message) and
-//!   anything else are not rows: [`DecodeErrorKind::ChangeEvent`].
+//!   the Kafka tombstone that follows it. `t` (truncate) is a
+//!   [`DecodeErrorKind::Truncate`]. `m` (message) and anything else are
+//!   not rows: [`DecodeErrorKind::ChangeEvent`].
 //! - `source.lsn` (PostgreSQL's log position) fills `_cdc_lsn` where the
 //!   table has it, and orders the key's row (or, for a delete,
 //!   [`BatchDecoder::change_lsn`]) against its changes on other partitions.
@@ -264,7 +265,7 @@ impl BatchDecoder {
         match event.op.as_str() {
             "c" | "r" | "u" => {}
             "d" => return Err(error(record, None, DecodeErrorKind::Tombstone)),
-            "t" => return Err(bad("a truncate (`op` t) is not applied yet".into())),
+            "t" => return Err(error(record, None, DecodeErrorKind::Truncate)),
             other => return Err(bad(format!("`op` {other:?} is not a row change"))),
         }
         let Some(after) = event.after else {

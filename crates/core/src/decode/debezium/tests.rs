@@ -171,9 +171,13 @@ fn deletes_and_tombstones_delete_the_key_and_other_operations_are_not_rows() {
     assert_eq!(kind(&mut d, None), DecodeErrorKind::Tombstone);
     let truncate = event(Some(&schema), "t", serde_json::Value::Null);
     let e = d.append(&record(6, "{}", Some(&truncate))).unwrap_err();
+    assert_eq!(e.kind, DecodeErrorKind::Truncate);
+    assert_eq!(d.change_lsn(), Some(1));
+    let message = event(Some(&schema), "m", serde_json::Value::Null);
+    let e = d.append(&record(6, "{}", Some(&message))).unwrap_err();
     assert_eq!(
         e.to_string(),
-        "p.public.t[0]@6: change event: a truncate (`op` t) is not applied yet"
+        "p.public.t[0]@6: change event: `op` \"m\" is not a row change"
     );
     let e = d
         .append(&record(7, "{}", Some(r#"{"id": 1}"#)))

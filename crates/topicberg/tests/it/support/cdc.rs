@@ -166,6 +166,8 @@ impl Connector {
                 "value.converter": "org.apache.kafka.connect.json.JsonConverter",
                 "key.converter.schemas.enable": schemas,
                 "value.converter.schemas.enable": schemas,
+                // Truncates too (Debezium skips them by default).
+                "skipped.operations": "none",
             }
         });
         let (status, body) = connector

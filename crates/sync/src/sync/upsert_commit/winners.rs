@@ -1,0 +1,212 @@
+//! Every key's winner of an upsert sync, against the key index: which held
+//! rows are written (`u` for keys the table has), which old rows retire.
+//!
+//! A truncate of the source table (a change event) also retires every row
+//! of the table it supersedes, and drops the sync's own versions it
+//! supersedes: the index is walked in key order beside the winners, which
+//! come in key order too.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use roaring::RoaringTreemap;
+use topicberg_core::config::DeleteFormat;
+use topicberg_iceberg::key_index::{IndexedRow, KeyIndex, KeyReader};
+
+use super::super::failure::UpsertError;
+use super::super::upsert::{KeyHash, RowSet, Slot, UpsertBuffer, Version};
+use super::written_rows::encode_winner;
+
+/// Every key's winner, against the key index.
+pub(super) struct Winners {
+    /// Held rows to write.
+    pub winners: Arc<RowSet>,
+    /// Of those, the ones whose key the table has (`_op_type` `u`).
+    pub updates: Arc<RowSet>,
+    /// Tombstoned (or truncated) keys the table has.
+    pub deleted: Vec<KeyHash>,
+    /// Keys whose old row retires, per data file of that row (equality
+    /// deletes name them, in the data file's partition).
+    pub retired_keys: BTreeMap<String, Vec<KeyHash>>,
+    /// Old rows to retire: data file -> positions.
+    pub retire: BTreeMap<String, RoaringTreemap>,
+    /// How many old rows retire.
+    pub deletes: u64,
+    /// Keys whose winner is older than the table's row of the key (which
+    /// came from another partition): neither written nor deleting.
+    pub outranked: u64,
+    /// The written keys and their held row numbers, in key order.
+    pub winner_keys: PathBuf,
+}
+
+/// The winners as they are settled, key by key.
+struct Fold {
+    delete_format: DeleteFormat,
+    winners: RowSet,
+    updates: RowSet,
+    deleted: Vec<KeyHash>,
+    retired_by_id: BTreeMap<u32, Vec<KeyHash>>,
+    retire_by_id: BTreeMap<u32, RoaringTreemap>,
+    deletes: u64,
+    outranked: u64,
+    keys_out: BufWriter<File>,
+}
+
+impl Fold {
+    /// Settles `key`: its winner `slot` at `version` against the table's
+    /// row `old`.
+    fn settle(
+        &mut self,
+        key: &KeyHash,
+        slot: Slot,
+        version: Version,
+        old: Option<IndexedRow>,
+    ) -> std::io::Result<()> {
+        if old.is_some_and(|old| !version.replaces(&old.stamp)) {
+            // The table's row came later, from another partition (another
+            // worker's, or an earlier round's): it stays.
+            self.outranked += 1;
+            return Ok(());
+        }
+        match slot {
+            Slot::Row(row) => {
+                self.winners.insert(row);
+                if old.is_some() {
+                    self.updates.insert(row);
+                }
+                self.keys_out
+                    .write_all(&encode_winner(key, row, version.stamp()))?;
+            }
+            Slot::Tombstone if old.is_some() => self.deleted.push(*key),
+            Slot::Tombstone => {}
+        }
+        if let Some(old) = old {
+            self.retire_by_id
+                .entry(old.file)
+                .or_default()
+                .insert(old.pos);
+            self.deletes += 1;
+            if self.delete_format == DeleteFormat::Equality {
+                self.retired_by_id.entry(old.file).or_default().push(*key);
+            }
+        }
+        Ok(())
+    }
+
+    /// A key of the table the sync has no message of, at a truncate: its
+    /// row retires unless it came later (from another partition).
+    fn truncated(&mut self, key: &KeyHash, old: IndexedRow, truncate: Version) {
+        if truncate.replaces(&old.stamp) {
+            self.deleted.push(*key);
+            self.retire_by_id
+                .entry(old.file)
+                .or_default()
+                .insert(old.pos);
+            self.deletes += 1;
+            if self.delete_format == DeleteFormat::Equality {
+                self.retired_by_id.entry(old.file).or_default().push(*key);
+            }
+        }
+    }
+}
+
+/// Every key's winner, in key order, against the key index (one run when
+/// the buffer holds a truncate: [`KeyIndex::merge_all`]). The written keys
+/// with their held row go to a file, in key order: the key index is
+/// updated in that order after the commit (sequential B-tree inserts).
+pub(super) fn find_winners(
+    index: &KeyIndex,
+    buffer: &mut UpsertBuffer,
+    delete_format: DeleteFormat,
+) -> Result<Winners, UpsertError> {
+    let reader = index.reader().map_err(UpsertError::KeyIndex)?;
+    let winner_keys = buffer.dir().join("winners.bin");
+    let file_err = UpsertError::winners_file(&winner_keys);
+    let mut fold = Fold {
+        delete_format,
+        winners: RowSet::new(buffer.rows()),
+        updates: RowSet::new(buffer.rows()),
+        deleted: Vec::new(),
+        retired_by_id: BTreeMap::new(),
+        retire_by_id: BTreeMap::new(),
+        deletes: 0,
+        outranked: 0,
+        keys_out: BufWriter::new(File::create(&winner_keys).map_err(&file_err)?),
+    };
+    let truncate = buffer.truncated();
+    let mut table_rows = match truncate {
+        Some(_) => Some(reader.rows().map_err(UpsertError::KeyIndex)?.peekable()),
+        None => None,
+    };
+    buffer.for_each_winner(|key, slot, version| {
+        let old = match (&mut table_rows, truncate) {
+            (Some(rows), Some(t)) => {
+                // The table's keys before this one have no message here.
+                while let Some((k, row)) = next_if(rows, |k| k < key)? {
+                    fold.truncated(&k, row, t);
+                }
+                next_if(rows, |k| k == key)?.map(|(_, row)| row)
+            }
+            _ => reader.get(key).map_err(UpsertError::KeyIndex)?,
+        };
+        // A version the truncate supersedes is gone with it.
+        let (slot, version) = match truncate {
+            Some(t) if t.supersedes(&version) => (Slot::Tombstone, t),
+            _ => (slot, version),
+        };
+        fold.settle(key, slot, version, old).map_err(&file_err)?;
+        Ok::<_, UpsertError>(())
+    })?;
+    if let (Some(rows), Some(t)) = (table_rows, truncate) {
+        for found in rows {
+            let (k, row) = found.map_err(UpsertError::KeyIndex)?;
+            fold.truncated(&k, row, t);
+        }
+    }
+    fold.keys_out.flush().map_err(&file_err)?;
+    drop(file_err);
+    finish(fold, &reader, winner_keys)
+}
+
+/// The next of the table's rows when its key is `wanted`.
+fn next_if<I>(
+    rows: &mut std::iter::Peekable<I>,
+    wanted: impl Fn(&KeyHash) -> bool,
+) -> Result<Option<(KeyHash, IndexedRow)>, UpsertError>
+where
+    I: Iterator<Item = Result<(KeyHash, IndexedRow), topicberg_iceberg::IcebergError>>,
+{
+    match rows.next_if(|r| r.as_ref().map_or(true, |(k, _)| wanted(k))) {
+        None => Ok(None),
+        Some(found) => found.map(Some).map_err(UpsertError::KeyIndex),
+    }
+}
+
+/// The fold's sets, the data files named by path.
+fn finish(
+    fold: Fold,
+    reader: &KeyReader<'_>,
+    winner_keys: PathBuf,
+) -> Result<Winners, UpsertError> {
+    let mut retire: BTreeMap<String, RoaringTreemap> = BTreeMap::new();
+    for (id, positions) in fold.retire_by_id {
+        retire.insert(reader.path(id).map_err(UpsertError::KeyIndex)?, positions);
+    }
+    let mut retired_keys: BTreeMap<String, Vec<KeyHash>> = BTreeMap::new();
+    for (id, keys) in fold.retired_by_id {
+        retired_keys.insert(reader.path(id).map_err(UpsertError::KeyIndex)?, keys);
+    }
+    Ok(Winners {
+        winners: Arc::new(fold.winners),
+        updates: Arc::new(fold.updates),
+        deleted: fold.deleted,
+        retired_keys,
+        retire,
+        deletes: fold.deletes,
+        outranked: fold.outranked,
+        winner_keys,
+    })
+}
