@@ -8,6 +8,7 @@
 mod catalog_faults;
 mod catalog_smoke;
 mod cdc_debezium;
+mod cdc_flattened;
 mod cdc_order;
 mod cdc_rounds;
 mod cdc_testbed;

@@ -17,6 +17,11 @@
 //!   the Kafka tombstone that follows it. `t` (truncate) is a
 //!   [`DecodeErrorKind::Truncate`]. `m` (message) and anything else are
 //!   not rows: [`DecodeErrorKind::ChangeEvent`].
+//! - A message without the envelope (no `op` with a `source`) is a
+//!   flattened record (Debezium's `ExtractNewRecordState`): itself the row,
+//!   typed by its own struct schema when it has one; `__deleted = "true"`
+//!   or `__op` `d` delete, `__lsn` and `__source_ts_ms` are its position
+//!   and time.
 //! - `source.lsn` (PostgreSQL's log position) fills `_cdc_lsn` where the
 //!   table has it, and orders the key's row (or, for a delete,
 //!   [`BatchDecoder::change_lsn`]) against its changes on other partitions.
@@ -52,7 +57,8 @@ struct Event<'a> {
     source_ms: Option<i64>,
     /// `source.lsn`: the change's place in PostgreSQL's log.
     lsn: Option<i64>,
-    after: Option<&'a RawValue>,
+    /// The row's JSON object: `after`, or a flattened record itself.
+    after: Option<&'a str>,
     schema: SchemaAt<'a>,
 }
 
@@ -71,15 +77,26 @@ struct Top<'a> {
     #[serde(borrow, default)]
     schema: Option<&'a RawValue>,
     #[serde(borrow, default)]
-    payload: Option<Payload<'a>>,
+    payload: Option<&'a RawValue>,
     #[serde(borrow, default)]
     after: Option<&'a RawValue>,
     #[serde(default)]
     op: Option<String>,
     #[serde(default)]
     source: Option<Source>,
+    #[serde(default, rename = "__op")]
+    flat_op: Option<String>,
+    #[serde(default, rename = "__deleted")]
+    flat_deleted: Option<String>,
+    #[serde(default, rename = "__lsn")]
+    flat_lsn: Option<i64>,
+    #[serde(default, rename = "__source_ts_ms")]
+    flat_source_ms: Option<i64>,
 }
 
+/// The fields of an event this module reads: an envelope's, or the
+/// markers Debezium's `ExtractNewRecordState` adds to a flattened record
+/// (`add.fields=op,lsn,source.ts_ms`, `delete.handling.mode=rewrite`).
 #[derive(Deserialize)]
 struct Payload<'a> {
     #[serde(borrow, default)]
@@ -88,6 +105,14 @@ struct Payload<'a> {
     op: Option<String>,
     #[serde(default)]
     source: Option<Source>,
+    #[serde(default, rename = "__op")]
+    flat_op: Option<String>,
+    #[serde(default, rename = "__deleted")]
+    flat_deleted: Option<String>,
+    #[serde(default, rename = "__lsn")]
+    flat_lsn: Option<i64>,
+    #[serde(default, rename = "__source_ts_ms")]
+    flat_source_ms: Option<i64>,
 }
 
 /// The part of `source` read here.
@@ -106,35 +131,66 @@ fn event(value: &[u8]) -> Result<Event<'_>, DecodeErrorKind> {
         .schema
         .map_or(SchemaAt::Absent, |s| SchemaAt::Text(s.get()));
     match top.payload {
-        Some(p) if top.op.is_none() => p.event(schema),
+        Some(p) if top.op.is_none() => payload_event(p.get().as_bytes(), schema),
         _ => Payload {
             after: top.after,
             op: top.op,
             source: top.source,
+            flat_op: top.flat_op,
+            flat_deleted: top.flat_deleted,
+            flat_lsn: top.flat_lsn,
+            flat_source_ms: top.flat_source_ms,
         }
-        .event(schema),
+        .event(value, schema),
     }
 }
 
-/// The event whose `payload` is `payload` and whose schema is the last one.
-fn payload_event(payload: &[u8]) -> Result<Event<'_>, DecodeErrorKind> {
+/// The event whose `payload` is `payload`, with its schema at `schema`.
+fn payload_event<'a>(
+    payload: &'a [u8],
+    schema: SchemaAt<'a>,
+) -> Result<Event<'a>, DecodeErrorKind> {
     let p: Payload<'_> =
         serde_json::from_slice(payload).map_err(|e| bad(format!("payload: {e}")))?;
-    p.event(SchemaAt::Last)
+    p.event(payload, schema)
 }
 
 impl<'a> Payload<'a> {
-    /// The event these fields make, with its schema at `schema`.
-    fn event(self, schema: SchemaAt<'a>) -> Result<Event<'a>, DecodeErrorKind> {
-        let op = self
-            .op
-            .ok_or_else(|| bad("no `op` field (is this a Debezium change event?)".into()))?;
-        let source = self.source.as_ref();
+    /// The event these fields make, read from `json`, with its schema at
+    /// `schema`. An envelope has `op` and `source`; anything else is a
+    /// flattened record, itself the row: deleted when `__deleted` is
+    /// `"true"` (or `__op` is `d`), else an upsert.
+    fn event(self, json: &'a [u8], schema: SchemaAt<'a>) -> Result<Event<'a>, DecodeErrorKind> {
+        match (self.op, &self.source) {
+            (Some(op), Some(source)) => {
+                return Ok(Event {
+                    op,
+                    source_ms: source.ts_ms,
+                    lsn: source.lsn,
+                    after: self.after.map(RawValue::get),
+                    schema,
+                })
+            }
+            (Some(_), None) => {
+                return Err(bad(
+                    "`op` without `source` (is this a Debezium change event?)".into(),
+                ))
+            }
+            (None, _) => {}
+        }
+        let deleted = self.flat_deleted.as_deref() == Some("true");
+        let op = match self.flat_op {
+            _ if deleted => "d".to_owned(),
+            Some(op) => op,
+            None => "u".to_owned(),
+        };
+        // Parsed as JSON above: UTF-8.
+        let row = std::str::from_utf8(json).map_err(|e| bad(format!("not UTF-8: {e}")))?;
         Ok(Event {
             op,
-            source_ms: source.and_then(|s| s.ts_ms),
-            lsn: source.and_then(|s| s.lsn),
-            after: self.after,
+            source_ms: self.flat_source_ms,
+            lsn: self.flat_lsn,
+            after: Some(row),
             schema,
         })
     }
@@ -183,7 +239,7 @@ pub fn change_columns(value: &[u8]) -> Result<Option<ChangeColumns<'_>>, DecodeE
         return Ok(None);
     };
     match schema {
-        None => Ok(Some(ChangeColumns::Untyped(after.get().as_bytes()))),
+        None => Ok(Some(ChangeColumns::Untyped(after.as_bytes()))),
         Some(schema) => {
             let parsed: ConnectSchema = serde_json::from_str(schema)
                 .map_err(|e| bad(format!("schema is not a Connect schema: {e}")))?;
@@ -257,7 +313,7 @@ impl BatchDecoder {
         };
         let bad = |reason: String| error(record, None, DecodeErrorKind::ChangeEvent { reason });
         let event = match self.change_plans.payload_after_last(value) {
-            Some(payload) => payload_event(payload),
+            Some(payload) => payload_event(payload, SchemaAt::Last),
             None => event(value),
         }
         .map_err(|kind| error(record, None, kind))?;
@@ -273,9 +329,9 @@ impl BatchDecoder {
         };
         self.change_micros = event.source_ms.and_then(|ms| ms.checked_mul(1000));
         let appended = match event.schema {
-            SchemaAt::Absent => self.append_json(record, after.get().as_bytes()),
-            SchemaAt::Text(schema) => self.append_typed(record, Some(schema), after.get()),
-            SchemaAt::Last => self.append_typed(record, None, after.get()),
+            SchemaAt::Absent => self.append_json(record, after.as_bytes()),
+            SchemaAt::Text(schema) => self.append_typed(record, Some(schema), after),
+            SchemaAt::Last => self.append_typed(record, None, after),
         };
         self.change_micros = None;
         appended

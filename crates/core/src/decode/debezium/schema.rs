@@ -87,8 +87,8 @@ pub(crate) enum Read {
 /// Why a Connect schema cannot become columns.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub(crate) enum ConnectSchemaError {
-    #[error("the Connect schema has no `after` field of type struct")]
-    NoAfter,
+    #[error("the Connect schema is not a struct")]
+    NotAStruct,
     #[error("field {field}: Connect type {ty:?} is not known")]
     UnknownType { field: String, ty: String },
     #[error("field {field}: a decimal of {precision} digits is wider than Iceberg's 38")]
@@ -97,18 +97,27 @@ pub(crate) enum ConnectSchemaError {
     NoItems { field: String },
 }
 
-/// The `after` struct of an envelope's schema: its fields as
-/// `(name, column type, read)`, in order.
+/// The row's fields of an event's schema as `(name, column type, read)`,
+/// in order: an envelope's (fields `op` and a struct `after`) `after`
+/// struct, or a flattened record's own struct (Debezium's
+/// `ExtractNewRecordState`).
 pub(crate) fn after_fields(
-    envelope: &ConnectSchema,
+    schema: &ConnectSchema,
 ) -> Result<Vec<(String, ColumnType, Read)>, ConnectSchemaError> {
-    let after = envelope
-        .fields
-        .iter()
-        .find(|f| f.field.as_deref() == Some("after") && f.ty == "struct")
-        .ok_or(ConnectSchemaError::NoAfter)?;
-    after
-        .fields
+    if schema.ty != "struct" {
+        return Err(ConnectSchemaError::NotAStruct);
+    }
+    let field = |name: &str| {
+        schema
+            .fields
+            .iter()
+            .find(|f| f.field.as_deref() == Some(name))
+    };
+    let row = match (field("op"), field("after")) {
+        (Some(_), Some(after)) if after.ty == "struct" => after,
+        _ => schema,
+    };
+    row.fields
         .iter()
         .map(|f| {
             let name = f.field.clone().unwrap_or_default();

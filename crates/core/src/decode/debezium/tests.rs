@@ -180,9 +180,9 @@ fn deletes_and_tombstones_delete_the_key_and_other_operations_are_not_rows() {
         "p.public.t[0]@6: change event: `op` \"m\" is not a row change"
     );
     let e = d
-        .append(&record(7, "{}", Some(r#"{"id": 1}"#)))
+        .append(&record(7, "{}", Some(r#"{"id": 1, "op": "c"}"#)))
         .unwrap_err();
-    assert!(e.to_string().contains("no `op` field"), "{e}");
+    assert!(e.to_string().contains("`op` without `source`"), "{e}");
     assert_eq!(d.len(), 0);
 }
 
@@ -382,4 +382,76 @@ fn an_events_log_position_fills_cdc_lsn_and_orders_its_delete() {
     let b = d.finish();
     let lsn = column(&b, "_cdc_lsn").as_primitive::<arrow_array::types::Int64Type>();
     assert_eq!((lsn.value(0), lsn.is_null(1)), (4_200, true));
+}
+
+#[test]
+fn a_flattened_record_is_the_row_and_its_markers_say_delete_position_and_time() {
+    // Debezium's ExtractNewRecordState with add.fields=op,lsn,source.ts_ms
+    // and delete.handling.mode=rewrite, with and without the schema.
+    let flat = |deleted: &str| {
+        json!({"id": 7, "name": "x", "__op": "u", "__lsn": 900, "__source_ts_ms": 2_000,
+               "__deleted": deleted})
+    };
+    let fields = [
+        ("id", "int32"),
+        ("name", "string"),
+        ("__op", "string"),
+        ("__lsn", "int64"),
+        ("__source_ts_ms", "int64"),
+        ("__deleted", "string"),
+    ];
+    let schema = json!({"type": "struct", "name": "p.public.t.Value", "fields": fields
+        .iter()
+        .map(|(n, t)| json!({"type": t, "optional": true, "field": n}))
+        .collect::<Vec<_>>()});
+    for with_schema in [false, true] {
+        let value = |deleted: &str| match with_schema {
+            true => json!({"schema": schema, "payload": flat(deleted)}).to_string(),
+            false => flat(deleted).to_string(),
+        };
+        let columns = if with_schema {
+            typed_columns(&value("false"))
+        } else {
+            let e = decoder(&[])
+                .append(&record(0, "{}", Some(&value("false"))))
+                .unwrap_err();
+            let DecodeErrorKind::UnknownFields(fields) = e.kind else {
+                panic!("{e}")
+            };
+            fields
+                .iter()
+                .map(|f| (f.name.clone(), f.column_type()))
+                .collect()
+        };
+        let mut names: Vec<&str> = columns.iter().map(|(n, _)| n.as_str()).collect();
+        names.sort_unstable();
+        assert_eq!(
+            names,
+            ["__deleted", "__lsn", "__op", "__source_ts_ms", "id", "name"],
+            "{with_schema}"
+        );
+        let columns = TableColumns::for_new_table(&columns)
+            .unwrap()
+            .with_change_columns()
+            .unwrap();
+        let mut options = DecoderOptions::append(0);
+        options.id_mode = IdMode::Upsert {
+            key_columns: vec![ALL_KEY_FIELDS.to_owned()],
+        };
+        options.change_events = ChangeEvents::Debezium;
+        let mut d = BatchDecoder::new(&columns, options).unwrap();
+        d.append(&record(1, r#"{"id":7}"#, Some(&value("false"))))
+            .unwrap();
+        let e = d
+            .append(&record(2, r#"{"id":7}"#, Some(&value("true"))))
+            .unwrap_err();
+        assert_eq!(e.kind, DecodeErrorKind::Tombstone, "{with_schema}");
+        let b = d.finish();
+        assert_eq!(b.num_rows(), 1);
+        let lsn = column(&b, "_cdc_lsn").as_primitive::<arrow_array::types::Int64Type>();
+        assert_eq!(lsn.value(0), 900);
+        let at = column(&b, "_cdc_timestamp").as_primitive::<TimestampMicrosecondType>();
+        assert_eq!(at.value(0), 2_000_000);
+        assert_eq!(column(&b, "name").as_string::<i32>().value(0), "x");
+    }
 }

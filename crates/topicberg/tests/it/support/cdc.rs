@@ -133,6 +133,17 @@ impl Connector {
     /// afterwards reaches the topics; panics if that takes over a minute or
     /// the connector fails.
     pub fn start(tables: &[&str], partitions: i32, schemas: bool) -> Connector {
+        Self::start_with(tables, partitions, schemas, &[])
+    }
+
+    /// [`Connector::start`] with more connector settings (`extra`), e.g.
+    /// a transform.
+    pub fn start_with(
+        tables: &[&str],
+        partitions: i32,
+        schemas: bool,
+        extra: &[(&str, &str)],
+    ) -> Connector {
         assert!(!tables.is_empty(), "a connector needs tables");
         // Lowercase letters, digits and `_`: valid as a slot, publication and topic name.
         let base = unique_name("cdc");
@@ -170,6 +181,10 @@ impl Connector {
                 "skipped.operations": "none",
             }
         });
+        let mut request = request;
+        for (k, v) in extra {
+            request["config"][*k] = json!(v);
+        }
         let (status, body) = connector
             .api
             .send(reqwest::Method::POST, "/connectors", Some(&request))
