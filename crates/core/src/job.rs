@@ -238,6 +238,8 @@ pub struct Upsert {
     pub delete_format: DeleteFormat,
     /// Why this delete format (for the log).
     pub reason: String,
+    /// The payload field that orders a key's messages (`order_by`).
+    pub order_by: Option<String>,
 }
 
 /// An upsert table's key.
@@ -423,6 +425,7 @@ impl Job {
                     keys: DedupKeys::from_names(&keys),
                     delete_format: resolved.delete_format,
                     reason: resolved.reason.clone(),
+                    order_by: stream.order_by.clone(),
                 };
                 (TableMode::Upsert(upsert), resolved.format_version)
             }

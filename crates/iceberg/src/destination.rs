@@ -86,6 +86,18 @@ impl CommittedSnapshot {
     }
 }
 
+/// What a table [`Destination::ensure_partitioned_table`] creates gets
+/// besides its columns.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NewTable<'a> {
+    /// Its partition fields (empty: unpartitioned).
+    pub partition_by: &'a [PartitionField],
+    /// Its sort order (empty: unsorted).
+    pub sort_by: &'a [SortKey],
+    /// Its table properties, besides `format-version`.
+    pub properties: &'a [(&'a str, &'a str)],
+}
+
 impl Destination {
     /// Connects to the catalog (token exchange, `GET /v1/config`); storage
     /// connects on first use.
@@ -291,7 +303,8 @@ impl Destination {
         columns: &[Column],
         format_version: FormatVersion,
     ) -> Result<TableHandle, IcebergError> {
-        self.ensure_partitioned_table(namespace, table, columns, format_version, &[], &[])
+        let layout = NewTable::default();
+        self.ensure_partitioned_table(namespace, table, columns, format_version, &layout)
             .await
     }
 
@@ -302,15 +315,15 @@ impl Destination {
     /// keeps its own spec (another engine may have changed it; files are
     /// written under its current default spec). `sort_by` is the new
     /// table's sort order (id 1; rows are written in the table's order,
-    /// see [`crate::write::sort`]); an existing table keeps its own.
+    /// see [`crate::write::sort`]); an existing table keeps its own, and
+    /// its properties (`layout.properties` are a new table's).
     pub async fn ensure_partitioned_table(
         &self,
         namespace: &Namespace,
         table: &str,
         columns: &[Column],
         format_version: FormatVersion,
-        partition_by: &[PartitionField],
-        sort_by: &[SortKey],
+        layout: &NewTable<'_>,
     ) -> Result<TableHandle, IcebergError> {
         let qualified = format!("{}.{table}", namespace.join("."));
         if format_version == FormatVersion::V1 {
@@ -326,13 +339,17 @@ impl Destination {
                 self.catalog.ensure_namespace(namespace).await?;
                 let schema = iceberg_schema(columns)?;
                 let bound = Arc::new(schema.clone());
-                let spec = partition_spec(&qualified, &bound, columns, partition_by)?;
-                let order = sort_order(&qualified, &bound, columns, sort_by)?;
-                let properties = [(
+                let spec = partition_spec(&qualified, &bound, columns, layout.partition_by)?;
+                let order = sort_order(&qualified, &bound, columns, layout.sort_by)?;
+                let mut properties: std::collections::HashMap<String, String> = layout
+                    .properties
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect();
+                properties.insert(
                     "format-version".to_string(),
                     (format_version as u8).to_string(),
-                )]
-                .into();
+                );
                 match self
                     .catalog
                     .create_partitioned_table(namespace, table, &schema, &spec, &order, &properties)

@@ -67,7 +67,7 @@ pub use deletes::deletion_vectors::{
     decode_deletion_vector, encode_deletion_vector, read_deletion_vector,
 };
 pub use deletes::WrittenDeletes;
-pub use destination::{CommittedSnapshot, Destination, DEFAULT_COMMIT_ATTEMPTS};
+pub use destination::{CommittedSnapshot, Destination, NewTable, DEFAULT_COMMIT_ATTEMPTS};
 pub use error::{CatalogError, CatalogErrorKind, IcebergError, IcebergErrorKind};
 pub use file_sets::{FileSet, PendingSet, SetTombstone};
 pub use iceberg::spec::{DataFile, FormatVersion};

@@ -156,6 +156,24 @@ pub struct StreamConfig {
     #[serde(default)]
     #[schemars(extend("x-label" = "Dedup keys", "x-place" = "streams-table"))]
     pub dedup_keys: Vec<String>,
+    /// Upsert: a payload field (`int`, `long`, `timestamp` or
+    /// `timestamptz` column) that orders one key's messages: the message
+    /// with the higher value wins, whatever its partition or offset, so a
+    /// late, older message never overwrites a newer row. Equal values: the
+    /// later offset (another partition: the higher partition). A message
+    /// without a value (a tombstone, or a row without the field or with
+    /// null) goes by offset within its partition, so a tombstone deletes
+    /// its partition's earlier rows, and comes before every value of
+    /// another partition. Set when the table is created (kept in its property
+    /// `topicberg.order-by`); it cannot change later. Without it, the later
+    /// offset wins within a partition and the later message timestamp
+    /// across partitions.
+    #[serde(default)]
+    #[schemars(extend(
+        "x-label" = "Order by",
+        "x-help" = "a payload field (version or event time) whose higher value wins"
+    ))]
+    pub order_by: Option<String>,
     /// Upsert: how the old row of a key is retired. `dv` needs format v3,
     /// `position` cannot be used with it; every engine of `target_engines`
     /// must read it.
@@ -293,6 +311,8 @@ pub struct StreamSettings {
     pub mode: StreamMode,
     /// Upsert: the dedup key columns; empty in append mode.
     pub dedup_keys: Vec<String>,
+    /// Upsert: the field that orders a key's messages (`order_by`).
+    pub order_by: Option<String>,
     /// Upsert: the explicit delete format, if any.
     pub delete_format: Option<DeleteFormat>,
     /// What to do with a message that cannot become a row.
@@ -325,6 +345,7 @@ impl StreamSettings {
             table: sanitize_identifier(topic),
             mode: StreamMode::default(),
             dedup_keys: Vec::new(),
+            order_by: None,
             delete_format: None,
             on_invalid: OnInvalid::default(),
             columns: None,
@@ -350,6 +371,7 @@ impl From<&StreamConfig> for StreamSettings {
                 .unwrap_or_else(|| sanitize_identifier(&entry.topic)),
             mode: entry.mode,
             dedup_keys: entry.dedup_keys.clone(),
+            order_by: entry.order_by.clone(),
             delete_format: entry.delete_format,
             on_invalid: entry.on_invalid,
             columns: entry.columns.clone(),

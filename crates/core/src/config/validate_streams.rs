@@ -58,6 +58,7 @@ pub(super) fn streams(config: &JobConfig, out: &mut Vec<ConfigProblem>) {
         }
         stream_formats(config, s, &at, out);
         change_events(s, &at, out);
+        order_by(s, &at, out);
         if let Err(problems) = super::parse_partition_by(&s.partition_by, s.columns.as_deref()) {
             for problem in problems {
                 push(out, at("partition_by"), problem);
@@ -177,6 +178,42 @@ fn upsert_stream(
                 format!("{message} (upsert stream \"{topic}\")"),
             );
         }
+    }
+}
+
+/// `order_by`: an upsert stream's payload field, not with change events
+/// (ordered by the source's log position).
+fn order_by(s: &StreamConfig, at: &dyn Fn(&str) -> String, out: &mut Vec<ConfigProblem>) {
+    let Some(field) = &s.order_by else {
+        return;
+    };
+    let problem = if s.mode != StreamMode::Upsert {
+        Some(
+            "orders the messages of an upsert table's key: set mode = \"upsert\", or remove it"
+                .to_owned(),
+        )
+    } else if s.change_events != ChangeEvents::None {
+        Some(
+            "change events are ordered by the source's log position (_cdc_lsn): remove order_by"
+                .to_owned(),
+        )
+    } else if field.is_empty() {
+        Some("is empty; name a payload field, or remove it".to_owned())
+    } else if crate::columns::metadata_column_type(field).is_some() {
+        Some(format!(
+            "\"{field}\" is a metadata column; name a payload field (a version or an event time)"
+        ))
+    } else if s.columns.as_ref().is_some_and(|c| !c.contains(field)) {
+        Some(format!("\"{field}\" is not in columns; add it there"))
+    } else {
+        None
+    };
+    if let Some(problem) = problem {
+        push(
+            out,
+            at("order_by"),
+            format!("{problem} (on \"{}\")", s.topic),
+        );
     }
 }
 

@@ -62,6 +62,7 @@ use iceberg::io::FileIO;
 pub use build::{BuildStats, ReplayRefused};
 pub use scan::parse_key;
 use scan::KeyFields;
+pub use scan::ORDER_BY_PROPERTY;
 
 use crate::error::{IcebergError, IcebergErrorKind};
 use crate::table::TableHandle;
@@ -260,7 +261,8 @@ impl KeyIndex {
     /// The columns the index reads from `table`'s files; an error names
     /// `step` when the table has no key column.
     fn key_fields(table: &TableHandle, step: impl Into<String>) -> Result<KeyFields, IcebergError> {
-        KeyFields::of(table.schema()).ok_or_else(|| {
+        let order_by = table.metadata().properties().get(ORDER_BY_PROPERTY);
+        KeyFields::of(table.schema(), order_by.map(String::as_str)).ok_or_else(|| {
             IcebergError::new(
                 IcebergErrorKind::Data,
                 step,

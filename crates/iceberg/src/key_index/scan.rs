@@ -244,23 +244,36 @@ pub(crate) async fn read_keys(
 pub(crate) struct KeyFields {
     pub key: i32,
     pub partition: Option<i32>,
-    /// The column the stamp's order is read from: `_cdc_lsn` where the
-    /// table has it (a table of change events), else `_kafka_timestamp`.
+    /// The column the stamp's order is read from: the one the table's
+    /// [`ORDER_BY_PROPERTY`] names, else `_cdc_lsn` where the table has it
+    /// (a table of change events), else `_kafka_timestamp`.
     pub timestamp: Option<i32>,
-    /// Whether `timestamp` is `_cdc_lsn`.
-    pub lsn: bool,
+    /// That column's name (for a data file without field ids).
+    pub order_name: &'static str,
 }
 
+/// The table property naming the payload column that orders a key's
+/// versions (a stream's `order_by`), set when the table is created.
+pub const ORDER_BY_PROPERTY: &str = "topicberg.order-by";
+
 impl KeyFields {
-    /// The fields of `schema`; `None` without an `_olake_id` column.
-    pub(crate) fn of(schema: &iceberg::spec::Schema) -> Option<KeyFields> {
+    /// The fields of `schema`, the order column named by `order_by` (the
+    /// table's [`ORDER_BY_PROPERTY`]) if any; `None` without an
+    /// `_olake_id` column.
+    pub(crate) fn of(schema: &iceberg::spec::Schema, order_by: Option<&str>) -> Option<KeyFields> {
         let id = |name: &str| schema.field_by_name(name).map(|f| f.id);
-        let lsn = id(LSN_COLUMN);
+        let (timestamp, order_name) = match (order_by, id(LSN_COLUMN)) {
+            // Named by the table: found by id (a data file's name may be
+            // an older one's).
+            (Some(name), _) => (id(name), ""),
+            (None, Some(lsn)) => (Some(lsn), LSN_COLUMN),
+            (None, None) => (id(TIMESTAMP_COLUMN), TIMESTAMP_COLUMN),
+        };
         Some(KeyFields {
             key: id(KEY_COLUMN)?,
             partition: id(PARTITION_COLUMN),
-            timestamp: lsn.or_else(|| id(TIMESTAMP_COLUMN)),
-            lsn: lsn.is_some(),
+            timestamp,
+            order_name,
         })
     }
 }
@@ -282,14 +295,20 @@ fn column_of(batch: &RecordBatch, id: Option<i32>, name: &str) -> Option<usize> 
     })
 }
 
-/// The values of a stamp's order column (`_kafka_timestamp` or
-/// `_cdc_lsn`) and its nulls; `None` for a column of another type.
-fn order_values(array: &dyn Array) -> Option<(&[i64], Option<&NullBuffer>)> {
+/// The values of a stamp's order column (`_kafka_timestamp`, `_cdc_lsn`
+/// or an `order_by` column: a `long`, `int` or timestamp) as `i64`, and
+/// its nulls; `None` for a column of another type.
+fn order_values(array: &dyn Array) -> Option<(std::borrow::Cow<'_, [i64]>, Option<&NullBuffer>)> {
+    use std::borrow::Cow;
     if let Some(a) = array.as_primitive_opt::<Int64Type>() {
-        return Some((a.values(), a.nulls()));
+        return Some((Cow::Borrowed(a.values()), a.nulls()));
+    }
+    if let Some(a) = array.as_primitive_opt::<Int32Type>() {
+        let wide = a.values().iter().map(|v| i64::from(*v)).collect();
+        return Some((Cow::Owned(wide), a.nulls()));
     }
     let a = array.as_primitive_opt::<TimestampMicrosecondType>()?;
-    Some((a.values(), a.nulls()))
+    Some((Cow::Borrowed(a.values()), a.nulls()))
 }
 
 /// Streams a data file's rows in position order: `each(pos, key, stamp)`,
@@ -303,11 +322,7 @@ pub(crate) async fn read_stamped_keys(
     mut each: impl FnMut(u64, Option<[u8; 16]>, Stamp) -> Result<(), IcebergError>,
 ) -> Result<(), IcebergError> {
     let step = format!("reading the {KEY_COLUMN} column of {path}");
-    let order_column = if fields.lsn {
-        LSN_COLUMN
-    } else {
-        TIMESTAMP_COLUMN
-    };
+    let order_column = fields.order_name;
     let wanted = [
         (Some(fields.key), KEY_COLUMN),
         (fields.partition, PARTITION_COLUMN),
@@ -334,6 +349,7 @@ pub(crate) async fn read_stamped_keys(
             for (row, key) in keys.into_iter().enumerate() {
                 let stamp = Stamp {
                     timestamp: timestamps
+                        .as_ref()
                         .filter(|(_, nulls)| nulls.is_none_or(|n| n.is_valid(row)))
                         .map_or(Stamp::UNKNOWN.timestamp, |(values, _)| values[row]),
                     partition: partitions

@@ -33,6 +33,8 @@ pub struct UpsertInput {
     pub keys: DedupKeys,
     /// Where the sync's messages are held until the drain ends.
     pub spill_dir: std::path::PathBuf,
+    /// The stream's `order_by` column.
+    pub order_by: Option<String>,
 }
 
 /// What drain threads send to the file writers.
@@ -358,12 +360,21 @@ impl<'a> ChunkWriter<'a> {
     }
 
     /// A tombstone's version, to order it against the key's rows: by its
-    /// timestamp, or on a change-event table (rows ordered by `_cdc_lsn`)
+    /// timestamp; with `order_by` by none (it has no value); on a
+    /// change-event table (rows ordered by `_cdc_lsn`)
     /// by the delete event's place in the source's log; a Kafka tombstone
     /// there has none, so it orders first against other partitions and
     /// wins only over its own partition's earlier messages.
     fn version_of(&self, record: &SourceRecord<'_>) -> Version {
-        let timestamp = if self.decoder.has_change_lsn() {
+        let ordered_by_field = self
+            .table
+            .upsert
+            .as_ref()
+            .is_some_and(|u| u.order_by.is_some());
+        let timestamp = if ordered_by_field {
+            // A tombstone has no `order_by` value.
+            i64::MIN
+        } else if self.decoder.has_change_lsn() {
             self.decoder.change_lsn().unwrap_or(i64::MIN)
         } else {
             record.timestamp_ms.map_or(i64::MIN, |ms| ms * 1000)

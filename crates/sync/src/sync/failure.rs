@@ -45,6 +45,31 @@ pub enum TableFailure {
     /// Commit: the dead letters, or the table's snapshot.
     #[error(transparent)]
     Commit(#[from] CommitError),
+    /// Plan: the stream's `order_by` is not the one the table was
+    /// created with.
+    #[error(
+        "table {table} orders a key's messages by {}, its stream by {}: the order is set when \
+         the table is created (table property topicberg.order-by) and cannot change; restore \
+         order_by, or sync into a new table",
+        describe_order(.recorded.as_deref()),
+        describe_order(.configured.as_deref())
+    )]
+    OrderByChanged {
+        /// The table.
+        table: String,
+        /// The column the table records.
+        recorded: Option<String>,
+        /// The stream's `order_by`.
+        configured: Option<String>,
+    },
+}
+
+/// An `order_by` in words.
+fn describe_order(order_by: Option<&str>) -> String {
+    match order_by {
+        Some(column) => format!("column {column:?}"),
+        None => "partition and offset (no order_by)".to_owned(),
+    }
 }
 
 impl TableFailure {
@@ -58,6 +83,7 @@ impl TableFailure {
             Self::Columns(e) => e.kind(),
             Self::Drain(e) => e.kind(),
             Self::Commit(e) => e.kind(),
+            Self::OrderByChanged { .. } => SyncErrorKind::Config,
         }
     }
 
@@ -66,7 +92,10 @@ impl TableFailure {
         match self {
             Self::Registry(e) => e.is_retryable(),
             Self::Load(e) => e.retryable(),
-            Self::RecordedOffsets(_) | Self::Plan(_) | Self::Columns(_) => false,
+            Self::RecordedOffsets(_)
+            | Self::Plan(_)
+            | Self::Columns(_)
+            | Self::OrderByChanged { .. } => false,
             Self::Create(e) => e.retryable(),
             Self::Drain(e) => e.retryable(),
             Self::Commit(e) => e.retryable(),

@@ -305,7 +305,7 @@ impl TableSink {
         let buffer = t
             .upsert
             .as_ref()
-            .map(|u| UpsertBuffer::new(&u.spill_dir))
+            .map(|u| UpsertBuffer::new(&u.spill_dir, u.order_by.as_deref()))
             .transpose();
         let (buffer, error) = match buffer {
             Ok(buffer) => (buffer, None),

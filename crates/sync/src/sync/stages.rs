@@ -9,7 +9,8 @@ use std::sync::Arc;
 
 use topicberg_core::config::{ChangeEvents, OnInvalid};
 use topicberg_core::{Job, RegistryValues, TableColumns, TableSettings};
-use topicberg_iceberg::{CatalogErrorKind, Destination, IcebergErrorKind, TableHandle};
+use topicberg_iceberg::key_index::ORDER_BY_PROPERTY;
+use topicberg_iceberg::{CatalogErrorKind, Destination, IcebergErrorKind, NewTable, TableHandle};
 use topicberg_kafka::{
     DrainSettings, GroupClient, KafkaConnection, PartitionRange, PartitionState, RegistryClient,
     SelectedTopic,
@@ -136,6 +137,9 @@ async fn plan_table(ctx: &SyncContext<'_>, state: &mut TableState) {
                 Err(e) => state.fail(Stage::Plan, TableFailure::RecordedOffsets(e)),
             }
             warn_if_spec_differs(&handle, &state.settings);
+            if let Err(e) = check_order_by(&handle, &state.settings) {
+                state.fail(Stage::Plan, e);
+            }
             state.handle = Some(handle);
         }
         Err(e) if e.kind == IcebergErrorKind::Catalog(CatalogErrorKind::NotFound) => {}
@@ -303,6 +307,16 @@ async fn create_table(
     }
     let namespace = ctx.job.namespace_path();
     let format = iceberg_format(settings.format_version);
+    let order_by = settings.upsert().and_then(|u| u.order_by.as_deref());
+    let properties: Vec<(&str, &str)> = order_by
+        .map(|column| (ORDER_BY_PROPERTY, column))
+        .into_iter()
+        .collect();
+    let layout = NewTable {
+        partition_by: &settings.partition_by,
+        sort_by: &settings.sort_by,
+        properties: &properties,
+    };
     let handle = ctx
         .destination
         .ensure_partitioned_table(
@@ -310,8 +324,7 @@ async fn create_table(
             &settings.table,
             &iceberg_columns(&columns),
             format,
-            &settings.partition_by,
-            &settings.sort_by,
+            &layout,
         )
         .await
         .map_err(|source| CreateError::Table {
@@ -320,6 +333,21 @@ async fn create_table(
         })?;
     warn_if_spec_differs(&handle, settings);
     Ok(handle)
+}
+
+/// A table's `order_by` (its [`ORDER_BY_PROPERTY`]) is the stream's: it
+/// decides which stamps the key index keeps, so it never changes.
+fn check_order_by(handle: &TableHandle, settings: &TableSettings) -> Result<(), TableFailure> {
+    let recorded = handle.metadata().properties().get(ORDER_BY_PROPERTY);
+    let configured = settings.upsert().and_then(|u| u.order_by.as_ref());
+    if recorded == configured || settings.upsert().is_none() {
+        return Ok(());
+    }
+    Err(TableFailure::OrderByChanged {
+        table: handle.qualified_name(),
+        recorded: recorded.cloned(),
+        configured: configured.cloned(),
+    })
 }
 
 /// The store of a table with messages to read is built on a blocking
@@ -388,6 +416,7 @@ pub(super) fn prepare_inputs(job: &Job, destination: &Destination, tables: &mut 
                     upsert: settings.upsert().map(|upsert| UpsertInput {
                         keys: upsert.keys.clone(),
                         spill_dir: job.state_dir.join("spill"),
+                        order_by: upsert.order_by.clone(),
                     }),
                     columns,
                     handle: handle.clone(),
@@ -563,8 +592,10 @@ async fn commit_sets_only(
             kept: ctx.kept_indexes.as_deref(),
         };
         let spill_dir = ctx.job.state_dir.join("spill");
+        let order_by = state.settings.upsert().and_then(|u| u.order_by.clone());
         let own = OwnRound::Nothing {
             spill_dir: &spill_dir,
+            order_by: order_by.as_deref(),
         };
         let writers = ctx.job.tuning.max_threads;
         commit_upsert_with_sets(destination, home, state, &mut handle, own, writers, handing).await;

@@ -27,6 +27,7 @@ use arrow_array::types::{Int32Type, Int64Type, TimestampMicrosecondType};
 use arrow_array::{Array, BooleanArray, RecordBatch, StringArray};
 use arrow_ipc::reader::StreamReader;
 use arrow_ipc::writer::StreamWriter;
+use arrow_schema::{DataType, TimeUnit};
 use arrow_select::filter::filter_record_batch;
 
 use entries::{Entries, Entry};
@@ -49,7 +50,46 @@ pub struct Version {
     pub offset: i64,
 }
 
+/// How one key's versions are ordered (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum VersionOrder {
+    /// Within a partition by offset; across partitions by the message
+    /// timestamp (or `_cdc_lsn`), then partition, then offset.
+    #[default]
+    Arrival,
+    /// By the stream's `order_by` value first, within a partition too;
+    /// a message without a value (a tombstone) goes by offset within its
+    /// partition and comes first against other partitions.
+    Field,
+}
+
 impl Version {
+    /// Whether the version has an order value (not `i64::MIN`).
+    pub fn known(&self) -> bool {
+        self.timestamp != i64::MIN
+    }
+
+    /// [`Self::supersedes`] under `order`.
+    pub fn supersedes_in(&self, other: &Version, order: VersionOrder) -> bool {
+        let by_value = order == VersionOrder::Field && self.known() && other.known();
+        if by_value && self.partition == other.partition {
+            return (self.timestamp, self.offset) > (other.timestamp, other.offset);
+        }
+        self.supersedes(other)
+    }
+
+    /// [`Self::replaces`] under `order`: by `order_by` a message of the
+    /// row's partition replaces it only with a value as high.
+    pub fn replaces_in(&self, row: &Stamp, order: VersionOrder) -> bool {
+        let by_value = order == VersionOrder::Field
+            && self.known()
+            && row.timestamp != Stamp::UNKNOWN.timestamp;
+        if by_value && self.partition == row.partition {
+            return self.timestamp >= row.timestamp;
+        }
+        self.replaces(row)
+    }
+
     /// Whether `self` supersedes `other` (see the module docs).
     pub fn supersedes(&self, other: &Version) -> bool {
         if self.partition == other.partition {
@@ -79,18 +119,37 @@ impl Version {
     }
 }
 
-/// The column that orders one key's versions across partitions: a
-/// change-event table's `_cdc_lsn` (the source's log position), else
-/// `_kafka_timestamp`. A null orders first (`i64::MIN`).
+/// The column that orders one key's versions: the stream's `order_by`
+/// column, else a change-event table's `_cdc_lsn` (the source's log
+/// position), else `_kafka_timestamp`. A null (or a batch without the
+/// `order_by` column) orders first (`i64::MIN`).
 enum Order<'a> {
-    Lsn(&'a arrow_array::Int64Array),
+    Long(&'a arrow_array::Int64Array),
+    Int(&'a arrow_array::Int32Array),
     Timestamp(&'a arrow_array::TimestampMicrosecondArray),
+    Absent,
 }
 
 impl<'a> Order<'a> {
-    fn of(batch: &'a RecordBatch) -> Result<Self, SpillError> {
+    fn of(batch: &'a RecordBatch, order_by: Option<&str>) -> Result<Self, SpillError> {
+        if let Some(name) = order_by {
+            let Some(column) = batch.column_by_name(name) else {
+                return Ok(Order::Absent);
+            };
+            return match column.data_type() {
+                DataType::Int64 => Ok(Order::Long(column.as_primitive::<Int64Type>())),
+                DataType::Int32 => Ok(Order::Int(column.as_primitive::<Int32Type>())),
+                DataType::Timestamp(TimeUnit::Microsecond, _) => Ok(Order::Timestamp(
+                    column.as_primitive::<TimestampMicrosecondType>(),
+                )),
+                other => Err(SpillError::OrderType {
+                    column: name.to_owned(),
+                    found: other.to_string(),
+                }),
+            };
+        }
         if let Some(lsn) = batch.column_by_name(CDC_LSN) {
-            return Ok(Order::Lsn(lsn.as_primitive::<Int64Type>()));
+            return Ok(Order::Long(lsn.as_primitive::<Int64Type>()));
         }
         let timestamps = batch
             .column_by_name(KAFKA_TIMESTAMP)
@@ -103,8 +162,10 @@ impl<'a> Order<'a> {
     fn at(&self, row: usize) -> i64 {
         let value = |array: &dyn Array, v: i64| if array.is_null(row) { i64::MIN } else { v };
         match self {
-            Order::Lsn(a) => value(*a, a.values()[row]),
+            Order::Long(a) => value(*a, a.values()[row]),
+            Order::Int(a) => value(*a, i64::from(a.values()[row])),
             Order::Timestamp(a) => value(*a, a.values()[row]),
+            Order::Absent => i64::MIN,
         }
     }
 }
@@ -162,14 +223,21 @@ pub struct UpsertBuffer {
     segment_rows: u32,
     /// The latest truncate of the source table taken (change events).
     truncated: Option<Version>,
+    /// The stream's `order_by` column, if any.
+    order_by: Option<String>,
 }
 
 impl UpsertBuffer {
     /// A buffer in a new folder under `spill_dir` (created if missing).
-    pub fn new(spill_dir: &Path) -> Result<Self, SpillError> {
+    pub fn new(spill_dir: &Path, order_by: Option<&str>) -> Result<Self, SpillError> {
         let folder = SpillFolder::create(spill_dir)?;
+        let order = match order_by {
+            Some(_) => VersionOrder::Field,
+            None => VersionOrder::Arrival,
+        };
         Ok(UpsertBuffer {
-            entries: Entries::new(folder.path()),
+            entries: Entries::new(folder.path(), order),
+            order_by: order_by.map(str::to_owned),
             folder,
             segments: Vec::new(),
             open: None,
@@ -193,7 +261,7 @@ impl UpsertBuffer {
         let ids = column("_olake_id")?.as_string::<i32>();
         let partitions = column("_kafka_partition")?.as_primitive::<Int32Type>();
         let offsets = column("_kafka_offset")?.as_primitive::<Int64Type>();
-        let order = Order::of(&batch)?;
+        let order = Order::of(&batch, self.order_by.as_deref())?;
         let first_row = self.rows;
         let rows = u32::try_from(batch.num_rows())
             .ok()
@@ -273,6 +341,14 @@ impl UpsertBuffer {
     pub fn truncate(&mut self, version: Version) {
         if self.truncated.is_none_or(|t| version.supersedes(&t)) {
             self.truncated = Some(version);
+        }
+    }
+
+    /// How this buffer orders a key's versions.
+    pub fn order(&self) -> VersionOrder {
+        match self.order_by {
+            Some(_) => VersionOrder::Field,
+            None => VersionOrder::Arrival,
         }
     }
 
@@ -472,7 +548,7 @@ mod tests {
     }
 
     fn buffer() -> UpsertBuffer {
-        UpsertBuffer::new(&std::env::temp_dir().join("topicberg-upsert-tests")).unwrap()
+        UpsertBuffer::new(&std::env::temp_dir().join("topicberg-upsert-tests"), None).unwrap()
     }
 
     fn batch(rows: &[(u8, i32, i64, i64)]) -> RecordBatch {
@@ -564,6 +640,38 @@ mod tests {
             .add_batch(batch(&[(1, 0, 5, 900), (1, 0, 6, 100)]))
             .unwrap();
         assert_eq!(resolve(&mut buffer, &[]).0, vec![(1, 6, "c".into())]);
+    }
+
+    #[test]
+    fn by_order_by_the_higher_value_wins_within_a_partition_too_and_a_tombstone_by_offset() {
+        let field = VersionOrder::Field;
+        let at = |timestamp, partition, offset| Version {
+            timestamp,
+            partition,
+            offset,
+        };
+        // A late, older message of the same partition loses.
+        assert!(!at(5, 0, 9).supersedes_in(&at(7, 0, 3), field));
+        assert!(at(5, 0, 9).supersedes_in(&at(7, 0, 3), VersionOrder::Arrival));
+        // Equal values: the later offset.
+        assert!(at(7, 0, 9).supersedes_in(&at(7, 0, 3), field));
+        // Across partitions: the value, then the partition.
+        assert!(at(8, 0, 1).supersedes_in(&at(7, 1, 5), field));
+        assert!(!at(7, 0, 9).supersedes_in(&at(7, 1, 5), field));
+        // A tombstone (no value) goes by offset within its partition.
+        assert!(at(i64::MIN, 0, 10).supersedes_in(&at(7, 0, 3), field));
+        assert!(!at(i64::MIN, 1, 10).supersedes_in(&at(7, 0, 3), field));
+        // Against the table's row: the same rules, from its stamp.
+        let row = |timestamp, partition| Stamp {
+            timestamp,
+            partition,
+        };
+        assert!(!at(5, 0, 9).replaces_in(&row(7, 0), field));
+        assert!(at(7, 0, 9).replaces_in(&row(7, 0), field));
+        assert!(at(5, 0, 9).replaces_in(&row(7, 0), VersionOrder::Arrival));
+        assert!(at(i64::MIN, 0, 9).replaces_in(&row(7, 0), field));
+        assert!(!at(i64::MIN, 1, 9).replaces_in(&row(7, 0), field));
+        assert!(at(1, 1, 9).replaces_in(&Stamp::UNKNOWN, field));
     }
 
     #[test]

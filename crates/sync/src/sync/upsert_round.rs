@@ -141,7 +141,11 @@ pub(super) enum OwnRound<'a> {
     Read(Box<UpsertRound>),
     /// Nothing read of the table: a buffer is made under this folder
     /// when a set is taken.
-    Nothing { spill_dir: &'a Path },
+    Nothing {
+        spill_dir: &'a Path,
+        /// The stream's `order_by`.
+        order_by: Option<&'a str>,
+    },
 }
 
 /// A committer's round of an upsert table shared among workers: the
@@ -162,7 +166,10 @@ pub(super) async fn commit_upsert_with_sets(
     let round = match own {
         OwnRound::Read(round) => Some(*round),
         OwnRound::Nothing { .. } if gathered.taken.is_empty() => None,
-        OwnRound::Nothing { spill_dir } => match UpsertBuffer::new(spill_dir) {
+        OwnRound::Nothing {
+            spill_dir,
+            order_by,
+        } => match UpsertBuffer::new(spill_dir, order_by) {
             Ok(buffer) => Some(UpsertRound {
                 buffer,
                 advance: OffsetsAdvance {

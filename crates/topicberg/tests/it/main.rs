@@ -52,6 +52,7 @@ mod sync_fetch;
 mod sync_follow;
 mod sync_invalid;
 mod sync_names;
+mod sync_order_by;
 mod sync_partitioned;
 mod sync_pruning;
 mod sync_registry;

@@ -1,4 +1,4 @@
-//! `[[streams]] change_events`: what it needs, and what it resolves to.
+//! `[[streams]] change_events`, `on_truncate` and `order_by`: what they need, and what they resolve to.
 
 use super::*;
 use crate::decode::ALL_KEY_FIELDS;
@@ -74,4 +74,34 @@ fn on_truncate_is_for_change_event_streams_and_resolves_as_written() {
     let failing = resolve(&format!("{cdc}on_truncate = \"fail\"\n"));
     assert_eq!(failing.on_truncate, crate::config::OnTruncate::Fail);
     assert!(load(&stream(&format!("{cdc}on_truncate = \"skip\"\n"))).is_err());
+}
+
+#[test]
+fn order_by_names_a_payload_field_of_a_plain_upsert_stream() {
+    let upsert = "mode = \"upsert\"\ndedup_keys = [\"id\"]\n";
+    one_problem(
+        &stream("order_by = \"version\"\n"),
+        "streams[0].order_by",
+        "set mode = \"upsert\"",
+    );
+    one_problem(
+        &stream("mode = \"upsert\"\nchange_events = \"debezium\"\norder_by = \"version\"\n"),
+        "streams[0].order_by",
+        "_cdc_lsn",
+    );
+    one_problem(
+        &stream(&format!("{upsert}order_by = \"_kafka_offset\"\n")),
+        "streams[0].order_by",
+        "is a metadata column",
+    );
+    one_problem(
+        &stream(&format!(
+            "{upsert}columns = [\"id\"]\norder_by = \"version\"\n"
+        )),
+        "streams[0].order_by",
+        "not in columns",
+    );
+    let config = load(&stream(&format!("{upsert}order_by = \"version\"\n"))).unwrap();
+    let table = Job::resolve(&config).unwrap().table_for("orders");
+    assert_eq!(table.upsert().unwrap().order_by.as_deref(), Some("version"));
 }

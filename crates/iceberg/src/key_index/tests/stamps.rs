@@ -126,8 +126,10 @@ async fn a_rows_stamp_is_read_from_the_table_and_kept_through_replays_compaction
     assert_eq!(stamps(&index, 0..11), expected);
 }
 
-#[tokio::test]
-async fn a_change_event_tables_stamps_are_its_rows_log_positions() {
+/// A table of `_olake_id`, `_kafka_partition`, `_kafka_timestamp` (all
+/// 9000) and a `long` column called `name` created with `properties`,
+/// whose three rows hold `[500, null, 70]` there; its index, rebuilt.
+async fn ordered_fixture(name: &str, properties: &[(&str, &str)]) -> (Fixture, KeyIndex) {
     let dir = TempDir::new();
     let state = dir.0.join("state");
     let destination = Destination::open_embedded(&dir.0.join("catalog"), "default").unwrap();
@@ -135,10 +137,15 @@ async fn a_change_event_tables_stamps_are_its_rows_log_positions() {
         Column::optional("_olake_id", 1, ColumnType::String),
         Column::optional("_kafka_partition", 2, ColumnType::Int),
         Column::optional("_kafka_timestamp", 3, ColumnType::TimestampTz),
-        Column::optional("_cdc_lsn", 4, ColumnType::Long),
+        Column::optional(name, 4, ColumnType::Long),
     ];
+    let layout = crate::NewTable {
+        properties,
+        ..Default::default()
+    };
+    let namespace = vec!["ns".to_string()];
     let table = destination
-        .ensure_table(&vec!["ns".to_string()], "t", &columns, FormatVersion::V2)
+        .ensure_partitioned_table(&namespace, "t", &columns, FormatVersion::V2, &layout)
         .await
         .unwrap();
     let mut fx = Fixture {
@@ -173,14 +180,33 @@ async fn a_change_event_tables_stamps_are_its_rows_log_positions() {
         .unwrap();
     let index = fx.open().await;
     assert!(matches!(index.state(), IndexState::Rebuilt(_)));
-    let stamp = |timestamp, partition| {
-        Some(Stamp {
-            timestamp,
-            partition,
-        })
-    };
+    (fx, index)
+}
+
+fn stamp(timestamp: i64, partition: i32) -> Option<Stamp> {
+    Some(Stamp {
+        timestamp,
+        partition,
+    })
+}
+
+#[tokio::test]
+async fn a_change_event_tables_stamps_are_its_rows_log_positions() {
+    let (_fx, index) = ordered_fixture("_cdc_lsn", &[]).await;
     assert_eq!(
         stamps(&index, 0..3),
         [stamp(500, 0), stamp(i64::MIN, 1), stamp(70, 2)]
     );
+}
+
+#[tokio::test]
+async fn an_order_by_tables_stamps_are_its_order_column_and_otherwise_the_timestamp() {
+    let (_fx, index) = ordered_fixture("version", &[(ORDER_BY_PROPERTY, "version")]).await;
+    assert_eq!(
+        stamps(&index, 0..3),
+        [stamp(500, 0), stamp(i64::MIN, 1), stamp(70, 2)]
+    );
+    // Without the property the column is a payload column like any other.
+    let (_fx, index) = ordered_fixture("version", &[]).await;
+    assert_eq!(stamps(&index, 0..1), [stamp(9_000, 0)]);
 }

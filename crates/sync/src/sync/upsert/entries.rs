@@ -12,7 +12,7 @@ use std::fs::File;
 use std::io::{BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
-use super::{KeyHash, Slot, SpillError, Version};
+use super::{KeyHash, Slot, SpillError, Version, VersionOrder};
 
 /// Entries held in memory before spilling to the bucket files (40 MiB).
 pub const MEMORY_ENTRIES: usize = 1 << 20;
@@ -90,11 +90,14 @@ pub(super) struct Entries {
     /// Whether entries went to the bucket files.
     spilled: bool,
     count: u64,
+    /// How one key's versions are ordered.
+    order: VersionOrder,
 }
 
 impl Entries {
-    pub fn new(dir: &Path) -> Self {
+    pub fn new(dir: &Path, order: VersionOrder) -> Self {
         Entries {
+            order,
             dir: dir.to_path_buf(),
             limit: memory_entries(),
             memory: Vec::new(),
@@ -164,7 +167,7 @@ impl Entries {
     ) -> Result<(), E> {
         if !self.spilled() {
             let mut sorted = self.memory.clone();
-            return resolve_sorted(&mut sorted, &mut f);
+            return resolve_sorted(&mut sorted, self.order, &mut f);
         }
         if !self.memory.is_empty() {
             self.spill()?;
@@ -193,7 +196,7 @@ impl Entries {
                 }
             });
             for bucket in rx {
-                fold_sorted(&bucket.map_err(E::from)?, &mut f)?;
+                fold_sorted(&bucket.map_err(E::from)?, self.order, &mut f)?;
             }
             Ok(())
         })
@@ -220,21 +223,27 @@ fn read_bucket(path: &Path) -> Result<Vec<Entry>, SpillError> {
 /// and hands each key's winner to `f`.
 fn resolve_sorted<E>(
     entries: &mut [Entry],
+    order: VersionOrder,
     f: &mut impl FnMut(&KeyHash, Slot, Version) -> Result<(), E>,
 ) -> Result<(), E> {
     entries.sort_by_key(|e| e.key);
-    fold_sorted(entries, f)
+    fold_sorted(entries, order, f)
 }
 
 /// The later of two entries of one key. Within a partition the higher
-/// offset, which keeps the higher of the two orders: a later message of a
+/// offset (by `order_by` the higher value first, when both have one),
+/// which keeps the higher of the two orders: a later message of a
 /// partition is never earlier than the ones before it, so a Kafka
 /// tombstone after a change stream's delete (no log position of its own)
 /// orders as the delete did against the key's other partitions.
-fn later(winner: Entry, next: Entry) -> Entry {
+fn later(order: VersionOrder, winner: Entry, next: Entry) -> Entry {
     let (a, b) = (winner.version, next.version);
-    if a.partition != b.partition {
-        return if b.supersedes(&a) { next } else { winner };
+    if a.partition != b.partition || (order == VersionOrder::Field && a.known() && b.known()) {
+        return if b.supersedes_in(&a, order) {
+            next
+        } else {
+            winner
+        };
     }
     let mut later = if b.offset > a.offset { next } else { winner };
     later.version.timestamp = a.timestamp.max(b.timestamp);
@@ -244,6 +253,7 @@ fn later(winner: Entry, next: Entry) -> Entry {
 /// Hands each key's winner to `f`, from entries sorted by key (stable).
 fn fold_sorted<E>(
     entries: &[Entry],
+    order: VersionOrder,
     f: &mut impl FnMut(&KeyHash, Slot, Version) -> Result<(), E>,
 ) -> Result<(), E> {
     let mut i = 0;
@@ -251,7 +261,7 @@ fn fold_sorted<E>(
         let mut winner = entries[i];
         let mut j = i + 1;
         while j < entries.len() && entries[j].key == winner.key {
-            winner = later(winner, entries[j]);
+            winner = later(order, winner, entries[j]);
             j += 1;
         }
         f(&winner.key, winner.slot(), winner.version)?;
@@ -303,7 +313,7 @@ mod tests {
             [older, kafka_tombstone, delete, at(10, 0, 1, 0)],
         ] {
             let mut won = Vec::new();
-            fold_sorted(&order, &mut |_, slot, v| {
+            fold_sorted(&order, VersionOrder::Arrival, &mut |_, slot, v| {
                 won.push((slot, v.timestamp));
                 Ok::<_, SpillError>(())
             })
@@ -313,10 +323,14 @@ mod tests {
         // A row after the delete, on the other partition, stays.
         let newer = at(40, 1, 9, 1);
         let mut won = Vec::new();
-        fold_sorted(&[delete, newer, kafka_tombstone], &mut |_, slot, _| {
-            won.push(slot);
-            Ok::<_, SpillError>(())
-        })
+        fold_sorted(
+            &[delete, newer, kafka_tombstone],
+            VersionOrder::Arrival,
+            &mut |_, slot, _| {
+                won.push(slot);
+                Ok::<_, SpillError>(())
+            },
+        )
         .unwrap();
         assert_eq!(won, [Slot::Row(1)]);
     }
@@ -356,8 +370,8 @@ mod tests {
             uuid::Uuid::new_v4().simple()
         ));
         std::fs::create_dir_all(&dir).unwrap();
-        let mut memory = Entries::new(&dir);
-        let mut spilled = Entries::new(&dir);
+        let mut memory = Entries::new(&dir, VersionOrder::Arrival);
+        let mut spilled = Entries::new(&dir, VersionOrder::Arrival);
         // 3 versions of each of 200 keys, the middle one (highest offset) wins.
         let mut row = 0;
         for round in [1i64, 3, 2] {

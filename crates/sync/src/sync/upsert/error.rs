@@ -50,6 +50,17 @@ pub enum SpillError {
     /// A held batch is not what its shape says (a bug of the held form).
     #[error("{0}")]
     BrokenHeldBatch(&'static str),
+    /// The `order_by` column cannot order versions.
+    #[error(
+        "order_by column {column:?} is {found}; it must be an int, a long or a timestamp: \
+         name another field, or remove order_by and sync into a new table"
+    )]
+    OrderType {
+        /// The column.
+        column: String,
+        /// Its Arrow type.
+        found: String,
+    },
 }
 
 impl SpillError {
@@ -78,7 +89,7 @@ impl SpillError {
     pub fn kind(&self) -> SyncErrorKind {
         match self {
             Self::Io { .. } | Self::File { .. } => SyncErrorKind::LocalDisk,
-            Self::TooManyMessages => SyncErrorKind::Config,
+            Self::TooManyMessages | Self::OrderType { .. } => SyncErrorKind::Config,
             Self::MissingColumn(_)
             | Self::BadKey(_)
             | Self::Arrow { .. }

@@ -17,7 +17,7 @@ use topicberg_core::config::DeleteFormat;
 use topicberg_iceberg::key_index::{IndexedRow, KeyIndex, KeyReader};
 
 use super::super::failure::UpsertError;
-use super::super::upsert::{KeyHash, RowSet, Slot, UpsertBuffer, Version};
+use super::super::upsert::{KeyHash, RowSet, Slot, UpsertBuffer, Version, VersionOrder};
 use super::written_rows::encode_winner;
 
 /// Every key's winner, against the key index.
@@ -45,6 +45,7 @@ pub(super) struct Winners {
 /// The winners as they are settled, key by key.
 struct Fold {
     delete_format: DeleteFormat,
+    order: VersionOrder,
     winners: RowSet,
     updates: RowSet,
     deleted: Vec<KeyHash>,
@@ -65,7 +66,7 @@ impl Fold {
         version: Version,
         old: Option<IndexedRow>,
     ) -> std::io::Result<()> {
-        if old.is_some_and(|old| !version.replaces(&old.stamp)) {
+        if old.is_some_and(|old| !version.replaces_in(&old.stamp, self.order)) {
             // The table's row came later, from another partition (another
             // worker's, or an earlier round's): it stays.
             self.outranked += 1;
@@ -127,6 +128,7 @@ pub(super) fn find_winners(
     let file_err = UpsertError::winners_file(&winner_keys);
     let mut fold = Fold {
         delete_format,
+        order: buffer.order(),
         winners: RowSet::new(buffer.rows()),
         updates: RowSet::new(buffer.rows()),
         deleted: Vec::new(),
