@@ -4,6 +4,7 @@
   show_rows.py customers < lines   one row per message: id, name, city, tier, offset, key
   show_rows.py orders < lines      orders by status: count and amount
   show_rows.py shipments < lines   one row per shipment: its typed columns
+  show_rows.py customers_cdc < lines   the change stream's table: id, name, city, tier, _cdc_lsn
 """
 import json
 import sys
@@ -16,6 +17,14 @@ def customers(rows):
     for r in rows:
         print(f"{r['id']:>3}  {r['name']:<12} {r['city']:<10} {r['tier']:<7} {r['_kafka_offset']:>13}"
               f"  {r['_kafka_key']:<10}  {r['_op_type']}")
+
+
+def customers_cdc(rows):
+    rows = sorted(rows, key=lambda r: r["id"])
+    print(f"{'id':>3}  {'name':<12} {'city':<10} {'tier':<7} {'_cdc_lsn':>9}  _cdc_timestamp")
+    for r in rows:
+        print(f"{r['id']:>3}  {r['name']:<12} {r['city']:<10} {r['tier']:<7} {r['_cdc_lsn']:>9}"
+              f"  {r['_cdc_timestamp']}")
 
 
 def orders(rows):
@@ -39,7 +48,9 @@ def shipments(rows):
 
 def main():
     rows = [json.loads(line) for line in sys.stdin]
-    {"customers": customers, "orders": orders, "shipments": shipments}[sys.argv[1]](rows)
+    shows = {"customers": customers, "customers_cdc": customers_cdc, "orders": orders,
+             "shipments": shipments}
+    shows[sys.argv[1]](rows)
 
 
 if __name__ == "__main__":
