@@ -250,6 +250,9 @@ pub(crate) struct KeyFields {
     pub timestamp: Option<i32>,
     /// That column's name (for a data file without field ids).
     pub order_name: &'static str,
+    /// `_kafka_timestamp` when `timestamp` is `_cdc_lsn`: a row without a
+    /// log position is stamped with its message timestamp.
+    pub fallback: Option<i32>,
 }
 
 /// The table property naming the payload column that orders a key's
@@ -262,18 +265,19 @@ impl KeyFields {
     /// `_olake_id` column.
     pub(crate) fn of(schema: &iceberg::spec::Schema, order_by: Option<&str>) -> Option<KeyFields> {
         let id = |name: &str| schema.field_by_name(name).map(|f| f.id);
-        let (timestamp, order_name) = match (order_by, id(LSN_COLUMN)) {
+        let (timestamp, order_name, fallback) = match (order_by, id(LSN_COLUMN)) {
             // Named by the table: found by id (a data file's name may be
             // an older one's).
-            (Some(name), _) => (id(name), ""),
-            (None, Some(lsn)) => (Some(lsn), LSN_COLUMN),
-            (None, None) => (id(TIMESTAMP_COLUMN), TIMESTAMP_COLUMN),
+            (Some(name), _) => (id(name), "", None),
+            (None, Some(lsn)) => (Some(lsn), LSN_COLUMN, id(TIMESTAMP_COLUMN)),
+            (None, None) => (id(TIMESTAMP_COLUMN), TIMESTAMP_COLUMN, None),
         };
         Some(KeyFields {
             key: id(KEY_COLUMN)?,
             partition: id(PARTITION_COLUMN),
             timestamp,
             order_name,
+            fallback,
         })
     }
 }
@@ -327,6 +331,7 @@ pub(crate) async fn read_stamped_keys(
         (Some(fields.key), KEY_COLUMN),
         (fields.partition, PARTITION_COLUMN),
         (fields.timestamp, order_column),
+        (fields.fallback, TIMESTAMP_COLUMN),
     ];
     let mut pos = 0u64;
     stream_columns(
@@ -346,12 +351,22 @@ pub(crate) async fn read_stamped_keys(
                 .and_then(|i| batch.column(i).as_primitive_opt::<Int32Type>());
             let timestamps = column_of(batch, fields.timestamp, order_column)
                 .and_then(|i| order_values(batch.column(i).as_ref()));
+            let fallback = fields
+                .fallback
+                .and_then(|id| column_of(batch, Some(id), TIMESTAMP_COLUMN))
+                .and_then(|i| order_values(batch.column(i).as_ref()));
+            let valid = |values: &Option<(std::borrow::Cow<'_, [i64]>, Option<&NullBuffer>)>,
+                         row: usize| {
+                values
+                    .as_ref()
+                    .filter(|(_, nulls)| nulls.is_none_or(|n| n.is_valid(row)))
+                    .map(|(values, _)| values[row])
+            };
             for (row, key) in keys.into_iter().enumerate() {
                 let stamp = Stamp {
-                    timestamp: timestamps
-                        .as_ref()
-                        .filter(|(_, nulls)| nulls.is_none_or(|n| n.is_valid(row)))
-                        .map_or(Stamp::UNKNOWN.timestamp, |(values, _)| values[row]),
+                    timestamp: valid(&timestamps, row)
+                        .or_else(|| valid(&fallback, row))
+                        .unwrap_or(Stamp::UNKNOWN.timestamp),
                     partition: partitions
                         .filter(|p| p.is_valid(row))
                         .map_or(Stamp::UNKNOWN.partition, |p| p.value(row)),

@@ -359,12 +359,12 @@ impl<'a> ChunkWriter<'a> {
         Ok(())
     }
 
-    /// A tombstone's version, to order it against the key's rows: by its
-    /// timestamp; with `order_by` by none (it has no value); on a
-    /// change-event table (rows ordered by `_cdc_lsn`)
-    /// by the delete event's place in the source's log; a Kafka tombstone
-    /// there has none, so it orders first against other partitions and
-    /// wins only over its own partition's earlier messages.
+    /// A tombstone's (or truncate's) version, to order it against the
+    /// key's rows: by its timestamp; with `order_by` by none (it has no
+    /// value); on a change-event table (rows ordered by `_cdc_lsn`) by the
+    /// delete or truncate event's place in the source's log, or its
+    /// timestamp when it has none (as its rows); a Kafka tombstone there
+    /// has none, so it counts as the delete before it on its partition.
     fn version_of(&self, record: &SourceRecord<'_>) -> Version {
         let ordered_by_field = self
             .table
@@ -374,8 +374,15 @@ impl<'a> ChunkWriter<'a> {
         let timestamp = if ordered_by_field {
             // A tombstone has no `order_by` value.
             i64::MIN
-        } else if self.decoder.has_change_lsn() {
-            self.decoder.change_lsn().unwrap_or(i64::MIN)
+        } else if self.decoder.has_change_lsn() && record.value.is_none() {
+            // A Kafka tombstone: it counts as the delete before it.
+            i64::MIN
+        } else if let Some(lsn) = self
+            .decoder
+            .change_lsn()
+            .filter(|_| self.decoder.has_change_lsn())
+        {
+            lsn
         } else {
             record.timestamp_ms.map_or(i64::MIN, |ms| ms * 1000)
         };

@@ -62,13 +62,25 @@ pub enum TableFailure {
         /// The stream's `order_by`.
         configured: Option<String>,
     },
+    /// Plan or create: the stream's `order_by` names no column of the
+    /// table.
+    #[error(
+        "table {table} has no column {column:?}, which order_by names: name a field the \
+         messages carry (as the table names it)"
+    )]
+    OrderByMissing {
+        /// The table.
+        table: String,
+        /// The `order_by` field.
+        column: String,
+    },
 }
 
 /// An `order_by` in words.
 fn describe_order(order_by: Option<&str>) -> String {
     match order_by {
         Some(column) => format!("column {column:?}"),
-        None => "partition and offset (no order_by)".to_owned(),
+        None => "offset, and message timestamp across partitions (no order_by)".to_owned(),
     }
 }
 
@@ -83,7 +95,7 @@ impl TableFailure {
             Self::Columns(e) => e.kind(),
             Self::Drain(e) => e.kind(),
             Self::Commit(e) => e.kind(),
-            Self::OrderByChanged { .. } => SyncErrorKind::Config,
+            Self::OrderByChanged { .. } | Self::OrderByMissing { .. } => SyncErrorKind::Config,
         }
     }
 
@@ -95,7 +107,8 @@ impl TableFailure {
             Self::RecordedOffsets(_)
             | Self::Plan(_)
             | Self::Columns(_)
-            | Self::OrderByChanged { .. } => false,
+            | Self::OrderByChanged { .. }
+            | Self::OrderByMissing { .. } => false,
             Self::Create(e) => e.retryable(),
             Self::Drain(e) => e.retryable(),
             Self::Commit(e) => e.retryable(),
@@ -351,7 +364,7 @@ pub enum UpsertError {
     #[error(
         "a truncate of the source table (change event at partition {partition}, offset {offset}) \
          is not applied by the workers of a scaled-out job yet; run the job on one process \
-         (topicberg sync) to apply it, or set on_truncate = \"fail\""
+         (topicberg sync) to apply it"
     )]
     TruncateAmongWorkers {
         /// The truncate's partition.
@@ -359,6 +372,13 @@ pub enum UpsertError {
         /// Its offset.
         offset: i64,
     },
+    /// `order_by` in a scaled-out job, whose rounds do not carry what the
+    /// partitions' last words need.
+    #[error(
+        "order_by is not supported by the workers of a scaled-out job yet; run the job on one \
+         process (topicberg sync)"
+    )]
+    OrderByAmongWorkers,
 }
 
 impl UpsertError {
@@ -376,7 +396,7 @@ impl UpsertError {
             Self::WinnersFile { .. } => SyncErrorKind::LocalDisk,
             Self::Spill(e) => e.kind(),
             Self::Conform(_) => SyncErrorKind::Schema,
-            Self::TruncateAmongWorkers { .. } => SyncErrorKind::Config,
+            Self::TruncateAmongWorkers { .. } | Self::OrderByAmongWorkers => SyncErrorKind::Config,
             Self::WriterStopped(_) | Self::RowCount { .. } | Self::RowBeyondFiles(_) => {
                 SyncErrorKind::Internal
             }

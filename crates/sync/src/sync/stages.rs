@@ -245,7 +245,12 @@ pub(super) async fn create_tables(ctx: &SyncContext<'_>, tables: &mut [TableStat
             continue;
         }
         match create_table(ctx, &state.settings, state.registry.as_deref(), &ranges).await {
-            Ok(handle) => state.handle = Some(handle),
+            Ok(handle) => {
+                if let Err(e) = check_order_by(&handle, &state.settings) {
+                    state.fail(Stage::Create, e);
+                }
+                state.handle = Some(handle);
+            }
             Err(e) => state.fail(Stage::Create, e),
         }
     }
@@ -340,14 +345,22 @@ async fn create_table(
 fn check_order_by(handle: &TableHandle, settings: &TableSettings) -> Result<(), TableFailure> {
     let recorded = handle.metadata().properties().get(ORDER_BY_PROPERTY);
     let configured = settings.upsert().and_then(|u| u.order_by.as_ref());
-    if recorded == configured || settings.upsert().is_none() {
-        return Ok(());
+    if recorded != configured && settings.upsert().is_some() {
+        return Err(TableFailure::OrderByChanged {
+            table: handle.qualified_name(),
+            recorded: recorded.cloned(),
+            configured: configured.cloned(),
+        });
     }
-    Err(TableFailure::OrderByChanged {
-        table: handle.qualified_name(),
-        recorded: recorded.cloned(),
-        configured: configured.cloned(),
-    })
+    match configured {
+        Some(column) if handle.schema().field_by_name(column).is_none() => {
+            Err(TableFailure::OrderByMissing {
+                table: handle.qualified_name(),
+                column: column.clone(),
+            })
+        }
+        _ => Ok(()),
+    }
 }
 
 /// The store of a table with messages to read is built on a blocking

@@ -69,15 +69,6 @@ impl Version {
         self.timestamp != i64::MIN
     }
 
-    /// [`Self::supersedes`] under `order`.
-    pub fn supersedes_in(&self, other: &Version, order: VersionOrder) -> bool {
-        let by_value = order == VersionOrder::Field && self.known() && other.known();
-        if by_value && self.partition == other.partition {
-            return (self.timestamp, self.offset) > (other.timestamp, other.offset);
-        }
-        self.supersedes(other)
-    }
-
     /// [`Self::replaces`] under `order`: by `order_by` a message of the
     /// row's partition replaces it only with a value as high.
     pub fn replaces_in(&self, row: &Stamp, order: VersionOrder) -> bool {
@@ -124,6 +115,12 @@ impl Version {
 /// position), else `_kafka_timestamp`. A null (or a batch without the
 /// `order_by` column) orders first (`i64::MIN`).
 enum Order<'a> {
+    /// `_cdc_lsn`, and for a row without one its `_kafka_timestamp` (a
+    /// source without log positions: all its events lack one).
+    Lsn(
+        &'a arrow_array::Int64Array,
+        &'a arrow_array::TimestampMicrosecondArray,
+    ),
     Long(&'a arrow_array::Int64Array),
     Int(&'a arrow_array::Int32Array),
     Timestamp(&'a arrow_array::TimestampMicrosecondArray),
@@ -148,25 +145,93 @@ impl<'a> Order<'a> {
                 }),
             };
         }
-        if let Some(lsn) = batch.column_by_name(CDC_LSN) {
-            return Ok(Order::Long(lsn.as_primitive::<Int64Type>()));
-        }
         let timestamps = batch
             .column_by_name(KAFKA_TIMESTAMP)
-            .ok_or(SpillError::MissingColumn(KAFKA_TIMESTAMP))?;
-        Ok(Order::Timestamp(
-            timestamps.as_primitive::<TimestampMicrosecondType>(),
-        ))
+            .ok_or(SpillError::MissingColumn(KAFKA_TIMESTAMP))?
+            .as_primitive::<TimestampMicrosecondType>();
+        Ok(match batch.column_by_name(CDC_LSN) {
+            Some(lsn) => Order::Lsn(lsn.as_primitive::<Int64Type>(), timestamps),
+            None => Order::Timestamp(timestamps),
+        })
     }
 
     fn at(&self, row: usize) -> i64 {
         let value = |array: &dyn Array, v: i64| if array.is_null(row) { i64::MIN } else { v };
         match self {
+            Order::Lsn(lsn, _) if lsn.is_valid(row) => lsn.values()[row],
+            Order::Lsn(_, a) => value(*a, a.values()[row]),
             Order::Long(a) => value(*a, a.values()[row]),
             Order::Int(a) => value(*a, i64::from(a.values()[row])),
             Order::Timestamp(a) => value(*a, a.values()[row]),
             Order::Absent => i64::MIN,
         }
+    }
+}
+
+/// One partition's last word on a key in a sync, by `order_by`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Part {
+    /// Its winning row, or a tombstone.
+    pub slot: Slot,
+    /// Its version (a tombstone's carries the highest value it deleted).
+    pub version: Version,
+    /// A tombstone of the partition is, or came before, this winner: the
+    /// table's row of the key from this partition is deleted.
+    pub reset: bool,
+}
+
+/// What becomes of a key by `order_by`, its partitions' last words weighed
+/// against the table's row (`old`, from one partition).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    /// The table's row stays: it is newer than every message here.
+    Keep,
+    /// This part wins (a row is written, a tombstone deletes); whether the
+    /// table's row goes with it (it always does when there is one).
+    Take(Part),
+}
+
+/// The key's outcome by `order_by`: the table's row competes as its
+/// partition's part unless that partition's messages replace it (a
+/// tombstone, a row after one, or a higher value); a tombstone there
+/// carries the row's value. Then the highest value wins across
+/// partitions, as [`Version::supersedes`] orders them.
+pub fn decide_by_value(parts: &[Part], old: Option<Stamp>) -> Decision {
+    let mut best: Option<(Version, Option<Part>)> = None;
+    let mut old_stands = old;
+    let consider = |best: &mut Option<(Version, Option<Part>)>, v: Version, part: Option<Part>| {
+        if best.as_ref().is_none_or(|(b, _)| v.supersedes(b)) {
+            *best = Some((v, part));
+        }
+    };
+    for part in parts {
+        let mut part = *part;
+        if let Some(o) = old.filter(|o| o.partition == part.version.partition) {
+            if part.reset || part.slot == Slot::Tombstone {
+                if part.slot == Slot::Tombstone {
+                    part.version.timestamp = part.version.timestamp.max(o.timestamp);
+                }
+                old_stands = None;
+            } else if part.version.replaces_in(&o, VersionOrder::Field) {
+                old_stands = None;
+            } else {
+                continue;
+            }
+        }
+        consider(&mut best, part.version, Some(part));
+    }
+    if let Some(o) = old_stands {
+        // Before every message of its partition here (offset -1).
+        let v = Version {
+            timestamp: o.timestamp,
+            partition: o.partition,
+            offset: -1,
+        };
+        consider(&mut best, v, None);
+    }
+    match best {
+        Some((_, Some(part))) => Decision::Take(part),
+        _ => Decision::Keep,
     }
 }
 
@@ -381,7 +446,16 @@ impl UpsertBuffer {
     /// recomputed).
     pub fn for_each_winner<E: From<SpillError>>(
         &mut self,
-        f: impl FnMut(&KeyHash, Slot, Version) -> Result<(), E>,
+        mut f: impl FnMut(&KeyHash, Slot, Version) -> Result<(), E>,
+    ) -> Result<(), E> {
+        self.for_each_key(|key, slot, version, _| f(key, slot, version))
+    }
+
+    /// [`Self::for_each_winner`], by `order_by` with each partition's last
+    /// word on the key too ([`Part`]; empty otherwise).
+    pub fn for_each_key<E: From<SpillError>>(
+        &mut self,
+        f: impl FnMut(&KeyHash, Slot, Version, &[Part]) -> Result<(), E>,
     ) -> Result<(), E> {
         self.close_segment()?;
         self.entries.for_each_winner(f)
@@ -640,38 +714,6 @@ mod tests {
             .add_batch(batch(&[(1, 0, 5, 900), (1, 0, 6, 100)]))
             .unwrap();
         assert_eq!(resolve(&mut buffer, &[]).0, vec![(1, 6, "c".into())]);
-    }
-
-    #[test]
-    fn by_order_by_the_higher_value_wins_within_a_partition_too_and_a_tombstone_by_offset() {
-        let field = VersionOrder::Field;
-        let at = |timestamp, partition, offset| Version {
-            timestamp,
-            partition,
-            offset,
-        };
-        // A late, older message of the same partition loses.
-        assert!(!at(5, 0, 9).supersedes_in(&at(7, 0, 3), field));
-        assert!(at(5, 0, 9).supersedes_in(&at(7, 0, 3), VersionOrder::Arrival));
-        // Equal values: the later offset.
-        assert!(at(7, 0, 9).supersedes_in(&at(7, 0, 3), field));
-        // Across partitions: the value, then the partition.
-        assert!(at(8, 0, 1).supersedes_in(&at(7, 1, 5), field));
-        assert!(!at(7, 0, 9).supersedes_in(&at(7, 1, 5), field));
-        // A tombstone (no value) goes by offset within its partition.
-        assert!(at(i64::MIN, 0, 10).supersedes_in(&at(7, 0, 3), field));
-        assert!(!at(i64::MIN, 1, 10).supersedes_in(&at(7, 0, 3), field));
-        // Against the table's row: the same rules, from its stamp.
-        let row = |timestamp, partition| Stamp {
-            timestamp,
-            partition,
-        };
-        assert!(!at(5, 0, 9).replaces_in(&row(7, 0), field));
-        assert!(at(7, 0, 9).replaces_in(&row(7, 0), field));
-        assert!(at(5, 0, 9).replaces_in(&row(7, 0), VersionOrder::Arrival));
-        assert!(at(i64::MIN, 0, 9).replaces_in(&row(7, 0), field));
-        assert!(!at(i64::MIN, 1, 9).replaces_in(&row(7, 0), field));
-        assert!(at(1, 1, 9).replaces_in(&Stamp::UNKNOWN, field));
     }
 
     #[test]

@@ -464,12 +464,7 @@ pub(super) async fn stage_winners(
     buffer: &mut UpsertBuffer,
     writers: usize,
 ) -> Result<(Vec<iceberg::spec::DataFile>, Vec<SetTombstone>), UpsertError> {
-    if let Some(t) = buffer.truncated() {
-        return Err(UpsertError::TruncateAmongWorkers {
-            partition: t.partition,
-            offset: t.offset,
-        });
-    }
+    refuse_among_workers(buffer)?;
     let mut winners = RowSet::new(buffer.rows());
     let mut tombstones = Vec::new();
     buffer.for_each_winner(|key, slot, version| {
@@ -494,6 +489,21 @@ pub(super) async fn stage_winners(
     )
     .await?;
     Ok((files, tombstones))
+}
+
+/// What the workers of a scaled-out job do not apply yet: a truncate,
+/// and `order_by`.
+pub(super) fn refuse_among_workers(buffer: &UpsertBuffer) -> Result<(), UpsertError> {
+    if let Some(t) = buffer.truncated() {
+        return Err(UpsertError::TruncateAmongWorkers {
+            partition: t.partition,
+            offset: t.offset,
+        });
+    }
+    if buffer.order() == super::upsert::VersionOrder::Field {
+        return Err(UpsertError::OrderByAmongWorkers);
+    }
+    Ok(())
 }
 
 /// The winning rows, read back from the held files, fitted to the table's

@@ -183,6 +183,9 @@ pub(super) async fn commit_upsert_with_sets(
         },
     };
     if let Some(mut round) = round {
+        if let Err(e) = upsert_commit::refuse_among_workers(&round.buffer) {
+            return state.fail(Stage::Commit, CommitError::Upsert(e));
+        }
         if !gathered.taken.is_empty() {
             if let Err(e) = take_staged(destination, &mut round.buffer, &gathered).await {
                 return state.fail(Stage::Commit, e);

@@ -98,12 +98,21 @@ fn order_by_a_version_field_keeps_the_highest_version_wherever_and_whenever_it_a
             // partition (as a tombstone does).
             (1, "d", row(Some(1), "d1")),
             (1, "d", row(None, "d-none")),
+            // e and f: rows a later sync deletes.
+            (0, "e", row(Some(7), "e7")),
+            (0, "f", row(Some(7), "f7")),
         ],
     );
     job.sync();
     assert_eq!(
         rows(&job, table),
-        expect(&[("a", "a5"), ("b", "b9"), ("d", "d-none")])
+        expect(&[
+            ("a", "a5"),
+            ("b", "b9"),
+            ("d", "d-none"),
+            ("e", "e7"),
+            ("f", "f7")
+        ])
     );
     // Against the table's rows: a's older version from the other
     // partition and b's older one on b's own partition stay out; a higher
@@ -115,12 +124,24 @@ fn order_by_a_version_field_keeps_the_highest_version_wherever_and_whenever_it_a
             (1, "b", row(Some(8), "b8")),
             (1, "d", row(Some(6), "d6")),
             (1, "c", row(Some(1), "c1")),
+            // e: deleted, then written again with a lower value: it
+            // stands. f: deleted; partition 1's older value stays out.
+            (0, "e", None),
+            (0, "e", row(Some(5), "e5")),
+            (0, "f", None),
+            (1, "f", row(Some(6), "f6")),
         ],
     );
     job.sync();
     assert_eq!(
         rows(&job, table),
-        expect(&[("a", "a5"), ("b", "b9"), ("c", "c1"), ("d", "d6")])
+        expect(&[
+            ("a", "a5"),
+            ("b", "b9"),
+            ("c", "c1"),
+            ("d", "d6"),
+            ("e", "e5")
+        ])
     );
     produce(&topic, &[(0, "a", row(Some(6), "a6"))]);
     job.sync();
@@ -150,4 +171,13 @@ fn order_by_a_version_field_keeps_the_highest_version_wherever_and_whenever_it_a
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{stderr}");
     assert!(stderr.contains("order_by column \"v\" is Utf8"), "{stderr}");
+    // A field the messages do not carry fails, naming it.
+    let missing = self::job(&strings, "missing", "order_by = \"revision\"\n");
+    let out = missing.run("sync", &[], &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("has no column \"revision\", which order_by names"),
+        "{stderr}"
+    );
 }

@@ -72,76 +72,74 @@ enum SchemaAt<'a> {
     Last,
 }
 
+/// The fields of a message this module looks at, each kept as its raw
+/// JSON and read only when it has the expected form (a column of a
+/// flattened record may be called `op`, `source` or `payload`).
 #[derive(Deserialize)]
-struct Top<'a> {
-    #[serde(borrow, default)]
-    schema: Option<&'a RawValue>,
+struct Fields<'a> {
+    /// Kafka Connect's JSON converter with `schemas.enable=true` wraps the
+    /// value as `{"schema": .., "payload": ..}` (`Some(None)`: present,
+    /// null).
+    #[serde(borrow, default, deserialize_with = "present")]
+    schema: Option<Option<&'a RawValue>>,
     #[serde(borrow, default)]
     payload: Option<&'a RawValue>,
+    /// An envelope's.
     #[serde(borrow, default)]
     after: Option<&'a RawValue>,
-    #[serde(default)]
-    op: Option<String>,
-    #[serde(default)]
-    source: Option<Source>,
-    #[serde(default, rename = "__op")]
-    flat_op: Option<String>,
-    #[serde(default, rename = "__deleted")]
-    flat_deleted: Option<String>,
-    #[serde(default, rename = "__lsn")]
-    flat_lsn: Option<i64>,
-    #[serde(default, rename = "__source_ts_ms")]
-    flat_source_ms: Option<i64>,
-}
-
-/// The fields of an event this module reads: an envelope's, or the
-/// markers Debezium's `ExtractNewRecordState` adds to a flattened record
-/// (`add.fields=op,lsn,source.ts_ms`, `delete.handling.mode=rewrite`).
-#[derive(Deserialize)]
-struct Payload<'a> {
     #[serde(borrow, default)]
-    after: Option<&'a RawValue>,
-    #[serde(default)]
-    op: Option<String>,
-    #[serde(default)]
-    source: Option<Source>,
-    #[serde(default, rename = "__op")]
-    flat_op: Option<String>,
-    #[serde(default, rename = "__deleted")]
-    flat_deleted: Option<String>,
-    #[serde(default, rename = "__lsn")]
-    flat_lsn: Option<i64>,
-    #[serde(default, rename = "__source_ts_ms")]
-    flat_source_ms: Option<i64>,
+    op: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    source: Option<&'a RawValue>,
+    /// The markers Debezium's `ExtractNewRecordState` adds to a flattened
+    /// record (`add.fields=op,lsn,source.ts_ms`, `delete.handling.mode`
+    /// `rewrite`).
+    #[serde(borrow, default, rename = "__op")]
+    flat_op: Option<&'a RawValue>,
+    #[serde(borrow, default, rename = "__deleted")]
+    flat_deleted: Option<&'a RawValue>,
+    #[serde(borrow, default, rename = "__lsn")]
+    flat_lsn: Option<&'a RawValue>,
+    #[serde(borrow, default, rename = "__source_ts_ms")]
+    flat_source_ms: Option<&'a RawValue>,
 }
 
-/// The part of `source` read here.
-#[derive(Deserialize)]
-struct Source {
-    #[serde(default)]
-    ts_ms: Option<i64>,
-    #[serde(default)]
-    lsn: Option<i64>,
+/// The part of an envelope's `source` read here.
+#[derive(Deserialize, Default)]
+struct Source<'a> {
+    #[serde(borrow, default)]
+    ts_ms: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    lsn: Option<&'a RawValue>,
+}
+
+/// A field that is there, null or not.
+fn present<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<Option<&'de RawValue>>, D::Error> {
+    Ok(Some(Option::deserialize(d)?))
+}
+
+/// `raw` as a string, if it is one.
+fn text(raw: Option<&RawValue>) -> Option<String> {
+    raw.and_then(|r| serde_json::from_str(r.get()).ok())
+}
+
+/// `raw` as an integer, if it is one.
+fn long(raw: Option<&RawValue>) -> Option<i64> {
+    raw.and_then(|r| serde_json::from_str(r.get()).ok())
 }
 
 /// The event in `value`, or why it is not one.
 fn event(value: &[u8]) -> Result<Event<'_>, DecodeErrorKind> {
-    let top: Top<'_> = serde_json::from_slice(value).map_err(|e| bad(format!("not JSON: {e}")))?;
-    let schema = top
-        .schema
-        .map_or(SchemaAt::Absent, |s| SchemaAt::Text(s.get()));
-    match top.payload {
-        Some(p) if top.op.is_none() => payload_event(p.get().as_bytes(), schema),
-        _ => Payload {
-            after: top.after,
-            op: top.op,
-            source: top.source,
-            flat_op: top.flat_op,
-            flat_deleted: top.flat_deleted,
-            flat_lsn: top.flat_lsn,
-            flat_source_ms: top.flat_source_ms,
+    let top: Fields<'_> =
+        serde_json::from_slice(value).map_err(|e| bad(format!("not a JSON object: {e}")))?;
+    match (top.schema, top.payload) {
+        (Some(schema), Some(payload)) if top.op.is_none() => {
+            let schema = schema.map_or(SchemaAt::Absent, |s| SchemaAt::Text(s.get()));
+            payload_event(payload.get().as_bytes(), schema)
         }
-        .event(value, schema),
+        _ => top.event(value, SchemaAt::Absent),
     }
 }
 
@@ -150,36 +148,33 @@ fn payload_event<'a>(
     payload: &'a [u8],
     schema: SchemaAt<'a>,
 ) -> Result<Event<'a>, DecodeErrorKind> {
-    let p: Payload<'_> =
-        serde_json::from_slice(payload).map_err(|e| bad(format!("payload: {e}")))?;
+    let p: Fields<'_> = serde_json::from_slice(payload)
+        .map_err(|e| bad(format!("payload is not a JSON object: {e}")))?;
     p.event(payload, schema)
 }
 
-impl<'a> Payload<'a> {
+impl<'a> Fields<'a> {
     /// The event these fields make, read from `json`, with its schema at
-    /// `schema`. An envelope has `op` and `source`; anything else is a
-    /// flattened record, itself the row: deleted when `__deleted` is
-    /// `"true"` (or `__op` is `d`), else an upsert.
+    /// `schema`. An envelope has a string `op` and an object `source`;
+    /// anything else is a flattened record, itself the row: deleted when
+    /// `__deleted` is `"true"` (or `__op` is `d`), else an upsert.
     fn event(self, json: &'a [u8], schema: SchemaAt<'a>) -> Result<Event<'a>, DecodeErrorKind> {
-        match (self.op, &self.source) {
-            (Some(op), Some(source)) => {
-                return Ok(Event {
-                    op,
-                    source_ms: source.ts_ms,
-                    lsn: source.lsn,
-                    after: self.after.map(RawValue::get),
-                    schema,
-                })
-            }
-            (Some(_), None) => {
-                return Err(bad(
-                    "`op` without `source` (is this a Debezium change event?)".into(),
-                ))
-            }
-            (None, _) => {}
+        let source = self.source.filter(|s| s.get().starts_with('{'));
+        if let (Some(op), Some(source)) = (text(self.op), source) {
+            let source: Source<'_> = serde_json::from_str(source.get()).unwrap_or_default();
+            return Ok(Event {
+                op,
+                source_ms: long(source.ts_ms),
+                lsn: long(source.lsn),
+                after: self.after.map(RawValue::get),
+                schema,
+            });
         }
-        let deleted = self.flat_deleted.as_deref() == Some("true");
-        let op = match self.flat_op {
+        let deleted = match self.flat_deleted {
+            Some(d) => matches!(d.get(), "\"true\"" | "true"),
+            None => false,
+        };
+        let op = match text(self.flat_op) {
             _ if deleted => "d".to_owned(),
             Some(op) => op,
             None => "u".to_owned(),
@@ -188,8 +183,8 @@ impl<'a> Payload<'a> {
         let row = std::str::from_utf8(json).map_err(|e| bad(format!("not UTF-8: {e}")))?;
         Ok(Event {
             op,
-            source_ms: self.flat_source_ms,
-            lsn: self.flat_lsn,
+            source_ms: long(self.flat_source_ms),
+            lsn: long(self.flat_lsn),
             after: Some(row),
             schema,
         })

@@ -12,7 +12,7 @@ use std::fs::File;
 use std::io::{BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
-use super::{KeyHash, Slot, SpillError, Version, VersionOrder};
+use super::{KeyHash, Part, Slot, SpillError, Version, VersionOrder};
 
 /// Entries held in memory before spilling to the bucket files (40 MiB).
 pub const MEMORY_ENTRIES: usize = 1 << 20;
@@ -163,7 +163,7 @@ impl Entries {
     /// Can be called again (a commit attempt that must be recomputed).
     pub fn for_each_winner<E: From<SpillError>>(
         &mut self,
-        mut f: impl FnMut(&KeyHash, Slot, Version) -> Result<(), E>,
+        mut f: impl FnMut(&KeyHash, Slot, Version, &[Part]) -> Result<(), E>,
     ) -> Result<(), E> {
         if !self.spilled() {
             let mut sorted = self.memory.clone();
@@ -224,47 +224,114 @@ fn read_bucket(path: &Path) -> Result<Vec<Entry>, SpillError> {
 fn resolve_sorted<E>(
     entries: &mut [Entry],
     order: VersionOrder,
-    f: &mut impl FnMut(&KeyHash, Slot, Version) -> Result<(), E>,
+    f: &mut impl FnMut(&KeyHash, Slot, Version, &[Part]) -> Result<(), E>,
 ) -> Result<(), E> {
     entries.sort_by_key(|e| e.key);
     fold_sorted(entries, order, f)
 }
 
-/// The later of two entries of one key. Within a partition the higher
-/// offset (by `order_by` the higher value first, when both have one),
-/// which keeps the higher of the two orders: a later message of a
-/// partition is never earlier than the ones before it, so a Kafka
-/// tombstone after a change stream's delete (no log position of its own)
-/// orders as the delete did against the key's other partitions.
-fn later(order: VersionOrder, winner: Entry, next: Entry) -> Entry {
+/// The later of two entries of one key by arrival: within a partition
+/// the higher offset, and a tombstone keeps the higher of the two orders
+/// (a Kafka tombstone after a change stream's delete, which has no log
+/// position of its own, orders as the delete did against the key's other
+/// partitions); across partitions [`Version::supersedes`].
+fn later(winner: Entry, next: Entry) -> Entry {
     let (a, b) = (winner.version, next.version);
-    if a.partition != b.partition || (order == VersionOrder::Field && a.known() && b.known()) {
-        return if b.supersedes_in(&a, order) {
-            next
-        } else {
-            winner
-        };
+    if a.partition != b.partition {
+        return if b.supersedes(&a) { next } else { winner };
     }
     let mut later = if b.offset > a.offset { next } else { winner };
-    later.version.timestamp = a.timestamp.max(b.timestamp);
+    if later.slot() == Slot::Tombstone {
+        later.version.timestamp = a.timestamp.max(b.timestamp);
+    }
     later
 }
 
-/// Hands each key's winner to `f`, from entries sorted by key (stable).
+/// `part` followed on its partition by `next` (a higher offset), by
+/// `order_by`: a tombstone deletes what came before it and carries the
+/// highest value it deleted; a row after a tombstone stands (the key was
+/// deleted, then written again); between two rows the higher value wins
+/// (the later offset when either has none, or on a tie).
+fn step(part: &mut Part, next: Entry) {
+    let v = next.version;
+    match (part.slot, next.slot()) {
+        (_, Slot::Tombstone) => {
+            let carried = part.version.timestamp.max(v.timestamp);
+            *part = Part {
+                slot: Slot::Tombstone,
+                version: Version {
+                    timestamp: carried,
+                    ..v
+                },
+                reset: true,
+            };
+        }
+        (Slot::Tombstone, slot) => {
+            *part = Part {
+                slot,
+                version: v,
+                reset: true,
+            }
+        }
+        (Slot::Row(_), slot) => {
+            let by_value = part.version.known() && v.known();
+            if !by_value || (v.timestamp, v.offset) > (part.version.timestamp, part.version.offset)
+            {
+                part.slot = slot;
+                part.version = v;
+            }
+        }
+    }
+}
+
+/// Hands each key's winner to `f`, from entries sorted by key (stable);
+/// by `order_by` also each partition's last word ([`Part`], in partition
+/// order), which the commit weighs against the table's row.
 fn fold_sorted<E>(
     entries: &[Entry],
     order: VersionOrder,
-    f: &mut impl FnMut(&KeyHash, Slot, Version) -> Result<(), E>,
+    f: &mut impl FnMut(&KeyHash, Slot, Version, &[Part]) -> Result<(), E>,
 ) -> Result<(), E> {
+    let mut group: Vec<Entry> = Vec::new();
+    let mut parts: Vec<Part> = Vec::new();
     let mut i = 0;
     while i < entries.len() {
-        let mut winner = entries[i];
-        let mut j = i + 1;
-        while j < entries.len() && entries[j].key == winner.key {
-            winner = later(order, winner, entries[j]);
-            j += 1;
+        let key = entries[i].key;
+        let j = i + entries[i..].iter().take_while(|e| e.key == key).count();
+        if order == VersionOrder::Arrival {
+            let winner = entries[i + 1..j]
+                .iter()
+                .fold(entries[i], |w, e| later(w, *e));
+            f(&key, winner.slot(), winner.version, &[])?;
+            i = j;
+            continue;
         }
-        f(&winner.key, winner.slot(), winner.version)?;
+        group.clear();
+        group.extend_from_slice(&entries[i..j]);
+        group.sort_by_key(|e| (e.version.partition, e.version.offset));
+        parts.clear();
+        for e in &group {
+            match parts.last_mut() {
+                Some(p) if p.version.partition == e.version.partition => step(p, *e),
+                _ => parts.push(Part {
+                    slot: e.slot(),
+                    version: e.version,
+                    reset: false,
+                }),
+            }
+        }
+        let winner = parts
+            .iter()
+            .copied()
+            .reduce(|w, p| {
+                if p.version.supersedes(&w.version) {
+                    p
+                } else {
+                    w
+                }
+            })
+            .expect("a key has an entry");
+        f(&key, winner.slot, winner.version, &parts)?;
         i = j;
     }
     Ok(())
@@ -313,7 +380,7 @@ mod tests {
             [older, kafka_tombstone, delete, at(10, 0, 1, 0)],
         ] {
             let mut won = Vec::new();
-            fold_sorted(&order, VersionOrder::Arrival, &mut |_, slot, v| {
+            fold_sorted(&order, VersionOrder::Arrival, &mut |_, slot, v, _| {
                 won.push((slot, v.timestamp));
                 Ok::<_, SpillError>(())
             })
@@ -326,7 +393,7 @@ mod tests {
         fold_sorted(
             &[delete, newer, kafka_tombstone],
             VersionOrder::Arrival,
-            &mut |_, slot, _| {
+            &mut |_, slot, _, _| {
                 won.push(slot);
                 Ok::<_, SpillError>(())
             },
@@ -335,10 +402,99 @@ mod tests {
         assert_eq!(won, [Slot::Row(1)]);
     }
 
+    /// A message of one key: partition, offset, value, row (`None`: a
+    /// tombstone).
+    type Message = (i32, i64, i64, Option<u32>);
+
+    /// By `order_by`: the outcome of `messages` synced in two syncs split
+    /// at `cut`, the first sync's outcome becoming the table's row.
+    fn by_value_in_two_syncs(messages: &[Message], cut: usize) -> Option<u32> {
+        let entry = |&(partition, offset, timestamp, row): &Message| Entry {
+            key: [9; 16],
+            version: Version {
+                timestamp,
+                partition,
+                offset,
+            },
+            row: Entry::row_or_tombstone(row.map_or(Slot::Tombstone, Slot::Row)),
+        };
+        let mut table: Option<(u32, super::super::Stamp)> = None;
+        for sync in [&messages[..cut], &messages[cut..]] {
+            if sync.is_empty() {
+                continue;
+            }
+            let entries: Vec<Entry> = sync.iter().map(entry).collect();
+            let mut decided = None;
+            fold_sorted(&entries, VersionOrder::Field, &mut |_, _, _, parts| {
+                decided = Some(super::super::decide_by_value(parts, table.map(|t| t.1)));
+                Ok::<_, SpillError>(())
+            })
+            .unwrap();
+            match decided.unwrap() {
+                super::super::Decision::Keep => {}
+                super::super::Decision::Take(part) => {
+                    table = match part.slot {
+                        Slot::Row(row) => Some((row, part.version.stamp())),
+                        Slot::Tombstone => None,
+                    }
+                }
+            }
+        }
+        table.map(|t| t.0)
+    }
+
+    #[test]
+    fn by_order_by_every_split_of_the_same_messages_ends_on_the_same_row() {
+        const T: Option<u32> = None;
+        // The one known exception: a key deleted by one sync is not
+        // remembered, so another partition's older value read by the next
+        // sync writes it again (the third case cut after the tombstone).
+        let forgotten = |messages: &[Message], cut: usize| {
+            cut == 2 && messages.get(2) == Some(&(1, 0, 6, Some(3)))
+        };
+        let cases: [(&[Message], Option<u32>); 5] = [
+            // A late, older value on the same partition loses.
+            (&[(0, 0, 7, Some(1)), (0, 1, 5, Some(2))], Some(1)),
+            // Deleted, then written again with a lower value: it stands.
+            (
+                &[(0, 0, 7, Some(1)), (0, 1, i64::MIN, T), (0, 2, 5, Some(2))],
+                Some(2),
+            ),
+            // A tombstone carries the value it deleted against another
+            // partition's older value.
+            (
+                &[(0, 0, 7, Some(1)), (0, 1, i64::MIN, T), (1, 0, 6, Some(3))],
+                None,
+            ),
+            (
+                &[(0, 0, 7, Some(1)), (0, 1, i64::MIN, T), (1, 0, 8, Some(3))],
+                Some(3),
+            ),
+            // Across partitions the higher value, whatever the order read.
+            (
+                &[(1, 0, 9, Some(3)), (0, 0, 7, Some(1)), (0, 1, 8, Some(2))],
+                Some(3),
+            ),
+        ];
+        for (messages, expected) in cases {
+            for cut in 0..=messages.len() {
+                let expected = match forgotten(messages, cut) {
+                    true => Some(3),
+                    false => expected,
+                };
+                assert_eq!(
+                    by_value_in_two_syncs(messages, cut),
+                    expected,
+                    "{messages:?} cut at {cut}"
+                );
+            }
+        }
+    }
+
     fn winners(entries: &mut Entries) -> Vec<(KeyHash, Slot)> {
         let mut out = Vec::new();
         entries
-            .for_each_winner(|k, s, _| {
+            .for_each_winner(|k, s, _, _| {
                 out.push((*k, s));
                 Ok::<_, SpillError>(())
             })

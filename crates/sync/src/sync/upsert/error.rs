@@ -53,7 +53,7 @@ pub enum SpillError {
     /// The `order_by` column cannot order versions.
     #[error(
         "order_by column {column:?} is {found}; it must be an int, a long or a timestamp: \
-         name another field, or remove order_by and sync into a new table"
+         sync into a new table with another order_by field, or none"
     )]
     OrderType {
         /// The column.

@@ -17,7 +17,9 @@ use topicberg_core::config::DeleteFormat;
 use topicberg_iceberg::key_index::{IndexedRow, KeyIndex, KeyReader};
 
 use super::super::failure::UpsertError;
-use super::super::upsert::{KeyHash, RowSet, Slot, UpsertBuffer, Version, VersionOrder};
+use super::super::upsert::{
+    decide_by_value, Decision, KeyHash, Part, RowSet, Slot, UpsertBuffer, Version, VersionOrder,
+};
 use super::written_rows::encode_winner;
 
 /// Every key's winner, against the key index.
@@ -45,7 +47,6 @@ pub(super) struct Winners {
 /// The winners as they are settled, key by key.
 struct Fold {
     delete_format: DeleteFormat,
-    order: VersionOrder,
     winners: RowSet,
     updates: RowSet,
     deleted: Vec<KeyHash>,
@@ -66,12 +67,41 @@ impl Fold {
         version: Version,
         old: Option<IndexedRow>,
     ) -> std::io::Result<()> {
-        if old.is_some_and(|old| !version.replaces_in(&old.stamp, self.order)) {
+        if old.is_some_and(|old| !version.replaces(&old.stamp)) {
             // The table's row came later, from another partition (another
             // worker's, or an earlier round's): it stays.
             self.outranked += 1;
             return Ok(());
         }
+        self.take(key, slot, version, old)
+    }
+
+    /// Settles `key` by `order_by`: its partitions' last words against
+    /// the table's row ([`decide_by_value`]).
+    fn settle_by_value(
+        &mut self,
+        key: &KeyHash,
+        parts: &[Part],
+        old: Option<IndexedRow>,
+    ) -> std::io::Result<()> {
+        match decide_by_value(parts, old.map(|o| o.stamp)) {
+            Decision::Keep => {
+                self.outranked += 1;
+                Ok(())
+            }
+            Decision::Take(part) => self.take(key, part.slot, part.version, old),
+        }
+    }
+
+    /// `key`'s winner `slot` is written (a row) or deletes (a tombstone);
+    /// the table's row `old` retires either way.
+    fn take(
+        &mut self,
+        key: &KeyHash,
+        slot: Slot,
+        version: Version,
+        old: Option<IndexedRow>,
+    ) -> std::io::Result<()> {
         match slot {
             Slot::Row(row) => {
                 self.winners.insert(row);
@@ -128,7 +158,6 @@ pub(super) fn find_winners(
     let file_err = UpsertError::winners_file(&winner_keys);
     let mut fold = Fold {
         delete_format,
-        order: buffer.order(),
         winners: RowSet::new(buffer.rows()),
         updates: RowSet::new(buffer.rows()),
         deleted: Vec::new(),
@@ -143,7 +172,8 @@ pub(super) fn find_winners(
         Some(_) => Some(reader.rows().map_err(UpsertError::KeyIndex)?.peekable()),
         None => None,
     };
-    buffer.for_each_winner(|key, slot, version| {
+    let by_value = buffer.order() == VersionOrder::Field;
+    buffer.for_each_key(|key, slot, version, parts| {
         let old = match (&mut table_rows, truncate) {
             (Some(rows), Some(t)) => {
                 // The table's keys before this one have no message here.
@@ -154,6 +184,11 @@ pub(super) fn find_winners(
             }
             _ => reader.get(key).map_err(UpsertError::KeyIndex)?,
         };
+        if by_value {
+            // No truncate here: change events are not ordered by value.
+            fold.settle_by_value(key, parts, old).map_err(&file_err)?;
+            return Ok(());
+        }
         // A version the truncate supersedes is gone with it.
         let (slot, version) = match truncate {
             Some(t) if t.supersedes(&version) => (Slot::Tombstone, t),
