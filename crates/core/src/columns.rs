@@ -423,6 +423,21 @@ pub enum ColumnsError {
     ReservedName(String),
 }
 
+/// Appends the columns of `wanted` that `columns` lacks, with field ids
+/// from `next_id` on.
+fn push_missing<const N: usize>(
+    columns: &mut Vec<Column>,
+    mut next_id: i32,
+    wanted: [(&str, ColumnType); N],
+) {
+    for (name, ty) in wanted {
+        if !columns.iter().any(|c| c.name == name) {
+            columns.push(Column::new(next_id, name, ty));
+            next_id += 1;
+        }
+    }
+}
+
 /// The ordered columns of a table.
 ///
 /// A new table lists the payload columns first (in first-seen order), then
@@ -496,12 +511,7 @@ impl TableColumns {
             ));
         }
         if metadata {
-            for (name, ty) in METADATA_COLUMNS {
-                if !columns.iter().any(|c| c.name == name) {
-                    columns.push(Column::new(next_id, name, ty));
-                    next_id += 1;
-                }
-            }
+            push_missing(&mut columns, next_id, METADATA_COLUMNS);
         }
         Self::new(columns)
     }
@@ -510,13 +520,7 @@ impl TableColumns {
     /// field ids after the highest in use: a change-event table's.
     pub fn with_change_columns(&self) -> Result<Self, ColumnsError> {
         let mut columns = self.columns.clone();
-        let mut next_id = self.max_field_id() + 1;
-        for (name, ty) in CHANGE_COLUMNS {
-            if !columns.iter().any(|c| c.name == name) {
-                columns.push(Column::new(next_id, name, ty));
-                next_id += 1;
-            }
-        }
+        push_missing(&mut columns, self.max_field_id() + 1, CHANGE_COLUMNS);
         Self::new(columns)
     }
 

@@ -63,6 +63,16 @@ pub enum VersionOrder {
     Field,
 }
 
+impl VersionOrder {
+    /// The order of a stream with `order_by`, or without.
+    fn of(order_by: Option<&str>) -> Self {
+        match order_by {
+            Some(_) => VersionOrder::Field,
+            None => VersionOrder::Arrival,
+        }
+    }
+}
+
 impl Version {
     /// Whether the version has an order value (not `i64::MIN`).
     pub fn known(&self) -> bool {
@@ -296,12 +306,8 @@ impl UpsertBuffer {
     /// A buffer in a new folder under `spill_dir` (created if missing).
     pub fn new(spill_dir: &Path, order_by: Option<&str>) -> Result<Self, SpillError> {
         let folder = SpillFolder::create(spill_dir)?;
-        let order = match order_by {
-            Some(_) => VersionOrder::Field,
-            None => VersionOrder::Arrival,
-        };
         Ok(UpsertBuffer {
-            entries: Entries::new(folder.path(), order),
+            entries: Entries::new(folder.path(), VersionOrder::of(order_by)),
             order_by: order_by.map(str::to_owned),
             folder,
             segments: Vec::new(),
@@ -411,10 +417,7 @@ impl UpsertBuffer {
 
     /// How this buffer orders a key's versions.
     pub fn order(&self) -> VersionOrder {
-        match self.order_by {
-            Some(_) => VersionOrder::Field,
-            None => VersionOrder::Arrival,
-        }
+        VersionOrder::of(self.order_by.as_deref())
     }
 
     /// The latest truncate taken, if any.

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::support::cdc::{copy_rows, psql, query_json, read_changes, Connector};
+use crate::support::cdc::{change_job, copy_rows, psql, query_json, read_changes, Connector};
 use crate::support::{try_read, wait_until, Catalog, Job};
 use crate::testbed::unique_name;
 
@@ -30,18 +30,6 @@ fn source_rows(table: &str, more: &str) -> Vec<Value> {
 /// [`copy_rows`] by DuckDB, which must read the table.
 fn table_rows(job: &Job, table: &str) -> Vec<Value> {
     copy_rows("duckdb", job, table).expect("DuckDB reads the table")
-}
-
-/// A job syncing the change stream `topic` into `table`.
-fn cdc_job(topic: &str, table: &str) -> Job {
-    Job::new(
-        Catalog::Seaweed,
-        &[topic],
-        "",
-        &format!(
-            "[[streams]]\ntopic = \"{topic}\"\nmode = \"upsert\"\nchange_events = \"debezium\"\ntable = \"{table}\"\n"
-        ),
-    )
 }
 
 /// Runs `sql` in the source database; `messages` is how many messages its
@@ -76,7 +64,7 @@ fn a_debezium_stream_with_its_schema_keeps_the_table_equal_to_the_source_after_e
     let connector = Connector::start(&[&table], PARTITIONS, true);
     let topic = connector.topic(&table);
     let mut total = 2;
-    let job = cdc_job(&topic, &table);
+    let job = change_job(&topic, &table, "");
     let insert = |ids: std::ops::Range<i64>, name: &str| {
         let rows: Vec<String> = ids.map(|i| row(i, name)).collect();
         format!("insert into {table} values {}", rows.join(", "))
@@ -184,7 +172,7 @@ fn a_debezium_stream_without_its_schema_keeps_the_table_equal_to_the_source() {
     ));
     let connector = Connector::start(&[&table], PARTITIONS, false);
     let topic = connector.topic(&table);
-    let job = cdc_job(&topic, &table);
+    let job = change_job(&topic, &table, "");
     let mut total = 0;
     change(
         &mut total,
@@ -246,7 +234,7 @@ fn sync_follow_keeps_a_debezium_tables_copy_equal_to_the_source_as_it_changes() 
     ));
     let connector = Connector::start(&[&table], PARTITIONS, true);
     let topic = connector.topic(&table);
-    let job = cdc_job(&topic, &table);
+    let job = change_job(&topic, &table, "");
     job.append("[sync]\ncommit_interval = \"1s\"\nstop_timeout = \"30s\"\n");
     let (report, log) = (
         job.scratch_file("report.json"),

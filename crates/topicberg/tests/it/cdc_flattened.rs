@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::support::cdc::{copy_rows, psql, query_json, read_changes, Connector};
-use crate::support::{try_read, Catalog, Job};
+use crate::support::cdc::{change_job, copy_rows, psql, query_json, read_changes, Connector};
+use crate::support::{try_read, Catalog};
 use crate::testbed::unique_name;
 
 const FLATTEN: [(&str, &str); 4] = [
@@ -49,14 +49,7 @@ fn flattened_stream_follows_its_source(schemas: bool) {
     }
     let connector = Connector::start_with(&[&table], 2, schemas, &settings);
     let topic = connector.topic(&table);
-    let job = Job::new(
-        Catalog::Seaweed,
-        &[&topic],
-        "",
-        &format!(
-            "[[streams]]\ntopic = \"{topic}\"\nmode = \"upsert\"\nchange_events = \"debezium\"\ntable = \"{table}\"\n"
-        ),
-    );
+    let job = change_job(&topic, &table, "");
     let mut total = 5;
     let rounds: [&[(String, usize)]; 2] = [
         &[

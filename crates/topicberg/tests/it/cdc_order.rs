@@ -11,6 +11,7 @@ use std::time::Duration;
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use serde_json::{json, Value};
 
+use crate::support::cdc::change_job;
 use crate::support::{create_topic, plaintext, read_rows, Catalog, Job};
 use crate::testbed::unique_name;
 
@@ -77,14 +78,7 @@ fn one_keys_changes_on_two_partitions_are_ordered_by_the_source_log_not_by_arriv
     let topic = unique_name("cdc_order");
     let table = "orders";
     create_topic(&topic, 2);
-    let job = Job::new(
-        Catalog::Seaweed,
-        &[&topic],
-        "",
-        &format!(
-            "[[streams]]\ntopic = \"{topic}\"\nmode = \"upsert\"\nchange_events = \"debezium\"\ntable = \"{table}\"\n"
-        ),
-    );
+    let job = change_job(&topic, table, "");
     // Key 1: partition 1's update (300) is the last; partition 0's later
     // offset (200) and newer timestamp must not win.
     // Key 2: deleted at 400 on partition 0, then its Kafka tombstone; the

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::support::cdc::{copy_rows, psql, query_json, read_changes, Connector};
+use crate::support::cdc::{change_stream, copy_rows, psql, query_json, read_changes, Connector};
 use crate::support::{Catalog, Job, Rng};
 use crate::testbed::unique_name;
 
@@ -177,10 +177,7 @@ fn seeded_rounds_of_changes_to_two_tables_with_kills_keep_each_copy_equal_to_its
     let topics: Vec<String> = sources.iter().map(|s| connector.topic(&s.name)).collect();
     let mut streams = String::new();
     for (topic, s) in topics.iter().zip(&sources) {
-        streams.push_str(&format!(
-            "[[streams]]\ntopic = \"{topic}\"\nmode = \"upsert\"\nchange_events = \"debezium\"\ntable = \"{}\"\n",
-            s.name
-        ));
+        streams.push_str(&change_stream(topic, &s.name));
     }
     let job = Job::new(
         Catalog::Seaweed,

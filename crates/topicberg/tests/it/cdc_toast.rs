@@ -11,8 +11,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::support::cdc::{copy_rows, psql, query_json, read_changes, Connector};
-use crate::support::{Catalog, Job};
+use crate::support::cdc::{change_job, copy_rows, psql, query_json, read_changes, Connector};
 use crate::testbed::unique_name;
 
 /// A table with large values in rows 1 and 2, then an update of `n` only.
@@ -41,17 +40,6 @@ fn source_rows(name: &str) -> Vec<Value> {
     ))
 }
 
-fn job(topic: &str, table: &str) -> Job {
-    Job::new(
-        Catalog::Seaweed,
-        &[topic],
-        "",
-        &format!(
-            "[[streams]]\ntopic = \"{topic}\"\nmode = \"upsert\"\nchange_events = \"debezium\"\ntable = \"{table}\"\n"
-        ),
-    )
-}
-
 #[test]
 fn large_unchanged_values_reach_the_table_only_as_themselves() {
     let (default, full) = (unique_name("cdc_toast"), unique_name("cdc_toast_full"));
@@ -73,17 +61,15 @@ fn large_unchanged_values_reach_the_table_only_as_themselves() {
     }
 
     // REPLICA IDENTITY FULL: the update carries the large values.
-    let full_job = job(&full_topic, &full);
+    let full_job = change_job(&full_topic, &full, "");
     full_job.sync();
     let copy = copy_rows("duckdb", &full_job, &full).expect("DuckDB reads the table");
     assert_eq!(copy, source_rows(&full));
 
     // The default identity: the placeholder fails the sync, naming the
     // field, and no row is committed.
-    let failing = job(&default_topic, &default);
-    let out = failing.run("sync", &[], &[]);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "{stderr}");
+    let failing = change_job(&default_topic, &default, "");
+    let stderr = failing.sync_failing();
     assert!(
         stderr.contains("__debezium_unavailable_value")
             && stderr.contains("field \"big\"")

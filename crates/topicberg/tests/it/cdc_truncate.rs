@@ -8,22 +8,10 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::support::cdc::{copy_rows, psql, query_json, read_changes, Connector};
-use crate::support::{Catalog, Job};
+use crate::support::cdc::{change_job, copy_rows, psql, query_json, read_changes, Connector};
 use crate::testbed::unique_name;
 
 const PARTITIONS: i32 = 3;
-
-fn job(topic: &str, table: &str, extra: &str) -> Job {
-    Job::new(
-        Catalog::Seaweed,
-        &[topic],
-        "",
-        &format!(
-            "[[streams]]\ntopic = \"{topic}\"\nmode = \"upsert\"\nchange_events = \"debezium\"\ntable = \"{table}\"\n{extra}"
-        ),
-    )
-}
 
 fn source_rows(table: &str) -> Vec<Value> {
     query_json(&format!("select id, name from {table} order by id"))
@@ -45,7 +33,7 @@ fn a_truncate_deletes_the_rows_before_it_in_one_commit_and_keeps_those_after() {
     }
     let connector = Connector::start(&[&kept, &refused], PARTITIONS, false);
     let (topic, refused_topic) = (connector.topic(&kept), connector.topic(&refused));
-    let job = job(&topic, &kept, "");
+    let job = change_job(&topic, &kept, "");
     wait_for(&topic, 10);
     job.sync();
     let copy = || copy_rows("duckdb", &job, &kept).expect("DuckDB reads the table");
@@ -83,13 +71,11 @@ fn a_truncate_deletes_the_rows_before_it_in_one_commit_and_keeps_those_after() {
 
     // on_truncate = "fail": the sync fails at the truncate, nothing of
     // the table is committed, and the next sync meets it again.
-    let failing = self::job(&refused_topic, &refused, "on_truncate = \"fail\"\n");
+    let failing = change_job(&refused_topic, &refused, "on_truncate = \"fail\"\n");
     psql(&format!("truncate {refused}"));
     wait_for(&refused_topic, 11);
     for _ in 0..2 {
-        let out = failing.run("sync", &[], &[]);
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success(), "{stderr}");
+        let stderr = failing.sync_failing();
         assert!(
             stderr.contains(&format!("{refused_topic}["))
                 && stderr.contains("a truncate of the source table")

@@ -308,6 +308,14 @@ s3_secret_key = "${{TESTBED_S3_SECRET_KEY}}"
     pub fn sync(&self) -> Value {
         self.run_reported("sync", &[])
     }
+
+    /// Runs a sync that must fail; returns what it wrote to stderr.
+    pub fn sync_failing(&self) -> String {
+        let out = self.run("sync", &[], &[]);
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(!out.status.success(), "the sync succeeded:\n{stderr}");
+        stderr
+    }
 }
 
 /// `{"id":<i>,"v":"<version><i>"}` keyed by `<i>`, for each id: the same

@@ -152,9 +152,7 @@ fn order_by_a_version_field_keeps_the_highest_version_wherever_and_whenever_it_a
     for changed in ["order_by = \"v\"\n", ""] {
         let edited = text.replace("order_by = \"version\"\n", changed);
         std::fs::write(&job.path, edited).unwrap();
-        let out = job.run("sync", &[], &[]);
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success(), "{stderr}");
+        let stderr = job.sync_failing();
         assert!(
             stderr.contains("orders a key's messages by column \"version\"")
                 && stderr.contains("topicberg.order-by"),
@@ -167,15 +165,11 @@ fn order_by_a_version_field_keeps_the_highest_version_wherever_and_whenever_it_a
     create_topic(&strings, 1);
     produce(&strings, &[(0, "a", row(Some(1), "x"))]);
     let wrong = self::job(&strings, "texts", "order_by = \"v\"\n");
-    let out = wrong.run("sync", &[], &[]);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "{stderr}");
+    let stderr = wrong.sync_failing();
     assert!(stderr.contains("order_by column \"v\" is Utf8"), "{stderr}");
     // A field the messages do not carry fails, naming it.
     let missing = self::job(&strings, "missing", "order_by = \"revision\"\n");
-    let out = missing.run("sync", &[], &[]);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "{stderr}");
+    let stderr = missing.sync_failing();
     assert!(
         stderr.contains("has no column \"revision\", which order_by names"),
         "{stderr}"

@@ -82,13 +82,22 @@ fn record<'a>(offset: i64, key: &'a str, value: Option<&'a str>) -> SourceRecord
 }
 
 fn decoder(payload: &[(String, ColumnType)]) -> BatchDecoder {
+    decoder_of(&TableColumns::for_new_table(payload).unwrap())
+}
+
+/// A decoder of a change-event table: `payload` and `_cdc_lsn` too.
+fn lsn_decoder(payload: &[(String, ColumnType)]) -> BatchDecoder {
     let columns = TableColumns::for_new_table(payload).unwrap();
+    decoder_of(&columns.with_change_columns().unwrap())
+}
+
+fn decoder_of(columns: &TableColumns) -> BatchDecoder {
     let mut options = DecoderOptions::append(0);
     options.id_mode = IdMode::Upsert {
         key_columns: vec![ALL_KEY_FIELDS.to_owned()],
     };
     options.change_events = ChangeEvents::Debezium;
-    BatchDecoder::new(&columns, options).unwrap()
+    BatchDecoder::new(columns, options).unwrap()
 }
 
 /// The columns a first event asks for, as the sync adds them.
@@ -353,17 +362,7 @@ fn events_in_the_json_converters_byte_order_read_alike_through_the_known_schema(
 #[test]
 fn an_events_log_position_fills_cdc_lsn_and_orders_its_delete() {
     let schema = envelope_schema(&[]);
-    let columns = typed_columns(&event(Some(&schema), "c", row()));
-    let columns = TableColumns::for_new_table(&columns)
-        .unwrap()
-        .with_change_columns()
-        .unwrap();
-    let mut options = DecoderOptions::append(0);
-    options.id_mode = IdMode::Upsert {
-        key_columns: vec![ALL_KEY_FIELDS.to_owned()],
-    };
-    options.change_events = ChangeEvents::Debezium;
-    let mut d = BatchDecoder::new(&columns, options).unwrap();
+    let mut d = lsn_decoder(&typed_columns(&event(Some(&schema), "c", row())));
     assert!(d.has_change_lsn());
     let at = |op: &str, lsn: Option<i64>, after: serde_json::Value| {
         let mut v: serde_json::Value =
@@ -439,16 +438,7 @@ fn a_flattened_record_is_the_row_and_its_markers_say_delete_position_and_time() 
             ["__deleted", "__lsn", "__op", "__source_ts_ms", "id", "name"],
             "{with_schema}"
         );
-        let columns = TableColumns::for_new_table(&columns)
-            .unwrap()
-            .with_change_columns()
-            .unwrap();
-        let mut options = DecoderOptions::append(0);
-        options.id_mode = IdMode::Upsert {
-            key_columns: vec![ALL_KEY_FIELDS.to_owned()],
-        };
-        options.change_events = ChangeEvents::Debezium;
-        let mut d = BatchDecoder::new(&columns, options).unwrap();
+        let mut d = lsn_decoder(&columns);
         d.append(&record(1, r#"{"id":7}"#, Some(&value("false"))))
             .unwrap();
         let e = d

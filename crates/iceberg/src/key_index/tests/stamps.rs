@@ -10,16 +10,28 @@ use crate::maintain::compact;
 
 /// A table with the columns a stamp is read from.
 async fn stamped_fixture() -> Fixture {
+    fixture_with(None, &[]).await
+}
+
+/// A table of `_olake_id`, `_kafka_partition`, `_kafka_timestamp` and,
+/// with `order`, a `long` column of that name, created with `properties`.
+async fn fixture_with(order: Option<&str>, properties: &[(&str, &str)]) -> Fixture {
     let dir = TempDir::new();
     let state = dir.0.join("state");
     let destination = Destination::open_embedded(&dir.0.join("catalog"), "default").unwrap();
-    let columns = [
+    let mut columns = vec![
         Column::optional("_olake_id", 1, ColumnType::String),
         Column::optional("_kafka_partition", 2, ColumnType::Int),
         Column::optional("_kafka_timestamp", 3, ColumnType::TimestampTz),
     ];
+    columns.extend(order.map(|name| Column::optional(name, 4, ColumnType::Long)));
+    let layout = crate::NewTable {
+        properties,
+        ..Default::default()
+    };
+    let namespace = vec!["ns".to_string()];
     let table = destination
-        .ensure_table(&vec!["ns".to_string()], "t", &columns, FormatVersion::V2)
+        .ensure_partitioned_table(&namespace, "t", &columns, FormatVersion::V2, &layout)
         .await
         .unwrap();
     Fixture {
@@ -130,30 +142,7 @@ async fn a_rows_stamp_is_read_from_the_table_and_kept_through_replays_compaction
 /// 9000) and a `long` column called `name` created with `properties`,
 /// whose three rows hold `[500, null, 70]` there; its index, rebuilt.
 async fn ordered_fixture(name: &str, properties: &[(&str, &str)]) -> (Fixture, KeyIndex) {
-    let dir = TempDir::new();
-    let state = dir.0.join("state");
-    let destination = Destination::open_embedded(&dir.0.join("catalog"), "default").unwrap();
-    let columns = [
-        Column::optional("_olake_id", 1, ColumnType::String),
-        Column::optional("_kafka_partition", 2, ColumnType::Int),
-        Column::optional("_kafka_timestamp", 3, ColumnType::TimestampTz),
-        Column::optional(name, 4, ColumnType::Long),
-    ];
-    let layout = crate::NewTable {
-        properties,
-        ..Default::default()
-    };
-    let namespace = vec!["ns".to_string()];
-    let table = destination
-        .ensure_partitioned_table(&namespace, "t", &columns, FormatVersion::V2, &layout)
-        .await
-        .unwrap();
-    let mut fx = Fixture {
-        _dir: dir,
-        state,
-        destination,
-        table,
-    };
+    let mut fx = fixture_with(Some(name), properties).await;
     let keys = [0i64, 1, 2];
     let batch = RecordBatch::try_new(
         fx.table.arrow_schema().clone(),

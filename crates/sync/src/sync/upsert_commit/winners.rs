@@ -115,14 +115,7 @@ impl Fold {
             Slot::Tombstone => {}
         }
         if let Some(old) = old {
-            self.retire_by_id
-                .entry(old.file)
-                .or_default()
-                .insert(old.pos);
-            self.deletes += 1;
-            if self.delete_format == DeleteFormat::Equality {
-                self.retired_by_id.entry(old.file).or_default().push(*key);
-            }
+            self.retire(key, old);
         }
         Ok(())
     }
@@ -132,14 +125,19 @@ impl Fold {
     fn truncated(&mut self, key: &KeyHash, old: IndexedRow, truncate: Version) {
         if truncate.replaces(&old.stamp) {
             self.deleted.push(*key);
-            self.retire_by_id
-                .entry(old.file)
-                .or_default()
-                .insert(old.pos);
-            self.deletes += 1;
-            if self.delete_format == DeleteFormat::Equality {
-                self.retired_by_id.entry(old.file).or_default().push(*key);
-            }
+            self.retire(key, old);
+        }
+    }
+
+    /// The table's row `old` of `key` retires.
+    fn retire(&mut self, key: &KeyHash, old: IndexedRow) {
+        self.retire_by_id
+            .entry(old.file)
+            .or_default()
+            .insert(old.pos);
+        self.deletes += 1;
+        if self.delete_format == DeleteFormat::Equality {
+            self.retired_by_id.entry(old.file).or_default().push(*key);
         }
     }
 }

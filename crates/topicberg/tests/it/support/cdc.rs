@@ -422,6 +422,20 @@ pub fn read_changes(
     changes
 }
 
+/// A `[[streams]]` block syncing the change stream `topic` into `table`.
+pub fn change_stream(topic: &str, table: &str) -> String {
+    format!(
+        "[[streams]]\ntopic = \"{topic}\"\nmode = \"upsert\"\nchange_events = \"debezium\"\ntable = \"{table}\"\n"
+    )
+}
+
+/// A job syncing the change stream `topic` into `table` on the reference
+/// catalog, with `extra` settings of its stream.
+pub fn change_job(topic: &str, table: &str, extra: &str) -> crate::support::Job {
+    let streams = format!("{}{extra}", change_stream(topic, table));
+    crate::support::Job::new(crate::support::Catalog::Seaweed, &[topic], "", &streams)
+}
+
 /// The Iceberg table's payload columns (metadata columns start with `_`)
 /// as `engine` reads them, ordered by id; `None` while it cannot read the
 /// table (not created yet).
