@@ -234,6 +234,7 @@ fn batch_decoder(name: &str, messages: &[(String, String)]) -> TableColumns {
                 timestamp_ms: Some(1_793_287_324_000),
                 key: Some(key.as_bytes()),
                 value: Some(value.as_bytes()),
+                headers: Default::default(),
             };
             decoder.append(&record).unwrap();
             if decoder.len() == BATCH_ROWS {
@@ -344,6 +345,7 @@ fn avro(messages: &[(String, String)]) {
                 timestamp_ms: Some(1_793_287_324_000),
                 key: Some(key.as_bytes()),
                 value: Some(value),
+                headers: Default::default(),
             };
             decoder.append(&record).unwrap();
             if decoder.len() == BATCH_ROWS {
@@ -469,6 +471,7 @@ fn protobuf(messages: &[(String, String)], columns: &TableColumns) {
                 timestamp_ms: Some(1_793_287_324_000),
                 key: Some(key.as_bytes()),
                 value: Some(value),
+                headers: Default::default(),
             };
             decoder.append(&record).unwrap();
             if decoder.len() == BATCH_ROWS {
@@ -497,6 +500,7 @@ fn same_rows(
             timestamp_ms: Some(1_793_287_324_000),
             key: Some(key.as_bytes()),
             value: Some(value),
+            headers: Default::default(),
         };
         json.append(&record(text.as_bytes())).unwrap();
         framed.append(&record(value)).unwrap();

@@ -372,9 +372,29 @@ pub const CDC_TIMESTAMP: &str = "_cdc_timestamp";
 /// `source.lsn`), which orders one key's changes across partitions.
 pub const CDC_LSN: &str = "_cdc_lsn";
 
+/// `_kafka_headers`: the message's Kafka headers (`kafka_headers = true`),
+/// see [`headers_column_type`].
+pub const KAFKA_HEADERS: &str = "_kafka_headers";
+
+/// The type of `_kafka_headers`: a list of `{key: string, value: binary}`
+/// structs, in the message's order, repeated keys kept (field ids 0, to be
+/// numbered where the column is added).
+pub fn headers_column_type() -> ColumnType {
+    let header = ColumnType::Struct(Arc::from([
+        NestedField::optional(0, "key", ColumnType::String),
+        NestedField::optional(0, "value", ColumnType::Binary),
+    ]));
+    ColumnType::List(Arc::new(NestedField::optional(0, LIST_ELEMENT, header)))
+}
+
+/// `_cdc_op`: a change event's operation: `c` (insert), `r` (a row of the
+/// initial snapshot) or `u` (update); null when the event does not say.
+pub const CDC_OP: &str = "_cdc_op";
+
 /// The metadata columns only a table of change events (`change_events`)
 /// has, after [`METADATA_COLUMNS`].
-pub const CHANGE_COLUMNS: [(&str, ColumnType); 1] = [(CDC_LSN, ColumnType::Long)];
+pub const CHANGE_COLUMNS: [(&str, ColumnType); 2] =
+    [(CDC_LSN, ColumnType::Long), (CDC_OP, ColumnType::String)];
 
 /// The metadata columns, in the order a new table lists them after the
 /// payload, with their types. Their names and types match the product
@@ -392,6 +412,9 @@ pub const METADATA_COLUMNS: [(&str, ColumnType); 8] = [
 
 /// The type of the metadata column `name`, or `None` for a payload name.
 pub fn metadata_column_type(name: &str) -> Option<ColumnType> {
+    if name == KAFKA_HEADERS {
+        return Some(headers_column_type());
+    }
     METADATA_COLUMNS
         .iter()
         .chain(&CHANGE_COLUMNS)
@@ -469,7 +492,7 @@ impl TableColumns {
                 return Err(ColumnsError::DuplicateFieldId(c.field_id));
             }
             if let Some(expected) = metadata_column_type(&c.name) {
-                if expected != c.ty {
+                if expected != c.ty.without_field_ids() {
                     return Err(ColumnsError::MetadataType {
                         name: c.name.clone(),
                         expected,
@@ -521,6 +544,21 @@ impl TableColumns {
     pub fn with_change_columns(&self) -> Result<Self, ColumnsError> {
         let mut columns = self.columns.clone();
         push_missing(&mut columns, self.max_field_id() + 1, CHANGE_COLUMNS);
+        Self::new(columns)
+    }
+
+    /// These columns plus `_kafka_headers` if missing, with field ids
+    /// after the highest in use (or after `last_column_id`, a table's last
+    /// assigned id, when higher): a table of a stream with `kafka_headers`.
+    pub fn with_headers_column(&self, last_column_id: i32) -> Result<Self, ColumnsError> {
+        let mut columns = self.columns.clone();
+        if self.get(KAFKA_HEADERS).is_none() {
+            let mut next_id = self.max_field_id().max(last_column_id) + 1;
+            let id = next_id;
+            next_id += 1;
+            let ty = headers_column_type().with_field_ids(&mut next_id);
+            columns.push(Column::new(id, KAFKA_HEADERS, ty));
+        }
         Self::new(columns)
     }
 

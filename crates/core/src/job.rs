@@ -218,6 +218,8 @@ pub struct TableSettings {
     pub change_events: ChangeEvents,
     /// What a truncate event does (`on_truncate`).
     pub on_truncate: OnTruncate,
+    /// Whether rows keep the message's headers (`_kafka_headers`).
+    pub kafka_headers: bool,
 }
 
 /// How a table's rows relate to the messages.
@@ -493,6 +495,7 @@ impl Job {
             sort_by,
             change_events: stream.change_events,
             on_truncate: stream.on_truncate,
+            kafka_headers: stream.kafka_headers,
         })
     }
 }

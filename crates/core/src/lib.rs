@@ -24,7 +24,7 @@ pub mod infer;
 pub mod job;
 pub mod names;
 mod olake_id;
-mod record;
+pub mod record;
 mod redact;
 pub mod registry;
 mod secret;
@@ -45,7 +45,7 @@ pub use names::{ColumnNames, NameError};
 pub use olake_id::{
     append_olake_id, kafka_key_olake_id, olake_id_bytes, olake_id_hex, upsert_olake_id, KeyValue,
 };
-pub use record::SourceRecord;
+pub use record::{Header, Headers, SourceRecord};
 pub use redact::redact_urls;
 pub use registry::{
     RegisteredSchema, RegistryError, RegistryErrorKind, SchemaKind, SchemaReference, SchemaSource,

@@ -11,13 +11,15 @@
 //! the drain never joins its group, so no rebalance event can be waiting
 //! in this queue.
 
-use std::ffi::c_void;
+use std::ffi::{c_void, CStr};
+use std::marker::PhantomData;
 use std::ptr;
 
 use rdkafka::bindings as rdsys;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError as RdKafkaError;
 use rdkafka::types::{RDKafkaErrorCode, RDKafkaRespErr};
+use topicberg_core::record::{Header, HeaderList, MalformedHeaders};
 
 /// Messages taken per call.
 pub const POLL_BATCH: usize = 2048;
@@ -38,6 +40,45 @@ pub struct RawMessage<'a> {
     pub key: Option<&'a [u8]>,
     /// Value bytes (`None`: a tombstone).
     pub value: Option<&'a [u8]>,
+    /// Its headers.
+    pub headers: MessageHeaders<'a>,
+}
+
+/// A message's headers as librdkafka holds them; librdkafka parses them
+/// only when they are first read, so a job that does not read headers
+/// never pays for them.
+#[derive(Clone, Copy)]
+pub struct MessageHeaders<'a> {
+    message: *const rdsys::rd_kafka_message_t,
+    _message: PhantomData<&'a ()>,
+}
+
+impl HeaderList for MessageHeaders<'_> {
+    fn get(&self, index: usize) -> Result<Option<Header<'_>>, MalformedHeaders> {
+        use RDKafkaRespErr::{RD_KAFKA_RESP_ERR_NO_ERROR as OK, RD_KAFKA_RESP_ERR__NOENT as NONE};
+        let mut list = ptr::null_mut();
+        // SAFETY: the message is valid for 'a (until its batch is
+        // released), and read by this thread only.
+        match unsafe { rdsys::rd_kafka_message_headers(self.message, &mut list) } {
+            OK => {}
+            NONE => return Ok(None),
+            _ => return Err(MalformedHeaders),
+        }
+        let (mut name, mut value, mut size) = (ptr::null(), ptr::null(), 0usize);
+        // SAFETY: `list` belongs to the message; the out-pointers are ours.
+        match unsafe {
+            rdsys::rd_kafka_header_get_all(list, index, &mut name, &mut value, &mut size)
+        } {
+            OK => {}
+            NONE => return Ok(None),
+            _ => return Err(MalformedHeaders),
+        }
+        // SAFETY: librdkafka keeps the name (NUL-terminated) and the value
+        // (`size` bytes, or null) for the message's life.
+        let key = unsafe { CStr::from_ptr(name) }.to_bytes();
+        let value = unsafe { bytes(value as *mut c_void, size) };
+        Ok(Some(Header { key, value }))
+    }
 }
 
 /// What the queue held.
@@ -123,6 +164,10 @@ impl<'c> MessageBatch<'c> {
                 // SAFETY: librdkafka owns these bytes for the message's life.
                 key: unsafe { bytes(m.key, m.key_len) },
                 value: unsafe { bytes(m.payload, m.len) },
+                headers: MessageHeaders {
+                    message,
+                    _message: PhantomData,
+                },
             })
         })
     }

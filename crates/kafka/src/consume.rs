@@ -10,6 +10,7 @@ use std::time::Instant;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError as RdKafkaError;
 use rdkafka::{Offset, TopicPartitionList};
+use topicberg_core::record::Headers;
 use topicberg_core::SourceRecord;
 
 use crate::batch::{MessageBatch, Polled, RawMessage, POLL_WAIT_MS};
@@ -276,6 +277,7 @@ impl<'t> Partitions<'t> {
             timestamp_ms: message.timestamp_ms,
             key: message.key,
             value: message.value,
+            headers: Headers::List(&message.headers),
         };
         sink(&record).map_err(DrainError::Sink)?;
         p.records += 1;

@@ -283,6 +283,9 @@ fn streams_block(
     if stream.change_events == ChangeEvents::Debezium {
         block.push_str("change_events = \"debezium\"\n");
     }
+    if stream.kafka_headers {
+        block.push_str("kafka_headers = true  # column _kafka_headers\n");
+    }
     if job.registry.is_some() {
         block.push_str(&format!(
             "value_format = {:?}  # {}\n",

@@ -287,6 +287,17 @@ pub struct StreamConfig {
         "x-help" = "empty_table: delete the rows from before the truncate; fail: stop the sync at it"
     ))]
     pub on_truncate: OnTruncate,
+    /// Whether rows keep the message's Kafka headers, in the column
+    /// `_kafka_headers`: a list of `{key: string, value: binary}` in the
+    /// message's order, repeated keys kept, a null value null, an empty list
+    /// for a message without headers. Turned on for a table that exists,
+    /// the column is added (earlier rows: null).
+    #[serde(default)]
+    #[schemars(extend(
+        "x-label" = "Kafka headers",
+        "x-help" = "keep each message's headers in the column _kafka_headers"
+    ))]
+    pub kafka_headers: bool,
 }
 
 /// A format name (`json`, `avro`, `protobuf`, `auto`); `""` is unset.
@@ -333,6 +344,8 @@ pub struct StreamSettings {
     pub change_events: ChangeEvents,
     /// What a truncate event does.
     pub on_truncate: OnTruncate,
+    /// Whether rows keep the message's headers (`_kafka_headers`).
+    pub kafka_headers: bool,
     /// Whether the settings come from a `[[streams]]` entry.
     pub configured: bool,
 }
@@ -356,6 +369,7 @@ impl StreamSettings {
             sort_by: Vec::new(),
             change_events: ChangeEvents::None,
             on_truncate: OnTruncate::EmptyTable,
+            kafka_headers: false,
             configured: false,
         }
     }
@@ -382,6 +396,7 @@ impl From<&StreamConfig> for StreamSettings {
             sort_by: entry.sort_by.clone(),
             change_events: entry.change_events,
             on_truncate: entry.on_truncate,
+            kafka_headers: entry.kafka_headers,
             configured: true,
         }
     }

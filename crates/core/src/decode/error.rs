@@ -112,6 +112,9 @@ pub enum DecodeErrorKind {
     /// event, or not one that is a row change, or a field's value does not
     /// have the form its schema says.
     ChangeEvent { reason: String },
+    /// The message's headers cannot be stored in `_kafka_headers`: they
+    /// are malformed, or a key is not UTF-8.
+    BadHeaders { reason: &'static str },
 }
 
 impl DecodeError {
@@ -185,6 +188,9 @@ impl fmt::Display for DecodeError {
                 f.write_str(&crate::infer::too_many_columns(*columns, *limit))
             }
             DecodeErrorKind::NullKey => f.write_str("dedup key value is null"),
+            DecodeErrorKind::BadHeaders { reason } => {
+                write!(f, "the message's headers cannot be stored: {reason}")
+            }
             DecodeErrorKind::BatchFull => f.write_str(
                 "string data would pass 2 GiB in one batch; finish the batch and append the record again",
             ),

@@ -1,6 +1,7 @@
 //! The metadata columns of a row: the message's Kafka coordinates and
 //! times, and `_olake_id` from the key (or the message's place).
 
+use super::buffer::ColumnBuffer;
 use super::{
     error, place_bytes, BatchDecoder, DecodeError, DecodeErrorKind, KeyPart, KEY_FIELD_PREFIX,
 };
@@ -20,6 +21,8 @@ pub(super) struct MetadataColumns {
     pub(super) olake_timestamp: Option<usize>,
     pub(super) cdc_timestamp: Option<usize>,
     pub(super) cdc_lsn: Option<usize>,
+    pub(super) headers: Option<usize>,
+    pub(super) cdc_op: Option<usize>,
 }
 
 impl MetadataColumns {
@@ -34,6 +37,8 @@ impl MetadataColumns {
             columns::OP_TYPE => &mut self.op_type,
             columns::OLAKE_TIMESTAMP => &mut self.olake_timestamp,
             columns::CDC_LSN => &mut self.cdc_lsn,
+            columns::KAFKA_HEADERS => &mut self.headers,
+            columns::CDC_OP => &mut self.cdc_op,
             _ => &mut self.cdc_timestamp,
         }
     }
@@ -82,6 +87,18 @@ impl BatchDecoder {
                 None => b[c].push_null(),
             }
         }
+        if let Some(c) = m.headers {
+            append_headers(&mut b[c], record).map_err(|kind| {
+                let field = Some(columns::KAFKA_HEADERS.to_string());
+                error(record, field, kind)
+            })?;
+        }
+        if let Some(c) = m.cdc_op {
+            match self.change_op {
+                Some(op) => b[c].push_str(op).map_err(|_| full(c))?,
+                None => b[c].push_null(),
+            }
+        }
         if let Some(c) = m.op_type {
             b[c].push_str("c").map_err(|_| full(c))?;
         }
@@ -123,4 +140,27 @@ impl BatchDecoder {
         }
         Ok(())
     }
+}
+
+/// The record's headers as one `_kafka_headers` value: a list of
+/// `{key, value}` structs in the message's order (empty for none).
+fn append_headers(
+    column: &mut ColumnBuffer,
+    record: &SourceRecord<'_>,
+) -> Result<(), DecodeErrorKind> {
+    let full = |_| DecodeErrorKind::BatchFull;
+    let element = column.list_element();
+    record.headers.for_each(|h| {
+        let key = std::str::from_utf8(h.key).map_err(|_| DecodeErrorKind::BadHeaders {
+            reason: "a key is not UTF-8",
+        })?;
+        let fields = element.struct_fields();
+        fields[0].push_str(key).map_err(full)?;
+        match h.value {
+            Some(value) => fields[1].push_bytes(value),
+            None => fields[1].push_null(),
+        }
+        element.close_row().map_err(full)
+    })?;
+    column.close_row().map_err(full)
 }

@@ -217,6 +217,9 @@ pub struct BatchDecoder {
     /// The last change event's place in the source's log (`source.lsn`):
     /// its row's `_cdc_lsn`, and the order of a delete.
     change_lsn: Option<i64>,
+    /// The last change event's operation (`c`, `r` or `u`; `None`: not
+    /// stated), for `_cdc_op`.
+    change_op: Option<&'static str>,
 }
 
 /// JSON messages read by serde alone after one the flat reader gave back.
@@ -322,6 +325,7 @@ impl BatchDecoder {
             change_plans: debezium::ChangePlans::default(),
             change_micros: None,
             change_lsn: None,
+            change_op: None,
         })
     }
 

@@ -5,6 +5,7 @@ use arrow_array::{Array, RecordBatch};
 use super::*;
 use crate::columns::{Column, ColumnType};
 use crate::olake_id::{append_olake_id, kafka_key_olake_id, upsert_olake_id, KeyValue};
+use crate::record::Headers;
 
 mod avro;
 mod batch;
@@ -49,6 +50,7 @@ fn record(offset: i64, value: &str) -> SourceRecord<'_> {
         timestamp_ms: Some(T0 / 1000),
         key: Some(b"3"),
         value: Some(value.as_bytes()),
+        headers: Default::default(),
     }
 }
 
@@ -654,6 +656,7 @@ fn bytes_record(offset: i64, value: &[u8]) -> SourceRecord<'_> {
         timestamp_ms: Some(T0 / 1000),
         key: None,
         value: Some(value),
+        headers: Default::default(),
     }
 }
 
@@ -672,4 +675,64 @@ fn columns_asked(registry: &Arc<RegistryValues>, value: &[u8]) -> TableColumns {
         .map(|f| (f.name.clone(), f.column_type()))
         .collect();
     empty.with_added(&added, true).unwrap()
+}
+
+/// Kafka's record format of `headers` (what a fetched record holds).
+fn wire_headers(headers: &[(&[u8], Option<&[u8]>)]) -> Vec<u8> {
+    let zigzag = |out: &mut Vec<u8>, v: i64| out.push(((v << 1) ^ (v >> 63)) as u8);
+    let mut out = Vec::new();
+    zigzag(&mut out, headers.len() as i64);
+    for (key, value) in headers {
+        zigzag(&mut out, key.len() as i64);
+        out.extend_from_slice(key);
+        match value {
+            Some(v) => {
+                zigzag(&mut out, v.len() as i64);
+                out.extend_from_slice(v);
+            }
+            None => zigzag(&mut out, -1),
+        }
+    }
+    out
+}
+
+#[test]
+fn kafka_headers_fill_their_column_in_order_with_repeats_and_nulls() {
+    let columns = orders().with_headers_column(0).unwrap();
+    let mut d = decoder(&columns);
+    let two = wire_headers(&[
+        (b"trace", Some(b"abc")),
+        (b"trace", None),
+        (b"bin", Some(b"\xff\x00")),
+    ]);
+    let bad_key = wire_headers(&[(b"\xff", Some(b"v"))]);
+    let with = |offset, headers| SourceRecord {
+        headers,
+        ..record(offset, ORDER)
+    };
+    d.append(&with(0, Headers::Wire(&two))).unwrap();
+    d.append(&with(1, Headers::None)).unwrap();
+    let e = d.append(&with(2, Headers::Wire(&bad_key))).unwrap_err();
+    assert_eq!(e.field.as_deref(), Some("_kafka_headers"));
+    assert!(e.to_string().contains("orders[2]@2"), "{e}");
+    assert!(e.to_string().contains("not UTF-8"), "{e}");
+    let e = d.append(&with(3, Headers::Wire(&two[..5]))).unwrap_err();
+    assert!(e.to_string().contains("record format"), "{e}");
+    assert_eq!(d.len(), 2, "a failed message leaves no row");
+    let b = d.finish();
+    let lists = b.column_by_name("_kafka_headers").unwrap().as_list::<i32>();
+    assert_eq!(lists.len(), 2);
+    assert_eq!(lists.value_length(1), 0, "no headers: an empty list");
+    let first = lists.value(0);
+    let headers = first.as_struct();
+    let keys = headers.column(0).as_string::<i32>();
+    let values = headers.column(1).as_binary::<i64>();
+    assert_eq!(
+        keys.iter().collect::<Vec<_>>(),
+        [Some("trace"), Some("trace"), Some("bin")]
+    );
+    assert_eq!(
+        values.iter().collect::<Vec<_>>(),
+        [Some(&b"abc"[..]), None, Some(&b"\xff\x00"[..])]
+    );
 }

@@ -29,6 +29,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::time::Duration;
 
+use topicberg_core::record::Headers;
 use topicberg_core::SourceRecord;
 
 use crate::partition_range::{DrainError, DrainSettings, DrainedPartition, PartitionRange};
@@ -305,6 +306,7 @@ impl<F> Delivery<'_, F> {
                     timestamp_ms: r.timestamp_ms,
                     key: r.key,
                     value: r.value,
+                    headers: Headers::Wire(r.headers),
                 };
                 sink(&record).map_err(Stop::Sink)?;
                 tally.records += 1;

@@ -133,6 +133,9 @@ pub struct Record<'a> {
     pub key: Option<&'a [u8]>,
     /// Value bytes (`None`: a tombstone).
     pub value: Option<&'a [u8]>,
+    /// The headers as the record holds them: their count, then each key
+    /// and value (read by `topicberg_core::record::Headers::Wire`).
+    pub headers: &'a [u8],
 }
 
 /// The `read_committed` filter of one partition's fetch: the response's
@@ -279,10 +282,12 @@ where
         let offset = batch.base_offset + r.varint()?;
         let key = r.varbytes()?;
         let value = r.varbytes()?;
+        let headers_from = r.position();
         for _ in 0..r.varint()? {
             r.varbytes()?;
             r.varbytes()?;
         }
+        let headers = &records[headers_from..r.position()];
         let timestamp = if batch.log_append_time() {
             batch.max_timestamp
         } else {
@@ -293,6 +298,7 @@ where
             timestamp_ms: (timestamp >= 0).then_some(timestamp),
             key,
             value,
+            headers,
         })?;
     }
     Ok(())

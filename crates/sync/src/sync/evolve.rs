@@ -13,6 +13,7 @@
 //! that cannot be named, or new columns past `sync.max_columns`, make the
 //! message invalid (`on_invalid` decides), and the table is unchanged.
 
+use topicberg_core::columns::KAFKA_HEADERS;
 use topicberg_core::{
     Column, ColumnNames, ColumnType, ColumnsError, DecodeError, DecodeErrorKind, TableColumns,
 };
@@ -119,6 +120,26 @@ impl EvolvingColumns {
     /// The changes made so far, in words (`added column coupon (string)`).
     pub fn changes(&self) -> &[String] {
         &self.changes
+    }
+
+    /// Adds `_kafka_headers` if the table lacks it (a stream that turned
+    /// `kafka_headers` on): committed with the sync's snapshot, as any
+    /// added column.
+    pub fn add_headers(&mut self) -> Result<(), Refused> {
+        if self.columns.get(KAFKA_HEADERS).is_some() {
+            return Ok(());
+        }
+        let columns = self
+            .columns
+            .with_headers_column(self.next_field_id - 1)
+            .map_err(Refused::Columns)?;
+        let added = columns.get(KAFKA_HEADERS).expect("just added");
+        self.changes
+            .push(format!("added column {KAFKA_HEADERS} ({})", added.ty));
+        self.next_field_id = columns.max_field_id() + 1;
+        self.columns = columns;
+        self.version += 1;
+        Ok(())
     }
 
     /// Applies what a record asked for (parts another thread already

@@ -132,6 +132,7 @@ mod tests {
             timestamp_ms: Some(5),
             key: Some(b"k"),
             value: Some(b"{oops"),
+            headers: Default::default(),
         };
         let dead = DeadRecord::new(&record, &error(7));
         assert_eq!(dead.value.as_deref(), Some(&b"{oops"[..]));

@@ -56,6 +56,8 @@ pub struct TableInput {
     pub change_events: topicberg_core::config::ChangeEvents,
     /// What a truncate event does (`on_truncate`).
     pub on_truncate: topicberg_core::config::OnTruncate,
+    /// Whether rows keep the message's headers (`kafka_headers`).
+    pub kafka_headers: bool,
 }
 
 /// One table's outcome.
@@ -277,16 +279,26 @@ async fn finish_outputs(
     outputs
 }
 
+/// The table's columns as this sync starts growing them: with
+/// `_kafka_headers` added when the stream keeps headers and the table
+/// lacks them.
+fn evolving_columns(t: &TableInput) -> EvolvingColumns {
+    let last_column_id = t.handle.metadata().last_column_id();
+    let mut columns = EvolvingColumns::new(t.columns.clone(), last_column_id, t.max_columns);
+    if t.kafka_headers {
+        // Added only when missing, with ids after every one in use: the
+        // column list stays valid.
+        columns.add_headers().expect("a new column with new ids");
+    }
+    columns
+}
+
 impl TableShared {
     fn new(t: &TableInput, progress: Arc<TableProgress>) -> Self {
         Self {
             topic: t.topic.clone(),
             progress,
-            columns: Mutex::new(EvolvingColumns::new(
-                t.columns.clone(),
-                t.handle.metadata().last_column_id(),
-                t.max_columns,
-            )),
+            columns: Mutex::new(evolving_columns(t)),
             upsert: t.upsert.clone(),
             on_invalid: t.on_invalid,
             payload_fields: t.payload_fields.clone(),

@@ -310,6 +310,11 @@ async fn create_table(
             .with_change_columns()
             .map_err(CreateError::Columns)?;
     }
+    if settings.kafka_headers {
+        columns = columns
+            .with_headers_column(0)
+            .map_err(CreateError::Columns)?;
+    }
     let namespace = ctx.job.namespace_path();
     let format = iceberg_format(settings.format_version);
     let order_by = settings.upsert().and_then(|u| u.order_by.as_deref());
@@ -439,6 +444,7 @@ pub(super) fn prepare_inputs(job: &Job, destination: &Destination, tables: &mut 
                     key_format: settings.key_format,
                     change_events: settings.change_events,
                     on_truncate: settings.on_truncate,
+                    kafka_headers: settings.kafka_headers,
                 });
             }
             Err(e) => state.fail(Stage::Columns, e),

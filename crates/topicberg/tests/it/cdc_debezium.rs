@@ -199,8 +199,9 @@ fn a_debezium_stream_without_its_schema_keeps_the_table_equal_to_the_source() {
     let expected = query_json(&format!("select id, name, n, ok from {table} order by id"));
     assert_eq!(expected.len(), 18);
     assert_eq!(table_rows(&job, &table), expected);
-    // `_cdc_timestamp` and `_cdc_lsn`: the source time (`source.ts_ms`)
-    // and log position (`source.lsn`) of each key's last event.
+    // `_cdc_timestamp`, `_cdc_lsn` and `_cdc_op`: the source time
+    // (`source.ts_ms`), log position (`source.lsn`) and operation (`op`) of
+    // each key's last event.
     let mut source_time = std::collections::BTreeMap::new();
     for c in &changes {
         if let Some(e) = c.event().filter(|e| !e["after"].is_null()) {
@@ -208,7 +209,8 @@ fn a_debezium_stream_without_its_schema_keeps_the_table_equal_to_the_source() {
             let at = chrono::DateTime::from_timestamp_millis(ms).unwrap();
             let text = at.format("%Y-%m-%dT%H:%M:%S%.6f+00:00").to_string();
             let lsn = e["source"]["lsn"].as_i64().expect("source.lsn");
-            source_time.insert(e["after"]["id"].as_i64().unwrap(), (text, lsn));
+            let op = e["op"].as_str().expect("op").to_owned();
+            source_time.insert(e["after"]["id"].as_i64().unwrap(), (text, lsn, op));
         }
     }
     let name = format!("{}_topics.{table}", job.name);
@@ -216,9 +218,10 @@ fn a_debezium_stream_without_its_schema_keeps_the_table_equal_to_the_source() {
     for line in raw.lines() {
         let row: Value = serde_json::from_str(line).unwrap();
         let id = row["id"].as_i64().unwrap();
-        let (time, lsn) = &source_time[&id];
+        let (time, lsn, op) = &source_time[&id];
         assert_eq!(row["_cdc_timestamp"].as_str(), Some(time.as_str()), "{row}");
         assert_eq!(row["_cdc_lsn"].as_i64(), Some(*lsn), "{row}");
+        assert_eq!(row["_cdc_op"].as_str(), Some(op.as_str()), "{row}");
     }
     drop(connector);
 }

@@ -4,8 +4,9 @@
 //! `delete.tombstone.handling.mode=rewrite-with-tombstone`, a delete as the
 //! old row with `__deleted = "true"` and its tombstone. With and without
 //! the Connect schema, `change_events = "debezium"` keeps the table equal to
-//! the source after each round, and `_cdc_lsn` / `_cdc_timestamp` come
-//! from the markers.
+//! the source after each round, and `_cdc_lsn` / `_cdc_timestamp` / `_cdc_op`
+//! come from the markers (the operation as the `__op` field with the
+//! schema, as the `__op` header, `add.headers=op`, without it).
 
 use std::time::Duration;
 
@@ -15,13 +16,12 @@ use crate::support::cdc::{change_job, copy_rows, psql, query_json, read_changes,
 use crate::support::{try_read, Catalog};
 use crate::testbed::unique_name;
 
-const FLATTEN: [(&str, &str); 4] = [
+const FLATTEN: [(&str, &str); 3] = [
     ("transforms", "unwrap"),
     (
         "transforms.unwrap.type",
         "io.debezium.transforms.ExtractNewRecordState",
     ),
-    ("transforms.unwrap.add.fields", "op,lsn,source.ts_ms"),
     (
         "transforms.unwrap.delete.tombstone.handling.mode",
         "rewrite-with-tombstone",
@@ -43,8 +43,13 @@ fn flattened_stream_follows_its_source(schemas: bool) {
         "insert into {table} select i, 'n' || i, i * 1.25 from generate_series(1, 5) i"
     ));
     // Without the schema a decimal's bytes cannot be read: as text then.
+    // The operation as a field with the schema, as a header without it.
     let mut settings = FLATTEN.to_vec();
-    if !schemas {
+    if schemas {
+        settings.push(("transforms.unwrap.add.fields", "op,lsn,source.ts_ms"));
+    } else {
+        settings.push(("transforms.unwrap.add.fields", "lsn,source.ts_ms"));
+        settings.push(("transforms.unwrap.add.headers", "op"));
         settings.push(("decimal.handling.mode", "string"));
     }
     let connector = Connector::start_with(&[&table], 2, schemas, &settings);
@@ -82,20 +87,27 @@ fn flattened_stream_follows_its_source(schemas: bool) {
     for line in raw.lines() {
         let row: Value = serde_json::from_str(line).unwrap();
         let id = row["id"].as_i64().unwrap();
-        let last = changes
+        let (last, op_header) = changes
             .iter()
             .rev()
-            .filter_map(|c| c.value.as_ref())
-            .map(|v| {
+            .filter_map(|c| Some((c.value.as_ref()?, &c.op_header)))
+            .map(|(v, op)| {
                 if v["payload"].is_object() {
-                    &v["payload"]
+                    (&v["payload"], op)
                 } else {
-                    v
+                    (v, op)
                 }
             })
-            .find(|v| v["id"].as_i64() == Some(id))
+            .find(|(v, _)| v["id"].as_i64() == Some(id))
             .expect("a message of the row");
         assert_eq!(row["_cdc_lsn"], last["__lsn"], "{row}");
+        // `_cdc_op`: the `__op` field (with the schema) or header (without).
+        let op = match schemas {
+            true => last["__op"].clone(),
+            false => Value::from(op_header.clone().expect("an __op header")),
+        };
+        assert!(matches!(op.as_str(), Some("r" | "c" | "u")), "{op}");
+        assert_eq!(row["_cdc_op"], op, "{row}");
         assert!(row["_cdc_timestamp"].is_string(), "{row}");
     }
     drop(connector);

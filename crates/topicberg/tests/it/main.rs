@@ -50,6 +50,7 @@ mod sync_concurrent;
 mod sync_evolution;
 mod sync_fetch;
 mod sync_follow;
+mod sync_headers;
 mod sync_invalid;
 mod sync_names;
 mod sync_order_by;

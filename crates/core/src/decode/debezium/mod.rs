@@ -44,7 +44,7 @@ use serde_json::value::RawValue;
 use super::error::DecodeErrorKind;
 use super::{error, BatchDecoder};
 use crate::columns::ColumnType;
-use crate::record::SourceRecord;
+use crate::record::{Headers, MalformedHeaders, SourceRecord};
 use schema::{after_fields, ConnectSchema, Read};
 use value::Bad;
 
@@ -53,6 +53,9 @@ pub(crate) use value::UNAVAILABLE;
 /// The parts of an event this module reads, borrowed from the message.
 struct Event<'a> {
     op: String,
+    /// Whether the event says its operation (a flattened record may not:
+    /// it is then an upsert of unknown kind).
+    op_stated: bool,
     /// `source.ts_ms`: when the change was made in the database.
     source_ms: Option<i64>,
     /// `source.lsn`: the change's place in PostgreSQL's log.
@@ -131,15 +134,15 @@ fn long(raw: Option<&RawValue>) -> Option<i64> {
 }
 
 /// The event in `value`, or why it is not one.
-fn event(value: &[u8]) -> Result<Event<'_>, DecodeErrorKind> {
+fn event<'a>(value: &'a [u8], headers: &Headers<'_>) -> Result<Event<'a>, DecodeErrorKind> {
     let top: Fields<'_> =
         serde_json::from_slice(value).map_err(|e| bad(format!("not a JSON object: {e}")))?;
     match (top.schema, top.payload) {
         (Some(schema), Some(payload)) if top.op.is_none() => {
             let schema = schema.map_or(SchemaAt::Absent, |s| SchemaAt::Text(s.get()));
-            payload_event(payload.get().as_bytes(), schema)
+            payload_event(payload.get().as_bytes(), schema, headers)
         }
-        _ => top.event(value, SchemaAt::Absent),
+        _ => top.event(value, SchemaAt::Absent, headers),
     }
 }
 
@@ -147,23 +150,31 @@ fn event(value: &[u8]) -> Result<Event<'_>, DecodeErrorKind> {
 fn payload_event<'a>(
     payload: &'a [u8],
     schema: SchemaAt<'a>,
+    headers: &Headers<'_>,
 ) -> Result<Event<'a>, DecodeErrorKind> {
     let p: Fields<'_> = serde_json::from_slice(payload)
         .map_err(|e| bad(format!("payload is not a JSON object: {e}")))?;
-    p.event(payload, schema)
+    p.event(payload, schema, headers)
 }
 
 impl<'a> Fields<'a> {
     /// The event these fields make, read from `json`, with its schema at
     /// `schema`. An envelope has a string `op` and an object `source`;
     /// anything else is a flattened record, itself the row: deleted when
-    /// `__deleted` is `"true"` (or `__op` is `d`), else an upsert.
-    fn event(self, json: &'a [u8], schema: SchemaAt<'a>) -> Result<Event<'a>, DecodeErrorKind> {
+    /// `__deleted` is `"true"` (or `__op` is `d`: the field, else the
+    /// header `add.headers=op` writes), else an upsert.
+    fn event(
+        self,
+        json: &'a [u8],
+        schema: SchemaAt<'a>,
+        headers: &Headers<'_>,
+    ) -> Result<Event<'a>, DecodeErrorKind> {
         let source = self.source.filter(|s| s.get().starts_with('{'));
         if let (Some(op), Some(source)) = (text(self.op), source) {
             let source: Source<'_> = serde_json::from_str(source.get()).unwrap_or_default();
             return Ok(Event {
                 op,
+                op_stated: true,
                 source_ms: long(source.ts_ms),
                 lsn: long(source.lsn),
                 after: self.after.map(RawValue::get),
@@ -174,7 +185,12 @@ impl<'a> Fields<'a> {
             Some(d) => matches!(d.get(), "\"true\"" | "true"),
             None => false,
         };
-        let op = match text(self.flat_op) {
+        let stated = match text(self.flat_op) {
+            Some(op) => Some(op),
+            None => headers.last(OP_HEADER, header_text)?.flatten(),
+        };
+        let op_stated = stated.is_some() || deleted;
+        let op = match stated {
             _ if deleted => "d".to_owned(),
             Some(op) => op,
             None => "u".to_owned(),
@@ -183,11 +199,34 @@ impl<'a> Fields<'a> {
         let row = std::str::from_utf8(json).map_err(|e| bad(format!("not UTF-8: {e}")))?;
         Ok(Event {
             op,
+            op_stated,
             source_ms: long(self.flat_source_ms),
             lsn: long(self.flat_lsn),
             after: Some(row),
             schema,
         })
+    }
+}
+
+/// The header Debezium's `ExtractNewRecordState` writes the operation in
+/// (`add.headers=op`).
+const OP_HEADER: &str = "__op";
+
+/// A header's value as text: Kafka Connect's default header converter
+/// writes a string as its bytes, the JSON converter as a JSON string.
+fn header_text(value: Option<&[u8]>) -> Option<String> {
+    let value = value?;
+    match serde_json::from_slice::<String>(value) {
+        Ok(text) => Some(text),
+        Err(_) => std::str::from_utf8(value).ok().map(str::to_owned),
+    }
+}
+
+impl From<MalformedHeaders> for DecodeErrorKind {
+    fn from(_: MalformedHeaders) -> Self {
+        DecodeErrorKind::BadHeaders {
+            reason: "they are not in Kafka's record format",
+        }
     }
 }
 
@@ -222,7 +261,7 @@ fn bad_kind(bad: Bad) -> DecodeErrorKind {
 
 /// The columns of the change event `value` (see [`ChangeColumns`]).
 pub fn change_columns(value: &[u8]) -> Result<Option<ChangeColumns<'_>>, DecodeErrorKind> {
-    let event = event(value)?;
+    let event = event(value, &Headers::None)?;
     let schema = match event.schema {
         SchemaAt::Text(text) => Some(text),
         _ => None,
@@ -303,18 +342,21 @@ impl BatchDecoder {
         record: &SourceRecord<'_>,
     ) -> Result<(), super::DecodeError> {
         self.change_lsn = None;
+        self.change_op = None;
         let Some(value) = record.value else {
             return Err(error(record, None, DecodeErrorKind::Tombstone));
         };
         let bad = |reason: String| error(record, None, DecodeErrorKind::ChangeEvent { reason });
         let event = match self.change_plans.payload_after_last(value) {
-            Some(payload) => payload_event(payload, SchemaAt::Last),
-            None => event(value),
+            Some(payload) => payload_event(payload, SchemaAt::Last, &record.headers),
+            None => event(value, &record.headers),
         }
         .map_err(|kind| error(record, None, kind))?;
         self.change_lsn = event.lsn;
         match event.op.as_str() {
-            "c" | "r" | "u" => {}
+            "c" => self.change_op = Some("c"),
+            "r" => self.change_op = Some("r"),
+            "u" => self.change_op = Some("u"),
             "d" => return Err(error(record, None, DecodeErrorKind::Tombstone)),
             "t" => return Err(error(record, None, DecodeErrorKind::Truncate)),
             other => return Err(bad(format!("`op` {other:?} is not a row change"))),
@@ -322,6 +364,9 @@ impl BatchDecoder {
         let Some(after) = event.after else {
             return Err(bad(format!("`op` {} without `after`", event.op)));
         };
+        if !event.op_stated {
+            self.change_op = None;
+        }
         self.change_micros = event.source_ms.and_then(|ms| ms.checked_mul(1000));
         let appended = match event.schema {
             SchemaAt::Absent => self.append_json(record, after.as_bytes()),

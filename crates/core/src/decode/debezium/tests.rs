@@ -78,6 +78,7 @@ fn record<'a>(offset: i64, key: &'a str, value: Option<&'a str>) -> SourceRecord
         timestamp_ms: Some(1_000),
         key: Some(key.as_bytes()),
         value: value.map(str::as_bytes),
+        headers: Default::default(),
     }
 }
 
@@ -453,4 +454,81 @@ fn a_flattened_record_is_the_row_and_its_markers_say_delete_position_and_time() 
         assert_eq!(at.value(0), 2_000_000);
         assert_eq!(column(&b, "name").as_string::<i32>().value(0), "x");
     }
+}
+
+/// Kafka's record format of headers (one byte per varint: short ones).
+fn wire_headers(headers: &[(&str, Option<&str>)]) -> Vec<u8> {
+    let zigzag = |out: &mut Vec<u8>, v: i64| out.push(((v << 1) ^ (v >> 63)) as u8);
+    let mut out = Vec::new();
+    zigzag(&mut out, headers.len() as i64);
+    for (key, value) in headers {
+        zigzag(&mut out, key.len() as i64);
+        out.extend_from_slice(key.as_bytes());
+        match value {
+            Some(v) => {
+                zigzag(&mut out, v.len() as i64);
+                out.extend_from_slice(v.as_bytes());
+            }
+            None => zigzag(&mut out, -1),
+        }
+    }
+    out
+}
+
+#[test]
+fn cdc_op_is_the_events_operation_from_the_envelope_the_field_or_the_op_header() {
+    use crate::record::Headers;
+    let payload = [
+        ("id".to_owned(), ColumnType::Long),
+        ("__op".to_owned(), ColumnType::String),
+    ];
+    let mut d = lsn_decoder(&payload);
+    for (offset, op) in ["r", "c", "u"].iter().enumerate() {
+        d.append(&record(
+            offset as i64,
+            r#"{"id":1}"#,
+            Some(&event(None, op, json!({"id": 1}))),
+        ))
+        .unwrap();
+    }
+    // Flattened records: the `__op` field, else the `__op` header (as
+    // Connect's default header converter writes it, or as JSON), else
+    // unknown. A header `d` deletes.
+    let flat = |op: Option<&str>| match op {
+        Some(op) => json!({"id": 2, "__op": op}).to_string(),
+        None => json!({"id": 2}).to_string(),
+    };
+    let (with_field, plain) = (flat(Some("c")), flat(None));
+    let raw = wire_headers(&[("__op", Some("x")), ("__op", Some("u"))]);
+    let json_text = wire_headers(&[("__op", Some("\"r\""))]);
+    let delete = wire_headers(&[("__op", Some("d"))]);
+    let with = |offset, value: &'static str, headers| SourceRecord {
+        headers,
+        ..record(offset, r#"{"id":2}"#, Some(value))
+    };
+    let leak = |s: String| -> &'static str { Box::leak(s.into_boxed_str()) };
+    let (with_field, plain) = (leak(with_field), leak(plain));
+    d.append(&with(3, with_field, Headers::Wire(&raw))).unwrap();
+    d.append(&with(4, plain, Headers::Wire(&raw))).unwrap();
+    d.append(&with(5, plain, Headers::Wire(&json_text)))
+        .unwrap();
+    d.append(&with(6, plain, Headers::None)).unwrap();
+    let e = d
+        .append(&with(7, plain, Headers::Wire(&delete)))
+        .unwrap_err();
+    assert_eq!(e.kind, DecodeErrorKind::Tombstone);
+    let b = d.finish();
+    let ops: Vec<Option<&str>> = column(&b, "_cdc_op").as_string::<i32>().iter().collect();
+    assert_eq!(
+        ops,
+        [
+            Some("r"),
+            Some("c"),
+            Some("u"),
+            Some("c"),
+            Some("u"),
+            Some("r"),
+            None
+        ]
+    );
 }

@@ -426,6 +426,7 @@ fn run(c: &Config, steps: &[Step]) -> Checker {
             timestamp_ms: s.timestamp_ms,
             key: s.key.as_deref(),
             value: s.value.as_deref(),
+            headers: Default::default(),
         });
         match s.then {
             1 => drop(checker.finish()),

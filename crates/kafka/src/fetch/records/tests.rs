@@ -130,6 +130,7 @@ fn read_all(bytes: &[u8], aborted: Vec<(i64, i64)>) -> Result<Vec<Record<'_>>, W
             out.push(Record {
                 key: r.key.map(|k| &*Box::leak(k.to_vec().into_boxed_slice())),
                 value: r.value.map(|v| &*Box::leak(v.to_vec().into_boxed_slice())),
+                headers: Box::leak(r.headers.to_vec().into_boxed_slice()),
                 ..r
             });
             Ok::<_, WireError>(())
@@ -172,6 +173,38 @@ fn records_of_every_codec_read_the_same() {
             ],
             "codec {codec}"
         );
+    }
+}
+
+#[test]
+fn a_records_headers_are_handed_out_in_order_in_every_codec() {
+    for codec in 0..=4u8 {
+        let mut bytes = Vec::new();
+        let mut batch = Batch::new(100, three_records());
+        batch.attributes = i16::from(codec);
+        batch.encode(&mut bytes);
+        let records = read_all(&bytes, vec![]).unwrap();
+        let headers: Vec<Vec<(String, Option<Vec<u8>>)>> = records
+            .iter()
+            .map(|r| {
+                let mut list = Vec::new();
+                topicberg_core::Headers::Wire(r.headers)
+                    .for_each(|h| {
+                        list.push((
+                            String::from_utf8(h.key.to_vec()).unwrap(),
+                            h.value.map(<[u8]>::to_vec),
+                        ));
+                        Ok::<_, topicberg_core::record::MalformedHeaders>(())
+                    })
+                    .unwrap();
+                list
+            })
+            .collect();
+        let two = vec![
+            ("h0".into(), Some(b"v".to_vec())),
+            ("h1".into(), Some(b"v".to_vec())),
+        ];
+        assert_eq!(headers, [vec![], two, vec![]], "codec {codec}");
     }
 }
 

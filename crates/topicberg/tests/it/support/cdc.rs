@@ -13,6 +13,7 @@ use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::Headers as _;
 use rdkafka::{Message, Offset, TopicPartitionList};
 use serde_json::{json, Value};
 
@@ -318,6 +319,9 @@ pub struct Change {
     pub key: Value,
     /// The value, parsed; `None` for a tombstone.
     pub value: Option<Value>,
+    /// The last `__op` header's value (`ExtractNewRecordState` with
+    /// `add.headers=op`), as text.
+    pub op_header: Option<String>,
 }
 
 /// The payload of a JsonConverter message: `payload` of `{"schema", "payload"}`
@@ -416,6 +420,14 @@ pub fn read_changes(
                 partition: message.partition(),
                 key: message.key().map(parse).unwrap_or(Value::Null),
                 value: message.payload().map(parse),
+                op_header: message.headers().and_then(|headers| {
+                    headers
+                        .iter()
+                        .filter(|h| h.key == "__op")
+                        .last()
+                        .and_then(|h| h.value)
+                        .map(|v| String::from_utf8_lossy(v).into_owned())
+                }),
             });
         }
     }
