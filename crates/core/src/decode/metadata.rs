@@ -87,11 +87,15 @@ impl BatchDecoder {
                 None => b[c].push_null(),
             }
         }
-        if let Some(c) = m.headers {
-            append_headers(&mut b[c], record).map_err(|kind| {
-                let field = Some(columns::KAFKA_HEADERS.to_string());
-                error(record, field, kind)
-            })?;
+        match m.headers {
+            Some(c) if self.kafka_headers => {
+                append_headers(&mut b[c], record).map_err(|kind| {
+                    let field = Some(columns::KAFKA_HEADERS.to_string());
+                    error(record, field, kind)
+                })?;
+            }
+            Some(c) => b[c].push_null(),
+            None => {}
         }
         if let Some(c) = m.cdc_op {
             match self.change_op {

@@ -138,6 +138,9 @@ pub struct DecoderOptions {
     /// Whether values are change events (`change_events`), read by
     /// [`debezium`]'s rules.
     pub change_events: crate::config::ChangeEvents,
+    /// Whether `_kafka_headers`, where the table has it, gets the
+    /// message's headers (`kafka_headers`); else null.
+    pub kafka_headers: bool,
 }
 
 impl DecoderOptions {
@@ -151,6 +154,7 @@ impl DecoderOptions {
             registry: None,
             key_format: crate::ValueFormat::Auto,
             change_events: crate::config::ChangeEvents::None,
+            kafka_headers: false,
         }
     }
 }
@@ -209,6 +213,8 @@ pub struct BatchDecoder {
     flat_pause: u32,
     /// `change_events`: whether values are change events.
     change_events: crate::config::ChangeEvents,
+    /// [`DecoderOptions::kafka_headers`].
+    kafka_headers: bool,
     /// Connect schemas of change events compiled for these columns.
     change_plans: debezium::ChangePlans,
     /// The change event's source time (microseconds) while its row is
@@ -322,6 +328,7 @@ impl BatchDecoder {
             flat_skip: 0,
             flat_pause: FLAT_SKIP,
             change_events: options.change_events,
+            kafka_headers: options.kafka_headers,
             change_plans: debezium::ChangePlans::default(),
             change_micros: None,
             change_lsn: None,

@@ -699,7 +699,9 @@ fn wire_headers(headers: &[(&[u8], Option<&[u8]>)]) -> Vec<u8> {
 #[test]
 fn kafka_headers_fill_their_column_in_order_with_repeats_and_nulls() {
     let columns = orders().with_headers_column(0).unwrap();
-    let mut d = decoder(&columns);
+    let mut options = DecoderOptions::append(WRITTEN);
+    options.kafka_headers = true;
+    let mut d = BatchDecoder::new(&columns, options).unwrap();
     let two = wire_headers(&[
         (b"trace", Some(b"abc")),
         (b"trace", None),
@@ -734,5 +736,16 @@ fn kafka_headers_fill_their_column_in_order_with_repeats_and_nulls() {
     assert_eq!(
         values.iter().collect::<Vec<_>>(),
         [Some(&b"abc"[..]), None, Some(&b"\xff\x00"[..])]
+    );
+    // The setting off (the column stays): null, whatever the message has.
+    let mut off = decoder(&columns);
+    off.append(&with(0, Headers::Wire(&two))).unwrap();
+    off.append(&with(1, Headers::Wire(&bad_key))).unwrap();
+    assert_eq!(
+        off.finish()
+            .column_by_name("_kafka_headers")
+            .unwrap()
+            .null_count(),
+        2
     );
 }

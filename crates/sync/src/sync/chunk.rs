@@ -71,6 +71,8 @@ pub(super) struct TableShared {
     pub(super) change_events: topicberg_core::config::ChangeEvents,
     /// What a truncate event does (`on_truncate`).
     pub(super) on_truncate: topicberg_core::config::OnTruncate,
+    /// Whether rows keep the message's headers (`kafka_headers`).
+    pub(super) kafka_headers: bool,
     pub(super) failed: AtomicBool,
     pub(super) skipped: AtomicU64,
 }
@@ -192,6 +194,7 @@ impl<'a> ChunkWriter<'a> {
         options.registry = table.registry.clone();
         options.key_format = table.key_format;
         options.change_events = table.change_events;
+        options.kafka_headers = table.kafka_headers;
         let (columns, version) = table.columns.lock().expect("columns").current();
         let decoder = BatchDecoder::new(&columns, options.clone())?;
         Ok(Self {

@@ -306,6 +306,7 @@ impl TableShared {
             key_format: t.key_format,
             change_events: t.change_events,
             on_truncate: t.on_truncate,
+            kafka_headers: t.kafka_headers,
             failed: AtomicBool::new(false),
             skipped: AtomicU64::new(0),
         }

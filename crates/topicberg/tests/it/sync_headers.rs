@@ -153,7 +153,7 @@ fn kafka_headers_land_in_order_through_librdkafka() {
 }
 
 #[test]
-fn kafka_headers_turned_on_later_add_the_column_to_the_table() {
+fn kafka_headers_turned_on_later_add_the_column_and_turned_off_leave_it_null() {
     let topic = unique_name("headers_later");
     create_topic(&topic, 2);
     let job = Job::new(Catalog::Seaweed, &[&topic], "", "");
@@ -176,5 +176,14 @@ fn kafka_headers_turned_on_later_add_the_column_to_the_table() {
     assert!(changes.contains("added column _kafka_headers"), "{changes}");
     let mut want: BTreeMap<i64, Value> = (0..4).map(|id| (id, Value::Null)).collect();
     want.extend(expected(&after));
+    assert_eq!(headers_by_id("duckdb", &job, &topic), want);
+
+    // Turned off: the column stays, new rows leave it null.
+    let text = std::fs::read_to_string(&job.path).unwrap();
+    let text = text.replace("kafka_headers = true", "kafka_headers = false");
+    std::fs::write(&job.path, text).unwrap();
+    produce_with_headers(&topic, &messages(8..12, "c"));
+    job.sync();
+    want.extend((8..12).map(|id| (id, Value::Null)));
     assert_eq!(headers_by_id("duckdb", &job, &topic), want);
 }

@@ -166,6 +166,7 @@ pub fn setup(
         registry: None,
         key_format: crate::ValueFormat::Auto,
         change_events: crate::config::ChangeEvents::None,
+        kafka_headers: false,
     };
     (columns, options)
 }
