@@ -268,7 +268,9 @@ pub struct StreamConfig {
     /// Whether the messages are a database's change events. `debezium`
     /// (JSON values; mode `upsert`): the row is the event's `after`, a
     /// delete (`op` d) and the tombstone after it delete the key's row, and
-    /// without `dedup_keys` the key is every field of the message key.
+    /// without `dedup_keys` the key is every field of the message key
+    /// (payload fields as `dedup_keys` are read from a delete's `before`:
+    /// set `REPLICA IDENTITY FULL` on the source table).
     /// With the Connect schema in the message (`schemas.enable=true`) the
     /// columns get its exact types.
     #[serde(default)]

@@ -236,19 +236,6 @@ fn change_events(s: &StreamConfig, at: &dyn Fn(&str) -> String, out: &mut Vec<Co
             format!("change events keep the source table's rows: set mode = \"upsert\" on \"{}\" (an append of the events themselves is not supported yet)", s.topic),
         );
     }
-    // A delete event has no `after` and its tombstone no value: only the
-    // message key names the row (keys from `before` are not read yet).
-    if let Some(key) = s
-        .dedup_keys
-        .iter()
-        .find(|k| !k.starts_with(crate::decode::KEY_FIELD_PREFIX))
-    {
-        push(
-            out,
-            at("dedup_keys"),
-            format!("\"{key}\" is not a field of the message key: a delete event names its row by the message key only; remove dedup_keys on \"{}\" (every field of the key) or name key fields as \"_kafka_key.<field>\"", s.topic),
-        );
-    }
     if let Some(format) = s.value_format.filter(|f| *f != ValueFormat::Json) {
         push(
             out,

@@ -53,6 +53,9 @@ pub enum DecodeErrorKind {
     /// A change event that truncates the source table (`op` t): no row;
     /// the caller empties the table or fails (`on_truncate`).
     Truncate,
+    /// A delete event of a change stream keyed by payload fields: the row
+    /// whose `_olake_id` this is (read from the event's `before`) is deleted.
+    DeleteKey { olake_id: String },
     /// The value is not JSON (the reason names line and column).
     NotJson { reason: String },
     /// The value is JSON but not an object: `array`, `string`, `number`,
@@ -151,6 +154,9 @@ impl fmt::Display for DecodeError {
         }
         match &self.kind {
             DecodeErrorKind::Tombstone => f.write_str("null value (tombstone)"),
+            DecodeErrorKind::DeleteKey { olake_id } => {
+                write!(f, "a delete of the row with _olake_id {olake_id}")
+            }
             DecodeErrorKind::Truncate => f.write_str(
                 "a truncate of the source table (change event `op` t), which on_truncate = \"fail\" refuses; \
                  set on_truncate = \"empty_table\" to delete the table's rows from before it",

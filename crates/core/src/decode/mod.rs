@@ -226,6 +226,9 @@ pub struct BatchDecoder {
     /// The last change event's operation (`c`, `r` or `u`; `None`: not
     /// stated), for `_cdc_op`.
     change_op: Option<&'static str>,
+    /// The `_olake_id` of the key an update event moved its row away from
+    /// (payload keys whose values changed), for the sync to delete.
+    replaced_key: Option<String>,
 }
 
 /// JSON messages read by serde alone after one the flat reader gave back.
@@ -333,6 +336,7 @@ impl BatchDecoder {
             change_micros: None,
             change_lsn: None,
             change_op: None,
+            replaced_key: None,
         })
     }
 
@@ -343,6 +347,14 @@ impl BatchDecoder {
         self.key_columns
             .as_ref()
             .is_some_and(|keys| keys.iter().all(|k| matches!(k, KeyPart::KeyField(_))))
+    }
+
+    /// Whether the upsert key has a payload column (a change stream's
+    /// deletes then name their row by their `before`).
+    pub fn key_in_payload(&self) -> bool {
+        self.key_columns
+            .as_ref()
+            .is_some_and(|keys| keys.iter().any(|k| matches!(k, KeyPart::Column(_))))
     }
 
     /// `_olake_id` of the row a record's key identifies, when

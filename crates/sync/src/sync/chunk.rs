@@ -7,7 +7,7 @@
 use std::collections::{HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use topicberg_core::config::OnTruncate;
+use topicberg_core::config::{ChangeEvents, OnTruncate};
 
 use arrow_array::RecordBatch;
 use tokio::sync::mpsc;
@@ -35,6 +35,19 @@ pub struct UpsertInput {
     pub spill_dir: std::path::PathBuf,
     /// The stream's `order_by` column.
     pub order_by: Option<String>,
+}
+
+impl UpsertInput {
+    /// Whether the key has a payload field (not only the message key's).
+    pub fn keys_in_payload(&self) -> bool {
+        match &self.keys {
+            DedupKeys::KafkaKey => false,
+            DedupKeys::Columns(names) => names.iter().any(|n| {
+                n != topicberg_core::columns::KAFKA_KEY
+                    && !n.starts_with(topicberg_core::decode::KEY_FIELD_PREFIX)
+            }),
+        }
+    }
 }
 
 /// What drain threads send to the file writers.
@@ -281,7 +294,14 @@ impl<'a> ChunkWriter<'a> {
         loop {
             attempt += 1;
             let e = match self.decoder.append(record) {
-                Ok(()) => return Ok(Decoded::Row),
+                Ok(()) => {
+                    // A change event that moved its row to another key.
+                    if let Some(old) = self.decoder.take_replaced_key() {
+                        let hash = parse_key_hash(&old).expect("32 hex digits");
+                        self.send(Item::Tombstone(self.index, hash, self.version_of(record)))?;
+                    }
+                    return Ok(Decoded::Row);
+                }
                 Err(e) => e,
             };
             let last = attempt >= ATTEMPTS_PER_MESSAGE;
@@ -296,6 +316,18 @@ impl<'a> ChunkWriter<'a> {
                 };
                 let hash = parse_key_hash(&id).expect("32 hex digits");
                 self.send(Item::Tombstone(self.index, hash, self.version_of(record)))?;
+                return Ok(Decoded::Tombstone);
+            }
+            if let DecodeErrorKind::DeleteKey { olake_id } = &e.kind {
+                let hash = parse_key_hash(olake_id).expect("32 hex digits");
+                self.send(Item::Tombstone(self.index, hash, self.version_of(record)))?;
+                return Ok(Decoded::Tombstone);
+            }
+            // A change stream keyed by payload fields: the Kafka tombstone
+            // after a delete names no row; its delete event did the work.
+            if e.kind == DecodeErrorKind::Tombstone
+                && self.table.change_events != ChangeEvents::None
+            {
                 return Ok(Decoded::Tombstone);
             }
             if e.kind == DecodeErrorKind::Truncate

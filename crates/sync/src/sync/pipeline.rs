@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use iceberg::spec::DataFile;
 use tokio::sync::mpsc;
-use topicberg_core::config::OnInvalid;
+use topicberg_core::config::{ChangeEvents, OnInvalid};
 use topicberg_core::{RegistryValues, TableColumns, ValueFormat};
 
 pub use super::chunk::UpsertInput;
@@ -318,7 +318,13 @@ impl TableSink {
         let buffer = t
             .upsert
             .as_ref()
-            .map(|u| UpsertBuffer::new(&u.spill_dir, u.order_by.as_deref()))
+            .map(|u| {
+                let mut buffer = UpsertBuffer::new(&u.spill_dir, u.order_by.as_deref())?;
+                if t.change_events != ChangeEvents::None && u.keys_in_payload() {
+                    buffer.set_deletes_name_rows();
+                }
+                Ok::<_, super::upsert::SpillError>(buffer)
+            })
             .transpose();
         let (buffer, error) = match buffer {
             Ok(buffer) => (buffer, None),

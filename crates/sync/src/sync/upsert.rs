@@ -300,6 +300,10 @@ pub struct UpsertBuffer {
     truncated: Option<Version>,
     /// The stream's `order_by` column, if any.
     order_by: Option<String>,
+    /// Whether each delete names a row that should exist (a change stream
+    /// keyed by payload fields: its deletes are read from `before`), so
+    /// that one naming none is worth a warning.
+    deletes_name_rows: bool,
 }
 
 impl UpsertBuffer {
@@ -318,7 +322,19 @@ impl UpsertBuffer {
                 .upsert_segment_rows
                 .unwrap_or(SEGMENT_ROWS),
             truncated: None,
+            deletes_name_rows: false,
         })
+    }
+
+    /// Marks the buffer's deletes as naming rows that should exist (see
+    /// the field).
+    pub fn set_deletes_name_rows(&mut self) {
+        self.deletes_name_rows = true;
+    }
+
+    /// Whether a delete naming no row is worth a warning.
+    pub fn deletes_name_rows(&self) -> bool {
+        self.deletes_name_rows
     }
 
     /// Takes a decoded batch (with the metadata columns): its rows go to
@@ -451,14 +467,15 @@ impl UpsertBuffer {
         &mut self,
         mut f: impl FnMut(&KeyHash, Slot, Version) -> Result<(), E>,
     ) -> Result<(), E> {
-        self.for_each_key(|key, slot, version, _| f(key, slot, version))
+        self.for_each_key(|key, slot, version, _, _| f(key, slot, version))
     }
 
     /// [`Self::for_each_winner`], by `order_by` with each partition's last
-    /// word on the key too ([`Part`]; empty otherwise).
+    /// word on the key too ([`Part`]; empty otherwise), and whether the
+    /// key had a row (not only tombstones) among the sync's messages.
     pub fn for_each_key<E: From<SpillError>>(
         &mut self,
-        f: impl FnMut(&KeyHash, Slot, Version, &[Part]) -> Result<(), E>,
+        f: impl FnMut(&KeyHash, Slot, Version, &[Part], bool) -> Result<(), E>,
     ) -> Result<(), E> {
         self.close_segment()?;
         self.entries.for_each_winner(f)

@@ -411,6 +411,14 @@ async fn prepare_upsert(
 ) -> Result<PreparedUpsert, UpsertError> {
     let table = handle.qualified_name();
     let found = find_winners(index, buffer, delete_format)?;
+    if found.unmatched_deletes > 0 {
+        tracing::warn!(
+            table = %table, deletes = found.unmatched_deletes,
+            "delete events named rows the table does not have (their `before` may lack the \
+             dedup key's values: with payload dedup_keys set REPLICA IDENTITY FULL on the \
+             source table); those rows are left as they are"
+        );
+    }
     let (data_files, rows) = write_winning_rows(
         destination,
         handle,

@@ -10,6 +10,7 @@ mod catalog_smoke;
 mod cdc_debezium;
 mod cdc_flattened;
 mod cdc_order;
+mod cdc_payload_keys;
 mod cdc_rounds;
 mod cdc_testbed;
 mod cdc_toast;

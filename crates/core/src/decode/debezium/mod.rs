@@ -62,10 +62,14 @@ struct Event<'a> {
     lsn: Option<i64>,
     /// The row's JSON object: `after`, or a flattened record itself.
     after: Option<&'a str>,
+    /// The row before the change: an envelope's `before` (null: `None`),
+    /// a deleted flattened record itself.
+    before: Option<&'a str>,
     schema: SchemaAt<'a>,
 }
 
 /// Where an event's Connect schema is.
+#[derive(Clone, Copy)]
 enum SchemaAt<'a> {
     /// The event has none (`schemas.enable=false`).
     Absent,
@@ -90,6 +94,8 @@ struct Fields<'a> {
     /// An envelope's.
     #[serde(borrow, default)]
     after: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    before: Option<&'a RawValue>,
     #[serde(borrow, default)]
     op: Option<&'a RawValue>,
     #[serde(borrow, default)]
@@ -178,6 +184,7 @@ impl<'a> Fields<'a> {
                 source_ms: long(source.ts_ms),
                 lsn: long(source.lsn),
                 after: self.after.map(RawValue::get),
+                before: self.before.map(RawValue::get).filter(|b| *b != "null"),
                 schema,
             });
         }
@@ -203,6 +210,7 @@ impl<'a> Fields<'a> {
             source_ms: long(self.flat_source_ms),
             lsn: long(self.flat_lsn),
             after: Some(row),
+            before: deleted.then_some(row),
             schema,
         })
     }
@@ -343,6 +351,7 @@ impl BatchDecoder {
     ) -> Result<(), super::DecodeError> {
         self.change_lsn = None;
         self.change_op = None;
+        self.replaced_key = None;
         let Some(value) = record.value else {
             return Err(error(record, None, DecodeErrorKind::Tombstone));
         };
@@ -357,6 +366,10 @@ impl BatchDecoder {
             "c" => self.change_op = Some("c"),
             "r" => self.change_op = Some("r"),
             "u" => self.change_op = Some("u"),
+            "d" if self.key_in_payload() => {
+                let olake_id = self.key_of_before(record, &event)?;
+                return Err(error(record, None, DecodeErrorKind::DeleteKey { olake_id }));
+            }
             "d" => return Err(error(record, None, DecodeErrorKind::Tombstone)),
             "t" => return Err(error(record, None, DecodeErrorKind::Truncate)),
             other => return Err(bad(format!("`op` {other:?} is not a row change"))),
@@ -367,14 +380,84 @@ impl BatchDecoder {
         if !event.op_stated {
             self.change_op = None;
         }
-        self.change_micros = event.source_ms.and_then(|ms| ms.checked_mul(1000));
-        let appended = match event.schema {
-            SchemaAt::Absent => self.append_json(record, after.as_bytes()),
-            SchemaAt::Text(schema) => self.append_typed(record, Some(schema), after),
-            SchemaAt::Last => self.append_typed(record, None, after),
+        // Payload keys: an update whose `before` has another key moves the
+        // row; the old key's row goes (`before` is there with REPLICA
+        // IDENTITY FULL).
+        let old_key = match event.before {
+            Some(_) if self.key_in_payload() => Some(self.key_of_before(record, &event)?),
+            _ => None,
         };
+        self.change_micros = event.source_ms.and_then(|ms| ms.checked_mul(1000));
+        let row = self.rows;
+        let appended = self.append_row_of(record, event.schema, after);
         self.change_micros = None;
-        appended
+        appended?;
+        if let Some(old) = old_key.filter(|old| self.olake_id_at(row) != Some(old.as_str())) {
+            self.replaced_key = Some(old);
+        }
+        Ok(())
+    }
+
+    /// The row object `json` (an event's `after` or `before`) into a new
+    /// row, read by the event's schema.
+    fn append_row_of(
+        &mut self,
+        record: &SourceRecord<'_>,
+        schema: SchemaAt<'_>,
+        json: &str,
+    ) -> Result<(), super::DecodeError> {
+        match schema {
+            SchemaAt::Absent => self.append_json(record, json.as_bytes()),
+            SchemaAt::Text(schema) => self.append_typed(record, Some(schema), json),
+            SchemaAt::Last => self.append_typed(record, None, json),
+        }
+    }
+
+    /// The `_olake_id` of the row at `row` (upsert tables have one).
+    fn olake_id_at(&self, row: usize) -> Option<&str> {
+        match self.buffers[self.metadata.id?].key_value(row) {
+            crate::KeyValue::String(id) => Some(id),
+            _ => None,
+        }
+    }
+
+    /// The `_olake_id` of an event's `before` (a delete's row, or the row
+    /// an update changed), read as a row and taken back out.
+    fn key_of_before(
+        &mut self,
+        record: &SourceRecord<'_>,
+        event: &Event<'_>,
+    ) -> Result<String, super::DecodeError> {
+        let fix = "the dedup key's payload fields are read from the event's `before`: \
+                   set REPLICA IDENTITY FULL on the source table (or key on its primary key)";
+        let Some(before) = event.before else {
+            let reason = format!("a delete without `before`; {fix}");
+            return Err(error(record, None, DecodeErrorKind::ChangeEvent { reason }));
+        };
+        let row = self.rows;
+        let mark = self.unknown.len();
+        self.append_row_of(record, event.schema, before)
+            .map_err(|e| match e.kind {
+                DecodeErrorKind::NullKey => {
+                    let reason = format!("`before` has no value for the key; {fix}");
+                    error(
+                        record,
+                        e.field.clone(),
+                        DecodeErrorKind::ChangeEvent { reason },
+                    )
+                }
+                _ => e,
+            })?;
+        let id = self.olake_id_at(row).map(str::to_owned);
+        self.rollback(row, mark);
+        self.rows = row;
+        id.ok_or_else(|| error(record, None, DecodeErrorKind::NullKey))
+    }
+
+    /// The `_olake_id` of the key the last update moved its row away from
+    /// (see [`BatchDecoder::key_in_payload`]): the sync deletes it.
+    pub fn take_replaced_key(&mut self) -> Option<String> {
+        self.replaced_key.take()
     }
 
     /// `after` read by the plan of its Connect schema (`None`: the last).

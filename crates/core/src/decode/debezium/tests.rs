@@ -532,3 +532,70 @@ fn cdc_op_is_the_events_operation_from_the_envelope_the_field_or_the_op_header()
         ]
     );
 }
+
+/// A Debezium event without the schema: `op` with `before` and `after`.
+fn change(op: &str, before: serde_json::Value, after: serde_json::Value) -> String {
+    json!({"before": before, "after": after, "source": {"lsn": 5, "ts_ms": 1}, "op": op})
+        .to_string()
+}
+
+#[test]
+fn payload_keys_name_a_deletes_row_by_its_before_and_a_moved_rows_old_key() {
+    let columns = TableColumns::for_new_table(&[
+        ("id".to_owned(), ColumnType::Long),
+        ("code".to_owned(), ColumnType::String),
+    ])
+    .unwrap();
+    let mut options = DecoderOptions::append(0);
+    options.id_mode = IdMode::Upsert {
+        key_columns: vec!["code".to_owned()],
+    };
+    options.change_events = ChangeEvents::Debezium;
+    let mut d = BatchDecoder::new(&columns, options).unwrap();
+    let append =
+        |d: &mut BatchDecoder, offset, value: &str| d.append(&record(offset, "{}", Some(value)));
+    let (a, b) = (json!({"id": 1, "code": "a"}), json!({"id": 1, "code": "b"}));
+    append(&mut d, 0, &change("c", json!(null), a.clone())).unwrap();
+    append(&mut d, 1, &change("u", json!(null), b.clone())).unwrap();
+    assert_eq!(
+        d.take_replaced_key(),
+        None,
+        "no `before`: nothing known moved"
+    );
+    append(&mut d, 2, &change("u", a.clone(), b.clone())).unwrap();
+    let moved = d.take_replaced_key().expect("the row moved from code a");
+    append(&mut d, 3, &change("u", b.clone(), b.clone())).unwrap();
+    assert_eq!(d.take_replaced_key(), None, "the same key");
+    let e = append(&mut d, 4, &change("d", b.clone(), json!(null))).unwrap_err();
+    let DecodeErrorKind::DeleteKey {
+        olake_id: deleted_b,
+    } = e.kind
+    else {
+        panic!("{e}")
+    };
+    let e = append(&mut d, 5, &change("d", a.clone(), json!(null))).unwrap_err();
+    assert_eq!(
+        e.kind,
+        DecodeErrorKind::DeleteKey {
+            olake_id: moved.clone()
+        }
+    );
+    assert_ne!(deleted_b, moved);
+    // Without `before`, or without the key in it: named, with the fix.
+    for before in [json!(null), json!({"id": 1, "code": null})] {
+        let e = append(&mut d, 6, &change("d", before, json!(null))).unwrap_err();
+        assert!(e.to_string().contains("REPLICA IDENTITY FULL"), "{e}");
+    }
+    // The Kafka tombstone after a delete names no row.
+    let e = d.append(&record(7, "{}", None)).unwrap_err();
+    assert_eq!(e.kind, DecodeErrorKind::Tombstone);
+    let batch = d.finish();
+    assert_eq!(batch.num_rows(), 4, "deletes leave no row");
+    let ids = column(&batch, "_olake_id").as_string::<i32>();
+    assert_eq!(ids.value(0), moved, "the row of code a has the moved key");
+    assert_eq!(
+        ids.value(1),
+        deleted_b,
+        "the row of code b has the deleted key"
+    );
+}

@@ -159,11 +159,12 @@ impl Entries {
         Ok(())
     }
 
-    /// Calls `f` with every key's winning entry, keys in ascending order.
+    /// Calls `f` with every key's winning entry, keys in ascending order,
+    /// and whether the key had a row (not only tombstones) in this sync.
     /// Can be called again (a commit attempt that must be recomputed).
     pub fn for_each_winner<E: From<SpillError>>(
         &mut self,
-        mut f: impl FnMut(&KeyHash, Slot, Version, &[Part]) -> Result<(), E>,
+        mut f: impl FnMut(&KeyHash, Slot, Version, &[Part], bool) -> Result<(), E>,
     ) -> Result<(), E> {
         if !self.spilled() {
             let mut sorted = self.memory.clone();
@@ -224,7 +225,7 @@ fn read_bucket(path: &Path) -> Result<Vec<Entry>, SpillError> {
 fn resolve_sorted<E>(
     entries: &mut [Entry],
     order: VersionOrder,
-    f: &mut impl FnMut(&KeyHash, Slot, Version, &[Part]) -> Result<(), E>,
+    f: &mut impl FnMut(&KeyHash, Slot, Version, &[Part], bool) -> Result<(), E>,
 ) -> Result<(), E> {
     entries.sort_by_key(|e| e.key);
     fold_sorted(entries, order, f)
@@ -290,7 +291,7 @@ fn step(part: &mut Part, next: Entry) {
 fn fold_sorted<E>(
     entries: &[Entry],
     order: VersionOrder,
-    f: &mut impl FnMut(&KeyHash, Slot, Version, &[Part]) -> Result<(), E>,
+    f: &mut impl FnMut(&KeyHash, Slot, Version, &[Part], bool) -> Result<(), E>,
 ) -> Result<(), E> {
     let mut group: Vec<Entry> = Vec::new();
     let mut parts: Vec<Part> = Vec::new();
@@ -298,11 +299,12 @@ fn fold_sorted<E>(
     while i < entries.len() {
         let key = entries[i].key;
         let j = i + entries[i..].iter().take_while(|e| e.key == key).count();
+        let had_row = entries[i..j].iter().any(|e| e.slot() != Slot::Tombstone);
         if order == VersionOrder::Arrival {
             let winner = entries[i + 1..j]
                 .iter()
                 .fold(entries[i], |w, e| later(w, *e));
-            f(&key, winner.slot(), winner.version, &[])?;
+            f(&key, winner.slot(), winner.version, &[], had_row)?;
             i = j;
             continue;
         }
@@ -331,7 +333,7 @@ fn fold_sorted<E>(
                 }
             })
             .expect("a key has an entry");
-        f(&key, winner.slot, winner.version, &parts)?;
+        f(&key, winner.slot, winner.version, &parts, had_row)?;
         i = j;
     }
     Ok(())
@@ -380,7 +382,7 @@ mod tests {
             [older, kafka_tombstone, delete, at(10, 0, 1, 0)],
         ] {
             let mut won = Vec::new();
-            fold_sorted(&order, VersionOrder::Arrival, &mut |_, slot, v, _| {
+            fold_sorted(&order, VersionOrder::Arrival, &mut |_, slot, v, _, _| {
                 won.push((slot, v.timestamp));
                 Ok::<_, SpillError>(())
             })
@@ -393,7 +395,7 @@ mod tests {
         fold_sorted(
             &[delete, newer, kafka_tombstone],
             VersionOrder::Arrival,
-            &mut |_, slot, _, _| {
+            &mut |_, slot, _, _, _| {
                 won.push(slot);
                 Ok::<_, SpillError>(())
             },
@@ -425,7 +427,7 @@ mod tests {
             }
             let entries: Vec<Entry> = sync.iter().map(entry).collect();
             let mut decided = None;
-            fold_sorted(&entries, VersionOrder::Field, &mut |_, _, _, parts| {
+            fold_sorted(&entries, VersionOrder::Field, &mut |_, _, _, parts, _| {
                 decided = Some(super::super::decide_by_value(parts, table.map(|t| t.1)));
                 Ok::<_, SpillError>(())
             })
@@ -494,12 +496,41 @@ mod tests {
     fn winners(entries: &mut Entries) -> Vec<(KeyHash, Slot)> {
         let mut out = Vec::new();
         entries
-            .for_each_winner(|k, s, _, _| {
+            .for_each_winner(|k, s, _, _, _| {
                 out.push((*k, s));
                 Ok::<_, SpillError>(())
             })
             .unwrap();
         out
+    }
+
+    #[test]
+    fn each_key_says_whether_it_had_a_row_or_only_tombstones() {
+        let tombstone = Entry::row_or_tombstone(Slot::Tombstone);
+        for order in [VersionOrder::Arrival, VersionOrder::Field] {
+            let mut entries = vec![
+                entry(1, 0, 0),
+                entry(1, 1, tombstone),
+                entry(2, 2, tombstone),
+                entry(3, 3, 1),
+            ];
+            let mut seen = Vec::new();
+            resolve_sorted(&mut entries, order, &mut |k, s, _, _, had_row| {
+                seen.push((k[15], s, had_row));
+                Ok::<_, SpillError>(())
+            })
+            .unwrap();
+            seen.sort_by_key(|(k, ..)| *k);
+            assert_eq!(
+                seen,
+                [
+                    (1, Slot::Tombstone, true),
+                    (2, Slot::Tombstone, false),
+                    (3, Slot::Row(1), true)
+                ],
+                "{order:?}"
+            );
+        }
     }
 
     #[test]

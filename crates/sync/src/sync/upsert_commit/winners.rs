@@ -40,6 +40,10 @@ pub(super) struct Winners {
     /// Keys whose winner is older than the table's row of the key (which
     /// came from another partition): neither written nor deleting.
     pub outranked: u64,
+    /// Keys of a change stream keyed by payload fields whose delete named
+    /// a row neither the table nor the sync had (counted only there, see
+    /// [`UpsertBuffer::deletes_name_rows`]).
+    pub unmatched_deletes: u64,
     /// The written keys and their held row numbers, in key order.
     pub winner_keys: PathBuf,
 }
@@ -54,6 +58,7 @@ struct Fold {
     retire_by_id: BTreeMap<u32, RoaringTreemap>,
     deletes: u64,
     outranked: u64,
+    unmatched_deletes: u64,
     keys_out: BufWriter<File>,
 }
 
@@ -163,6 +168,7 @@ pub(super) fn find_winners(
         retire_by_id: BTreeMap::new(),
         deletes: 0,
         outranked: 0,
+        unmatched_deletes: 0,
         keys_out: BufWriter::new(File::create(&winner_keys).map_err(&file_err)?),
     };
     let truncate = buffer.truncated();
@@ -171,7 +177,9 @@ pub(super) fn find_winners(
         None => None,
     };
     let by_value = buffer.order() == VersionOrder::Field;
-    buffer.for_each_key(|key, slot, version, parts| {
+    let count_unmatched = buffer.deletes_name_rows();
+    buffer.for_each_key(|key, slot, version, parts, had_row| {
+        let unmatched = count_unmatched && slot == Slot::Tombstone && !had_row;
         let old = match (&mut table_rows, truncate) {
             (Some(rows), Some(t)) => {
                 // The table's keys before this one have no message here.
@@ -182,6 +190,9 @@ pub(super) fn find_winners(
             }
             _ => reader.get(key).map_err(UpsertError::KeyIndex)?,
         };
+        if unmatched && old.is_none() {
+            fold.unmatched_deletes += 1;
+        }
         if by_value {
             // No truncate here: change events are not ordered by value.
             fold.settle_by_value(key, parts, old).map_err(&file_err)?;
@@ -242,6 +253,7 @@ fn finish(
         retire,
         deletes: fold.deletes,
         outranked: fold.outranked,
+        unmatched_deletes: fold.unmatched_deletes,
         winner_keys,
     })
 }
