@@ -1,6 +1,7 @@
 //! `kafka_headers = true`: each row keeps its message's headers in
 //! `_kafka_headers` (a list of `{key, value}` in the message's order,
-//! repeated keys and null values kept), read through both readers
+//! repeated keys and null values kept; DuckDB, PyIceberg, Spark and Trino
+//! read the same lists), read through both readers
 //! (`source.fetch`: topicberg's own record-batch reader, and librdkafka,
 //! which TLS and SASL clusters use), in append and upsert tables, and
 //! added to a table that exists when the setting is turned on.
@@ -140,6 +141,16 @@ fn headers_land(fetch: &str) {
         expected(&latest),
         "fetch {fetch}"
     );
+    if fetch == "auto" {
+        // The engines users query with read the same lists.
+        for engine in ["spark", "trino"] {
+            assert_eq!(
+                headers_by_id(engine, &job, &upsert),
+                expected(&latest),
+                "{engine}"
+            );
+        }
+    }
 }
 
 #[test]
