@@ -551,13 +551,24 @@ impl TableColumns {
     /// after the highest in use (or after `last_column_id`, a table's last
     /// assigned id, when higher): a table of a stream with `kafka_headers`.
     pub fn with_headers_column(&self, last_column_id: i32) -> Result<Self, ColumnsError> {
+        self.with_metadata_column(KAFKA_HEADERS, last_column_id)
+    }
+
+    /// These columns plus the metadata column `name` (of
+    /// [`metadata_column_type`]) if missing, with field ids after the
+    /// highest in use (or after `last_column_id` when higher). A name that
+    /// is not a metadata column's is left out.
+    pub fn with_metadata_column(
+        &self,
+        name: &str,
+        last_column_id: i32,
+    ) -> Result<Self, ColumnsError> {
         let mut columns = self.columns.clone();
-        if self.get(KAFKA_HEADERS).is_none() {
+        if let Some(ty) = metadata_column_type(name).filter(|_| self.get(name).is_none()) {
             let mut next_id = self.max_field_id().max(last_column_id) + 1;
             let id = next_id;
             next_id += 1;
-            let ty = headers_column_type().with_field_ids(&mut next_id);
-            columns.push(Column::new(id, KAFKA_HEADERS, ty));
+            columns.push(Column::new(id, name, ty.with_field_ids(&mut next_id)));
         }
         Self::new(columns)
     }

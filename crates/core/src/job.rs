@@ -218,6 +218,8 @@ pub struct TableSettings {
     pub change_events: ChangeEvents,
     /// What a truncate event does (`on_truncate`).
     pub on_truncate: OnTruncate,
+    /// Whether deleted rows are kept, marked (`soft_deletes`).
+    pub soft_deletes: bool,
     /// Whether rows keep the message's headers (`_kafka_headers`).
     pub kafka_headers: bool,
 }
@@ -495,6 +497,7 @@ impl Job {
             sort_by,
             change_events: stream.change_events,
             on_truncate: stream.on_truncate,
+            soft_deletes: stream.soft_deletes,
             kafka_headers: stream.kafka_headers,
         })
     }

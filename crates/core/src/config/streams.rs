@@ -289,6 +289,17 @@ pub struct StreamConfig {
         "x-help" = "empty_table: delete the rows from before the truncate; fail: stop the sync at it"
     ))]
     pub on_truncate: OnTruncate,
+    /// Change events: keep a deleted row instead of deleting it, marked
+    /// with `_cdc_op = "d"` and holding the delete's `before` (the whole
+    /// row with `REPLICA IDENTITY FULL`; with the default identity only
+    /// the primary key, the other columns null). The Kafka tombstone after
+    /// a delete is then passed.
+    #[serde(default)]
+    #[schemars(extend(
+        "x-label" = "Soft deletes",
+        "x-help" = "keep deleted rows, marked _cdc_op = d (change events only)"
+    ))]
+    pub soft_deletes: bool,
     /// Whether rows keep the message's Kafka headers, in the column
     /// `_kafka_headers`: a list of `{key: string, value: binary}` in the
     /// message's order, repeated keys kept, a null value null, an empty list
@@ -346,6 +357,8 @@ pub struct StreamSettings {
     pub change_events: ChangeEvents,
     /// What a truncate event does.
     pub on_truncate: OnTruncate,
+    /// Whether deleted rows are kept, marked (`soft_deletes`).
+    pub soft_deletes: bool,
     /// Whether rows keep the message's headers (`_kafka_headers`).
     pub kafka_headers: bool,
     /// Whether the settings come from a `[[streams]]` entry.
@@ -371,6 +384,7 @@ impl StreamSettings {
             sort_by: Vec::new(),
             change_events: ChangeEvents::None,
             on_truncate: OnTruncate::EmptyTable,
+            soft_deletes: false,
             kafka_headers: false,
             configured: false,
         }
@@ -398,6 +412,7 @@ impl From<&StreamConfig> for StreamSettings {
             sort_by: entry.sort_by.clone(),
             change_events: entry.change_events,
             on_truncate: entry.on_truncate,
+            soft_deletes: entry.soft_deletes,
             kafka_headers: entry.kafka_headers,
             configured: true,
         }

@@ -227,6 +227,13 @@ fn change_events(s: &StreamConfig, at: &dyn Fn(&str) -> String, out: &mut Vec<Co
                 format!("applies to streams of change events only: remove it from \"{}\", or set change_events = \"debezium\"", s.topic),
             );
         }
+        if s.soft_deletes {
+            push(
+                out,
+                at("soft_deletes"),
+                format!("applies to streams of change events only: remove it from \"{}\", or set change_events = \"debezium\"", s.topic),
+            );
+        }
         return;
     }
     if s.mode != StreamMode::Upsert {

@@ -141,6 +141,9 @@ pub struct DecoderOptions {
     /// Whether `_kafka_headers`, where the table has it, gets the
     /// message's headers (`kafka_headers`); else null.
     pub kafka_headers: bool,
+    /// Change events: a delete becomes its `before` row, marked
+    /// `_cdc_op = "d"` (`soft_deletes`), and a tombstone is passed.
+    pub soft_deletes: bool,
 }
 
 impl DecoderOptions {
@@ -155,6 +158,7 @@ impl DecoderOptions {
             key_format: crate::ValueFormat::Auto,
             change_events: crate::config::ChangeEvents::None,
             kafka_headers: false,
+            soft_deletes: false,
         }
     }
 }
@@ -215,6 +219,8 @@ pub struct BatchDecoder {
     change_events: crate::config::ChangeEvents,
     /// [`DecoderOptions::kafka_headers`].
     kafka_headers: bool,
+    /// [`DecoderOptions::soft_deletes`].
+    soft_deletes: bool,
     /// Connect schemas of change events compiled for these columns.
     change_plans: debezium::ChangePlans,
     /// The change event's source time (microseconds) while its row is
@@ -332,6 +338,7 @@ impl BatchDecoder {
             flat_pause: FLAT_SKIP,
             change_events: options.change_events,
             kafka_headers: options.kafka_headers,
+            soft_deletes: options.soft_deletes,
             change_plans: debezium::ChangePlans::default(),
             change_micros: None,
             change_lsn: None,

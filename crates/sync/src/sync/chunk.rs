@@ -86,6 +86,8 @@ pub(super) struct TableShared {
     pub(super) on_truncate: topicberg_core::config::OnTruncate,
     /// Whether rows keep the message's headers (`kafka_headers`).
     pub(super) kafka_headers: bool,
+    /// Whether deleted rows are kept, marked (`soft_deletes`).
+    pub(super) soft_deletes: bool,
     pub(super) failed: AtomicBool,
     pub(super) skipped: AtomicU64,
 }
@@ -208,6 +210,7 @@ impl<'a> ChunkWriter<'a> {
         options.key_format = table.key_format;
         options.change_events = table.change_events;
         options.kafka_headers = table.kafka_headers;
+        options.soft_deletes = table.soft_deletes;
         let (columns, version) = table.columns.lock().expect("columns").current();
         let decoder = BatchDecoder::new(&columns, options.clone())?;
         Ok(Self {
@@ -308,6 +311,11 @@ impl<'a> ChunkWriter<'a> {
             if e.kind == DecodeErrorKind::BatchFull && !last && !self.decoder.is_empty() {
                 self.send_batch()?;
                 continue;
+            }
+            // Soft deletes: the delete event kept the row, marked; its
+            // tombstone must not remove it.
+            if e.kind == DecodeErrorKind::Tombstone && self.decoder.keeps_deleted_rows() {
+                return Ok(Decoded::Tombstone);
             }
             if e.kind == DecodeErrorKind::Tombstone && self.decoder.key_from_message_key() {
                 let id = match self.decoder.key_olake_id(record) {

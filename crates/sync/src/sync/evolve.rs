@@ -13,7 +13,6 @@
 //! that cannot be named, or new columns past `sync.max_columns`, make the
 //! message invalid (`on_invalid` decides), and the table is unchanged.
 
-use topicberg_core::columns::KAFKA_HEADERS;
 use topicberg_core::{
     Column, ColumnNames, ColumnType, ColumnsError, DecodeError, DecodeErrorKind, TableColumns,
 };
@@ -122,20 +121,23 @@ impl EvolvingColumns {
         &self.changes
     }
 
-    /// Adds `_kafka_headers` if the table lacks it (a stream that turned
-    /// `kafka_headers` on): committed with the sync's snapshot, as any
-    /// added column.
-    pub fn add_headers(&mut self) -> Result<(), Refused> {
-        if self.columns.get(KAFKA_HEADERS).is_some() {
+    /// Adds the metadata column `name` if the table lacks it
+    /// (`_kafka_headers` for a stream that turned `kafka_headers` on,
+    /// `_cdc_op` for a change-event table made before it existed):
+    /// committed with the sync's snapshot, as any added column.
+    pub fn add_metadata_column(&mut self, name: &str) -> Result<(), Refused> {
+        if self.columns.get(name).is_some() {
             return Ok(());
         }
         let columns = self
             .columns
-            .with_headers_column(self.next_field_id - 1)
+            .with_metadata_column(name, self.next_field_id - 1)
             .map_err(Refused::Columns)?;
-        let added = columns.get(KAFKA_HEADERS).expect("just added");
+        let Some(added) = columns.get(name) else {
+            return Ok(());
+        };
         self.changes
-            .push(format!("added column {KAFKA_HEADERS} ({})", added.ty));
+            .push(format!("added column {name} ({})", added.ty));
         self.next_field_id = columns.max_field_id() + 1;
         self.columns = columns;
         self.version += 1;
@@ -242,6 +244,30 @@ mod tests {
             Column::new(3, "_kafka_partition", ColumnType::Int),
         ])
         .unwrap()
+    }
+
+    #[test]
+    fn metadata_columns_are_added_once_with_ids_after_the_last_assigned_one() {
+        let mut e = EvolvingColumns::new(table(), 7, 1000);
+        e.add_metadata_column("_kafka_headers").unwrap();
+        e.add_metadata_column("_cdc_op").unwrap();
+        e.add_metadata_column("_cdc_op").unwrap();
+        e.add_metadata_column("not_metadata").unwrap();
+        let (columns, version) = e.current();
+        let headers = columns.get("_kafka_headers").unwrap();
+        assert_eq!(headers.field_id, 8);
+        // The list's element and the struct's two fields: 9, 10, 11.
+        assert_eq!(headers.ty.max_nested_field_id(), 11);
+        assert_eq!(columns.get("_cdc_op").unwrap().field_id, 12);
+        assert!(columns.get("not_metadata").is_none());
+        assert_eq!(version, 2);
+        assert_eq!(
+            e.changes(),
+            [
+                "added column _kafka_headers (list<struct<key: string, value: binary>>)",
+                "added column _cdc_op (string)"
+            ]
+        );
     }
 
     #[test]

@@ -58,6 +58,8 @@ pub struct TableInput {
     pub on_truncate: topicberg_core::config::OnTruncate,
     /// Whether rows keep the message's headers (`kafka_headers`).
     pub kafka_headers: bool,
+    /// Whether deleted rows are kept, marked (`soft_deletes`).
+    pub soft_deletes: bool,
 }
 
 /// One table's outcome.
@@ -281,14 +283,25 @@ async fn finish_outputs(
 
 /// The table's columns as this sync starts growing them: with
 /// `_kafka_headers` added when the stream keeps headers and the table
-/// lacks them.
+/// lacks them, and `_cdc_op` on a change-event table made before it
+/// existed (`_cdc_lsn` is not added: its rows would order by two
+/// measures).
 fn evolving_columns(t: &TableInput) -> EvolvingColumns {
     let last_column_id = t.handle.metadata().last_column_id();
     let mut columns = EvolvingColumns::new(t.columns.clone(), last_column_id, t.max_columns);
-    if t.kafka_headers {
+    let wanted = [
+        (t.kafka_headers, topicberg_core::columns::KAFKA_HEADERS),
+        (
+            t.change_events != ChangeEvents::None,
+            topicberg_core::columns::CDC_OP,
+        ),
+    ];
+    for (_, name) in wanted.into_iter().filter(|(wanted, _)| *wanted) {
         // Added only when missing, with ids after every one in use: the
         // column list stays valid.
-        columns.add_headers().expect("a new column with new ids");
+        columns
+            .add_metadata_column(name)
+            .expect("a new column with new ids");
     }
     columns
 }
@@ -307,6 +320,7 @@ impl TableShared {
             change_events: t.change_events,
             on_truncate: t.on_truncate,
             kafka_headers: t.kafka_headers,
+            soft_deletes: t.soft_deletes,
             failed: AtomicBool::new(false),
             skipped: AtomicU64::new(0),
         }

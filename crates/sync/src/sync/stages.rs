@@ -445,6 +445,7 @@ pub(super) fn prepare_inputs(job: &Job, destination: &Destination, tables: &mut 
                     change_events: settings.change_events,
                     on_truncate: settings.on_truncate,
                     kafka_headers: settings.kafka_headers,
+                    soft_deletes: settings.soft_deletes,
                 });
             }
             Err(e) => state.fail(Stage::Columns, e),

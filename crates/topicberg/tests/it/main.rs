@@ -12,6 +12,7 @@ mod cdc_flattened;
 mod cdc_order;
 mod cdc_payload_keys;
 mod cdc_rounds;
+mod cdc_soft_deletes;
 mod cdc_testbed;
 mod cdc_toast;
 mod cdc_truncate;

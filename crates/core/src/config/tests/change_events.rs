@@ -56,7 +56,7 @@ fn a_debezium_stream_keys_on_every_field_of_the_message_key_unless_told() {
 }
 
 #[test]
-fn on_truncate_is_for_change_event_streams_and_resolves_as_written() {
+fn on_truncate_and_soft_deletes_are_for_change_event_streams_and_resolve_as_written() {
     one_problem(
         &stream("mode = \"upsert\"\ndedup_keys = [\"id\"]\non_truncate = \"fail\"\n"),
         "streams[0].on_truncate",
@@ -74,6 +74,12 @@ fn on_truncate_is_for_change_event_streams_and_resolves_as_written() {
     let failing = resolve(&format!("{cdc}on_truncate = \"fail\"\n"));
     assert_eq!(failing.on_truncate, crate::config::OnTruncate::Fail);
     assert!(load(&stream(&format!("{cdc}on_truncate = \"skip\"\n"))).is_err());
+    one_problem(
+        &stream("mode = \"upsert\"\ndedup_keys = [\"id\"]\nsoft_deletes = true\n"),
+        "streams[0].soft_deletes",
+        "change events only",
+    );
+    assert!(resolve(&format!("{cdc}soft_deletes = true\n")).soft_deletes);
 }
 
 #[test]

@@ -362,10 +362,12 @@ impl BatchDecoder {
         }
         .map_err(|kind| error(record, None, kind))?;
         self.change_lsn = event.lsn;
+        let soft_delete = event.op == "d" && self.soft_deletes;
         match event.op.as_str() {
             "c" => self.change_op = Some("c"),
             "r" => self.change_op = Some("r"),
             "u" => self.change_op = Some("u"),
+            "d" if soft_delete => self.change_op = Some("d"),
             "d" if self.key_in_payload() => {
                 let olake_id = self.key_of_before(record, &event)?;
                 return Err(error(record, None, DecodeErrorKind::DeleteKey { olake_id }));
@@ -374,7 +376,19 @@ impl BatchDecoder {
             "t" => return Err(error(record, None, DecodeErrorKind::Truncate)),
             other => return Err(bad(format!("`op` {other:?} is not a row change"))),
         }
-        let Some(after) = event.after else {
+        // A soft delete keeps the row as the delete's `before` has it.
+        let Some(after) = (if soft_delete {
+            event.before
+        } else {
+            event.after
+        }) else {
+            if soft_delete {
+                return Err(bad(
+                    "a delete without `before`, which soft_deletes keeps as the row: \
+                     set REPLICA IDENTITY FULL on the source table"
+                        .to_owned(),
+                ));
+            }
             return Err(bad(format!("`op` {} without `after`", event.op)));
         };
         if !event.op_stated {
@@ -384,7 +398,9 @@ impl BatchDecoder {
         // row; the old key's row goes (`before` is there with REPLICA
         // IDENTITY FULL).
         let old_key = match event.before {
-            Some(_) if self.key_in_payload() => Some(self.key_of_before(record, &event)?),
+            Some(_) if !soft_delete && self.key_in_payload() => {
+                Some(self.key_of_before(record, &event)?)
+            }
             _ => None,
         };
         self.change_micros = event.source_ms.and_then(|ms| ms.checked_mul(1000));
@@ -452,6 +468,12 @@ impl BatchDecoder {
         self.rollback(row, mark);
         self.rows = row;
         id.ok_or_else(|| error(record, None, DecodeErrorKind::NullKey))
+    }
+
+    /// Whether deletes become rows marked `_cdc_op = "d"` (soft deletes):
+    /// a Kafka tombstone then deletes nothing.
+    pub fn keeps_deleted_rows(&self) -> bool {
+        self.soft_deletes
     }
 
     /// The `_olake_id` of the key the last update moved its row away from

@@ -599,3 +599,53 @@ fn payload_keys_name_a_deletes_row_by_its_before_and_a_moved_rows_old_key() {
         "the row of code b has the deleted key"
     );
 }
+
+#[test]
+fn soft_deletes_keep_the_deletes_before_as_the_row_marked_d() {
+    let payload = [
+        ("id".to_owned(), ColumnType::Long),
+        ("name".to_owned(), ColumnType::String),
+        ("__deleted".to_owned(), ColumnType::String),
+    ];
+    let columns = TableColumns::for_new_table(&payload).unwrap();
+    let mut options = DecoderOptions::append(0);
+    options.id_mode = IdMode::Upsert {
+        key_columns: vec![ALL_KEY_FIELDS.to_owned()],
+    };
+    options.change_events = ChangeEvents::Debezium;
+    options.soft_deletes = true;
+    let mut d = BatchDecoder::new(&columns.with_change_columns().unwrap(), options).unwrap();
+    assert!(d.keeps_deleted_rows());
+    let row = json!({"id": 1, "name": "ann"});
+    let key = r#"{"id":1}"#;
+    d.append(&record(
+        0,
+        key,
+        Some(&change("c", json!(null), row.clone())),
+    ))
+    .unwrap();
+    d.append(&record(
+        1,
+        key,
+        Some(&change("d", row.clone(), json!(null))),
+    ))
+    .unwrap();
+    // A flattened record of a delete (`rewrite` mode) is itself the row.
+    let flat = json!({"id": 1, "name": "ann", "__deleted": "true"}).to_string();
+    d.append(&record(2, key, Some(&flat))).unwrap();
+    let e = d
+        .append(&record(
+            3,
+            key,
+            Some(&change("d", json!(null), json!(null))),
+        ))
+        .unwrap_err();
+    assert!(e.to_string().contains("REPLICA IDENTITY FULL"), "{e}");
+    let e = d.append(&record(4, key, None)).unwrap_err();
+    assert_eq!(e.kind, DecodeErrorKind::Tombstone, "the chunk passes it");
+    let b = d.finish();
+    let ops: Vec<_> = column(&b, "_cdc_op").as_string::<i32>().iter().collect();
+    assert_eq!(ops, [Some("c"), Some("d"), Some("d")]);
+    let names: Vec<_> = column(&b, "name").as_string::<i32>().iter().collect();
+    assert_eq!(names, [Some("ann"); 3], "the deleted row keeps its values");
+}

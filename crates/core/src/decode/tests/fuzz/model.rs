@@ -167,6 +167,7 @@ pub fn setup(
         key_format: crate::ValueFormat::Auto,
         change_events: crate::config::ChangeEvents::None,
         kafka_headers: false,
+        soft_deletes: false,
     };
     (columns, options)
 }
