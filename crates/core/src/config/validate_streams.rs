@@ -236,11 +236,11 @@ fn change_events(s: &StreamConfig, at: &dyn Fn(&str) -> String, out: &mut Vec<Co
         }
         return;
     }
-    if s.mode != StreamMode::Upsert {
+    if s.mode != StreamMode::Upsert && s.soft_deletes {
         push(
             out,
-            at("mode"),
-            format!("change events keep the source table's rows: set mode = \"upsert\" on \"{}\" (an append of the events themselves is not supported yet)", s.topic),
+            at("soft_deletes"),
+            format!("an append of change events keeps every event, deletes included (marked _cdc_op = \"d\"): remove soft_deletes from \"{}\"", s.topic),
         );
     }
     if let Some(format) = s.value_format.filter(|f| *f != ValueFormat::Json) {

@@ -144,6 +144,12 @@ pub struct DecoderOptions {
     /// Change events: a delete becomes its `before` row, marked
     /// `_cdc_op = "d"` (`soft_deletes`), and a tombstone is passed.
     pub soft_deletes: bool,
+    /// Change events in append mode: every event is a row, a delete its
+    /// `before` (`_cdc_op` d).
+    pub events_as_rows: bool,
+    /// With `events_as_rows`: a truncate is a row of nulls (`_cdc_op` t)
+    /// instead of a [`DecodeErrorKind::Truncate`].
+    pub truncates_as_rows: bool,
 }
 
 impl DecoderOptions {
@@ -159,6 +165,8 @@ impl DecoderOptions {
             change_events: crate::config::ChangeEvents::None,
             kafka_headers: false,
             soft_deletes: false,
+            events_as_rows: false,
+            truncates_as_rows: false,
         }
     }
 }
@@ -221,6 +229,10 @@ pub struct BatchDecoder {
     kafka_headers: bool,
     /// [`DecoderOptions::soft_deletes`].
     soft_deletes: bool,
+    /// [`DecoderOptions::events_as_rows`].
+    events_as_rows: bool,
+    /// [`DecoderOptions::truncates_as_rows`].
+    truncates_as_rows: bool,
     /// Connect schemas of change events compiled for these columns.
     change_plans: debezium::ChangePlans,
     /// The change event's source time (microseconds) while its row is
@@ -339,6 +351,8 @@ impl BatchDecoder {
             change_events: options.change_events,
             kafka_headers: options.kafka_headers,
             soft_deletes: options.soft_deletes,
+            events_as_rows: options.events_as_rows,
+            truncates_as_rows: options.truncates_as_rows,
             change_plans: debezium::ChangePlans::default(),
             change_micros: None,
             change_lsn: None,

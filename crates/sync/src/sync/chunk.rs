@@ -211,6 +211,9 @@ impl<'a> ChunkWriter<'a> {
         options.change_events = table.change_events;
         options.kafka_headers = table.kafka_headers;
         options.soft_deletes = table.soft_deletes;
+        options.events_as_rows = upsert.is_none() && table.change_events != ChangeEvents::None;
+        options.truncates_as_rows =
+            options.events_as_rows && table.on_truncate == OnTruncate::EmptyTable;
         let (columns, version) = table.columns.lock().expect("columns").current();
         let decoder = BatchDecoder::new(&columns, options.clone())?;
         Ok(Self {

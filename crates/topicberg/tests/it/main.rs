@@ -7,6 +7,7 @@
 
 mod catalog_faults;
 mod catalog_smoke;
+mod cdc_append;
 mod cdc_debezium;
 mod cdc_flattened;
 mod cdc_order;

@@ -6,11 +6,13 @@ use crate::registry::ValueFormat;
 use crate::{DedupKeys, Job};
 
 #[test]
-fn a_debezium_stream_needs_upsert_and_json_values() {
+fn a_debezium_stream_needs_json_values_and_appends_without_soft_deletes() {
+    // Append: a log of every event.
+    load(&stream("change_events = \"debezium\"\n")).unwrap();
     one_problem(
-        &stream("change_events = \"debezium\"\n"),
-        "streams[0].mode",
-        "set mode = \"upsert\"",
+        &stream("change_events = \"debezium\"\nsoft_deletes = true\n"),
+        "streams[0].soft_deletes",
+        "keeps every event",
     );
     let found = problems(&stream(
         "mode = \"upsert\"\nchange_events = \"debezium\"\nvalue_format = \"avro\"\n",

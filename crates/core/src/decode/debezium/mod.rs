@@ -362,7 +362,15 @@ impl BatchDecoder {
         }
         .map_err(|kind| error(record, None, kind))?;
         self.change_lsn = event.lsn;
-        let soft_delete = event.op == "d" && self.soft_deletes;
+        let soft_delete = event.op == "d" && (self.soft_deletes || self.events_as_rows);
+        if event.op == "t" && self.truncates_as_rows {
+            // A truncate in the log of events: a row of nulls, marked.
+            self.change_op = Some("t");
+            self.change_micros = event.source_ms.and_then(|ms| ms.checked_mul(1000));
+            let appended = self.append_row_of(record, SchemaAt::Absent, "{}");
+            self.change_micros = None;
+            return appended;
+        }
         match event.op.as_str() {
             "c" => self.change_op = Some("c"),
             "r" => self.change_op = Some("r"),
@@ -473,7 +481,7 @@ impl BatchDecoder {
     /// Whether deletes become rows marked `_cdc_op = "d"` (soft deletes):
     /// a Kafka tombstone then deletes nothing.
     pub fn keeps_deleted_rows(&self) -> bool {
-        self.soft_deletes
+        self.soft_deletes || self.events_as_rows
     }
 
     /// The `_olake_id` of the key the last update moved its row away from

@@ -649,3 +649,44 @@ fn soft_deletes_keep_the_deletes_before_as_the_row_marked_d() {
     let names: Vec<_> = column(&b, "name").as_string::<i32>().iter().collect();
     assert_eq!(names, [Some("ann"); 3], "the deleted row keeps its values");
 }
+
+#[test]
+fn in_append_mode_every_event_is_a_row_deletes_and_truncates_included() {
+    let payload = [
+        ("id".to_owned(), ColumnType::Long),
+        ("name".to_owned(), ColumnType::String),
+    ];
+    let columns = TableColumns::for_new_table(&payload).unwrap();
+    for truncates_as_rows in [true, false] {
+        let mut options = DecoderOptions::append(0);
+        options.change_events = ChangeEvents::Debezium;
+        options.events_as_rows = true;
+        options.truncates_as_rows = truncates_as_rows;
+        let mut d = BatchDecoder::new(&columns.with_change_columns().unwrap(), options).unwrap();
+        let row = json!({"id": 1, "name": "ann"});
+        let append = |d: &mut BatchDecoder, offset, value: &str| {
+            d.append(&record(offset, r#"{"id":1}"#, Some(value)))
+        };
+        append(&mut d, 0, &change("c", json!(null), row.clone())).unwrap();
+        append(&mut d, 1, &change("d", row.clone(), json!(null))).unwrap();
+        let e = d.append(&record(2, r#"{"id":1}"#, None)).unwrap_err();
+        assert_eq!(e.kind, DecodeErrorKind::Tombstone, "passed by the chunk");
+        let truncate = change("t", json!(null), json!(null));
+        match append(&mut d, 3, &truncate) {
+            Ok(()) => assert!(truncates_as_rows),
+            Err(e) => {
+                assert!(!truncates_as_rows);
+                assert_eq!(e.kind, DecodeErrorKind::Truncate);
+            }
+        }
+        let b = d.finish();
+        let ops: Vec<_> = column(&b, "_cdc_op").as_string::<i32>().iter().collect();
+        let names: Vec<_> = column(&b, "name").as_string::<i32>().iter().collect();
+        if truncates_as_rows {
+            assert_eq!(ops, [Some("c"), Some("d"), Some("t")]);
+            assert_eq!(names, [Some("ann"), Some("ann"), None]);
+        } else {
+            assert_eq!(ops, [Some("c"), Some("d")]);
+        }
+    }
+}
