@@ -373,9 +373,11 @@ impl BatchDecoder {
     /// Whether the upsert key has a payload column (a change stream's
     /// deletes then name their row by their `before`).
     pub fn key_in_payload(&self) -> bool {
+        let payload =
+            |k: &KeyPart| matches!(k, KeyPart::Column(c) if self.metadata.key != Some(*c));
         self.key_columns
             .as_ref()
-            .is_some_and(|keys| keys.iter().any(|k| matches!(k, KeyPart::Column(_))))
+            .is_some_and(|keys| keys.iter().any(payload))
     }
 
     /// `_olake_id` of the row a record's key identifies, when

@@ -707,7 +707,9 @@ fn kafka_headers_fill_their_column_in_order_with_repeats_and_nulls() {
         (b"trace", None),
         (b"bin", Some(b"\xff\x00")),
     ]);
-    let bad_key = wire_headers(&[(b"\xff", Some(b"v"))]);
+    // A good header, then a key that is not UTF-8: the row's partial list
+    // goes with it.
+    let bad_key = wire_headers(&[(b"ok", Some(b"v")), (b"\xff", Some(b"v"))]);
     let with = |offset, headers| SourceRecord {
         headers,
         ..record(offset, ORDER)
@@ -720,11 +722,17 @@ fn kafka_headers_fill_their_column_in_order_with_repeats_and_nulls() {
     assert!(e.to_string().contains("not UTF-8"), "{e}");
     let e = d.append(&with(3, Headers::Wire(&two[..5]))).unwrap_err();
     assert!(e.to_string().contains("record format"), "{e}");
-    assert_eq!(d.len(), 2, "a failed message leaves no row");
+    d.append(&with(4, Headers::Wire(&two))).unwrap();
+    assert_eq!(d.len(), 3, "a failed message leaves no row");
     let b = d.finish();
     let lists = b.column_by_name("_kafka_headers").unwrap().as_list::<i32>();
-    assert_eq!(lists.len(), 2);
+    assert_eq!(lists.len(), 3);
     assert_eq!(lists.value_length(1), 0, "no headers: an empty list");
+    assert_eq!(
+        lists.value(2).to_data(),
+        lists.value(0).to_data(),
+        "nothing of the failed rows left"
+    );
     let first = lists.value(0);
     let headers = first.as_struct();
     let keys = headers.column(0).as_string::<i32>();

@@ -88,6 +88,13 @@ pub(super) struct TableShared {
     pub(super) kafka_headers: bool,
     /// Whether deleted rows are kept, marked (`soft_deletes`).
     pub(super) soft_deletes: bool,
+    /// Kafka tombstones passed on a change stream keyed by payload fields,
+    /// and the delete events read: more of the first means deletes that
+    /// reached the topic as tombstones only (a flattened stream in
+    /// `tombstone` mode), which such a stream cannot apply.
+    pub(super) passed_tombstones: AtomicU64,
+    /// See `passed_tombstones`.
+    pub(super) delete_events: AtomicU64,
     pub(super) failed: AtomicBool,
     pub(super) skipped: AtomicU64,
 }
@@ -330,15 +337,20 @@ impl<'a> ChunkWriter<'a> {
                 return Ok(Decoded::Tombstone);
             }
             if let DecodeErrorKind::DeleteKey { olake_id } = &e.kind {
+                self.table.delete_events.fetch_add(1, Ordering::Relaxed);
                 let hash = parse_key_hash(olake_id).expect("32 hex digits");
                 self.send(Item::Tombstone(self.index, hash, self.version_of(record)))?;
                 return Ok(Decoded::Tombstone);
             }
             // A change stream keyed by payload fields: the Kafka tombstone
-            // after a delete names no row; its delete event did the work.
+            // after a delete names no row; its delete event did the work
+            // (counted: more tombstones than delete events is warned about,
+            // see `TableShared::passed_tombstones`).
             if e.kind == DecodeErrorKind::Tombstone
                 && self.table.change_events != ChangeEvents::None
+                && self.decoder.key_in_payload()
             {
+                self.table.passed_tombstones.fetch_add(1, Ordering::Relaxed);
                 return Ok(Decoded::Tombstone);
             }
             if e.kind == DecodeErrorKind::Truncate

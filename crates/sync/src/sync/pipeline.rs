@@ -254,6 +254,7 @@ async fn finish_outputs(
     let mut outputs = Vec::with_capacity(sinks.len());
     for (index, mut sink) in sinks.into_iter().enumerate() {
         let table = &shared.tables[index];
+        warn_of_unkeyed_tombstones(table);
         let (schema_changes, renamed, latest) = {
             let columns = table.columns.lock().expect("columns");
             (
@@ -279,6 +280,23 @@ async fn finish_outputs(
         });
     }
     outputs
+}
+
+/// A change stream keyed by payload fields passes Kafka tombstones (they
+/// name no row); more of them than delete events means deletes that came
+/// as tombstones only (`ExtractNewRecordState` in `tombstone` mode), which
+/// such a stream cannot apply: said once per sync.
+fn warn_of_unkeyed_tombstones(table: &TableShared) {
+    let tombstones = table.passed_tombstones.load(Ordering::Relaxed);
+    let delete_events = table.delete_events.load(Ordering::Relaxed);
+    if tombstones > delete_events {
+        tracing::warn!(
+            topic = %table.topic, tombstones, delete_events,
+            "tombstones without delete events on a change stream keyed by payload fields: \
+             their rows cannot be found and stay; for flattened records set \
+             delete.tombstone.handling.mode=rewrite (or rewrite-with-tombstone)"
+        );
+    }
 }
 
 /// The table's columns as this sync starts growing them: with
@@ -321,6 +339,8 @@ impl TableShared {
             on_truncate: t.on_truncate,
             kafka_headers: t.kafka_headers,
             soft_deletes: t.soft_deletes,
+            passed_tombstones: AtomicU64::new(0),
+            delete_events: AtomicU64::new(0),
             failed: AtomicBool::new(false),
             skipped: AtomicU64::new(0),
         }

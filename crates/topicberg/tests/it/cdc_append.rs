@@ -23,7 +23,8 @@ fn log_rows(job: &Job, table: &str) -> BTreeMap<(i64, i64), Value> {
                 r["_kafka_partition"].as_i64().unwrap(),
                 r["_kafka_offset"].as_i64().unwrap(),
             );
-            let row = json!({"id": r["id"], "name": r["name"], "op": r["_cdc_op"], "lsn": r["_cdc_lsn"]});
+            let row =
+                json!({"id": r["id"], "name": r["name"], "op": r["_cdc_op"], "lsn": r["_cdc_lsn"]});
             (at, row)
         })
         .collect()
@@ -76,7 +77,9 @@ fn an_append_of_change_events_keeps_every_event_as_a_row() {
         let offset = offsets.entry(change.partition).or_insert(0);
         let at = (i64::from(change.partition), *offset);
         *offset += 1;
-        let Some(event) = change.event() else { continue };
+        let Some(event) = change.event() else {
+            continue;
+        };
         let op = event["op"].as_str().unwrap();
         let row = match op {
             "d" => &event["before"],
@@ -84,7 +87,10 @@ fn an_append_of_change_events_keeps_every_event_as_a_row() {
             _ => &event["after"],
         };
         let lsn = &event["source"]["lsn"];
-        want.insert(at, json!({"id": row["id"], "name": row["name"], "op": op, "lsn": lsn}));
+        want.insert(
+            at,
+            json!({"id": row["id"], "name": row["name"], "op": op, "lsn": lsn}),
+        );
     }
     let ops: Vec<&str> = want.values().filter_map(|r| r["op"].as_str()).collect();
     for op in ["r", "u", "d", "c", "t"] {

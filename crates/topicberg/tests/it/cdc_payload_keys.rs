@@ -132,3 +132,44 @@ fn a_payload_keyed_delete_naming_no_row_is_a_warning_and_deletes_nothing() {
     assert_eq!(rows.len(), 3, "the row of the delete stays: {rows:?}");
     drop(connector);
 }
+
+#[test]
+fn flattened_deletes_that_come_as_tombstones_only_are_a_warning_with_payload_keys() {
+    let table = unique_name("cdc_paykey_flat");
+    psql(&format!(
+        "create table {table} (id int primary key, code text not null unique, name text);\
+         alter table {table} replica identity full;\
+         insert into {table} select i, 'c' || i, 'n' || i from generate_series(1, 3) i"
+    ));
+    // ExtractNewRecordState's default: a delete is a tombstone only.
+    let flatten = [
+        ("transforms", "unwrap"),
+        (
+            "transforms.unwrap.type",
+            "io.debezium.transforms.ExtractNewRecordState",
+        ),
+    ];
+    let connector = Connector::start_with(&[&table], 1, true, &flatten);
+    let topic = connector.topic(&table);
+    let job = change_job(&topic, &table, "dedup_keys = [\"code\"]\n");
+    let mut total = 0;
+    change(&topic, &mut total, "select 1", 3);
+    change(
+        &topic,
+        &mut total,
+        &format!("delete from {table} where id = 2"),
+        1,
+    );
+    let log = job.scratch_file("sync.log");
+    job.sync_logged(&log);
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        text.contains("tombstones without delete events")
+            && text.contains("tombstones=1")
+            && text.contains("delete.tombstone.handling.mode=rewrite"),
+        "{text}"
+    );
+    let rows = copy_rows("duckdb", &job, &table).expect("rows");
+    assert_eq!(rows.len(), 3, "the tombstone's row stays: {rows:?}");
+    drop(connector);
+}

@@ -89,8 +89,10 @@ struct Fields<'a> {
     /// null).
     #[serde(borrow, default, deserialize_with = "present")]
     schema: Option<Option<&'a RawValue>>,
-    #[serde(borrow, default)]
-    payload: Option<&'a RawValue>,
+    /// `Some(None)`: `"payload": null`, the JSON converter's form of a
+    /// null value with a schema (a tombstone).
+    #[serde(borrow, default, deserialize_with = "present")]
+    payload: Option<Option<&'a RawValue>>,
     /// An envelope's.
     #[serde(borrow, default)]
     after: Option<&'a RawValue>,
@@ -144,7 +146,11 @@ fn event<'a>(value: &'a [u8], headers: &Headers<'_>) -> Result<Event<'a>, Decode
     let top: Fields<'_> =
         serde_json::from_slice(value).map_err(|e| bad(format!("not a JSON object: {e}")))?;
     match (top.schema, top.payload) {
-        (Some(schema), Some(payload)) if top.op.is_none() => {
+        // A null value written with its (struct) schema.
+        (Some(Some(schema)), Some(None)) if top.op.is_none() && schema.get().starts_with('{') => {
+            Err(DecodeErrorKind::Tombstone)
+        }
+        (Some(schema), Some(Some(payload))) if top.op.is_none() => {
             let schema = schema.map_or(SchemaAt::Absent, |s| SchemaAt::Text(s.get()));
             payload_event(payload.get().as_bytes(), schema, headers)
         }
@@ -158,6 +164,9 @@ fn payload_event<'a>(
     schema: SchemaAt<'a>,
     headers: &Headers<'_>,
 ) -> Result<Event<'a>, DecodeErrorKind> {
+    if payload == b"null" {
+        return Err(DecodeErrorKind::Tombstone);
+    }
     let p: Fields<'_> = serde_json::from_slice(payload)
         .map_err(|e| bad(format!("payload is not a JSON object: {e}")))?;
     p.event(payload, schema, headers)
@@ -205,15 +214,28 @@ impl<'a> Fields<'a> {
         // Parsed as JSON above: UTF-8.
         let row = std::str::from_utf8(json).map_err(|e| bad(format!("not UTF-8: {e}")))?;
         Ok(Event {
-            op,
+            op: op.clone(),
             op_stated,
             source_ms: long(self.flat_source_ms),
             lsn: long(self.flat_lsn),
             after: Some(row),
-            before: deleted.then_some(row),
+            // A deleted record is the row as it was.
+            before: (op == "d").then_some(row),
             schema,
         })
     }
+}
+
+/// Whether a decode error is one the sync answers by appending the message
+/// again (new columns, wider types, a full batch), not a fault of it.
+fn retried(kind: &DecodeErrorKind) -> bool {
+    matches!(
+        kind,
+        DecodeErrorKind::BatchFull
+            | DecodeErrorKind::UnknownFields(_)
+            | DecodeErrorKind::Widen(_)
+            | DecodeErrorKind::OutOfRange { .. }
+    )
 }
 
 /// The header Debezium's `ExtractNewRecordState` writes the operation in
@@ -269,7 +291,10 @@ fn bad_kind(bad: Bad) -> DecodeErrorKind {
 
 /// The columns of the change event `value` (see [`ChangeColumns`]).
 pub fn change_columns(value: &[u8]) -> Result<Option<ChangeColumns<'_>>, DecodeErrorKind> {
-    let event = event(value, &Headers::None)?;
+    let event = match event(value, &Headers::None) {
+        Err(DecodeErrorKind::Tombstone) => return Ok(None),
+        other => other?,
+    };
     let schema = match event.schema {
         SchemaAt::Text(text) => Some(text),
         _ => None,
@@ -406,9 +431,7 @@ impl BatchDecoder {
         // row; the old key's row goes (`before` is there with REPLICA
         // IDENTITY FULL).
         let old_key = match event.before {
-            Some(_) if !soft_delete && self.key_in_payload() => {
-                Some(self.key_of_before(record, &event)?)
-            }
+            Some(_) if !soft_delete && self.key_in_payload() => self.old_key(record, &event)?,
             _ => None,
         };
         self.change_micros = event.source_ms.and_then(|ms| ms.checked_mul(1000));
@@ -445,6 +468,22 @@ impl BatchDecoder {
         }
     }
 
+    /// The key an update's `before` names, if it names one: a `before`
+    /// without a usable key (a null key column: that row was never in the
+    /// table) moves nothing. Only what the `after` will ask for too (new
+    /// columns, a full batch) is passed on.
+    fn old_key(
+        &mut self,
+        record: &SourceRecord<'_>,
+        event: &Event<'_>,
+    ) -> Result<Option<String>, super::DecodeError> {
+        match self.key_of_before(record, event) {
+            Ok(id) => Ok(Some(id)),
+            Err(e) if retried(&e.kind) => Err(e),
+            Err(_) => Ok(None),
+        }
+    }
+
     /// The `_olake_id` of an event's `before` (a delete's row, or the row
     /// an update changed), read as a row and taken back out.
     fn key_of_before(
@@ -460,6 +499,8 @@ impl BatchDecoder {
         };
         let row = self.rows;
         let mark = self.unknown.len();
+        // Undo entries of an earlier message are not this row's.
+        self.unknown_undo.clear();
         self.append_row_of(record, event.schema, before)
             .map_err(|e| match e.kind {
                 DecodeErrorKind::NullKey => {

@@ -544,8 +544,18 @@ fn payload_keys_name_a_deletes_row_by_its_before_and_a_moved_rows_old_key() {
     let columns = TableColumns::for_new_table(&[
         ("id".to_owned(), ColumnType::Long),
         ("code".to_owned(), ColumnType::String),
+        ("__op".to_owned(), ColumnType::String),
     ])
     .unwrap();
+    // `_kafka_key` as the key is the message key's, not the payload's.
+    let mut options = DecoderOptions::append(0);
+    options.id_mode = IdMode::Upsert {
+        key_columns: vec!["_kafka_key".to_owned()],
+    };
+    options.change_events = ChangeEvents::Debezium;
+    assert!(!BatchDecoder::new(&columns, options)
+        .unwrap()
+        .key_in_payload());
     let mut options = DecoderOptions::append(0);
     options.id_mode = IdMode::Upsert {
         key_columns: vec!["code".to_owned()],
@@ -566,6 +576,11 @@ fn payload_keys_name_a_deletes_row_by_its_before_and_a_moved_rows_old_key() {
     let moved = d.take_replaced_key().expect("the row moved from code a");
     append(&mut d, 3, &change("u", b.clone(), b.clone())).unwrap();
     assert_eq!(d.take_replaced_key(), None, "the same key");
+    // A `before` without a key value names no row the table has: the
+    // update stands, nothing moved.
+    let keyless = json!({"id": 1, "code": null});
+    append(&mut d, 3, &change("u", keyless, b.clone())).unwrap();
+    assert_eq!(d.take_replaced_key(), None);
     let e = append(&mut d, 4, &change("d", b.clone(), json!(null))).unwrap_err();
     let DecodeErrorKind::DeleteKey {
         olake_id: deleted_b,
@@ -589,8 +604,17 @@ fn payload_keys_name_a_deletes_row_by_its_before_and_a_moved_rows_old_key() {
     // The Kafka tombstone after a delete names no row.
     let e = d.append(&record(7, "{}", None)).unwrap_err();
     assert_eq!(e.kind, DecodeErrorKind::Tombstone);
+    // A flattened record saying `__op` d (without `__deleted`) is its row.
+    let flat = json!({"id": 1, "code": "b", "__op": "d"}).to_string();
+    let e = append(&mut d, 8, &flat).unwrap_err();
+    assert_eq!(
+        e.kind,
+        DecodeErrorKind::DeleteKey {
+            olake_id: deleted_b.clone()
+        }
+    );
     let batch = d.finish();
-    assert_eq!(batch.num_rows(), 4, "deletes leave no row");
+    assert_eq!(batch.num_rows(), 5, "deletes leave no row");
     let ids = column(&batch, "_olake_id").as_string::<i32>();
     assert_eq!(ids.value(0), moved, "the row of code a has the moved key");
     assert_eq!(
@@ -689,4 +713,22 @@ fn in_append_mode_every_event_is_a_row_deletes_and_truncates_included() {
             assert_eq!(ops, [Some("c"), Some("d")]);
         }
     }
+}
+
+#[test]
+fn a_null_payload_with_its_schema_is_a_tombstone() {
+    // Kafka Connect's JSON converter writes a null value that has a
+    // schema as `{"schema": .., "payload": null}`.
+    let schema = json!({"type": "struct", "optional": true, "fields": []});
+    let value = json!({"schema": schema, "payload": null}).to_string();
+    let mut d = lsn_decoder(&[("id".to_owned(), ColumnType::Long)]);
+    let e = d
+        .append(&record(0, r#"{"id":1}"#, Some(&value)))
+        .unwrap_err();
+    assert_eq!(e.kind, DecodeErrorKind::Tombstone);
+    assert!(matches!(super::change_columns(value.as_bytes()), Ok(None)));
+    // A flattened row with columns named `schema` and `payload` is a row.
+    let row = json!({"id": 1, "schema": "public", "payload": null}).to_string();
+    let e = d.append(&record(1, r#"{"id":1}"#, Some(&row))).unwrap_err();
+    assert!(matches!(e.kind, DecodeErrorKind::UnknownFields(_)), "{e}");
 }
