@@ -4,7 +4,7 @@
   show_rows.py customers < lines   one row per message: id, name, city, tier, offset, key
   show_rows.py orders < lines      orders by status: count and amount
   show_rows.py shipments < lines   one row per shipment: its typed columns
-  show_rows.py customers_cdc < lines   the change stream's table: id, name, city, tier, _cdc_lsn
+  show_rows.py customers_cdc < lines   the change stream's table: id, name, city, tier, _cdc_op, _cdc_lsn
 """
 import json
 import sys
@@ -21,10 +21,11 @@ def customers(rows):
 
 def customers_cdc(rows):
     rows = sorted(rows, key=lambda r: r["id"])
-    print(f"{'id':>3}  {'name':<12} {'city':<10} {'tier':<7} {'_cdc_lsn':>9}  _cdc_timestamp")
+    print(f"{'id':>3}  {'name':<12} {'city':<10} {'tier':<7} {'_cdc_op':<7} {'_cdc_lsn':>9}"
+          "  _cdc_timestamp")
     for r in rows:
-        print(f"{r['id']:>3}  {r['name']:<12} {r['city']:<10} {r['tier']:<7} {r['_cdc_lsn']:>9}"
-              f"  {r['_cdc_timestamp']}")
+        print(f"{r['id']:>3}  {r['name']:<12} {r['city']:<10} {r['tier']:<7} {r['_cdc_op']:<7}"
+              f" {r['_cdc_lsn']:>9}  {r['_cdc_timestamp']}")
 
 
 def orders(rows):

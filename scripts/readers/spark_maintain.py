@@ -27,7 +27,9 @@ Steps, in this order, on every table (default: all):
 because a writer's commit replaced a manifest it was rewriting (Iceberg's
 ValidationException "Deleted manifest ... could not be found in the latest
 snapshot": a follower's commit merging its small manifests, see the follow
-chapter), as a team's scheduler reruns a failed maintenance job.
+chapter), and any statement whose commit failed after Iceberg's own retries
+(CommitFailedException), up to N times more, as a team's scheduler reruns a
+failed maintenance job.
 
 --commit-retries N sets the table property commit.retry.num-retries (Iceberg's
 default 4) before the steps, as a team does beside a writer that commits
@@ -114,20 +116,28 @@ def remove_orphan_files(spark, name: str, before_start: bool) -> list[str]:
 
 
 MANIFEST_GONE = "could not be found in the latest snapshot"
+# Iceberg's CommitFailedException once its own retries ran out (a writer
+# committing every second won each round), e.g. "Table metadata refresh is
+# required" from the REST catalog.
+COMMIT_FAILED = "CommitFailedException"
 
 
 def run_step(spark, sql: str, step: str, reruns: int, done: dict) -> list:
-    """The statement's rows; rewrite_manifests run again up to `reruns`
-    times when a writer replaced one of its manifests meanwhile (counted
-    in done["rewrite_manifests_reruns"])."""
+    """The statement's rows; run again up to `reruns` times when a writer's
+    commit got in its way, as a team's scheduler reruns a failed
+    maintenance job: rewrite_manifests when a writer replaced one of its
+    manifests meanwhile (counted in done["rewrite_manifests_reruns"]), any
+    statement whose commit failed after Iceberg's own retries (counted in
+    done["commit_reruns"])."""
     while True:
         try:
             return spark.sql(sql).collect()
         except Exception as e:  # noqa: BLE001 - Py4J wraps Java's ValidationException
             stale = step == "rewrite_manifests" and MANIFEST_GONE in str(e)
-            if not stale or done.get("rewrite_manifests_reruns", 0) >= reruns:
+            count = "rewrite_manifests_reruns" if stale else "commit_reruns"
+            if not (stale or COMMIT_FAILED in str(e)) or done.get(count, 0) >= reruns:
                 raise
-            done["rewrite_manifests_reruns"] = done.get("rewrite_manifests_reruns", 0) + 1
+            done[count] = done.get(count, 0) + 1
 
 
 def maintain(spark, cat: str, table: common.TableName, steps: list[str], orphans_before_start: bool,
@@ -136,8 +146,8 @@ def maintain(spark, cat: str, table: common.TableName, steps: list[str], orphans
     dotted = ".".join(table.namespace + (table.name,))
     done = {"table": table.dotted}
     if commit_retries is not None:
-        spark.sql(f"ALTER TABLE {name} SET TBLPROPERTIES "
-                  f"('commit.retry.num-retries' = '{commit_retries}')").collect()
+        run_step(spark, f"ALTER TABLE {name} SET TBLPROPERTIES "
+                 f"('commit.retry.num-retries' = '{commit_retries}')", "alter", rerun_manifests, done)
     for step in steps:
         results = []
         for sql in statements(spark_reader.quote(cat), step, name, dotted):

@@ -266,17 +266,19 @@ pub struct StreamConfig {
     ))]
     pub sort_by: Vec<String>,
     /// Whether the messages are a database's change events. `debezium`
-    /// (JSON values; mode `upsert`): the row is the event's `after`, a
-    /// delete (`op` d) and the tombstone after it delete the key's row, and
-    /// without `dedup_keys` the key is every field of the message key
-    /// (payload fields as `dedup_keys` are read from a delete's `before`:
-    /// set `REPLICA IDENTITY FULL` on the source table).
+    /// (JSON values). In mode `upsert` the table holds the source table's
+    /// rows: the row is the event's `after`, a delete (`op` d) and the
+    /// tombstone after it delete the key's row, and without `dedup_keys`
+    /// the key is every field of the message key (payload fields as
+    /// `dedup_keys` are read from a delete's `before`: set `REPLICA
+    /// IDENTITY FULL` on the source table). In mode `append` the table is
+    /// the log of the events, one row per event (a delete its `before`).
     /// With the Connect schema in the message (`schemas.enable=true`) the
     /// columns get its exact types.
     #[serde(default)]
     #[schemars(extend(
         "x-label" = "Change events",
-        "x-help" = "debezium: the topic is a Debezium change stream (JSON values, upsert mode)"
+        "x-help" = "debezium: the topic is a Debezium change stream (JSON values); upsert keeps the source's rows, append every event"
     ))]
     pub change_events: ChangeEvents,
     /// What a truncate of the source table (a change event with `op` t)

@@ -2,7 +2,8 @@
 //! one row per event (not per key): an insert, update or snapshot read is
 //! its `after`, a delete its `before` (`_cdc_op` d), a truncate a row of
 //! nulls (`_cdc_op` t); the Kafka tombstones are passed. Against the test
-//! bed's PostgreSQL and Debezium, over two syncs.
+//! bed's PostgreSQL and Debezium, over two syncs; DuckDB, PyIceberg, Spark
+//! and Trino read the same log.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -14,9 +15,9 @@ use crate::support::{read_rows, Catalog, Job};
 use crate::testbed::unique_name;
 
 /// `(partition, offset) -> {id, name, op, lsn}` of each row.
-fn log_rows(job: &Job, table: &str) -> BTreeMap<(i64, i64), Value> {
+fn log_rows(engine: &str, job: &Job, table: &str) -> BTreeMap<(i64, i64), Value> {
     let name = format!("{}_topics.{table}", job.name);
-    read_rows("duckdb", Catalog::Seaweed, &name)
+    read_rows(engine, Catalog::Seaweed, &name)
         .into_iter()
         .map(|r| {
             let at = (
@@ -96,6 +97,8 @@ fn an_append_of_change_events_keeps_every_event_as_a_row() {
     for op in ["r", "u", "d", "c", "t"] {
         assert!(ops.contains(&op), "the events include {op}: {ops:?}");
     }
-    assert_eq!(log_rows(&job, &table), want);
+    for engine in ["duckdb", "pyiceberg", "spark", "trino"] {
+        assert_eq!(log_rows(engine, &job, &table), want, "{engine}");
+    }
     drop(connector);
 }
