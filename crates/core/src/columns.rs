@@ -547,13 +547,6 @@ impl TableColumns {
         Self::new(columns)
     }
 
-    /// These columns plus `_kafka_headers` if missing, with field ids
-    /// after the highest in use (or after `last_column_id`, a table's last
-    /// assigned id, when higher): a table of a stream with `kafka_headers`.
-    pub fn with_headers_column(&self, last_column_id: i32) -> Result<Self, ColumnsError> {
-        self.with_metadata_column(KAFKA_HEADERS, last_column_id)
-    }
-
     /// These columns plus the metadata column `name` (of
     /// [`metadata_column_type`]) if missing, with field ids after the
     /// highest in use (or after `last_column_id` when higher). A name that

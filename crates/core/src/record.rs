@@ -151,35 +151,38 @@ impl<'a> WireReader<'a> {
     }
 }
 
+/// Kafka's record format of `headers` (count, then each key and value as
+/// varint-length bytes, -1 for a null value), for tests that hand a
+/// decoder a record with headers.
+#[cfg(test)]
+pub(crate) fn wire_headers(headers: &[(&[u8], Option<&[u8]>)]) -> Vec<u8> {
+    fn varint(out: &mut Vec<u8>, v: i64) {
+        let mut z = ((v << 1) ^ (v >> 63)) as u64;
+        while z >= 0x80 {
+            out.push((z as u8) | 0x80);
+            z >>= 7;
+        }
+        out.push(z as u8);
+    }
+    let mut out = Vec::new();
+    varint(&mut out, headers.len() as i64);
+    for (key, value) in headers {
+        varint(&mut out, key.len() as i64);
+        out.extend_from_slice(key);
+        match value {
+            Some(v) => {
+                varint(&mut out, v.len() as i64);
+                out.extend_from_slice(v);
+            }
+            None => varint(&mut out, -1),
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// Kafka's record format for `headers`.
-    fn wire(headers: &[(&[u8], Option<&[u8]>)]) -> Vec<u8> {
-        fn varint(out: &mut Vec<u8>, v: i64) {
-            let mut z = ((v << 1) ^ (v >> 63)) as u64;
-            while z >= 0x80 {
-                out.push((z as u8) | 0x80);
-                z >>= 7;
-            }
-            out.push(z as u8);
-        }
-        let mut out = Vec::new();
-        varint(&mut out, headers.len() as i64);
-        for (key, value) in headers {
-            varint(&mut out, key.len() as i64);
-            out.extend_from_slice(key);
-            match value {
-                Some(v) => {
-                    varint(&mut out, v.len() as i64);
-                    out.extend_from_slice(v);
-                }
-                None => varint(&mut out, -1),
-            }
-        }
-        out
-    }
 
     /// Headers as owned `(key, value)` pairs.
     type Owned = Vec<(Vec<u8>, Option<Vec<u8>>)>;
@@ -195,7 +198,7 @@ mod tests {
 
     #[test]
     fn wire_headers_read_in_order_with_repeated_keys_and_null_values() {
-        let bytes = wire(&[
+        let bytes = wire_headers(&[
             (b"a", Some(b"1")),
             (b"b", None),
             (b"a", Some(b"")),
@@ -221,7 +224,7 @@ mod tests {
 
     #[test]
     fn cut_or_garbled_wire_headers_are_malformed_not_read_past() {
-        let bytes = wire(&[(b"key", Some(b"value"))]);
+        let bytes = wire_headers(&[(b"key", Some(b"value"))]);
         for cut in 0..bytes.len() {
             assert_eq!(
                 read(Headers::Wire(&bytes[..cut])),
@@ -244,7 +247,7 @@ mod tests {
     #[test]
     fn a_clients_list_reads_like_the_wire() {
         let list = List(vec![(b"a", Some(b"1")), (b"b", None)]);
-        let bytes = wire(&list.0);
+        let bytes = wire_headers(&list.0);
         assert_eq!(read(Headers::List(&list)), read(Headers::Wire(&bytes)));
     }
 }

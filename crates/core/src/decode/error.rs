@@ -239,3 +239,13 @@ impl fmt::Display for DecodeError {
 }
 
 impl std::error::Error for DecodeError {}
+
+/// Headers that are not in Kafka's record format (`_kafka_headers`, the
+/// `__op` header).
+impl From<crate::record::MalformedHeaders> for DecodeErrorKind {
+    fn from(_: crate::record::MalformedHeaders) -> Self {
+        DecodeErrorKind::BadHeaders {
+            reason: "they are not in Kafka's record format",
+        }
+    }
+}

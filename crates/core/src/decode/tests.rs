@@ -5,7 +5,7 @@ use arrow_array::{Array, RecordBatch};
 use super::*;
 use crate::columns::{Column, ColumnType};
 use crate::olake_id::{append_olake_id, kafka_key_olake_id, upsert_olake_id, KeyValue};
-use crate::record::Headers;
+use crate::record::{wire_headers, Headers};
 
 mod avro;
 mod batch;
@@ -677,28 +677,11 @@ fn columns_asked(registry: &Arc<RegistryValues>, value: &[u8]) -> TableColumns {
     empty.with_added(&added, true).unwrap()
 }
 
-/// Kafka's record format of `headers` (what a fetched record holds).
-fn wire_headers(headers: &[(&[u8], Option<&[u8]>)]) -> Vec<u8> {
-    let zigzag = |out: &mut Vec<u8>, v: i64| out.push(((v << 1) ^ (v >> 63)) as u8);
-    let mut out = Vec::new();
-    zigzag(&mut out, headers.len() as i64);
-    for (key, value) in headers {
-        zigzag(&mut out, key.len() as i64);
-        out.extend_from_slice(key);
-        match value {
-            Some(v) => {
-                zigzag(&mut out, v.len() as i64);
-                out.extend_from_slice(v);
-            }
-            None => zigzag(&mut out, -1),
-        }
-    }
-    out
-}
-
 #[test]
 fn kafka_headers_fill_their_column_in_order_with_repeats_and_nulls() {
-    let columns = orders().with_headers_column(0).unwrap();
+    let columns = orders()
+        .with_metadata_column(crate::columns::KAFKA_HEADERS, 0)
+        .unwrap();
     let mut options = DecoderOptions::append(WRITTEN);
     options.kafka_headers = true;
     let mut d = BatchDecoder::new(&columns, options).unwrap();

@@ -244,6 +244,13 @@ impl<'a> ChunkWriter<'a> {
         })
     }
 
+    /// Deletes the row whose `_olake_id` is `olake_id` (32 hex digits),
+    /// at `record`'s version.
+    fn send_delete(&self, olake_id: &str, record: &SourceRecord<'_>) -> Result<(), SinkError> {
+        let hash = parse_key_hash(olake_id).expect("32 hex digits");
+        self.send(Item::Tombstone(self.index, hash, self.version_of(record)))
+    }
+
     fn send(&self, item: Item) -> Result<(), SinkError> {
         self.tx
             .blocking_send(item)
@@ -310,8 +317,7 @@ impl<'a> ChunkWriter<'a> {
                 Ok(()) => {
                     // A change event that moved its row to another key.
                     if let Some(old) = self.decoder.take_replaced_key() {
-                        let hash = parse_key_hash(&old).expect("32 hex digits");
-                        self.send(Item::Tombstone(self.index, hash, self.version_of(record)))?;
+                        self.send_delete(&old, record)?;
                     }
                     return Ok(Decoded::Row);
                 }
@@ -332,14 +338,12 @@ impl<'a> ChunkWriter<'a> {
                     Ok(id) => id,
                     Err(e) => return Ok(Decoded::Invalid(e)),
                 };
-                let hash = parse_key_hash(&id).expect("32 hex digits");
-                self.send(Item::Tombstone(self.index, hash, self.version_of(record)))?;
+                self.send_delete(&id, record)?;
                 return Ok(Decoded::Tombstone);
             }
             if let DecodeErrorKind::DeleteKey { olake_id } = &e.kind {
                 self.table.delete_events.fetch_add(1, Ordering::Relaxed);
-                let hash = parse_key_hash(olake_id).expect("32 hex digits");
-                self.send(Item::Tombstone(self.index, hash, self.version_of(record)))?;
+                self.send_delete(olake_id, record)?;
                 return Ok(Decoded::Tombstone);
             }
             // A change stream keyed by payload fields: the Kafka tombstone
@@ -361,8 +365,7 @@ impl<'a> ChunkWriter<'a> {
             }
             if self.tombstones_delete && e.kind == DecodeErrorKind::Tombstone {
                 if let Some(key) = record.key {
-                    let hash = parse_key_hash(&kafka_key_olake_id(key)).expect("32 hex digits");
-                    self.send(Item::Tombstone(self.index, hash, self.version_of(record)))?;
+                    self.send_delete(&kafka_key_olake_id(key), record)?;
                     return Ok(Decoded::Tombstone);
                 }
             }

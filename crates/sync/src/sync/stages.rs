@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
+use topicberg_core::columns::KAFKA_HEADERS;
 use topicberg_core::config::{ChangeEvents, OnInvalid};
 use topicberg_core::{Job, RegistryValues, TableColumns, TableSettings};
 use topicberg_iceberg::key_index::ORDER_BY_PROPERTY;
@@ -312,7 +313,7 @@ async fn create_table(
     }
     if settings.kafka_headers {
         columns = columns
-            .with_headers_column(0)
+            .with_metadata_column(KAFKA_HEADERS, 0)
             .map_err(CreateError::Columns)?;
     }
     let namespace = ctx.job.namespace_path();

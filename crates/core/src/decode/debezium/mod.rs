@@ -44,7 +44,7 @@ use serde_json::value::RawValue;
 use super::error::DecodeErrorKind;
 use super::{error, BatchDecoder};
 use crate::columns::ColumnType;
-use crate::record::{Headers, MalformedHeaders, SourceRecord};
+use crate::record::{Headers, SourceRecord};
 use schema::{after_fields, ConnectSchema, Read};
 use value::Bad;
 
@@ -249,14 +249,6 @@ fn header_text(value: Option<&[u8]>) -> Option<String> {
     match serde_json::from_slice::<String>(value) {
         Ok(text) => Some(text),
         Err(_) => std::str::from_utf8(value).ok().map(str::to_owned),
-    }
-}
-
-impl From<MalformedHeaders> for DecodeErrorKind {
-    fn from(_: MalformedHeaders) -> Self {
-        DecodeErrorKind::BadHeaders {
-            reason: "they are not in Kafka's record format",
-        }
     }
 }
 

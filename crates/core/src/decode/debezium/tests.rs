@@ -456,28 +456,9 @@ fn a_flattened_record_is_the_row_and_its_markers_say_delete_position_and_time() 
     }
 }
 
-/// Kafka's record format of headers (one byte per varint: short ones).
-fn wire_headers(headers: &[(&str, Option<&str>)]) -> Vec<u8> {
-    let zigzag = |out: &mut Vec<u8>, v: i64| out.push(((v << 1) ^ (v >> 63)) as u8);
-    let mut out = Vec::new();
-    zigzag(&mut out, headers.len() as i64);
-    for (key, value) in headers {
-        zigzag(&mut out, key.len() as i64);
-        out.extend_from_slice(key.as_bytes());
-        match value {
-            Some(v) => {
-                zigzag(&mut out, v.len() as i64);
-                out.extend_from_slice(v.as_bytes());
-            }
-            None => zigzag(&mut out, -1),
-        }
-    }
-    out
-}
-
 #[test]
 fn cdc_op_is_the_events_operation_from_the_envelope_the_field_or_the_op_header() {
-    use crate::record::Headers;
+    use crate::record::{wire_headers, Headers};
     let payload = [
         ("id".to_owned(), ColumnType::Long),
         ("__op".to_owned(), ColumnType::String),
@@ -499,9 +480,9 @@ fn cdc_op_is_the_events_operation_from_the_envelope_the_field_or_the_op_header()
         None => json!({"id": 2}).to_string(),
     };
     let (with_field, plain) = (flat(Some("c")), flat(None));
-    let raw = wire_headers(&[("__op", Some("x")), ("__op", Some("u"))]);
-    let json_text = wire_headers(&[("__op", Some("\"r\""))]);
-    let delete = wire_headers(&[("__op", Some("d"))]);
+    let raw = wire_headers(&[(b"__op", Some(b"x")), (b"__op", Some(b"u"))]);
+    let json_text = wire_headers(&[(b"__op", Some(b"\"r\""))]);
+    let delete = wire_headers(&[(b"__op", Some(b"d"))]);
     let with = |offset, value: &'static str, headers| SourceRecord {
         headers,
         ..record(offset, r#"{"id":2}"#, Some(value))

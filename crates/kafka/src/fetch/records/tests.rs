@@ -147,13 +147,19 @@ fn three_records() -> Vec<Spec<'static>> {
     ]
 }
 
+/// [`three_records`] in one batch at offset 100, compressed with `codec`.
+fn three_records_in(codec: u8) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    let mut batch = Batch::new(100, three_records());
+    batch.attributes = i16::from(codec);
+    batch.encode(&mut bytes);
+    bytes
+}
+
 #[test]
 fn records_of_every_codec_read_the_same() {
     for codec in 0..=4u8 {
-        let mut bytes = Vec::new();
-        let mut batch = Batch::new(100, three_records());
-        batch.attributes = i16::from(codec);
-        batch.encode(&mut bytes);
+        let bytes = three_records_in(codec);
         let records = read_all(&bytes, vec![]).unwrap();
         let got: Vec<_> = records
             .iter()
@@ -179,10 +185,7 @@ fn records_of_every_codec_read_the_same() {
 #[test]
 fn a_records_headers_are_handed_out_in_order_in_every_codec() {
     for codec in 0..=4u8 {
-        let mut bytes = Vec::new();
-        let mut batch = Batch::new(100, three_records());
-        batch.attributes = i16::from(codec);
-        batch.encode(&mut bytes);
+        let bytes = three_records_in(codec);
         let records = read_all(&bytes, vec![]).unwrap();
         let headers: Vec<Vec<(String, Option<Vec<u8>>)>> = records
             .iter()
