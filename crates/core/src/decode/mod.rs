@@ -150,7 +150,17 @@ pub struct DecoderOptions {
     /// With `events_as_rows`: a truncate is a row of nulls (`_cdc_op` t)
     /// instead of a [`DecodeErrorKind::Truncate`].
     pub truncates_as_rows: bool,
+    /// Change events of an upsert table: a value Debezium did not send
+    /// (its placeholder for an unchanged TOASTed column) is written as a
+    /// null and listed by [`BatchDecoder::take_unsent`], for the sync to
+    /// fill from the key's previous row; else the event fails naming the
+    /// field.
+    pub keep_unsent: bool,
 }
+
+/// A value a change event did not send (see [`DecoderOptions::keep_unsent`]):
+/// its row in the batch and its column's name.
+pub type UnsentValue = (u32, Arc<str>);
 
 impl DecoderOptions {
     /// Append mode, rejecting unknown fields.
@@ -167,6 +177,7 @@ impl DecoderOptions {
             soft_deletes: false,
             events_as_rows: false,
             truncates_as_rows: false,
+            keep_unsent: false,
         }
     }
 }
@@ -247,6 +258,13 @@ pub struct BatchDecoder {
     /// The `_olake_id` of the key an update event moved its row away from
     /// (payload keys whose values changed), for the sync to delete.
     replaced_key: Option<String>,
+    /// [`DecoderOptions::keep_unsent`].
+    keep_unsent: bool,
+    /// The values of this batch's rows the change events did not send:
+    /// (row, column index), rows ascending.
+    unsent: Vec<(u32, u32)>,
+    /// `unsent` of the batch [`BatchDecoder::finish`] gave last.
+    finished_unsent: Vec<(u32, u32)>,
 }
 
 /// JSON messages read by serde alone after one the flat reader gave back.
@@ -358,6 +376,9 @@ impl BatchDecoder {
             change_lsn: None,
             change_op: None,
             replaced_key: None,
+            keep_unsent: options.keep_unsent,
+            unsent: Vec::new(),
+            finished_unsent: Vec::new(),
         })
     }
 
@@ -632,6 +653,9 @@ impl BatchDecoder {
         for buffer in &mut self.buffers {
             buffer.truncate(rows);
         }
+        while self.unsent.last().is_some_and(|(r, _)| *r as usize >= rows) {
+            self.unsent.pop();
+        }
         self.unknown.truncate(unknown_mark);
         // Fields listed before this record get back the type they had.
         for (i, ty) in self.unknown_undo.drain(..).rev() {
@@ -724,9 +748,29 @@ impl BatchDecoder {
         std::mem::take(&mut self.unknown)
     }
 
+    /// The values the change events of the batch [`Self::finish`] gave
+    /// last did not send (see [`DecoderOptions::keep_unsent`]), each
+    /// written as a null: (row, column name), rows ascending.
+    pub fn take_unsent(&mut self) -> Vec<UnsentValue> {
+        if self.finished_unsent.is_empty() {
+            return Vec::new();
+        }
+        let names: Vec<Arc<str>> = self
+            .schema
+            .fields()
+            .iter()
+            .map(|f| Arc::from(f.name().as_str()))
+            .collect();
+        std::mem::take(&mut self.finished_unsent)
+            .into_iter()
+            .map(|(row, column)| (row, Arc::clone(&names[column as usize])))
+            .collect()
+    }
+
     /// The pending rows as a record batch; the decoder starts a new, empty
     /// batch (same schema, same options).
     pub fn finish(&mut self) -> RecordBatch {
+        self.finished_unsent = std::mem::take(&mut self.unsent);
         let arrays = self.buffers.iter_mut().map(ColumnBuffer::finish).collect();
         let rows = std::mem::take(&mut self.rows);
         let options = RecordBatchOptions::new().with_row_count(Some(rows));

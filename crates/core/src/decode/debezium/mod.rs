@@ -27,7 +27,9 @@
 //!   [`BatchDecoder::change_lsn`]) against its changes on other partitions.
 //! - Debezium's placeholder for a value it did not read
 //!   (`__debezium_unavailable_value`, an unchanged TOASTed column) is never
-//!   written: the event fails naming the field.
+//!   written: an upsert table's decoder writes a null and lists the value
+//!   ([`BatchDecoder::take_unsent`]) for the sync to fill from the key's
+//!   previous row; otherwise the event fails naming the field.
 
 pub(crate) mod schema;
 #[cfg(test)]
@@ -446,10 +448,38 @@ impl BatchDecoder {
         json: &str,
     ) -> Result<(), super::DecodeError> {
         match schema {
-            SchemaAt::Absent => self.append_json(record, json.as_bytes()),
+            SchemaAt::Absent => match value::without_unsent(json) {
+                None => self.append_json(record, json.as_bytes()),
+                Some((json, names)) => self.append_json_unsent(record, &json, &names),
+            },
             SchemaAt::Text(schema) => self.append_typed(record, Some(schema), json),
             SchemaAt::Last => self.append_typed(record, None, json),
         }
+    }
+
+    /// A row object read without its schema whose fields `names` had
+    /// Debezium's placeholder (now null in `json`): kept as unsent values
+    /// ([`super::DecoderOptions::keep_unsent`]), else the event fails naming
+    /// the first. A field the table has no column for yet has no earlier
+    /// value to keep.
+    fn append_json_unsent(
+        &mut self,
+        record: &SourceRecord<'_>,
+        json: &str,
+        names: &[String],
+    ) -> Result<(), super::DecodeError> {
+        if !self.keep_unsent {
+            let field = names.first().cloned();
+            return Err(error(record, field, bad_kind(Bad::Unavailable)));
+        }
+        let row = self.rows;
+        self.append_json(record, json.as_bytes())?;
+        for name in names {
+            if let Some(&column) = self.fields.by_name.get(name.as_str()) {
+                self.unsent.push((row as u32, column as u32));
+            }
+        }
+        Ok(())
     }
 
     /// The `_olake_id` of the row at `row` (upsert tables have one).
@@ -569,9 +599,16 @@ impl BatchDecoder {
         for (name, target, read) in fields {
             let Some(column) = target else { continue };
             let v = object.get(name).unwrap_or(&null);
-            if let Err(bad) = value::push(read, v, &mut self.buffers[*column]) {
-                failed = Some((name.clone(), bad));
-                break;
+            match value::push(read, v, &mut self.buffers[*column]) {
+                Ok(()) => {}
+                Err(Bad::Unavailable) if self.keep_unsent => {
+                    self.buffers[*column].push_null();
+                    self.unsent.push((row as u32, *column as u32));
+                }
+                Err(bad) => {
+                    failed = Some((name.clone(), bad));
+                    break;
+                }
             }
         }
         if failed.is_none() {

@@ -231,6 +231,90 @@ fn the_placeholder_of_an_unsent_value_fails_the_event_naming_the_field() {
     assert_eq!(d.len(), 1);
 }
 
+/// An upsert table's decoder, which keeps unsent values.
+fn keeping_decoder(payload: &[(String, ColumnType)]) -> BatchDecoder {
+    let mut options = DecoderOptions::append(0);
+    options.id_mode = IdMode::Upsert {
+        key_columns: vec![ALL_KEY_FIELDS.to_owned()],
+    };
+    options.change_events = ChangeEvents::Debezium;
+    options.keep_unsent = true;
+    BatchDecoder::new(&TableColumns::for_new_table(payload).unwrap(), options).unwrap()
+}
+
+/// (row, column) of the unsent values of the batch just finished.
+fn unsent(d: &mut BatchDecoder) -> Vec<(u32, String)> {
+    d.take_unsent()
+        .into_iter()
+        .map(|(row, name)| (row, name.to_string()))
+        .collect()
+}
+
+#[test]
+fn an_upsert_decoder_writes_unsent_values_as_nulls_and_lists_them() {
+    let schema = envelope_schema(&[field("note", "string", None)]);
+    let columns = typed_columns(&event(Some(&schema), "c", row()));
+    let mut d = keeping_decoder(&columns);
+    let mut after = row();
+    after["note"] = json!(super::UNAVAILABLE);
+    after["b"] = json!(super::value::UNAVAILABLE_BASE64);
+    after["tags"] = json!([super::UNAVAILABLE]);
+    let key = r#"{"id":1}"#;
+    d.append(&record(8, key, Some(&event(Some(&schema), "c", row()))))
+        .unwrap();
+    d.append(&record(9, key, Some(&event(Some(&schema), "u", after))))
+        .unwrap();
+    // A failed event leaves nothing listed.
+    let mut bad = row();
+    bad["note"] = json!(super::UNAVAILABLE);
+    bad["d"] = json!("not a date");
+    d.append(&record(10, key, Some(&event(Some(&schema), "u", bad))))
+        .unwrap_err();
+    let batch = d.finish();
+    assert_eq!(batch.num_rows(), 2);
+    for name in ["note", "b", "tags"] {
+        assert!(column(&batch, name).is_null(1), "{name}");
+    }
+    assert!(column(&batch, "b").is_valid(0) && column(&batch, "tags").is_valid(0));
+    assert_eq!(
+        unsent(&mut d),
+        vec![(1, "b".into()), (1, "tags".into()), (1, "note".into())]
+    );
+    assert_eq!(unsent(&mut d), vec![], "taken once");
+}
+
+#[test]
+fn the_placeholder_without_the_schema_is_unsent_or_fails_naming_the_field() {
+    let columns = vec![
+        ("id".to_owned(), ColumnType::Long),
+        ("n".to_owned(), ColumnType::Long),
+        ("big".to_owned(), ColumnType::String),
+        ("b".to_owned(), ColumnType::String),
+    ];
+    let after = json!({"id": 1, "n": 2, "big": super::UNAVAILABLE,
+                       "b": super::value::UNAVAILABLE_BASE64});
+    let value = event(None, "u", after);
+    let message = record(4, r#"{"id":1}"#, Some(&value));
+    let mut d = keeping_decoder(&columns);
+    d.append(&message).unwrap();
+    let batch = d.finish();
+    assert!(column(&batch, "big").is_null(0) && column(&batch, "b").is_null(0));
+    assert_eq!(
+        column(&batch, "n")
+            .as_primitive::<arrow_array::types::Int64Type>()
+            .value(0),
+        2
+    );
+    assert_eq!(unsent(&mut d), vec![(0, "b".into()), (0, "big".into())]);
+
+    // Without keeping unsent values (an append table), never the text.
+    let mut d = decoder(&columns);
+    let e = d.append(&message).unwrap_err();
+    assert!(matches!(e.field.as_deref(), Some("big" | "b")), "{e}");
+    assert!(e.to_string().contains("REPLICA IDENTITY FULL"), "{e}");
+    assert_eq!(d.len(), 0);
+}
+
 #[test]
 fn a_new_field_of_a_later_schema_is_an_unknown_field_of_its_type() {
     let first = envelope_schema(&[]);

@@ -12,6 +12,38 @@ use crate::decode::parse_uuid;
 /// column of PostgreSQL under `REPLICA IDENTITY DEFAULT`).
 pub(crate) const UNAVAILABLE: &str = "__debezium_unavailable_value";
 
+/// [`UNAVAILABLE`] as Kafka Connect's JSON converter writes a bytes value
+/// (base64), as Debezium sends it for a `bytea` column.
+pub(crate) const UNAVAILABLE_BASE64: &str = "X19kZWJleml1bV91bmF2YWlsYWJsZV92YWx1ZQ==";
+
+/// The fields of a row object read without its schema whose value is the
+/// placeholder (as text, as base64 bytes, or an array holding it), and the
+/// object with those values null; `None` when it has none (the bytes are
+/// searched first: most rows have none).
+pub(crate) fn without_unsent(json: &str) -> Option<(String, Vec<String>)> {
+    let bytes = json.as_bytes();
+    let base64 = &UNAVAILABLE_BASE64.as_bytes()[..UNAVAILABLE_BASE64.len() - 2];
+    memchr::memmem::find(bytes, UNAVAILABLE.as_bytes())
+        .or_else(|| memchr::memmem::find(bytes, base64))?;
+    let mut object: serde_json::Map<String, Value> = serde_json::from_str(json).ok()?;
+    let mut names = Vec::new();
+    for (name, value) in object.iter_mut() {
+        let unsent = match value {
+            Value::String(s) => s == UNAVAILABLE || s == UNAVAILABLE_BASE64,
+            Value::Array(items) => items.iter().any(|e| e.as_str() == Some(UNAVAILABLE)),
+            _ => false,
+        };
+        if unsent {
+            names.push(name.clone());
+            *value = Value::Null;
+        }
+    }
+    if names.is_empty() {
+        return None;
+    }
+    Some((Value::Object(object).to_string(), names))
+}
+
 /// Why a value could not be read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Bad {
@@ -92,11 +124,13 @@ pub(crate) fn push(read: &Read, value: &Value, buffer: &mut ColumnBuffer) -> Res
         }
         Read::List(items) => {
             let elements = value.as_array().ok_or_else(|| form("an array"))?;
+            // Checked before any element is written: the value is then
+            // one unsent value, nothing of it in the buffer.
+            if elements.iter().any(|e| e.as_str() == Some(UNAVAILABLE)) {
+                return Err(Bad::Unavailable);
+            }
             let element = buffer.list_element();
             for e in elements {
-                if e.as_str() == Some(UNAVAILABLE) {
-                    return Err(Bad::Unavailable);
-                }
                 push(items, e, element)?;
             }
             buffer.close_row().map_err(|_| Bad::Full)?;

@@ -168,6 +168,7 @@ pub fn setup(
         change_events: crate::config::ChangeEvents::None,
         kafka_headers: false,
         soft_deletes: false,
+        keep_unsent: false,
         events_as_rows: false,
         truncates_as_rows: false,
     };
