@@ -34,7 +34,7 @@ pub use columns::{Column, ColumnType, ColumnsError, TableColumns};
 pub use config::{ConfigError, JobConfig};
 pub use decode::{
     change_columns, BatchDecoder, ChangeColumns, DecodeError, DecodeErrorKind, DecoderConfigError,
-    DecoderOptions, IdMode, RegistryValues, UnknownField, UnknownFieldPolicy,
+    DecoderOptions, IdMode, RegistryValues, UnknownField, UnknownFieldPolicy, UnsentValue,
 };
 pub use infer::{merge_types, InferError, SchemaInference};
 pub use job::{

@@ -233,6 +233,19 @@ impl Destination {
         crate::newest_rows::newest_rows(&self.file_io, handle, limit).await
     }
 
+    /// The values of the top-level columns `field_ids` at `positions`
+    /// (ascending, distinct) of the table's data file `path`: per field
+    /// id, one value per position, or `None` when the file has no such
+    /// column (its values are null).
+    pub async fn rows_at(
+        &self,
+        path: &str,
+        positions: &[u64],
+        field_ids: &[i32],
+    ) -> Result<Vec<Option<arrow_array::ArrayRef>>, IcebergError> {
+        crate::rows_at::rows_at(&self.file_io, path, positions, field_ids).await
+    }
+
     /// Loads a table.
     pub async fn load_table(
         &self,

@@ -51,6 +51,7 @@ pub mod file_sets;
 pub mod key_index;
 pub mod maintain;
 mod newest_rows;
+mod rows_at;
 mod table;
 pub mod table_metadata;
 #[cfg(test)]

@@ -14,7 +14,7 @@ use tokio::sync::mpsc;
 use topicberg_core::config::OnInvalid;
 use topicberg_core::{
     kafka_key_olake_id, BatchDecoder, DecodeError, DecodeErrorKind, DecoderConfigError,
-    DecoderOptions, DedupKeys, IdMode, RegistryValues, SourceRecord, ValueFormat,
+    DecoderOptions, DedupKeys, IdMode, RegistryValues, SourceRecord, UnsentValue, ValueFormat,
 };
 use topicberg_kafka::{
     drain_checked, DrainError, DrainSettings, DrainedPartition, KafkaConnection, PartitionRange,
@@ -52,8 +52,9 @@ impl UpsertInput {
 
 /// What drain threads send to the file writers.
 pub(super) enum Item {
-    /// Decoded rows of table `.0`, decoded with columns version `.1`.
-    Batch(usize, u64, RecordBatch),
+    /// Decoded rows of table `.0`, decoded with columns version `.1`, and
+    /// the values its change events did not send (written as nulls).
+    Batch(usize, u64, RecordBatch, Vec<UnsentValue>),
     /// A tombstone of a `_kafka_key` upsert table.
     Tombstone(usize, KeyHash, Version),
     /// A truncate of the source table (a change event): every row before
@@ -221,6 +222,9 @@ impl<'a> ChunkWriter<'a> {
         options.events_as_rows = upsert.is_none() && table.change_events != ChangeEvents::None;
         options.truncates_as_rows =
             options.events_as_rows && table.on_truncate == OnTruncate::EmptyTable;
+        // An upsert table fills a value the event did not send from the
+        // key's previous row (`upsert.rs`).
+        options.keep_unsent = upsert.is_some() && table.change_events != ChangeEvents::None;
         let (columns, version) = table.columns.lock().expect("columns").current();
         let decoder = BatchDecoder::new(&columns, options.clone())?;
         Ok(Self {
@@ -260,7 +264,8 @@ impl<'a> ChunkWriter<'a> {
     fn send_batch(&mut self) -> Result<(), SinkError> {
         let batch = self.decoder.finish();
         self.planned_left = self.planned_left.saturating_sub(batch.num_rows());
-        self.send(Item::Batch(self.index, self.version, batch))
+        let unsent = self.decoder.take_unsent();
+        self.send(Item::Batch(self.index, self.version, batch, unsent))
     }
 
     fn publish(&mut self) {
@@ -471,8 +476,9 @@ impl<'a> ChunkWriter<'a> {
             Ok(parts) => {
                 if !self.decoder.is_empty() {
                     let batch = self.decoder.finish();
+                    let unsent = self.decoder.take_unsent();
                     self.tx
-                        .blocking_send(Item::Batch(self.index, self.version, batch))
+                        .blocking_send(Item::Batch(self.index, self.version, batch, unsent))
                         .map_err(|_| DrainFailure::WriterGone)?;
                 }
                 Ok(parts)

@@ -379,6 +379,42 @@ pub enum UpsertError {
          process (topicberg sync)"
     )]
     OrderByAmongWorkers,
+    /// A change event did not send a value (Debezium's placeholder for an
+    /// unchanged TOASTed column) and no earlier row of its key has it.
+    #[error(
+        "{topic}[{partition}]@{offset}: field {column:?}: the change event did not send it \
+         (Debezium's placeholder for an unchanged TOASTed value) and neither the \
+         table nor an earlier event of this sync has the key's row to take it from; set \
+         REPLICA IDENTITY FULL on the source table and change the row again (any column): \
+         its next event carries every value and replaces this one"
+    )]
+    UnsentWithoutRow {
+        /// The event's topic.
+        topic: String,
+        /// The column.
+        column: String,
+        /// The event's partition.
+        partition: i32,
+        /// Its offset.
+        offset: i64,
+    },
+    /// A previous value could not be put into its winning row.
+    #[error("filling the unsent value of column {column:?}: {source}")]
+    PreviousValue {
+        /// The column.
+        column: String,
+        /// Why.
+        #[source]
+        source: arrow_schema::ArrowError,
+    },
+    /// Unsent values in a scaled-out job, whose writers hand winning rows
+    /// without them.
+    #[error(
+        "change events without some values (Debezium's placeholder for unchanged TOASTed \
+         columns) are not filled by the workers of a scaled-out job yet; set REPLICA IDENTITY \
+         FULL on the source table, or run the job on one process (topicberg sync)"
+    )]
+    UnsentAmongWorkers,
 }
 
 impl UpsertError {
@@ -395,8 +431,11 @@ impl UpsertError {
             Self::OpenKeyIndex(_) | Self::KeyIndex(_) | Self::Write(_) => SyncErrorKind::Iceberg,
             Self::WinnersFile { .. } => SyncErrorKind::LocalDisk,
             Self::Spill(e) => e.kind(),
-            Self::Conform(_) => SyncErrorKind::Schema,
-            Self::TruncateAmongWorkers { .. } | Self::OrderByAmongWorkers => SyncErrorKind::Config,
+            Self::Conform(_) | Self::PreviousValue { .. } => SyncErrorKind::Schema,
+            Self::TruncateAmongWorkers { .. }
+            | Self::OrderByAmongWorkers
+            | Self::UnsentAmongWorkers => SyncErrorKind::Config,
+            Self::UnsentWithoutRow { .. } => SyncErrorKind::InvalidMessage,
             Self::WriterStopped(_) | Self::RowCount { .. } | Self::RowBeyondFiles(_) => {
                 SyncErrorKind::Internal
             }

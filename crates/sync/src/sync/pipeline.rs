@@ -205,8 +205,8 @@ async fn receive(
                 sink.dead.push(*dead);
                 Ok(())
             }
-            Item::Batch(_, version, batch) => {
-                sink.take_batch(destination, &shared.tables[index], version, batch)
+            Item::Batch(_, version, batch, unsent) => {
+                sink.take_batch(destination, &shared.tables[index], version, batch, unsent)
                     .await
             }
         };
@@ -354,6 +354,7 @@ impl TableSink {
             .as_ref()
             .map(|u| {
                 let mut buffer = UpsertBuffer::new(&u.spill_dir, u.order_by.as_deref())?;
+                buffer.set_topic(&t.topic);
                 if t.change_events != ChangeEvents::None && u.keys_in_payload() {
                     buffer.set_deletes_name_rows();
                 }
@@ -401,9 +402,10 @@ impl TableSink {
         table: &TableShared,
         version: u64,
         batch: arrow_array::RecordBatch,
+        unsent: Vec<topicberg_core::UnsentValue>,
     ) -> Result<(), DrainFailure> {
         if let Some(buffer) = self.buffer.as_mut() {
-            return Ok(buffer.add_batch(batch)?);
+            return Ok(buffer.add_batch_with_unsent(batch, unsent)?);
         }
         if version > self.writer_version {
             let latest = table.columns.lock().expect("columns").current();

@@ -16,6 +16,7 @@ mod entries;
 mod error;
 mod folder;
 mod held;
+mod unsent;
 
 use std::fs::File;
 use std::io::{BufReader, BufWriter};
@@ -37,6 +38,8 @@ use folder::SpillFolder;
 use held::HeldShape;
 use topicberg_core::columns::{CDC_LSN, KAFKA_TIMESTAMP};
 use topicberg_iceberg::key_index::Stamp;
+use unsent::UnsentValues;
+pub use unsent::{Fill, FillFrom};
 
 /// A message's place in the stream, for ordering versions of one key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -304,6 +307,18 @@ pub struct UpsertBuffer {
     /// keyed by payload fields: its deletes are read from `before`), so
     /// that one naming none is worth a warning.
     deletes_name_rows: bool,
+    /// The values the held rows' change events did not send.
+    unsent: UnsentValues,
+    /// The topic of the messages, for errors.
+    topic: String,
+}
+
+/// What the sync's messages say of a key besides its winner.
+pub struct KeyFacts<'a> {
+    /// Whether the key had a row (not only tombstones) among them.
+    pub had_row: bool,
+    /// The winning row's unsent values and where each comes from.
+    pub fills: &'a [Fill],
 }
 
 impl UpsertBuffer {
@@ -323,6 +338,8 @@ impl UpsertBuffer {
                 .unwrap_or(SEGMENT_ROWS),
             truncated: None,
             deletes_name_rows: false,
+            unsent: UnsentValues::default(),
+            topic: String::new(),
         })
     }
 
@@ -330,6 +347,16 @@ impl UpsertBuffer {
     /// the field).
     pub fn set_deletes_name_rows(&mut self) {
         self.deletes_name_rows = true;
+    }
+
+    /// Names the topic the messages come from (for errors).
+    pub fn set_topic(&mut self, topic: &str) {
+        self.topic = topic.to_owned();
+    }
+
+    /// The topic the messages come from (empty when not named).
+    pub fn topic(&self) -> &str {
+        &self.topic
     }
 
     /// Whether a delete naming no row is worth a warning.
@@ -340,6 +367,20 @@ impl UpsertBuffer {
     /// Takes a decoded batch (with the metadata columns): its rows go to
     /// the open segment, one entry per row to the entries.
     pub fn add_batch(&mut self, batch: RecordBatch) -> Result<(), SpillError> {
+        self.add_batch_with_unsent(batch, Vec::new())
+    }
+
+    /// [`Self::add_batch`] with the values its change events did not send
+    /// (nulls in the batch), filled from the key's earlier rows when the
+    /// winning rows are written.
+    pub fn add_batch_with_unsent(
+        &mut self,
+        batch: RecordBatch,
+        unsent: Vec<topicberg_core::UnsentValue>,
+    ) -> Result<(), SpillError> {
+        if !unsent.is_empty() {
+            self.unsent.extend(self.rows, unsent);
+        }
         let column = |name: &'static str| {
             batch
                 .column_by_name(name)
@@ -470,15 +511,38 @@ impl UpsertBuffer {
         self.for_each_key(|key, slot, version, _, _| f(key, slot, version))
     }
 
+    /// Whether a held row lacks a value its change event did not send.
+    pub fn has_unsent(&self) -> bool {
+        !self.unsent.is_empty()
+    }
+
     /// [`Self::for_each_winner`], by `order_by` with each partition's last
-    /// word on the key too ([`Part`]; empty otherwise), and whether the
-    /// key had a row (not only tombstones) among the sync's messages.
+    /// word on the key too ([`Part`]; empty otherwise), and what else the
+    /// sync's messages say of it ([`KeyFacts`]).
     pub fn for_each_key<E: From<SpillError>>(
         &mut self,
-        f: impl FnMut(&KeyHash, Slot, Version, &[Part], bool) -> Result<(), E>,
+        mut f: impl FnMut(&KeyHash, Slot, Version, &[Part], &KeyFacts<'_>) -> Result<(), E>,
     ) -> Result<(), E> {
         self.close_segment()?;
-        self.entries.for_each_winner(f)
+        let (unsent, truncate) = (&self.unsent, self.truncated);
+        let mut fills = Vec::new();
+        self.entries
+            .for_each_winner(|key, slot, version, parts, group| {
+                if let (Slot::Row(row), false) = (slot, unsent.is_empty()) {
+                    let winner = group
+                        .iter()
+                        .find(|e| e.row == row)
+                        .expect("the winner's entry");
+                    unsent::fills(group, winner, unsent, truncate, &mut fills);
+                } else {
+                    fills.clear();
+                }
+                let facts = KeyFacts {
+                    had_row: entries::had_row(group),
+                    fills: &fills,
+                };
+                f(key, slot, version, parts, &facts)
+            })
     }
 
     /// The held rows cut into at most `parts` runs of whole files, in
@@ -533,6 +597,24 @@ impl HeldRows {
 pub struct HeldBatch {
     batch: RecordBatch,
     shape: Arc<HeldShape>,
+}
+
+impl HeldBatch {
+    /// The rows `rows` of this batch (whose first row is `first_row`;
+    /// ascending) as they were decoded.
+    pub fn take_rows(&self, first_row: u32, rows: &[u32]) -> Result<RecordBatch, SpillError> {
+        let indices =
+            arrow_array::UInt32Array::from_iter_values(rows.iter().map(|r| r - first_row));
+        let taken = arrow_select::take::take_record_batch(&self.batch, &indices)
+            .map_err(SpillError::arrow(None))?;
+        let ops = StringArray::from(vec!["c"; rows.len()]);
+        self.shape.restore(&taken, Arc::new(ops))
+    }
+
+    /// The held row numbers this batch covers, when its first is `first_row`.
+    pub fn row_range(&self, first_row: u32) -> std::ops::Range<u32> {
+        first_row..first_row + self.batch.num_rows() as u32
+    }
 }
 
 impl Segment {

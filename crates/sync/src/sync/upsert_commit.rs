@@ -21,8 +21,10 @@ use super::kept_index::IndexHome;
 use super::table::CommitRefused;
 use super::upsert::{winning_rows, KeyHash, RowSet, Slot, UpsertBuffer};
 
+mod previous_values;
 mod winners;
 mod written_rows;
+use previous_values::{read_previous_values, PreviousValues};
 use winners::find_winners;
 use written_rows::{RowRanks, WrittenRows};
 
@@ -419,11 +421,20 @@ async fn prepare_upsert(
              source table); those rows are left as they are"
         );
     }
+    let previous = read_previous_values(destination, handle, buffer, &found.fillings).await?;
+    if !previous.is_empty() {
+        tracing::info!(
+            table = %table, values = previous.len(),
+            "filled values the change events did not send (unchanged TOASTed columns) from the \
+             keys' previous rows"
+        );
+    }
     let (data_files, rows) = write_winning_rows(
         destination,
         handle,
         buffer,
         (&found.winners, &found.updates),
+        Arc::new(previous),
         writers,
     )
     .await?;
@@ -473,6 +484,9 @@ pub(super) async fn stage_winners(
     writers: usize,
 ) -> Result<(Vec<iceberg::spec::DataFile>, Vec<SetTombstone>), UpsertError> {
     refuse_among_workers(buffer)?;
+    if buffer.has_unsent() {
+        return Err(UpsertError::UnsentAmongWorkers);
+    }
     let mut winners = RowSet::new(buffer.rows());
     let mut tombstones = Vec::new();
     buffer.for_each_winner(|key, slot, version| {
@@ -493,6 +507,7 @@ pub(super) async fn stage_winners(
         handle,
         buffer,
         (&Arc::new(winners), &no_updates),
+        Arc::new(PreviousValues::default()),
         writers,
     )
     .await?;
@@ -523,6 +538,7 @@ async fn write_winning_rows(
     handle: &TableHandle,
     buffer: &mut UpsertBuffer,
     (winners, updates): (&Arc<RowSet>, &Arc<RowSet>),
+    previous: Arc<PreviousValues>,
     writers: usize,
 ) -> Result<(Vec<iceberg::spec::DataFile>, u64), UpsertError> {
     let parts = buffer.parts(writers);
@@ -540,14 +556,22 @@ async fn write_winning_rows(
     for (part, writer) in parts.into_iter().zip(opened) {
         let schema = handle.arrow_schema().clone();
         let (winners, updates) = (Arc::clone(winners), Arc::clone(updates));
+        let previous = Arc::clone(&previous);
         tasks.push(tokio::spawn(async move {
             let mut writer = writer;
             let mut rows = 0u64;
             for item in part.batches() {
-                let (first_row, batch) = item?;
-                let Some(mut batch) = winning_rows(&batch, first_row, &winners, &updates)? else {
+                let (first_row, held) = item?;
+                let Some(mut batch) = winning_rows(&held, first_row, &winners, &updates)? else {
                     continue;
                 };
+                if !previous.is_empty() {
+                    let won: Vec<u32> = held
+                        .row_range(first_row)
+                        .filter(|r| winners.contains(*r))
+                        .collect();
+                    batch = previous.fill(batch, &won)?;
+                }
                 if batch.schema() != schema {
                     batch = topicberg_iceberg::conform::conform(&batch, &schema)
                         .map_err(UpsertError::Conform)?;

@@ -160,11 +160,11 @@ impl Entries {
     }
 
     /// Calls `f` with every key's winning entry, keys in ascending order,
-    /// and whether the key had a row (not only tombstones) in this sync.
+    /// and all of the key's entries (in arrival order).
     /// Can be called again (a commit attempt that must be recomputed).
     pub fn for_each_winner<E: From<SpillError>>(
         &mut self,
-        mut f: impl FnMut(&KeyHash, Slot, Version, &[Part], bool) -> Result<(), E>,
+        mut f: impl FnMut(&KeyHash, Slot, Version, &[Part], &[Entry]) -> Result<(), E>,
     ) -> Result<(), E> {
         if !self.spilled() {
             let mut sorted = self.memory.clone();
@@ -204,6 +204,11 @@ impl Entries {
     }
 }
 
+/// Whether a key's entries hold a row (not only tombstones).
+pub(super) fn had_row(group: &[Entry]) -> bool {
+    group.iter().any(|e| e.slot() != Slot::Tombstone)
+}
+
 /// A bucket file's entries, in the order they were written.
 fn read_bucket(path: &Path) -> Result<Vec<Entry>, SpillError> {
     let file = File::open(path).map_err(|e| SpillError::io(path, e))?;
@@ -225,7 +230,7 @@ fn read_bucket(path: &Path) -> Result<Vec<Entry>, SpillError> {
 fn resolve_sorted<E>(
     entries: &mut [Entry],
     order: VersionOrder,
-    f: &mut impl FnMut(&KeyHash, Slot, Version, &[Part], bool) -> Result<(), E>,
+    f: &mut impl FnMut(&KeyHash, Slot, Version, &[Part], &[Entry]) -> Result<(), E>,
 ) -> Result<(), E> {
     entries.sort_by_key(|e| e.key);
     fold_sorted(entries, order, f)
@@ -291,7 +296,7 @@ fn step(part: &mut Part, next: Entry) {
 fn fold_sorted<E>(
     entries: &[Entry],
     order: VersionOrder,
-    f: &mut impl FnMut(&KeyHash, Slot, Version, &[Part], bool) -> Result<(), E>,
+    f: &mut impl FnMut(&KeyHash, Slot, Version, &[Part], &[Entry]) -> Result<(), E>,
 ) -> Result<(), E> {
     let mut group: Vec<Entry> = Vec::new();
     let mut parts: Vec<Part> = Vec::new();
@@ -299,12 +304,11 @@ fn fold_sorted<E>(
     while i < entries.len() {
         let key = entries[i].key;
         let j = i + entries[i..].iter().take_while(|e| e.key == key).count();
-        let had_row = entries[i..j].iter().any(|e| e.slot() != Slot::Tombstone);
         if order == VersionOrder::Arrival {
             let winner = entries[i + 1..j]
                 .iter()
                 .fold(entries[i], |w, e| later(w, *e));
-            f(&key, winner.slot(), winner.version, &[], had_row)?;
+            f(&key, winner.slot(), winner.version, &[], &entries[i..j])?;
             i = j;
             continue;
         }
@@ -333,7 +337,7 @@ fn fold_sorted<E>(
                 }
             })
             .expect("a key has an entry");
-        f(&key, winner.slot, winner.version, &parts, had_row)?;
+        f(&key, winner.slot, winner.version, &parts, &entries[i..j])?;
         i = j;
     }
     Ok(())
@@ -515,8 +519,8 @@ mod tests {
                 entry(3, 3, 1),
             ];
             let mut seen = Vec::new();
-            resolve_sorted(&mut entries, order, &mut |k, s, _, _, had_row| {
-                seen.push((k[15], s, had_row));
+            resolve_sorted(&mut entries, order, &mut |k, s, _, _, group| {
+                seen.push((k[15], s, had_row(group)));
                 Ok::<_, SpillError>(())
             })
             .unwrap();

@@ -18,8 +18,10 @@ use topicberg_iceberg::key_index::{IndexedRow, KeyIndex, KeyReader};
 
 use super::super::failure::UpsertError;
 use super::super::upsert::{
-    decide_by_value, Decision, KeyHash, Part, RowSet, Slot, UpsertBuffer, Version, VersionOrder,
+    decide_by_value, Decision, Fill, FillFrom, KeyHash, Part, RowSet, Slot, UpsertBuffer, Version,
+    VersionOrder,
 };
+use super::previous_values::{Donor, Filling};
 use super::written_rows::encode_winner;
 
 /// Every key's winner, against the key index.
@@ -46,6 +48,14 @@ pub(super) struct Winners {
     pub unmatched_deletes: u64,
     /// The written keys and their held row numbers, in key order.
     pub winner_keys: PathBuf,
+    /// The winning rows' unsent values and where each is read from.
+    pub fillings: Vec<Filling>,
+}
+
+/// Where an unsent value is read from, the table's data file by its id.
+enum Source {
+    Held(u32),
+    Table { file: u32, pos: u64 },
 }
 
 /// The winners as they are settled, key by key.
@@ -60,6 +70,11 @@ struct Fold {
     outranked: u64,
     unmatched_deletes: u64,
     keys_out: BufWriter<File>,
+    keys_path: PathBuf,
+    /// The topic, for errors.
+    topic: String,
+    /// (winning row, column, source) of each unsent value.
+    fillings: Vec<(u32, Arc<str>, Source)>,
 }
 
 impl Fold {
@@ -68,17 +83,17 @@ impl Fold {
     fn settle(
         &mut self,
         key: &KeyHash,
-        slot: Slot,
-        version: Version,
+        (slot, version): (Slot, Version),
         old: Option<IndexedRow>,
-    ) -> std::io::Result<()> {
+        fills: &[Fill],
+    ) -> Result<(), UpsertError> {
         if old.is_some_and(|old| !version.replaces(&old.stamp)) {
             // The table's row came later, from another partition (another
             // worker's, or an earlier round's): it stays.
             self.outranked += 1;
             return Ok(());
         }
-        self.take(key, slot, version, old)
+        self.take(key, (slot, version), old, fills)
     }
 
     /// Settles `key` by `order_by`: its partitions' last words against
@@ -88,39 +103,74 @@ impl Fold {
         key: &KeyHash,
         parts: &[Part],
         old: Option<IndexedRow>,
-    ) -> std::io::Result<()> {
+    ) -> Result<(), UpsertError> {
         match decide_by_value(parts, old.map(|o| o.stamp)) {
             Decision::Keep => {
                 self.outranked += 1;
                 Ok(())
             }
-            Decision::Take(part) => self.take(key, part.slot, part.version, old),
+            // Change events, whose rows alone lack values, are not
+            // ordered by value.
+            Decision::Take(part) => self.take(key, (part.slot, part.version), old, &[]),
         }
     }
 
-    /// `key`'s winner `slot` is written (a row) or deletes (a tombstone);
-    /// the table's row `old` retires either way.
+    /// `key`'s winner `slot` is written (a row, its unsent values filled
+    /// from `fills`) or deletes (a tombstone); the table's row `old`
+    /// retires either way.
     fn take(
         &mut self,
         key: &KeyHash,
-        slot: Slot,
-        version: Version,
+        (slot, version): (Slot, Version),
         old: Option<IndexedRow>,
-    ) -> std::io::Result<()> {
+        fills: &[Fill],
+    ) -> Result<(), UpsertError> {
         match slot {
             Slot::Row(row) => {
+                self.fill(row, version, old, fills)?;
                 self.winners.insert(row);
                 if old.is_some() {
                     self.updates.insert(row);
                 }
                 self.keys_out
-                    .write_all(&encode_winner(key, row, version.stamp()))?;
+                    .write_all(&encode_winner(key, row, version.stamp()))
+                    .map_err(UpsertError::winners_file(&self.keys_path))?;
             }
             Slot::Tombstone if old.is_some() => self.deleted.push(*key),
             Slot::Tombstone => {}
         }
         if let Some(old) = old {
             self.retire(key, old);
+        }
+        Ok(())
+    }
+
+    /// Notes where the winning row `row`'s unsent values are read from: an
+    /// earlier held row, or the table's row `old`; none is an error.
+    fn fill(
+        &mut self,
+        row: u32,
+        version: Version,
+        old: Option<IndexedRow>,
+        fills: &[Fill],
+    ) -> Result<(), UpsertError> {
+        for fill in fills {
+            let source = match (fill.from, old) {
+                (FillFrom::Held(donor), _) => Source::Held(donor),
+                (FillFrom::Table, Some(old)) => Source::Table {
+                    file: old.file,
+                    pos: old.pos,
+                },
+                (FillFrom::Table | FillFrom::Nowhere, _) => {
+                    return Err(UpsertError::UnsentWithoutRow {
+                        topic: self.topic.clone(),
+                        column: fill.column.to_string(),
+                        partition: version.partition,
+                        offset: version.offset,
+                    })
+                }
+            };
+            self.fillings.push((row, Arc::clone(&fill.column), source));
         }
         Ok(())
     }
@@ -170,6 +220,9 @@ pub(super) fn find_winners(
         outranked: 0,
         unmatched_deletes: 0,
         keys_out: BufWriter::new(File::create(&winner_keys).map_err(&file_err)?),
+        keys_path: winner_keys.clone(),
+        topic: buffer.topic().to_owned(),
+        fillings: Vec::new(),
     };
     let truncate = buffer.truncated();
     let mut table_rows = match truncate {
@@ -178,8 +231,8 @@ pub(super) fn find_winners(
     };
     let by_value = buffer.order() == VersionOrder::Field;
     let count_unmatched = buffer.deletes_name_rows();
-    buffer.for_each_key(|key, slot, version, parts, had_row| {
-        let unmatched = count_unmatched && slot == Slot::Tombstone && !had_row;
+    buffer.for_each_key(|key, slot, version, parts, facts| {
+        let unmatched = count_unmatched && slot == Slot::Tombstone && !facts.had_row;
         let old = match (&mut table_rows, truncate) {
             (Some(rows), Some(t)) => {
                 // The table's keys before this one have no message here.
@@ -195,16 +248,14 @@ pub(super) fn find_winners(
         }
         if by_value {
             // No truncate here: change events are not ordered by value.
-            fold.settle_by_value(key, parts, old).map_err(&file_err)?;
-            return Ok(());
+            return fold.settle_by_value(key, parts, old);
         }
         // A version the truncate supersedes is gone with it.
         let (slot, version) = match truncate {
             Some(t) if t.supersedes(&version) => (Slot::Tombstone, t),
             _ => (slot, version),
         };
-        fold.settle(key, slot, version, old).map_err(&file_err)?;
-        Ok::<_, UpsertError>(())
+        fold.settle(key, (slot, version), old, facts.fills)
     })?;
     if let (Some(rows), Some(t)) = (table_rows, truncate) {
         for found in rows {
@@ -245,6 +296,17 @@ fn finish(
     for (id, keys) in fold.retired_by_id {
         retired_keys.insert(reader.path(id).map_err(UpsertError::KeyIndex)?, keys);
     }
+    let mut fillings = Vec::with_capacity(fold.fillings.len());
+    for (row, column, source) in fold.fillings {
+        let donor = match source {
+            Source::Held(donor) => Donor::Held(donor),
+            Source::Table { file, pos } => Donor::Table {
+                file: reader.path(file).map_err(UpsertError::KeyIndex)?,
+                pos,
+            },
+        };
+        fillings.push(Filling { row, column, donor });
+    }
     Ok(Winners {
         winners: Arc::new(fold.winners),
         updates: Arc::new(fold.updates),
@@ -255,5 +317,6 @@ fn finish(
         outranked: fold.outranked,
         unmatched_deletes: fold.unmatched_deletes,
         winner_keys,
+        fillings,
     })
 }

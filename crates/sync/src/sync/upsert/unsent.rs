@@ -1,0 +1,248 @@
+//! Values a change event did not send (Debezium's placeholder for an
+//! unchanged TOASTed column, written as a null by the decoder): for a
+//! key's winning row, which earlier version of the key fills each one.
+//!
+//! The value is the key's as the last version before the winner that sent
+//! it has it: a held row of this sync, else the table's row of the key.
+//! A delete (or a truncate) in between leaves nothing to fill from: the
+//! row was written again since, and an insert sends every value, so that
+//! happens only for a key Debezium never sent whole (the commit fails,
+//! naming the column).
+
+use std::sync::Arc;
+
+use super::entries::Entry;
+use super::{Slot, Version};
+
+/// The sync's unsent values: (held row, column name), rows ascending.
+#[derive(Debug, Default)]
+pub(super) struct UnsentValues {
+    cells: Vec<(u32, Arc<str>)>,
+}
+
+impl UnsentValues {
+    /// Adds the unsent values of a batch whose first held row is `first`.
+    pub(super) fn extend(&mut self, first: u32, values: Vec<topicberg_core::UnsentValue>) {
+        self.cells.extend(
+            values
+                .into_iter()
+                .map(|(row, column)| (first + row, column)),
+        );
+    }
+
+    pub(super) fn is_empty(&self) -> bool {
+        self.cells.is_empty()
+    }
+
+    /// The unsent values of held row `row`.
+    fn of(&self, row: u32) -> &[(u32, Arc<str>)] {
+        let start = self.cells.partition_point(|(r, _)| *r < row);
+        let end = self.cells.partition_point(|(r, _)| *r <= row);
+        &self.cells[start..end]
+    }
+
+    fn sent(&self, row: u32, column: &str) -> bool {
+        !self.of(row).iter().any(|(_, c)| &**c == column)
+    }
+}
+
+/// Where a winning row's unsent value comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FillFrom {
+    /// The held row of an earlier version of the key, which sent it.
+    Held(u32),
+    /// The table's row of the key (no earlier version of this sync sent
+    /// it, and none deleted the key).
+    Table,
+    /// Nowhere: the key was deleted or truncated since.
+    Nowhere,
+}
+
+/// One unsent value of a winning row and where it comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fill {
+    /// The column.
+    pub column: Arc<str>,
+    /// Its source.
+    pub from: FillFrom,
+}
+
+/// Whether `a` came before `b` among one key's versions: within a
+/// partition by offset, across partitions as [`Version::supersedes`]
+/// orders them.
+fn precedes(a: &Entry, b: &Entry) -> bool {
+    let (a, b) = (a.version, b.version);
+    if a.partition == b.partition {
+        a.offset < b.offset
+    } else {
+        b.supersedes(&a)
+    }
+}
+
+/// The latest of `entries` by [`precedes`].
+fn latest<'a>(entries: impl Iterator<Item = &'a Entry>) -> Option<&'a Entry> {
+    entries.fold(None, |best, e| match best {
+        Some(b) if !precedes(b, e) => Some(b),
+        _ => Some(e),
+    })
+}
+
+/// The fills of `winner`'s unsent values, from the key's entries `group`
+/// (the winner among them) and the sync's truncate, into `out` (emptied
+/// first; left empty when the winner sent every value).
+pub(super) fn fills(
+    group: &[Entry],
+    winner: &Entry,
+    unsent: &UnsentValues,
+    truncate: Option<Version>,
+    out: &mut Vec<Fill>,
+) {
+    out.clear();
+    let Slot::Row(row) = winner.slot() else {
+        return;
+    };
+    let columns = unsent.of(row);
+    if columns.is_empty() {
+        return;
+    }
+    let earlier = |e: &&Entry| precedes(e, winner);
+    let is_row = |e: &&Entry| e.slot() != Slot::Tombstone;
+    let reset = latest(group.iter().filter(earlier).filter(|e| !is_row(e)));
+    let after_reset = |e: &&Entry| reset.is_none_or(|r| precedes(r, e));
+    let kept = |e: &&Entry| truncate.is_none_or(|t| !t.supersedes(&e.version));
+    for (_, column) in columns {
+        let sent = |e: &&Entry| unsent.sent(e.row, column);
+        let donor = latest(
+            group
+                .iter()
+                .filter(earlier)
+                .filter(is_row)
+                .filter(after_reset)
+                .filter(kept)
+                .filter(sent),
+        );
+        let from = match donor {
+            Some(e) => FillFrom::Held(e.row),
+            None if reset.is_some() || truncate.is_some() => FillFrom::Nowhere,
+            None => FillFrom::Table,
+        };
+        out.push(Fill {
+            column: Arc::clone(column),
+            from,
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(partition: i32, offset: i64, timestamp: i64, row: Option<u32>) -> Entry {
+        Entry {
+            key: [3; 16],
+            version: Version {
+                timestamp,
+                partition,
+                offset,
+            },
+            row: Entry::row_or_tombstone(row.map_or(Slot::Tombstone, Slot::Row)),
+        }
+    }
+
+    fn unsent(cells: &[(u32, &str)]) -> UnsentValues {
+        let mut values = UnsentValues::default();
+        for (row, column) in cells {
+            values.extend(*row, vec![(0, Arc::from(*column))]);
+        }
+        values
+    }
+
+    fn fills_of(group: &[Entry], winner: usize, unsent: &UnsentValues) -> Vec<(String, FillFrom)> {
+        let mut out = Vec::new();
+        fills(group, &group[winner], unsent, None, &mut out);
+        out.into_iter()
+            .map(|f| (f.column.to_string(), f.from))
+            .collect()
+    }
+
+    #[test]
+    fn each_unsent_value_comes_from_the_last_earlier_version_that_sent_it() {
+        // Rows 0..3 of one partition; row 1 did not send `big`, row 2
+        // (the winner) neither `big` nor `j`.
+        let group = [
+            at(0, 10, 1, Some(0)),
+            at(0, 11, 2, Some(1)),
+            at(0, 12, 3, Some(2)),
+        ];
+        let values = unsent(&[(1, "big"), (2, "big"), (2, "j")]);
+        assert_eq!(
+            fills_of(&group, 2, &values),
+            [
+                ("big".into(), FillFrom::Held(0)),
+                ("j".into(), FillFrom::Held(1))
+            ]
+        );
+        // The winner sent everything: nothing to fill.
+        assert_eq!(fills_of(&group, 0, &values), []);
+    }
+
+    #[test]
+    fn without_an_earlier_version_that_sent_it_the_value_is_the_tables() {
+        let group = [at(0, 11, 2, Some(5)), at(0, 12, 3, Some(6))];
+        let values = unsent(&[(5, "big"), (6, "big")]);
+        assert_eq!(
+            fills_of(&group, 1, &values),
+            [("big".into(), FillFrom::Table)]
+        );
+        let mut out = Vec::new();
+        let truncate = Version {
+            timestamp: 0,
+            partition: 0,
+            offset: 1,
+        };
+        fills(&group, &group[1], &values, Some(truncate), &mut out);
+        assert_eq!(
+            out[0].from,
+            FillFrom::Nowhere,
+            "the table's row was truncated"
+        );
+    }
+
+    #[test]
+    fn a_delete_before_the_winner_hides_every_version_before_it() {
+        // Arrival order is not the key's order: partition 1's delete
+        // (position 25) falls between row 0 (20) and row 1 (30).
+        let group = [
+            at(0, 5, 30, Some(1)),
+            at(1, 9, 25, None),
+            at(0, 4, 20, Some(0)),
+        ];
+        let values = unsent(&[(1, "big")]);
+        assert_eq!(
+            fills_of(&group, 0, &values),
+            [("big".into(), FillFrom::Nowhere)]
+        );
+        // Before the delete (position 35 > 30) it does not count.
+        let group = [
+            at(0, 5, 30, Some(1)),
+            at(1, 9, 35, None),
+            at(0, 4, 20, Some(0)),
+        ];
+        assert_eq!(
+            fills_of(&group, 0, &values),
+            [("big".into(), FillFrom::Held(0))]
+        );
+    }
+
+    #[test]
+    fn a_later_version_never_fills_an_earlier_winner() {
+        // Partition 1's row (position 40) is later than the winner of
+        // partition 0 would be; as the donor of row 0 only earlier ones count.
+        let group = [at(0, 4, 20, Some(0)), at(1, 2, 40, Some(1))];
+        let values = unsent(&[(0, "big")]);
+        assert_eq!(
+            fills_of(&group, 0, &values),
+            [("big".into(), FillFrom::Table)]
+        );
+    }
+}
