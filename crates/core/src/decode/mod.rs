@@ -158,9 +158,18 @@ pub struct DecoderOptions {
     pub keep_unsent: bool,
 }
 
-/// A value a change event did not send (see [`DecoderOptions::keep_unsent`]):
-/// its row in the batch and its column's name.
-pub type UnsentValue = (u32, Arc<str>);
+/// A value a change event did not send (see [`DecoderOptions::keep_unsent`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnsentValue {
+    /// Its row in the batch.
+    pub row: u32,
+    /// Its column's name.
+    pub column: Arc<str>,
+    /// The `_olake_id` bytes of the key the row had before this event
+    /// (Debezium's `__debezium.oldkey` header on the create of a
+    /// primary-key change): the value is that key's.
+    pub moved_from: Option<[u8; 16]>,
+}
 
 impl DecoderOptions {
     /// Append mode, rejecting unknown fields.
@@ -265,6 +274,11 @@ pub struct BatchDecoder {
     unsent: Vec<(u32, u32)>,
     /// `unsent` of the batch [`BatchDecoder::finish`] gave last.
     finished_unsent: Vec<(u32, u32)>,
+    /// Rows of this batch with unsent values whose event moved the row from
+    /// another key (`__debezium.oldkey`): (row, that key's `_olake_id`).
+    moved_from: Vec<(u32, [u8; 16])>,
+    /// `moved_from` of the batch [`BatchDecoder::finish`] gave last.
+    finished_moved_from: Vec<(u32, [u8; 16])>,
 }
 
 /// JSON messages read by serde alone after one the flat reader gave back.
@@ -379,6 +393,8 @@ impl BatchDecoder {
             keep_unsent: options.keep_unsent,
             unsent: Vec::new(),
             finished_unsent: Vec::new(),
+            moved_from: Vec::new(),
+            finished_moved_from: Vec::new(),
         })
     }
 
@@ -656,6 +672,13 @@ impl BatchDecoder {
         while self.unsent.last().is_some_and(|(r, _)| *r as usize >= rows) {
             self.unsent.pop();
         }
+        while self
+            .moved_from
+            .last()
+            .is_some_and(|(r, _)| *r as usize >= rows)
+        {
+            self.moved_from.pop();
+        }
         self.unknown.truncate(unknown_mark);
         // Fields listed before this record get back the type they had.
         for (i, ty) in self.unknown_undo.drain(..).rev() {
@@ -761,9 +784,20 @@ impl BatchDecoder {
             .iter()
             .map(|f| Arc::from(f.name().as_str()))
             .collect();
+        let moved = std::mem::take(&mut self.finished_moved_from);
+        let moved_from = |row: u32| {
+            moved
+                .binary_search_by_key(&row, |(r, _)| *r)
+                .ok()
+                .map(|i| moved[i].1)
+        };
         std::mem::take(&mut self.finished_unsent)
             .into_iter()
-            .map(|(row, column)| (row, Arc::clone(&names[column as usize])))
+            .map(|(row, column)| UnsentValue {
+                row,
+                column: Arc::clone(&names[column as usize]),
+                moved_from: moved_from(row),
+            })
             .collect()
     }
 
@@ -771,6 +805,7 @@ impl BatchDecoder {
     /// batch (same schema, same options).
     pub fn finish(&mut self) -> RecordBatch {
         self.finished_unsent = std::mem::take(&mut self.unsent);
+        self.finished_moved_from = std::mem::take(&mut self.moved_from);
         let arrays = self.buffers.iter_mut().map(ColumnBuffer::finish).collect();
         let rows = std::mem::take(&mut self.rows);
         let options = RecordBatchOptions::new().with_row_count(Some(rows));

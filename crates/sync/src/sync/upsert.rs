@@ -525,6 +525,8 @@ impl UpsertBuffer {
     ) -> Result<(), E> {
         self.close_segment()?;
         let (unsent, truncate) = (&self.unsent, self.truncated);
+        let moved_keys = unsent.moved_keys();
+        let mut histories = Vec::new();
         let mut fills = Vec::new();
         self.entries
             .for_each_winner(|key, slot, version, parts, group| {
@@ -537,12 +539,26 @@ impl UpsertBuffer {
                 } else {
                     fills.clear();
                 }
+                if moved_keys.contains(key) {
+                    histories.push((*key, group.to_vec()));
+                }
                 let facts = KeyFacts {
                     had_row: entries::had_row(group),
                     fills: &fills,
                 };
                 f(key, slot, version, parts, &facts)
-            })
+            })?;
+        for (key, group) in histories {
+            self.unsent.keep_history(key, &group);
+        }
+        Ok(())
+    }
+
+    /// Where the value of `column` of key `from` before `at` comes from:
+    /// a row that moved from that key by a primary-key change takes it
+    /// (see [`FillFrom::Moved`]; call after [`Self::for_each_key`]).
+    pub fn moved_value(&self, from: &KeyHash, at: Version, column: &str) -> FillFrom {
+        self.unsent.moved_value(from, at, column, self.truncated)
     }
 
     /// The held rows cut into at most `parts` runs of whole files, in

@@ -1,5 +1,7 @@
 //! Seeded random rounds of changes to two PostgreSQL tables captured by one
-//! Debezium connector, synced into two tables by one job: inserts, updates
+//! Debezium connector, synced into two tables by one job: inserts (each
+//! with a `doc` over 8 KB that no later change touches: Debezium's
+//! placeholder for it must never reach the table), updates
 //! (nulls among them), deletes, primary-key changes, a truncate and a new column, and in
 //! some rounds the sync killed (SIGKILL) at a random point first (while
 //! reading, before the Iceberg commits, between the two tables' commits,
@@ -20,6 +22,12 @@ use crate::testbed::unique_name;
 
 const PARTITIONS: i32 = 3;
 
+/// A value of `doc` over 8 KB that does not compress: PostgreSQL stores it
+/// out of line (TOAST), and the table's default `REPLICA IDENTITY` makes
+/// Debezium send a placeholder for it in every update and primary-key
+/// change, none of which changes it.
+const DOC: &str = "(select string_agg(md5(random()::text), '') from generate_series(1, 300))";
+
 /// One source table and what the test knows of it.
 struct Source {
     name: String,
@@ -36,7 +44,7 @@ impl Source {
     fn new(name: String) -> Source {
         psql(&format!(
             "create table {name} (id int primary key, name text, amount numeric(12,3),
-               at timestamptz, tags text[])"
+               at timestamptz, tags text[], doc text)"
         ));
         Source {
             name,
@@ -73,7 +81,7 @@ impl Source {
                 let amount = value(rng);
                 psql(&format!(
                     "insert into {t} values ({id}, 'n{id}', {amount},
-                       now() - interval '{} seconds', array['a{id}', null])",
+                       now() - interval '{} seconds', array['a{id}', null], {DOC})",
                     rng.below(100_000)
                 ));
                 self.ids.insert(id);
@@ -118,7 +126,7 @@ impl Source {
         query_json(&format!(
             "select id, name, amount::text as amount,
                     to_char(at at time zone 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"+00:00\"') as at,
-                    tags {note}
+                    tags, doc {note}
              from {} order by id",
             self.name
         ))

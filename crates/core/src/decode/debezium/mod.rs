@@ -240,6 +240,10 @@ fn retried(kind: &DecodeErrorKind) -> bool {
     )
 }
 
+/// The header Debezium writes on the create event of a primary-key change:
+/// the row's key before it.
+const OLD_KEY_HEADER: &str = "__debezium.oldkey";
+
 /// The header Debezium's `ExtractNewRecordState` writes the operation in
 /// (`add.headers=op`).
 const OP_HEADER: &str = "__op";
@@ -433,6 +437,7 @@ impl BatchDecoder {
         let appended = self.append_row_of(record, event.schema, after);
         self.change_micros = None;
         appended?;
+        self.note_moved_from(record, row);
         if let Some(old) = old_key.filter(|old| self.olake_id_at(row) != Some(old.as_str())) {
             self.replaced_key = Some(old);
         }
@@ -480,6 +485,30 @@ impl BatchDecoder {
             }
         }
         Ok(())
+    }
+
+    /// A row with unsent values whose event is the create of a primary-key
+    /// change: the key it moved from (Debezium's `__debezium.oldkey`
+    /// header, written as the message key is) holds its values.
+    fn note_moved_from(&mut self, record: &SourceRecord<'_>, row: usize) {
+        let has_unsent = self.unsent.last().is_some_and(|(r, _)| *r as usize == row);
+        if !has_unsent || !self.key_from_message_key() {
+            return;
+        }
+        let Ok(Some(Some(old))) = record
+            .headers
+            .last(OLD_KEY_HEADER, |v| v.map(<[u8]>::to_vec))
+        else {
+            return;
+        };
+        let old_record = SourceRecord {
+            key: Some(&old),
+            ..*record
+        };
+        let id = self.key_olake_id(&old_record).ok();
+        if let Some(bytes) = id.and_then(|id| crate::olake_id_bytes(id.as_bytes())) {
+            self.moved_from.push((row as u32, bytes));
+        }
     }
 
     /// The `_olake_id` of the row at `row` (upsert tables have one).

@@ -246,7 +246,7 @@ fn keeping_decoder(payload: &[(String, ColumnType)]) -> BatchDecoder {
 fn unsent(d: &mut BatchDecoder) -> Vec<(u32, String)> {
     d.take_unsent()
         .into_iter()
-        .map(|(row, name)| (row, name.to_string()))
+        .map(|u| (u.row, u.column.to_string()))
         .collect()
 }
 

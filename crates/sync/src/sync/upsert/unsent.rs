@@ -9,29 +9,47 @@
 //! happens only for a key Debezium never sent whole (the commit fails,
 //! naming the column).
 
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use super::entries::Entry;
-use super::{Slot, Version};
+use super::{KeyHash, Slot, Version};
 
-/// The sync's unsent values: (held row, column name), rows ascending.
+/// The sync's unsent values: (held row, column name), rows ascending,
+/// and the rows whose event moved them from another key.
 #[derive(Debug, Default)]
 pub(super) struct UnsentValues {
     cells: Vec<(u32, Arc<str>)>,
+    moved_from: HashMap<u32, KeyHash>,
+    /// The versions of every key a row moved from, kept as the winners are
+    /// found ([`UnsentValues::keep_history`]).
+    histories: HashMap<KeyHash, Vec<Entry>>,
 }
 
 impl UnsentValues {
     /// Adds the unsent values of a batch whose first held row is `first`.
     pub(super) fn extend(&mut self, first: u32, values: Vec<topicberg_core::UnsentValue>) {
-        self.cells.extend(
-            values
-                .into_iter()
-                .map(|(row, column)| (first + row, column)),
-        );
+        for value in values {
+            let row = first + value.row;
+            if let Some(key) = value.moved_from {
+                self.moved_from.insert(row, key);
+            }
+            self.cells.push((row, value.column));
+        }
     }
 
     pub(super) fn is_empty(&self) -> bool {
         self.cells.is_empty()
+    }
+
+    /// The keys rows moved from.
+    pub(super) fn moved_keys(&self) -> HashSet<KeyHash> {
+        self.moved_from.values().copied().collect()
+    }
+
+    /// Keeps `group`, the versions of a key a row moved from.
+    pub(super) fn keep_history(&mut self, key: KeyHash, group: &[Entry]) {
+        self.histories.insert(key, group.to_vec());
     }
 
     /// The unsent values of held row `row`.
@@ -44,6 +62,71 @@ impl UnsentValues {
     fn sent(&self, row: u32, column: &str) -> bool {
         !self.of(row).iter().any(|(_, c)| &**c == column)
     }
+
+    /// Where `column`'s value of key `from` as it was before `at` (the
+    /// create of a primary-key change) comes from. A key without versions
+    /// in this sync gives the table's row of it.
+    pub(super) fn moved_value(
+        &self,
+        from: &KeyHash,
+        at: Version,
+        column: &str,
+        truncate: Option<Version>,
+    ) -> FillFrom {
+        match self.histories.get(from) {
+            Some(group) => self.donor(group, at, column, truncate, false),
+            None if truncate.is_some() => FillFrom::Nowhere,
+            None => FillFrom::Table,
+        }
+    }
+
+    /// Where `column`'s value before `at` comes from among `group`'s
+    /// versions (see the module docs); `resets`: whether a delete hides the
+    /// versions before it (not for the key a row moved from, whose delete
+    /// is the move itself).
+    fn donor(
+        &self,
+        group: &[Entry],
+        at: Version,
+        column: &str,
+        truncate: Option<Version>,
+        resets: bool,
+    ) -> FillFrom {
+        let earlier = |e: &&Entry| precedes(e.version, at);
+        let is_row = |e: &&Entry| e.slot() != Slot::Tombstone;
+        let reset = match resets {
+            true => latest(group.iter().filter(earlier).filter(|e| !is_row(e))),
+            false => None,
+        };
+        let after_reset = |e: &&Entry| reset.is_none_or(|r| precedes(r.version, e.version));
+        let kept = |e: &&Entry| truncate.is_none_or(|t| !t.supersedes(&e.version));
+        let rows = || {
+            group
+                .iter()
+                .filter(earlier)
+                .filter(is_row)
+                .filter(after_reset)
+                .filter(kept)
+        };
+        if let Some(e) = latest(rows().filter(|e| self.sent(e.row, column))) {
+            return FillFrom::Held(e.row);
+        }
+        // No earlier version sent it: the first one of the row (or `at`
+        // itself) may have moved from another key.
+        let first = earliest(rows()).map_or(at, |e| e.version);
+        let first_row = group.iter().find(|e| e.version == first).map(|e| e.row);
+        if let Some(from) = first_row.and_then(|r| self.moved_from.get(&r)) {
+            return FillFrom::Moved {
+                from: *from,
+                at: first,
+            };
+        }
+        if reset.is_some() || truncate.is_some() {
+            FillFrom::Nowhere
+        } else {
+            FillFrom::Table
+        }
+    }
 }
 
 /// Where a winning row's unsent value comes from.
@@ -54,6 +137,15 @@ pub enum FillFrom {
     /// The table's row of the key (no earlier version of this sync sent
     /// it, and none deleted the key).
     Table,
+    /// The value of key `from` before `at` (its create): the row moved
+    /// from that key by a primary-key change
+    /// ([`UnsentValues::moved_value`]).
+    Moved {
+        /// The key the row moved from.
+        from: KeyHash,
+        /// The version of the event that moved it.
+        at: Version,
+    },
     /// Nowhere: the key was deleted or truncated since.
     Nowhere,
 }
@@ -70,8 +162,7 @@ pub struct Fill {
 /// Whether `a` came before `b` among one key's versions: within a
 /// partition by offset, across partitions as [`Version::supersedes`]
 /// orders them.
-fn precedes(a: &Entry, b: &Entry) -> bool {
-    let (a, b) = (a.version, b.version);
+fn precedes(a: Version, b: Version) -> bool {
     if a.partition == b.partition {
         a.offset < b.offset
     } else {
@@ -82,7 +173,15 @@ fn precedes(a: &Entry, b: &Entry) -> bool {
 /// The latest of `entries` by [`precedes`].
 fn latest<'a>(entries: impl Iterator<Item = &'a Entry>) -> Option<&'a Entry> {
     entries.fold(None, |best, e| match best {
-        Some(b) if !precedes(b, e) => Some(b),
+        Some(b) if !precedes(b.version, e.version) => Some(b),
+        _ => Some(e),
+    })
+}
+
+/// The earliest of `entries` by [`precedes`].
+fn earliest<'a>(entries: impl Iterator<Item = &'a Entry>) -> Option<&'a Entry> {
+    entries.fold(None, |best, e| match best {
+        Some(b) if !precedes(e.version, b.version) => Some(b),
         _ => Some(e),
     })
 }
@@ -101,31 +200,8 @@ pub(super) fn fills(
     let Slot::Row(row) = winner.slot() else {
         return;
     };
-    let columns = unsent.of(row);
-    if columns.is_empty() {
-        return;
-    }
-    let earlier = |e: &&Entry| precedes(e, winner);
-    let is_row = |e: &&Entry| e.slot() != Slot::Tombstone;
-    let reset = latest(group.iter().filter(earlier).filter(|e| !is_row(e)));
-    let after_reset = |e: &&Entry| reset.is_none_or(|r| precedes(r, e));
-    let kept = |e: &&Entry| truncate.is_none_or(|t| !t.supersedes(&e.version));
-    for (_, column) in columns {
-        let sent = |e: &&Entry| unsent.sent(e.row, column);
-        let donor = latest(
-            group
-                .iter()
-                .filter(earlier)
-                .filter(is_row)
-                .filter(after_reset)
-                .filter(kept)
-                .filter(sent),
-        );
-        let from = match donor {
-            Some(e) => FillFrom::Held(e.row),
-            None if reset.is_some() || truncate.is_some() => FillFrom::Nowhere,
-            None => FillFrom::Table,
-        };
+    for (_, column) in unsent.of(row) {
+        let from = unsent.donor(group, winner.version, column, truncate, true);
         out.push(Fill {
             column: Arc::clone(column),
             from,
@@ -152,7 +228,12 @@ mod tests {
     fn unsent(cells: &[(u32, &str)]) -> UnsentValues {
         let mut values = UnsentValues::default();
         for (row, column) in cells {
-            values.extend(*row, vec![(0, Arc::from(*column))]);
+            let value = topicberg_core::UnsentValue {
+                row: 0,
+                column: Arc::from(*column),
+                moved_from: None,
+            };
+            values.extend(*row, vec![value]);
         }
         values
     }
@@ -231,6 +312,44 @@ mod tests {
         assert_eq!(
             fills_of(&group, 0, &values),
             [("big".into(), FillFrom::Held(0))]
+        );
+    }
+
+    #[test]
+    fn a_row_moved_from_another_key_takes_that_keys_value_before_the_move() {
+        let mut values = unsent(&[(7, "big"), (8, "big")]);
+        values.moved_from.insert(7, [9; 16]);
+        // The new key: its create (row 7, moved from key 9) and an update
+        // (row 8), neither sending `big`.
+        let group = [at(1, 3, 50, Some(7)), at(1, 4, 60, Some(8))];
+        let create = group[0].version;
+        assert_eq!(
+            fills_of(&group, 1, &values),
+            [(
+                "big".into(),
+                FillFrom::Moved {
+                    from: [9; 16],
+                    at: create
+                }
+            )]
+        );
+        // Key 9 before the move: a row that sent it (row 2), its delete
+        // at the move (a tombstone, not a reset here), and a later
+        // re-insert that does not count.
+        let old = [
+            at(0, 1, 40, Some(2)),
+            at(0, 2, 50, None),
+            at(0, 5, 70, Some(3)),
+        ];
+        values.keep_history([9; 16], &old);
+        assert_eq!(
+            values.moved_value(&[9; 16], create, "big", None),
+            FillFrom::Held(2)
+        );
+        // Without a version of key 9 in the sync: its row in the table.
+        assert_eq!(
+            values.moved_value(&[4; 16], create, "big", None),
+            FillFrom::Table
         );
     }
 

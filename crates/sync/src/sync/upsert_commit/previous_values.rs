@@ -216,3 +216,47 @@ async fn read_table(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use arrow_array::cast::AsArray;
+    use arrow_array::{LargeStringArray, StringArray};
+    use arrow_schema::{DataType, Field, Schema};
+
+    use super::*;
+
+    #[test]
+    fn fill_puts_each_value_in_its_winning_row_cast_to_the_columns_type() {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Utf8, true),
+            Field::new("big", DataType::Utf8, true),
+        ]));
+        let batch = RecordBatch::try_new(
+            schema,
+            vec![
+                Arc::new(StringArray::from(vec!["a", "b", "c"])),
+                Arc::new(StringArray::from(vec![Some("sent"), None, None])),
+            ],
+        )
+        .unwrap();
+        let mut values = PreviousValues::default();
+        // Held row 11 (the batch's second winning row) from a held row; row
+        // 12 from a table file read as another string type; row 99 is not
+        // in this batch.
+        let held: ArrayRef = Arc::new(StringArray::from(vec!["x", "kept"]).slice(1, 1));
+        let table: ArrayRef = Arc::new(LargeStringArray::from(vec!["from the table"]));
+        let big = Arc::<str>::from("big");
+        values.by_row.insert(11, vec![(Arc::clone(&big), held)]);
+        values.by_row.insert(12, vec![(Arc::clone(&big), table)]);
+        values.by_row.insert(
+            99,
+            vec![(big, Arc::new(StringArray::from(vec!["no"])) as ArrayRef)],
+        );
+        assert_eq!(values.len(), 3);
+        let filled = values.fill(batch, &[10, 11, 12]).unwrap();
+        let big = filled.column(1).as_string::<i32>();
+        let got: Vec<Option<&str>> = big.iter().collect();
+        assert_eq!(got, [Some("sent"), Some("kept"), Some("from the table")]);
+        assert_eq!(filled.column(0).as_string::<i32>().value(2), "c");
+    }
+}

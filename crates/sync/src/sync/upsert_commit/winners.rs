@@ -24,6 +24,9 @@ use super::super::upsert::{
 use super::previous_values::{Donor, Filling};
 use super::written_rows::encode_winner;
 
+/// Primary-key changes followed back from one row, at most.
+const MAX_MOVES: usize = 64;
+
 /// Every key's winner, against the key index.
 pub(super) struct Winners {
     /// Held rows to write.
@@ -75,6 +78,9 @@ struct Fold {
     topic: String,
     /// (winning row, column, source) of each unsent value.
     fillings: Vec<(u32, Arc<str>, Source)>,
+    /// (winning row, column, its version, the key it moved from, the
+    /// version that moved it) of each value to take from another key.
+    moved: Vec<(u32, Arc<str>, Version, KeyHash, Version)>,
 }
 
 impl Fold {
@@ -161,18 +167,67 @@ impl Fold {
                     file: old.file,
                     pos: old.pos,
                 },
+                (FillFrom::Moved { from, at }, _) => {
+                    // Settled once every key was seen.
+                    let column = Arc::clone(&fill.column);
+                    self.moved.push((row, column, version, from, at));
+                    continue;
+                }
                 (FillFrom::Table | FillFrom::Nowhere, _) => {
-                    return Err(UpsertError::UnsentWithoutRow {
-                        topic: self.topic.clone(),
-                        column: fill.column.to_string(),
-                        partition: version.partition,
-                        offset: version.offset,
-                    })
+                    return Err(self.unsent_without_row(&fill.column, version))
                 }
             };
             self.fillings.push((row, Arc::clone(&fill.column), source));
         }
         Ok(())
+    }
+
+    /// The winning rows' values to take from the key their row moved from
+    /// (a primary-key change): its version before the move, a row held or
+    /// the table's (followed through further moves).
+    fn fill_moved(
+        &mut self,
+        buffer: &UpsertBuffer,
+        reader: &KeyReader<'_>,
+    ) -> Result<(), UpsertError> {
+        for (row, column, version, mut from, mut at) in std::mem::take(&mut self.moved) {
+            // Each move followed is earlier than the last; the bound only
+            // guards against a cycle of contradicting versions.
+            let mut hops = 0;
+            let source = loop {
+                hops += 1;
+                if hops > MAX_MOVES {
+                    return Err(self.unsent_without_row(&column, version));
+                }
+                match buffer.moved_value(&from, at, &column) {
+                    FillFrom::Held(donor) => break Source::Held(donor),
+                    FillFrom::Table => match reader.get(&from).map_err(UpsertError::KeyIndex)? {
+                        Some(old) => {
+                            break Source::Table {
+                                file: old.file,
+                                pos: old.pos,
+                            }
+                        }
+                        None => return Err(self.unsent_without_row(&column, version)),
+                    },
+                    FillFrom::Moved { from: f, at: a } if a != at => (from, at) = (f, a),
+                    FillFrom::Moved { .. } | FillFrom::Nowhere => {
+                        return Err(self.unsent_without_row(&column, version))
+                    }
+                }
+            };
+            self.fillings.push((row, column, source));
+        }
+        Ok(())
+    }
+
+    fn unsent_without_row(&self, column: &str, version: Version) -> UpsertError {
+        UpsertError::UnsentWithoutRow {
+            topic: self.topic.clone(),
+            column: column.to_owned(),
+            partition: version.partition,
+            offset: version.offset,
+        }
     }
 
     /// A key of the table the sync has no message of, at a truncate: its
@@ -223,6 +278,7 @@ pub(super) fn find_winners(
         keys_path: winner_keys.clone(),
         topic: buffer.topic().to_owned(),
         fillings: Vec::new(),
+        moved: Vec::new(),
     };
     let truncate = buffer.truncated();
     let mut table_rows = match truncate {
@@ -263,6 +319,7 @@ pub(super) fn find_winners(
             fold.truncated(&k, row, t);
         }
     }
+    fold.fill_moved(buffer, &reader)?;
     fold.keys_out.flush().map_err(&file_err)?;
     drop(file_err);
     finish(fold, &reader, winner_keys)
