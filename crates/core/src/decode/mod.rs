@@ -269,16 +269,8 @@ pub struct BatchDecoder {
     replaced_key: Option<String>,
     /// [`DecoderOptions::keep_unsent`].
     keep_unsent: bool,
-    /// The values of this batch's rows the change events did not send:
-    /// (row, column index), rows ascending.
-    unsent: Vec<(u32, u32)>,
-    /// `unsent` of the batch [`BatchDecoder::finish`] gave last.
-    finished_unsent: Vec<(u32, u32)>,
-    /// Rows of this batch with unsent values whose event moved the row from
-    /// another key (`__debezium.oldkey`): (row, that key's `_olake_id`).
-    moved_from: Vec<(u32, [u8; 16])>,
-    /// `moved_from` of the batch [`BatchDecoder::finish`] gave last.
-    finished_moved_from: Vec<(u32, [u8; 16])>,
+    /// The values the change events did not send.
+    unsent: debezium::Unsent,
 }
 
 /// JSON messages read by serde alone after one the flat reader gave back.
@@ -391,10 +383,7 @@ impl BatchDecoder {
             change_op: None,
             replaced_key: None,
             keep_unsent: options.keep_unsent,
-            unsent: Vec::new(),
-            finished_unsent: Vec::new(),
-            moved_from: Vec::new(),
-            finished_moved_from: Vec::new(),
+            unsent: Default::default(),
         })
     }
 
@@ -669,16 +658,7 @@ impl BatchDecoder {
         for buffer in &mut self.buffers {
             buffer.truncate(rows);
         }
-        while self.unsent.last().is_some_and(|(r, _)| *r as usize >= rows) {
-            self.unsent.pop();
-        }
-        while self
-            .moved_from
-            .last()
-            .is_some_and(|(r, _)| *r as usize >= rows)
-        {
-            self.moved_from.pop();
-        }
+        self.unsent.truncate(rows);
         self.unknown.truncate(unknown_mark);
         // Fields listed before this record get back the type they had.
         for (i, ty) in self.unknown_undo.drain(..).rev() {
@@ -775,37 +755,13 @@ impl BatchDecoder {
     /// last did not send (see [`DecoderOptions::keep_unsent`]), each
     /// written as a null: (row, column name), rows ascending.
     pub fn take_unsent(&mut self) -> Vec<UnsentValue> {
-        if self.finished_unsent.is_empty() {
-            return Vec::new();
-        }
-        let names: Vec<Arc<str>> = self
-            .schema
-            .fields()
-            .iter()
-            .map(|f| Arc::from(f.name().as_str()))
-            .collect();
-        let moved = std::mem::take(&mut self.finished_moved_from);
-        let moved_from = |row: u32| {
-            moved
-                .binary_search_by_key(&row, |(r, _)| *r)
-                .ok()
-                .map(|i| moved[i].1)
-        };
-        std::mem::take(&mut self.finished_unsent)
-            .into_iter()
-            .map(|(row, column)| UnsentValue {
-                row,
-                column: Arc::clone(&names[column as usize]),
-                moved_from: moved_from(row),
-            })
-            .collect()
+        self.unsent.take(&self.schema)
     }
 
     /// The pending rows as a record batch; the decoder starts a new, empty
     /// batch (same schema, same options).
     pub fn finish(&mut self) -> RecordBatch {
-        self.finished_unsent = std::mem::take(&mut self.unsent);
-        self.finished_moved_from = std::mem::take(&mut self.moved_from);
+        self.unsent.finish();
         let arrays = self.buffers.iter_mut().map(ColumnBuffer::finish).collect();
         let rows = std::mem::take(&mut self.rows);
         let options = RecordBatchOptions::new().with_row_count(Some(rows));

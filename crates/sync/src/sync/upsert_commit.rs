@@ -484,9 +484,6 @@ pub(super) async fn stage_winners(
     writers: usize,
 ) -> Result<(Vec<iceberg::spec::DataFile>, Vec<SetTombstone>), UpsertError> {
     refuse_among_workers(buffer)?;
-    if buffer.has_unsent() {
-        return Err(UpsertError::UnsentAmongWorkers);
-    }
     let mut winners = RowSet::new(buffer.rows());
     let mut tombstones = Vec::new();
     buffer.for_each_winner(|key, slot, version| {
@@ -515,8 +512,11 @@ pub(super) async fn stage_winners(
 }
 
 /// What the workers of a scaled-out job do not apply yet: a truncate,
-/// and `order_by`.
+/// `order_by`, and values change events did not send.
 pub(super) fn refuse_among_workers(buffer: &UpsertBuffer) -> Result<(), UpsertError> {
+    if buffer.has_unsent() {
+        return Err(UpsertError::UnsentAmongWorkers);
+    }
     if let Some(t) = buffer.truncated() {
         return Err(UpsertError::TruncateAmongWorkers {
             partition: t.partition,

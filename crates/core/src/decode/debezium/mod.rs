@@ -34,7 +34,10 @@
 pub(crate) mod schema;
 #[cfg(test)]
 mod tests;
+mod unsent;
 mod value;
+
+pub(crate) use unsent::Unsent;
 
 use std::collections::hash_map::DefaultHasher;
 use std::collections::HashMap;
@@ -481,7 +484,7 @@ impl BatchDecoder {
         self.append_json(record, json.as_bytes())?;
         for name in names {
             if let Some(&column) = self.fields.by_name.get(name.as_str()) {
-                self.unsent.push((row as u32, column as u32));
+                self.unsent.push(row, column);
             }
         }
         Ok(())
@@ -491,8 +494,7 @@ impl BatchDecoder {
     /// change: the key it moved from (Debezium's `__debezium.oldkey`
     /// header, written as the message key is) holds its values.
     fn note_moved_from(&mut self, record: &SourceRecord<'_>, row: usize) {
-        let has_unsent = self.unsent.last().is_some_and(|(r, _)| *r as usize == row);
-        if !has_unsent || !self.key_from_message_key() {
+        if !self.unsent.in_row(row) || !self.key_from_message_key() {
             return;
         }
         let Ok(Some(Some(old))) = record
@@ -507,7 +509,7 @@ impl BatchDecoder {
         };
         let id = self.key_olake_id(&old_record).ok();
         if let Some(bytes) = id.and_then(|id| crate::olake_id_bytes(id.as_bytes())) {
-            self.moved_from.push((row as u32, bytes));
+            self.unsent.moved(row, bytes);
         }
     }
 
@@ -632,7 +634,7 @@ impl BatchDecoder {
                 Ok(()) => {}
                 Err(Bad::Unavailable) if self.keep_unsent => {
                     self.buffers[*column].push_null();
-                    self.unsent.push((row as u32, *column as u32));
+                    self.unsent.push(row, *column);
                 }
                 Err(bad) => {
                     failed = Some((name.clone(), bad));
