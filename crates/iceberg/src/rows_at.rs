@@ -1,7 +1,7 @@
 //! Some rows of a table's data file: the values of a few columns at given
 //! positions (an upsert fills a change event's unsent value from the
-//! key's row in the table with it). Parquet's row selection reads only
-//! the pages that hold them.
+//! key's row in the table with it). Only those columns are read, and of
+//! them only the selected rows are decoded.
 
 use arrow_array::{ArrayRef, RecordBatch};
 use futures::TryStreamExt;
@@ -36,6 +36,12 @@ pub(crate) async fn rows_at(
     let roots: Vec<usize> = (0..builder.schema().fields().len())
         .filter(|i| id_of(*i).is_some_and(|id| field_ids.contains(&id)))
         .collect();
+    if (0..builder.schema().fields().len()).all(|i| id_of(i).is_none()) {
+        // Its columns cannot be told by id (a file added from another
+        // table format without them): no value can be said to be absent.
+        let detail = "the file's columns have no field ids".to_owned();
+        return Err(IcebergError::new(IcebergErrorKind::Data, step, detail));
+    }
     if roots.is_empty() || positions.is_empty() {
         return Ok(vec![None; field_ids.len()]);
     }

@@ -755,7 +755,7 @@ impl BatchDecoder {
     /// last did not send (see [`DecoderOptions::keep_unsent`]), each
     /// written as a null: (row, column name), rows ascending.
     pub fn take_unsent(&mut self) -> Vec<UnsentValue> {
-        self.unsent.take(&self.schema)
+        self.unsent.take()
     }
 
     /// The pending rows as a record batch; the decoder starts a new, empty

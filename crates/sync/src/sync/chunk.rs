@@ -89,6 +89,8 @@ pub(super) struct TableShared {
     pub(super) kafka_headers: bool,
     /// Whether deleted rows are kept, marked (`soft_deletes`).
     pub(super) soft_deletes: bool,
+    /// See `TableInput::keep_unsent`.
+    pub(super) keep_unsent: bool,
     /// Kafka tombstones passed on a change stream keyed by payload fields,
     /// and the delete events read: more of the first means deletes that
     /// reached the topic as tombstones only (a flattened stream in
@@ -224,7 +226,7 @@ impl<'a> ChunkWriter<'a> {
             options.events_as_rows && table.on_truncate == OnTruncate::EmptyTable;
         // An upsert table fills a value the event did not send from the
         // key's previous row (`upsert.rs`).
-        options.keep_unsent = upsert.is_some() && table.change_events != ChangeEvents::None;
+        options.keep_unsent = table.keep_unsent;
         let (columns, version) = table.columns.lock().expect("columns").current();
         let decoder = BatchDecoder::new(&columns, options.clone())?;
         Ok(Self {

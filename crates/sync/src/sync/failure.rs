@@ -407,11 +407,11 @@ pub enum UpsertError {
         #[source]
         source: arrow_schema::ArrowError,
     },
-    /// Unsent values in a scaled-out job, whose writers hand winning rows
-    /// without them.
+    /// Unsent values in a writer's round of a scaled-out job, whose staged
+    /// rows cannot carry them (its decoders never keep them).
     #[error(
         "change events without some values (Debezium's placeholder for unchanged TOASTed \
-         columns) are not filled by the workers of a scaled-out job yet; set REPLICA IDENTITY \
+         columns) are not staged by the writers of a scaled-out job; set REPLICA IDENTITY \
          FULL on the source table, or run the job on one process (topicberg sync)"
     )]
     UnsentAmongWorkers,

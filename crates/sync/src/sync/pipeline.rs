@@ -60,6 +60,10 @@ pub struct TableInput {
     pub kafka_headers: bool,
     /// Whether deleted rows are kept, marked (`soft_deletes`).
     pub soft_deletes: bool,
+    /// Whether a value a change event did not send is kept for the commit
+    /// to fill from the key's previous row (an upsert table, not a
+    /// writer's round among workers: its staged rows cannot carry them).
+    pub keep_unsent: bool,
 }
 
 /// One table's outcome.
@@ -339,6 +343,7 @@ impl TableShared {
             on_truncate: t.on_truncate,
             kafka_headers: t.kafka_headers,
             soft_deletes: t.soft_deletes,
+            keep_unsent: t.keep_unsent,
             passed_tombstones: AtomicU64::new(0),
             delete_events: AtomicU64::new(0),
             failed: AtomicBool::new(false),

@@ -447,6 +447,9 @@ pub(super) fn prepare_inputs(job: &Job, destination: &Destination, tables: &mut 
                     on_truncate: settings.on_truncate,
                     kafka_headers: settings.kafka_headers,
                     soft_deletes: settings.soft_deletes,
+                    keep_unsent: settings.upsert().is_some()
+                        && settings.change_events != ChangeEvents::None
+                        && state.role != Role::Writer,
                 });
             }
             Err(e) => state.fail(Stage::Columns, e),

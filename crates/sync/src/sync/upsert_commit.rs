@@ -484,6 +484,7 @@ pub(super) async fn stage_winners(
     writers: usize,
 ) -> Result<(Vec<iceberg::spec::DataFile>, Vec<SetTombstone>), UpsertError> {
     refuse_among_workers(buffer)?;
+    refuse_unsent(buffer)?;
     let mut winners = RowSet::new(buffer.rows());
     let mut tombstones = Vec::new();
     buffer.for_each_winner(|key, slot, version| {
@@ -511,12 +512,18 @@ pub(super) async fn stage_winners(
     Ok((files, tombstones))
 }
 
-/// What the workers of a scaled-out job do not apply yet: a truncate,
-/// `order_by`, and values change events did not send.
-pub(super) fn refuse_among_workers(buffer: &UpsertBuffer) -> Result<(), UpsertError> {
-    if buffer.has_unsent() {
-        return Err(UpsertError::UnsentAmongWorkers);
+/// A writer's staged rows carry no unsent values: its decoders do not
+/// keep them (`TableInput::keep_unsent`), so this guards the rule.
+pub(super) fn refuse_unsent(buffer: &UpsertBuffer) -> Result<(), UpsertError> {
+    match buffer.has_unsent() {
+        true => Err(UpsertError::UnsentAmongWorkers),
+        false => Ok(()),
     }
+}
+
+/// What the workers of a scaled-out job do not apply yet: a truncate,
+/// and `order_by`.
+pub(super) fn refuse_among_workers(buffer: &UpsertBuffer) -> Result<(), UpsertError> {
     if let Some(t) = buffer.truncated() {
         return Err(UpsertError::TruncateAmongWorkers {
             partition: t.partition,
@@ -565,16 +572,18 @@ async fn write_winning_rows(
                 let Some(mut batch) = winning_rows(&held, first_row, &winners, &updates)? else {
                     continue;
                 };
+                if batch.schema() != schema {
+                    batch = topicberg_iceberg::conform::conform(&batch, &schema)
+                        .map_err(UpsertError::Conform)?;
+                }
+                // In the table's columns: a value's column may be one the
+                // decoder of its row did not have yet.
                 if !previous.is_empty() {
                     let won: Vec<u32> = held
                         .row_range(first_row)
                         .filter(|r| winners.contains(*r))
                         .collect();
                     batch = previous.fill(batch, &won)?;
-                }
-                if batch.schema() != schema {
-                    batch = topicberg_iceberg::conform::conform(&batch, &schema)
-                        .map_err(UpsertError::Conform)?;
                 }
                 rows += batch.num_rows() as u64;
                 writer.write(&batch).await.map_err(UpsertError::Write)?;

@@ -468,8 +468,8 @@ impl BatchDecoder {
     /// A row object read without its schema whose fields `names` had
     /// Debezium's placeholder (now null in `json`): kept as unsent values
     /// ([`super::DecoderOptions::keep_unsent`]), else the event fails naming
-    /// the first. A field the table has no column for yet has no earlier
-    /// value to keep.
+    /// the first. A field these columns lack is listed by its name: the
+    /// table may have it (another thread's decoder added it).
     fn append_json_unsent(
         &mut self,
         record: &SourceRecord<'_>,
@@ -483,8 +483,9 @@ impl BatchDecoder {
         let row = self.rows;
         self.append_json(record, json.as_bytes())?;
         for name in names {
-            if let Some(&column) = self.fields.by_name.get(name.as_str()) {
-                self.unsent.push(row, column);
+            match self.fields.by_name.get(name.as_str()) {
+                Some(&column) => self.unsent.push(row, self.schema.field(column).name()),
+                None => self.unsent.push(row, name),
             }
         }
         Ok(())
@@ -634,7 +635,7 @@ impl BatchDecoder {
                 Ok(()) => {}
                 Err(Bad::Unavailable) if self.keep_unsent => {
                     self.buffers[*column].push_null();
-                    self.unsent.push(row, *column);
+                    self.unsent.push(row, self.schema.field(*column).name());
                 }
                 Err(bad) => {
                     failed = Some((name.clone(), bad));

@@ -7,22 +7,26 @@ use std::sync::Arc;
 use crate::decode::UnsentValue;
 
 /// The unsent values of the batch being decoded and of the one finished
-/// last, by (row, column index), rows ascending; and the rows whose event
+/// last, by (row, column name), rows ascending; and the rows whose event
 /// moved the row from another key (its `_olake_id` bytes).
 #[derive(Debug, Default)]
 pub(crate) struct Unsent {
-    cells: Vec<(u32, u32)>,
+    cells: Vec<Cell>,
     moved_from: Vec<Moved>,
-    finished: (Vec<(u32, u32)>, Vec<Moved>),
+    finished: (Vec<Cell>, Vec<Moved>),
 }
+
+/// A row and the name of its column that was not sent.
+type Cell = (u32, Arc<str>);
 
 /// A row and the `_olake_id` bytes of the key it moved from.
 type Moved = (u32, [u8; 16]);
 
 impl Unsent {
-    /// Column `column` of row `row` was not sent.
-    pub(crate) fn push(&mut self, row: usize, column: usize) {
-        self.cells.push((row as u32, column as u32));
+    /// Column `column` of row `row` was not sent (a column these
+    /// decoders may not have yet: the sync's table may).
+    pub(crate) fn push(&mut self, row: usize, column: &str) {
+        self.cells.push((row as u32, Arc::from(column)));
     }
 
     /// Whether row `row` (the last) has unsent values.
@@ -57,17 +61,12 @@ impl Unsent {
         );
     }
 
-    /// The finished batch's unsent values, columns named by `schema`.
-    pub(crate) fn take(&mut self, schema: &arrow_schema::Schema) -> Vec<UnsentValue> {
+    /// The finished batch's unsent values.
+    pub(crate) fn take(&mut self) -> Vec<UnsentValue> {
         let (cells, moved) = std::mem::take(&mut self.finished);
         if cells.is_empty() {
             return Vec::new();
         }
-        let names: Vec<Arc<str>> = schema
-            .fields()
-            .iter()
-            .map(|f| Arc::from(f.name().as_str()))
-            .collect();
         let moved_from = |row: u32| {
             moved
                 .binary_search_by_key(&row, |(r, _)| *r)
@@ -78,7 +77,7 @@ impl Unsent {
             .into_iter()
             .map(|(row, column)| UnsentValue {
                 row,
-                column: Arc::clone(&names[column as usize]),
+                column,
                 moved_from: moved_from(row),
             })
             .collect()

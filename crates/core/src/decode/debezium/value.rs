@@ -13,27 +13,81 @@ use crate::decode::parse_uuid;
 pub(crate) const UNAVAILABLE: &str = "__debezium_unavailable_value";
 
 /// [`UNAVAILABLE`] as Kafka Connect's JSON converter writes a bytes value
-/// (base64), as Debezium sends it for a `bytea` column.
+/// (base64), as Debezium sends it for a `bytea` column (and in a
+/// `bytea[]`).
 pub(crate) const UNAVAILABLE_BASE64: &str = "X19kZWJleml1bV91bmF2YWlsYWJsZV92YWx1ZQ==";
 
+/// The placeholder in a `uuid[]`: the name-based UUID of its bytes.
+const UNAVAILABLE_UUID: &str = "b68a35a7-17ad-35b3-af2a-ae46edb4545a";
+
+/// The start of the placeholder in an `int[]` or `bigint[]`: its bytes as
+/// numbers.
+const UNAVAILABLE_NUMBERS: &str = "95,95,100,101,98,101,122,105,117,109,95";
+
+/// Whether `value` is Debezium's placeholder for an unsent value in the
+/// form it takes for a column read as `read` (PostgreSQL's connector: the
+/// text; base64 bytes; a list of the text, of the base64 bytes, of the
+/// UUID or of the bytes as numbers; an `hstore` of the text to itself).
+fn is_unsent(read: &Read, value: &Value) -> bool {
+    match (read, value) {
+        (Read::String, Value::String(s)) => s == UNAVAILABLE,
+        (Read::Binary, Value::String(s)) => s == UNAVAILABLE_BASE64,
+        (Read::JsonText, Value::Object(map)) => is_unsent_hstore(map),
+        (Read::List(_), Value::Array(items)) => is_unsent_list(items),
+        _ => false,
+    }
+}
+
+/// A list in one of the placeholder's forms.
+fn is_unsent_list(items: &[Value]) -> bool {
+    match items {
+        [Value::String(s)] => s == UNAVAILABLE || s == UNAVAILABLE_BASE64 || s == UNAVAILABLE_UUID,
+        numbers => {
+            numbers.len() == UNAVAILABLE.len()
+                && numbers
+                    .iter()
+                    .zip(UNAVAILABLE.bytes())
+                    .all(|(n, b)| n.as_i64() == Some(i64::from(b)))
+        }
+    }
+}
+
+fn is_unsent_hstore(map: &serde_json::Map<String, Value>) -> bool {
+    map.len() == 1 && map.get(UNAVAILABLE).and_then(Value::as_str) == Some(UNAVAILABLE)
+}
+
+/// Whether a value read without its schema is the placeholder in any of
+/// its forms (the column's type is not known, so a text equal to the
+/// base64 form counts too).
+fn is_unsent_untyped(value: &Value) -> bool {
+    match value {
+        Value::String(s) => s == UNAVAILABLE || s == UNAVAILABLE_BASE64,
+        Value::Array(items) => is_unsent_list(items),
+        Value::Object(map) => is_unsent_hstore(map),
+        _ => false,
+    }
+}
+
+/// Finds any form of the placeholder in a message's bytes, in one pass.
+fn placeholder_finder() -> &'static aho_corasick::AhoCorasick {
+    static FINDER: std::sync::OnceLock<aho_corasick::AhoCorasick> = std::sync::OnceLock::new();
+    FINDER.get_or_init(|| {
+        let base64 = &UNAVAILABLE_BASE64[..UNAVAILABLE_BASE64.len() - 2];
+        aho_corasick::AhoCorasick::new([UNAVAILABLE, base64, UNAVAILABLE_UUID, UNAVAILABLE_NUMBERS])
+            .expect("fixed patterns")
+    })
+}
+
 /// The fields of a row object read without its schema whose value is the
-/// placeholder (as text, as base64 bytes, or an array holding it), and the
-/// object with those values null; `None` when it has none (the bytes are
-/// searched first: most rows have none).
+/// placeholder (see [`is_unsent_untyped`]), and the object with those
+/// values null; `None` when it has none (the bytes are searched first:
+/// most rows have none).
 pub(crate) fn without_unsent(json: &str) -> Option<(String, Vec<String>)> {
-    let bytes = json.as_bytes();
-    let base64 = &UNAVAILABLE_BASE64.as_bytes()[..UNAVAILABLE_BASE64.len() - 2];
-    memchr::memmem::find(bytes, UNAVAILABLE.as_bytes())
-        .or_else(|| memchr::memmem::find(bytes, base64))?;
+    placeholder_finder().find(json)?;
     let mut object: serde_json::Map<String, Value> = serde_json::from_str(json).ok()?;
     let mut names = Vec::new();
     for (name, value) in object.iter_mut() {
-        let unsent = match value {
-            Value::String(s) => s == UNAVAILABLE || s == UNAVAILABLE_BASE64,
-            Value::Array(items) => items.iter().any(|e| e.as_str() == Some(UNAVAILABLE)),
-            _ => false,
-        };
-        if unsent {
+        if is_unsent_untyped(value) {
             names.push(name.clone());
             *value = Value::Null;
         }
@@ -61,6 +115,9 @@ pub(crate) fn push(read: &Read, value: &Value, buffer: &mut ColumnBuffer) -> Res
         buffer.push_null();
         return Ok(());
     }
+    if is_unsent(read, value) {
+        return Err(Bad::Unavailable);
+    }
     let form = |what: &str| Bad::Form(format!("expected {what}, found {}", short(value)));
     match read {
         Read::Int => {
@@ -73,17 +130,11 @@ pub(crate) fn push(read: &Read, value: &Value, buffer: &mut ColumnBuffer) -> Res
         Read::Boolean => buffer.push_bool(value.as_bool().ok_or_else(|| form("a boolean"))?),
         Read::String => {
             let text = value.as_str().ok_or_else(|| form("a string"))?;
-            if text == UNAVAILABLE {
-                return Err(Bad::Unavailable);
-            }
             buffer.push_str(text).map_err(|_| Bad::Full)?;
         }
         Read::JsonText => buffer.push_str(&value.to_string()).map_err(|_| Bad::Full)?,
         Read::Binary => {
             let bytes = base64_of(value).ok_or_else(|| form("base64 bytes"))?;
-            if bytes == UNAVAILABLE.as_bytes() {
-                return Err(Bad::Unavailable);
-            }
             buffer.push_bytes(&bytes);
         }
         Read::Decimal { precision } => {
@@ -124,11 +175,6 @@ pub(crate) fn push(read: &Read, value: &Value, buffer: &mut ColumnBuffer) -> Res
         }
         Read::List(items) => {
             let elements = value.as_array().ok_or_else(|| form("an array"))?;
-            // Checked before any element is written: the value is then
-            // one unsent value, nothing of it in the buffer.
-            if elements.iter().any(|e| e.as_str() == Some(UNAVAILABLE)) {
-                return Err(Bad::Unavailable);
-            }
             let element = buffer.list_element();
             for e in elements {
                 push(items, e, element)?;
@@ -197,6 +243,39 @@ fn short(value: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_form_of_the_placeholder_is_found_and_nothing_else() {
+        let numbers: Vec<u8> = UNAVAILABLE.bytes().collect();
+        let row = serde_json::json!({
+            "id": 1, "text": UNAVAILABLE, "bytes": UNAVAILABLE_BASE64,
+            "texts": [UNAVAILABLE], "blobs": [UNAVAILABLE_BASE64], "uuids": [UNAVAILABLE_UUID],
+            "ints": numbers, "hstore": {UNAVAILABLE: UNAVAILABLE},
+            "short": &numbers[..5], "pair": [UNAVAILABLE, "x"], "other": {UNAVAILABLE: "x"},
+            "plain": "__debezium", "list": ["x"]
+        });
+        let (json, mut names) = without_unsent(&row.to_string()).unwrap();
+        names.sort();
+        assert_eq!(
+            names,
+            ["blobs", "bytes", "hstore", "ints", "text", "texts", "uuids"]
+        );
+        let kept: Value = serde_json::from_str(&json).unwrap();
+        for name in &names {
+            assert!(kept[name].is_null(), "{name}");
+        }
+        for name in ["short", "pair", "other", "plain", "list", "id"] {
+            assert_eq!(kept[name], row[name], "{name}");
+        }
+        assert!(without_unsent(r#"{"id":1,"text":"x"}"#).is_none());
+        // With the schema, each form counts for its own type only.
+        let list = Read::List(Box::new(Read::Long));
+        assert!(is_unsent(&list, &row["ints"]) && is_unsent(&list, &row["uuids"]));
+        assert!(is_unsent(&Read::Binary, &row["bytes"]));
+        assert!(!is_unsent(&Read::String, &row["bytes"]));
+        assert!(is_unsent(&Read::JsonText, &row["hstore"]));
+        assert!(!is_unsent(&Read::JsonText, &row["other"]));
+    }
 
     #[test]
     fn unscaled_reads_big_endian_twos_complement() {

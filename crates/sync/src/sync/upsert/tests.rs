@@ -244,11 +244,11 @@ fn a_row_set_holds_exactly_the_rows_put_in() {
 }
 
 #[test]
-fn a_buffer_with_unsent_values_is_refused_among_workers() {
+fn a_buffer_with_unsent_values_is_not_staged_by_a_writer() {
     let mut buffer = buffer();
     buffer.add_batch(batch(&[(1, 0, 1, 10)])).unwrap();
     assert!(!buffer.has_unsent());
-    assert!(crate::sync::upsert_commit::refuse_among_workers(&buffer).is_ok());
+    assert!(crate::sync::upsert_commit::refuse_unsent(&buffer).is_ok());
     let unsent = topicberg_core::UnsentValue {
         row: 0,
         column: Arc::from("id"),
@@ -258,7 +258,7 @@ fn a_buffer_with_unsent_values_is_refused_among_workers() {
         .add_batch_with_unsent(batch(&[(2, 0, 2, 10)]), vec![unsent])
         .unwrap();
     assert!(buffer.has_unsent());
-    let refused = crate::sync::upsert_commit::refuse_among_workers(&buffer).unwrap_err();
+    let refused = crate::sync::upsert_commit::refuse_unsent(&buffer).unwrap_err();
     assert!(
         refused.to_string().contains("REPLICA IDENTITY FULL"),
         "{refused}"

@@ -81,23 +81,31 @@ impl UnsentValues {
     }
 
     /// Where `column`'s value before `at` comes from among `group`'s
-    /// versions (see the module docs); `resets`: whether a delete hides the
-    /// versions before it (not for the key a row moved from, whose delete
-    /// is the move itself).
+    /// versions (see the module docs); `own`: `group` is the key's own.
+    /// For the key a row moved from (`own` false), the move's delete (at
+    /// `at`'s place in the source's log) and its Kafka tombstone (no place)
+    /// are the move itself, not deletes that hide the versions before them.
     fn donor(
         &self,
         group: &[Entry],
         at: Version,
         column: &str,
         truncate: Option<Version>,
-        resets: bool,
+        own: bool,
     ) -> FillFrom {
         let earlier = |e: &&Entry| precedes(e.version, at);
         let is_row = |e: &&Entry| e.slot() != Slot::Tombstone;
-        let reset = match resets {
-            true => latest(group.iter().filter(earlier).filter(|e| !is_row(e))),
-            false => None,
+        let hides = |e: &&Entry| {
+            let place = e.version.timestamp;
+            own || (place != i64::MIN && place != at.timestamp)
         };
+        let reset = latest(
+            group
+                .iter()
+                .filter(earlier)
+                .filter(|e| !is_row(e))
+                .filter(hides),
+        );
         let after_reset = |e: &&Entry| reset.is_none_or(|r| precedes(r.version, e.version));
         let kept = |e: &&Entry| truncate.is_none_or(|t| !t.supersedes(&e.version));
         let rows = || {
@@ -350,6 +358,36 @@ mod tests {
         assert_eq!(
             values.moved_value(&[4; 16], create, "big", None),
             FillFrom::Table
+        );
+    }
+
+    #[test]
+    fn a_delete_of_the_key_a_row_moved_from_hides_what_came_before_it() {
+        // Key 1: an insert that sent `big` (row 0, position 10), its delete
+        // (20), a create moved from key 2 (row 1, 30) and the move away to
+        // key 3 (its delete at 40, and the Kafka tombstone after it).
+        let mut values = unsent(&[(1, "big")]);
+        values.moved_from.insert(1, [2; 16]);
+        let key1 = [
+            at(0, 1, 10, Some(0)),
+            at(0, 2, 20, None),
+            at(0, 4, 30, Some(1)),
+            at(0, 6, 40, None),
+            at(0, 7, i64::MIN, None),
+        ];
+        values.keep_history([1; 16], &key1);
+        let to_key3 = Version {
+            timestamp: 40,
+            partition: 1,
+            offset: 9,
+        };
+        assert_eq!(
+            values.moved_value(&[1; 16], to_key3, "big", None),
+            FillFrom::Moved {
+                from: [2; 16],
+                at: key1[2].version
+            },
+            "not the insert before the delete"
         );
     }
 

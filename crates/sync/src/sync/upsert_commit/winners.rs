@@ -201,14 +201,16 @@ impl Fold {
                 }
                 match buffer.moved_value(&from, at, &column) {
                     FillFrom::Held(donor) => break Source::Held(donor),
+                    // The table's row of that key, when it is from before
+                    // the move (not a later row of the key).
                     FillFrom::Table => match reader.get(&from).map_err(UpsertError::KeyIndex)? {
-                        Some(old) => {
+                        Some(old) if at.replaces(&old.stamp) => {
                             break Source::Table {
                                 file: old.file,
                                 pos: old.pos,
                             }
                         }
-                        None => return Err(self.unsent_without_row(&column, version)),
+                        _ => return Err(self.unsent_without_row(&column, version)),
                     },
                     FillFrom::Moved { from: f, at: a } if a != at => (from, at) = (f, a),
                     FillFrom::Moved { .. } | FillFrom::Nowhere => {
