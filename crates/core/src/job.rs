@@ -222,6 +222,19 @@ pub struct TableSettings {
     pub soft_deletes: bool,
     /// Whether rows keep the message's headers (`_kafka_headers`).
     pub kafka_headers: bool,
+    /// A `table` template: each message goes to the table it names (see
+    /// [`crate::route`]); `table` is then the template's text.
+    pub route: Option<crate::route::RouteTemplate>,
+}
+
+impl TableSettings {
+    /// These settings for the table `table` of a routed stream.
+    pub fn routed_to(&self, table: &str) -> TableSettings {
+        TableSettings {
+            table: table.to_owned(),
+            ..self.clone()
+        }
+    }
 }
 
 /// How a table's rows relate to the messages.
@@ -384,7 +397,12 @@ impl Job {
         let mut seen: std::collections::BTreeMap<String, &str> = Default::default();
         let mut problems = Vec::new();
         for topic in topics {
-            let table = self.table_for(topic).table;
+            let settings = self.table_for(topic);
+            if settings.route.is_some() {
+                // Its tables are named by the messages, each checked then.
+                continue;
+            }
+            let table = settings.table;
             match seen.get(&table) {
                 Some(first) if *first != topic => problems.push(format!(
                     "topics \"{first}\" and \"{topic}\" would both write table \"{table}\"; \
@@ -404,8 +422,9 @@ impl Job {
         vec![self.namespace.clone()]
     }
 
-    fn settings(&self, stream: StreamSettings) -> Result<TableSettings, ConfigProblem> {
-        let (mode, format_version) = match stream.mode {
+    /// The stream's mode and the format version its table is made with.
+    fn mode(&self, stream: &StreamSettings) -> Result<(TableMode, FormatVersion), ConfigProblem> {
+        Ok(match stream.mode {
             StreamMode::Append => (TableMode::Append, self.format_version),
             StreamMode::Upsert => {
                 let resolved = resolve_delete_format(
@@ -433,7 +452,11 @@ impl Job {
                 };
                 (TableMode::Upsert(upsert), resolved.format_version)
             }
-        };
+        })
+    }
+
+    fn settings(&self, stream: StreamSettings) -> Result<TableSettings, ConfigProblem> {
+        let (mode, format_version) = self.mode(&stream)?;
         let has_registry = self.registry.is_some();
         for format in [stream.value_format, stream.key_format]
             .into_iter()
@@ -481,9 +504,13 @@ impl Job {
             None if has_registry => None,
             None => Some(value_format_without_schema()),
         };
+        let route = crate::route::RouteTemplate::parse(&stream.table).map_err(|e| {
+            ConfigProblem::new("streams", format!("stream \"{}\" table: {e}", stream.topic))
+        })?;
         Ok(TableSettings {
             topic: stream.topic,
             table: stream.table,
+            route,
             mode,
             on_invalid: stream.on_invalid,
             columns: stream.columns,

@@ -27,6 +27,7 @@ mod olake_id;
 pub mod record;
 mod redact;
 pub mod registry;
+pub mod route;
 mod secret;
 mod timestamp;
 

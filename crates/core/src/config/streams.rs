@@ -200,12 +200,17 @@ pub struct StreamConfig {
         "x-help" = "the payload fields to keep, comma separated; empty: all of them"
     ))]
     pub columns: Option<Vec<String>>,
-    /// The table name: lower-case letters, digits and `_`.
+    /// The table name: lower-case letters, digits and `_`. Or a template
+    /// that routes each message to the table it names: `{topic}`,
+    /// `{header:NAME}` (a header's text) and `{a.b}` (a field of a JSON
+    /// value; of a change event's envelope, e.g. `{source.table}`)
+    /// placeholders among literal text, the result made a table name as a
+    /// topic's is.
     #[serde(default, deserialize_with = "empty_as_none")]
     #[schemars(extend(
         "x-label" = "Table name",
         "x-default" = "the topic, lower-cased, other characters than letters, digits and `_` as `_`",
-        "x-help" = "empty: the topic's name in lower case, other characters as _"
+        "x-help" = "empty: the topic's name in lower case, other characters as _; {source.table}, {header:NAME} or {topic} route each message to the table it names"
     ))]
     pub table: Option<String>,
     /// When retention deleted messages before they were read: log the lost

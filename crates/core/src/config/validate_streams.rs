@@ -122,6 +122,11 @@ fn stream_table(
         .clone()
         .unwrap_or_else(|| super::sanitize_identifier(&s.topic));
     if let Some(t) = &s.table {
+        match crate::route::RouteTemplate::parse(t) {
+            Err(e) => return push(out, at("table"), e.to_string()),
+            Ok(Some(route)) => return routed_stream(&route, s, at, out),
+            Ok(None) => {}
+        }
         if !is_identifier(t) {
             push(
                 out,
@@ -141,6 +146,27 @@ fn stream_table(
                 format!("table \"{table}\" is also written by streams[{first}] (topic \"{}\"); set a distinct table = \"...\"", config.streams[first].topic),
             );
         }
+    }
+}
+
+/// A stream whose `table` is a template: what routing reads must be there.
+fn routed_stream(
+    route: &crate::route::RouteTemplate,
+    s: &StreamConfig,
+    at: &dyn Fn(&str) -> String,
+    out: &mut Vec<ConfigProblem>,
+) {
+    let json = matches!(s.value_format, None | Some(ValueFormat::Json));
+    if route.reads_value() && !json {
+        push(
+            out,
+            at("table"),
+            format!(
+                "{route:?} names tables by fields of the value, which are read from JSON values \
+                 only; use {{topic}} and {{header:NAME}} placeholders, or value_format = \"json\"",
+                route = route.text()
+            ),
+        );
     }
 }
 

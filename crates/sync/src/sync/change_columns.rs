@@ -8,7 +8,7 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use topicberg_core::{change_columns, ChangeColumns, ColumnType, SchemaInference};
+use topicberg_core::{change_columns, ChangeColumns, ColumnType, SchemaInference, SourceRecord};
 use topicberg_kafka::{drain, DrainSettings, KafkaConnection, PartitionRange};
 
 use crate::sample::{MessageAt, SampleError, SampledMessage};
@@ -24,11 +24,39 @@ pub(crate) fn sample_change_columns(
     keep: Option<Arc<HashSet<String>>>,
     max_columns: usize,
 ) -> Result<Vec<(String, ColumnType)>, SampleError> {
-    let mut typed: Vec<(String, ColumnType)> = Vec::new();
-    let mut untyped = SchemaInference::new()
-        .keep_only(keep.clone())
-        .max_columns(max_columns);
+    let mut sample = ChangeSample::new(keep, max_columns);
     drain(connection, ranges, settings, |record| {
+        match sample.add(record) {
+            Err(_) if skip_invalid => Ok(()),
+            other => other,
+        }
+    })
+    .map_err(SampleError::Read)?;
+    sample.columns()
+}
+
+/// The columns change events give, as they are added.
+pub(crate) struct ChangeSample {
+    typed: Vec<(String, ColumnType)>,
+    untyped: SchemaInference,
+    keep: Option<Arc<HashSet<String>>>,
+}
+
+impl ChangeSample {
+    /// An empty sample keeping only `keep`'s fields (all: `None`).
+    pub(crate) fn new(keep: Option<Arc<HashSet<String>>>, max_columns: usize) -> Self {
+        ChangeSample {
+            typed: Vec::new(),
+            untyped: SchemaInference::new()
+                .keep_only(keep.clone())
+                .max_columns(max_columns),
+            keep,
+        }
+    }
+
+    /// Adds `record`'s event (a tombstone, a delete or a truncate adds
+    /// nothing); a message that is not an event is the error.
+    pub(crate) fn add(&mut self, record: &SourceRecord<'_>) -> Result<(), SampledMessage> {
         let Some(value) = record.value else {
             return Ok(());
         };
@@ -37,29 +65,31 @@ pub(crate) fn sample_change_columns(
             Ok(None) => {}
             Ok(Some(ChangeColumns::Typed(fields))) => {
                 for (name, ty) in fields {
-                    let kept = keep.as_ref().is_none_or(|k| k.contains(&name));
-                    if kept && !typed.iter().any(|(n, _)| *n == name) {
-                        typed.push((name, ty));
+                    let kept = self.keep.as_ref().is_none_or(|k| k.contains(&name));
+                    if kept && !self.typed.iter().any(|(n, _)| *n == name) {
+                        self.typed.push((name, ty));
                     }
                 }
             }
             Ok(Some(ChangeColumns::Untyped(after))) => {
-                if let Err(source) = untyped.add(after) {
-                    if !skip_invalid {
-                        return Err(SampledMessage::Invalid { at: at(), source });
-                    }
+                if let Err(source) = self.untyped.add(after) {
+                    return Err(SampledMessage::Invalid { at: at(), source });
                 }
             }
-            Err(_) if skip_invalid => {}
             Err(kind) => return Err(SampledMessage::Unreadable { at: at(), kind }),
         }
         Ok(())
-    })
-    .map_err(SampleError::Read)?;
-    for (name, ty) in untyped.columns() {
-        if !typed.iter().any(|(n, _)| *n == name) {
-            typed.push((name, ty));
-        }
     }
-    super::schema_columns::named_columns(typed)
+
+    /// The columns: the typed fields in first-seen order, then the
+    /// inferred ones.
+    pub(crate) fn columns(self) -> Result<Vec<(String, ColumnType)>, SampleError> {
+        let mut typed = self.typed;
+        for (name, ty) in self.untyped.columns() {
+            if !typed.iter().any(|(n, _)| *n == name) {
+                typed.push((name, ty));
+            }
+        }
+        super::schema_columns::named_columns(typed)
+    }
 }

@@ -64,10 +64,12 @@ pub(super) enum Item {
     Dead(usize, Box<DeadRecord>),
 }
 
-/// Partitions of one table read by one thread.
+/// Partitions of one table read by one thread; or of a route's tables
+/// (`routed`: their indices), each message going to the table it names.
 pub(super) struct Chunk {
     pub(super) table: usize,
     pub(super) ranges: Vec<PartitionRange>,
+    pub(super) routed: Option<Arc<[usize]>>,
 }
 
 /// What the drain threads share about one table.
@@ -91,6 +93,12 @@ pub(super) struct TableShared {
     pub(super) soft_deletes: bool,
     /// See `TableInput::keep_unsent`.
     pub(super) keep_unsent: bool,
+    /// The partitions planned (a routed table's cut of its route's read).
+    pub(super) ranges: Vec<PartitionRange>,
+    /// The route this table is one of, if any.
+    pub(super) route: Option<Arc<super::route_group::RouteGroup>>,
+    /// The table's name (what a routed message names).
+    pub(super) name: String,
     /// Kafka tombstones passed on a change stream keyed by payload fields,
     /// and the delete events read: more of the first means deletes that
     /// reached the topic as tombstones only (a flattened stream in
@@ -122,27 +130,6 @@ pub(super) type ChunkResult = (
     Result<Vec<DrainedPartition>, DrainFailure>,
 );
 
-/// A drain thread: takes chunks until none are left.
-pub(super) fn worker(shared: &Shared, tx: &mpsc::Sender<Item>, results: &Mutex<Vec<ChunkResult>>) {
-    loop {
-        if shared.cancel.load(Ordering::Relaxed) {
-            return;
-        }
-        let Some(chunk) = shared.queue.lock().expect("queue").pop_front() else {
-            return;
-        };
-        let index = chunk.table;
-        let result = drain_chunk(shared, tx, &chunk);
-        if result.is_err() {
-            shared.tables[index].failed.store(true, Ordering::Relaxed);
-        }
-        results
-            .lock()
-            .expect("results")
-            .push((index, chunk.ranges, result));
-    }
-}
-
 /// Attempts at one message: evolving the columns or finishing a full batch
 /// first each take one.
 const ATTEMPTS_PER_MESSAGE: usize = 4;
@@ -152,12 +139,12 @@ const ATTEMPTS_PER_MESSAGE: usize = 4;
 /// it goes).
 const RESERVE_AFTER_ROWS: usize = 1_024;
 
-fn drain_chunk(
+pub(super) fn drain_chunk(
     shared: &Shared,
     tx: &mpsc::Sender<Item>,
     chunk: &Chunk,
 ) -> Result<Vec<DrainedPartition>, DrainFailure> {
-    let mut writer = ChunkWriter::new(shared, tx, chunk)?;
+    let mut writer = ChunkWriter::new(shared, tx, chunk.table, &chunk.ranges)?;
     let cancelled = || {
         if shared.cancel.load(Ordering::Relaxed) {
             return Err(SinkError::Cancelled);
@@ -176,7 +163,7 @@ fn drain_chunk(
 
 /// One chunk's decoding: the decoder for the table's current columns, and
 /// what goes to the file writer (batches, tombstones, dead letters).
-struct ChunkWriter<'a> {
+pub(super) struct ChunkWriter<'a> {
     shared: &'a Shared,
     table: &'a TableShared,
     index: usize,
@@ -200,12 +187,13 @@ struct ChunkWriter<'a> {
 }
 
 impl<'a> ChunkWriter<'a> {
-    fn new(
+    /// The writer of table `index` reading `ranges`.
+    pub(super) fn new(
         shared: &'a Shared,
         tx: &'a mpsc::Sender<Item>,
-        chunk: &Chunk,
+        index: usize,
+        ranges: &[PartitionRange],
     ) -> Result<Self, DecoderConfigError> {
-        let index = chunk.table;
         let table = &shared.tables[index];
         table.progress.set_status("reading");
         let upsert = table.upsert.as_ref();
@@ -241,12 +229,11 @@ impl<'a> ChunkWriter<'a> {
             kill_after: crate::hooks::hooks().fault_after_records(),
             skips: SkipLog::default(),
             unpublished: 0,
-            planned_left: chunk
-                .ranges
+            planned_left: ranges
                 .iter()
                 .map(|r| usize::try_from(r.end - r.start).unwrap_or(0))
                 .sum(),
-            reads: ChunkReads::new(&table.progress, &chunk.ranges),
+            reads: ChunkReads::new(&table.progress, ranges),
         })
     }
 
@@ -278,7 +265,7 @@ impl<'a> ChunkWriter<'a> {
 
     /// One message: decoded into the batch (or a tombstone, or invalid as
     /// `on_invalid` says); a full batch goes to the writer.
-    fn take(&mut self, record: &SourceRecord<'_>) -> Result<(), SinkError> {
+    pub(super) fn take(&mut self, record: &SourceRecord<'_>) -> Result<(), SinkError> {
         if self.shared.cancel.load(Ordering::Relaxed) {
             return Err(SinkError::Cancelled);
         }
@@ -463,7 +450,7 @@ impl<'a> ChunkWriter<'a> {
 
     /// The chunk's end: the last rows sent, the drain's outcome as the
     /// chunk's result.
-    fn finish(
+    pub(super) fn finish(
         mut self,
         drained: Result<Vec<DrainedPartition>, DrainError<SinkError>>,
     ) -> Result<Vec<DrainedPartition>, DrainFailure> {

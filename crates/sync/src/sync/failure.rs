@@ -45,6 +45,9 @@ pub enum TableFailure {
     /// Commit: the dead letters, or the table's snapshot.
     #[error(transparent)]
     Commit(#[from] CommitError),
+    /// Plan: a routed topic's tables could not be found.
+    #[error(transparent)]
+    Route(Box<super::route_group::RouteFailure>),
     /// Plan: the stream's `order_by` is not the one the table was
     /// created with.
     #[error(
@@ -84,6 +87,12 @@ fn describe_order(order_by: Option<&str>) -> String {
     }
 }
 
+impl From<super::route_group::RouteFailure> for TableFailure {
+    fn from(e: super::route_group::RouteFailure) -> Self {
+        Self::Route(Box::new(e))
+    }
+}
+
 impl TableFailure {
     /// What kind of failure.
     pub fn kind(&self) -> SyncErrorKind {
@@ -96,6 +105,7 @@ impl TableFailure {
             Self::Drain(e) => e.kind(),
             Self::Commit(e) => e.kind(),
             Self::OrderByChanged { .. } | Self::OrderByMissing { .. } => SyncErrorKind::Config,
+            Self::Route(e) => e.kind(),
         }
     }
 
@@ -112,6 +122,7 @@ impl TableFailure {
             Self::Create(e) => e.retryable(),
             Self::Drain(e) => e.retryable(),
             Self::Commit(e) => e.retryable(),
+            Self::Route(e) => e.retryable(),
         }
     }
 }
@@ -300,6 +311,35 @@ pub enum SinkError {
     /// The decoder cannot be built for the table's grown columns.
     #[error(transparent)]
     Decoder(#[from] DecoderConfigError),
+    /// A message of a routed topic names no table (`on_invalid = "fail"`
+    /// or `"dlq"`: there is no table whose dead-letter table could take it).
+    #[error("{topic}[{partition}]@{offset}: {reason}; set on_invalid = \"skip\" on the stream to pass such messages")]
+    Unroutable {
+        /// The topic.
+        topic: String,
+        /// The partition.
+        partition: i32,
+        /// The offset.
+        offset: i64,
+        /// Why.
+        reason: String,
+    },
+    /// A message named a table the route's first reading did not find.
+    #[error("{topic}[{partition}]@{offset}: names table {table}, which was not among the route's tables when the sync started; the next sync takes it")]
+    Unrouted {
+        /// The topic.
+        topic: String,
+        /// The partition.
+        partition: i32,
+        /// The offset.
+        offset: i64,
+        /// The table.
+        table: String,
+    },
+    /// Another table of the same routed topic failed, and the read they
+    /// share stopped.
+    #[error("stopped: another table of this routed topic failed ({0})")]
+    RouteStopped(String),
 }
 
 impl SinkError {
@@ -311,7 +351,8 @@ impl SinkError {
                 ..
             }) => SyncErrorKind::Registry,
             Self::Decode(_) => SyncErrorKind::InvalidMessage,
-            Self::Aborted | Self::WriterGone => SyncErrorKind::Internal,
+            Self::Aborted | Self::WriterGone | Self::Unrouted { .. } => SyncErrorKind::Internal,
+            Self::Unroutable { .. } | Self::RouteStopped(_) => SyncErrorKind::InvalidMessage,
             Self::Cancelled => SyncErrorKind::Cancelled,
             Self::Decoder(_) => SyncErrorKind::Schema,
         }

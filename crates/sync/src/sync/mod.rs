@@ -17,7 +17,9 @@
 
 pub(crate) mod change_columns;
 mod chunk;
+mod chunk_route;
 mod commit;
+mod context;
 pub mod dlq;
 pub mod dlq_rows;
 mod evolve;
@@ -31,6 +33,8 @@ mod pipeline;
 pub mod plan;
 pub mod progress;
 pub mod report;
+mod route;
+mod route_group;
 mod schema_columns;
 mod spilled;
 pub mod split;
@@ -57,10 +61,10 @@ use tracing::Instrument;
 
 use crate::destination::{connect_destination, SetupError};
 use crate::hooks;
+use context::SyncContext;
 use pipeline::PROGRESS_INTERVAL;
 use progress::{SyncPhase, SyncProgress};
 use report::{SyncReport, TableReport, TableStatus};
-use stages::SyncContext;
 use table::TableState;
 
 use crate::KAFKA_TIMEOUT;

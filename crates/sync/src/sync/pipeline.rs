@@ -19,7 +19,8 @@ use topicberg_core::config::{ChangeEvents, OnInvalid};
 use topicberg_core::{RegistryValues, TableColumns, ValueFormat};
 
 pub use super::chunk::UpsertInput;
-use super::chunk::{worker, Chunk, ChunkResult, Item, Shared, TableShared};
+use super::chunk::{drain_chunk, Chunk, ChunkResult, Item, Shared, TableShared};
+use super::chunk_route::drain_routed;
 use super::evolve::EvolvingColumns;
 use super::failure::DrainFailure;
 use super::invalid::DeadRecord;
@@ -64,6 +65,9 @@ pub struct TableInput {
     /// to fill from the key's previous row (an upsert table, not a
     /// writer's round among workers: its staged rows cannot carry them).
     pub keep_unsent: bool,
+    /// The route this table is one of (`route.rs`): the route's tables
+    /// share one read of the topic.
+    pub route: Option<Arc<super::route_group::RouteGroup>>,
 }
 
 /// One table's outcome.
@@ -156,16 +160,69 @@ pub async fn drain_and_write(
     finish_outputs(sinks, &shared, pieces).await
 }
 
+/// A drain thread: takes chunks until none are left.
+pub(super) fn worker(shared: &Shared, tx: &mpsc::Sender<Item>, results: &Mutex<Vec<ChunkResult>>) {
+    loop {
+        if shared.cancel.load(Ordering::Relaxed) {
+            return;
+        }
+        let Some(chunk) = shared.queue.lock().expect("queue").pop_front() else {
+            return;
+        };
+        if let Some(members) = &chunk.routed {
+            let routed = drain_routed(shared, tx, &chunk.ranges, members);
+            for (index, _, result) in &routed {
+                if result.is_err() {
+                    shared.tables[*index].failed.store(true, Ordering::Relaxed);
+                }
+            }
+            results.lock().expect("results").extend(routed);
+            continue;
+        }
+        let index = chunk.table;
+        let result = drain_chunk(shared, tx, &chunk);
+        if result.is_err() {
+            shared.tables[index].failed.store(true, Ordering::Relaxed);
+        }
+        results
+            .lock()
+            .expect("results")
+            .push((index, chunk.ranges, result));
+    }
+}
+
 /// Every table's offsets cut into at most `threads` chunks of about equal
 /// size; every chunk reads one topic (see `drain`).
 fn chunks(tables: &[TableInput], threads: usize) -> VecDeque<Chunk> {
     let min_chunk = min_chunk_messages();
     let mut queue = VecDeque::new();
     for (index, table) in tables.iter().enumerate() {
+        if let Some(group) = &table.route {
+            let members: Vec<usize> = (0..tables.len())
+                .filter(|&i| {
+                    tables[i]
+                        .route
+                        .as_ref()
+                        .is_some_and(|g| Arc::ptr_eq(g, group))
+                })
+                .collect();
+            if members[0] == index {
+                let union = route_union(members.iter().map(|&i| &tables[i].ranges));
+                let members: Arc<[usize]> = members.into();
+                let chunks = split_ranges(&union, threads, min_chunk);
+                queue.extend(chunks.into_iter().map(|ranges| Chunk {
+                    table: index,
+                    ranges,
+                    routed: Some(Arc::clone(&members)),
+                }));
+            }
+            continue;
+        }
         let chunks = split_ranges(&table.ranges, threads, min_chunk);
         queue.extend(chunks.into_iter().map(|ranges| Chunk {
             table: index,
             ranges,
+            routed: None,
         }));
     }
     queue
@@ -303,6 +360,23 @@ fn warn_of_unkeyed_tombstones(table: &TableShared) {
     }
 }
 
+/// The ranges a route's tables read, as one read: per partition from the
+/// earliest start among them to the latest end.
+fn route_union<'a>(ranges: impl Iterator<Item = &'a Vec<PartitionRange>>) -> Vec<PartitionRange> {
+    let mut union: Vec<PartitionRange> = Vec::new();
+    for r in ranges.flatten() {
+        match union.iter_mut().find(|u| u.partition == r.partition) {
+            Some(u) => {
+                u.start = u.start.min(r.start);
+                u.end = u.end.max(r.end);
+            }
+            None => union.push(r.clone()),
+        }
+    }
+    union.sort_by_key(|r| r.partition);
+    union
+}
+
 /// The table's columns as this sync starts growing them: with
 /// `_kafka_headers` added when the stream keeps headers and the table
 /// lacks them, and `_cdc_op` on a change-event table made before it
@@ -344,6 +418,9 @@ impl TableShared {
             kafka_headers: t.kafka_headers,
             soft_deletes: t.soft_deletes,
             keep_unsent: t.keep_unsent,
+            ranges: t.ranges.clone(),
+            route: t.route.clone(),
+            name: t.handle.name().to_owned(),
             passed_tombstones: AtomicU64::new(0),
             delete_events: AtomicU64::new(0),
             failed: AtomicBool::new(false),

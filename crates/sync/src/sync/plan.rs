@@ -132,6 +132,65 @@ pub fn plan_partitions(
         .collect()
 }
 
+/// Where a routed topic's read starts (`table` a template, see
+/// `route.rs`): from the consumer group's offsets, which move only once
+/// every table the messages named committed them (the tables' own offsets
+/// then skip what each already holds); without them from the earliest
+/// retained offset. Retention past the group's offset fails as for a
+/// table's, and so does a group ahead of the partition's end.
+pub fn plan_route_partitions(
+    group: &str,
+    route: &str,
+    states: &[PartitionState],
+    allow_data_loss: bool,
+) -> Result<Vec<PartitionPlan>, PlanError> {
+    states
+        .iter()
+        .map(|s| plan_partition(group, route, s, s.committed, allow_data_loss))
+        .collect()
+}
+
+/// A routed table's plans: the route's (`anchor`), each partition from
+/// where the table's offsets say it holds every message it was named by
+/// when that is later (the table committed a round the group did not
+/// move past: another of the route's tables failed). A table ahead of the
+/// partition's end fails as a table's does.
+pub fn plan_routed_table(
+    table: &str,
+    anchor: &[PartitionPlan],
+    states: &[PartitionState],
+    offsets: &TableOffsets,
+) -> Result<Vec<PartitionPlan>, PlanError> {
+    anchor
+        .iter()
+        .map(|p| {
+            let (topic, partition) = (&p.range.topic, p.range.partition);
+            let recorded = offsets.get(topic, partition);
+            let high = states
+                .iter()
+                .find(|s| s.partition == partition)
+                .map_or(p.range.end, |s| s.high);
+            if let Some(t) = recorded.filter(|t| *t > high) {
+                return Err(PlanError {
+                    topic: topic.clone(),
+                    partition,
+                    reason: format!(
+                        "table {table} holds messages up to offset {t} but the partition ends at \
+                         offset {high}; the topic was deleted and recreated (or truncated): drop \
+                         the routed tables or route into new ones"
+                    ),
+                });
+            }
+            let start = recorded.map_or(p.range.start, |t| t.max(p.range.start));
+            let mut plan = p.clone();
+            plan.range.start = start.min(p.range.end);
+            plan.repair_group = false;
+            plan.expired = 0;
+            Ok(plan)
+        })
+        .collect()
+}
+
 /// How many messages a follower's round reads of each table at most:
 /// `sync.commit_records`, and `sync.commit_mb` divided by the bytes per
 /// message of the table's last committed round.
@@ -285,6 +344,32 @@ mod tests {
             t.set("orders", 0, n);
         }
         t
+    }
+
+    #[test]
+    fn a_route_starts_at_the_group_and_each_table_past_what_it_holds() {
+        // The group at 40 (the route's start), the partition at 10..100.
+        let states = [state(Some(40), 10, 100)];
+        let anchor = plan_route_partitions("g", "ns.{t}", &states, false).unwrap();
+        assert_eq!((anchor[0].range.start, anchor[0].range.end), (40, 100));
+        // Without group offsets: from the earliest retained offset.
+        let fresh = plan_route_partitions("g", "ns.{t}", &[state(None, 10, 100)], false).unwrap();
+        assert_eq!(fresh[0].range.start, 10);
+        // Retention past the group's offset fails as a table's does.
+        assert!(plan_route_partitions("g", "ns.{t}", &[state(Some(5), 10, 100)], false).is_err());
+        let range = |recorded| {
+            let plans = plan_routed_table("ns.t", &anchor, &states, &offsets(recorded)).unwrap();
+            (plans[0].range.start, plans[0].range.end)
+        };
+        // A new table, or one behind the group (it got no message since):
+        // from the group. One ahead (it committed a round the group did
+        // not move past): from its own offsets; past the end: nothing.
+        assert_eq!(range(None), (40, 100));
+        assert_eq!(range(Some(20)), (40, 100));
+        assert_eq!(range(Some(70)), (70, 100));
+        assert_eq!(range(Some(100)), (100, 100));
+        // Ahead of the partition's end: the topic was recreated.
+        assert!(plan_routed_table("ns.t", &anchor, &states, &offsets(Some(101))).is_err());
     }
 
     #[test]

@@ -11,56 +11,25 @@ use topicberg_core::columns::KAFKA_HEADERS;
 use topicberg_core::config::{ChangeEvents, OnInvalid};
 use topicberg_core::{Job, RegistryValues, TableColumns, TableSettings};
 use topicberg_iceberg::key_index::ORDER_BY_PROPERTY;
-use topicberg_iceberg::{CatalogErrorKind, Destination, IcebergErrorKind, NewTable, TableHandle};
-use topicberg_kafka::{
-    DrainSettings, GroupClient, KafkaConnection, PartitionRange, PartitionState, RegistryClient,
-    SelectedTopic,
-};
+use topicberg_iceberg::{Destination, NewTable, TableHandle};
+use topicberg_kafka::{GroupClient, PartitionRange, PartitionState, SelectedTopic};
 
 use super::commit::commit_table;
+use super::context::{check_order_by, load_state, value_format, warn_if_spec_differs, SyncContext};
 use super::failure::{CreateError, TableFailure};
 use super::files_commit::{commit_with_sets, remove_uncommitted, Handing, Own};
 use super::handoff::Role;
 use super::kept_index::IndexHome;
 use super::pipeline::{drain_and_write, TableInput, UpsertInput};
-use super::plan::{cap_plans, plan_partitions, PartitionPlan, RecordCaps, TableOffsets};
-use super::progress::{PlannedTable, SyncPhase, SyncProgress};
+use super::plan::{cap_plans, plan_partitions, PartitionPlan, TableOffsets};
+use super::progress::{PlannedTable, SyncPhase};
 use super::report::TableStatus;
 use super::table::{Stage, TableState};
 use super::upsert_round::{commit_upsert_with_sets, OwnRound};
 use crate::columns::{iceberg_columns, table_columns};
 use crate::destination::iceberg_format;
 use crate::hooks;
-use crate::registry::{decide_value_format, schema_source};
 use crate::SAMPLE_PER_PARTITION;
-
-/// What every stage needs: the job, its Kafka cluster and its catalog.
-pub(super) struct SyncContext<'a> {
-    pub(super) job: &'a Job,
-    pub(super) connection: KafkaConnection,
-    pub(super) destination: Arc<Destination>,
-    pub(super) drain: DrainSettings,
-    pub(super) olake_timestamp_micros: i64,
-    /// The job's schema registry, when it names one.
-    pub(super) registry: Option<Arc<RegistryClient>>,
-    /// A follower's cap on each table's messages per round.
-    pub(super) record_caps: Option<RecordCaps>,
-    /// A follower's upsert key indexes, kept open between rounds.
-    pub(super) kept_indexes: Option<Arc<super::KeptIndexes>>,
-    /// What a follower's earlier rounds logged, if this is one's round.
-    pub(super) logged_once: Option<Arc<crate::LoggedOnce>>,
-    /// The follower's membership in the job's consumer group, if any.
-    pub(super) member: Option<Arc<topicberg_kafka::GroupMember>>,
-    /// A member's hold on the partitions it planned, released when the
-    /// sync ends (after its commits): a revocation waits for it.
-    pub(super) lease: Option<topicberg_kafka::Lease>,
-    /// Each selected topic's partitions, assigned to this member or not.
-    pub(super) partition_counts: BTreeMap<String, usize>,
-    /// A member's file sets handed to committers, from round to round.
-    pub(super) handed: Option<Arc<super::HandedSets>>,
-    /// What the sync has read so far, per table and partition.
-    pub(super) progress: Arc<SyncProgress>,
-}
 
 /// Plan: each selected topic's table loaded (if it exists), its recorded
 /// offsets read, its partitions planned against the group's offsets.
@@ -77,6 +46,10 @@ pub(super) async fn plan_tables(
             .filter(|s| s.topic == topic.name)
             .cloned()
             .collect();
+        if settings.route.is_some() {
+            tables.extend(super::route::plan_route(ctx, settings, topic_states).await);
+            continue;
+        }
         let table = format!("{}.{}", ctx.job.namespace, settings.table);
         let mut state = TableState::new(settings, table, topic_states);
         if let Some(upsert) = state.settings.upsert() {
@@ -97,55 +70,12 @@ pub(super) async fn plan_tables(
         plan_table(ctx, &mut state).await;
         tables.push(state);
     }
+    super::route::fail_shared_tables(&mut tables);
     tables
 }
 
-/// How the table's values are read, decided once: registry-framed values
-/// get the registry's schemas (cached for the sync), JSON gets none.
-async fn value_format(ctx: &SyncContext<'_>, state: &mut TableState) {
-    match decide_value_format(ctx.registry.as_deref(), &state.settings).await {
-        Ok(choice) => {
-            let topic = &state.settings.topic;
-            let said = || format!("format {topic} {} {}", choice.format, choice.reason);
-            if crate::say(ctx.logged_once.as_deref(), said) {
-                tracing::info!(
-                    topic = %topic, value_format = %choice.format, reason = %choice.reason,
-                    "value format"
-                );
-            }
-            if let (true, Some(client)) = (choice.format.uses_registry(), &ctx.registry) {
-                let values = RegistryValues::new(choice.format, schema_source(client));
-                state.registry = Some(Arc::new(values));
-            }
-        }
-        Err(e) => state.fail(Stage::Plan, e),
-    }
-}
-
 async fn plan_table(ctx: &SyncContext<'_>, state: &mut TableState) {
-    if state.failed() {
-        return;
-    }
-    let namespace = ctx.job.namespace_path();
-    match ctx
-        .destination
-        .load_table(&namespace, &state.settings.table)
-        .await
-    {
-        Ok(handle) => {
-            match TableOffsets::of_metadata(handle.metadata()) {
-                Ok(o) => state.offsets = o,
-                Err(e) => state.fail(Stage::Plan, TableFailure::RecordedOffsets(e)),
-            }
-            warn_if_spec_differs(&handle, &state.settings);
-            if let Err(e) = check_order_by(&handle, &state.settings) {
-                state.fail(Stage::Plan, e);
-            }
-            state.handle = Some(handle);
-        }
-        Err(e) if e.kind == IcebergErrorKind::Catalog(CatalogErrorKind::NotFound) => {}
-        Err(e) => state.fail(Stage::Plan, TableFailure::Load(e)),
-    }
+    load_state(ctx, state).await;
     if state.failed() {
         return;
     }
@@ -245,7 +175,16 @@ pub(super) async fn create_tables(ctx: &SyncContext<'_>, tables: &mut [TableStat
         if ranges.is_empty() {
             continue;
         }
-        match create_table(ctx, &state.settings, state.registry.as_deref(), &ranges).await {
+        let created = match state.route.as_mut() {
+            // A routed table's columns were sampled from its own messages.
+            Some(routed) => {
+                let payload = routed.columns.take().unwrap_or_default();
+                let property = routed.property();
+                create_with_columns(ctx, &state.settings, payload, Some(property)).await
+            }
+            None => create_table(ctx, &state.settings, state.registry.as_deref(), &ranges).await,
+        };
+        match created {
             Ok(handle) => {
                 if let Err(e) = check_order_by(&handle, &state.settings) {
                     state.fail(Stage::Create, e);
@@ -305,6 +244,17 @@ async fn create_table(
         )?
         .columns(),
     };
+    create_with_columns(ctx, settings, payload, None).await
+}
+
+/// A new table of `payload`'s columns (with the metadata columns its
+/// stream asks for), and `property` among its properties.
+async fn create_with_columns(
+    ctx: &SyncContext<'_>,
+    settings: &TableSettings,
+    payload: Vec<(String, topicberg_core::ColumnType)>,
+    property: Option<(String, String)>,
+) -> Result<TableHandle, CreateError> {
     let mut columns = TableColumns::for_new_table(&payload).map_err(CreateError::Columns)?;
     if settings.change_events != ChangeEvents::None {
         columns = columns
@@ -322,6 +272,7 @@ async fn create_table(
     let properties: Vec<(&str, &str)> = order_by
         .map(|column| (ORDER_BY_PROPERTY, column))
         .into_iter()
+        .chain(property.as_ref().map(|(k, v)| (k.as_str(), v.as_str())))
         .collect();
     let layout = NewTable {
         partition_by: &settings.partition_by,
@@ -346,29 +297,6 @@ async fn create_table(
     Ok(handle)
 }
 
-/// A table's `order_by` (its [`ORDER_BY_PROPERTY`]) is the stream's: it
-/// decides which stamps the key index keeps, so it never changes.
-fn check_order_by(handle: &TableHandle, settings: &TableSettings) -> Result<(), TableFailure> {
-    let recorded = handle.metadata().properties().get(ORDER_BY_PROPERTY);
-    let configured = settings.upsert().and_then(|u| u.order_by.as_ref());
-    if recorded != configured && settings.upsert().is_some() {
-        return Err(TableFailure::OrderByChanged {
-            table: handle.qualified_name(),
-            recorded: recorded.cloned(),
-            configured: configured.cloned(),
-        });
-    }
-    match configured {
-        Some(column) if handle.schema().field_by_name(column).is_none() => {
-            Err(TableFailure::OrderByMissing {
-                table: handle.qualified_name(),
-                column: column.clone(),
-            })
-        }
-        _ => Ok(()),
-    }
-}
-
 /// The store of a table with messages to read is built on a blocking
 /// thread while the sync goes on (its TLS set-up is CPU the drain's waits
 /// can hide), not on the table's first write.
@@ -376,35 +304,6 @@ fn prepare_storage(destination: &Destination, handle: &TableHandle) {
     let storage = destination.storage().clone();
     let location = handle.metadata().location().to_string();
     tokio::task::spawn_blocking(move || storage.prepare(&location));
-}
-
-/// A table that exists keeps its partition spec: say so when the stream
-/// sets a `partition_by` the spec is not (files follow the table's spec).
-fn warn_if_spec_differs(handle: &TableHandle, settings: &TableSettings) {
-    if settings.partition_by.is_empty() {
-        return;
-    }
-    let spec = handle.metadata().default_partition_spec();
-    let fields: Vec<String> = spec
-        .fields()
-        .iter()
-        .map(|f| format!("{}({})", f.transform, f.name))
-        .collect();
-    if spec.fields().len() != settings.partition_by.len()
-        || spec
-            .fields()
-            .iter()
-            .zip(&settings.partition_by)
-            .any(|(f, p)| f.name != p.field_name())
-    {
-        tracing::warn!(
-            table = %settings.table,
-            table_spec = ?fields,
-            partition_by = ?settings.partition_by.iter().map(ToString::to_string).collect::<Vec<_>>(),
-            "the table's partition spec is not the stream's partition_by; partition_by applies \
-             when topicberg creates a table, and files are written under the table's current spec"
-        );
-    }
 }
 
 /// Columns: what the drain needs per table with messages to read (the
@@ -450,6 +349,7 @@ pub(super) fn prepare_inputs(job: &Job, destination: &Destination, tables: &mut 
                     keep_unsent: settings.upsert().is_some()
                         && settings.change_events != ChangeEvents::None
                         && state.role != Role::Writer,
+                    route: state.route.as_ref().map(|r| Arc::clone(&r.group)),
                 });
             }
             Err(e) => state.fail(Stage::Columns, e),
@@ -643,7 +543,9 @@ pub(super) fn commit_group(
     let mut group_offsets = BTreeMap::new();
     let moving = tables
         .iter()
+        .filter(|s| s.route.is_none())
         .filter(|s| !s.failed() && s.report.status != TableStatus::Superseded);
+    route_group_offsets(tables, &mut group_offsets);
     for state in moving {
         for plan in &state.plans {
             let (topic, partition) = (&plan.range.topic, plan.range.partition);
@@ -686,6 +588,30 @@ pub(super) fn commit_group(
         Err(e) => {
             tracing::error!(error = %e, "committing consumer-group offsets failed; the next sync repairs them from the tables");
             GroupCommit::Failed
+        }
+    }
+}
+
+/// A routed topic's group offsets move to the end of its round once every
+/// table its messages named committed it (see `route.rs`).
+fn route_group_offsets(tables: &[TableState], out: &mut BTreeMap<(String, i32), i64>) {
+    let mut groups: Vec<&Arc<super::route_group::RouteGroup>> = Vec::new();
+    for routed in tables.iter().filter_map(|s| s.route.as_ref()) {
+        if !groups.iter().any(|g| Arc::ptr_eq(g, &routed.group)) {
+            groups.push(&routed.group);
+        }
+    }
+    for group in groups {
+        let all_landed = tables
+            .iter()
+            .filter(|s| {
+                s.route
+                    .as_ref()
+                    .is_some_and(|r| Arc::ptr_eq(&r.group, group))
+            })
+            .all(|s| !s.failed() && s.report.status != TableStatus::Superseded);
+        if all_landed {
+            out.extend(group.group_offsets());
         }
     }
 }

@@ -77,6 +77,8 @@ pub(super) struct TableState {
     /// Registry-framed values (avro, protobuf or auto), decided at the
     /// start of the sync; `None`: JSON.
     pub(super) registry: Option<Arc<RegistryValues>>,
+    /// The route this table is one of (its stream's `table` a template).
+    pub(super) route: Option<super::route_group::RoutedTable>,
 }
 
 impl TableState {
@@ -99,6 +101,7 @@ impl TableState {
             output: None,
             started: Instant::now(),
             registry: None,
+            route: None,
         }
     }
 

@@ -163,6 +163,20 @@ fn sync_killed_then_whole(job: &Job, rng: &mut Rng, round: usize) {
 
 #[test]
 fn seeded_rounds_of_changes_to_two_tables_with_kills_keep_each_copy_equal_to_its_source() {
+    rounds_of_changes(false);
+}
+
+/// The same with both tables' changes in one topic (Debezium's
+/// `ByLogicalTableRouter`), routed back to a table each by
+/// `table = "{source.table}"`: a kill between the two tables' commits is
+/// one between the commits of one topic's routed tables.
+#[test]
+fn seeded_rounds_of_changes_routed_from_one_topic_to_two_tables_with_kills_keep_each_copy_equal_to_its_source(
+) {
+    rounds_of_changes(true);
+}
+
+fn rounds_of_changes(routed: bool) {
     let mut rng = Rng::seeded("TOPICBERG_CDC_SEED", "cdc rounds");
     let rounds: usize = std::env::var("TOPICBERG_CDC_ROUNDS")
         .ok()
@@ -181,15 +195,22 @@ fn seeded_rounds_of_changes_to_two_tables_with_kills_keep_each_copy_equal_to_its
         }
         *m = s.ids.len();
     }
-    let connector = Connector::start(&[&sources[0].name, &sources[1].name], PARTITIONS, true);
-    let topics: Vec<String> = sources.iter().map(|s| connector.topic(&s.name)).collect();
+    let names = [sources[0].name.as_str(), sources[1].name.as_str()];
+    let extra: &[(&str, &str)] = if routed { &Connector::ONE_TOPIC } else { &[] };
+    let connector = Connector::start_with(&names, PARTITIONS, true, extra);
+    let topics: Vec<String> = match routed {
+        true => vec![connector.one_topic()],
+        false => sources.iter().map(|s| connector.topic(&s.name)).collect(),
+    };
     let mut streams = String::new();
     for (topic, s) in topics.iter().zip(&sources) {
-        streams.push_str(&change_stream(topic, &s.name));
+        let table = if routed { "{source.table}" } else { &s.name };
+        streams.push_str(&change_stream(topic, table));
     }
+    let subscribed: Vec<&str> = topics.iter().map(String::as_str).collect();
     let job = Job::new(
         Catalog::Seaweed,
-        &[&topics[0], &topics[1]],
+        &subscribed,
         "",
         &format!("{streams}[sync]\nbatch_rows = 10\n"),
     );
@@ -216,7 +237,11 @@ fn seeded_rounds_of_changes_to_two_tables_with_kills_keep_each_copy_equal_to_its
                 messages[i] += s.change(&mut rng);
             }
         }
-        for (topic, m) in topics.iter().zip(messages) {
+        let waited: Vec<usize> = match routed {
+            true => vec![messages.iter().sum()],
+            false => messages.to_vec(),
+        };
+        for (topic, m) in topics.iter().zip(waited) {
             read_changes(topic, Duration::from_secs(60), |c| c.len() >= m);
         }
         sync_killed_then_whole(&job, &mut rng, round);

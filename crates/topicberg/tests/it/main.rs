@@ -60,6 +60,7 @@ mod sync_order_by;
 mod sync_partitioned;
 mod sync_pruning;
 mod sync_registry;
+mod sync_route;
 mod sync_sorted;
 mod sync_split;
 mod sync_table_names;

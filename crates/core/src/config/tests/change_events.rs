@@ -113,3 +113,35 @@ fn order_by_names_a_payload_field_of_a_plain_upsert_stream() {
     let table = Job::resolve(&config).unwrap().table_for("orders");
     assert_eq!(table.upsert().unwrap().order_by.as_deref(), Some("version"));
 }
+
+#[test]
+fn a_table_template_routes_and_is_checked_when_the_file_is_read() {
+    let config = load(&stream("table = \"{source.db}_{source.table}\"\n")).unwrap();
+    let settings = Job::resolve(&config).unwrap().table_for("orders");
+    let route = settings.route.expect("a template");
+    assert_eq!(route.text(), "{source.db}_{source.table}");
+    assert!(route.reads_value());
+    // A plain name is no template.
+    let config = load(&stream("table = \"orders_v1\"\n")).unwrap();
+    assert!(Job::resolve(&config)
+        .unwrap()
+        .table_for("orders")
+        .route
+        .is_none());
+    one_problem(
+        &stream("table = \"{source.table\"\n"),
+        "streams[0].table",
+        "without its pair",
+    );
+    one_problem(
+        &stream("table = \"t_{a..b}\"\n"),
+        "streams[0].table",
+        "is not a placeholder",
+    );
+    // Fields of the value are JSON's only; headers route any format.
+    let found = problems(&stream("table = \"{kind}\"\nvalue_format = \"avro\"\n"));
+    assert!(
+        found.iter().any(|p| p.contains("JSON values only")),
+        "{found:#?}"
+    );
+}

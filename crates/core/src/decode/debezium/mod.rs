@@ -243,6 +243,32 @@ fn retried(kind: &DecodeErrorKind) -> bool {
     )
 }
 
+/// The message key before a primary-key change: the `__debezium.oldkey`
+/// header's fields over the message key's. The header holds the source's
+/// key as captured, so a field a transform added to the message key (as
+/// `ByLogicalTableRouter`'s `__dbz__physicalTableIdentifier`) is the
+/// message key's; keys that are not JSON objects are the header as it is.
+fn old_key(key: Option<&[u8]>, header: &[u8]) -> Vec<u8> {
+    let object = |bytes: &[u8]| -> Option<serde_json::Map<String, serde_json::Value>> {
+        let mut value: serde_json::Value = serde_json::from_slice(bytes).ok()?;
+        if value.get("schema").is_some() {
+            value = value.get_mut("payload")?.take();
+        }
+        match value {
+            serde_json::Value::Object(map) => Some(map),
+            _ => None,
+        }
+    };
+    let (Some(mut merged), Some(old)) = (key.and_then(object), object(header)) else {
+        return header.to_vec();
+    };
+    if old.keys().all(|k| merged.contains_key(k)) && old.len() == merged.len() {
+        return header.to_vec();
+    }
+    merged.extend(old);
+    serde_json::Value::Object(merged).to_string().into_bytes()
+}
+
 /// The header Debezium writes on the create event of a primary-key change:
 /// the row's key before it.
 const OLD_KEY_HEADER: &str = "__debezium.oldkey";
@@ -504,6 +530,7 @@ impl BatchDecoder {
         else {
             return;
         };
+        let old = old_key(record.key, &old);
         let old_record = SourceRecord {
             key: Some(&old),
             ..*record

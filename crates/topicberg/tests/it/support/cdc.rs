@@ -258,6 +258,24 @@ impl Connector {
         format!("{}.public.{table}", self.topic_prefix)
     }
 
+    /// The topic every table's changes go to when the connector routes
+    /// them into one ([`Connector::ONE_TOPIC`]).
+    pub fn one_topic(&self) -> String {
+        format!("{}.all", self.topic_prefix)
+    }
+
+    /// Connector settings that route every table's changes into one topic
+    /// (Debezium's `ByLogicalTableRouter`; it adds the table to the key).
+    pub const ONE_TOPIC: [(&'static str, &'static str); 4] = [
+        ("transforms", "one"),
+        (
+            "transforms.one.type",
+            "io.debezium.transforms.ByLogicalTableRouter",
+        ),
+        ("transforms.one.topic.regex", "(.*)[.]public[.].*"),
+        ("transforms.one.topic.replacement", "$1.all"),
+    ];
+
     /// Deletes the connector (synchronous: its task has stopped when the
     /// worker answers), then drops its slot once PostgreSQL sees it released,
     /// and its publication. Best effort: never panics; reports what it could
