@@ -133,6 +133,15 @@ fn parts<'a>(
 ) -> Result<(Vec<Part<'a>>, Slots<'a>), DrainFailure> {
     let mut parts = Vec::new();
     let mut slots = HashMap::new();
+    let group = shared.tables[members[0]]
+        .route
+        .as_ref()
+        .expect("a routed table");
+    // A named table without a share holds these messages already (or
+    // failed before the drain: the group's offsets then stay).
+    for name in &group.tables {
+        slots.insert(name.as_str(), None);
+    }
     for &index in members {
         let table = &shared.tables[index];
         let cut = cut(ranges, &table.ranges);

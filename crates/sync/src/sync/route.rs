@@ -28,7 +28,7 @@ use topicberg_kafka::{drain, DrainError, PartitionRange, PartitionState};
 use super::change_columns::ChangeSample;
 use super::context::{load_state, value_format, SyncContext};
 use super::failure::TableFailure;
-use super::plan::{cap_plans, plan_route_partitions, plan_routed_table};
+use super::plan::{cap_plans, plan_route_partitions, plan_routed_table, PartitionPlan};
 use super::route_group::{RouteFailure, RouteGroup, RoutedTable, ROUTE_PROPERTY_PREFIX};
 use super::table::{Stage, TableState};
 use crate::sample::SampleError;
@@ -57,7 +57,7 @@ pub(super) async fn plan_route(
     if probe.failed() {
         return vec![probe];
     }
-    if probe.registry.is_some() && template.reads_value() {
+    if probe.registry.is_some() {
         let template = template.text().to_owned();
         return failed(probe, RouteFailure::NotJson { topic, template }.into());
     }
@@ -66,20 +66,30 @@ pub(super) async fn plan_route(
         Ok(plans) => plans,
         Err(e) => return failed(probe, e.into()),
     };
-    if let Some(caps) = &ctx.record_caps {
-        cap_plans(&mut plans, caps.for_table(&label));
+    let more_waiting = match &ctx.record_caps {
+        Some(caps) => cap_plans(&mut plans, caps.for_table(&label)),
+        None => false,
+    };
+    for gap in plans.iter().filter_map(PartitionPlan::retention_gap) {
+        tracing::warn!(
+            topic = %gap.topic, partition = gap.partition, lost_from = gap.from,
+            lost_to = gap.to, lost = gap.lost(), "{}", gap.warning()
+        );
     }
     let envelope = settings.change_events != ChangeEvents::None;
-    let group = Arc::new(RouteGroup {
+    let mut group = RouteGroup {
         topic: topic.clone(),
         template,
         envelope,
         plans,
-    });
+        tables: Default::default(),
+    };
     let found = match discover(ctx, &settings, &group).await {
         Ok(found) => found,
         Err(e) => return failed(probe, e.into()),
     };
+    group.tables = found.keys().cloned().collect();
+    let group = Arc::new(group);
     let mut tables = Vec::with_capacity(found.len());
     for (table, routed) in found {
         let qualified = format!("{}.{table}", ctx.job.namespace);
@@ -91,6 +101,7 @@ pub(super) async fn plan_route(
             columns: Some(routed.columns),
         });
         plan_routed(ctx, &mut state).await;
+        state.report.more_waiting = more_waiting;
         tables.push(state);
     }
     tables
@@ -162,7 +173,7 @@ struct Found {
 async fn discover(
     ctx: &SyncContext<'_>,
     settings: &TableSettings,
-    group: &Arc<RouteGroup>,
+    group: &RouteGroup,
 ) -> Result<BTreeMap<String, Found>, RouteFailure> {
     let ranges: Vec<PartitionRange> = group
         .plans
@@ -174,7 +185,13 @@ async fn discover(
         return Ok(BTreeMap::new());
     }
     let (connection, drain_settings) = (ctx.connection.clone(), ctx.drain.clone());
-    let group = Arc::clone(group);
+    let group = RouteGroup {
+        topic: group.topic.clone(),
+        template: group.template.clone(),
+        envelope: group.envelope,
+        plans: Vec::new(),
+        tables: Default::default(),
+    };
     let keep = settings
         .columns
         .as_ref()

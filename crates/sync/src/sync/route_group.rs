@@ -26,17 +26,9 @@ pub(crate) struct RouteGroup {
     pub(crate) envelope: bool,
     /// The route's read, from the group's offsets.
     pub(crate) plans: Vec<PartitionPlan>,
-}
-
-impl RouteGroup {
-    /// The group's offsets this route moves to once all its tables
-    /// committed: each partition's planned end.
-    pub(crate) fn group_offsets(&self) -> impl Iterator<Item = ((String, i32), i64)> + '_ {
-        self.plans
-            .iter()
-            .filter(|p| p.range.start < p.range.end || p.repair_group)
-            .map(|p| ((p.range.topic.clone(), p.range.partition), p.range.end))
-    }
+    /// Every table the round's messages name (those that hold all of them
+    /// already too: the drain passes their messages).
+    pub(crate) tables: std::collections::BTreeSet<String>,
 }
 
 /// A table of a route, as planned.
@@ -70,10 +62,10 @@ pub enum RouteFailure {
         /// The topic.
         topic: String,
     },
-    /// A template reading the value of a registry-framed topic.
+    /// A registry-framed topic.
     #[error(
-        "topic {topic}: table {template:?} reads fields of the value, which are read from JSON \
-         values only; use {{topic}} and {{header:NAME}} placeholders"
+        "topic {topic}: table {template:?} routes messages to tables, which is done for JSON \
+         values only so far; set a table name"
     )]
     NotJson {
         /// The topic.

@@ -602,16 +602,31 @@ fn route_group_offsets(tables: &[TableState], out: &mut BTreeMap<(String, i32), 
         }
     }
     for group in groups {
-        let all_landed = tables
+        let members: Vec<&TableState> = tables
             .iter()
             .filter(|s| {
                 s.route
                     .as_ref()
                     .is_some_and(|r| Arc::ptr_eq(&r.group, group))
             })
-            .all(|s| !s.failed() && s.report.status != TableStatus::Superseded);
-        if all_landed {
-            out.extend(group.group_offsets());
+            .collect();
+        let landed = |s: &&TableState| !s.failed() && s.report.status != TableStatus::Superseded;
+        if !members.iter().all(landed) {
+            continue;
+        }
+        // Where every table holds the messages up to (the drain may stop
+        // short of the planned end: an open transaction).
+        for plan in &group.plans {
+            let (topic, partition) = (&plan.range.topic, plan.range.partition);
+            let held = members
+                .iter()
+                .map(|s| s.offsets.get(topic, partition).unwrap_or(plan.range.start))
+                .min()
+                .unwrap_or(plan.range.start)
+                .max(plan.range.start);
+            if held != plan.range.start || plan.repair_group {
+                out.insert((topic.clone(), partition), held);
+            }
         }
     }
 }

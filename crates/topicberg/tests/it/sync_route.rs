@@ -153,3 +153,49 @@ fn one_topic_is_routed_to_a_table_per_field_value_and_per_header() {
         "{stderr}"
     );
 }
+
+/// A sync killed between two routed tables' commits (and another before
+/// the group's commit), then a whole one: every message once, in its
+/// table (append mode, so a message written twice would show).
+#[test]
+fn a_routed_sync_killed_between_its_tables_commits_loses_and_duplicates_nothing() {
+    use std::os::unix::process::ExitStatusExt;
+    let topic = unique_name("route_kill");
+    create_topic(&topic, 2);
+    let m = |id: i64, kind: &str| {
+        (
+            id,
+            json!({"id": id, "kind": kind, "v": format!("v{id}")}),
+            None,
+        )
+    };
+    let job = job(&topic, "table = \"k_{kind}\"\n");
+    let mut expected: [Vec<(i64, String)>; 2] = [Vec::new(), Vec::new()];
+    for (round, fault) in ["after_first_table_commit", "before_group_commit"]
+        .iter()
+        .enumerate()
+    {
+        let base = 10 * round as i64;
+        let messages: Vec<_> = (0..6)
+            .map(|i| m(base + i, ["a", "b"][i as usize % 2]))
+            .collect();
+        produce(&topic, &messages);
+        for i in 0..6 {
+            expected[i as usize % 2].push((base + i, format!("v{}", base + i)));
+        }
+        let out = job.run("sync", &[], &[("TOPICBERG_FAULT", fault)]);
+        assert_eq!(
+            out.status.signal(),
+            Some(libc::SIGKILL),
+            "killed at {fault}"
+        );
+        job.sync();
+        for (kind, rows_expected) in ["a", "b"].iter().zip(&expected) {
+            assert_eq!(
+                &rows(&job, &format!("k_{kind}")),
+                rows_expected,
+                "after {fault}"
+            );
+        }
+    }
+}
