@@ -797,3 +797,30 @@ fn a_null_payload_with_its_schema_is_a_tombstone() {
     let e = d.append(&record(1, r#"{"id":1}"#, Some(&row))).unwrap_err();
     assert!(matches!(e.kind, DecodeErrorKind::UnknownFields(_)), "{e}");
 }
+
+#[test]
+fn the_old_key_of_a_moved_row_takes_the_fields_a_transform_added_to_the_message_key() {
+    let old = |key: &str, header: &str| {
+        String::from_utf8(super::old_key(Some(key.as_bytes()), header.as_bytes())).unwrap()
+    };
+    // ByLogicalTableRouter's field is the message key's; the id the header's.
+    let merged: serde_json::Value = serde_json::from_str(&old(
+        r#"{"id":2,"__dbz__physicalTableIdentifier":"p.public.a"}"#,
+        r#"{"id":1}"#,
+    ))
+    .unwrap();
+    assert_eq!(
+        merged,
+        json!({"id": 1, "__dbz__physicalTableIdentifier": "p.public.a"})
+    );
+    // A key with its Connect schema is read inside its payload.
+    let merged: serde_json::Value = serde_json::from_str(&old(
+        r#"{"schema":{"type":"struct"},"payload":{"id":2,"t":"x"}}"#,
+        r#"{"id":1}"#,
+    ))
+    .unwrap();
+    assert_eq!(merged, json!({"id": 1, "t": "x"}));
+    // The same fields: the header as it is; keys that are not objects too.
+    assert_eq!(old(r#"{"id":2}"#, r#"{"id":1}"#), r#"{"id":1}"#);
+    assert_eq!(old("7", r#"{"id":1}"#), r#"{"id":1}"#);
+}
