@@ -22,7 +22,8 @@
 //!   typed by its own struct schema when it has one; `__deleted = "true"`
 //!   or `__op` `d` delete, `__lsn` and `__source_ts_ms` are its position
 //!   and time.
-//! - `source.lsn` (PostgreSQL's log position) fills `_cdc_lsn` where the
+//! - `source.lsn` (PostgreSQL's log position), or MySQL's binlog position
+//!   (`source.file`, `pos`, `row`, as one number) fills `_cdc_lsn` where the
 //!   table has it, and orders the key's row (or, for a delete,
 //!   [`BatchDecoder::change_lsn`]) against its changes on other partitions.
 //! - Debezium's placeholder for a value it did not read
@@ -63,7 +64,8 @@ struct Event<'a> {
     op_stated: bool,
     /// `source.ts_ms`: when the change was made in the database.
     source_ms: Option<i64>,
-    /// `source.lsn`: the change's place in PostgreSQL's log.
+    /// The change's place in the source's log: PostgreSQL's `source.lsn`,
+    /// or MySQL's binlog position (`source.file`, `pos`, `row`).
     lsn: Option<i64>,
     /// The row's JSON object: `after`, or a flattened record itself.
     after: Option<&'a str>,
@@ -116,6 +118,13 @@ struct Fields<'a> {
     flat_deleted: Option<&'a RawValue>,
     #[serde(borrow, default, rename = "__lsn")]
     flat_lsn: Option<&'a RawValue>,
+    /// MySQL's position (`add.fields=file,pos,row`).
+    #[serde(borrow, default, rename = "__file")]
+    flat_file: Option<&'a RawValue>,
+    #[serde(borrow, default, rename = "__pos")]
+    flat_pos: Option<&'a RawValue>,
+    #[serde(borrow, default, rename = "__row")]
+    flat_row: Option<&'a RawValue>,
     #[serde(borrow, default, rename = "__source_ts_ms")]
     flat_source_ms: Option<&'a RawValue>,
 }
@@ -127,6 +136,44 @@ struct Source<'a> {
     ts_ms: Option<&'a RawValue>,
     #[serde(borrow, default)]
     lsn: Option<&'a RawValue>,
+    /// MySQL's binlog file (`mysql-bin.000003`), the event's position in
+    /// it and the row's number within the event.
+    #[serde(borrow, default)]
+    file: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    pos: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    row: Option<&'a RawValue>,
+}
+
+impl Source<'_> {
+    /// The change's place in the source's log as one number: PostgreSQL's
+    /// LSN, or MySQL's binlog position ([`binlog_position`]).
+    fn position(&self) -> Option<i64> {
+        long(self.lsn)
+            .or_else(|| binlog_position(&text(self.file)?, long(self.pos)?, long(self.row)))
+    }
+}
+
+/// Bits of a MySQL position's parts in one `i64`: the binlog file's number,
+/// the event's position in the file, the row's number within the event.
+const BINLOG_POS_BITS: u32 = 32;
+const BINLOG_ROW_BITS: u32 = 11;
+const BINLOG_FILE_BITS: u32 = 63 - BINLOG_POS_BITS - BINLOG_ROW_BITS;
+
+/// A MySQL binlog position (`file` `mysql-bin.000003`, `pos`, `row`) as one
+/// number ordered as the log is: the file's number, then the position,
+/// then the row. `None` when a part does not fit (no position: the event
+/// orders by its Kafka timestamp, as a source without positions does).
+fn binlog_position(file: &str, pos: i64, row: Option<i64>) -> Option<i64> {
+    let number: i64 = file.rsplit('.').next()?.parse().ok()?;
+    let row = row.unwrap_or(0);
+    let fits = |v: i64, bits: u32| (0..1i64 << bits).contains(&v);
+    if !(fits(number, BINLOG_FILE_BITS) && fits(pos, BINLOG_POS_BITS) && fits(row, BINLOG_ROW_BITS))
+    {
+        return None;
+    }
+    Some(number << (BINLOG_POS_BITS + BINLOG_ROW_BITS) | pos << BINLOG_ROW_BITS | row)
 }
 
 /// A field that is there, null or not.
@@ -196,7 +243,7 @@ impl<'a> Fields<'a> {
                 op,
                 op_stated: true,
                 source_ms: long(source.ts_ms),
-                lsn: long(source.lsn),
+                lsn: source.position(),
                 after: self.after.map(RawValue::get),
                 before: self.before.map(RawValue::get).filter(|b| *b != "null"),
                 schema,
@@ -222,7 +269,13 @@ impl<'a> Fields<'a> {
             op: op.clone(),
             op_stated,
             source_ms: long(self.flat_source_ms),
-            lsn: long(self.flat_lsn),
+            lsn: long(self.flat_lsn).or_else(|| {
+                binlog_position(
+                    &text(self.flat_file)?,
+                    long(self.flat_pos)?,
+                    long(self.flat_row),
+                )
+            }),
             after: Some(row),
             // A deleted record is the row as it was.
             before: (op == "d").then_some(row),

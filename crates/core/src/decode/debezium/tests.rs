@@ -824,3 +824,30 @@ fn the_old_key_of_a_moved_row_takes_the_fields_a_transform_added_to_the_message_
     assert_eq!(old(r#"{"id":2}"#, r#"{"id":1}"#), r#"{"id":1}"#);
     assert_eq!(old("7", r#"{"id":1}"#), r#"{"id":1}"#);
 }
+
+#[test]
+fn a_mysql_events_binlog_position_orders_as_the_log_does() {
+    let pos = |file: &str, pos: i64, row: Option<i64>| super::binlog_position(file, pos, row);
+    let order = [
+        pos("mysql-bin.000003", 4_015, Some(0)),
+        pos("mysql-bin.000003", 4_015, Some(1)),
+        pos("mysql-bin.000003", 9_000, Some(0)),
+        pos("mysql-bin.000004", 4, None),
+        pos("binlog.999999", 4_294_967_295, Some(2_047)),
+    ];
+    assert!(order.iter().all(Option::is_some), "{order:?}");
+    assert!(order.windows(2).all(|w| w[0] < w[1]), "{order:?}");
+    // A part that does not fit, or a file without a number: no position.
+    assert_eq!(pos("mysql-bin.000003", 1 << 32, None), None);
+    assert_eq!(pos("mysql-bin.000003", 5, Some(2_048)), None);
+    assert_eq!(pos("mysql-bin.1048576", 5, None), None);
+    assert_eq!(pos("mysql-bin", 5, None), None);
+    // From an event: the envelope's source.
+    let schema = envelope_schema(&[]);
+    let mut d = lsn_decoder(&typed_columns(&event(Some(&schema), "c", row())));
+    let mut v: serde_json::Value = serde_json::from_str(&event(Some(&schema), "u", row())).unwrap();
+    v["payload"]["source"] = json!({"connector": "mysql", "file": "mysql-bin.000003", "pos": 4_015, "row": 1, "ts_ms": 1});
+    d.append(&record(0, r#"{"id":1}"#, Some(&v.to_string())))
+        .unwrap();
+    assert_eq!(d.change_lsn(), pos("mysql-bin.000003", 4_015, Some(1)));
+}
