@@ -168,6 +168,15 @@ impl<'a> Order<'a> {
         })
     }
 
+    /// Whether the row has a place in the source's log (on a change-event
+    /// table; rows of other tables need none).
+    fn positioned(&self, row: usize) -> bool {
+        match self {
+            Order::Lsn(lsn, _) => lsn.is_valid(row),
+            _ => true,
+        }
+    }
+
     fn at(&self, row: usize) -> i64 {
         let value = |array: &dyn Array, v: i64| if array.is_null(row) { i64::MIN } else { v };
         match self {
@@ -258,6 +267,51 @@ pub enum Slot {
     Tombstone,
 }
 
+/// Sets bit `row` of a growing bit set.
+fn mark(bits: &mut Vec<u64>, row: u32) {
+    let word = row as usize / 64;
+    if bits.len() <= word {
+        bits.resize(word + 1, 0);
+    }
+    bits[word] |= 1 << (row % 64);
+}
+
+/// Whether bit `row` is set.
+fn marked(bits: &[u64], row: u32) -> bool {
+    bits.get(row as usize / 64)
+        .is_some_and(|w| w & (1 << (row % 64)) != 0)
+}
+
+/// A key's change events on two partitions when one of its rows has no
+/// place in the source's log: their order cannot be told (a delete's
+/// Kafka tombstone has none of its own and counts as its delete did).
+fn unordered(group: &[Entry], unpositioned: &[u64], topic: &str) -> Option<SpillError> {
+    if unpositioned.is_empty() {
+        return None;
+    }
+    let first = group.first()?.version;
+    let other = group
+        .iter()
+        .find(|e| e.version.partition != first.partition)?
+        .version;
+    let lacking = group
+        .iter()
+        .find(|e| matches!(e.slot(), Slot::Row(r) if marked(unpositioned, r)))?
+        .version;
+    let second = if lacking.partition == first.partition {
+        other
+    } else {
+        lacking
+    };
+    Some(SpillError::Unordered {
+        topic: topic.to_owned(),
+        first_partition: first.partition,
+        first_offset: first.offset,
+        second_partition: second.partition,
+        second_offset: second.offset,
+    })
+}
+
 /// A 16-byte `_olake_id`.
 pub type KeyHash = [u8; 16];
 
@@ -311,6 +365,9 @@ pub struct UpsertBuffer {
     unsent: UnsentValues,
     /// The topic of the messages, for errors.
     topic: String,
+    /// Held rows of a change-event table without a place in the source's
+    /// log: one bit per row.
+    unpositioned: Vec<u64>,
 }
 
 /// What the sync's messages say of a key besides its winner.
@@ -340,6 +397,7 @@ impl UpsertBuffer {
             deletes_name_rows: false,
             unsent: UnsentValues::default(),
             topic: String::new(),
+            unpositioned: Vec::new(),
         })
     }
 
@@ -405,6 +463,9 @@ impl UpsertBuffer {
                 partition: partitions.value(row),
                 offset: offsets.value(row),
             };
+            if !order.positioned(row) {
+                mark(&mut self.unpositioned, first_row + row as u32);
+            }
             self.entries.push(Entry {
                 key,
                 version,
@@ -525,11 +586,15 @@ impl UpsertBuffer {
     ) -> Result<(), E> {
         self.close_segment()?;
         let (unsent, truncate) = (&self.unsent, self.truncated);
+        let (unpositioned, topic) = (&self.unpositioned, &self.topic);
         let moved_keys = unsent.moved_keys();
         let mut histories = Vec::new();
         let mut fills = Vec::new();
         self.entries
             .for_each_winner(|key, slot, version, parts, group| {
+                if let Some(e) = unordered(group, unpositioned, topic) {
+                    return Err(E::from(e));
+                }
                 if let (Slot::Row(row), false) = (slot, unsent.is_empty()) {
                     let winner = group
                         .iter()

@@ -61,6 +61,28 @@ pub enum SpillError {
         /// Its Arrow type.
         found: String,
     },
+    /// One key's change events on two partitions, some without a place in
+    /// the source's log: their order cannot be told.
+    #[error(
+        "{topic}: one row's change events came on partitions {first_partition} (offset \
+         {first_offset}) and {second_partition} (offset {second_offset}), some without a \
+         position in the source's log (source.lsn, or MySQL's binlog file and position), so \
+         their order cannot be told; keep each row's changes on one partition (key the topic \
+         by the row's key), or give the events a position (flattened records: \
+         add.fields=lsn, or file,pos,row)"
+    )]
+    Unordered {
+        /// The topic.
+        topic: String,
+        /// A partition with one of the changes, and its offset.
+        first_partition: i32,
+        /// Its offset.
+        first_offset: i64,
+        /// Another partition, with a change without a position.
+        second_partition: i32,
+        /// Its offset.
+        second_offset: i64,
+    },
 }
 
 impl SpillError {
@@ -90,6 +112,7 @@ impl SpillError {
         match self {
             Self::Io { .. } | Self::File { .. } => SyncErrorKind::LocalDisk,
             Self::TooManyMessages | Self::OrderType { .. } => SyncErrorKind::Config,
+            Self::Unordered { .. } => SyncErrorKind::InvalidMessage,
             Self::MissingColumn(_)
             | Self::BadKey(_)
             | Self::Arrow { .. }

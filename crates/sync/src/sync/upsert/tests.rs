@@ -274,3 +274,40 @@ fn key_hash_parses_32_hex_digits_only() {
     assert!(parse_key_hash("xyz").is_none());
     assert!(parse_key_hash("000102030405060708090a0b0c0d0eZZ").is_none());
 }
+
+/// A change-event batch: (key, partition, offset, `_cdc_lsn`).
+fn change_batch(rows: &[(u8, i32, i64, Option<i64>)]) -> RecordBatch {
+    let base = batch(&rows.iter().map(|r| (r.0, r.1, r.2, 0)).collect::<Vec<_>>());
+    let mut fields: Vec<Field> = base
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| f.as_ref().clone())
+        .collect();
+    fields.push(Field::new("_cdc_lsn", DataType::Int64, true));
+    let mut columns = base.columns().to_vec();
+    columns.push(Arc::new(Int64Array::from(
+        rows.iter().map(|r| r.3).collect::<Vec<_>>(),
+    )));
+    RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).unwrap()
+}
+
+#[test]
+fn one_keys_changes_on_two_partitions_without_a_log_position_are_refused() {
+    let winners = |rows: &[(u8, i32, i64, Option<i64>)]| {
+        let mut buffer = buffer();
+        buffer.set_topic("shop");
+        buffer.add_batch(change_batch(rows)).unwrap();
+        buffer.for_each_winner(|_, _, _| Ok::<_, SpillError>(()))
+    };
+    // Positions on both partitions, or one partition without: fine.
+    winners(&[(1, 0, 5, Some(10)), (1, 1, 3, Some(20))]).unwrap();
+    winners(&[(1, 0, 5, None), (1, 0, 6, None), (2, 1, 3, None)]).unwrap();
+    // A key on two partitions, a change without a position: refused.
+    let e = winners(&[(1, 0, 5, Some(10)), (1, 1, 3, None)]).unwrap_err();
+    let text = e.to_string();
+    assert!(
+        text.starts_with("shop: ") && text.contains("partitions 0 (offset 5) and 1 (offset 3)"),
+        "{text}"
+    );
+}
