@@ -164,6 +164,43 @@ impl RouteTemplate {
     }
 }
 
+impl RouteTemplate {
+    /// [`Self::table_for`] written into `table` (cleared first): the
+    /// drain's form, which reuses one buffer for every message.
+    pub fn write_table(
+        &self,
+        record: &SourceRecord<'_>,
+        envelope: bool,
+        table: &mut String,
+    ) -> Result<(), RouteError> {
+        table.clear();
+        let push = |table: &mut String, text: &str| {
+            table.extend(text.chars().map(|c| {
+                if c.is_ascii_alphanumeric() {
+                    c.to_ascii_lowercase()
+                } else {
+                    '_'
+                }
+            }))
+        };
+        for part in &self.parts {
+            match part {
+                Part::Text(t) => push(table, t),
+                Part::Topic => push(table, record.topic),
+                Part::Header(name) => push(table, &header(record, name)?),
+                Part::Field(path) => push(table, &field(record.value, path, envelope)?),
+            }
+        }
+        if table.chars().all(|c| c == '_') {
+            return Err(self
+                .name_for(record, envelope)
+                .err()
+                .unwrap_or(RouteError::Empty(table.clone())));
+        }
+        Ok(())
+    }
+}
+
 /// The name a message's parts give.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RoutedName {

@@ -68,9 +68,15 @@ pub(super) fn drain_routed(
         }
     };
     let lead = &shared.tables[members[0]];
-    let group = lead.route.as_ref().expect("a routed table");
-    let mut failed_at = None;
-    let mut skipped: (u64, Option<String>) = (0, None);
+    let mut router = Router {
+        group: lead.route.as_ref().expect("a routed table"),
+        on_invalid: lead.on_invalid,
+        change_events: lead.change_events,
+        slots,
+        table: String::new(),
+        failed_at: None,
+        skipped: (0, None),
+    };
     let cancelled = || {
         if shared.cancel.load(Ordering::Relaxed) {
             return Err(SinkError::Cancelled);
@@ -82,46 +88,67 @@ pub(super) fn drain_routed(
         ranges,
         &shared.settings,
         cancelled,
-        |record| {
-            let table = match group.template.table_for(record, group.envelope) {
-                Ok(table) => table,
-                Err(e) => {
-                    return unroutable(
-                        record,
-                        &e,
-                        lead.on_invalid,
-                        lead.change_events,
-                        &mut skipped,
-                    )
-                }
-            };
-            let Some(slot) = slots.get(table.as_str()) else {
-                return Err(SinkError::Unrouted {
-                    topic: record.topic.to_owned(),
-                    partition: record.partition,
-                    offset: record.offset,
-                    table,
-                });
-            };
-            let Some(i) = *slot else {
-                return Ok(());
-            };
-            let part = &mut parts[i];
-            let Some(at) = part.slot(record.partition, record.offset) else {
-                return Ok(());
-            };
-            let bytes = record.key.map_or(0, <[u8]>::len) + record.value.map_or(0, <[u8]>::len);
-            part.counts[at].0 += 1;
-            part.counts[at].1 += bytes as u64;
-            part.writer
-                .take(record)
-                .inspect_err(|_| failed_at = Some(i))
-        },
+        |record| router.take(record, &mut parts),
     );
-    if let (n @ 1.., Some(first)) = skipped {
+    if let (n @ 1.., Some(first)) = &router.skipped {
         tracing::warn!(topic = %lead.topic, skipped = n, first = %first, "messages naming no table were passed (on_invalid = \"skip\")");
     }
-    finish(parts, drained, failed_at)
+    finish(parts, drained, router.failed_at)
+}
+
+/// Hands each message of a routed chunk to its table's part.
+struct Router<'a> {
+    group: &'a super::route_group::RouteGroup,
+    on_invalid: OnInvalid,
+    change_events: ChangeEvents,
+    slots: Slots<'a>,
+    /// The table the message names (reused).
+    table: String,
+    /// The part whose writer failed.
+    failed_at: Option<usize>,
+    /// Messages naming no table passed, and the first.
+    skipped: (u64, Option<String>),
+}
+
+impl Router<'_> {
+    fn take(&mut self, record: &SourceRecord<'_>, parts: &mut [Part<'_>]) -> Result<(), SinkError> {
+        let group = self.group;
+        if let Err(e) = group
+            .template
+            .write_table(record, group.envelope, &mut self.table)
+        {
+            return unroutable(
+                record,
+                &e,
+                self.on_invalid,
+                self.change_events,
+                &mut self.skipped,
+            );
+        }
+        let Some(slot) = self.slots.get(self.table.as_str()) else {
+            return Err(SinkError::Unrouted {
+                topic: record.topic.to_owned(),
+                partition: record.partition,
+                offset: record.offset,
+                table: self.table.clone(),
+            });
+        };
+        let Some(i) = *slot else {
+            return Ok(());
+        };
+        let part = &mut parts[i];
+        let Some(at) = part.slot(record.partition, record.offset) else {
+            return Ok(());
+        };
+        let bytes = record.key.map_or(0, <[u8]>::len) + record.value.map_or(0, <[u8]>::len);
+        part.counts[at].0 += 1;
+        part.counts[at].1 += bytes as u64;
+        let taken = part.writer.take(record);
+        if taken.is_err() {
+            self.failed_at = Some(i);
+        }
+        taken
+    }
 }
 
 /// Each member's part of the chunk, and where each table name goes.
