@@ -123,6 +123,16 @@ pub(super) struct Shared {
     pub(super) cancel: Arc<AtomicBool>,
 }
 
+impl Shared {
+    /// Whether the sync was cancelled: every drain stops at its next message.
+    pub(super) fn check_cancelled(&self) -> Result<(), SinkError> {
+        match self.cancel.load(Ordering::Relaxed) {
+            true => Err(SinkError::Cancelled),
+            false => Ok(()),
+        }
+    }
+}
+
 /// A chunk's table, its ranges and how it ended.
 pub(super) type ChunkResult = (
     usize,
@@ -145,12 +155,7 @@ pub(super) fn drain_chunk(
     chunk: &Chunk,
 ) -> Result<Vec<DrainedPartition>, DrainFailure> {
     let mut writer = ChunkWriter::new(shared, tx, chunk.table, &chunk.ranges)?;
-    let cancelled = || {
-        if shared.cancel.load(Ordering::Relaxed) {
-            return Err(SinkError::Cancelled);
-        }
-        Ok(())
-    };
+    let cancelled = || shared.check_cancelled();
     let drained = drain_checked(
         &shared.connection,
         &chunk.ranges,

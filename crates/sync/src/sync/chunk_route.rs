@@ -11,7 +11,6 @@
 //! table of the chunk fails with it, and the group's offsets stay.
 
 use std::collections::HashMap;
-use std::sync::atomic::Ordering;
 
 use tokio::sync::mpsc;
 use topicberg_core::config::{ChangeEvents, OnInvalid};
@@ -77,12 +76,7 @@ pub(super) fn drain_routed(
         failed_at: None,
         skipped: (0, None),
     };
-    let cancelled = || {
-        if shared.cancel.load(Ordering::Relaxed) {
-            return Err(SinkError::Cancelled);
-        }
-        Ok(())
-    };
+    let cancelled = || shared.check_cancelled();
     let drained = drain_checked(
         &shared.connection,
         ranges,

@@ -47,6 +47,16 @@ impl PreviousValues {
         self.by_row.is_empty()
     }
 
+    /// `f`'s value: row `at` of `column` (null without the column).
+    fn put(&mut self, f: &Filling, column: Option<&ArrayRef>, at: usize) {
+        let value = match column {
+            Some(column) => column.slice(at, 1),
+            None => arrow_array::new_null_array(&arrow_schema::DataType::Null, 1),
+        };
+        let row = self.by_row.entry(f.row).or_default();
+        row.push((Arc::clone(&f.column), value));
+    }
+
     /// How many values are filled.
     pub(super) fn len(&self) -> usize {
         self.by_row.values().map(Vec::len).sum()
@@ -152,16 +162,8 @@ fn read_held(
             let rows = held.take_rows(first, &donors)?;
             for (i, donor) in donors.iter().enumerate() {
                 for f in &by_donor[donor] {
-                    let value = match rows.column_by_name(&f.column) {
-                        Some(column) => column.slice(i, 1),
-                        // A column the donor's batch did not have yet.
-                        None => arrow_array::new_null_array(&arrow_schema::DataType::Null, 1),
-                    };
-                    values
-                        .by_row
-                        .entry(f.row)
-                        .or_default()
-                        .push((Arc::clone(&f.column), value));
+                    // A column the donor's batch did not have yet: null.
+                    values.put(f, rows.column_by_name(&f.column), i);
                 }
             }
         }
@@ -203,15 +205,7 @@ async fn read_table(
             let column = id
                 .and_then(|id| ids.binary_search(&id).ok())
                 .and_then(|i| read[i].as_ref());
-            let value = match column {
-                Some(column) => column.slice(at, 1),
-                None => arrow_array::new_null_array(&arrow_schema::DataType::Null, 1),
-            };
-            values
-                .by_row
-                .entry(f.row)
-                .or_default()
-                .push((Arc::clone(&f.column), value));
+            values.put(f, column, at);
         }
     }
     Ok(())
