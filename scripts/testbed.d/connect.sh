@@ -30,6 +30,9 @@ CONNECT_WAIT_S=${TB_CONNECT_WAIT_S:-120}
 TB_CONNECT_PORT=${TB_CONNECT_PORT:-18083}
 TB_CONNECT_URL=http://$TB_HOST:$TB_CONNECT_PORT
 CONNECT_PROBE_PLUGIN=io.debezium.connector.postgresql.PostgresConnector
+# The test bed's own Avro converter (connect/RegistryAvroConverter.java: registry wire format,
+# Confluent's schema conventions; Maven Central does not serve Confluent's), compiled here.
+CONNECT_CLASSES=$CONNECT_HOME/classes
 
 # _connect_resolve POM LIB MARKER MVN_ARGS...: copy POM's runtime dependencies into LIB
 # (atomically) unless LIB was resolved from this very POM; MARKER is a jar LIB must hold.
@@ -61,7 +64,7 @@ _connect_resolve() {
 # A worker still running on previous jars is stopped (`up` starts it again).
 connect_install() {
   local before after jar
-  before=$(cat "$CONNECT_LIB/.stamp" "$DEBEZIUM_LIB/.stamp" 2>/dev/null || true)
+  before=$(cat "$CONNECT_LIB/.stamp" "$DEBEZIUM_LIB/.stamp" "$CONNECT_CLASSES/.stamp" 2>/dev/null || true)
   _connect_resolve "$CONNECT_SRC/connect-pom.xml" "$CONNECT_LIB" \
     "connect-runtime-$CONNECT_VERSION.jar" || return 1
   if [ ! -f "$DEBEZIUM_LIB/.stamp" ] || [ "$CONNECT_LIB/.stamp" -nt "$DEBEZIUM_LIB/.stamp" ]; then
@@ -73,11 +76,29 @@ connect_install() {
   for jar in "$DEBEZIUM_LIB"/*.jar; do
     [ ! -f "$CONNECT_LIB/$(basename "$jar")" ] || rm -f "$jar"
   done
-  after=$(cat "$CONNECT_LIB/.stamp" "$DEBEZIUM_LIB/.stamp" 2>/dev/null || true)
+  _connect_compile || return 1
+  after=$(cat "$CONNECT_LIB/.stamp" "$DEBEZIUM_LIB/.stamp" "$CONNECT_CLASSES/.stamp" 2>/dev/null || true)
   if [ "$after" != "$before" ] && tb_pid connect >/dev/null; then
     tb_log "connect: stopping the worker running on the previous jars"
     connect_stop
   fi
+}
+
+# _connect_compile: connect/*.java into $CONNECT_CLASSES (once per source), with the
+# ServiceLoader manifest that names the converter.
+_connect_compile() {
+  local srcs=("$CONNECT_SRC"/*.java) want
+  want=$(cat "${srcs[@]}" "$CONNECT_LIB/.stamp" | sha256sum | cut -d' ' -f1)
+  [ "$(cat "$CONNECT_CLASSES/.stamp" 2>/dev/null)" != "$want" ] || return 0
+  tb_log "connect: compiling $(cd "$CONNECT_SRC" && echo *.java)"
+  rm -rf "$CONNECT_CLASSES.tmp"
+  mkdir -p "$CONNECT_CLASSES.tmp/META-INF/services"
+  javac --release 17 -nowarn -d "$CONNECT_CLASSES.tmp" -cp "$CONNECT_LIB/*" "${srcs[@]}" || return 1
+  echo topicberg.testbed.RegistryAvroConverter \
+    >"$CONNECT_CLASSES.tmp/META-INF/services/org.apache.kafka.connect.storage.Converter"
+  echo "$want" >"$CONNECT_CLASSES.tmp/.stamp"
+  rm -rf "$CONNECT_CLASSES"
+  mv "$CONNECT_CLASSES.tmp" "$CONNECT_CLASSES"
 }
 
 # _connect_java: $TB_CONNECT_JAVA, else the default java.
@@ -121,7 +142,7 @@ connect_start() {
   tb_start_bg connect "$(_connect_java)" -Xms128m -Xmx512m -XX:+UseSerialGC \
     -XX:TieredStopAtLevel=1 -Djava.awt.headless=true \
     -Dlog4j2.configurationFile="$CONNECT_SRC/log4j2.properties" \
-    -cp "$CONNECT_LIB/*:$DEBEZIUM_LIB/*" \
+    -cp "$CONNECT_CLASSES:$CONNECT_LIB/*:$DEBEZIUM_LIB/*" \
     org.apache.kafka.connect.cli.ConnectStandalone "$CONNECT_CONF"
 }
 

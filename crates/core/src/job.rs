@@ -498,9 +498,6 @@ impl Job {
             })?;
         let value_format = match stream.value_format {
             Some(format) => Some(format),
-            // Change events are read as JSON (registry-encoded ones are
-            // not yet), whatever the registry's subject says.
-            None if stream.change_events != ChangeEvents::None => Some(ValueFormat::Json),
             None if has_registry => None,
             None => Some(value_format_without_schema()),
         };

@@ -34,8 +34,9 @@ mod timestamp;
 pub use columns::{Column, ColumnType, ColumnsError, TableColumns};
 pub use config::{ConfigError, JobConfig};
 pub use decode::{
-    change_columns, BatchDecoder, ChangeColumns, DecodeError, DecodeErrorKind, DecoderConfigError,
-    DecoderOptions, IdMode, RegistryValues, UnknownField, UnknownFieldPolicy, UnsentValue,
+    change_columns, change_columns_in, BatchDecoder, ChangeColumns, DecodeError, DecodeErrorKind,
+    DecoderConfigError, DecoderOptions, IdMode, RegistryValues, UnknownField, UnknownFieldPolicy,
+    UnsentValue,
 };
 pub use infer::{merge_types, InferError, SchemaInference};
 pub use job::{

@@ -100,7 +100,10 @@ pub fn discover(job: &Job) -> Result<Vec<DiscoveredTopic>, SetupError> {
             // creates the table.
             _ if stream.change_events != ChangeEvents::None => (
                 None,
-                change_columns(job, &connection, &settings, &ranges, &stream)?,
+                change_columns(job, &connection, &settings, &ranges, &stream, {
+                    let client = registry.as_ref().filter(|_| choice.format.uses_registry());
+                    client.map(|c| Arc::new(RegistryValues::new(choice.format, schema_source(c))))
+                })?,
             ),
             // The columns of the subject's latest schema (the sync takes
             // them from the writer schemas of the messages it samples).
@@ -152,14 +155,16 @@ pub fn discover(job: &Job) -> Result<Vec<DiscoveredTopic>, SetupError> {
 }
 
 /// A change-event stream's columns: its events' `after` fields (typed from
-/// the Connect schema when the messages carry it), as the sync creates the
-/// table; events that are not rows are left out.
+/// the Connect schema when the messages carry it, or from the registry's
+/// writer schemas through `registry`), as the sync creates the table;
+/// events that are not rows are left out.
 fn change_columns(
     job: &Job,
     connection: &KafkaConnection,
     settings: &DrainSettings,
     ranges: &[PartitionRange],
     stream: &TableSettings,
+    registry: Option<Arc<RegistryValues>>,
 ) -> Result<Vec<(String, String)>, SampleError> {
     let keep = stream
         .columns
@@ -169,6 +174,7 @@ fn change_columns(
         connection,
         settings,
         ranges,
+        registry,
         true,
         keep,
         job.tuning.max_columns,

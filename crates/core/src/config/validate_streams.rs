@@ -243,7 +243,7 @@ fn order_by(s: &StreamConfig, at: &dyn Fn(&str) -> String, out: &mut Vec<ConfigP
     }
 }
 
-/// A stream of change events: upsert mode, JSON values.
+/// A stream of change events: JSON or Avro values.
 fn change_events(s: &StreamConfig, at: &dyn Fn(&str) -> String, out: &mut Vec<ConfigProblem>) {
     if s.change_events == ChangeEvents::None {
         if s.on_truncate != super::OnTruncate::default() {
@@ -269,11 +269,11 @@ fn change_events(s: &StreamConfig, at: &dyn Fn(&str) -> String, out: &mut Vec<Co
             format!("an append of change events keeps every event, deletes included (marked _cdc_op = \"d\"): remove soft_deletes from \"{}\"", s.topic),
         );
     }
-    if let Some(format) = s.value_format.filter(|f| *f != ValueFormat::Json) {
+    if let Some(format) = s.value_format.filter(|f| *f == ValueFormat::Protobuf) {
         push(
             out,
             at("value_format"),
-            format!("change events are read as JSON; {format} values are not supported yet: remove value_format on \"{}\" or set it to \"json\"", s.topic),
+            format!("change events are read as JSON or Avro; {format} values are not supported yet: remove value_format on \"{}\" or set it to \"json\" or \"avro\"", s.topic),
         );
     }
 }

@@ -23,6 +23,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::avro::{self, AvroType, FieldOp};
+use super::debezium::ChangeSchema;
 use super::error::{DecodeErrorKind, UnknownField};
 use super::fit::{fit, Fit};
 use super::protobuf::{self, MessageOp, ProtoSchema};
@@ -37,6 +38,8 @@ pub struct RegistryValues {
     pub format: ValueFormat,
     source: Arc<dyn SchemaSource>,
     parsed: Mutex<HashMap<u32, Arc<Parsed>>>,
+    /// Writer schemas of change events, by id.
+    changes: Mutex<HashMap<u32, Arc<ChangeSchema>>>,
     /// The schema id last read into the table (+1; 0: none yet).
     last_used: AtomicU64,
 }
@@ -56,6 +59,7 @@ impl RegistryValues {
             format,
             source,
             parsed: Mutex::new(HashMap::new()),
+            changes: Mutex::new(HashMap::new()),
             last_used: AtomicU64::new(0),
         }
     }
@@ -93,6 +97,24 @@ impl RegistryValues {
         });
         let mut cache = self.parsed.lock().expect("schemas");
         Ok(cache.entry(id).or_insert(parsed).clone())
+    }
+
+    /// The writer schema `id` of change events (asked of the source on the
+    /// first use in this sync).
+    pub(crate) fn change_schema(&self, id: u32) -> Result<Arc<ChangeSchema>, DecodeErrorKind> {
+        if let Some(s) = self.changes.lock().expect("schemas").get(&id) {
+            return Ok(s.clone());
+        }
+        let schema = self.source.schema_by_id(id).map_err(|e| match e.kind {
+            RegistryErrorKind::NotFound => DecodeErrorKind::UnknownSchema {
+                schema_id: id,
+                reason: e.to_string(),
+            },
+            _ => DecodeErrorKind::Registry(Box::new(e)),
+        })?;
+        let change = Arc::new(ChangeSchema::of(&schema));
+        let mut cache = self.changes.lock().expect("schemas");
+        Ok(cache.entry(id).or_insert(change).clone())
     }
 
     /// The payload fields writer schema `id` declares, in order, with the

@@ -20,12 +20,18 @@ use crate::registry::{framing, ValueFormat};
 /// The prefix of a dedup key that names a field of the message key.
 pub const KEY_FIELD_PREFIX: &str = "_kafka_key.";
 
-/// The dedup key of every field of a JSON message key, in the key's order
-/// (a change stream's default: Debezium's key holds the primary key).
+/// The dedup key of every field of the message key (a JSON object or a
+/// registry-encoded Avro record), in the order of their names, so that a
+/// key's JSON and Avro forms name one row (a change stream's default:
+/// Debezium's key holds the primary key).
 pub const ALL_KEY_FIELDS: &str = "_kafka_key.*";
 
 /// The field name [`ALL_KEY_FIELDS`] gives.
 const ALL: &str = "*";
+
+/// How a key schema's field(s) are read: the ops, and a one-value buffer
+/// per field read.
+type KeyPlan = (Vec<FieldOp>, Vec<ColumnBuffer>);
 
 /// One `_kafka_key.<field>` part of a dedup key.
 pub(crate) struct KeyField {
@@ -33,8 +39,9 @@ pub(crate) struct KeyField {
     name: String,
     /// How the keys are encoded (the stream's `key_format`).
     format: ValueFormat,
-    /// Per key schema id: how to read the field into a one-value buffer.
-    plans: HashMap<u32, Result<(Vec<FieldOp>, ColumnBuffer), SchemaError>>,
+    /// Per key schema id: how to read the field (every field, for
+    /// [`ALL_KEY_FIELDS`]) into one-value buffers.
+    plans: HashMap<u32, Result<KeyPlan, SchemaError>>,
     /// Per Protobuf key schema id: its reader.
     protobuf: HashMap<u32, ProtoKey>,
 }
@@ -66,13 +73,6 @@ impl KeyField {
             return Err(DecodeErrorKind::NullKey);
         };
         let framed = framing(key).filter(|_| self.format != ValueFormat::Json);
-        if framed.is_some() && self.name == ALL {
-            return Err(DecodeErrorKind::ChangeEvent {
-                reason: "the message key is registry-encoded: name its fields in dedup_keys \
-                         (\"_kafka_key.<field>\")"
-                    .into(),
-            });
-        }
         match (registry, framed) {
             (Some(registry), Some(f)) => {
                 self.encode_framed(registry, f.schema_id, &key[f.body_start..], out)
@@ -105,7 +105,7 @@ impl KeyField {
             let plan = key_plan(parsed.as_ref(), &self.name);
             self.plans.insert(id, plan);
         }
-        let (fields, buffer) = match self.plans.get_mut(&id).expect("inserted above") {
+        let (fields, buffers) = match self.plans.get_mut(&id).expect("inserted above") {
             Ok(plan) => plan,
             Err(reason) => {
                 return Err(DecodeErrorKind::UnsupportedSchema {
@@ -115,21 +115,24 @@ impl KeyField {
             }
         };
         let mut cursor = avro::Cursor::new(body);
-        let read = avro::read_fields(fields, &[], &mut cursor, std::slice::from_mut(buffer));
-        let result = match read {
+        let result = match avro::read_fields(fields, &[], &mut cursor, buffers) {
             Err((_, bad)) => Err(DecodeErrorKind::BadBody {
                 schema_id: id,
                 reason: format!("in the message key: {bad}"),
             }),
-            Ok(()) => match buffer.key_value(0) {
-                KeyValue::Null => Err(DecodeErrorKind::NullKey),
-                value => {
-                    encode_key_value(out, &value);
-                    Ok(())
-                }
-            },
+            Ok(()) => buffers
+                .iter()
+                .try_for_each(|buffer| match buffer.key_value(0) {
+                    KeyValue::Null => Err(DecodeErrorKind::NullKey),
+                    value => {
+                        encode_key_value(out, &value);
+                        Ok(())
+                    }
+                }),
         };
-        buffer.truncate(0);
+        for buffer in buffers {
+            buffer.truncate(0);
+        }
         result
     }
 
@@ -192,41 +195,48 @@ fn encode_json_value(value: &serde_json::Value, out: &mut Vec<u8>) -> Result<(),
     Ok(())
 }
 
-/// How to read field `name` of a key written with `parsed`.
-fn key_plan(parsed: &Parsed, name: &str) -> Result<(Vec<FieldOp>, ColumnBuffer), SchemaError> {
+/// How to read field `name` (every field, for [`ALL`]) of a key written
+/// with `parsed`: each into a buffer of its own, in the key's order.
+fn key_plan(parsed: &Parsed, name: &str) -> Result<KeyPlan, SchemaError> {
     let Parsed::Avro(writer) = parsed else {
         return Err(SchemaError::KeyFormat);
     };
     let fields = top_level(writer);
-    let (_, ty) =
-        fields
-            .iter()
-            .find(|(n, _)| n == name)
-            .ok_or_else(|| SchemaError::NoKeyField {
-                name: name.to_owned(),
-            })?;
-    let column = ty.column_type()?;
-    if column.is_nested() {
-        return Err(SchemaError::KeyNotSingle {
+    if name != ALL && !fields.iter().any(|(n, _)| n == name) {
+        return Err(SchemaError::NoKeyField {
             name: name.to_owned(),
-            column: Some(column),
         });
     }
+    // Every field in the order of their names, as a JSON key's are read.
+    let mut read: Vec<&str> = fields
+        .iter()
+        .map(|(n, _)| n.as_str())
+        .filter(|n| name == ALL || *n == name)
+        .collect();
+    read.sort_unstable();
+    let mut buffers: Vec<Option<ColumnBuffer>> = read.iter().map(|_| None).collect();
     let ops = fields
         .iter()
         .map(|(n, t)| {
-            Ok(if n == name {
-                FieldOp {
-                    op: avro::compile(t, &column)?,
-                    target: Some(0),
-                }
-            } else {
-                FieldOp {
+            let Some(target) = read.iter().position(|r| r == n) else {
+                return Ok(FieldOp {
                     op: avro::skipper(t),
                     target: None,
-                }
+                });
+            };
+            let column = t.column_type()?;
+            if column.is_nested() {
+                return Err(SchemaError::KeyNotSingle {
+                    name: n.clone(),
+                    column: Some(column),
+                });
+            }
+            buffers[target] = Some(ColumnBuffer::new(column.clone()));
+            Ok(FieldOp {
+                op: avro::compile(t, &column)?,
+                target: Some(target),
             })
         })
         .collect::<Result<Vec<_>, SchemaError>>()?;
-    Ok((ops, ColumnBuffer::new(column)))
+    Ok((ops, buffers.into_iter().flatten().collect()))
 }

@@ -76,7 +76,7 @@ use arrow_schema::SchemaRef;
 use serde::de::{Deserializer as _, IgnoredAny};
 
 pub use avro::{parse_uuid, AvroType};
-pub use debezium::{change_columns, ChangeColumns};
+pub use debezium::{change_columns, change_columns_in, ChangeColumns};
 pub use error::{DecodeError, DecodeErrorKind, UnknownField};
 pub use framed::RegistryValues;
 use key_field::KeyField;
@@ -271,6 +271,10 @@ pub struct BatchDecoder {
     keep_unsent: bool,
     /// The values the change events did not send.
     unsent: debezium::Unsent,
+    /// The last registry schema of change events, by id.
+    change_schema: Option<(u32, Arc<debezium::ChangeSchema>)>,
+    /// An Avro change event as its JSON payload (reused).
+    change_json: Vec<u8>,
 }
 
 /// JSON messages read by serde alone after one the flat reader gave back.
@@ -384,6 +388,8 @@ impl BatchDecoder {
             replaced_key: None,
             keep_unsent: options.keep_unsent,
             unsent: Default::default(),
+            change_schema: None,
+            change_json: Vec::new(),
         })
     }
 

@@ -8,23 +8,27 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use topicberg_core::{change_columns, ChangeColumns, ColumnType, SchemaInference, SourceRecord};
+use topicberg_core::{
+    change_columns_in, ChangeColumns, ColumnType, RegistryValues, SchemaInference, SourceRecord,
+};
 use topicberg_kafka::{drain, DrainSettings, KafkaConnection, PartitionRange};
 
 use crate::sample::{MessageAt, SampleError, SampledMessage};
 
 /// The payload columns of a new table of change events sampled from
-/// `ranges`; with `skip_invalid`, a message that is not an event is left
-/// out instead of failing the sample.
+/// `ranges` (registry-framed ones read through `registry`); with
+/// `skip_invalid`, a message that is not an event is left out instead of
+/// failing the sample.
 pub(crate) fn sample_change_columns(
     connection: &KafkaConnection,
     settings: &DrainSettings,
     ranges: &[PartitionRange],
+    registry: Option<Arc<RegistryValues>>,
     skip_invalid: bool,
     keep: Option<Arc<HashSet<String>>>,
     max_columns: usize,
 ) -> Result<Vec<(String, ColumnType)>, SampleError> {
-    let mut sample = ChangeSample::new(keep, max_columns);
+    let mut sample = ChangeSample::new(keep, max_columns).with_registry(registry);
     drain(connection, ranges, settings, |record| {
         match sample.add(record) {
             Err(_) if skip_invalid => Ok(()),
@@ -40,6 +44,7 @@ pub(crate) struct ChangeSample {
     typed: Vec<(String, ColumnType)>,
     untyped: SchemaInference,
     keep: Option<Arc<HashSet<String>>>,
+    registry: Option<Arc<RegistryValues>>,
 }
 
 impl ChangeSample {
@@ -51,7 +56,14 @@ impl ChangeSample {
                 .keep_only(keep.clone())
                 .max_columns(max_columns),
             keep,
+            registry: None,
         }
+    }
+
+    /// The sample reading registry-framed events through `registry`.
+    pub(crate) fn with_registry(mut self, registry: Option<Arc<RegistryValues>>) -> Self {
+        self.registry = registry;
+        self
     }
 
     /// Adds `record`'s event (a tombstone, a delete or a truncate adds
@@ -61,7 +73,7 @@ impl ChangeSample {
             return Ok(());
         };
         let at = || MessageAt::of(record);
-        match change_columns(value) {
+        match change_columns_in(value, self.registry.as_deref()) {
             Ok(None) => {}
             Ok(Some(ChangeColumns::Typed(fields))) => {
                 for (name, ty) in fields {

@@ -182,7 +182,7 @@ pub(super) async fn create_tables(ctx: &SyncContext<'_>, tables: &mut [TableStat
                 let property = routed.property();
                 create_with_columns(ctx, &state.settings, payload, Some(property)).await
             }
-            None => create_table(ctx, &state.settings, state.registry.as_deref(), &ranges).await,
+            None => create_table(ctx, &state.settings, state.registry.as_ref(), &ranges).await,
         };
         match created {
             Ok(handle) => {
@@ -199,7 +199,7 @@ pub(super) async fn create_tables(ctx: &SyncContext<'_>, tables: &mut [TableStat
 async fn create_table(
     ctx: &SyncContext<'_>,
     settings: &TableSettings,
-    registry: Option<&RegistryValues>,
+    registry: Option<&Arc<RegistryValues>>,
     ranges: &[PartitionRange],
 ) -> Result<TableHandle, CreateError> {
     let sample: Vec<PartitionRange> = ranges
@@ -221,6 +221,7 @@ async fn create_table(
                 &ctx.connection,
                 &ctx.drain,
                 &sample,
+                registry.cloned(),
                 skip_invalid,
                 keep,
                 ctx.job.tuning.max_columns,

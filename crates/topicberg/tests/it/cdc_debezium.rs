@@ -17,7 +17,7 @@ const PARTITIONS: i32 = 3;
 
 /// The source table's rows in the readers' canonical form (see
 /// scripts/readers/common.py), ordered by id; `more`: further columns.
-fn source_rows(table: &str, more: &str) -> Vec<Value> {
+pub(crate) fn source_rows(table: &str, more: &str) -> Vec<Value> {
     query_json(&format!(
         "select id, name, amount::text as amount,
                 to_char(at at time zone 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"+00:00\"') as at,

@@ -8,6 +8,7 @@
 mod catalog_faults;
 mod catalog_smoke;
 mod cdc_append;
+mod cdc_avro;
 mod cdc_debezium;
 mod cdc_flattened;
 mod cdc_order;

@@ -6,7 +6,7 @@ use crate::registry::ValueFormat;
 use crate::{DedupKeys, Job};
 
 #[test]
-fn a_debezium_stream_needs_json_values_and_appends_without_soft_deletes() {
+fn a_debezium_stream_needs_json_or_avro_values_and_appends_without_soft_deletes() {
     // Append: a log of every event.
     load(&stream("change_events = \"debezium\"\n")).unwrap();
     one_problem(
@@ -15,13 +15,20 @@ fn a_debezium_stream_needs_json_values_and_appends_without_soft_deletes() {
         "keeps every event",
     );
     let found = problems(&stream(
-        "mode = \"upsert\"\nchange_events = \"debezium\"\nvalue_format = \"avro\"\n",
+        "mode = \"upsert\"\nchange_events = \"debezium\"\nvalue_format = \"protobuf\"\n",
     ));
     assert!(
         found
             .iter()
             .any(|p| p.starts_with("streams[0].value_format: ")
-                && p.contains("avro values are not supported yet")),
+                && p.contains("protobuf values are not supported yet")),
+        "{found:#?}"
+    );
+    let found = problems(&stream(
+        "mode = \"upsert\"\nchange_events = \"debezium\"\nvalue_format = \"avro\"\n",
+    ));
+    assert!(
+        !found.iter().any(|p| p.contains("not supported yet")),
         "{found:#?}"
     );
     // Payload fields may be the key (deletes read it from `before`).

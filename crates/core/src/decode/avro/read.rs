@@ -81,13 +81,13 @@ impl<'a> Cursor<'a> {
     }
 
     #[inline]
-    fn int(&mut self) -> Result<i32, Bad> {
+    pub(crate) fn int(&mut self) -> Result<i32, Bad> {
         let v = self.long()?;
         i32::try_from(v).map_err(|_| Bad::Varint)
     }
 
     #[inline]
-    fn take(&mut self, n: usize) -> Result<&'a [u8], Bad> {
+    pub(crate) fn take(&mut self, n: usize) -> Result<&'a [u8], Bad> {
         let end = self.pos.checked_add(n).ok_or(Bad::Truncated)?;
         let out = self.bytes.get(self.pos..end).ok_or(Bad::Truncated)?;
         self.pos = end;
@@ -95,26 +95,26 @@ impl<'a> Cursor<'a> {
     }
 
     #[inline]
-    fn bytes(&mut self) -> Result<&'a [u8], Bad> {
+    pub(crate) fn bytes(&mut self) -> Result<&'a [u8], Bad> {
         let n = self.long()?;
         let n = usize::try_from(n).map_err(|_| Bad::Length(n))?;
         self.take(n)
     }
 
     #[inline]
-    fn str(&mut self) -> Result<&'a str, Bad> {
+    pub(crate) fn str(&mut self) -> Result<&'a str, Bad> {
         std::str::from_utf8(self.bytes()?).map_err(|_| Bad::Utf8)
     }
 
     #[inline]
-    fn float(&mut self) -> Result<f32, Bad> {
+    pub(crate) fn float(&mut self) -> Result<f32, Bad> {
         Ok(f32::from_le_bytes(
             self.take(4)?.try_into().expect("4 bytes"),
         ))
     }
 
     #[inline]
-    fn double(&mut self) -> Result<f64, Bad> {
+    pub(crate) fn double(&mut self) -> Result<f64, Bad> {
         Ok(f64::from_le_bytes(
             self.take(8)?.try_into().expect("8 bytes"),
         ))
@@ -122,7 +122,7 @@ impl<'a> Cursor<'a> {
 
     /// The item count of the next array or map block (a negative count is
     /// followed by the block's size in bytes, which is skipped over).
-    fn block(&mut self) -> Result<usize, Bad> {
+    pub(crate) fn block(&mut self) -> Result<usize, Bad> {
         let n = self.long()?;
         if n < 0 {
             self.long()?;

@@ -32,12 +32,16 @@
 //!   ([`BatchDecoder::take_unsent`]) for the sync to fill from the key's
 //!   previous row; otherwise the event fails naming the field.
 
+mod connect_avro;
+mod from_avro;
 pub(crate) mod schema;
 #[cfg(test)]
 mod tests;
 mod unsent;
 mod value;
 
+pub(crate) use connect_avro::ChangeSchema;
+pub use from_avro::change_columns_in;
 pub(crate) use unsent::Unsent;
 
 use std::collections::hash_map::DefaultHasher;
@@ -371,10 +375,14 @@ fn bad_kind(bad: Bad) -> DecodeErrorKind {
 
 /// The columns of the change event `value` (see [`ChangeColumns`]).
 pub fn change_columns(value: &[u8]) -> Result<Option<ChangeColumns<'_>>, DecodeErrorKind> {
-    let event = match event(value, &Headers::None) {
-        Err(DecodeErrorKind::Tombstone) => return Ok(None),
-        other => other?,
-    };
+    match event(value, &Headers::None) {
+        Err(DecodeErrorKind::Tombstone) => Ok(None),
+        other => columns_of(other?),
+    }
+}
+
+/// The columns of `event` (see [`ChangeColumns`]).
+fn columns_of(event: Event<'_>) -> Result<Option<ChangeColumns<'_>>, DecodeErrorKind> {
     let schema = match event.schema {
         SchemaAt::Text(text) => Some(text),
         _ => None,
@@ -460,12 +468,35 @@ impl BatchDecoder {
         let Some(value) = record.value else {
             return Err(error(record, None, DecodeErrorKind::Tombstone));
         };
-        let bad = |reason: String| error(record, None, DecodeErrorKind::ChangeEvent { reason });
+        if let Some(registry) = self.registry.clone() {
+            match crate::registry::framing(value) {
+                Some(f) => {
+                    let body = &value[f.body_start..];
+                    return self.append_framed_change(record, &registry, f.schema_id, body);
+                }
+                None if registry.format == crate::ValueFormat::Auto => {}
+                None => {
+                    let format = registry.format;
+                    return Err(error(record, None, DecodeErrorKind::NotFramed { format }));
+                }
+            }
+        }
         let event = match self.change_plans.payload_after_last(value) {
             Some(payload) => payload_event(payload, SchemaAt::Last, &record.headers),
             None => event(value, &record.headers),
         }
         .map_err(|kind| error(record, None, kind))?;
+        self.append_event(record, event)
+    }
+
+    /// A change event's row, delete or truncate (see
+    /// [`BatchDecoder::append_change`]).
+    fn append_event(
+        &mut self,
+        record: &SourceRecord<'_>,
+        event: Event<'_>,
+    ) -> Result<(), super::DecodeError> {
+        let bad = |reason: String| error(record, None, DecodeErrorKind::ChangeEvent { reason });
         self.change_lsn = event.lsn;
         let soft_delete = event.op == "d" && (self.soft_deletes || self.events_as_rows);
         if event.op == "t" && self.truncates_as_rows {

@@ -23,7 +23,7 @@ fn field(name: &str, ty: &str, semantic: Option<&str>) -> serde_json::Value {
 /// The envelope schema of a table `(id int, amount numeric(12,3), at
 /// timestamptz, d date, u uuid, j jsonb, b bytea, tags text[])`, as
 /// Debezium's PostgreSQL connector writes it, plus `extra` fields.
-fn envelope_schema(extra: &[serde_json::Value]) -> serde_json::Value {
+pub(super) fn envelope_schema(extra: &[serde_json::Value]) -> serde_json::Value {
     let mut amount = field(
         "amount",
         "bytes",
@@ -56,7 +56,11 @@ fn envelope_schema(extra: &[serde_json::Value]) -> serde_json::Value {
     ]})
 }
 
-fn event(schema: Option<&serde_json::Value>, op: &str, after: serde_json::Value) -> String {
+pub(super) fn event(
+    schema: Option<&serde_json::Value>,
+    op: &str,
+    after: serde_json::Value,
+) -> String {
     let payload = json!({"before": null, "after": after, "source": {"lsn": 1, "ts_ms": 1}, "op": op, "ts_ms": 1});
     match schema {
         Some(s) => json!({"schema": s, "payload": payload}).to_string(),
@@ -64,13 +68,13 @@ fn event(schema: Option<&serde_json::Value>, op: &str, after: serde_json::Value)
     }
 }
 
-fn row() -> serde_json::Value {
+pub(super) fn row() -> serde_json::Value {
     json!({"id": 1, "amount": "AeJA", "at": "2026-12-07T01:02:03.456789Z", "d": 20429,
            "u": "6f1c2c1e-8a7b-4c2d-9e0f-0123456789ab", "j": "{\"a\": [1, 2]}",
            "b": "AAEC", "tags": ["x", null, "z"]})
 }
 
-fn record<'a>(offset: i64, key: &'a str, value: Option<&'a str>) -> SourceRecord<'a> {
+pub(super) fn record<'a>(offset: i64, key: &'a str, value: Option<&'a str>) -> SourceRecord<'a> {
     SourceRecord {
         topic: "p.public.t",
         partition: 0,
@@ -82,7 +86,7 @@ fn record<'a>(offset: i64, key: &'a str, value: Option<&'a str>) -> SourceRecord
     }
 }
 
-fn decoder(payload: &[(String, ColumnType)]) -> BatchDecoder {
+pub(super) fn decoder(payload: &[(String, ColumnType)]) -> BatchDecoder {
     decoder_of(&TableColumns::for_new_table(payload).unwrap())
 }
 
@@ -92,7 +96,7 @@ fn lsn_decoder(payload: &[(String, ColumnType)]) -> BatchDecoder {
     decoder_of(&columns.with_change_columns().unwrap())
 }
 
-fn decoder_of(columns: &TableColumns) -> BatchDecoder {
+pub(super) fn decoder_of(columns: &TableColumns) -> BatchDecoder {
     let mut options = DecoderOptions::append(0);
     options.id_mode = IdMode::Upsert {
         key_columns: vec![ALL_KEY_FIELDS.to_owned()],
@@ -102,7 +106,7 @@ fn decoder_of(columns: &TableColumns) -> BatchDecoder {
 }
 
 /// The columns a first event asks for, as the sync adds them.
-fn typed_columns(value: &str) -> Vec<(String, ColumnType)> {
+pub(super) fn typed_columns(value: &str) -> Vec<(String, ColumnType)> {
     let e = decoder(&[])
         .append(&record(0, "{}", Some(value)))
         .unwrap_err();
@@ -115,7 +119,7 @@ fn typed_columns(value: &str) -> Vec<(String, ColumnType)> {
         .collect()
 }
 
-fn column<'a>(batch: &'a RecordBatch, name: &str) -> &'a dyn Array {
+pub(super) fn column<'a>(batch: &'a RecordBatch, name: &str) -> &'a dyn Array {
     batch.column_by_name(name).unwrap().as_ref()
 }
 

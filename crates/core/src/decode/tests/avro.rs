@@ -359,6 +359,54 @@ fn a_dedup_key_field_of_an_avro_or_json_message_key_hashes_like_its_column() {
 }
 
 #[test]
+fn every_field_of_an_avro_message_key_hashes_as_the_same_json_key_does() {
+    const KEY: &str = r#"{"type":"record","name":"OrderKey","fields":[
+      {"name":"region","type":"string"},{"name":"id","type":"int"}]}"#;
+    let registry = registry(ValueFormat::Avro, &[(7, ORDER_V1), (3, KEY)]);
+    let v1 = framed(7, ORDER_V1_PHYSICAL, order_value(1, None));
+    let columns = columns_asked(&registry, &v1);
+    let mut options = DecoderOptions::append(WRITTEN);
+    options.registry = Some(registry);
+    options.id_mode = IdMode::Upsert {
+        key_columns: vec![ALL_KEY_FIELDS.into()],
+    };
+    let mut d = BatchDecoder::new(&columns, options).unwrap();
+    let key = |region: &str, id: i32| {
+        framed(
+            3,
+            KEY,
+            Avro::Record(vec![
+                ("region".into(), Avro::String(region.into())),
+                ("id".into(), Avro::Int(id)),
+            ]),
+        )
+    };
+    let keys = [
+        key("eu", 42),
+        br#"{"region":"eu","id":42}"#.to_vec(),
+        key("eu", 43),
+        key("us", 42),
+    ];
+    for k in &keys {
+        let mut r = bytes_record(1, &v1);
+        r.key = Some(k);
+        d.append(&r).unwrap();
+    }
+    let batch = d.finish();
+    let ids = batch
+        .column_by_name("_olake_id")
+        .unwrap()
+        .as_string::<i32>()
+        .clone();
+    // The JSON form of a key (Debezium's `__debezium.oldkey` header) names
+    // the same row; another value of either field another.
+    assert_eq!(ids.value(0), ids.value(1));
+    assert_ne!(ids.value(0), ids.value(2));
+    assert_ne!(ids.value(0), ids.value(3));
+    assert_ne!(ids.value(2), ids.value(3));
+}
+
+#[test]
 fn key_format_decides_how_a_key_field_is_read() {
     const KEY: &str = r#"{"type":"record","name":"K","fields":[{"name":"id","type":"long"}]}"#;
     let registry = registry(ValueFormat::Avro, &[(7, ORDER_V1), (3, KEY)]);

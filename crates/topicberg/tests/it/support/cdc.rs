@@ -462,8 +462,13 @@ pub fn change_stream(topic: &str, table: &str) -> String {
 /// A job syncing the change stream `topic` into `table` on the reference
 /// catalog, with `extra` settings of its stream.
 pub fn change_job(topic: &str, table: &str, extra: &str) -> crate::support::Job {
+    change_job_with(topic, table, "", extra)
+}
+
+/// [`change_job`] with `source` settings (e.g. the schema registry).
+pub fn change_job_with(topic: &str, table: &str, source: &str, extra: &str) -> crate::support::Job {
     let streams = format!("{}{extra}", change_stream(topic, table));
-    crate::support::Job::new(crate::support::Catalog::Seaweed, &[topic], "", &streams)
+    crate::support::Job::new(crate::support::Catalog::Seaweed, &[topic], source, &streams)
 }
 
 /// The Iceberg table's payload columns (metadata columns start with `_`)
