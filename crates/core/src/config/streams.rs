@@ -271,7 +271,7 @@ pub struct StreamConfig {
     ))]
     pub sort_by: Vec<String>,
     /// Whether the messages are a database's change events. `debezium`
-    /// (JSON values). In mode `upsert` the table holds the source table's
+    /// (JSON values, or Avro through the schema registry). In mode `upsert` the table holds the source table's
     /// rows: the row is the event's `after`, a delete (`op` d) and the
     /// tombstone after it delete the key's row, and without `dedup_keys`
     /// the key is every field of the message key (payload fields as
@@ -283,7 +283,7 @@ pub struct StreamConfig {
     #[serde(default)]
     #[schemars(extend(
         "x-label" = "Change events",
-        "x-help" = "debezium: the topic is a Debezium change stream (JSON values); upsert keeps the source's rows, append every event"
+        "x-help" = "debezium: the topic is a Debezium change stream (JSON or registry Avro values); upsert keeps the source's rows, append every event"
     ))]
     pub change_events: ChangeEvents,
     /// What a truncate of the source table (a change event with `op` t)
