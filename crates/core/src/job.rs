@@ -225,6 +225,9 @@ pub struct TableSettings {
     /// A `table` template: each message goes to the table it names (see
     /// [`crate::route`]); `table` is then the template's text.
     pub route: Option<crate::route::RouteTemplate>,
+    /// Whether the stream names its table (`table = ...`): streams that do
+    /// may write one table together ([`crate::shared_table`]).
+    pub table_named: bool,
 }
 
 impl TableSettings {
@@ -392,9 +395,11 @@ impl Job {
     }
 
     /// Topics among `topics` that would write the same table (e.g.
-    /// `orders.v1` and `orders-v1`), one message per clash, naming the fix.
+    /// `orders.v1` and `orders-v1`) when they may not, one message per
+    /// clash, naming the fix: see [`crate::shared_table`] for when several
+    /// topics may write one table.
     pub fn table_conflicts<'a>(&self, topics: impl IntoIterator<Item = &'a str>) -> Vec<String> {
-        let mut seen: std::collections::BTreeMap<String, &str> = Default::default();
+        let mut seen: std::collections::BTreeMap<String, TableSettings> = Default::default();
         let mut problems = Vec::new();
         for topic in topics {
             let settings = self.table_for(topic);
@@ -402,15 +407,13 @@ impl Job {
                 // Its tables are named by the messages, each checked then.
                 continue;
             }
-            let table = settings.table;
-            match seen.get(&table) {
-                Some(first) if *first != topic => problems.push(format!(
-                    "topics \"{first}\" and \"{topic}\" would both write table \"{table}\"; \
-                     add a [[streams]] entry with a distinct `table = \"...\"` for one of them"
-                )),
+            match seen.get(&settings.table) {
+                Some(first) if first.topic != topic => {
+                    problems.extend(crate::shared_table::sharing_problem(first, &settings));
+                }
                 Some(_) => {}
                 None => {
-                    seen.insert(table, topic);
+                    seen.insert(settings.table.clone(), settings);
                 }
             }
         }
@@ -523,6 +526,7 @@ impl Job {
             on_truncate: stream.on_truncate,
             soft_deletes: stream.soft_deletes,
             kafka_headers: stream.kafka_headers,
+            table_named: stream.table_named,
         })
     }
 }

@@ -29,6 +29,7 @@ mod redact;
 pub mod registry;
 pub mod route;
 mod secret;
+pub mod shared_table;
 mod timestamp;
 
 pub use columns::{Column, ColumnType, ColumnsError, TableColumns};

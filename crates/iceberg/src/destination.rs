@@ -577,11 +577,17 @@ impl Destination {
             if let Some(found) = handle.find_commit(pending.commit_id()) {
                 return Ok(CommittedSnapshot::of(found, attempt));
             }
+            // The caller's next attempt (an upsert computed again on the
+            // new table) writes with the columns this one added, too.
+            let rebased = handle.clone().reapply_pending_schema(schema);
             if attempt >= max_attempts {
+                if let Ok(rebased) = rebased {
+                    *handle = rebased;
+                }
                 return Err(IcebergError::from(err)
                     .with_detail_suffix(&format!(" (gave up after {attempt} commit attempts)")));
             }
-            *handle = handle.clone().reapply_pending_schema(schema)?;
+            *handle = rebased?;
         }
     }
 

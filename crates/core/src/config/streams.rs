@@ -370,6 +370,9 @@ pub struct StreamSettings {
     pub kafka_headers: bool,
     /// Whether the settings come from a `[[streams]]` entry.
     pub configured: bool,
+    /// Whether the `[[streams]]` entry names its table (`table = ...`):
+    /// only such streams may write one table together.
+    pub table_named: bool,
 }
 
 impl StreamSettings {
@@ -394,6 +397,7 @@ impl StreamSettings {
             soft_deletes: false,
             kafka_headers: false,
             configured: false,
+            table_named: false,
         }
     }
 }
@@ -422,6 +426,7 @@ impl From<&StreamConfig> for StreamSettings {
             soft_deletes: entry.soft_deletes,
             kafka_headers: entry.kafka_headers,
             configured: true,
+            table_named: entry.table.is_some(),
         }
     }
 }

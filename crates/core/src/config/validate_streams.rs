@@ -139,7 +139,10 @@ fn stream_table(
         }
     }
     if let Some(first) = seen.tables.insert(table.clone(), i) {
-        if config.streams[first].topic != s.topic {
+        // Two entries that both name the table write it together when
+        // their settings agree (checked with the job: shared_table.rs).
+        let both_named = s.table.is_some() && config.streams[first].table.is_some();
+        if config.streams[first].topic != s.topic && !both_named {
             push(
                 out,
                 at("table"),

@@ -65,6 +65,20 @@ pub enum TableFailure {
         /// The stream's `order_by`.
         configured: Option<String>,
     },
+    /// Plan: a table several topics write, in a sync among workers.
+    #[error(
+        "table {table} is written by topics {first} and {second}: several topics into one \
+         table is not done among the workers of a scaled-out job yet; sync them in a job \
+         without workers, or into distinct tables"
+    )]
+    SharedAmongWorkers {
+        /// The table.
+        table: String,
+        /// The topic planned first.
+        first: String,
+        /// This table's topic.
+        second: String,
+    },
     /// Plan or create: the stream's `order_by` names no column of the
     /// table.
     #[error(
@@ -104,7 +118,9 @@ impl TableFailure {
             Self::Columns(e) => e.kind(),
             Self::Drain(e) => e.kind(),
             Self::Commit(e) => e.kind(),
-            Self::OrderByChanged { .. } | Self::OrderByMissing { .. } => SyncErrorKind::Config,
+            Self::OrderByChanged { .. }
+            | Self::OrderByMissing { .. }
+            | Self::SharedAmongWorkers { .. } => SyncErrorKind::Config,
             Self::Route(e) => e.kind(),
         }
     }
@@ -118,7 +134,8 @@ impl TableFailure {
             | Self::Plan(_)
             | Self::Columns(_)
             | Self::OrderByChanged { .. }
-            | Self::OrderByMissing { .. } => false,
+            | Self::OrderByMissing { .. }
+            | Self::SharedAmongWorkers { .. } => false,
             Self::Create(e) => e.retryable(),
             Self::Drain(e) => e.retryable(),
             Self::Commit(e) => e.retryable(),

@@ -36,6 +36,7 @@ pub mod report;
 mod route;
 mod route_group;
 mod schema_columns;
+mod shared;
 mod spilled;
 pub mod split;
 mod stages;

@@ -71,6 +71,9 @@ pub(super) async fn plan_tables(
         tables.push(state);
     }
     super::route::fail_shared_tables(&mut tables);
+    if ctx.handed.is_some() {
+        super::shared::fail_among_workers(&mut tables);
+    }
     tables
 }
 
@@ -167,12 +170,19 @@ async fn writer_start(ctx: &SyncContext<'_>, state: &mut TableState) -> bool {
 /// Create: the tables that do not exist yet and have messages to read, with
 /// columns inferred from a sample of them.
 pub(super) async fn create_tables(ctx: &SyncContext<'_>, tables: &mut [TableState]) {
+    let mut made = std::collections::HashSet::new();
     for state in tables
         .iter_mut()
         .filter(|s| !s.failed() && s.handle.is_none())
     {
         let ranges = state.ranges_to_read();
         if ranges.is_empty() {
+            continue;
+        }
+        if made.contains(&state.table) {
+            // Another topic's stream made it (several topics into one
+            // table): this one writes into it as into any table there.
+            load_state(ctx, state).await;
             continue;
         }
         let created = match state.route.as_mut() {
@@ -190,6 +200,7 @@ pub(super) async fn create_tables(ctx: &SyncContext<'_>, tables: &mut [TableStat
                     state.fail(Stage::Create, e);
                 }
                 state.handle = Some(handle);
+                made.insert(state.table.clone());
             }
             Err(e) => state.fail(Stage::Create, e),
         }

@@ -62,6 +62,7 @@ mod sync_partitioned;
 mod sync_pruning;
 mod sync_registry;
 mod sync_route;
+mod sync_shared_table;
 mod sync_sorted;
 mod sync_split;
 mod sync_table_names;
