@@ -394,32 +394,6 @@ impl Job {
             })
     }
 
-    /// Topics among `topics` that would write the same table (e.g.
-    /// `orders.v1` and `orders-v1`) when they may not, one message per
-    /// clash, naming the fix: see [`crate::shared_table`] for when several
-    /// topics may write one table.
-    pub fn table_conflicts<'a>(&self, topics: impl IntoIterator<Item = &'a str>) -> Vec<String> {
-        let mut seen: std::collections::BTreeMap<String, TableSettings> = Default::default();
-        let mut problems = Vec::new();
-        for topic in topics {
-            let settings = self.table_for(topic);
-            if settings.route.is_some() {
-                // Its tables are named by the messages, each checked then.
-                continue;
-            }
-            match seen.get(&settings.table) {
-                Some(first) if first.topic != topic => {
-                    problems.extend(crate::shared_table::sharing_problem(first, &settings));
-                }
-                Some(_) => {}
-                None => {
-                    seen.insert(settings.table.clone(), settings);
-                }
-            }
-        }
-        problems
-    }
-
     /// The namespace as the catalogs take it (one level).
     pub fn namespace_path(&self) -> Vec<String> {
         vec![self.namespace.clone()]
@@ -609,21 +583,6 @@ partition_by = ["day(_kafka_timestamp)", "bucket(16, id)"]
                     column: "id".into()
                 },
             ]
-        );
-    }
-
-    #[test]
-    fn topics_writing_one_table_are_named() {
-        let job =
-            job("name = \"j\"\n[source]\nbootstrap_servers = \"k:9092\"\ntopic_pattern = \".*\"\n");
-        assert!(job
-            .table_conflicts(["orders", "customers", "orders"])
-            .is_empty());
-        let clash = job.table_conflicts(["orders.v1", "orders-v1"]);
-        assert_eq!(clash.len(), 1);
-        assert!(
-            clash[0].contains("\"orders.v1\" and \"orders-v1\""),
-            "{clash:?}"
         );
     }
 

@@ -15,8 +15,35 @@
 //! `topicberg.offsets.<topic>` property), so each topic's messages land
 //! once; its sync commits one snapshot per topic.
 
+use std::collections::BTreeMap;
+
 use crate::config::{ChangeEvents, OnTruncate};
-use crate::job::{TableMode, TableSettings};
+use crate::job::{Job, TableMode, TableSettings};
+
+/// Topics among `topics` that would write the same table (e.g.
+/// `orders.v1` and `orders-v1`) when they may not, one message per clash,
+/// naming the fix.
+pub fn table_conflicts<'a>(job: &Job, topics: impl IntoIterator<Item = &'a str>) -> Vec<String> {
+    let mut seen: BTreeMap<String, TableSettings> = BTreeMap::new();
+    let mut problems = Vec::new();
+    for topic in topics {
+        let settings = job.table_for(topic);
+        if settings.route.is_some() {
+            // Its tables are named by the messages, each checked then.
+            continue;
+        }
+        match seen.get(&settings.table) {
+            Some(first) if first.topic != topic => {
+                problems.extend(sharing_problem(first, &settings));
+            }
+            Some(_) => {}
+            None => {
+                seen.insert(settings.table.clone(), settings);
+            }
+        }
+    }
+    problems
+}
 
 /// Why `first` and `second` (two topics' settings naming one table) may
 /// not write it together, naming the fix; `None` when they may.
@@ -90,6 +117,7 @@ fn upsert_of(mode: &TableMode) -> Option<&crate::job::Upsert> {
 
 #[cfg(test)]
 mod tests {
+    use super::table_conflicts;
     use crate::{Job, JobConfig};
 
     fn conflicts(streams: &str) -> Vec<String> {
@@ -97,9 +125,10 @@ mod tests {
             "name = \"j\"\n[source]\nbootstrap_servers = \"k:9092\"\ntopic_pattern = \".*\"\n{streams}"
         );
         let config = JobConfig::from_toml_str(&text, |_| None).unwrap();
-        Job::resolve(&config)
-            .unwrap()
-            .table_conflicts(["db1.orders", "db2.orders"])
+        table_conflicts(
+            &Job::resolve(&config).unwrap(),
+            ["db1.orders", "db2.orders"],
+        )
     }
 
     const UPSERT: &str = "mode = \"upsert\"\ndedup_keys = [\"id\"]\ntable = \"orders\"\n";
@@ -109,6 +138,20 @@ mod tests {
         let both =
             format!("[[streams]]\ntopic = \"db1.orders\"\n{UPSERT}[[streams]]\ntopic = \"db2.orders\"\n{UPSERT}on_invalid = \"skip\"\n");
         assert_eq!(conflicts(&both), Vec::<String>::new());
+    }
+
+    #[test]
+    fn topics_whose_names_sanitise_to_one_table_are_named() {
+        let text =
+            "name = \"j\"\n[source]\nbootstrap_servers = \"k:9092\"\ntopic_pattern = \".*\"\n";
+        let job = Job::resolve(&JobConfig::from_toml_str(text, |_| None).unwrap()).unwrap();
+        assert!(table_conflicts(&job, ["orders", "customers", "orders"]).is_empty());
+        let clash = table_conflicts(&job, ["orders.v1", "orders-v1"]);
+        assert_eq!(clash.len(), 1);
+        assert!(
+            clash[0].contains("\"orders.v1\" and \"orders-v1\""),
+            "{clash:?}"
+        );
     }
 
     #[test]

@@ -59,7 +59,7 @@ pub fn check_table_collisions<'a>(
     job: &Job,
     topics: impl IntoIterator<Item = &'a str>,
 ) -> Result<(), SetupError> {
-    let problems = job.table_conflicts(topics);
+    let problems = topicberg_core::shared_table::table_conflicts(job, topics);
     if problems.is_empty() {
         return Ok(());
     }

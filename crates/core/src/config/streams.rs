@@ -200,7 +200,9 @@ pub struct StreamConfig {
         "x-help" = "the payload fields to keep, comma separated; empty: all of them"
     ))]
     pub columns: Option<Vec<String>>,
-    /// The table name: lower-case letters, digits and `_`. Or a template
+    /// The table name: lower-case letters, digits and `_` (two entries
+    /// that name one table write it together when their table settings
+    /// agree). Or a template
     /// that routes each message to the table it names: `{topic}`,
     /// `{header:NAME}` (a header's text) and `{a.b}` (a field of a JSON
     /// value; of a change event's envelope, e.g. `{source.table}`)

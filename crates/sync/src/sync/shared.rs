@@ -27,3 +27,36 @@ pub(super) fn fail_among_workers(tables: &mut [TableState]) {
         state.fail(Stage::Plan, cause);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state(topic: &str, table: &str) -> TableState {
+        let config = topicberg_core::JobConfig::from_toml_str(
+            "name = \"j\"\n[source]\nbootstrap_servers = \"k:9092\"\ntopic_pattern = \".*\"\n",
+            |_| None,
+        )
+        .unwrap();
+        let job = topicberg_core::Job::resolve(&config).unwrap();
+        TableState::new(job.table_for(topic), table.to_owned(), Vec::new())
+    }
+
+    #[test]
+    fn among_workers_the_second_topic_of_a_table_fails_naming_both() {
+        let mut tables = [
+            state("db1.orders", "ns.orders"),
+            state("db2.orders", "ns.orders"),
+            state("db3.other", "ns.other"),
+        ];
+        fail_among_workers(&mut tables);
+        let failed: Vec<bool> = tables.iter().map(TableState::failed).collect();
+        assert_eq!(failed, [false, true, false]);
+        let error = tables[1].report.error.clone().unwrap();
+        assert!(
+            error.contains("table ns.orders is written by topics db1.orders and db2.orders")
+                && error.contains("not done among the workers"),
+            "{error}"
+        );
+    }
+}

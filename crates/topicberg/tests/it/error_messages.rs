@@ -589,7 +589,7 @@ fn error_messages_two_topics_into_one_table() {
     assert_message(
         &stderr(&out),
         &[],
-        r#"error: topics "golden_twins_<hex>_Orders" and "golden_twins_<hex>_orders" would both write table "golden_twins_<hex>_orders"; add a [[streams]] entry with a distinct `table = "..."` for one of them; nothing was read or written
+        r#"error: topics "golden_twins_<hex>_Orders" and "golden_twins_<hex>_orders" would both write table "golden_twins_<hex>_orders"; add a [[streams]] entry with a distinct `table = "..."` for one of them (or name the table in both entries to write it from both topics); nothing was read or written
 "#,
     );
 }
