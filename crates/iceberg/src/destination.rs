@@ -579,15 +579,14 @@ impl Destination {
             }
             // The caller's next attempt (an upsert computed again on the
             // new table) writes with the columns this one added, too.
-            let rebased = handle.clone().reapply_pending_schema(schema);
+            // A schema another writer changed meanwhile is this commit's
+            // end (kind SchemaMoved: its files may use another column's
+            // field ids), whatever attempts are left.
+            *handle = handle.clone().reapply_pending_schema(schema)?;
             if attempt >= max_attempts {
-                if let Ok(rebased) = rebased {
-                    *handle = rebased;
-                }
                 return Err(IcebergError::from(err)
                     .with_detail_suffix(&format!(" (gave up after {attempt} commit attempts)")));
             }
-            *handle = rebased?;
         }
     }
 

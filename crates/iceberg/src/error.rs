@@ -93,6 +93,11 @@ pub enum IcebergErrorKind {
     Data,
     /// The configuration cannot work (bad endpoint, unsupported location).
     Config,
+    /// Another writer changed the table's schema while this commit's data
+    /// files were written with columns it adds: nothing was committed (the
+    /// files' field ids may be another column's now); the next sync
+    /// starts from the new schema.
+    SchemaMoved,
     /// Another writer committed the offsets this commit started from first
     /// (another sync of the same job ran at once): the commit did not land,
     /// since landing it would write the same messages twice. Not retryable
@@ -164,7 +169,8 @@ impl IcebergError {
     /// for [`IcebergErrorKind::CommitStateUnknown`].
     pub fn retryable(&self) -> bool {
         match self.kind {
-            IcebergErrorKind::Catalog(CatalogErrorKind::Conflict) => true,
+            IcebergErrorKind::Catalog(CatalogErrorKind::Conflict)
+            | IcebergErrorKind::SchemaMoved => true,
             _ => self.transient,
         }
     }

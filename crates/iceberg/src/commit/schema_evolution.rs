@@ -19,7 +19,6 @@ use iceberg::{TableRequirement, TableUpdate};
 use crate::catalog::rest::LoadedTable;
 use crate::error::{IcebergError, IcebergErrorKind};
 use crate::write::schema::{columns_of, iceberg_schema, Column, ColumnType};
-use crate::CatalogErrorKind;
 
 /// One change to a table's columns.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -296,7 +295,7 @@ impl PendingSchema {
         }
         if !self.still_applies_to(reloaded) {
             return Err(IcebergError::new(
-                IcebergErrorKind::Catalog(CatalogErrorKind::Conflict),
+                IcebergErrorKind::SchemaMoved,
                 format!("committing to table {table}"),
                 "another writer changed the table's schema while this sync wrote files with new columns; \
                  nothing was committed and the next sync starts from the new schema",
@@ -427,10 +426,7 @@ mod tests {
             .apply()
             .unwrap();
         let e = pending().rebase(&other, "t").unwrap_err();
-        assert_eq!(
-            e.kind,
-            IcebergErrorKind::Catalog(CatalogErrorKind::Conflict)
-        );
+        assert_eq!(e.kind, IcebergErrorKind::SchemaMoved);
         // Nothing changed: the change is planned again on the reload.
         assert!(pending().rebase(&base, "t").unwrap().is_some());
     }

@@ -65,11 +65,13 @@ pub enum TableFailure {
         /// The stream's `order_by`.
         configured: Option<String>,
     },
-    /// Plan: a table several topics write, in a sync among workers.
+    /// Plan: a table several topics write, in a continuous sync (a
+    /// follower hands files between workers per topic).
     #[error(
         "table {table} is written by topics {first} and {second}: several topics into one \
-         table is not done among the workers of a scaled-out job yet; sync them in a job \
-         without workers, or into distinct tables"
+         table is done by scheduled syncs only so far (topicberg sync, serve's scheduled \
+         jobs), not in continuous mode (sync --follow, continuous jobs) nor among workers; \
+         sync it on a schedule, or into distinct tables"
     )]
     SharedAmongWorkers {
         /// The table.

@@ -53,10 +53,11 @@ impl RoutedTable {
 /// Why a route could not be planned.
 #[derive(Debug, thiserror::Error)]
 pub enum RouteFailure {
-    /// Routing among the workers of a scaled-out job.
+    /// Routing in a continuous sync (a follower, alone or among workers).
     #[error(
-        "topic {topic}: routing to tables by a template is not supported by the workers of a \
-         scaled-out job yet; run the job on one process (topicberg sync or sync --follow)"
+        "topic {topic}: routing to tables by a template is done by scheduled syncs only so far \
+         (topicberg sync, serve's scheduled jobs), not in continuous mode (sync --follow, \
+         continuous jobs) nor among workers"
     )]
     AmongWorkers {
         /// The topic.

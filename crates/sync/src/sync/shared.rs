@@ -9,8 +9,9 @@
 use super::failure::TableFailure;
 use super::table::{Stage, TableState};
 
-/// Among workers, a table that several topics write fails (the handing
-/// over of files between workers is per topic).
+/// In a continuous sync (a follower, alone or among workers), a table
+/// that several topics write fails for all but the first topic: the
+/// handing over of files between workers is per topic.
 pub(super) fn fail_among_workers(tables: &mut [TableState]) {
     for i in 0..tables.len() {
         let first = tables[..i]
@@ -43,7 +44,7 @@ mod tests {
     }
 
     #[test]
-    fn among_workers_the_second_topic_of_a_table_fails_naming_both() {
+    fn in_a_continuous_sync_the_second_topic_of_a_table_fails_naming_both() {
         let mut tables = [
             state("db1.orders", "ns.orders"),
             state("db2.orders", "ns.orders"),
@@ -55,7 +56,7 @@ mod tests {
         let error = tables[1].report.error.clone().unwrap();
         assert!(
             error.contains("table ns.orders is written by topics db1.orders and db2.orders")
-                && error.contains("not done among the workers"),
+                && error.contains("scheduled syncs only"),
             "{error}"
         );
     }

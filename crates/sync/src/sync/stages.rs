@@ -170,7 +170,7 @@ async fn writer_start(ctx: &SyncContext<'_>, state: &mut TableState) -> bool {
 /// Create: the tables that do not exist yet and have messages to read, with
 /// columns inferred from a sample of them.
 pub(super) async fn create_tables(ctx: &SyncContext<'_>, tables: &mut [TableState]) {
-    let mut made = std::collections::HashSet::new();
+    let mut made: std::collections::HashMap<String, TableHandle> = Default::default();
     for state in tables
         .iter_mut()
         .filter(|s| !s.failed() && s.handle.is_none())
@@ -179,10 +179,13 @@ pub(super) async fn create_tables(ctx: &SyncContext<'_>, tables: &mut [TableStat
         if ranges.is_empty() {
             continue;
         }
-        if made.contains(&state.table) {
+        if let Some(handle) = made.get(&state.table) {
             // Another topic's stream made it (several topics into one
             // table): this one writes into it as into any table there.
-            load_state(ctx, state).await;
+            if let Err(e) = check_order_by(handle, &state.settings) {
+                state.fail(Stage::Create, e);
+            }
+            state.handle = Some(handle.clone());
             continue;
         }
         let created = match state.route.as_mut() {
@@ -199,8 +202,8 @@ pub(super) async fn create_tables(ctx: &SyncContext<'_>, tables: &mut [TableStat
                 if let Err(e) = check_order_by(&handle, &state.settings) {
                     state.fail(Stage::Create, e);
                 }
+                made.insert(state.table.clone(), handle.clone());
                 state.handle = Some(handle);
-                made.insert(state.table.clone());
             }
             Err(e) => state.fail(Stage::Create, e),
         }

@@ -3,7 +3,9 @@
 //! with its own offsets in the table, in upsert and append mode; a column
 //! only one topic's messages carry appears; a sync killed between the two
 //! topics' commits or before the group commit, then a whole sync, loses
-//! and duplicates nothing.
+//! and duplicates nothing; when both topics bring a new field in one sync
+//! the second commit waits for the next sync, never writing one topic's
+//! values into the other's column.
 
 use std::os::unix::process::ExitStatusExt;
 
@@ -122,6 +124,45 @@ fn two_topics_upsert_into_one_table_and_a_kill_between_their_commits_loses_nothi
     }
     assert_group_at_end(&job, &a, 2);
     assert_group_at_end(&job, &b, 3);
+
+    // Both topics bring a new field in one sync: the second commit finds
+    // the schema changed under the files it wrote with its new column, and
+    // commits nothing (its field id may be the other column's now); the
+    // next sync writes it.
+    let with = |id: i64, field: &str| {
+        let value = json!({"id": id, "v": format!("n{id}"), field: format!("{field}{id}")});
+        vec![(id.to_string(), value.to_string())]
+    };
+    produce(&a, &with(1, "new_a"));
+    produce(&b, &with(101, "new_b"));
+    let out = job.run("sync", &[], &[]);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{said}");
+    assert!(
+        said.contains("another writer changed the table's schema"),
+        "{said}"
+    );
+    job.sync();
+    let name = format!("{}_topics.{table}", job.name);
+    let read = read_rows("duckdb", Catalog::Seaweed, &name);
+    let row = |id: i64| read.iter().find(|r| r["id"] == json!(id)).unwrap().clone();
+    assert_eq!(
+        (
+            row(1)["v"].clone(),
+            row(1)["new_a"].clone(),
+            row(1)["new_b"].clone()
+        ),
+        (json!("n1"), json!("new_a1"), Value::Null)
+    );
+    assert_eq!(
+        (
+            row(101)["v"].clone(),
+            row(101)["new_a"].clone(),
+            row(101)["new_b"].clone()
+        ),
+        (json!("n101"), Value::Null, json!("new_b101"))
+    );
+    assert_eq!(read.len(), 40);
 }
 
 #[test]

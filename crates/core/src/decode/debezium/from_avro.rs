@@ -14,7 +14,7 @@ use std::io::Write as _;
 use base64::Engine as _;
 
 use super::connect_avro::ChangeSchema;
-use super::{columns_of, event, payload_event, ChangeColumns, Event, SchemaAt};
+use super::{columns_of, payload_event, ChangeColumns, Event, SchemaAt};
 use crate::decode::avro::{AvroType, Bad, Cursor};
 use crate::decode::error::DecodeErrorKind;
 use crate::decode::{error, BatchDecoder, DecodeError, RegistryValues};
@@ -58,7 +58,6 @@ fn with_event<'a>(
     headers: &Headers<'_>,
 ) -> Result<Event<'a>, DecodeErrorKind> {
     match schema {
-        ChangeSchema::Json => event(body, headers),
         ChangeSchema::Unsupported(reason) => Err(DecodeErrorKind::UnsupportedSchema {
             schema_id: id,
             reason: Box::new(reason.clone()),
@@ -91,9 +90,6 @@ pub fn change_columns_in<'a>(
     };
     let schema = registry.change_schema(f.schema_id)?;
     let body = &value[f.body_start..];
-    if let ChangeSchema::Json = schema.as_ref() {
-        return super::change_columns(body);
-    }
     let mut json = Vec::new();
     let event = match with_event(&schema, f.schema_id, body, &mut json, &Headers::None) {
         Err(DecodeErrorKind::Tombstone) => return Ok(None),
@@ -131,7 +127,11 @@ fn value(ty: &AvroType, c: &mut Cursor<'_>, out: &mut Vec<u8>) -> Result<(), Bad
         AvroType::Long | AvroType::Time { .. } | AvroType::Timestamp { .. } => {
             write!(out, "{}", c.long()?).expect("a Vec takes writes")
         }
-        AvroType::Float => number(f64::from(c.float()?), out),
+        // A float's own shortest text, as the JSON converter writes it.
+        AvroType::Float => match c.float()? {
+            v if v.is_finite() => write!(out, "{v:?}").expect("a Vec takes writes"),
+            v => number(f64::from(v), out),
+        },
         AvroType::Double => number(c.double()?, out),
         AvroType::Bytes | AvroType::Decimal { fixed: None, .. } => base64(c.bytes()?, out),
         AvroType::Fixed(n) | AvroType::Decimal { fixed: Some(n), .. } => base64(c.take(*n)?, out),

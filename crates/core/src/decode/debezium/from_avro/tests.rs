@@ -221,7 +221,8 @@ fn logical_types_without_connect_names_become_connect_semantic_types() {
       {"name":"id","type":{"type":"string","logicalType":"uuid"}},
       {"name":"kind","type":{"type":"enum","name":"Kind","symbols":["A","B"]}},
       {"name":"again","type":["null","Kind"]},
-      {"name":"attrs","type":{"type":"map","values":"long"}}
+      {"name":"attrs","type":{"type":"map","values":"long"}},
+      {"name":"ref","type":{"type":"fixed","name":"U","size":16,"logicalType":"uuid"}}
     ]}"#;
     let connect: serde_json::Value =
         serde_json::from_str(&connect_schema(avro, &[]).unwrap()).unwrap();
@@ -253,6 +254,7 @@ fn logical_types_without_connect_names_become_connect_semantic_types() {
             named("kind", "string", None),
             named("again", "string", None),
             named("attrs", "map", None),
+            named("ref", "string", Some("io.debezium.data.Uuid")),
         ]
     );
     assert_eq!(
@@ -273,7 +275,7 @@ fn values_are_written_as_the_json_converter_writes_them() {
     ]}"#;
     let schema = apache_avro::Schema::parse_str(avro).unwrap();
     let value = Avro::Record(vec![
-        ("f".into(), Avro::Float(1.5)),
+        ("f".into(), Avro::Float(0.1)),
         ("nan".into(), Avro::Double(f64::NAN)),
         ("kind".into(), Avro::Enum(1, "B".into())),
         ("raw".into(), Avro::Fixed(2, vec![0xff, 0])),
@@ -293,13 +295,13 @@ fn values_are_written_as_the_json_converter_writes_them() {
     let json: serde_json::Value = serde_json::from_slice(&out).unwrap();
     assert_eq!(
         json,
-        json!({"f": 1.5, "nan": "NaN", "kind": "B", "raw": "/wA=", "attrs": {"k": "v"},
+        json!({"f": 0.1, "nan": "NaN", "kind": "B", "raw": "/wA=", "attrs": {"k": "v"},
                "text": "a \"quoted\"\nline"})
     );
 }
 
 #[test]
-fn unions_of_several_types_and_protobuf_events_are_refused_with_the_reason() {
+fn unions_of_several_types_protobuf_and_json_schema_events_are_refused_with_the_reason() {
     let avro =
         r#"{"type":"record","name":"R","fields":[{"name":"x","type":["null","int","string"]}]}"#;
     let e = connect_schema(avro, &[]).unwrap_err().to_string();
@@ -320,4 +322,9 @@ fn unions_of_several_types_and_protobuf_events_are_refused_with_the_reason() {
     r.value = Some(&value);
     let e = d.append(&r).unwrap_err();
     assert!(e.to_string().contains("Protobuf change events"), "{e}");
+    // A JSON Schema's values come without the Connect schema that types them.
+    d.registry = Some(registry(&[(9, SchemaKind::Json, "{}")]));
+    d.change_schema = None;
+    let e = d.append(&r).unwrap_err();
+    assert!(e.to_string().contains("under a JSON Schema"), "{e}");
 }
