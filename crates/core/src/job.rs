@@ -381,6 +381,11 @@ impl Job {
         self.topics.is_match(topic)
     }
 
+    /// The topics of the `[[streams]]` entries.
+    pub fn stream_topics(&self) -> impl Iterator<Item = &str> {
+        self.configured.iter().map(|t| t.topic.as_str())
+    }
+
     /// The table `topic` goes to and how: its `[[streams]]` entry, or
     /// append mode with the defaults.
     pub fn table_for(&self, topic: &str) -> TableSettings {

@@ -23,6 +23,7 @@ pub mod decode;
 pub mod infer;
 pub mod job;
 pub mod names;
+pub mod near;
 mod olake_id;
 pub mod record;
 mod redact;

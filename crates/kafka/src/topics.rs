@@ -23,6 +23,9 @@ pub struct TopicSelection {
     pub selected: Vec<SelectedTopic>,
     /// Topics that do not match, sorted by name (internal topics excluded).
     pub skipped: Vec<String>,
+    /// Topics the pattern spells out (`^(a|b)$`) that the cluster does not
+    /// have, sorted by name.
+    pub missing: Vec<String>,
 }
 
 /// Lists the cluster's topics and splits them by `pattern`. Wrong
@@ -69,10 +72,13 @@ pub fn select_topics(
         let listed = metadata.topics().iter().any(|t| t.name() == name);
         if !listed {
             refused_topic(connection, &name, timeout)?;
+            selection.missing.push(name);
         }
     }
     selection.selected.sort_by(|a, b| a.name.cmp(&b.name));
     selection.skipped.sort();
+    selection.missing.sort();
+    selection.missing.dedup();
     Ok(selection)
 }
 

@@ -62,6 +62,10 @@ pub enum SetupError {
     /// with its fix.
     #[error("{}; nothing was read or written", .0.join("; "))]
     TableCollision(Vec<String>),
+    /// Topics the job names that the cluster does not have
+    /// (`missing_topics = "fail"`), each with the closest names and the fix.
+    #[error("{}; nothing was read or written", .0.join("; "))]
+    MissingTopics(Vec<String>),
     /// The task reading the topics stopped (it panicked).
     #[error("reading the topics failed: {0}")]
     Task(#[source] tokio::task::JoinError),
@@ -78,7 +82,9 @@ impl SetupError {
             Self::Kafka(_) => SyncErrorKind::Kafka,
             Self::Iceberg(_) => SyncErrorKind::Iceberg,
             Self::Registry(_) => SyncErrorKind::Registry,
-            Self::IncompleteRestCatalog | Self::TableCollision(_) => SyncErrorKind::Config,
+            Self::IncompleteRestCatalog | Self::TableCollision(_) | Self::MissingTopics(_) => {
+                SyncErrorKind::Config
+            }
             Self::AlreadyRunning { .. } => SyncErrorKind::AlreadyRunning,
             Self::Lock { .. } => SyncErrorKind::LocalDisk,
             Self::Task(_) => SyncErrorKind::Internal,
@@ -99,6 +105,7 @@ impl SetupError {
             Self::IncompleteRestCatalog
             | Self::Lock { .. }
             | Self::TableCollision(_)
+            | Self::MissingTopics(_)
             | Self::Task(_) => false,
         }
     }

@@ -36,6 +36,7 @@ mod follow_spill;
 pub mod hooks;
 pub mod log_writer;
 pub mod maintain;
+pub mod missing_topics;
 pub mod registry;
 pub mod sample;
 mod stop;

@@ -60,7 +60,7 @@ pub use partition::{parse_partition_by, PartitionField, PartitionFieldError, Par
 pub use reference::job_file_reference;
 pub use schema::job_file_schema;
 pub use sort::{parse_sort_by, sortable, SortKey, SortKeyError};
-pub use source::{FetchMethod, SaslMechanism, SecurityProtocol, SourceConfig};
+pub use source::{FetchMethod, MissingTopics, SaslMechanism, SecurityProtocol, SourceConfig};
 pub use streams::{
     is_identifier, sanitize_identifier, ChangeEvents, DeleteFormat, OnInvalid, OnTruncate,
     StreamConfig, StreamMode, StreamSettings,

@@ -46,6 +46,21 @@ impl SecurityProtocol {
     }
 }
 
+/// What a sync does when a topic the job names (in `topic_pattern`
+/// spelled out, or as a `[[streams]]` topic) is not in the cluster
+/// (`source.missing_topics`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum MissingTopics {
+    /// The sync fails, naming the topic and the cluster's closest names
+    /// (a typo would otherwise sync nothing, green, forever).
+    #[default]
+    Fail,
+    /// The sync reads the other topics and warns, on every run, until the
+    /// topic exists.
+    Wait,
+}
+
 /// How messages are read from the brokers (`source.fetch`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
@@ -149,6 +164,18 @@ pub struct SourceConfig {
         "x-help" = "a regular expression; the topics it matches are offered on a job's streams page (e.g. ^(customers|orders)$)"
     ))]
     pub topic_pattern: Option<String>,
+    /// A topic the job names (spelled out in `topic_pattern`, or a
+    /// `[[streams]]` topic) that the cluster does not have: `fail` (the
+    /// sync fails naming it and the closest topic names) or `wait` (the
+    /// other topics are synced, with a warning on every run until it
+    /// exists).
+    #[serde(default)]
+    #[schemars(extend(
+        "x-label" = "Missing topics",
+        "x-group" = "Kafka",
+        "x-help" = "fail: a named topic the cluster lacks fails the run (a typo shows at once); wait: sync the others and warn until it exists"
+    ))]
+    pub missing_topics: MissingTopics,
     /// Transport and authentication layer: `SSL` and `SASL_SSL` encrypt,
     /// the `SASL_*` ones log in.
     #[serde(default)]
@@ -357,6 +384,7 @@ impl Default for SourceConfig {
             bootstrap_servers: String::new(),
             consumer_group: None,
             topic_pattern: None,
+            missing_topics: MissingTopics::default(),
             security_protocol: SecurityProtocol::default(),
             sasl_mechanism: None,
             sasl_username: None,

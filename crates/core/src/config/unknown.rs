@@ -87,37 +87,10 @@ fn near_match<'f>(name: &str, fields: &[&'f str]) -> Option<&'f str> {
     let lower = name.to_ascii_lowercase();
     fields
         .iter()
-        .map(|f| (edit_distance(&lower, f), *f))
+        .map(|f| (crate::near::edit_distance(&lower, f), *f))
         .filter(|(d, _)| *d <= limit)
         .min_by_key(|(d, _)| *d)
         .map(|(_, f)| f)
-}
-
-/// Edits (insert, delete, replace, swap two neighbours) from `a` to `b`,
-/// by characters (optimal string alignment distance).
-fn edit_distance(a: &str, b: &str) -> usize {
-    let a: Vec<char> = a.chars().collect();
-    let b: Vec<char> = b.chars().collect();
-    let mut d = vec![vec![0usize; b.len() + 1]; a.len() + 1];
-    for (i, row) in d.iter_mut().enumerate() {
-        row[0] = i;
-    }
-    for (j, cell) in d[0].iter_mut().enumerate() {
-        *cell = j;
-    }
-    for i in 1..=a.len() {
-        for j in 1..=b.len() {
-            let cost = usize::from(a[i - 1] != b[j - 1]);
-            let mut best = (d[i - 1][j] + 1)
-                .min(d[i][j - 1] + 1)
-                .min(d[i - 1][j - 1] + cost);
-            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
-                best = best.min(d[i - 2][j - 2] + 1);
-            }
-            d[i][j] = best;
-        }
-    }
-    d[a.len()][b.len()]
 }
 
 /// The field names serde's derive gives a struct (the same list
@@ -193,6 +166,6 @@ mod tests {
         assert_eq!(near_match("mod", &fields), Some("mode"));
         assert_eq!(near_match("Topic", &fields), Some("topic"));
         assert_eq!(near_match("colour", &fields), None);
-        assert_eq!(edit_distance("kitten", "sitting"), 3);
+        assert_eq!(crate::near::edit_distance("kitten", "sitting"), 3);
     }
 }

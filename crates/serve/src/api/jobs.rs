@@ -177,12 +177,32 @@ async fn get_job(State(state): State<AppState>, Path(id): Path<i64>) -> ApiResul
     Ok(Json(view))
 }
 
-/// The warnings of a job's page: too long without a successful sync for
-/// its topics' retention (see `serve::warnings`).
+/// The warnings of a job's page: what its last successful sync warned
+/// about (a named topic missing, a pattern matching nothing), and too long
+/// without a successful sync for its topics' retention (see
+/// `serve::warnings`).
 async fn job_warnings(state: &AppState, job: &JobRow) -> ApiResult<Vec<String>> {
     let (last_success, first_started) = state
         .store
         .latest_run_with_status(job.id, RunStatus::Succeeded.as_str())?;
+    let said = last_success
+        .as_ref()
+        .and_then(|r| r.report.as_ref()?.get("warnings")?.as_array().cloned())
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|w| Some(format!("The last sync warned: {}", w.as_str()?)));
+    let mut warnings: Vec<String> = said.collect();
+    warnings.extend(retention_warnings(state, job, last_success, first_started).await?);
+    Ok(warnings)
+}
+
+/// Too long without a successful sync for the topics' retention.
+async fn retention_warnings(
+    state: &AppState,
+    job: &JobRow,
+    last_success: Option<crate::store::RunRow>,
+    first_started: Option<i64>,
+) -> ApiResult<Vec<String>> {
     let Some(since) = last_success
         .as_ref()
         .map(|r| r.started_ms)

@@ -24,6 +24,7 @@ fn report(tables: Vec<TableReport>) -> SyncReport {
         group_offsets_left_to_members: false,
         cancelled: false,
         tables,
+        warnings: Vec::new(),
     }
 }
 

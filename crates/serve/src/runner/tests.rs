@@ -157,6 +157,7 @@ fn classify_names_the_failed_tables() {
             error: (status == TableStatus::Failed).then(|| "boom at offset 7".to_string()),
             ..topicberg_sync::sync::report::TableReport::new("t", "ns.t")
         }],
+        warnings: Vec::new(),
     };
     assert_eq!(
         classify(&Ok(RunReport::Sync(report(

@@ -19,10 +19,16 @@ function percent(read, planned) {
   return planned > 0 ? Math.min(100, Math.floor((read * 100) / planned)) : 100;
 }
 
+// A bar filled to read / planned. The fill's width is set through the
+// CSSOM: the page's Content-Security-Policy (default-src 'self') blocks
+// inline style attributes, so a `style="width: .."` would be dropped and
+// the fill would take the whole bar.
 export function bar(read, planned) {
   const p = percent(read, planned);
+  const fill = h("span", { class: "progress-fill" });
+  fill.style.width = `${p}%`;
   return h("span", { class: "progress-bar", role: "progressbar", "aria-valuenow": p, "aria-valuemin": 0, "aria-valuemax": 100 },
-    h("span", { style: `width: ${p}%` }));
+    fill);
 }
 
 const PHASES = { planning: "planning (offsets, tables)", reading: "reading", committing: "committing", finished: "finished" };

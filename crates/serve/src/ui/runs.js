@@ -71,6 +71,9 @@ export async function runPage(id) {
   show(
     h("h1", {}, run.kind === "follow" ? `Follower run #${run.id}` : run.kind === "maintain" ? `Maintenance run #${run.id}` : `Run #${run.id}`),
     run.error ? banner("bad", run.error) : null,
+    // Said before any table (a named topic missing, with missing_topics =
+    // "wait"; a topic_pattern that matches nothing).
+    ((run.report && run.report.warnings) || []).map((w) => banner("warn", w)),
     notes.length && run.status === "succeeded" ? h("div", { class: "banner warn", id: "run-notes" }, "Succeeded, with something to say: ", notes.map(([, t]) => t).join("; ")) : null,
     h("p", {}, h("a", { href: `#/jobs/${run.job_id}` }, "← job"), " · ",
       statusCell(run.status), " · started ", utc(run.started), " · ", duration(run.duration_ms),

@@ -42,6 +42,9 @@ pub(super) struct SyncContext<'a> {
     pub(super) handed: Option<Arc<super::HandedSets>>,
     /// What the sync has read so far, per table and partition.
     pub(super) progress: Arc<SyncProgress>,
+    /// What the sync warns about before any table (a named topic missing
+    /// with `missing_topics = "wait"`, a pattern that matches nothing).
+    pub(super) warnings: Vec<String>,
 }
 
 /// How the table's values are read, decided once: registry-framed values

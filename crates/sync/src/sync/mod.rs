@@ -192,12 +192,12 @@ async fn sync_stages(
     let (ctx, selection, states) = connect(job, options, progress, started).await?;
     let mut tables = stages::plan_tables(&ctx, &selection.selected, &states).await;
     if options.cancelled() {
-        return Ok(cancelled_report(job, started, tables));
+        return Ok(cancelled_report(&ctx, started, tables));
     }
     stages::create_tables(&ctx, &mut tables).await;
     stages::prepare_inputs(job, &ctx.destination, &mut tables);
     if options.cancelled() {
-        return Ok(cancelled_report(job, started, tables));
+        return Ok(cancelled_report(&ctx, started, tables));
     }
     let cancel = options.cancel.clone().unwrap_or_default();
     hooks::pause_point("before_drain").await;
@@ -206,7 +206,7 @@ async fn sync_stages(
     if options.cancelled() {
         tracing::info!("sync cancelled before its commit phase; deleting the files it wrote");
         stages::discard_outputs(&ctx, &mut tables).await;
-        return Ok(cancelled_report(job, started, tables));
+        return Ok(cancelled_report(&ctx, started, tables));
     }
     Ok(commit_stages(&ctx, tables, started).await)
 }
@@ -232,12 +232,9 @@ async fn connect<'a>(
                 Some(_) => None,
                 None => Some(GroupClient::open(&connection, &group)?),
             };
-            let selection = select_topics(&connection, &topics, KAFKA_TIMEOUT)?;
-            tracing::debug!(
-                elapsed_ms = started.elapsed().as_millis() as u64,
-                "topics selected"
-            );
-            let mut selection = selection;
+            let mut selection = select_topics(&connection, &topics, KAFKA_TIMEOUT)?;
+            let elapsed_ms = started.elapsed().as_millis() as u64;
+            tracing::debug!(elapsed_ms, "topics selected");
             let partition_counts = selection
                 .selected
                 .iter()
@@ -273,7 +270,9 @@ async fn connect<'a>(
     if let Some(spill) = &options.spill {
         spilled::extend_retention(spill, &mut states);
     }
-    crate::log_skipped(job, &selection.skipped, options.logged_once.as_deref());
+    let logged = options.logged_once.as_deref();
+    crate::log_skipped(job, &selection.skipped, logged);
+    let warnings = crate::missing_topics::check_missing_topics(job, &selection, logged)?;
     crate::check_table_collisions(job, selection.selected.iter().map(|t| t.name.as_str()))?;
     let clients = clients?;
     tracing::debug!(
@@ -311,6 +310,7 @@ async fn connect<'a>(
         record_caps: options.record_caps.clone(),
         kept_indexes: options.kept_indexes.clone(),
         progress,
+        warnings,
     };
     Ok((ctx, selection, states))
 }
@@ -379,12 +379,18 @@ async fn commit_stages(
         group_offsets_left_to_members: group_commit == stages::GroupCommit::LeftToMembers,
         cancelled: false,
         tables: reports,
+        warnings: ctx.warnings.clone(),
     }
 }
 
 /// The report of a sync cancelled before its commit phase: every table not
 /// failed is `cancelled`; nothing was committed, the group did not move.
-fn cancelled_report(job: &Job, started: Instant, tables: Vec<TableState>) -> SyncReport {
+fn cancelled_report(
+    ctx: &SyncContext<'_>,
+    started: Instant,
+    tables: Vec<TableState>,
+) -> SyncReport {
+    let job = ctx.job;
     let mut reports: Vec<TableReport> = tables
         .into_iter()
         .map(|s| {
@@ -406,6 +412,7 @@ fn cancelled_report(job: &Job, started: Instant, tables: Vec<TableState>) -> Syn
         group_offsets_left_to_members: false,
         cancelled: true,
         tables: reports,
+        warnings: ctx.warnings.clone(),
     }
 }
 

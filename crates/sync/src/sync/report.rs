@@ -243,6 +243,11 @@ pub struct SyncReport {
     pub cancelled: bool,
     /// Per table, sorted by table name.
     pub tables: Vec<TableReport>,
+    /// Said before any table, on every run: a topic the job names that the
+    /// cluster does not have (`missing_topics = "wait"`), a `topic_pattern`
+    /// that matches no topic.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 impl SyncReport {
@@ -274,6 +279,9 @@ impl SyncReport {
     /// The human summary: one line per table.
     pub fn to_text(&self) -> String {
         let mut out = String::new();
+        for warning in &self.warnings {
+            out.push_str(&format!("warning: {warning}\n"));
+        }
         for t in &self.tables {
             let snapshot = t.snapshot_id.map_or("-".to_string(), |s| s.to_string());
             out.push_str(&format!(
@@ -361,6 +369,7 @@ mod tests {
                 status,
                 ..TableReport::new("t", "j_topics.t")
             }],
+            warnings: Vec::new(),
         }
     }
 

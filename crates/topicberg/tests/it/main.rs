@@ -56,6 +56,7 @@ mod sync_fetch;
 mod sync_follow;
 mod sync_headers;
 mod sync_invalid;
+mod sync_missing_topics;
 mod sync_names;
 mod sync_order_by;
 mod sync_partitioned;

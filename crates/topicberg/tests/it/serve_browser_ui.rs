@@ -119,7 +119,42 @@ async fn run_progress_is_live(page: &Page, limit: Duration) {
         let text = row.text().await.unwrap();
         assert!(text.contains("100%"), "{text} in {tables}");
     }
+    assert_bar_fill_is_rendered(page).await;
     page.screenshot_as("serve-run-progress").await;
+}
+
+/// A bar of 1 read of 4 planned, drawn by the page's own module, is a
+/// quarter filled as the browser renders it (an inline `style` attribute,
+/// which the page's Content-Security-Policy blocks, drew every bar full).
+async fn assert_bar_fill_is_rendered(page: &Page) {
+    let ratio = page
+        .client
+        .execute_async(
+            "const done = arguments[arguments.length - 1];
+             import('/ui/progress.js').then((m) => {
+               const bar = m.bar(1, 4);
+               document.querySelector('main').append(bar);
+               const whole = bar.getBoundingClientRect().width;
+               const fill = bar.firstChild.getBoundingClientRect().width;
+               bar.remove();
+               done([fill, whole]);
+             }, (e) => done(String(e)));",
+            vec![],
+        )
+        .await
+        .unwrap();
+    let widths: Vec<f64> = ratio
+        .as_array()
+        .unwrap_or_else(|| panic!("{ratio}"))
+        .iter()
+        .map(|w| w.as_f64().unwrap())
+        .collect();
+    assert!(widths[1] > 0.0, "{widths:?}");
+    let filled = widths[0] / widths[1];
+    assert!(
+        (filled - 0.25).abs() < 0.02,
+        "fill / bar = {filled} ({widths:?})"
+    );
 }
 
 async fn browse(

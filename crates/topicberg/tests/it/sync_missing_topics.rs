@@ -1,0 +1,75 @@
+//! A topic the job names that the cluster does not have: by default the
+//! sync fails before reading anything, naming the topic and the closest
+//! existing name (a typo must not sync nothing, green, forever); with
+//! `missing_topics = "wait"` the other topics are synced and the report
+//! warns; a `topic_pattern` that matches no topic warns on every run.
+
+use crate::support::{create_topic, produce, read_rows, try_read, Catalog, Job};
+use crate::testbed::unique_name;
+
+/// `name` with its second and third characters swapped (one edit).
+fn typo_of(name: &str) -> String {
+    let mut chars: Vec<char> = name.chars().collect();
+    chars.swap(1, 2);
+    chars.into_iter().collect()
+}
+
+fn two_messages(topic: &str) {
+    let messages: Vec<(String, String)> = (1..=2)
+        .map(|i| (i.to_string(), format!("{{\"id\": {i}}}")))
+        .collect();
+    produce(topic, &messages);
+}
+
+#[test]
+fn a_mistyped_topic_fails_the_sync_naming_the_closest_topic_unless_told_to_wait() {
+    let good = unique_name("orders");
+    create_topic(&good, 1);
+    two_messages(&good);
+    let typo = typo_of(&good);
+
+    let job = Job::new(Catalog::Seaweed, &[&good, &typo], "", "");
+    let stderr = job.sync_failing();
+    assert!(
+        stderr.contains(&format!(
+            "topic \"{typo}\" does not exist in the cluster (closest: \"{good}\")"
+        )) && stderr.contains("missing_topics = \"wait\""),
+        "{stderr}"
+    );
+    assert!(
+        !try_read("duckdb", Catalog::Seaweed, &job.table(&good))
+            .status
+            .success(),
+        "nothing is written when a named topic is missing"
+    );
+
+    let waiting = Job::new(
+        Catalog::Seaweed,
+        &[&good, &typo],
+        "missing_topics = \"wait\"\n",
+        "",
+    );
+    let report = waiting.sync();
+    let warnings = report["warnings"].to_string();
+    assert!(
+        warnings.contains(&format!("topic \\\"{typo}\\\" does not exist")),
+        "{report:#}"
+    );
+    assert_eq!(
+        read_rows("duckdb", Catalog::Seaweed, &waiting.table(&good)).len(),
+        2
+    );
+}
+
+#[test]
+fn a_pattern_that_matches_no_topic_warns_in_the_report() {
+    // `.+` makes the pattern more than a spelled-out name.
+    let nothing = format!("{}.+", unique_name("nothing"));
+    let job = Job::new(Catalog::Seaweed, &[&nothing], "", "");
+    let report = job.sync();
+    let warnings = report["warnings"].to_string();
+    assert!(
+        warnings.contains("matches none of the cluster's"),
+        "{report:#}"
+    );
+}
