@@ -272,9 +272,11 @@ async fn connect<'a>(
     }
     let logged = options.logged_once.as_deref();
     crate::log_skipped(job, &selection.skipped, logged);
-    let warnings = crate::missing_topics::check_missing_topics(job, &selection, logged)?;
     crate::check_table_collisions(job, selection.selected.iter().map(|t| t.name.as_str()))?;
     let clients = clients?;
+    // After the catalog's answer: a catalog that cannot be reached is said
+    // first (the job cannot run either way).
+    let warnings = crate::missing_topics::check_missing_topics(job, &selection, logged)?;
     tracing::debug!(
         elapsed_ms = started.elapsed().as_millis() as u64,
         "topics, partitions and the catalog read"
