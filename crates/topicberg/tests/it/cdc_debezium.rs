@@ -9,7 +9,9 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::support::cdc::{change_job, copy_rows, psql, query_json, read_changes, Connector};
+use crate::support::cdc::{
+    change_job, copy_rows, psql, query_json, read_changes, topic_partitions, Connector,
+};
 use crate::support::{try_read, wait_until, Catalog, Job};
 use crate::testbed::unique_name;
 
@@ -237,6 +239,9 @@ fn sync_follow_keeps_a_debezium_tables_copy_equal_to_the_source_as_it_changes() 
     ));
     let connector = Connector::start(&[&table], PARTITIONS, true);
     let topic = connector.topic(&table);
+    // The topic exists once the snapshot's first change is written (a
+    // follower started before would fail naming it: missing_topics).
+    topic_partitions(&topic, Duration::from_secs(60));
     let job = change_job(&topic, &table, "");
     job.append("[sync]\ncommit_interval = \"1s\"\nstop_timeout = \"30s\"\n");
     let (report, log) = (
