@@ -2,16 +2,17 @@
 //! the cluster's topics for a topic that does not exist.
 
 /// Up to `most` of `candidates` closest to `name` that are plausible typos
-/// of it (at most one edit for names of up to four characters, else two,
-/// or a fifth of the name's characters when that is more; case ignored),
-/// closest first, then by name.
+/// of it (at most one edit for names of up to four characters, else two;
+/// case ignored), closest first, then by name. Two edits, not more, for
+/// long names too: topics sharing a long prefix (`shop.public.items`,
+/// `shop.public.users`) are not typos of each other.
 pub fn closest<'a>(
     name: &str,
     candidates: impl IntoIterator<Item = &'a str>,
     most: usize,
 ) -> Vec<&'a str> {
     let chars = name.chars().count();
-    let limit = if chars <= 4 { 1 } else { (chars / 5).max(2) };
+    let limit = if chars <= 4 { 1 } else { 2 };
     let lower = name.to_lowercase();
     let mut near: Vec<(usize, &str)> = candidates
         .into_iter()
@@ -61,9 +62,13 @@ mod tests {
         assert_eq!(closest("Orders-v2", topics, 3), ["orders_v2"]);
         assert_eq!(closest("order", topics, 3), ["orders"]);
         assert!(closest("invoices", topics, 3).is_empty());
-        // A long name allows a fifth of its characters.
-        let long = ["shop.public.customer_addresses"];
-        assert_eq!(closest("shop.public.custmer_adresses", long, 3), long);
+        // Long names: two edits, however long the shared prefix.
+        let long = ["shop.public.customer_addresses", "shop.public.users"];
+        assert_eq!(
+            closest("shop.public.custmer_adresses", long, 3),
+            ["shop.public.customer_addresses"]
+        );
+        assert!(closest("shop.public.items", long, 3).is_empty());
     }
 
     #[test]

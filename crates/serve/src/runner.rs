@@ -378,6 +378,7 @@ impl Runner {
             spill: None,
             fetch_buffers: None,
             handed: None,
+            missing_topics: None,
         };
         let runtime = tokio::runtime::Handle::current();
         let result = runtime

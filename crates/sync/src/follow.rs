@@ -264,6 +264,8 @@ impl<'a> Follower<'a> {
                     spill,
                     buffers: Arc::clone(&self.fetch_buffers),
                     handed: Arc::clone(&self.handed),
+                    missing_topics: (self.report.rounds > 0)
+                        .then_some(topicberg_core::config::MissingTopics::Wait),
                 };
                 round(self.job, stop, given, kept).await
             }
@@ -477,6 +479,10 @@ struct RoundInputs {
     buffers: Arc<FetchBuffers>,
     /// File sets handed to tables' committers, not yet seen committed.
     handed: Arc<HandedSets>,
+    /// `wait` past the first round: a topic that goes missing under a
+    /// running follower is warned about, its other topics kept; a typo
+    /// still fails the first round (with the job's `missing_topics`).
+    missing_topics: Option<topicberg_core::config::MissingTopics>,
 }
 
 /// One round: a bounded sync, cancelled before its commit phase if a stop
@@ -525,6 +531,7 @@ async fn round(
         spill: given.spill,
         fetch_buffers: Some(given.buffers),
         handed: Some(given.handed),
+        missing_topics: given.missing_topics,
     };
     let sync = run_sync_with(job, options);
     tokio::pin!(sync);

@@ -16,23 +16,33 @@ use topicberg_kafka::TopicSelection;
 use crate::SetupError;
 
 /// The warnings of this selection (missing topics with `wait`, a pattern
-/// that matches nothing), each logged (once per follower), or the failure
-/// (missing topics with `fail`).
+/// that matches nothing), each logged (once per follower: keyed by the
+/// topic, not by the text, whose closest names change), or the failure
+/// (missing topics with `fail`). `policy` overrides the job's
+/// `missing_topics`: a follower past its first round waits (a topic
+/// deleted under a running follower must not stop its other topics).
 pub fn check_missing_topics(
     job: &Job,
+    policy: Option<MissingTopics>,
     selection: &TopicSelection,
     logged: Option<&crate::LoggedOnce>,
 ) -> Result<Vec<String>, SetupError> {
-    let warnings = warnings(job, selection)?;
-    for warning in &warnings {
-        if crate::say(logged, || warning.clone()) {
+    let policy = policy.unwrap_or(job.source.missing_topics);
+    let warnings = warnings(job, policy, selection)?;
+    for (key, warning) in &warnings {
+        if crate::say(logged, || key.clone()) {
             tracing::warn!("{warning}");
         }
     }
-    Ok(warnings)
+    Ok(warnings.into_iter().map(|(_, w)| w).collect())
 }
 
-fn warnings(job: &Job, selection: &TopicSelection) -> Result<Vec<String>, SetupError> {
+/// `(log key, text)` of each warning.
+fn warnings(
+    job: &Job,
+    policy: MissingTopics,
+    selection: &TopicSelection,
+) -> Result<Vec<(String, String)>, SetupError> {
     let missing = missing(job, selection);
     let existing = || {
         selection
@@ -41,26 +51,29 @@ fn warnings(job: &Job, selection: &TopicSelection) -> Result<Vec<String>, SetupE
             .map(|t| t.name.as_str())
             .chain(selection.skipped.iter().map(String::as_str))
     };
-    let mut warnings = Vec::new();
+    let wait = policy == MissingTopics::Wait;
     if !missing.is_empty() {
-        let wait = job.source.missing_topics == MissingTopics::Wait;
-        let said: Vec<String> = missing
-            .iter()
-            .map(|topic| describe(topic, closest(topic, existing(), 3), wait))
-            .collect();
+        let said = missing.iter().map(|topic| {
+            let text = describe(topic, closest(topic, existing(), 3), wait);
+            (format!("missing topic {topic}"), text)
+        });
         if !wait {
-            return Err(SetupError::MissingTopics(said));
+            return Err(SetupError::MissingTopics(said.map(|(_, t)| t).collect()));
         }
-        warnings.extend(said);
-    } else if selection.selected.is_empty() {
-        let pattern = job.topics.as_str();
-        let count = existing().count();
-        warnings.push(format!(
+        return Ok(said.collect());
+    }
+    if !selection.selected.is_empty() {
+        return Ok(Vec::new());
+    }
+    let pattern = job.topics.as_str();
+    let count = existing().count();
+    Ok(vec![(
+        format!("pattern {pattern} matches nothing"),
+        format!(
             "topic_pattern \"{pattern}\" matches none of the cluster's {count} topics: nothing \
              was read (a pattern matches anywhere in a name unless anchored with ^ and $)"
-        ));
-    }
-    Ok(warnings)
+        ),
+    )])
 }
 
 /// The named topics the cluster does not have, sorted.
@@ -100,5 +113,68 @@ fn describe(topic: &str, near: Vec<&str>, wait: bool) -> String {
              topic_pattern or [[streams]]), create the topic, or set missing_topics = \"wait\" \
              in [source] to sync the other topics until it appears"
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use topicberg_kafka::SelectedTopic;
+
+    use super::*;
+
+    fn job(source: &str, streams: &str) -> Job {
+        let text =
+            format!("name = \"j\"\n[source]\nbootstrap_servers = \"k:9092\"\n{source}\n{streams}");
+        Job::resolve(&topicberg_core::JobConfig::from_toml_str(&text, |_| None).unwrap()).unwrap()
+    }
+
+    fn selection(selected: &[&str], skipped: &[&str]) -> TopicSelection {
+        TopicSelection {
+            selected: selected
+                .iter()
+                .map(|t| SelectedTopic {
+                    name: (*t).to_owned(),
+                    partitions: vec![0],
+                })
+                .collect(),
+            skipped: skipped.iter().map(|t| (*t).to_owned()).collect(),
+            missing: Vec::new(),
+        }
+    }
+
+    const STREAMS: &str = "[[streams]]\ntopic = \"orders\"\n[[streams]]\ntopic = \"ordres_eu\"\n";
+
+    #[test]
+    fn a_missing_stream_topic_fails_naming_the_closest_unless_waited_for() {
+        let found = selection(&["orders"], &["orders_eu"]);
+        let e = check_missing_topics(&job("", STREAMS), None, &found, None).unwrap_err();
+        let text = e.to_string();
+        assert!(
+            text.contains(
+                "topic \"ordres_eu\" does not exist in the cluster (closest: \"orders_eu\")"
+            ),
+            "{text}"
+        );
+        let waiting = job("missing_topics = \"wait\"", STREAMS);
+        let warnings = check_missing_topics(&waiting, None, &found, None).unwrap();
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        // A follower past its first round waits whatever the job says.
+        let followed =
+            check_missing_topics(&job("", STREAMS), Some(MissingTopics::Wait), &found, None);
+        assert_eq!(followed.unwrap().len(), 1);
+    }
+
+    #[test]
+    fn a_pattern_matching_nothing_warns_and_one_matching_something_does_not() {
+        let pattern = job("topic_pattern = \"^shop[.]\"", "");
+        let none =
+            check_missing_topics(&pattern, None, &selection(&[], &["a", "b"]), None).unwrap();
+        assert_eq!(none.len(), 1);
+        assert!(
+            none[0].contains("matches none of the cluster's 2 topics"),
+            "{none:?}"
+        );
+        let some = check_missing_topics(&pattern, None, &selection(&["shop.x"], &[]), None);
+        assert!(some.unwrap().is_empty());
     }
 }

@@ -120,6 +120,9 @@ pub struct SyncOptions {
     /// table is then committed by the worker owning its topic's partition
     /// 0 (`handoff.rs`); `None`: every member commits its own partitions.
     pub handed: Option<Arc<HandedSets>>,
+    /// Overrides the job's `missing_topics` (a follower past its first
+    /// round waits for a topic that went missing); `None`: the job's.
+    pub missing_topics: Option<topicberg_core::config::MissingTopics>,
 }
 
 /// The clients a sync connects before its first table: the catalog and
@@ -274,9 +277,8 @@ async fn connect<'a>(
     crate::log_skipped(job, &selection.skipped, logged);
     crate::check_table_collisions(job, selection.selected.iter().map(|t| t.name.as_str()))?;
     let clients = clients?;
-    // After the catalog's answer: a catalog that cannot be reached is said
-    // first (the job cannot run either way).
-    let warnings = crate::missing_topics::check_missing_topics(job, &selection, logged)?;
+    let policy = options.missing_topics; // after the catalog's answer, said first
+    let warnings = crate::missing_topics::check_missing_topics(job, policy, &selection, logged)?;
     tracing::debug!(
         elapsed_ms = started.elapsed().as_millis() as u64,
         "topics, partitions and the catalog read"

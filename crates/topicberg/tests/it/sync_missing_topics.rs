@@ -63,9 +63,13 @@ fn a_mistyped_topic_fails_the_sync_naming_the_closest_topic_unless_told_to_wait(
 
 #[test]
 fn a_pattern_that_matches_no_topic_warns_in_the_report() {
-    // `.+` makes the pattern more than a spelled-out name.
-    let nothing = format!("{}.+", unique_name("nothing"));
+    let nothing = unique_name("nothing");
     let job = Job::new(Catalog::Seaweed, &[&nothing], "", "");
+    // A pattern, not a spelled-out name: `^nothing_<hex>.+$`.
+    let text = std::fs::read_to_string(&job.path).unwrap();
+    let text = text.replace(&format!("^({nothing})$"), &format!("^{nothing}.+$"));
+    assert!(text.contains(&format!("'^{nothing}.+$'")), "{text}");
+    std::fs::write(&job.path, text).unwrap();
     let report = job.sync();
     let warnings = report["warnings"].to_string();
     assert!(
