@@ -121,6 +121,13 @@ pub struct RegisteredSchema {
     pub references: Vec<SchemaReference>,
 }
 
+impl RegisteredSchema {
+    /// The texts of the schemas it refers to, dependencies first.
+    pub fn reference_texts(&self) -> Vec<&str> {
+        self.references.iter().map(|r| r.schema.as_str()).collect()
+    }
+}
+
 /// Why a schema could not be had.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RegistryErrorKind {

@@ -29,7 +29,7 @@ use super::fit::{fit, Fit};
 use super::protobuf::{self, MessageOp, ProtoSchema};
 use super::schema_error::SchemaError;
 use crate::columns::ColumnType;
-use crate::registry::{RegistryErrorKind, SchemaKind, SchemaSource, ValueFormat};
+use crate::registry::{RegisteredSchema, RegistryErrorKind, SchemaKind, SchemaSource, ValueFormat};
 
 /// A stream's registry-framed values, shared by every decoder of its table.
 #[derive(Debug)]
@@ -70,26 +70,13 @@ impl RegistryValues {
         if let Some(p) = self.parsed.lock().expect("schemas").get(&id) {
             return Ok(p.clone());
         }
-        let schema = self.source.schema_by_id(id).map_err(|e| match e.kind {
-            RegistryErrorKind::NotFound => DecodeErrorKind::UnknownSchema {
-                schema_id: id,
-                reason: e.to_string(),
-            },
-            _ => DecodeErrorKind::Registry(Box::new(e)),
-        })?;
+        let schema = self.registered(id)?;
         let parsed = Arc::new(match schema.kind {
             SchemaKind::Json => Parsed::Json,
-            SchemaKind::Avro => {
-                let refs: Vec<&str> = schema
-                    .references
-                    .iter()
-                    .map(|r| r.schema.as_str())
-                    .collect();
-                match AvroType::parse(&schema.schema, &refs) {
-                    Ok(t) => Parsed::Avro(t),
-                    Err(reason) => Parsed::Unsupported(reason),
-                }
-            }
+            SchemaKind::Avro => match AvroType::parse(&schema.schema, &schema.reference_texts()) {
+                Ok(t) => Parsed::Avro(t),
+                Err(reason) => Parsed::Unsupported(reason),
+            },
             SchemaKind::Protobuf => match ProtoSchema::parse(&schema.schema, &schema.references) {
                 Ok(p) => Parsed::Protobuf(p),
                 Err(reason) => Parsed::Unsupported(reason),
@@ -99,19 +86,25 @@ impl RegistryValues {
         Ok(cache.entry(id).or_insert(parsed).clone())
     }
 
+    /// The schema `id` as the source has it; a missing one is
+    /// [`DecodeErrorKind::UnknownSchema`].
+    fn registered(&self, id: u32) -> Result<Arc<RegisteredSchema>, DecodeErrorKind> {
+        self.source.schema_by_id(id).map_err(|e| match e.kind {
+            RegistryErrorKind::NotFound => DecodeErrorKind::UnknownSchema {
+                schema_id: id,
+                reason: e.to_string(),
+            },
+            _ => DecodeErrorKind::Registry(Box::new(e)),
+        })
+    }
+
     /// The writer schema `id` of change events (asked of the source on the
     /// first use in this sync).
     pub(crate) fn change_schema(&self, id: u32) -> Result<Arc<ChangeSchema>, DecodeErrorKind> {
         if let Some(s) = self.changes.lock().expect("schemas").get(&id) {
             return Ok(s.clone());
         }
-        let schema = self.source.schema_by_id(id).map_err(|e| match e.kind {
-            RegistryErrorKind::NotFound => DecodeErrorKind::UnknownSchema {
-                schema_id: id,
-                reason: e.to_string(),
-            },
-            _ => DecodeErrorKind::Registry(Box::new(e)),
-        })?;
+        let schema = self.registered(id)?;
         let change = Arc::new(ChangeSchema::of(&schema));
         let mut cache = self.changes.lock().expect("schemas");
         Ok(cache.entry(id).or_insert(change).clone())

@@ -51,11 +51,7 @@ impl ChangeSchema {
                  converter",
             )),
             SchemaKind::Avro => {
-                let refs: Vec<&str> = schema
-                    .references
-                    .iter()
-                    .map(|r| r.schema.as_str())
-                    .collect();
+                let refs = schema.reference_texts();
                 match (
                     AvroType::parse(&schema.schema, &refs),
                     connect_schema(&schema.schema, &refs),
