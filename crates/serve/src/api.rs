@@ -29,6 +29,7 @@ use topicberg_core::Job;
 use self::answers::{ConnectionTest, Done, PieceView, SessionInfo, SetupDone};
 use crate::auth::{self, Session};
 use crate::error::{ApiError, ApiResult};
+use crate::forwarded;
 use crate::guard;
 use crate::job_file::{load_job, JobConfigError, JobFileError};
 use crate::pieces::{self, Piece, PieceKind, Secrets};
@@ -117,6 +118,24 @@ fn client_ip(addr: &ClientAddr) -> IpAddr {
         })
 }
 
+/// How the request reached the service ([`crate::forwarded`]) and
+/// whether its session cookie is `Secure`, or why login cannot work
+/// over it.
+fn arrival(
+    state: &AppState,
+    addr: &ClientAddr,
+    headers: &HeaderMap,
+) -> (forwarded::Arrival, ApiResult<bool>) {
+    let transport = &state.guard.transport;
+    let arrival = transport.arrival(client_ip(addr), headers);
+    let host = headers
+        .get(header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    let secure = transport.session_cookie_secure(&arrival, host);
+    (arrival, secure)
+}
+
 /// `POST /api/setup {password, setup_token}`: sets the admin password,
 /// only while none is set, with the one-time token the service printed in
 /// its log at start; JSON from this service's own page only. Of two
@@ -200,7 +219,9 @@ async fn login(
     ApiJson(body): ApiJson<LoginBody>,
 ) -> ApiResult<Response> {
     guard::require_same_origin_json(&headers)?;
-    let client = client_ip(&addr);
+    let (arrival, secure) = arrival(&state, &addr, &headers);
+    let secure = secure?;
+    let client = arrival.client;
     if let Err(wait) = state.guard.login.check(client) {
         let seconds = wait.as_secs() + 1;
         tracing::warn!(client = %client, retry_after_s = seconds, "login refused: too many failed logins");
@@ -244,7 +265,7 @@ async fn login(
         now,
     )?;
     Ok((
-        [(header::SET_COOKIE, auth::session_cookie(&token))],
+        [(header::SET_COOKIE, auth::session_cookie(&token, secure))],
         Json(SessionInfo { csrf, username }),
     )
         .into_response())
@@ -253,11 +274,15 @@ async fn login(
 /// `POST /api/logout`: ends the session.
 async fn logout(
     State(state): State<AppState>,
+    addr: ClientAddr,
+    headers: HeaderMap,
     Extension(session): Extension<Session>,
 ) -> ApiResult<Response> {
     state.store.delete_session(&session.token_hash)?;
+    // Where no session could start, its cookie could not be kept either.
+    let secure = arrival(&state, &addr, &headers).1.unwrap_or(true);
     Ok((
-        [(header::SET_COOKIE, auth::clear_cookie())],
+        [(header::SET_COOKIE, auth::clear_cookie(secure))],
         Json(Done { ok: true }),
     )
         .into_response())

@@ -90,17 +90,22 @@ pub fn token_hash(token: &str) -> String {
         .collect()
 }
 
-/// The `Set-Cookie` value that starts a session.
-pub fn session_cookie(token: &str) -> String {
+/// The `Set-Cookie` value that starts a session; `secure` as
+/// [`crate::forwarded::Transport::session_cookie_secure`] decides.
+pub fn session_cookie(token: &str, secure: bool) -> String {
     format!(
-        "{SESSION_COOKIE}={token}; HttpOnly; Secure; SameSite=Strict; Path=/; Max-Age={}",
+        "{SESSION_COOKIE}={token}; HttpOnly;{} SameSite=Strict; Path=/; Max-Age={}",
+        if secure { " Secure;" } else { "" },
         SESSION_TTL_MS / 1000
     )
 }
 
 /// The `Set-Cookie` value that ends it.
-pub fn clear_cookie() -> String {
-    format!("{SESSION_COOKIE}=; HttpOnly; Secure; SameSite=Strict; Path=/; Max-Age=0")
+pub fn clear_cookie(secure: bool) -> String {
+    format!(
+        "{SESSION_COOKIE}=; HttpOnly;{} SameSite=Strict; Path=/; Max-Age=0",
+        if secure { " Secure;" } else { "" }
+    )
 }
 
 /// The session token from the request's cookies.

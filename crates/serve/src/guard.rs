@@ -17,6 +17,7 @@ use std::sync::mpsc;
 use std::sync::Arc;
 
 use crate::error::ApiError;
+use crate::forwarded::{host_name, Transport};
 
 /// The hosts a request may name in `Host` when none are configured.
 pub const DEFAULT_ALLOWED_HOSTS: [&str; 3] = ["127.0.0.1", "localhost", "::1"];
@@ -47,18 +48,6 @@ pub async fn security_headers(request: Request, next: Next) -> Response {
         );
     }
     response
-}
-
-/// The host part of a `Host` header (`name`, `1.2.3.4`, `[::1]` -> `::1`),
-/// without the port, lower-cased.
-fn host_name(host: &str) -> String {
-    let host = host.trim();
-    let name = if let Some(rest) = host.strip_prefix('[') {
-        rest.split(']').next().unwrap_or_default()
-    } else {
-        host.rsplit_once(':').map_or(host, |(name, _)| name)
-    };
-    name.trim_end_matches('.').to_ascii_lowercase()
 }
 
 /// Whether `host` (a `Host` header) names an allowed host.
@@ -278,11 +267,17 @@ pub struct Guard {
     /// The one-time first-run setup token (printed in the log at start),
     /// while no admin password is set.
     pub setup_token: Mutex<Option<String>>,
+    /// The proxies believed, and whether login may happen over plain HTTP.
+    pub transport: Transport,
 }
 
 impl Guard {
     /// The guard allowing [`DEFAULT_ALLOWED_HOSTS`] and `allowed_hosts`.
-    pub fn new(allowed_hosts: &[String], metrics_token: Option<String>) -> Self {
+    pub fn new(
+        allowed_hosts: &[String],
+        metrics_token: Option<String>,
+        transport: Transport,
+    ) -> Self {
         let allowed_hosts = DEFAULT_ALLOWED_HOSTS
             .iter()
             .map(|h| h.to_string())
@@ -293,6 +288,7 @@ impl Guard {
             metrics_token: metrics_token.filter(|t| !t.is_empty()),
             login: LoginThrottle::default(),
             setup_token: Mutex::new(None),
+            transport,
         }
     }
 
@@ -316,13 +312,14 @@ mod tests {
 
     #[test]
     fn hosts_are_matched_without_their_port() {
-        let allowed = Guard::new(&[], None).allowed_hosts;
+        let allowed = Guard::new(&[], None, Transport::default()).allowed_hosts;
         assert!(host_allowed(&allowed, "127.0.0.1:8000"));
         assert!(host_allowed(&allowed, "LOCALHOST:1"));
         assert!(host_allowed(&allowed, "[::1]:8000"));
         assert!(!host_allowed(&allowed, "evil.example:8000"));
         assert!(!host_allowed(&allowed, ""));
-        let mine = Guard::new(&["Topicberg.internal".into()], None).allowed_hosts;
+        let mine =
+            Guard::new(&["Topicberg.internal".into()], None, Transport::default()).allowed_hosts;
         assert!(host_allowed(&mine, "topicberg.internal:443"));
         assert!(
             host_allowed(&mine, "127.0.0.1:8000"),

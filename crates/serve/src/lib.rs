@@ -29,6 +29,7 @@ pub mod api;
 pub mod auth;
 pub mod error;
 pub mod error_kind;
+pub mod forwarded;
 pub mod guard;
 pub mod job_file;
 pub mod metrics;

@@ -12,6 +12,7 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::{middleware, Json, Router};
 
+use crate::forwarded::Transport;
 use crate::guard::Guard;
 use crate::metrics::Metrics;
 use crate::run_store::{self, RunStore};
@@ -42,6 +43,12 @@ pub struct ServeArgs {
     pub allowed_hosts: Vec<String>,
     /// The token `/metrics` requires (`TOPICBERG_METRICS_TOKEN`), if any.
     pub metrics_token: Option<String>,
+    /// Networks of the reverse proxies whose `X-Forwarded-Proto` and
+    /// `X-Forwarded-For` are believed (`--trusted-proxy`).
+    pub trusted_proxies: Vec<ipnet::IpNet>,
+    /// Whether login may set its cookie over plain HTTP on a host other
+    /// than loopback (`--allow-plain-http`).
+    pub allow_plain_http: bool,
 }
 
 /// Errors that stop the service from starting.
@@ -217,7 +224,8 @@ pub async fn serve(args: ServeArgs) -> Result<(), ServeError> {
     if !args.listen.ip().is_unspecified() {
         allowed_hosts.push(args.listen.ip().to_string());
     }
-    let guard = Guard::new(&allowed_hosts, args.metrics_token.clone());
+    let transport = Transport::new(args.trusted_proxies.clone(), args.allow_plain_http);
+    let guard = Guard::new(&allowed_hosts, args.metrics_token.clone(), transport);
     if !admin_set {
         let token = auth::random_token();
         // Printed once, for the person starting the service: only who can

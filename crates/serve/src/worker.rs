@@ -58,7 +58,7 @@ pub async fn serve_worker_endpoints(
     let worker = Worker {
         live,
         metrics,
-        guard: Arc::new(Guard::new(&[], metrics_token)),
+        guard: Arc::new(Guard::new(&[], metrics_token, Default::default())),
     };
     let app = Router::new()
         .route("/healthz", get(healthz))

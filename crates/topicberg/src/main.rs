@@ -133,6 +133,17 @@ enum Command {
         /// repeat for several. Others get 421 (DNS rebinding).
         #[arg(long = "allowed-host", value_name = "NAME")]
         allowed_hosts: Vec<String>,
+        /// A reverse proxy (an address or a network, e.g. 10.0.0.0/8)
+        /// whose X-Forwarded-Proto and X-Forwarded-For are believed; repeat
+        /// for several. From any other peer they are ignored.
+        #[arg(long = "trusted-proxy", value_name = "CIDR", value_parser = topicberg_serve::forwarded::parse_trusted_proxy)]
+        trusted_proxies: Vec<topicberg_serve::forwarded::IpNet>,
+        /// Let login set its session cookie without `Secure` over plain
+        /// HTTP on a host name other than localhost (a trusted network
+        /// only: the cookie then travels unencrypted). Without it such a
+        /// login is refused, saying why.
+        #[arg(long)]
+        allow_plain_http: bool,
     },
 }
 
@@ -272,6 +283,8 @@ async fn run(cli: Cli, log_capture: Option<LogCapture>) -> anyhow::Result<u8> {
             listen,
             retention_warning_fraction,
             allowed_hosts,
+            trusted_proxies,
+            allow_plain_http,
         } => {
             topicberg_serve::serve(topicberg_serve::ServeArgs {
                 data_dir,
@@ -281,6 +294,8 @@ async fn run(cli: Cli, log_capture: Option<LogCapture>) -> anyhow::Result<u8> {
                 retention_warning_fraction,
                 allowed_hosts,
                 metrics_token: std::env::var(topicberg_serve::guard::METRICS_TOKEN_ENV).ok(),
+                trusted_proxies,
+                allow_plain_http,
             })
             .await?;
             Ok(0)

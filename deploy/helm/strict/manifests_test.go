@@ -108,6 +108,10 @@ func check(t *testing.T, file string, obj runtime.Object) {
 		if o.Spec.Replicas == nil || *o.Spec.Replicas != 1 {
 			t.Errorf("%s: serve replicas %v, want 1", file, o.Spec.Replicas)
 		}
+		args := strings.Join(o.Spec.Template.Spec.Containers[0].Args, " ")
+		if file == "secrets.yaml" && !strings.Contains(args, "--trusted-proxy 10.0.0.0/8") {
+			t.Errorf("%s: serve args %v lack the trusted proxy", file, args)
+		}
 	}
 }
 

@@ -65,6 +65,10 @@ document.getElementById("logout").addEventListener("click", async () => {
 
 // ---- login and setup -----------------------------------------------------
 
+const COOKIE_DROPPED = "The password was right, but this browser did not keep the session cookie, "
+  + "so every page would ask you to log in again. Open the page over HTTPS (a TLS proxy named with "
+  + "--trusted-proxy) or at localhost, or start topicberg serve with --allow-plain-http on a trusted network.";
+
 function loginPage() {
   document.getElementById("nav").hidden = true;
   const msg = h("div", { id: "login-result" }, takeFlash());
@@ -78,6 +82,10 @@ function loginPage() {
         ev.preventDefault();
         try {
           const r = await api("POST", "/api/login", { username: user.value, password: pass.value });
+          // A browser that dropped the cookie would land here again with
+          // no word: say so instead.
+          const kept = await fetch("/api/session", { credentials: "same-origin" });
+          if (!kept.ok) return msg.replaceChildren(errorBanner(new Error(COOKIE_DROPPED)));
           setSession(r.csrf);
           route();
         } catch (e) { msg.replaceChildren(errorBanner(e)); }

@@ -45,18 +45,33 @@ pub(crate) fn start_chromedriver() -> (Driver, String) {
 }
 
 pub(crate) async fn browser(webdriver: &str, profile: &std::path::Path) -> Client {
+    browser_with(webdriver, profile, &[]).await
+}
+
+/// [`browser`] with more Chromium arguments.
+pub(crate) async fn browser_with(
+    webdriver: &str,
+    profile: &std::path::Path,
+    extra: &[String],
+) -> Client {
+    let mut args = vec![
+        "--headless=new".to_string(),
+        "--no-sandbox".into(),
+        "--disable-gpu".into(),
+        "--disable-dev-shm-usage".into(),
+        "--disable-quic".into(),
+        "--no-first-run".into(),
+        "--disable-background-networking".into(),
+        "--disable-component-update".into(),
+        "--disable-sync".into(),
+        "--window-size=1280,1000".into(),
+        format!("--user-data-dir={}", profile.display()),
+    ];
+    args.extend_from_slice(extra);
     let mut caps = serde_json::Map::new();
     caps.insert(
         "goog:chromeOptions".into(),
-        json!({
-            "binary": "/usr/bin/chromium",
-            "args": [
-                "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                "--disable-quic", "--no-first-run", "--disable-background-networking",
-                "--disable-component-update", "--disable-sync", "--window-size=1280,1000",
-                format!("--user-data-dir={}", profile.display()),
-            ],
-        }),
+        json!({ "binary": "/usr/bin/chromium", "args": args }),
     );
     ClientBuilder::native()
         .capabilities(caps)
