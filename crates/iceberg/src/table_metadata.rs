@@ -1,14 +1,16 @@
 //! What a table's metadata says, read without changing anything: the
-//! snapshots of its `main` branch, the manifests a snapshot lists, and what
+//! snapshots of its `main` branch, the manifests a snapshot lists, what
 //! a manifest entry's file is (its partition spec, whether it is a deletion
-//! vector). Below `commit/`, `deletes/` and `maintain/`, which all read
+//! vector), and the table's partition spec and sort order in the job
+//! file's words. Below `commit/`, `deletes/` and `maintain/`, which all read
 //! these; it uses none of them.
 
 use iceberg::io::FileIO;
 use iceberg::spec::{
-    DataContentType, DataFile, DataFileFormat, ManifestFile, ManifestList, Snapshot, SnapshotRef,
-    TableMetadata,
+    DataContentType, DataFile, DataFileFormat, ManifestFile, ManifestList, NullOrder, Snapshot,
+    SnapshotRef, SortDirection, TableMetadata, Transform,
 };
+use topicberg_core::config::{PartitionField, PartitionTransform, SortKey};
 
 use crate::error::{from_iceberg, IcebergError, IcebergErrorKind};
 
@@ -128,6 +130,74 @@ pub fn is_deletion_vector(file: &DataFile) -> bool {
         && file.file_format() == DataFileFormat::Puffin
 }
 
+/// A transform as `partition_by` writes it (`None`: one it has no word for,
+/// e.g. `void`).
+fn partition_transform(transform: Transform) -> Option<PartitionTransform> {
+    Some(match transform {
+        Transform::Identity => PartitionTransform::Identity,
+        Transform::Bucket(n) => PartitionTransform::Bucket(n),
+        Transform::Truncate(w) => PartitionTransform::Truncate(w),
+        Transform::Year => PartitionTransform::Year,
+        Transform::Month => PartitionTransform::Month,
+        Transform::Day => PartitionTransform::Day,
+        Transform::Hour => PartitionTransform::Hour,
+        _ => return None,
+    })
+}
+
+/// The name of the current schema's column with field id `source` (one
+/// the schema lost: `field <id>`).
+fn column_name(metadata: &TableMetadata, source: i32) -> String {
+    metadata
+        .current_schema()
+        .name_by_field_id(source)
+        .map_or_else(|| format!("field {source}"), str::to_string)
+}
+
+/// `transform` of the column with field id `source`, as `partition_by`
+/// writes it (`bucket(16, id)`).
+fn transformed(metadata: &TableMetadata, source: i32, transform: Transform) -> String {
+    let column = column_name(metadata, source);
+    match partition_transform(transform) {
+        Some(transform) => PartitionField { transform, column }.to_string(),
+        None => format!("{transform}({column})"),
+    }
+}
+
+/// The default partition spec's fields, as `partition_by` writes them
+/// (`["day(ts)", "bucket(16, id)"]`; empty: unpartitioned).
+pub fn partition_by(metadata: &TableMetadata) -> Vec<String> {
+    metadata
+        .default_partition_spec()
+        .fields()
+        .iter()
+        .map(|f| transformed(metadata, f.source_id, f.transform))
+        .collect()
+}
+
+/// The default sort order's fields, as `sort_by` writes them
+/// (`["id asc nulls first"]`, a transform's as in `partition_by`; empty:
+/// unsorted).
+pub fn sort_by(metadata: &TableMetadata) -> Vec<String> {
+    metadata
+        .default_sort_order()
+        .fields
+        .iter()
+        .map(|f| {
+            let column = match f.transform {
+                Transform::Identity => column_name(metadata, f.source_id),
+                other => transformed(metadata, f.source_id, other),
+            };
+            SortKey {
+                column,
+                descending: f.direction == SortDirection::Descending,
+                nulls_first: f.null_order == NullOrder::First,
+            }
+            .to_string()
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use iceberg::spec::{DataFileBuilder, Literal, Struct};
@@ -149,5 +219,72 @@ mod tests {
                 .unwrap();
             assert_eq!(spec_id(&file), id);
         }
+    }
+
+    #[test]
+    fn the_partition_spec_and_sort_order_read_as_the_job_file_writes_them() {
+        use iceberg::spec::{
+            NestedField, PrimitiveType, Schema, SortField, SortOrder, Type, UnboundPartitionSpec,
+        };
+        use iceberg::TableCreation;
+        let field = |id, name: &str, ty| NestedField::optional(id, name, Type::Primitive(ty));
+        let schema = Schema::builder()
+            .with_fields(vec![
+                field(1, "id", PrimitiveType::Long).into(),
+                field(2, "ts", PrimitiveType::Timestamptz).into(),
+                field(3, "region", PrimitiveType::String).into(),
+            ])
+            .build()
+            .unwrap();
+        let spec = UnboundPartitionSpec::builder()
+            .add_partition_field(2, "ts_day", Transform::Day)
+            .unwrap()
+            .add_partition_field(1, "id_bucket", Transform::Bucket(16))
+            .unwrap()
+            .add_partition_field(3, "region", Transform::Identity)
+            .unwrap()
+            .build();
+        let sort = |source_id, transform, direction, null_order| SortField {
+            source_id,
+            transform,
+            direction,
+            null_order,
+        };
+        let order = SortOrder::builder()
+            .with_order_id(1)
+            .with_sort_field(sort(
+                1,
+                Transform::Identity,
+                SortDirection::Descending,
+                NullOrder::Last,
+            ))
+            .with_sort_field(sort(
+                3,
+                Transform::Truncate(4),
+                SortDirection::Ascending,
+                NullOrder::First,
+            ))
+            .build_unbound()
+            .unwrap();
+        let creation = TableCreation::builder()
+            .name("t".into())
+            .location("s3://b/t".into())
+            .schema(schema)
+            .partition_spec(spec)
+            .sort_order(order)
+            .build();
+        let metadata = iceberg::spec::TableMetadataBuilder::from_table_creation(creation)
+            .unwrap()
+            .build()
+            .unwrap()
+            .metadata;
+        assert_eq!(
+            partition_by(&metadata),
+            ["day(ts)", "bucket(16, id)", "identity(region)"]
+        );
+        assert_eq!(
+            sort_by(&metadata),
+            ["id desc nulls last", "truncate(4, region) asc nulls first"]
+        );
     }
 }

@@ -225,6 +225,7 @@ pub async fn serve(args: ServeArgs) -> Result<(), ServeError> {
         allowed_hosts.push(args.listen.ip().to_string());
     }
     let transport = Transport::new(args.trusted_proxies.clone(), args.allow_plain_http);
+    tracing::info!("{}", transport.describe());
     let guard = Guard::new(&allowed_hosts, args.metrics_token.clone(), transport);
     if !admin_set {
         let token = auth::random_token();

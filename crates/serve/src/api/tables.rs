@@ -5,7 +5,7 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
 use serde::Serialize;
-use topicberg_iceberg::{CatalogErrorKind, IcebergErrorKind, TableHandle};
+use topicberg_iceberg::{table_metadata, CatalogErrorKind, IcebergErrorKind, TableHandle};
 
 use topicberg_sync::sync::dlq_rows::{newest_dead_letters, DeadLetterRow};
 
@@ -29,13 +29,27 @@ pub struct TableView {
     /// Each schema, oldest first, with what it changed from the one before
     /// (top-level columns).
     pub schema_history: Vec<SchemaVersionView>,
-    /// Rows, data files and delete files of the current snapshot (its
-    /// summary's totals; `null` when the summary does not say).
-    pub rows: Option<i64>,
-    /// See `rows`.
+    /// Rows in the current snapshot's data files, deleted ones included
+    /// (its summary's `total-records`; `null` when the summary does not say,
+    /// as for the counts below).
+    pub rows_written: Option<i64>,
+    /// Rows deleted by position deletes and deletion vectors
+    /// (`total-position-deletes`). Live rows are `rows_written` less these
+    /// only while no delete file outlived the data file it names (another
+    /// engine's compaction may leave some until they are cleaned), so the
+    /// page shows both, not a difference that could be wrong.
+    pub rows_deleted: Option<i64>,
+    /// Equality delete records (`total-equality-deletes`): each deletes
+    /// every earlier row of its key, however many.
+    pub equality_deletes: Option<i64>,
+    /// Data files and delete files of the current snapshot.
     pub data_files: Option<i64>,
-    /// See `rows`.
+    /// See `data_files`.
     pub delete_files: Option<i64>,
+    /// The partition spec as `partition_by` writes it (empty: unpartitioned).
+    pub partition_by: Vec<String>,
+    /// The sort order as `sort_by` writes it (empty: unsorted).
+    pub sort_by: Vec<String>,
     /// The snapshots of `main`, newest first.
     pub snapshots: Vec<SnapshotView>,
     /// The newest messages of the stream's dead-letter table
@@ -242,9 +256,13 @@ pub(super) async fn table(
         columns,
         schema_versions: metadata.schemas_iter().count(),
         schema_history: schema_history(&handle),
-        rows: number(&current, "total-records"),
+        rows_written: number(&current, "total-records"),
+        rows_deleted: number(&current, "total-position-deletes"),
+        equality_deletes: number(&current, "total-equality-deletes"),
         data_files: number(&current, "total-data-files"),
         delete_files: number(&current, "total-delete-files"),
+        partition_by: table_metadata::partition_by(metadata),
+        sort_by: table_metadata::sort_by(metadata),
         snapshots,
         dead_letters,
     }))

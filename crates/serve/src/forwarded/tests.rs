@@ -16,8 +16,11 @@ fn ip(text: &str) -> IpAddr {
 }
 
 fn behind(proxies: &[&str]) -> Transport {
-    Transport::new(proxies.iter().map(|p| p.parse().unwrap()).collect(), false)
+    let nets = proxies.iter().map(|p| parse_trusted_proxy(p).unwrap());
+    Transport::new(nets.collect(), false)
 }
+
+const PLAIN_PAGE: (&str, &str) = ("origin", "http://tb.lan:8000");
 
 #[test]
 fn forwarding_headers_of_an_untrusted_peer_are_not_believed() {
@@ -27,69 +30,97 @@ fn forwarding_headers_of_an_untrusted_peer_are_not_believed() {
     ]);
     let arrival = behind(&[]).arrival(ip("10.0.0.5"), &h);
     assert_eq!(arrival.client, ip("10.0.0.5"));
-    assert!(!arrival.https);
-    assert_eq!(arrival.unbelieved_https_proxy, Some(ip("10.0.0.5")));
+    assert_eq!(arrival.page, Page::Unknown);
     let other = behind(&["10.1.0.0/16"]).arrival(ip("10.0.0.5"), &h);
-    assert!(!other.https, "a peer outside the trusted network");
+    assert_eq!(
+        other.page,
+        Page::Unknown,
+        "a peer outside the trusted network"
+    );
 }
 
 #[test]
-fn a_trusted_proxy_names_the_scheme_and_the_client() {
-    let h = headers(&[
-        ("x-forwarded-proto", "HTTPS"),
-        ("x-forwarded-for", "203.0.113.7"),
-    ]);
-    let arrival = behind(&["10.0.0.0/8"]).arrival(ip("10.0.0.5"), &h);
-    assert_eq!(arrival.client, ip("203.0.113.7"));
-    assert!(arrival.https);
-    assert_eq!(arrival.unbelieved_https_proxy, None);
-    let plain = behind(&["10.0.0.0/8"]).arrival(ip("10.0.0.5"), &headers(&[]));
-    assert_eq!(plain.client, ip("10.0.0.5"), "no X-Forwarded-For: the peer");
-    assert!(!plain.https, "no X-Forwarded-Proto: plain HTTP");
+fn the_page_scheme_comes_from_the_browsers_origin_or_a_trusted_proxy() {
+    let t = behind(&["10.0.0.0/8"]);
+    let page = |pairs: &[(&str, &str)]| t.arrival(ip("10.0.0.5"), &headers(pairs)).page;
+    assert_eq!(page(&[("origin", "https://tb.example.com")]), Page::Https);
+    assert_eq!(page(&[PLAIN_PAGE]), Page::PlainHttp);
+    assert_eq!(page(&[]), Page::Unknown);
+    assert_eq!(page(&[("x-forwarded-proto", "HTTPS")]), Page::Https);
+    // A proxy that adds its line after the client's.
+    let added = [
+        ("x-forwarded-proto", "http"),
+        ("x-forwarded-proto", "https"),
+    ];
+    assert_eq!(page(&added), Page::Https);
+    assert_eq!(
+        page(&[("x-forwarded-proto", "http"), PLAIN_PAGE]),
+        Page::PlainHttp
+    );
 }
 
 #[test]
 fn the_client_is_the_last_forwarded_address_that_is_not_a_trusted_proxy() {
     let t = behind(&["10.0.0.0/8"]);
+    let client = |xff: &[&str]| {
+        let pairs: Vec<(&str, &str)> = xff.iter().map(|v| ("x-forwarded-for", *v)).collect();
+        t.arrival(ip("10.0.0.5"), &headers(&pairs)).client
+    };
     // A client may put anything first; the trusted proxies append theirs.
-    let h = headers(&[("x-forwarded-for", "1.1.1.1, 203.0.113.7, 10.0.0.9")]);
-    assert_eq!(t.arrival(ip("10.0.0.5"), &h).client, ip("203.0.113.7"));
-    let split = headers(&[
-        ("x-forwarded-for", "1.1.1.1"),
-        ("x-forwarded-for", "203.0.113.7"),
-    ]);
-    assert_eq!(t.arrival(ip("10.0.0.5"), &split).client, ip("203.0.113.7"));
-    let all_trusted = headers(&[("x-forwarded-for", "10.2.2.2, 10.0.0.9")]);
     assert_eq!(
-        t.arrival(ip("10.0.0.5"), &all_trusted).client,
-        ip("10.2.2.2")
+        client(&["1.1.1.1, 203.0.113.7, 10.0.0.9"]),
+        ip("203.0.113.7")
     );
-    let garbage = headers(&[("x-forwarded-for", "203.0.113.7, not-an-address")]);
-    assert_eq!(
-        t.arrival(ip("10.0.0.5"), &garbage).client,
-        ip("10.0.0.5"),
-        "an unreadable list: the peer"
-    );
+    assert_eq!(client(&["junk, 203.0.113.7"]), ip("203.0.113.7"));
+    assert_eq!(client(&["1.1.1.1", "203.0.113.7"]), ip("203.0.113.7"));
+    assert_eq!(client(&["203.0.113.7:5555"]), ip("203.0.113.7"));
+    assert_eq!(client(&["[2001:db8::1]:443"]), ip("2001:db8::1"));
+    assert_eq!(client(&["2001:db8::1,"]), ip("2001:db8::1"));
+    assert_eq!(client(&[]), ip("10.0.0.5"), "no X-Forwarded-For: the peer");
+    // Every entry a trusted proxy: the rest is the client's own words.
+    assert_eq!(client(&["10.2.2.2, 10.0.0.9"]), ip("10.0.0.5"));
+    // An entry a trusted proxy added that cannot be read: the peer.
+    assert_eq!(client(&["203.0.113.7, unknown"]), ip("10.0.0.5"));
 }
 
 #[test]
-fn an_ipv4_mapped_peer_matches_an_ipv4_network() {
-    let arrival = behind(&["127.0.0.1/32"]).arrival(
-        ip("::ffff:127.0.0.1"),
-        &headers(&[("x-forwarded-proto", "https")]),
-    );
-    assert!(arrival.https);
+fn an_ipv4_mapped_peer_or_network_matches_its_ipv4_network() {
+    let https = headers(&[("x-forwarded-proto", "https")]);
+    for flag in ["127.0.0.1/32", "::ffff:127.0.0.1", "::ffff:127.0.0.0/104"] {
+        let t = behind(&[flag]);
+        for peer in ["127.0.0.1", "::ffff:127.0.0.1"] {
+            assert_eq!(
+                t.arrival(ip(peer), &https).page,
+                Page::Https,
+                "{flag} {peer}"
+            );
+        }
+    }
 }
 
 #[test]
-fn the_session_cookie_is_secure_over_https_and_on_loopback_hosts() {
+fn the_session_cookie_is_secure_over_https_on_loopback_hosts_and_without_a_browser() {
     let t = behind(&["10.0.0.0/8"]);
-    let https = t.arrival(ip("10.0.0.5"), &headers(&[("x-forwarded-proto", "https")]));
+    let secure = |pairs: &[(&str, &str)], host: &str| {
+        let arrival = t.arrival(ip("10.0.0.5"), &headers(pairs));
+        t.session_cookie_secure(&arrival, host).ok()
+    };
     assert_eq!(
-        t.session_cookie_secure(&https, "tb.example.com").ok(),
+        secure(&[("x-forwarded-proto", "https")], "tb.example.com"),
         Some(true)
     );
-    let plain = t.arrival(ip("127.0.0.1"), &headers(&[]));
+    // An untrusted TLS proxy that passes the Host on: the browser says https.
+    let untrusted = behind(&[]);
+    let https_page = untrusted.arrival(
+        ip("192.0.2.1"),
+        &headers(&[("origin", "https://tb.example.com")]),
+    );
+    assert_eq!(
+        untrusted
+            .session_cookie_secure(&https_page, "tb.example.com")
+            .ok(),
+        Some(true)
+    );
     for host in [
         "localhost:8000",
         "127.0.0.1:8000",
@@ -98,17 +129,22 @@ fn the_session_cookie_is_secure_over_https_and_on_loopback_hosts() {
         "127.0.0.2",
     ] {
         assert_eq!(
-            t.session_cookie_secure(&plain, host).ok(),
+            secure(&[("origin", "http://x")], host),
             Some(true),
             "{host}"
         );
     }
+    assert_eq!(
+        secure(&[], "tb.lan"),
+        Some(true),
+        "no Origin: not a browser"
+    );
 }
 
 #[test]
-fn login_over_plain_http_elsewhere_is_refused_naming_both_fixes() {
+fn login_over_plain_http_elsewhere_is_refused_naming_the_fixes() {
     let t = behind(&[]);
-    let plain = t.arrival(ip("192.168.1.20"), &headers(&[]));
+    let plain = t.arrival(ip("192.168.1.20"), &headers(&[PLAIN_PAGE]));
     let refused = t
         .session_cookie_secure(&plain, "tb.lan:8000")
         .expect_err("plain HTTP at tb.lan");
@@ -117,49 +153,46 @@ fn login_over_plain_http_elsewhere_is_refused_naming_both_fixes() {
         "plain HTTP at tb.lan",
         "--trusted-proxy",
         "--allow-plain-http",
+        "localhost",
     ] {
         assert!(refused.message.contains(part), "{}", refused.message);
     }
-    let claimed = t.arrival(
-        ip("192.168.1.9"),
-        &headers(&[("x-forwarded-proto", "https")]),
-    );
-    let refused = t.session_cookie_secure(&claimed, "tb.lan").unwrap_err();
-    assert!(
-        refused.message.contains("--trusted-proxy 192.168.1.9/32"),
-        "{}",
-        refused.message
-    );
+    assert!(!refused.message.contains("192.168"), "no address disclosed");
 }
 
 #[test]
-fn allowed_plain_http_sets_the_cookie_without_secure() {
+fn allowed_plain_http_sets_the_cookie_without_secure_but_never_over_https() {
     let t = Transport::new(Vec::new(), true);
-    let plain = t.arrival(ip("192.168.1.20"), &headers(&[]));
-    assert_eq!(t.session_cookie_secure(&plain, "tb.lan").ok(), Some(false));
+    let arrival = |pairs: &[(&str, &str)]| t.arrival(ip("192.168.1.20"), &headers(pairs));
+    let secure = |pairs: &[(&str, &str)], host| t.session_cookie_secure(&arrival(pairs), host).ok();
+    assert_eq!(secure(&[PLAIN_PAGE], "tb.lan"), Some(false));
+    assert_eq!(secure(&[], "tb.lan"), Some(false));
+    assert_eq!(secure(&[PLAIN_PAGE], "localhost"), Some(true));
     assert_eq!(
-        t.session_cookie_secure(&plain, "localhost").ok(),
+        secure(&[("origin", "https://tb.lan")], "tb.lan"),
         Some(true)
     );
 }
 
 #[test]
 fn trusted_proxies_are_networks_or_single_addresses() {
-    assert_eq!(
-        parse_trusted_proxy("10.0.0.5").unwrap().to_string(),
-        "10.0.0.5/32"
-    );
-    assert_eq!(
-        parse_trusted_proxy("10.1.2.3/8").unwrap().to_string(),
-        "10.0.0.0/8"
-    );
-    assert_eq!(
-        parse_trusted_proxy("fd00::1").unwrap().to_string(),
-        "fd00::1/128"
-    );
+    let net = |text| parse_trusted_proxy(text).unwrap().to_string();
+    assert_eq!(net("10.0.0.5"), "10.0.0.5/32");
+    assert_eq!(net("10.1.2.3/8"), "10.0.0.0/8");
+    assert_eq!(net("fd00::1"), "fd00::1/128");
+    assert_eq!(net("::ffff:10.0.0.5"), "10.0.0.5/32");
+    assert_eq!(net("::ffff:10.0.0.0/104"), "10.0.0.0/8");
     let bad = parse_trusted_proxy("proxy.local").unwrap_err().to_string();
     assert!(
         bad.contains("proxy.local") && bad.contains("10.0.0.0/8"),
         "{bad}"
     );
+}
+
+#[test]
+fn host_names_drop_the_port_but_keep_a_bare_ipv6_address() {
+    assert_eq!(host_name("Tb.Example.com:8000"), "tb.example.com");
+    assert_eq!(host_name("[::1]:8000"), "::1");
+    assert_eq!(host_name("fd00::5"), "fd00::5");
+    assert_eq!(host_name("10.0.0.5"), "10.0.0.5");
 }

@@ -85,7 +85,7 @@ function loginPage() {
           // A browser that dropped the cookie would land here again with
           // no word: say so instead.
           const kept = await fetch("/api/session", { credentials: "same-origin" });
-          if (!kept.ok) return msg.replaceChildren(errorBanner(new Error(COOKIE_DROPPED)));
+          if (kept.status === 401) return msg.replaceChildren(errorBanner(new Error(COOKIE_DROPPED)));
           setSession(r.csrf);
           route();
         } catch (e) { msg.replaceChildren(errorBanner(e)); }

@@ -3,6 +3,11 @@
 import { api } from "./api.js";
 import { banner, cell, count, fact, h, show, utcMs } from "./dom.js";
 
+// A count, or "-" when the snapshot's summary does not say.
+function number(n) {
+  return n === null ? "-" : count(n);
+}
+
 export async function tablePage(jobId, table) {
   const t = await api("GET", `/api/jobs/${jobId}/tables/${encodeURIComponent(table)}`);
   show(
@@ -10,11 +15,17 @@ export async function tablePage(jobId, table) {
     h("p", {}, h("a", { href: `#/jobs/${jobId}` }, "back to the job")),
     h("div", { class: "overview", id: "table-overview" },
       h("div", { class: "card" }, h("h2", {}, "Contents"),
-        fact("Rows", t.rows === null ? "-" : count(t.rows)),
-        fact("Data files", t.data_files === null ? "-" : count(t.data_files)),
-        fact("Delete files", t.delete_files === null ? "-" : count(t.delete_files))),
+        fact("Rows written", number(t.rows_written)),
+        fact("Rows deleted", h("span", {}, number(t.rows_deleted), " ",
+          h("span", { class: "hint" }, "(by position deletes and deletion vectors)"))),
+        t.equality_deletes ? fact("Equality deletes", h("span", {}, count(t.equality_deletes), " ",
+          h("span", { class: "hint" }, "(each deletes every earlier row of its key)"))) : null,
+        fact("Data files", number(t.data_files)),
+        fact("Delete files", number(t.delete_files))),
       h("div", { class: "card" }, h("h2", {}, "Table"),
         fact("Format version", `v${t.format_version}`),
+        fact("Partitioned by", t.partition_by.length ? h("code", {}, t.partition_by.join(", ")) : "unpartitioned"),
+        fact("Sorted by", t.sort_by.length ? h("code", {}, t.sort_by.join(", ")) : "unsorted"),
         fact("Schema versions", String(t.schema_versions)),
         fact("Location", h("code", {}, t.location)))),
     h("h2", {}, "Schema"),

@@ -381,8 +381,8 @@ fn serve_api_end_to_end() {
         "destination_id": did,
         "target_engines": ["spark", "duckdb"],
         "streams": [
-            {"topic": upsert_topic, "mode": "upsert"},
-            {"topic": append_topic},
+            {"topic": upsert_topic, "mode": "upsert", "sort_by": ["id desc"]},
+            {"topic": append_topic, "partition_by": ["bucket(4, id)"]},
         ],
         "schedule": "daily at 03:00",
         "maintain": {"keep_snapshots": 2, "orphan_min_age": "1d"},
@@ -571,7 +571,23 @@ fn serve_api_end_to_end() {
         columns.contains(&"id") && columns.contains(&"_olake_id"),
         "{table}"
     );
-    assert_eq!(table["rows"], 4, "one row per key: {table}");
+    assert_eq!(table["rows_written"], 4, "one row per key: {table}");
+    assert_eq!(table["rows_deleted"], 0, "{table}");
+    assert_eq!(table["partition_by"], json!([]), "{table}");
+    assert_eq!(table["sort_by"], json!(["id desc nulls last"]), "{table}");
+    let events_table = client
+        .get(&format!(
+            "/api/jobs/{jid}/tables/{}",
+            append_topic.to_lowercase()
+        ))
+        .expect(200)
+        .json();
+    assert_eq!(
+        events_table["partition_by"],
+        json!(["bucket(4, id)"]),
+        "{events_table}"
+    );
+    assert_eq!(events_table["sort_by"], json!([]), "{events_table}");
     let snapshot = &table["snapshots"][0];
     assert!(
         snapshot["snapshot_id"]
@@ -646,7 +662,7 @@ fn serve_api_end_to_end() {
         .expect(200)
         .json();
     assert_eq!(
-        table["rows"], 4,
+        table["rows_written"], 4,
         "one row per key after maintenance: {table}"
     );
 
@@ -729,6 +745,19 @@ fn serve_api_end_to_end() {
     // The CLI continued from the service's offsets: only the new messages.
     assert_eq!(cli_records(&upsert_topic), 2, "{report}");
     assert_eq!(cli_records(&append_topic), 3, "{report}");
+    // Key 1 written again: its old row is deleted, key 5 is new.
+    let table = client
+        .get(&format!(
+            "/api/jobs/{jid}/tables/{}",
+            upsert_topic.to_lowercase()
+        ))
+        .expect(200)
+        .json();
+    assert_eq!(
+        (&table["rows_written"], &table["rows_deleted"]),
+        (&json!(6), &json!(1)),
+        "five live rows, one deleted: {table}"
+    );
 
     // --- import ---
     client.post_text("/api/jobs/import", &toml).expect(409);

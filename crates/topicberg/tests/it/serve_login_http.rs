@@ -1,7 +1,8 @@
-//! Login over plain HTTP never loops silently (issue 37, item 3): at a host
-//! other than loopback, where a browser drops a `Secure` cookie, login is
-//! refused naming the fixes; a proxy named with `--trusted-proxy` is
-//! believed (`X-Forwarded-Proto: https` gives a `Secure` cookie,
+//! Login over plain HTTP never loops silently (issue 37, item 3): where
+//! the browser's page is plain HTTP at a host other than loopback (it
+//! drops a `Secure` cookie there), login is refused naming the fixes; an
+//! HTTPS page keeps its `Secure` cookie behind any proxy; a proxy named
+//! with `--trusted-proxy` is believed (`X-Forwarded-Proto: https`,
 //! `X-Forwarded-For` the client the login throttle counts), any other
 //! peer's forwarding headers are not; `--allow-plain-http` sets the cookie
 //! without `Secure`. The same in headless Chromium at `tb-lan.test`
@@ -45,12 +46,17 @@ fn start(dir: &std::path::Path, args: &[&str]) -> Server {
 
 #[test]
 fn serve_login_over_plain_http_is_refused_or_allowed_and_only_trusted_proxies_are_believed() {
-    let dir = temp_data_dir();
     // No proxy trusted, plain HTTP not allowed.
-    let server = start(&dir, &[]);
+    let server = start(&temp_data_dir(), &[]);
     let client = server.client();
     let host = format!("{LAN_HOST}:{}", port(&server));
-    let refused = login(&client, ADMIN_PASSWORD, &[("Host", &host)]).expect(403);
+    let plain_page = format!("http://{host}");
+    let refused = login(
+        &client,
+        ADMIN_PASSWORD,
+        &[("Host", &host), ("Origin", &plain_page)],
+    )
+    .expect(403);
     for part in [
         "plain HTTP at tb-lan.test",
         "--trusted-proxy",
@@ -59,17 +65,29 @@ fn serve_login_over_plain_http_is_refused_or_allowed_and_only_trusted_proxies_ar
         assert!(refused.body.contains(part), "{}", refused.body);
     }
     assert!(refused.header("set-cookie").is_empty());
-    // A proxy nobody named says HTTPS: not believed, and named.
-    let claimed = [("Host", host.as_str()), ("X-Forwarded-Proto", "https")];
-    let refused = login(&client, ADMIN_PASSWORD, &claimed).expect(403);
-    assert!(
-        refused.body.contains("--trusted-proxy 127.0.0.1/32"),
-        "{}",
-        refused.body
-    );
-    // At a loopback name the cookie is Secure, as before.
+    assert!(server.log().contains("login over plain HTTP refused"));
+    // A TLS proxy nobody named that passes the Host on: the browser's
+    // Origin says https, so the Secure cookie is kept.
+    let https_page = format!("https://{host}");
+    let secure = [("Host", host.as_str()), ("Origin", https_page.as_str())];
+    let kept = login(&client, ADMIN_PASSWORD, &secure).expect(200);
+    assert!(kept.header("set-cookie").contains("; Secure;"));
+    // Not a browser (no Origin), and a loopback name: Secure, as before.
+    let script = login(&client, ADMIN_PASSWORD, &[("Host", &host)]).expect(200);
+    assert!(script.header("set-cookie").contains("; Secure;"));
     let local = login(&client, ADMIN_PASSWORD, &[]).expect(200);
     assert!(local.header("set-cookie").contains("; Secure;"));
+    // An untrusted peer's X-Forwarded-For is not the client.
+    for _ in 0..5 {
+        let forged = [("X-Forwarded-For", "203.0.113.99")];
+        login(&client, "not-the-password", &forged).expect(401);
+    }
+    login(
+        &client,
+        ADMIN_PASSWORD,
+        &[("X-Forwarded-For", "203.0.113.98")],
+    )
+    .expect(429);
     drop(server);
 
     // The proxy on 127.0.0.1 trusted.
@@ -79,7 +97,13 @@ fn serve_login_over_plain_http_is_refused_or_allowed_and_only_trusted_proxies_ar
     let https = [("Host", host.as_str()), ("X-Forwarded-Proto", "https")];
     let secure = login(&client, ADMIN_PASSWORD, &https).expect(200);
     assert!(secure.header("set-cookie").contains("; Secure;"));
-    login(&client, ADMIN_PASSWORD, &[("Host", &host)]).expect(403);
+    let plain_page = format!("http://{host}");
+    login(
+        &client,
+        ADMIN_PASSWORD,
+        &[("Host", &host), ("Origin", &plain_page)],
+    )
+    .expect(403);
     // The throttle counts the forwarded client, not the proxy.
     let from = |client_ip: &'static str| {
         let mut h = https.to_vec();
@@ -101,13 +125,20 @@ fn serve_login_over_plain_http_is_refused_or_allowed_and_only_trusted_proxies_ar
         failed.iter().all(|l| l.contains("client=203.0.113.7")),
         "{failed:?}"
     );
+    assert!(log.contains("trusted proxies: 127.0.0.1/32"), "{log}");
     drop(server);
 
     // Plain HTTP allowed: the cookie without Secure, also when cleared.
     let server = start(&temp_data_dir(), &["--allow-plain-http"]);
     let mut client = server.client();
     let host = format!("{LAN_HOST}:{}", port(&server));
-    let plain = login(&client, ADMIN_PASSWORD, &[("Host", &host)]).expect(200);
+    let plain_page = format!("http://{host}");
+    let plain = login(
+        &client,
+        ADMIN_PASSWORD,
+        &[("Host", &host), ("Origin", &plain_page)],
+    )
+    .expect(200);
     let cookie = plain.header("set-cookie");
     assert!(cookie.starts_with("topicberg_session=") && !cookie.contains("Secure"));
     client.login(ADMIN_PASSWORD).expect(200);
@@ -121,7 +152,11 @@ fn serve_login_over_plain_http_is_refused_or_allowed_and_only_trusted_proxies_ar
         )
         .unwrap()
         .expect(200);
-    assert!(!out.header("set-cookie").contains("Secure"));
+    let cleared = out.header("set-cookie");
+    assert!(
+        cleared.contains("Max-Age=0") && !cleared.contains("Secure"),
+        "{cleared}"
+    );
 }
 
 #[test]
