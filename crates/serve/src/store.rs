@@ -560,6 +560,27 @@ impl Store {
             .collect()
     }
 
+    /// The job's newest run whose kind is `maintain` (`maintenance`
+    /// true), or not (a sync or a continuous job's follower).
+    pub fn latest_run_of_kind(
+        &self,
+        job_id: i64,
+        maintenance: bool,
+    ) -> Result<Option<RunRow>, StoreError> {
+        let kind = if maintenance { "=" } else { "<>" };
+        self.conn()
+            .query_row(
+                &format!(
+                    "{RUN_SELECT} WHERE job_id = ?1 AND kind {kind} 'maintain' \
+                     ORDER BY id DESC LIMIT 1"
+                ),
+                [job_id],
+                run_row,
+            )
+            .optional()?
+            .transpose()
+    }
+
     /// The job's newest sync with `status` (e.g. the last success), and the
     /// start of its first run of any status.
     pub fn latest_run_with_status(

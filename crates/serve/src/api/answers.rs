@@ -115,7 +115,9 @@ pub struct JobView {
     pub follower: Option<crate::runner::FollowerState>,
     /// Its id.
     pub id: i64,
-    /// The latest run, if any.
+    /// The latest maintenance run, if any.
+    pub last_maintain: Option<RunView<RunTable>>,
+    /// The latest sync (or a continuous job's follower run), if any.
     pub last_run: Option<RunView<RunTable>>,
     /// The `[maintain]` table.
     pub maintain: Piece,
@@ -160,6 +162,7 @@ impl JobView {
             destination_id: job.destination_id,
             id: job.id,
             last_run: last.map(RunView::summary),
+            last_maintain: None,
             maintain: job.maintain.clone(),
             maintain_schedule: job.maintain_schedule.clone(),
             name: job.name.clone(),

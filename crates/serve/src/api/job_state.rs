@@ -8,10 +8,11 @@ use crate::scheduler;
 use crate::state::AppState;
 use crate::store::JobRow;
 
-/// The view of `job`: is it running, its next run, its latest run, its
-/// follower.
+/// The view of `job`: is it running, its next run, its latest sync and
+/// maintenance runs, its follower.
 pub(crate) fn job_view(state: &AppState, job: &JobRow) -> ApiResult<JobView> {
-    let last = state.store.runs(job.id, 1)?.into_iter().next();
+    let last = state.store.latest_run_of_kind(job.id, false)?;
+    let last_maintain = state.store.latest_run_of_kind(job.id, true)?;
     let next_run = if job.schedule.is_empty() || job.paused || job.mode == JobMode::Continuous {
         None
     } else {
@@ -20,6 +21,7 @@ pub(crate) fn job_view(state: &AppState, job: &JobRow) -> ApiResult<JobView> {
     };
     let running = state.runner.is_running(job.id);
     let mut view = JobView::new(job, running, next_run, last.as_ref());
+    view.last_maintain = last_maintain.as_ref().map(super::answers::RunView::summary);
     view.follower = state.runner.follower(job.id);
     Ok(view)
 }

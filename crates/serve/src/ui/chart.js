@@ -2,7 +2,7 @@
 // (SVG drawn here, no library), and the runs table a page at a time.
 
 import { api } from "./api.js";
-import { bytes, cell, count, duration, h, statusCell, utc, utcMs } from "./dom.js";
+import { bytes, cell, duration, h, statusCell, utc, utcMs } from "./dom.js";
 import { stopRefresh } from "./nav.js";
 import { runMarks } from "./runs.js";
 
@@ -19,28 +19,43 @@ function svg(tag, attrs, ...children) {
   return el;
 }
 
-// A round axis top for `max` (1, 2, 5 times a power of ten).
-function niceMax(max) {
-  if (max <= 0) return 1;
-  const p = 10 ** Math.floor(Math.log10(max));
-  return [1, 2, 5, 10].map((m) => m * p).find((v) => v >= max);
+// The axis ticks for values up to `max`: 0, then steps of 1, 2 or 5
+// times a power of ten, at most five of them, the last at or above `max`;
+// whole steps only when `whole` (counts of messages).
+export function ticks(max, whole) {
+  if (!(max > 0)) return [0, 1];
+  const p = 10 ** Math.floor(Math.log10(max / 5));
+  let step = [1, 2, 5, 10].map((m) => m * p).find((s) => max / s <= 5);
+  if (whole) step = Math.max(1, Math.round(step));
+  const n = Math.ceil(max / step - 1e-9);
+  return Array.from({ length: n + 1 }, (_, i) => Number((i * step).toPrecision(12)));
 }
 
-// One chart: `values` ([time ms, value]) as bars over time, with its axis.
-function timeChart(id, title, points, format, cls) {
+// A tick's number: thousands separated, compact past 10,000 (12K, 1.5M).
+function axisNumber(v) {
+  if (Math.abs(v) >= 10000) {
+    return new Intl.NumberFormat("en-US", { notation: "compact", maximumFractionDigits: 1 }).format(v);
+  }
+  return v.toLocaleString("en-US", { maximumFractionDigits: 2 });
+}
+
+// One chart: `points` ([time ms, value, status]) as bars over time, on a
+// value axis of nice ticks labelled with `unit`.
+function timeChart(id, title, unit, points, whole, cls) {
   const W = 560, H = 170, L = 56, R = 10, T = 22, B = 26;
-  const chart = svg("svg", { id, class: `chart ${cls}`, viewBox: `0 0 ${W} ${H}`, role: "img", "aria-label": title });
-  chart.append(svg("text", { x: L, y: 14, class: "chart-title" }, title));
+  const chart = svg("svg", { id, class: `chart ${cls}`, viewBox: `0 0 ${W} ${H}`, role: "img", "aria-label": `${title} (${unit})` });
+  chart.append(svg("text", { x: L, y: 14, class: "chart-title" }, title),
+    svg("text", { x: L - 4, y: 14, class: "axis axis-unit", "text-anchor": "end" }, unit));
   if (points.length === 0) return chart;
   const t0 = points[0][0], t1 = points[points.length - 1][0];
   const span = Math.max(t1 - t0, 1);
-  const top = niceMax(Math.max(...points.map(([, v]) => v)));
+  const marks = ticks(Math.max(...points.map(([, v]) => v)), whole);
+  const top = marks[marks.length - 1];
   const x = (t) => L + (points.length === 1 ? (W - L - R) / 2 : ((t - t0) / span) * (W - L - R));
   const y = (v) => H - B - (v / top) * (H - T - B);
-  for (const frac of [0, 0.5, 1]) {
-    const v = top * frac;
+  for (const v of marks) {
     chart.append(svg("line", { x1: L, x2: W - R, y1: y(v), y2: y(v), class: "grid" }),
-      svg("text", { x: L - 4, y: y(v) + 4, class: "axis", "text-anchor": "end" }, format(v)));
+      svg("text", { x: L - 4, y: y(v) + 4, class: "axis axis-tick", "text-anchor": "end" }, axisNumber(v)));
   }
   chart.append(svg("text", { x: L, y: H - 6, class: "axis" }, utcMs(t0)));
   if (points.length > 1) chart.append(svg("text", { x: W - R, y: H - 6, class: "axis", "text-anchor": "end" }, utcMs(t1)));
@@ -49,25 +64,34 @@ function timeChart(id, title, points, format, cls) {
     chart.append(svg("rect", {
       x: x(t) - bar / 2, y: y(v), width: bar, height: Math.max(H - B - y(v), 1),
       class: `bar bar-${status}`,
-    }, svg("title", {}, `${utcMs(t)}: ${format(v)}`)));
+    }, svg("title", {}, `${utcMs(t)}: ${axisNumber(v)} ${unit}`)));
   }
   return chart;
 }
 
-function secondsText(ms) {
-  return ms >= 60000 ? `${(ms / 60000).toFixed(1)} min` : `${(ms / 1000).toFixed(ms < 10000 ? 1 : 0)} s`;
+// Durations in seconds, or in minutes when the longest is two or more.
+function durationPoints(runs) {
+  const longest = Math.max(0, ...runs.map((r) => r.duration_ms));
+  const [unit, per] = longest >= 120000 ? ["min", 60000] : ["s", 1000];
+  return [unit, runs.map((r) => [r.started_ms, r.duration_ms / per, r.status])];
 }
 
-// The chart of `runs` (newest first, as the API sends them): finished
+// The charts of `runs` (newest first, as the API sends them): finished
 // runs, oldest on the left.
 function historyChart(runs) {
   // The charts are of syncs (a maintenance run reads no messages).
   const done = runs.filter((r) => r.finished_ms && r.kind !== "maintain").slice().reverse();
+  const [durationUnit, durations] = durationPoints(done);
+  const rate = (r) => (r.duration_ms > 0 ? (r.records * 1000) / r.duration_ms : 0);
   return h("div", { class: "charts", id: "history-chart" },
-    timeChart("chart-records", "Records per run", done.map((r) => [r.started_ms, r.records, r.status]), (v) => count(Math.round(v)), "records"),
-    timeChart("chart-duration", "Duration per run", done.map((r) => [r.started_ms, r.duration_ms, r.status]), secondsText, "duration"),
-    timeChart("chart-lag", "Consumer lag after each run", done.filter((r) => r.lag !== null && r.lag !== undefined)
-      .map((r) => [r.started_ms, r.lag, r.status]), (v) => count(Math.round(v)), "lag"));
+    timeChart("chart-records", "Records per run", "msg", done.map((r) => [r.started_ms, r.records, r.status]), true, "records"),
+    timeChart("chart-rate", "Throughput per run", "msg/s", done.map((r) => [r.started_ms, rate(r), r.status]), false, "rate"),
+    // MB as the runs table counts them (1 MB = 1024 KB).
+    timeChart("chart-bytes", "Data read per run", "MB", done.filter((r) => r.bytes !== null && r.bytes !== undefined)
+      .map((r) => [r.started_ms, r.bytes / 1048576, r.status]), false, "bytes"),
+    timeChart("chart-duration", "Duration per run", durationUnit, durations, false, "duration"),
+    timeChart("chart-lag", "Consumer lag after each run", "msg", done.filter((r) => r.lag !== null && r.lag !== undefined)
+      .map((r) => [r.started_ms, r.lag, r.status]), true, "lag"));
 }
 
 function runRow(r) {

@@ -37,6 +37,11 @@ function jobActions(job, after) {
       { confirm: `Cancel the run of ${job.name}? It commits nothing and deletes the files it wrote.` }) : null);
 }
 
+// A job's last run of a kind: its status and when it started, or "-".
+function lastRun(run) {
+  return run ? [statusCell(run.status), " ", h("span", { class: "hint" }, utc(run.started))] : "-";
+}
+
 export async function jobsPage() {
   const jobs = await api("GET", "/api/jobs");
   const rows = jobs.map((j) => h("tr", { id: `job-${j.id}` },
@@ -44,8 +49,9 @@ export async function jobsPage() {
     h("td", {}, j.mode === "continuous" ? [h("span", { class: "badge" }, "continuous"), " ", followState(j)]
       : [j.schedule ? `${j.schedule} (UTC)` : "manual", j.paused ? " — paused" : ""]),
     h("td", {}, utc(j.next_run)),
-    h("td", {}, j.running ? statusCell("running") : statusCell(j.last_run && j.last_run.status)),
+    h("td", { class: "last-sync" }, j.running ? statusCell("running") : lastRun(j.last_run)),
     h("td", {}, j.follower ? count(j.follower.report.records) : j.last_run ? count(j.last_run.records) : "-"),
+    h("td", { class: "last-maintain" }, lastRun(j.last_maintain)),
     h("td", {}, jobActions(j, redraw))));
   show(
     h("h1", {}, "Jobs"),
@@ -54,7 +60,7 @@ export async function jobsPage() {
       h("a", { class: "button", href: "#/import", id: "import-job" }, "Import job file")),
     jobs.length === 0 ? h("p", {}, "No jobs yet: add a source and a destination, then a job.") :
       h("table", {},
-        h("tr", {}, ["Job", "Schedule", "Next run", "Last run", "Records", ""].map((t) => h("th", {}, t))),
+        h("tr", {}, ["Job", "Schedule", "Next run", "Last sync", "Records", "Last maintenance", ""].map((t) => h("th", {}, t))),
         rows));
   if (jobs.some((j) => j.running || j.follower)) refreshIn(2000);
 }
@@ -203,7 +209,7 @@ async function cloneJob(job) {
   const name = prompt("Name of the copy", `${job.name}_copy`);
   if (!name) return;
   const body = { ...job, name, paused: true };
-  for (const k of ["id", "running", "next_run", "last_run", "warnings", "follower"]) delete body[k];
+  for (const k of ["id", "running", "next_run", "last_run", "last_maintain", "warnings", "follower"]) delete body[k];
   try {
     const saved = await api("POST", "/api/jobs", body);
     setFlash(`Cloned ${job.name} as ${saved.name}; it is paused until you resume it.`);

@@ -665,6 +665,16 @@ fn serve_api_end_to_end() {
         table["rows_written"], 4,
         "one row per key after maintenance: {table}"
     );
+    // The jobs list keeps the last sync and the last maintenance apart.
+    let listed = client.get("/api/jobs").expect(200).json();
+    let listed = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|j| j["id"] == jid)
+        .unwrap_or_else(|| panic!("job {jid} listed: {listed}"));
+    assert_eq!(listed["last_run"]["id"], run_id, "{listed}");
+    assert_eq!(listed["last_maintain"]["id"], maintain_id, "{listed}");
 
     // --- pause, resume, cancel ---
     let paused = client

@@ -157,6 +157,64 @@ async fn assert_bar_fill_is_rendered(page: &Page) {
     );
 }
 
+/// The charts' value axes: ticks of 1, 2 or 5 times a power of ten from
+/// the data (the page's own `ticks`), none repeated on the drawn charts
+/// (a run of 1 record once drew `0 / 1 / 1`), each axis with its unit.
+async fn assert_chart_axes(page: &Page) {
+    let found = page
+        .client
+        .execute_async(
+            "const done = arguments[arguments.length - 1];
+             import('/ui/chart.js').then((m) => {
+               const drawn = {};
+               for (const c of document.querySelectorAll('svg.chart')) {
+                 drawn[c.id] = [c.querySelector('.axis-unit').textContent,
+                   [...c.querySelectorAll('.axis-tick')].map((t) => t.textContent)];
+               }
+               done({ ticks: [m.ticks(1, true), m.ticks(3, true), m.ticks(7, true),
+                 m.ticks(0.37, false), m.ticks(0, true), m.ticks(12500, true)], drawn });
+             }, (e) => done(String(e)));",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        found["ticks"],
+        serde_json::json!([
+            [0, 1],
+            [0, 1, 2, 3],
+            [0, 2, 4, 6, 8],
+            [0, 0.1, 0.2, 0.3, 0.4],
+            [0, 1],
+            [0, 5000, 10000, 15000]
+        ]),
+        "{found}"
+    );
+    let units = [
+        ("chart-records", "msg"),
+        ("chart-rate", "msg/s"),
+        ("chart-bytes", "MB"),
+        ("chart-lag", "msg"),
+    ];
+    for (id, unit) in units {
+        let chart = &found["drawn"][id];
+        assert_eq!(chart[0], unit, "{id}: {found}");
+        let ticks: Vec<&str> = chart[1]
+            .as_array()
+            .unwrap_or_else(|| panic!("{id}: {found}"))
+            .iter()
+            .map(|t| t.as_str().unwrap())
+            .collect();
+        let mut distinct = ticks.clone();
+        distinct.dedup();
+        assert!(ticks.len() >= 2 && distinct == ticks, "{id}: {ticks:?}");
+    }
+    let duration = found["drawn"]["chart-duration"][0]
+        .as_str()
+        .unwrap_or_default();
+    assert!(["s", "min"].contains(&duration), "{found}");
+}
+
 async fn browse(
     dir: &std::path::Path,
     base: &str,
@@ -410,6 +468,7 @@ async fn browse(
     page.wait("#chart-duration rect.bar").await;
     // The lag measured right after the run, kept with it.
     page.wait("#chart-lag rect.bar").await;
+    assert_chart_axes(&page).await;
     page.text_until("#runs-page", limit, |t| t.contains("page 1"))
         .await;
     page.screenshot_as("serve-job-overview").await;

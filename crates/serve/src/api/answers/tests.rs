@@ -142,6 +142,7 @@ fn jobs() {
             "running": running,
             "next_run": next,
             "last_run": last.map(summary_json),
+            "last_maintain": null,
             "maintain": {},
             "maintain_schedule": "",
             "mode": "scheduled",
