@@ -46,7 +46,7 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
         let bytes = Bytes::from_request(req, state)
             .await
-            .map_err(|e| ApiError::bad_request(e.body_text()))?;
+            .map_err(body_rejection)?;
         serde_json::from_slice(&bytes).map(ApiJson).map_err(|e| {
             let text = e.to_string();
             let detail = if text.starts_with("missing field") || text.starts_with("unknown field") {
@@ -61,6 +61,40 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
                 "request body (line {}, column {}): {detail}",
                 e.line(),
                 e.column()
+            ))
+        })
+    }
+}
+
+/// A body that could not be read: `413` over the size limit, else the
+/// rejection's own status, in the API's JSON error shape.
+pub(crate) fn body_rejection(e: axum::extract::rejection::BytesRejection) -> ApiError {
+    let status = e.status();
+    let message = if status == StatusCode::PAYLOAD_TOO_LARGE {
+        format!("the request body is over the limit of {BODY_LIMIT_TEXT}; send less")
+    } else {
+        e.body_text()
+    };
+    ApiError::new(status, message)
+}
+
+/// The request body limit, as said in errors (axum's default).
+const BODY_LIMIT_TEXT: &str = "2 MiB";
+
+/// A UTF-8 text body (a job file), read as [`ApiJson`] reads JSON.
+pub struct ApiText(pub String);
+
+impl<S: Send + Sync> FromRequest<S> for ApiText {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let bytes = Bytes::from_request(req, state)
+            .await
+            .map_err(body_rejection)?;
+        String::from_utf8(bytes.to_vec()).map(ApiText).map_err(|e| {
+            ApiError::bad_request(format!(
+                "the request body is not UTF-8 text (byte {})",
+                e.utf8_error().valid_up_to()
             ))
         })
     }

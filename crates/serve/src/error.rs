@@ -46,6 +46,20 @@ impl ApiError {
         }
     }
 
+    /// A 400 for `problems` (`field: message` each): all of them in the
+    /// message, and listed apart when there are several.
+    pub(crate) fn with_problems(problems: Vec<String>) -> Self {
+        Self {
+            status: StatusCode::BAD_REQUEST,
+            message: problems.join("; "),
+            problems: if problems.len() > 1 {
+                problems
+            } else {
+                Vec::new()
+            },
+        }
+    }
+
     /// A 500 with `message`.
     pub(crate) fn internal(message: impl ToString) -> Self {
         Self::new(StatusCode::INTERNAL_SERVER_ERROR, message.to_string())
@@ -87,12 +101,73 @@ pub struct ErrorBody<'a> {
     pub problems: &'a [String],
 }
 
+/// A word of an error longer than this is cut (a value echoed back).
+const LONGEST_WORD: usize = 80;
+/// An error text longer than this is cut.
+const LONGEST_TEXT: usize = 2000;
+
+/// `text` with what a request could have made long cut short: each word
+/// (a run without spaces) to [`LONGEST_WORD`] characters, the whole to
+/// [`LONGEST_TEXT`], each cut marked with how long it was. An error then
+/// names the field and the fix without sending a large input back.
+pub fn cut_echo(text: &str) -> String {
+    let mut out = String::with_capacity(text.len().min(LONGEST_TEXT + 64));
+    for (i, word) in text.split(' ').enumerate() {
+        if i > 0 {
+            out.push(' ');
+        }
+        let chars = word.chars().count();
+        if chars > LONGEST_WORD {
+            out.extend(word.chars().take(LONGEST_WORD - 20));
+            out.push_str(&format!("…({chars} characters)"));
+        } else {
+            out.push_str(word);
+        }
+    }
+    let total = out.chars().count();
+    if total > LONGEST_TEXT {
+        out = out.chars().take(LONGEST_TEXT).collect();
+        out.push_str(&format!("… (cut: {total} characters in all)"));
+    }
+    out
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
+        let message = cut_echo(&self.message);
+        let problems: Vec<String> = self.problems.iter().map(|p| cut_echo(p)).collect();
         let body = ErrorBody {
-            error: &self.message,
-            problems: &self.problems,
+            error: &message,
+            problems: &problems,
         };
         (self.status, Json(body)).into_response()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_echoed_values_are_cut_and_the_field_and_fix_kept() {
+        let long = "x".repeat(100_000);
+        let text = cut_echo(&format!(
+            "source.bootstrap_servers: \"{long}\" is not host:port; write it as e.g. \"host:9092\""
+        ));
+        assert!(
+            text.starts_with("source.bootstrap_servers: \"xxx"),
+            "{text}"
+        );
+        assert!(text.contains("…(100002 characters)"), "{text}");
+        assert!(text.ends_with("write it as e.g. \"host:9092\""), "{text}");
+        assert!(text.len() < 300, "{}", text.len());
+        let words = "ab ".repeat(5_000);
+        let text = cut_echo(&words);
+        assert!(text.ends_with("… (cut: 15000 characters in all)"), "{text}");
+        assert!(text.chars().count() < LONGEST_TEXT + 40);
+        assert_eq!(
+            cut_echo("schedule: \"every blue moon\" is not a schedule"),
+            "schedule: \"every blue moon\" is not a schedule"
+        );
     }
 }

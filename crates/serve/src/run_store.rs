@@ -64,33 +64,8 @@ impl RunKind {
     }
 }
 
-/// How a job runs: on its schedule (bounded syncs) or continuously (a
-/// follower from start to stop).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum JobMode {
-    /// Syncs on the job's schedule and by hand.
-    #[default]
-    Scheduled,
-    /// A follower (`sync --follow`), started with the service.
-    Continuous,
-}
-
-impl JobMode {
-    /// The name stored and shown: `scheduled`, `continuous`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Scheduled => "scheduled",
-            Self::Continuous => "continuous",
-        }
-    }
-
-    /// The mode named `name`, if any.
-    pub fn from_name(name: &str) -> Option<Self> {
-        [Self::Scheduled, Self::Continuous]
-            .into_iter()
-            .find(|m| m.as_str() == name)
-    }
-}
+/// How a job runs (its type lives in the job file's `[serve]`).
+pub use topicberg_core::config::JobMode;
 
 /// What started a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

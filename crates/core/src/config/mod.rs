@@ -29,6 +29,7 @@ mod parse;
 mod partition;
 mod reference;
 mod schema;
+mod serve_section;
 mod sort;
 mod source;
 mod streams;
@@ -59,11 +60,12 @@ pub use maintain::MaintainConfig;
 pub use partition::{parse_partition_by, PartitionField, PartitionFieldError, PartitionTransform};
 pub use reference::job_file_reference;
 pub use schema::job_file_schema;
+pub use serve_section::{JobMode, ServeSection};
 pub use sort::{parse_sort_by, sortable, SortKey, SortKeyError};
 pub use source::{FetchMethod, MissingTopics, SaslMechanism, SecurityProtocol, SourceConfig};
 pub use streams::{
-    is_identifier, sanitize_identifier, ChangeEvents, DeleteFormat, OnInvalid, OnTruncate,
-    StreamConfig, StreamMode, StreamSettings,
+    control_character, is_identifier, sanitize_identifier, ChangeEvents, DeleteFormat, OnInvalid,
+    OnTruncate, StreamConfig, StreamMode, StreamSettings,
 };
 
 /// A query engine that will read the tables (`target_engines`); upsert
@@ -307,6 +309,13 @@ pub struct JobConfig {
     #[serde(default)]
     #[schemars(extend("x-label" = "table maintenance"))]
     pub maintain: MaintainConfig,
+    /// `[serve]`: the job's settings in `topicberg serve` besides the sync
+    /// (its schedules, its mode, the topics its streams page offers); an
+    /// export writes them, an import reads them back; `topicberg sync` and
+    /// `maintain` ignore them.
+    #[serde(default)]
+    #[schemars(extend("x-label" = "the service's settings"))]
+    pub serve: ServeSection,
 }
 
 impl JobConfig {

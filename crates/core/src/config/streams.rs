@@ -448,6 +448,20 @@ pub fn sanitize_identifier(name: &str) -> String {
         .collect()
 }
 
+/// Why `value` (a name: a topic, pattern, group, job) cannot be used: it
+/// holds a newline or another control character, which would reach logs
+/// verbatim (forged log lines) and file names. Says which and where, not
+/// the value itself.
+pub fn control_character(value: &str) -> Option<String> {
+    let (at, c) = value.chars().enumerate().find(|(_, c)| c.is_control())?;
+    Some(format!(
+        "holds a control character (U+{:04X}, character {} of {}); remove it: names may not hold newlines, tabs or other control characters",
+        c as u32,
+        at + 1,
+        value.chars().count()
+    ))
+}
+
 /// Whether `name` is already a sanitised identifier (non-empty, only
 /// lower-case ASCII letters, digits and `_`).
 pub fn is_identifier(name: &str) -> bool {

@@ -863,3 +863,39 @@ fn follow_intervals_default_parse_and_refuse_zero_with_the_line() {
         "{shown}"
     );
 }
+
+#[test]
+fn names_with_control_characters_are_refused_naming_the_field() {
+    one_problem(
+        &MINIMAL.replace("^(customers|orders)$", "^orders\\n$"),
+        "source.topic_pattern",
+        "control character (U+000A, character 8 of 9)",
+    );
+    one_problem(
+        &with("consumer_group = \"g\\u001b[31m\"\n"),
+        "source.consumer_group",
+        "control character (U+001B, character 2 of 6)",
+    );
+    let forged = "2026-12-07T10:00:00Z  INFO sync done";
+    let found = problems(&with(&format!(
+        "[[streams]]\ntopic = \"orders\\n{forged}\"\n"
+    )));
+    assert!(
+        found
+            .iter()
+            .any(|p| p.starts_with("streams[0].topic: holds a control character (U+000A")),
+        "{found:#?}"
+    );
+    assert!(
+        found.iter().all(|p| !p.contains('\n')),
+        "no problem echoes the newline: {found:#?}"
+    );
+    let found = problems(&MINIMAL.replace("name = \"job\"", "name = \"job\\t2\""));
+    assert!(
+        found
+            .iter()
+            .any(|p| p.starts_with("name: holds a control character (U+0009")),
+        "{found:#?}"
+    );
+    assert_eq!(control_character("orders.v2-eu_1"), None);
+}

@@ -3,7 +3,9 @@
 
 use regex::Regex;
 
-use super::{defaults, is_identifier, CatalogKind, ConfigProblem, EngineTarget, JobConfig};
+use super::{
+    control_character, defaults, is_identifier, CatalogKind, ConfigProblem, EngineTarget, JobConfig,
+};
 
 pub(super) fn problems(config: &JobConfig) -> Vec<ConfigProblem> {
     let mut out = Vec::new();
@@ -28,6 +30,16 @@ fn job(config: &JobConfig, out: &mut Vec<ConfigProblem>) {
             "name",
             "is empty; name the job, e.g. name = \"kafka_to_iceberg\" (it names the namespace \
              and the consumer group)",
+        );
+    }
+    if let Some(why) = control_character(&config.name) {
+        push(out, "name", why);
+    }
+    if let Some(Err(e)) = config.serve.topic_pattern.as_deref().map(Regex::new) {
+        push(
+            out,
+            "serve.topic_pattern",
+            format!("is not a valid regex: {}; fix the pattern", regex_error(&e)),
         );
     }
     for (i, engine) in config.target_engines.iter().enumerate() {
@@ -68,6 +80,16 @@ fn source(config: &JobConfig, out: &mut Vec<ConfigProblem>) {
             "source.consumer_group",
             "is blank; remove it to use topicberg_<name>, or name a group",
         );
+    }
+    let named = [
+        ("source.consumer_group", &s.consumer_group),
+        ("source.topic_pattern", &s.topic_pattern),
+        ("serve.topic_pattern", &config.serve.topic_pattern),
+    ];
+    for (field, value) in named {
+        if let Some(why) = value.as_deref().and_then(control_character) {
+            push(out, field, why);
+        }
     }
     match &s.topic_pattern {
         Some(pattern) => {

@@ -9,8 +9,8 @@ use regex::Regex;
 use crate::columns::{KAFKA_KEY, METADATA_COLUMNS};
 
 use super::{
-    is_identifier, resolve_delete_format, ChangeEvents, ConfigProblem, EngineTarget, JobConfig,
-    StreamConfig, StreamMode,
+    control_character, is_identifier, resolve_delete_format, ChangeEvents, ConfigProblem,
+    EngineTarget, JobConfig, StreamConfig, StreamMode,
 };
 use crate::registry::ValueFormat;
 
@@ -89,6 +89,10 @@ fn stream_topic<'a>(
             at("topic"),
             "is empty; name the topic this entry configures",
         );
+    }
+    if let Some(why) = control_character(topic) {
+        // The other checks would echo the name.
+        return push(out, at("topic"), why);
     }
     if let Some(first) = seen.topics.insert(topic, i) {
         push(

@@ -7,7 +7,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::Value;
-use topicberg_core::config::resolve_delete_format;
+use topicberg_core::config::{resolve_delete_format, ServeSection};
 
 use super::answers::{Cancelled, JobView, RunTable, RunView, Streams, SyncStarted, TopicView};
 use super::job_state::{job_view, keep_follower};
@@ -126,26 +126,28 @@ fn validate_job(state: &AppState, job: &JobRow) -> ApiResult<()> {
         ),
         _ => check("schedule", &job.schedule),
     };
-    let schedule = match (
+    // Each schedule's problem apart, so the form puts each under its field.
+    let mut problems: Vec<String> = [
         sync_schedule,
         check("maintain_schedule", &job.maintain_schedule),
-    ) {
-        (Some(a), Some(b)) => Some(format!("{a}; {b}")),
-        (a, b) => a.or(b),
-    };
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
     let text = state.store.assemble(job, Secrets::Placeholders)?;
     let file = pieces::check_job_toml(&text).err().map(ApiError::from);
-    match (schedule, file) {
-        (None, None) => Ok(()),
-        (Some(s), None) => Err(ApiError::bad_request(s)),
-        (None, Some(e)) => Err(e),
-        (Some(s), Some(mut e)) => {
-            if e.problems.is_empty() {
-                e.problems.push(e.message.clone());
+    match (problems.is_empty(), file) {
+        (true, None) => Ok(()),
+        (true, Some(e)) => Err(e),
+        (false, file) => {
+            if let Some(e) = file {
+                if e.problems.is_empty() {
+                    problems.push(e.message);
+                } else {
+                    problems.extend(e.problems);
+                }
             }
-            e.problems.insert(0, s.clone());
-            e.message = format!("{s}; {}", e.message);
-            Err(e)
+            Err(ApiError::with_problems(problems))
         }
     }
 }
@@ -410,18 +412,7 @@ async fn export(State(state): State<AppState>, Path(id): Path<i64>) -> ApiResult
         "# Job {}, exported from topicberg serve. Run it: topicberg sync -c <this file>\n",
         quoted(&job.name)
     );
-    if !job.schedule.is_empty() {
-        head.push_str(&format!(
-            "# Schedule in the service (UTC): {}\n",
-            quoted(&job.schedule)
-        ));
-    }
-    if !job.maintain_schedule.is_empty() {
-        head.push_str(&format!(
-            "# Maintenance schedule in the service (UTC): {}\n",
-            quoted(&job.maintain_schedule)
-        ));
-    }
+    let body = format!("{body}{}", serve_table(&state, &job)?);
     if !vars.is_empty() {
         head.push_str(&format!(
             "# Secrets are read from the environment: {}\n",
@@ -445,9 +436,32 @@ async fn export(State(state): State<AppState>, Path(id): Path<i64>) -> ApiResult
         .into_response())
 }
 
+/// The job's `[serve]` table for its export (empty when nothing is set):
+/// its schedules, mode, and the source's pattern when the job's streams
+/// name its topics (the job file's `[source]` leaves the pattern out then).
+fn serve_table(state: &AppState, job: &JobRow) -> ApiResult<String> {
+    let text = |s: &str| (!s.is_empty()).then(|| s.to_string());
+    let source = state.store.piece(PieceKind::Source, job.source_id)?;
+    let offered = source.config.get("topic_pattern").and_then(|p| p.as_str());
+    let serve = ServeSection {
+        schedule: text(&job.schedule),
+        maintain_schedule: text(&job.maintain_schedule),
+        mode: job.mode,
+        topic_pattern: offered
+            .filter(|_| !job.streams.is_empty())
+            .map(str::to_string),
+    };
+    Ok(pieces::serve_toml(&serve)?)
+}
+
 /// `POST /api/jobs/import` with a job file as the body: a new source, a
-/// new destination and the job. Secrets given as `${VAR}` stay unset.
-async fn import_job(State(state): State<AppState>, body: String) -> ApiResult<Response> {
+/// new destination and the job, with its `[serve]` settings (schedules,
+/// mode, the topics offered). Secrets given as `${VAR}` stay unset; the
+/// answer's `warnings` name them.
+async fn import_job(
+    State(state): State<AppState>,
+    super::ApiText(body): super::ApiText,
+) -> ApiResult<Response> {
     let mut split = pieces::split_job_toml(&body)?;
     split.name = super::check_name(&split.name)?;
     if state.store.jobs()?.iter().any(|j| j.name == split.name) {
@@ -456,48 +470,64 @@ async fn import_job(State(state): State<AppState>, body: String) -> ApiResult<Re
             format!("a job named \"{}\" already exists", split.name),
         ));
     }
-    let source_id = insert_unique(&state, PieceKind::Source, &split.name, &split.source)?;
-    let destination_id = match insert_unique(
-        &state,
-        PieceKind::Destination,
-        &split.name,
-        &split.destination,
-    ) {
-        Ok(id) => id,
-        Err(e) => {
-            let _ = state.store.delete_piece(PieceKind::Source, source_id);
-            return Err(e);
-        }
-    };
+    let (source_id, destination_id) = insert_pieces(&state, &split)?;
+    let serve = &split.serve;
     let job = JobRow {
         id: 0,
         name: split.name.clone(),
         source_id,
         destination_id,
-        target_engines: split.target_engines,
-        namespace: split.namespace,
-        sync: split.sync,
-        streams: split.streams,
-        schedule: String::new(),
+        target_engines: split.target_engines.clone(),
+        namespace: split.namespace.clone(),
+        sync: split.sync.clone(),
+        streams: split.streams.clone(),
+        schedule: serve.schedule.clone().unwrap_or_default(),
         paused: false,
-        maintain: split.maintain,
-        maintain_schedule: String::new(),
-        // A job file says nothing of the service's mode: scheduled.
-        mode: JobMode::Scheduled,
+        maintain: split.maintain.clone(),
+        maintain_schedule: serve.maintain_schedule.clone().unwrap_or_default(),
+        mode: serve.mode,
     };
-    let id = match state.store.insert_job(&job) {
-        Ok(id) => id,
+    let forget = |e: ApiError| {
+        let _ = state.store.delete_piece(PieceKind::Source, source_id);
+        let _ = state
+            .store
+            .delete_piece(PieceKind::Destination, destination_id);
+        e
+    };
+    validate_job(&state, &job).map_err(forget)?;
+    let id = state.store.insert_job(&job).map_err(|e| forget(e.into()))?;
+    tracing::info!(id, name = %job.name, "job imported");
+    state.runner.schedules_changed();
+    keep_follower(&state, id, Trigger::Manual, false)?;
+    let mut view = job_view(&state, &state.store.job(id)?)?;
+    view.warnings = Some(
+        split
+            .unset_secrets
+            .iter()
+            .map(|field| {
+                format!("{field} was written as ${{VAR}} in the file and is unset: enter it on the job's {} page", field.split('.').next().unwrap_or_default())
+            })
+            .collect(),
+    );
+    Ok((StatusCode::CREATED, Json(view)).into_response())
+}
+
+/// Stores an imported job's source and destination (as `<job>-source`,
+/// `<job>-destination`); neither when one fails.
+fn insert_pieces(state: &AppState, split: &pieces::SplitJob) -> ApiResult<(i64, i64)> {
+    let source_id = insert_unique(state, PieceKind::Source, &split.name, &split.source)?;
+    match insert_unique(
+        state,
+        PieceKind::Destination,
+        &split.name,
+        &split.destination,
+    ) {
+        Ok(id) => Ok((source_id, id)),
         Err(e) => {
             let _ = state.store.delete_piece(PieceKind::Source, source_id);
-            let _ = state
-                .store
-                .delete_piece(PieceKind::Destination, destination_id);
-            return Err(e.into());
+            Err(e)
         }
-    };
-    tracing::info!(id, name = %job.name, "job imported");
-    let job = state.store.job(id)?;
-    Ok((StatusCode::CREATED, Json(job_view(&state, &job)?)).into_response())
+    }
 }
 
 /// Stores an imported piece as `<job>-source` (or `-2`, `-3`, ... when taken).

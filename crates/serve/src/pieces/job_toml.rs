@@ -5,6 +5,7 @@
 use std::path::Path;
 
 use serde_json::Value;
+use topicberg_core::config::ServeSection;
 use topicberg_core::JobConfig;
 
 use super::{Piece, PieceError, PieceKind};
@@ -374,6 +375,19 @@ pub fn validate_piece(kind: PieceKind, piece: &Piece) -> Result<(), PieceError> 
     }
 }
 
+/// The `[serve]` table an export appends to the job file (nothing when
+/// `serve` sets nothing).
+pub fn serve_toml(serve: &ServeSection) -> Result<String, PieceError> {
+    if serve.is_empty() {
+        return Ok(String::new());
+    }
+    let table =
+        toml::to_string(serve).map_err(|e| PieceError::new(format!("writing [serve]: {e}")))?;
+    Ok(format!(
+        "\n# The service's own settings (topicberg sync ignores them).\n[serve]\n{table}"
+    ))
+}
+
 /// A job file split into pieces (for import).
 #[derive(Debug, Clone)]
 pub struct SplitJob {
@@ -393,6 +407,27 @@ pub struct SplitJob {
     pub streams: Vec<Piece>,
     /// `[maintain]`.
     pub maintain: Piece,
+    /// `[serve]`: the schedules and the mode (its `topic_pattern` is put
+    /// back into `source`).
+    pub serve: ServeSection,
+    /// The secrets written as `${VAR}` (`source.sasl_password`, ...), left
+    /// unset.
+    pub unset_secrets: Vec<String>,
+}
+
+/// Removes the secrets of `piece` written as `${VAR}` references (as an
+/// export writes them); returns their names (`source.sasl_password`).
+fn take_env_secrets(kind: PieceKind, piece: &mut Piece) -> Vec<String> {
+    let mut taken = Vec::new();
+    for field in kind.secrets() {
+        if let Some(Value::String(s)) = piece.get(*field) {
+            if is_env_reference(s) {
+                piece.remove(*field);
+                taken.push(format!("{}.{field}", kind.table()));
+            }
+        }
+    }
+    taken
 }
 
 /// Splits a job file into pieces after checking it with the job file's
@@ -413,18 +448,8 @@ pub fn split_job_toml(text: &str) -> Result<SplitJob, PieceError> {
     };
     let mut source = table("source");
     let mut destination = table("destination");
-    for (kind, piece) in [
-        (PieceKind::Source, &mut source),
-        (PieceKind::Destination, &mut destination),
-    ] {
-        for field in kind.secrets() {
-            if let Some(Value::String(s)) = piece.get(*field) {
-                if is_env_reference(s) {
-                    piece.remove(*field);
-                }
-            }
-        }
-    }
+    let mut unset_secrets = take_env_secrets(PieceKind::Source, &mut source);
+    unset_secrets.extend(take_env_secrets(PieceKind::Destination, &mut destination));
     // Every other value is kept as the text it stands for; a `${VAR}` in
     // it is refused (the service fills nothing from its environment).
     let mut problems = Vec::new();
@@ -433,6 +458,7 @@ pub fn split_job_toml(text: &str) -> Result<SplitJob, PieceError> {
         ("destination".to_string(), Value::Object(destination)),
         ("sync".to_string(), Value::Object(table("sync"))),
         ("maintain".to_string(), Value::Object(table("maintain"))),
+        ("serve".to_string(), Value::Object(table("serve"))),
         (
             "streams".to_string(),
             match root.get("streams") {
@@ -467,22 +493,26 @@ pub fn split_job_toml(text: &str) -> Result<SplitJob, PieceError> {
         Value::Object(o) => o,
         _ => Piece::new(),
     };
-    let source = object(take("source"));
+    let mut source = object(take("source"));
     let mut destination = object(take("destination"));
     let sync = object(take("sync"));
     let maintain = object(take("maintain"));
+    // check_job_toml read it as the job file's [serve] already.
+    let mut serve: ServeSection = serde_json::from_value(take("serve")).unwrap_or_default();
+    // The pattern the service's streams page offers topics from is the
+    // source's (the job file's [source] leaves it out when streams name
+    // the topics).
+    if let Some(pattern) = serve.topic_pattern.take() {
+        source
+            .entry("topic_pattern")
+            .or_insert(Value::String(pattern));
+    }
     let streams = match take("streams") {
         Value::Array(items) => items.into_iter().map(object).collect(),
         _ => Vec::new(),
     };
     let name = take("name").as_str().unwrap_or_default().to_string();
-    let target_engines = match take("target_engines") {
-        Value::Array(items) => items
-            .iter()
-            .filter_map(|v| v.as_str().map(str::to_string))
-            .collect(),
-        _ => Vec::new(),
-    };
+    let target_engines = strings(take("target_engines"));
     let namespace = destination
         .remove("namespace")
         .and_then(|v| v.as_str().map(str::to_string));
@@ -495,7 +525,20 @@ pub fn split_job_toml(text: &str) -> Result<SplitJob, PieceError> {
         sync,
         streams,
         maintain,
+        serve,
+        unset_secrets,
     })
+}
+
+/// The strings of a JSON array (nothing for another value).
+fn strings(value: Value) -> Vec<String> {
+    match value {
+        Value::Array(items) => items
+            .iter()
+            .filter_map(|v| v.as_str().map(str::to_string))
+            .collect(),
+        _ => Vec::new(),
+    }
 }
 
 /// `${NAME}` and nothing else.

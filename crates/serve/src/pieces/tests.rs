@@ -1,5 +1,7 @@
 //! Tests of the pieces: secrets, assembling and splitting job files.
 
+mod round_trip;
+
 use super::job_toml::unescape_literal;
 use super::*;
 use serde_json::json;

@@ -239,7 +239,8 @@ export function importPage() {
         ev.preventDefault();
         try {
           const data = await postText("/api/jobs/import", text.value);
-          setFlash(`Imported ${data.name}: secrets written as \${VAR} are unset, enter them on its source and destination.`);
+          const unset = data.warnings || [];
+          setFlash(unset.length ? `Imported ${data.name}. ${unset.join(" ")}` : `Imported ${data.name}.`);
           go(`#/jobs/${data.id}`);
         } catch (e) {
           msg.replaceChildren(banner("bad", "Not imported: ", inWords(e.message),

@@ -400,7 +400,26 @@ fn serve_api_end_to_end() {
         "{e}"
     );
     job_body["streams"][0]["dedup_keys"] = json!(["id"]);
+    // Both schedules wrong: one problem each, for its own field.
     job_body["schedule"] = json!("every blue moon");
+    job_body["maintain_schedule"] = json!("now and then");
+    let e = client
+        .json("POST", "/api/jobs", Some(&job_body))
+        .expect(400)
+        .json();
+    let problems: Vec<&str> = e["problems"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{e}"))
+        .iter()
+        .map(|p| p.as_str().unwrap())
+        .collect();
+    assert_eq!(problems.len(), 2, "{e}");
+    assert!(
+        problems[0].starts_with("schedule: ") && !problems[0].contains("now and then"),
+        "{e}"
+    );
+    assert!(problems[1].starts_with("maintain_schedule: "), "{e}");
+    job_body["maintain_schedule"] = json!("daily at 04:00");
     let e = client
         .json("POST", "/api/jobs", Some(&job_body))
         .expect(400)
@@ -701,7 +720,8 @@ fn serve_api_end_to_end() {
     assert!(exported.header("content-disposition").contains(".toml"));
     let toml = exported.body.clone();
     assert!(
-        toml.contains("# Maintenance schedule in the service (UTC): \"daily at 04:00\"")
+        toml.contains("[serve]")
+            && toml.contains("maintain_schedule = \"daily at 04:00\"")
             && toml.contains("[maintain]")
             && toml.contains("keep_snapshots = 2"),
         "the [maintain] table is exported:\n{toml}"
@@ -791,6 +811,19 @@ fn serve_api_end_to_end() {
     assert_eq!(copy["streams"], job["streams"]);
     assert_eq!(copy["target_engines"], job["target_engines"]);
     assert_eq!(copy["maintain"], job["maintain"], "import keeps [maintain]");
+    for setting in ["schedule", "maintain_schedule", "mode"] {
+        assert_eq!(copy[setting], job[setting], "import keeps {setting}");
+    }
+    let warned = copy["warnings"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{copy}"));
+    assert!(
+        warned.iter().any(|w| w
+            .as_str()
+            .unwrap()
+            .starts_with("source.sasl_password was written as ${VAR}")),
+        "the unset secrets are named: {copy}"
+    );
     let copy_source = client
         .get(&format!("/api/sources/{}", copy["source_id"]))
         .expect(200)
@@ -798,9 +831,15 @@ fn serve_api_end_to_end() {
     assert_eq!(copy_source["name"], format!("{copy_name}-source"));
     // The placeholder left the secret unset; everything else came across.
     assert!(copy_source.get("sasl_password").is_none(), "{copy_source}");
-    // A job with streams syncs exactly those topics: its export has no
-    // topic_pattern, so neither has the imported source.
-    assert!(copy_source.get("topic_pattern").is_none(), "{copy_source}");
+    // A job with streams syncs exactly those topics: its export's [source]
+    // has no topic_pattern; [serve] carries the pattern the streams page
+    // offers topics from, back into the imported source.
+    assert!(!toml.contains("[source]\ntopic_pattern"), "{toml}");
+    assert_eq!(
+        copy_source["topic_pattern"],
+        format!("^({})$", topics.join("|")),
+        "{copy_source}"
+    );
     // Setting the secret makes the export equal to the original's.
     let mut set = copy_source.clone();
     set["sasl_password"] = json!(get("TESTBED_KAFKA_PLAIN_PASSWORD"));

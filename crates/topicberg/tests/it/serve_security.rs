@@ -564,3 +564,50 @@ fn serve_security_a_removed_secret_is_gone_from_the_database_files() {
         "the removed password is still in the database or its WAL"
     );
 }
+
+#[test]
+fn serve_security_bodies_over_the_limit_get_413_and_errors_cut_what_they_echo() {
+    let dir = temp_data_dir();
+    let server = Server::start(&dir, Some(ADMIN_PASSWORD));
+    let mut client = server.client();
+    client.login(ADMIN_PASSWORD).expect(200);
+    let huge = "z".repeat(3 << 20);
+    let json_body = json!({"name": "big", "bootstrap_servers": huge}).to_string();
+    let over = client
+        .send_headers(
+            reqwest::Method::POST,
+            "/api/sources",
+            Some(("application/json", json_body)),
+            true,
+            &[],
+        )
+        .unwrap()
+        .expect(413);
+    assert!(
+        over.json()["error"]
+            .as_str()
+            .unwrap()
+            .contains("over the limit"),
+        "{}",
+        over.body
+    );
+    let over = client.post_text("/api/jobs/import", &huge).expect(413);
+    assert!(over.json()["error"].is_string(), "{}", over.body);
+    // A value that is wrong and long: the field named, the value cut.
+    let long_broker = "b".repeat(200_000);
+    let file = format!(
+        "name = \"cut_echo\"\n[source]\nbootstrap_servers = \"{long_broker}\"\n\
+         topic_pattern = \"^a$\"\n[destination]\ncatalog = \"sql\"\npath = \"wh\"\n"
+    );
+    let refused = client.post_text("/api/jobs/import", &file).expect(400);
+    assert!(
+        refused.body.len() < 4_000,
+        "{} bytes echoed",
+        refused.body.len()
+    );
+    assert!(
+        refused.body.contains("source.bootstrap_servers") && refused.body.contains("characters)"),
+        "{}",
+        refused.body
+    );
+}
