@@ -26,6 +26,9 @@ pub struct KafkaConnection {
     /// OAUTHBEARER's token endpoint and client, when the mechanism is
     /// [`SaslMechanism::OAuthBearer`].
     pub oauth: Option<OAuthClient>,
+    /// How long a bootstrap server may take to accept a connection
+    /// (`source.connect_timeout`).
+    pub connect_timeout: std::time::Duration,
 }
 
 impl Default for KafkaConnection {
@@ -38,6 +41,7 @@ impl Default for KafkaConnection {
             client_certificate: None,
             ssl_verify_hostname: true,
             oauth: None,
+            connect_timeout: SourceConfig::default().connect_timeout.get(),
         }
     }
 }
@@ -213,6 +217,7 @@ impl KafkaConnection {
             client_certificate,
             ssl_verify_hostname: source.ssl_verify_hostname,
             oauth,
+            connect_timeout: source.connect_timeout.get(),
         }
     }
 }

@@ -25,6 +25,7 @@ pub mod member;
 pub mod offsets;
 mod partition_range;
 pub mod ping;
+mod reach;
 pub mod registry;
 mod retention;
 pub mod spill;

@@ -62,6 +62,7 @@ pub(crate) fn fetch_metadata_of(
     timeout: Duration,
     context: &str,
 ) -> Result<Metadata, KafkaError> {
+    crate::reach::reach_bootstrap(connection, context)?;
     // A producer handle serves librdkafka's background events (where
     // authentication failures arrive) whenever it is polled.
     let producer: BaseProducer<ErrorRecordingContext> = connection

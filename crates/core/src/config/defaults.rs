@@ -184,6 +184,13 @@ pub fn maintain_max_manifests() -> usize {
     100
 }
 
+/// `source.connect_timeout`: 10 seconds for a bootstrap server to accept
+/// a connection (a broker on the same network answers in milliseconds;
+/// a wrong address then fails in seconds, not at the 30-second deadline).
+pub fn connect_timeout() -> Interval {
+    Interval::default_of("10s")
+}
+
 /// `sync.commit_interval`: a follower commits every 5 seconds. Seconds
 /// behind Kafka, where the continuous sinks this replaces commit every
 /// minute (Redpanda Iceberg Topics, AutoMQ) or five (Kafka Connect's

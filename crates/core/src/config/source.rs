@@ -3,7 +3,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{defaults, empty_as_none, secret_or_none};
+use super::{defaults, empty_as_none, secret_or_none, Interval};
 use crate::Secret;
 
 /// How the client talks to the brokers (Kafka's `security.protocol`).
@@ -302,6 +302,17 @@ pub struct SourceConfig {
         "x-help" = "OAUTHBEARER: the scope to ask for; empty: none"
     ))]
     pub oauth_scope: Option<String>,
+    /// How long a bootstrap server may take to accept a connection before
+    /// it counts as unreachable: a command whose brokers all fail so fails
+    /// within it, naming each address tried and why. A whole number and a
+    /// unit (`10s`).
+    #[serde(default = "defaults::connect_timeout")]
+    #[schemars(extend(
+        "x-label" = "Connect timeout",
+        "x-group" = "Kafka",
+        "x-help" = "a bootstrap server that does not accept a connection this long is unreachable, e.g. 10s"
+    ))]
+    pub connect_timeout: Interval,
     /// Partitions read in parallel: one Kafka consumer and decoder each. In
     /// upsert mode also the data file writers of a large sync's winning
     /// rows. More than the CPU cores only costs CPU and memory.
@@ -397,6 +408,7 @@ impl Default for SourceConfig {
             oauth_client_id: None,
             oauth_client_secret: None,
             oauth_scope: None,
+            connect_timeout: defaults::connect_timeout(),
             max_threads: defaults::max_threads(),
             fetch: FetchMethod::default(),
             schema_registry_url: None,

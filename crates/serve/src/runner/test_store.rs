@@ -121,16 +121,30 @@ impl RunStore for MemoryStore {
     }
 }
 
-/// A job file whose broker does not answer (a closed local port) and whose
-/// catalog is an embedded one in a fresh temporary folder.
+/// A local port that takes connections (the kernel's backlog) and never
+/// answers: a broker that does not answer for the sync's whole deadline
+/// (a closed port is refused at once).
+fn silent_broker() -> u16 {
+    static SILENT: std::sync::OnceLock<std::net::TcpListener> = std::sync::OnceLock::new();
+    SILENT
+        .get_or_init(|| std::net::TcpListener::bind("127.0.0.1:0").expect("a local port"))
+        .local_addr()
+        .expect("its address")
+        .port()
+}
+
+/// A job file whose broker does not answer (a port that accepts and says
+/// nothing) and whose catalog is an embedded one in a fresh temporary
+/// folder.
 pub(crate) fn unreachable_job_toml(name: &str) -> String {
     let dir = std::env::temp_dir().join(format!(
         "topicberg-runner-{name}-{}",
         NEXT_RUN_ID.load(Ordering::Relaxed)
     ));
     format!(
-        "name = \"{name}\"\n[source]\nbootstrap_servers = \"127.0.0.1:1\"\ntopic_pattern = \"^t$\"\n\
+        "name = \"{name}\"\n[source]\nbootstrap_servers = \"127.0.0.1:{}\"\ntopic_pattern = \"^t$\"\n\
          [destination]\ncatalog = \"sql\"\npath = \"{}\"\n",
+        silent_broker(),
         dir.join("warehouse").display()
     )
 }

@@ -83,7 +83,10 @@ export async function runPage(id) {
     run.kind === "maintain" ? maintenanceTables(run.report) : null,
     run.kind === "follow" && run.report ? followerTotals(run.report) : null,
     running || maintenance ? null : h("div", { class: "facts", id: "run-figures" },
-      fact("Records", count(run.records)), fact("Read from Kafka", bytes(run.bytes)),
+      // A cancelled run committed nothing: its figures would read as "0".
+      run.status === "cancelled" ? fact("Committed", "nothing (cancelled; its files were deleted)") : null,
+      fact("Records", run.status === "cancelled" ? "-" : count(run.records)),
+      fact("Read from Kafka", run.status === "cancelled" ? "-" : bytes(run.bytes)),
       fact("Dead letters", count((run.notes || {}).dead_letter_records)),
       fact("Schema changes", count((run.notes || {}).schema_changes)),
       fact("Skipped", count((run.notes || {}).skipped_records)),

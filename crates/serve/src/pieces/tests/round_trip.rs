@@ -44,6 +44,7 @@ fn scram_rest_job() -> Stored {
             "sasl_username": "user-a", "sasl_password": "pw-a",
             "ssl_ca_pem": CERT, "ssl_certificate_pem": CERT, "ssl_key_pem": KEY,
             "ssl_verify_hostname": false, "max_threads": 3, "fetch": "librdkafka",
+            "connect_timeout": "5s",
             "schema_registry_url": "https://registry.example:8081",
             "schema_registry_username": "reg-user", "schema_registry_password": "reg-pw",
             "schema_registry_ca_pem": CERT,

@@ -1,0 +1,125 @@
+//! Whether any bootstrap server accepts a TCP connection, within the
+//! source's `connect_timeout`: asked before the first request of every
+//! command, so a wrong address fails in seconds, naming each address
+//! tried and why, rather than at the request's deadline.
+
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crate::{KafkaConnection, KafkaError, KafkaErrorKind};
+
+/// Why one bootstrap server could not be reached.
+fn unreachable(server: &str, timeout: Duration) -> Result<(), String> {
+    let addresses: Vec<SocketAddr> = server
+        .to_socket_addrs()
+        .map_err(|e| format!("{server}: the name does not resolve ({e})"))?
+        .collect();
+    let mut last = format!("{server}: no address");
+    for address in addresses {
+        match TcpStream::connect_timeout(&address, timeout) {
+            Ok(_) => return Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {
+                last = format!("{server}: no answer within {}", seconds(timeout));
+            }
+            Err(e) => last = format!("{server}: {e}"),
+        }
+    }
+    Err(last)
+}
+
+fn seconds(timeout: Duration) -> String {
+    format!("{} s", timeout.as_secs_f64())
+}
+
+/// `Ok` when a bootstrap server of `connection` accepts a connection
+/// within its `connect_timeout` (all are tried at once; a name that takes
+/// longer to resolve counts as no answer); else a
+/// [`KafkaErrorKind::Unreachable`] error naming every address and why.
+pub fn reach_bootstrap(connection: &KafkaConnection, context: &str) -> Result<(), KafkaError> {
+    let timeout = connection.connect_timeout;
+    let servers: Vec<String> = connection
+        .bootstrap_servers
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .collect();
+    tracing::debug!(servers = %servers.join(","), timeout_s = timeout.as_secs_f64(), "connecting to the bootstrap servers");
+    let (answers, answered) = mpsc::channel();
+    for server in &servers {
+        let (server, answers) = (server.clone(), answers.clone());
+        thread::spawn(move || {
+            let answer = unreachable(&server, timeout);
+            let _ = answers.send((server, answer));
+        });
+    }
+    let deadline = Instant::now() + timeout + Duration::from_millis(500);
+    let mut why: Vec<(String, String)> = Vec::new();
+    while why.len() < servers.len() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match answered.recv_timeout(left) {
+            Ok((_, Ok(()))) => return Ok(()),
+            Ok((server, Err(reason))) => why.push((server, reason)),
+            Err(_) => break,
+        }
+    }
+    let mut reasons: Vec<String> = servers
+        .iter()
+        .map(|server| match why.iter().find(|(s, _)| s == server) {
+            Some((_, reason)) => reason.clone(),
+            None => format!("{server}: no answer within {}", seconds(timeout)),
+        })
+        .collect();
+    reasons.dedup();
+    Err(KafkaError::new(
+        KafkaErrorKind::Unreachable,
+        context,
+        format!(
+            "no bootstrap server accepted a connection within {} (source.connect_timeout): {}",
+            seconds(timeout),
+            reasons.join("; ")
+        ),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_unreachable_bootstrap_server_is_named_with_its_reason() {
+        // A port nothing listens on: bound, then closed.
+        let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = closed.local_addr().unwrap().port();
+        drop(closed);
+        let connection = KafkaConnection {
+            bootstrap_servers: format!("127.0.0.1:{port}, no-such-host.invalid:9092"),
+            connect_timeout: Duration::from_secs(2),
+            ..KafkaConnection::default()
+        };
+        let started = std::time::Instant::now();
+        let e = reach_bootstrap(&connection, "listing topics").unwrap_err();
+        assert!(started.elapsed() < Duration::from_secs(5));
+        assert_eq!(e.kind, KafkaErrorKind::Unreachable);
+        let text = e.to_string();
+        for part in [
+            &format!("127.0.0.1:{port}: "),
+            "no-such-host.invalid:9092: the name does not resolve",
+            "within 2 s (source.connect_timeout)",
+        ] {
+            assert!(text.contains(part), "{text}");
+        }
+    }
+
+    #[test]
+    fn one_reachable_bootstrap_server_is_enough() {
+        let open = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let connection = KafkaConnection {
+            bootstrap_servers: format!("no-such-host.invalid:9092,{}", open.local_addr().unwrap()),
+            ..KafkaConnection::default()
+        };
+        reach_bootstrap(&connection, "listing topics").unwrap();
+    }
+}
