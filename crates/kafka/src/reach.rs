@@ -10,23 +10,24 @@ use std::time::{Duration, Instant};
 
 use crate::{KafkaConnection, KafkaError, KafkaErrorKind};
 
-/// Why one bootstrap server could not be reached.
-fn unreachable(server: &str, timeout: Duration) -> Result<(), String> {
-    let addresses: Vec<SocketAddr> = server
-        .to_socket_addrs()
-        .map_err(|e| format!("{server}: the name does not resolve ({e})"))?
-        .collect();
+/// Why one bootstrap server could not be reached (`None`: it accepted a
+/// connection).
+fn unreachable(server: &str, timeout: Duration) -> Option<String> {
+    let addresses: Vec<SocketAddr> = match server.to_socket_addrs() {
+        Ok(addresses) => addresses.collect(),
+        Err(e) => return Some(format!("{server}: the name does not resolve ({e})")),
+    };
     let mut last = format!("{server}: no address");
     for address in addresses {
         match TcpStream::connect_timeout(&address, timeout) {
-            Ok(_) => return Ok(()),
+            Ok(_) => return None,
             Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {
                 last = format!("{server}: no answer within {}", seconds(timeout));
             }
             Err(e) => last = format!("{server}: {e}"),
         }
     }
-    Err(last)
+    Some(last)
 }
 
 fn seconds(timeout: Duration) -> String {
@@ -60,8 +61,8 @@ pub fn reach_bootstrap(connection: &KafkaConnection, context: &str) -> Result<()
     while why.len() < servers.len() {
         let left = deadline.saturating_duration_since(Instant::now());
         match answered.recv_timeout(left) {
-            Ok((_, Ok(()))) => return Ok(()),
-            Ok((server, Err(reason))) => why.push((server, reason)),
+            Ok((_, None)) => return Ok(()),
+            Ok((server, Some(reason))) => why.push((server, reason)),
             Err(_) => break,
         }
     }
