@@ -97,6 +97,32 @@ impl JobBody {
     }
 }
 
+/// The problems of the job's schedules, each apart (`schedule: ...`,
+/// `maintain_schedule: ...`), so a form puts each under its field.
+fn schedule_problems(job: &JobRow) -> Vec<String> {
+    let check = |field: &str, text: &str| match text {
+        "" => None,
+        text => scheduler::validate_schedule(text)
+            .err()
+            .map(|e| format!("{field}: {e}")),
+    };
+    let sync_schedule = match job.mode {
+        JobMode::Continuous if !job.schedule.is_empty() => Some(
+            "schedule: a continuous job follows its topics and has no sync schedule; \
+             clear it, or make the job scheduled"
+                .to_string(),
+        ),
+        _ => check("schedule", &job.schedule),
+    };
+    [
+        sync_schedule,
+        check("maintain_schedule", &job.maintain_schedule),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
+}
+
 /// Refuses a job the job file's parser refuses, or with a bad schedule.
 fn validate_job(state: &AppState, job: &JobRow) -> ApiResult<()> {
     for (kind, id) in [
@@ -112,28 +138,7 @@ fn validate_job(state: &AppState, job: &JobRow) -> ApiResult<()> {
         }
     }
     // Every problem at once: the schedules' and the job file's.
-    let check = |field: &str, text: &str| match text {
-        "" => None,
-        text => scheduler::validate_schedule(text)
-            .err()
-            .map(|e| format!("{field}: {e}")),
-    };
-    let sync_schedule = match job.mode {
-        JobMode::Continuous if !job.schedule.is_empty() => Some(
-            "schedule: a continuous job follows its topics and has no sync schedule; \
-             clear it, or make the job scheduled"
-                .to_string(),
-        ),
-        _ => check("schedule", &job.schedule),
-    };
-    // Each schedule's problem apart, so the form puts each under its field.
-    let mut problems: Vec<String> = [
-        sync_schedule,
-        check("maintain_schedule", &job.maintain_schedule),
-    ]
-    .into_iter()
-    .flatten()
-    .collect();
+    let mut problems = schedule_problems(job);
     let text = state.store.assemble(job, Secrets::Placeholders)?;
     let file = pieces::check_job_toml(&text).err().map(ApiError::from);
     match (problems.is_empty(), file) {
@@ -494,7 +499,15 @@ async fn import_job(
             .delete_piece(PieceKind::Destination, destination_id);
         e
     };
-    validate_job(&state, &job).map_err(forget)?;
+    // The file passed the job file's parser (its secrets may be unset
+    // now); the service's schedules are checked here, as `serve.*`.
+    let problems: Vec<String> = schedule_problems(&job)
+        .into_iter()
+        .map(|p| format!("serve.{p}"))
+        .collect();
+    if !problems.is_empty() {
+        return Err(forget(ApiError::with_problems(problems)));
+    }
     let id = state.store.insert_job(&job).map_err(|e| forget(e.into()))?;
     tracing::info!(id, name = %job.name, "job imported");
     state.runner.schedules_changed();

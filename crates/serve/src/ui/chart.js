@@ -31,12 +31,14 @@ export function ticks(max, whole) {
   return Array.from({ length: n + 1 }, (_, i) => Number((i * step).toPrecision(12)));
 }
 
-// A tick's number: thousands separated, compact past 10,000 (12K, 1.5M).
-function axisNumber(v) {
+// A tick's number: thousands separated, compact past 10,000 (12K, 1.5M),
+// with the decimals the ticks' `step` needs (0.05 -> two).
+function axisNumber(v, step) {
   if (Math.abs(v) >= 10000) {
     return new Intl.NumberFormat("en-US", { notation: "compact", maximumFractionDigits: 1 }).format(v);
   }
-  return v.toLocaleString("en-US", { maximumFractionDigits: 2 });
+  const decimals = step > 0 ? Math.max(0, Math.min(6, -Math.floor(Math.log10(step) + 1e-9))) : 2;
+  return v.toLocaleString("en-US", { maximumFractionDigits: Math.max(decimals, 2) });
 }
 
 // One chart: `points` ([time ms, value, status]) as bars over time, on a
@@ -55,7 +57,7 @@ function timeChart(id, title, unit, points, whole, cls) {
   const y = (v) => H - B - (v / top) * (H - T - B);
   for (const v of marks) {
     chart.append(svg("line", { x1: L, x2: W - R, y1: y(v), y2: y(v), class: "grid" }),
-      svg("text", { x: L - 4, y: y(v) + 4, class: "axis axis-tick", "text-anchor": "end" }, axisNumber(v)));
+      svg("text", { x: L - 4, y: y(v) + 4, class: "axis axis-tick", "text-anchor": "end" }, axisNumber(v, marks[1])));
   }
   chart.append(svg("text", { x: L, y: H - 6, class: "axis" }, utcMs(t0)));
   if (points.length > 1) chart.append(svg("text", { x: W - R, y: H - 6, class: "axis", "text-anchor": "end" }, utcMs(t1)));
@@ -64,9 +66,18 @@ function timeChart(id, title, unit, points, whole, cls) {
     chart.append(svg("rect", {
       x: x(t) - bar / 2, y: y(v), width: bar, height: Math.max(H - B - y(v), 1),
       class: `bar bar-${status}`,
-    }, svg("title", {}, `${utcMs(t)}: ${axisNumber(v)} ${unit}`)));
+    }, svg("title", {}, `${utcMs(t)}: ${axisNumber(v, marks[1] / 10)} ${unit}`)));
   }
   return chart;
+}
+
+// Bytes in the unit of the largest (B, KB, MB or GB; 1 KB = 1024 B, as
+// the runs table counts them).
+function bytesPoints(runs) {
+  const largest = Math.max(0, ...runs.map((r) => r.bytes));
+  const [unit, per] = [["GB", 2 ** 30], ["MB", 2 ** 20], ["KB", 2 ** 10], ["B", 1]]
+    .find(([, n]) => largest >= n) || ["B", 1];
+  return [unit, runs.map((r) => [r.started_ms, r.bytes / per, r.status])];
 }
 
 // Durations in seconds, or in minutes when the longest is two or more.
@@ -82,13 +93,12 @@ function historyChart(runs) {
   // The charts are of syncs (a maintenance run reads no messages).
   const done = runs.filter((r) => r.finished_ms && r.kind !== "maintain").slice().reverse();
   const [durationUnit, durations] = durationPoints(done);
+  const [bytesUnit, read] = bytesPoints(done.filter((r) => r.bytes !== null && r.bytes !== undefined));
   const rate = (r) => (r.duration_ms > 0 ? (r.records * 1000) / r.duration_ms : 0);
   return h("div", { class: "charts", id: "history-chart" },
     timeChart("chart-records", "Records per run", "msg", done.map((r) => [r.started_ms, r.records, r.status]), true, "records"),
     timeChart("chart-rate", "Throughput per run", "msg/s", done.map((r) => [r.started_ms, rate(r), r.status]), false, "rate"),
-    // MB as the runs table counts them (1 MB = 1024 KB).
-    timeChart("chart-bytes", "Data read per run", "MB", done.filter((r) => r.bytes !== null && r.bytes !== undefined)
-      .map((r) => [r.started_ms, r.bytes / 1048576, r.status]), false, "bytes"),
+    timeChart("chart-bytes", "Data read per run", bytesUnit, read, false, "bytes"),
     timeChart("chart-duration", "Duration per run", durationUnit, durations, false, "duration"),
     timeChart("chart-lag", "Consumer lag after each run", "msg", done.filter((r) => r.lag !== null && r.lag !== undefined)
       .map((r) => [r.started_ms, r.lag, r.status]), true, "lag"));

@@ -190,11 +190,21 @@ async fn assert_chart_axes(page: &Page) {
         ]),
         "{found}"
     );
+    let unit_of = |id: &str| {
+        found["drawn"][id][0]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    let (duration, bytes) = (unit_of("chart-duration"), unit_of("chart-bytes"));
+    assert!(["s", "min"].contains(&duration.as_str()), "{found}");
+    assert!(["B", "KB", "MB", "GB"].contains(&bytes.as_str()), "{found}");
     let units = [
         ("chart-records", "msg"),
         ("chart-rate", "msg/s"),
-        ("chart-bytes", "MB"),
         ("chart-lag", "msg"),
+        ("chart-bytes", bytes.as_str()),
+        ("chart-duration", duration.as_str()),
     ];
     for (id, unit) in units {
         let chart = &found["drawn"][id];
@@ -209,10 +219,6 @@ async fn assert_chart_axes(page: &Page) {
         distinct.dedup();
         assert!(ticks.len() >= 2 && distinct == ticks, "{id}: {ticks:?}");
     }
-    let duration = found["drawn"]["chart-duration"][0]
-        .as_str()
-        .unwrap_or_default();
-    assert!(["s", "min"].contains(&duration), "{found}");
 }
 
 async fn browse(

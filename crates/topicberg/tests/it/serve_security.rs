@@ -285,8 +285,13 @@ fn serve_security_names_are_validated_and_exports_escape_every_value() {
     keys.sort();
     assert_eq!(
         keys,
-        ["destination", "name", "source"],
+        ["destination", "name", "serve", "source"],
         "nothing injected: {text}"
+    );
+    assert_eq!(
+        parsed["serve"]["schedule"].as_str(),
+        Some("every 5 minutes"),
+        "{text}"
     );
     for line in text.lines().take_while(|l| !l.is_empty()) {
         assert!(
