@@ -109,6 +109,9 @@ impl ConnectionTest {
 /// A job as the API shows it (`GET /api/jobs`, `/api/jobs/{id}`, ...).
 #[derive(Serialize)]
 pub struct JobView {
+    /// The run in progress (a sync or a maintenance run), if any: its
+    /// page shows its live figures.
+    pub current_run: Option<i64>,
     /// Its destination.
     pub destination_id: i64,
     /// A continuous job's follower, while it runs: its run and figures.
@@ -159,6 +162,7 @@ impl JobView {
         last: Option<&RunRow>,
     ) -> Self {
         JobView {
+            current_run: None,
             destination_id: job.destination_id,
             id: job.id,
             last_run: last.map(RunView::summary),

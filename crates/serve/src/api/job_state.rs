@@ -23,6 +23,7 @@ pub(crate) fn job_view(state: &AppState, job: &JobRow) -> ApiResult<JobView> {
     let mut view = JobView::new(job, running, next_run, last.as_ref());
     view.last_maintain = last_maintain.as_ref().map(super::answers::RunView::summary);
     view.follower = state.runner.follower(job.id);
+    view.current_run = state.runner.current_run(job.id);
     Ok(view)
 }
 

@@ -12,7 +12,11 @@ function jobActions(job, after) {
     onclick: async (ev) => {
       if (opts.confirm && !confirm(opts.confirm)) return;
       ev.target.disabled = true;
-      try { await api("POST", path); } catch (e) { if (e.status !== 401) alert(e.message); }
+      try {
+        const answer = await api("POST", path);
+        // A run started: its page shows it live.
+        if (opts.toRun && answer && answer.run_id) return go(`#/runs/${answer.run_id}`);
+      } catch (e) { if (e.status !== 401) alert(e.message); }
       after();
     },
   }, label);
@@ -27,9 +31,9 @@ function jobActions(job, after) {
         : act("Start", `/api/jobs/${job.id}/start`, `start-${job.id}`, { title: "follow the topics continuously" }))
       // Sync Now waits for the run in progress to end.
       : act("Sync Now", `/api/jobs/${job.id}/sync`, `sync-${job.id}`,
-        { disabled: job.running, title: job.running ? "a run is in progress" : null }),
+        { disabled: job.running, title: job.running ? "a run is in progress" : null, toRun: true }),
     act("Maintain Now", `/api/jobs/${job.id}/maintain`, `maintain-${job.id}`,
-      { disabled: job.running, title: job.running ? "a run is in progress" : "compact the tables, expire old snapshots, remove orphan files" }),
+      { disabled: job.running, toRun: true, title: job.running ? "a run is in progress" : "compact the tables, expire old snapshots, remove orphan files" }),
     continuous ? null : job.paused
       ? act("Resume", `/api/jobs/${job.id}/resume`, `resume-${job.id}`)
       : act("Pause", `/api/jobs/${job.id}/pause`, `pause-${job.id}`),
@@ -191,6 +195,8 @@ export async function jobPage(id) {
             h("td", { class: "lag" }, l ? count(l.lag) : "-"));
         })),
     h("h2", {}, "Consumer lag"),
+    job.current_run ? h("p", { class: "hint", id: "lag-before-run" }, "Measured after the last run; a run is in progress: ",
+      h("a", { href: `#/runs/${job.current_run}` }, `its live figures`), ".") : null,
     lag === null || lag === undefined
       ? h("p", { id: "lag" }, "Measured after each run (not yet since the service started).")
       : h("table", { id: "lag" },
@@ -209,7 +215,7 @@ async function cloneJob(job) {
   const name = prompt("Name of the copy", `${job.name}_copy`);
   if (!name) return;
   const body = { ...job, name, paused: true };
-  for (const k of ["id", "running", "next_run", "last_run", "last_maintain", "warnings", "follower"]) delete body[k];
+  for (const k of ["id", "running", "current_run", "next_run", "last_run", "last_maintain", "warnings", "follower"]) delete body[k];
   try {
     const saved = await api("POST", "/api/jobs", body);
     setFlash(`Cloned ${job.name} as ${saved.name}; it is paused until you resume it.`);

@@ -4,7 +4,7 @@
 
 import { api } from "./api.js";
 import { banner, bytes, cell, count, duration, fact, h, show, statusCell, utc } from "./dom.js";
-import { refreshIn } from "./nav.js";
+import { redraw, refreshIn } from "./nav.js";
 import { followProgress } from "./progress.js";
 
 // The notes of a run worth a mark, as [class, text] (empty: nothing to say).
@@ -38,6 +38,19 @@ function filterLog(lines, text, level) {
     }
     return true;
   });
+}
+
+// Cancels the run in progress (its job's one run): it commits nothing.
+function cancelButton(run) {
+  return h("button", {
+    type: "button", id: "run-cancel", class: "danger",
+    onclick: async (ev) => {
+      if (!confirm(`Cancel run #${run.id}? It commits nothing and deletes the files it wrote.`)) return;
+      ev.target.disabled = true;
+      try { await api("POST", `/api/jobs/${run.job_id}/cancel`); } catch (e) { if (e.status !== 401) alert(e.message); }
+      redraw();
+    },
+  }, "Cancel run");
 }
 
 export async function runPage(id) {
@@ -78,6 +91,7 @@ export async function runPage(id) {
     h("p", {}, h("a", { href: `#/jobs/${run.job_id}` }, "← job"), " · ",
       statusCell(run.status), " · started ", utc(run.started), " · ", duration(run.duration_ms),
       " · ", run.trigger),
+    running && run.kind !== "follow" ? h("p", { class: "actions" }, cancelButton(run)) : null,
     progress ? h("h2", {}, "Progress") : null,
     progress,
     run.kind === "maintain" ? maintenanceTables(run.report) : null,

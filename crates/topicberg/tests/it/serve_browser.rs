@@ -366,8 +366,15 @@ async fn browse(
     page.wait("#streams").await;
     let job_id = page.job_id().await;
 
-    // Sync Now: 6 + 7 messages read.
+    // Sync Now: 6 + 7 messages read, followed on the run's own page.
     page.click(&format!("#sync-{job_id}")).await;
+    let tables = page
+        .text_until("#tables", Duration::from_secs(120), |t| {
+            t.contains("committed") || t.contains("failed")
+        })
+        .await;
+    assert!(tables.contains("committed"), "the run's page: {tables}");
+    page.go(&format!("#/jobs/{job_id}")).await;
     let row = page
         .text_until("#runs tr.run", Duration::from_secs(120), |t| {
             t.contains("succeeded") || t.contains("failed")

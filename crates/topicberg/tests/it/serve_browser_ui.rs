@@ -595,7 +595,60 @@ async fn browse(
     page.text_until("main", limit, |t| t.contains("_imported"))
         .await;
     page.screenshot_as("serve-jobs").await;
+    sync_now_goes_to_the_run_and_cancel_there_commits_nothing(&page, job_id, topic, release).await;
     page.client.close().await.unwrap();
+}
+
+/// Sync Now lands on the run's live page; the job page says its lag is
+/// from before the run in progress; Cancel on the run page ends the run,
+/// which then says it committed nothing.
+async fn sync_now_goes_to_the_run_and_cancel_there_commits_nothing(
+    page: &Page,
+    job_id: i64,
+    topic: &str,
+    release: &std::path::Path,
+) {
+    let limit = Duration::from_secs(120);
+    std::fs::remove_file(release).unwrap();
+    let _ = std::fs::remove_file(release.with_extension("ready"));
+    produce(
+        topic,
+        &[("70".into(), json!({"id": 70, "name": "n70"}).to_string())],
+    );
+    page.go(&format!("#/jobs/{job_id}")).await;
+    page.click(&format!("#sync-{job_id}")).await;
+    page.wait("#run-cancel").await;
+    let run_page = page.client.current_url().await.unwrap();
+    assert!(
+        run_page
+            .fragment()
+            .unwrap_or_default()
+            .starts_with("/runs/"),
+        "Sync Now stays on {run_page}"
+    );
+    let ready = release.with_extension("ready");
+    let deadline = Instant::now() + limit;
+    while !ready.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "the run never reached its commit"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    page.go(&format!("#/jobs/{job_id}")).await;
+    page.text_until("#lag-before-run", limit, |t| {
+        t.contains("a run is in progress")
+    })
+    .await;
+    page.client.goto(run_page.as_str()).await.unwrap();
+    page.click("#run-cancel").await;
+    page.client.accept_alert().await.unwrap();
+    std::fs::write(release, "").unwrap();
+    let figures = page
+        .text_until("#run-figures", limit, |t| t.contains("cancelled"))
+        .await;
+    assert!(figures.contains("nothing (cancelled"), "{figures}");
+    assert!(!figures.contains("0 B"), "{figures}");
 }
 
 /// Polls `check` until it holds or `limit` passes; whether it held.

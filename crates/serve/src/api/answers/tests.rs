@@ -129,6 +129,7 @@ fn jobs() {
     let next = Some("2026-12-01T13:00:00Z".to_string());
     let expected = |running: bool, next: &Option<String>, last: Option<&RunRow>| {
         json!({
+            "current_run": null,
             "id": job.id,
             "name": job.name,
             "source_id": job.source_id,
