@@ -20,6 +20,7 @@
 pub mod columns;
 pub mod config;
 pub mod decode;
+pub mod human;
 pub mod infer;
 pub mod job;
 pub mod names;

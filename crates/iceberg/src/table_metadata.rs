@@ -165,12 +165,15 @@ fn transformed(metadata: &TableMetadata, source: i32, transform: Transform) -> S
 }
 
 /// The default partition spec's fields, as `partition_by` writes them
-/// (`["day(ts)", "bucket(16, id)"]`; empty: unpartitioned).
+/// (`["day(ts)", "bucket(16, id)"]`; empty: unpartitioned). A `void`
+/// field (a v1 table's dropped partition field) partitions nothing and is
+/// left out.
 pub fn partition_by(metadata: &TableMetadata) -> Vec<String> {
     metadata
         .default_partition_spec()
         .fields()
         .iter()
+        .filter(|f| f.transform != Transform::Void)
         .map(|f| transformed(metadata, f.source_id, f.transform))
         .collect()
 }

@@ -115,6 +115,12 @@ impl KafkaConnection {
         config
             .set("bootstrap.servers", &self.bootstrap_servers)
             .set("security.protocol", self.security_protocol.as_str())
+            // A connection (TCP, TLS, SASL) not set up within the source's
+            // connect_timeout is given up (librdkafka takes 1 s at least).
+            .set(
+                "socket.connection.setup.timeout.ms",
+                self.connect_timeout.as_millis().max(1000).to_string(),
+            )
             // librdkafka logs every failed connection attempt at error level;
             // our errors carry the cause instead.
             .set("log_level", "3");

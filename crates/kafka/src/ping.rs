@@ -62,7 +62,6 @@ pub(crate) fn fetch_metadata_of(
     timeout: Duration,
     context: &str,
 ) -> Result<Metadata, KafkaError> {
-    crate::reach::reach_bootstrap(connection, context)?;
     // A producer handle serves librdkafka's background events (where
     // authentication failures arrive) whenever it is polled.
     let producer: BaseProducer<ErrorRecordingContext> = connection
@@ -72,6 +71,7 @@ pub(crate) fn fetch_metadata_of(
         .create_with_context(ErrorRecordingContext::default())
         .map_err(|e| KafkaError::new(KafkaErrorKind::Config, context, e))?;
     let deadline = Instant::now() + timeout;
+    let mut reached = false;
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         let attempt = left.min(Duration::from_millis(500));
@@ -81,6 +81,16 @@ pub(crate) fn fetch_metadata_of(
                 return Ok(metadata);
             }
             Err(err) => {
+                // No answer yet: whether any bootstrap server takes a
+                // connection at all, asked once (a healthy cluster answers
+                // the first attempt and is never probed).
+                if !reached {
+                    if let Err(e) = crate::reach::reach_bootstrap(connection, context) {
+                        crate::connection::close_in_background(producer);
+                        return Err(e);
+                    }
+                    reached = true;
+                }
                 producer.poll(Duration::ZERO);
                 let decisive = producer.context().failure().is_some();
                 if decisive || Instant::now() >= deadline {

@@ -134,8 +134,17 @@ pub fn cut_echo(text: &str) -> String {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let message = cut_echo(&self.message);
-        let problems: Vec<String> = self.problems.iter().map(|p| cut_echo(p)).collect();
+        // What a request sent back to it (4xx); a server error keeps its
+        // words (an object store's long paths name the failure).
+        let cut = |text: &String| {
+            if self.status.is_client_error() {
+                cut_echo(text)
+            } else {
+                text.clone()
+            }
+        };
+        let message = cut(&self.message);
+        let problems: Vec<String> = self.problems.iter().map(cut).collect();
         let body = ErrorBody {
             error: &message,
             problems: &problems,

@@ -207,8 +207,8 @@ pub fn merge_secrets(
 
 mod job_toml;
 pub use job_toml::{
-    assemble_job_toml, check_job_toml, lenient_env, serve_toml, split_job_toml, validate_piece,
-    JobPieces, Secrets, SplitJob,
+    assemble_job_toml, check_job_toml, export_serve, lenient_env, serve_toml, split_job_toml,
+    validate_piece, JobPieces, Secrets, SplitJob,
 };
 
 #[cfg(test)]

@@ -75,6 +75,10 @@ ALTER TABLE jobs ADD COLUMN maintain_schedule TEXT NOT NULL DEFAULT '';
     r#"
 ALTER TABLE jobs ADD COLUMN mode TEXT NOT NULL DEFAULT 'scheduled';
 "#,
+    // The jobs list's last sync and last maintenance of each job.
+    r#"
+CREATE INDEX runs_by_job_kind ON runs(job_id, kind, id);
+"#,
 ];
 
 /// What went wrong in the store.

@@ -64,16 +64,21 @@ pub struct DiscoveredTopic {
 /// Samples every selected topic and infers its columns. With a schema
 /// registry, call it from a blocking thread of a tokio runtime
 /// (`spawn_blocking`): the registry client runs on that runtime.
-pub fn discover(job: &Job) -> Result<Vec<DiscoveredTopic>, SetupError> {
+/// `say_skipped`: log each topic the pattern leaves out (the CLI's
+/// `discover`); else one debug line (the service discovers on every load
+/// of a streams page).
+pub fn discover(job: &Job, say_skipped: bool) -> Result<Vec<DiscoveredTopic>, SetupError> {
     let registry = connect_registry(job)?;
     let connection = KafkaConnection::from_source(&job.source);
     let selection = select_topics(&connection, &job.topics, KAFKA_TIMEOUT)?;
-    // Not a line per topic left out: the service discovers on every load
-    // of a streams page.
-    tracing::debug!(
-        topics = selection.skipped.len(),
-        "topics the job's selection leaves out"
-    );
+    if say_skipped {
+        crate::log_skipped(job, &selection.skipped, None);
+    } else {
+        tracing::debug!(
+            topics = selection.skipped.len(),
+            "topics the job's selection leaves out"
+        );
+    }
     crate::check_table_collisions(job, selection.selected.iter().map(|t| t.name.as_str()))?;
     let group = job.consumer_group.clone();
     let states = read_partition_states(&connection, &group, &selection.selected, KAFKA_TIMEOUT)?;

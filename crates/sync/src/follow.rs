@@ -456,7 +456,10 @@ impl<'a> Follower<'a> {
             rounds = report.rounds,
             snapshots = report.snapshots,
             records = report.records,
-            "follower stopped"
+            "follower stopped after {} rounds: {} snapshots, {} records",
+            topicberg_core::human::count(report.rounds),
+            topicberg_core::human::count(report.snapshots),
+            topicberg_core::human::count(report.records)
         );
         self.publish();
         self.report
@@ -622,7 +625,8 @@ fn log_round(totals: &FollowReport, round: &SyncReport, started: Instant) {
             elapsed_ms,
             records,
             tables = %committed.join(","),
-            "follow round committed"
+            "follow round committed {} records",
+            topicberg_core::human::count(records)
         );
     }
 }

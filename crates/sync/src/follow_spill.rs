@@ -149,7 +149,9 @@ impl ReadAhead {
             buffered_bytes = self.spill.bytes(),
             buffered_offsets = offsets,
             limit_bytes = self.spill.limit(),
-            "read ahead into the local spill while the tables cannot commit"
+            "read ahead into the local spill while the tables cannot commit: {} buffered of {}",
+            topicberg_core::human::bytes(self.spill.bytes()),
+            topicberg_core::human::bytes(self.spill.limit())
         );
         if self.spill.full() {
             self.say_full();

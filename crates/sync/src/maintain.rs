@@ -238,9 +238,9 @@ async fn steps(
         before = manifests.manifests_before,
         after = manifests.manifests_after,
         entries = manifests.entries,
-        snapshot = ?manifests.snapshot_id,
+        snapshot = %manifests.snapshot_id.map_or_else(|| "none".to_string(), |id| id.to_string()),
         replanned = manifests.replanned,
-        skipped = ?manifests.skipped,
+        skipped = manifests.skipped.as_deref().unwrap_or("-"),
         "manifest rewrite"
     );
     report.manifests = Some(manifests);
@@ -258,7 +258,7 @@ async fn steps(
         expired = expired.snapshots_expired,
         kept = expired.snapshots_kept,
         files_deleted = expired.files_deleted,
-        offsets_migrated = ?expired.offsets_migrated,
+        offsets_migrated = %expired.offsets_migrated.join(", "),
         "snapshot expiry"
     );
     report.expiry = Some(expired);

@@ -359,7 +359,7 @@ async fn check(config: &std::path::Path) -> anyhow::Result<u8> {
 /// `discover`: each selected topic and its columns, as text or JSON.
 async fn discover_topics(config: &std::path::Path, json: bool) -> anyhow::Result<u8> {
     let job = load_job(config)?;
-    let topics = tokio::task::spawn_blocking(move || discover(&job)).await??;
+    let topics = tokio::task::spawn_blocking(move || discover(&job, true)).await??;
     if json {
         println!("{}", serde_json::to_string_pretty(&topics)?);
         return Ok(0);

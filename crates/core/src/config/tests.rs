@@ -871,6 +871,17 @@ fn names_with_control_characters_are_refused_naming_the_field() {
         "source.topic_pattern",
         "control character (U+000A, character 8 of 9)",
     );
+    // Also an invalid regex: one problem, the value not echoed.
+    one_problem(
+        &MINIMAL.replace("^(customers|orders)$", "^(orders\\n"),
+        "source.topic_pattern",
+        "control character (U+000A",
+    );
+    one_problem(
+        &with("[serve]\nschedule = \"every 5 minutes\\n\"\n"),
+        "serve.schedule",
+        "control character (U+000A",
+    );
     one_problem(
         &with("consumer_group = \"g\\u001b[31m\"\n"),
         "source.consumer_group",

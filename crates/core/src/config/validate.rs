@@ -81,10 +81,13 @@ fn source(config: &JobConfig, out: &mut Vec<ConfigProblem>) {
             "is blank; remove it to use topicberg_<name>, or name a group",
         );
     }
+    let serve = &config.serve;
     let named = [
         ("source.consumer_group", &s.consumer_group),
         ("source.topic_pattern", &s.topic_pattern),
-        ("serve.topic_pattern", &config.serve.topic_pattern),
+        ("serve.topic_pattern", &serve.topic_pattern),
+        ("serve.schedule", &serve.schedule),
+        ("serve.maintain_schedule", &serve.maintain_schedule),
     ];
     for (field, value) in named {
         if let Some(why) = value.as_deref().and_then(control_character) {
@@ -92,6 +95,8 @@ fn source(config: &JobConfig, out: &mut Vec<ConfigProblem>) {
         }
     }
     match &s.topic_pattern {
+        // Said above, without the value.
+        Some(pattern) if control_character(pattern).is_some() => {}
         Some(pattern) => {
             if let Err(e) = Regex::new(pattern) {
                 push(

@@ -290,7 +290,8 @@ impl PendingSchema {
         table: &str,
     ) -> Result<Option<PendingSchema>, IcebergError> {
         if self.made_in(reloaded) {
-            tracing::info!(table, changes = ?self.changes, "another writer made the same schema change first; adopting it");
+            let changes: Vec<String> = self.changes.iter().map(ToString::to_string).collect();
+            tracing::info!(table, changes = %changes.join(", "), "another writer made the same schema change first; adopting it");
             return Ok(None);
         }
         if !self.still_applies_to(reloaded) {

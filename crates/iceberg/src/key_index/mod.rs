@@ -177,6 +177,16 @@ pub enum IndexState {
     Rebuilt(RebuildReason),
 }
 
+impl std::fmt::Display for IndexState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Fresh => write!(f, "up to date"),
+            Self::UpdatedFrom(n) => write!(f, "updated from {n} snapshots since its last"),
+            Self::Rebuilt(reason) => write!(f, "rebuilt from the table ({reason})"),
+        }
+    }
+}
+
 /// What [`KeyIndex::apply`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Applied {

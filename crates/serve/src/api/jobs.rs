@@ -7,7 +7,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::Value;
-use topicberg_core::config::{resolve_delete_format, ServeSection};
+use topicberg_core::config::resolve_delete_format;
 
 use super::answers::{Cancelled, JobView, RunTable, RunView, Streams, SyncStarted, TopicView};
 use super::job_state::{job_view, keep_follower};
@@ -312,7 +312,7 @@ async fn streams(State(state): State<AppState>, Path(id): Path<i64>) -> ApiResul
         offering.source.topic_pattern = Some(pattern);
     }
     let discovered =
-        tokio::task::spawn_blocking(move || topicberg_sync::discover::discover(&offering))
+        tokio::task::spawn_blocking(move || topicberg_sync::discover::discover(&offering, false))
             .await
             .map_err(ApiError::internal)?
             .map_err(|e| {
@@ -445,17 +445,14 @@ async fn export(State(state): State<AppState>, Path(id): Path<i64>) -> ApiResult
 /// its schedules, mode, and the source's pattern when the job's streams
 /// name its topics (the job file's `[source]` leaves the pattern out then).
 fn serve_table(state: &AppState, job: &JobRow) -> ApiResult<String> {
-    let text = |s: &str| (!s.is_empty()).then(|| s.to_string());
     let source = state.store.piece(PieceKind::Source, job.source_id)?;
-    let offered = source.config.get("topic_pattern").and_then(|p| p.as_str());
-    let serve = ServeSection {
-        schedule: text(&job.schedule),
-        maintain_schedule: text(&job.maintain_schedule),
-        mode: job.mode,
-        topic_pattern: offered
-            .filter(|_| !job.streams.is_empty())
-            .map(str::to_string),
-    };
+    let serve = pieces::export_serve(
+        &job.schedule,
+        &job.maintain_schedule,
+        job.mode,
+        &source.config,
+        !job.streams.is_empty(),
+    );
     Ok(pieces::serve_toml(&serve)?)
 }
 
@@ -477,6 +474,9 @@ async fn import_job(
     }
     let (source_id, destination_id) = insert_pieces(&state, &split)?;
     let serve = &split.serve;
+    // A job that would run by itself comes paused, as a clone does: its
+    // secrets may be unset, and a copy may share its original's group.
+    let runs_by_itself = serve.schedule.is_some() || serve.mode == JobMode::Continuous;
     let job = JobRow {
         id: 0,
         name: split.name.clone(),
@@ -486,10 +486,20 @@ async fn import_job(
         namespace: split.namespace.clone(),
         sync: split.sync.clone(),
         streams: split.streams.clone(),
-        schedule: serve.schedule.clone().unwrap_or_default(),
-        paused: false,
+        schedule: serve
+            .schedule
+            .as_deref()
+            .unwrap_or_default()
+            .trim()
+            .to_string(),
+        paused: runs_by_itself,
         maintain: split.maintain.clone(),
-        maintain_schedule: serve.maintain_schedule.clone().unwrap_or_default(),
+        maintain_schedule: serve
+            .maintain_schedule
+            .as_deref()
+            .unwrap_or_default()
+            .trim()
+            .to_string(),
         mode: serve.mode,
     };
     let forget = |e: ApiError| {
@@ -513,15 +523,27 @@ async fn import_job(
     state.runner.schedules_changed();
     keep_follower(&state, id, Trigger::Manual, false)?;
     let mut view = job_view(&state, &state.store.job(id)?)?;
-    view.warnings = Some(
-        split
-            .unset_secrets
-            .iter()
-            .map(|field| {
-                format!("{field} was written as ${{VAR}} in the file and is unset: enter it on the job's {} page", field.split('.').next().unwrap_or_default())
-            })
-            .collect(),
-    );
+    let mut warnings: Vec<String> = split
+        .unset_secrets
+        .iter()
+        .map(|field| {
+            format!(
+                "{field} was written as ${{VAR}} in the file and is unset: enter it on the job's {} page",
+                field.split('.').next().unwrap_or_default()
+            )
+        })
+        .collect();
+    if runs_by_itself {
+        warnings.push(format!(
+            "imported paused: {} it once its settings are checked",
+            if job.mode == JobMode::Continuous {
+                "start"
+            } else {
+                "resume"
+            }
+        ));
+    }
+    view.warnings = Some(warnings);
     Ok((StatusCode::CREATED, Json(view)).into_response())
 }
 

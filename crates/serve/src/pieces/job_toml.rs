@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use serde_json::Value;
-use topicberg_core::config::ServeSection;
+use topicberg_core::config::{JobMode, ServeSection};
 use topicberg_core::JobConfig;
 
 use super::{Piece, PieceError, PieceKind};
@@ -372,6 +372,26 @@ pub fn validate_piece(kind: PieceKind, piece: &Piece) -> Result<(), PieceError> 
                 })
             }
         }
+    }
+}
+
+/// The `[serve]` settings of a job an export writes: its schedules and
+/// mode, and the source's pattern when the job's streams name its topics
+/// (the job file's `[source]` leaves the pattern out then).
+pub fn export_serve(
+    schedule: &str,
+    maintain_schedule: &str,
+    mode: JobMode,
+    source: &Piece,
+    has_streams: bool,
+) -> ServeSection {
+    let text = |s: &str| (!s.is_empty()).then(|| s.to_string());
+    let offered = source.get("topic_pattern").and_then(|p| p.as_str());
+    ServeSection {
+        schedule: text(schedule),
+        maintain_schedule: text(maintain_schedule),
+        mode,
+        topic_pattern: offered.filter(|_| has_streams).map(str::to_string),
     }
 }
 

@@ -53,7 +53,8 @@ export async function jobsPage() {
     h("td", {}, j.mode === "continuous" ? [h("span", { class: "badge" }, "continuous"), " ", followState(j)]
       : [j.schedule ? `${j.schedule} (UTC)` : "manual", j.paused ? " — paused" : ""]),
     h("td", {}, utc(j.next_run)),
-    h("td", { class: "last-sync" }, j.running ? statusCell("running") : lastRun(j.last_run)),
+    // A run in progress is its kind's last run, stored as running.
+    h("td", { class: "last-sync" }, lastRun(j.last_run)),
     h("td", {}, j.follower ? count(j.follower.report.records) : j.last_run ? count(j.last_run.records) : "-"),
     h("td", { class: "last-maintain" }, lastRun(j.last_maintain)),
     h("td", {}, jobActions(j, redraw))));

@@ -130,11 +130,6 @@ pub(super) fn warn_if_spec_differs(handle: &TableHandle, settings: &TableSetting
         return;
     }
     let spec = handle.metadata().default_partition_spec();
-    let fields: Vec<String> = spec
-        .fields()
-        .iter()
-        .map(|f| format!("{}({})", f.transform, f.name))
-        .collect();
     if spec.fields().len() != settings.partition_by.len()
         || spec
             .fields()
@@ -144,8 +139,8 @@ pub(super) fn warn_if_spec_differs(handle: &TableHandle, settings: &TableSetting
     {
         tracing::warn!(
             table = %settings.table,
-            table_spec = ?fields,
-            partition_by = ?settings.partition_by.iter().map(ToString::to_string).collect::<Vec<_>>(),
+            table_spec = %topicberg_iceberg::table_metadata::partition_by(handle.metadata()).join(", "),
+            partition_by = %settings.partition_by.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "),
             "the table's partition spec is not the stream's partition_by; partition_by applies \
              when topicberg creates a table, and files are written under the table's current spec"
         );

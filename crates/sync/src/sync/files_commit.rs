@@ -76,7 +76,8 @@ async fn commit_files_of(
             tracing::info!(
                 table = %state.table, snapshot_id = snapshot.snapshot_id, records,
                 data_files = state.report.data_files, handed_files = data_files_total - own,
-                attempts = snapshot.attempts, "committed snapshot"
+                attempts = snapshot.attempts, "committed snapshot: {} records into {}",
+                topicberg_core::human::count(records), state.table
             );
         }
         Err(e) => {

@@ -52,7 +52,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use topicberg_core::Job;
+use topicberg_core::{human, Job};
 use topicberg_iceberg::Destination;
 use topicberg_kafka::{
     select_topics, DrainSettings, FetchBuffers, GroupClient, GroupMember, KafkaConnection,
@@ -444,13 +444,19 @@ pub(super) fn spawn_progress_line(progress: Arc<SyncProgress>) -> tokio::task::J
                 interval.tick().await;
                 let now = progress.snapshot();
                 let secs = started.elapsed().as_secs_f64().max(0.001);
+                let rate = (now.records as f64 / secs) as u64;
                 tracing::info!(
                     records = now.records,
                     read = now.read,
                     planned = now.planned,
                     bytes = now.bytes,
-                    rate = (now.records as f64 / secs) as u64,
-                    "sync in progress"
+                    rate,
+                    "sync in progress: {} of {} offsets read, {} records ({}) at {} msg/s",
+                    human::count(now.read),
+                    human::count(now.planned),
+                    human::count(now.records),
+                    human::bytes(now.bytes),
+                    human::count(rate)
                 );
             }
         }

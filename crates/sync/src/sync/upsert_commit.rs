@@ -148,7 +148,7 @@ async fn commit_upsert_once(
             let stats = index.build_stats();
             tracing::info!(
                 table = %table,
-                state = ?state,
+                state = %state,
                 rows_read = stats.rows_read,
                 rows_moved = stats.rows_moved,
                 "key index brought up to date"

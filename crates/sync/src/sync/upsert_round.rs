@@ -91,7 +91,10 @@ pub(super) async fn commit_upsert_table(
             tracing::info!(
                 table = %state.table, snapshot_id, records, rows = done.rows,
                 deletes = done.deletes, older_than_table = done.outranked,
-                attempts = done.snapshot.attempts, "committed upsert snapshot"
+                attempts = done.snapshot.attempts,
+                "committed upsert snapshot: {} records into {}, {} rows written, {} deleted",
+                topicberg_core::human::count(records), state.table,
+                topicberg_core::human::count(done.rows), topicberg_core::human::count(done.deletes)
             );
         }
         Err(CommitRefused::Superseded(e)) => state.supersede(e.detail),

@@ -40,6 +40,7 @@ mod serve_browser;
 mod serve_browser_forms;
 mod serve_browser_ui;
 mod serve_follow;
+mod serve_import;
 mod serve_login_http;
 mod serve_runner;
 mod serve_schedule;

@@ -138,15 +138,13 @@ fn sql_job() -> Stored {
 
 /// The job file the service exports for `job`.
 fn export(job: &Stored) -> String {
-    let mut serve = job.serve.clone();
-    if !job.streams.is_empty() {
-        // The export keeps the source's pattern in [serve] then.
-        serve.topic_pattern = job
-            .source
-            .get("topic_pattern")
-            .and_then(|p| p.as_str())
-            .map(str::to_string);
-    }
+    let serve = export_serve(
+        job.serve.schedule.as_deref().unwrap_or_default(),
+        job.serve.maintain_schedule.as_deref().unwrap_or_default(),
+        job.serve.mode,
+        &job.source,
+        !job.streams.is_empty(),
+    );
     let pieces = JobPieces {
         name: job.name,
         target_engines: &job.engines,
