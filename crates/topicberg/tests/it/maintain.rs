@@ -336,7 +336,7 @@ fn compacted_then_synced(bed: Bed, formats: &[&str]) {
     // rows, through a key index that replayed the replace.
     let log = f.round(15);
     assert!(
-        log.contains("UpdatedFrom") && !log.contains("Rebuilt"),
+        log.contains("state=updated from") && !log.contains("state=rebuilt from the table"),
         "the key index was to follow the compaction: {log}"
     );
     f.round(15);
@@ -388,7 +388,7 @@ fn partitioned_compacted_then_synced(bed: Bed) {
     // Old keys updated: the key index replayed both replace snapshots.
     let log = f.round(15);
     assert!(
-        log.contains("UpdatedFrom") && !log.contains("Rebuilt"),
+        log.contains("state=updated from") && !log.contains("state=rebuilt from the table"),
         "the key index was to follow the compaction: {log}"
     );
     f.round(15);
