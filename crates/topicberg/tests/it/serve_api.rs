@@ -9,7 +9,9 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::serve_support::{assert_test_green, messages, temp_data_dir, Server, ADMIN_PASSWORD};
+use crate::serve_support::{
+    assert_test_green, messages, temp_data_dir, Client, Server, ADMIN_PASSWORD,
+};
 use crate::support::{create_topic, produce};
 use crate::testbed::{get, unique_name};
 
@@ -573,13 +575,13 @@ fn serve_api_end_to_end() {
     client.get("/api/runs/999999").expect(404);
 
     // The table page: schema, snapshots (ids as strings), rows.
-    let table = client
-        .get(&format!(
-            "/api/jobs/{jid}/tables/{}",
-            upsert_topic.to_lowercase()
-        ))
-        .expect(200)
-        .json();
+    let table_page = |client: &Client, topic: &str| {
+        client
+            .get(&format!("/api/jobs/{jid}/tables/{}", topic.to_lowercase()))
+            .expect(200)
+            .json()
+    };
+    let table = table_page(&client, &upsert_topic);
     let columns: Vec<&str> = table["columns"]
         .as_array()
         .unwrap()
@@ -594,13 +596,7 @@ fn serve_api_end_to_end() {
     assert_eq!(table["rows_deleted"], 0, "{table}");
     assert_eq!(table["partition_by"], json!([]), "{table}");
     assert_eq!(table["sort_by"], json!(["id desc nulls last"]), "{table}");
-    let events_table = client
-        .get(&format!(
-            "/api/jobs/{jid}/tables/{}",
-            append_topic.to_lowercase()
-        ))
-        .expect(200)
-        .json();
+    let events_table = table_page(&client, &append_topic);
     assert_eq!(
         events_table["partition_by"],
         json!(["bucket(4, id)"]),
@@ -673,13 +669,7 @@ fn serve_api_end_to_end() {
         );
     }
     // The rows are still there after it.
-    let table = client
-        .get(&format!(
-            "/api/jobs/{jid}/tables/{}",
-            upsert_topic.to_lowercase()
-        ))
-        .expect(200)
-        .json();
+    let table = table_page(&client, &upsert_topic);
     assert_eq!(
         table["rows_written"], 4,
         "one row per key after maintenance: {table}"
@@ -776,13 +766,7 @@ fn serve_api_end_to_end() {
     assert_eq!(cli_records(&upsert_topic), 2, "{report}");
     assert_eq!(cli_records(&append_topic), 3, "{report}");
     // Key 1 written again: its old row is deleted, key 5 is new.
-    let table = client
-        .get(&format!(
-            "/api/jobs/{jid}/tables/{}",
-            upsert_topic.to_lowercase()
-        ))
-        .expect(200)
-        .json();
+    let table = table_page(&client, &upsert_topic);
     assert_eq!(
         (&table["rows_written"], &table["rows_deleted"]),
         (&json!(6), &json!(1)),

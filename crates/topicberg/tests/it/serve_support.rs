@@ -109,6 +109,19 @@ impl Server {
         std::fs::read_to_string(&self.log_path).unwrap_or_default()
     }
 
+    /// Asserts the log holds `count` failed logins (the throttle's own
+    /// refusals left out), each naming `client`.
+    pub fn assert_failed_logins(&self, count: usize, client: &str) {
+        let log = self.log();
+        let failed: Vec<&str> = log
+            .lines()
+            .filter(|l| l.contains("failed login") && !l.contains("too many"))
+            .collect();
+        assert_eq!(failed.len(), count, "{log}");
+        let named = format!("client={client}");
+        assert!(failed.iter().all(|l| l.contains(&named)), "{failed:?}");
+    }
+
     /// The service's process id.
     pub fn pid(&self) -> u32 {
         self.child.as_ref().expect("running").id()
