@@ -13,7 +13,7 @@ use crate::{KafkaConnection, KafkaError, KafkaErrorKind};
 
 /// Why one bootstrap server could not be reached (`None`: it accepted a
 /// connection).
-fn unreachable(server: &str, timeout: Duration) -> Option<String> {
+fn why_unreachable(server: &str, timeout: Duration) -> Option<String> {
     let addresses: Vec<SocketAddr> = match server.to_socket_addrs() {
         Ok(addresses) => addresses.collect(),
         Err(e) => return Some(format!("{server}: the name does not resolve ({e})")),
@@ -58,7 +58,7 @@ pub fn reach_bootstrap(connection: &KafkaConnection, context: &str) -> Result<()
         let spawned = thread::Builder::new()
             .name("kafka-reach".into())
             .spawn(move || {
-                let answer = unreachable(&server, timeout);
+                let answer = why_unreachable(&server, timeout);
                 let _ = answers.send((server, answer));
             });
         if spawned.is_err() {
