@@ -28,6 +28,7 @@ use topicberg_core::Job;
 
 use self::answers::{ConnectionTest, Done, PieceView, SessionInfo, SetupDone};
 use crate::auth::{self, Session};
+use crate::body::{self, BodyError};
 use crate::error::{ApiError, ApiResult};
 use crate::forwarded;
 use crate::guard;
@@ -43,10 +44,8 @@ pub struct ApiJson<T>(pub T);
 impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
     type Rejection = ApiError;
 
-    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        let bytes = Bytes::from_request(req, state)
-            .await
-            .map_err(body_rejection)?;
+    async fn from_request(req: Request, _state: &S) -> Result<Self, Self::Rejection> {
+        let bytes = read_body(req).await?;
         serde_json::from_slice(&bytes).map(ApiJson).map_err(|e| {
             let text = e.to_string();
             let detail = if text.starts_with("missing field") || text.starts_with("unknown field") {
@@ -66,19 +65,25 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
     }
 }
 
-/// A body that could not be read: `413` over the size limit, else the
-/// rejection's own status, in the API's JSON error shape.
-pub(crate) fn body_rejection(e: axum::extract::rejection::BytesRejection) -> ApiError {
-    let status = e.status();
-    let message = if status == StatusCode::PAYLOAD_TOO_LARGE {
-        format!("the request body is over the limit of {BODY_LIMIT_TEXT}; send less")
-    } else {
-        e.body_text()
-    };
-    ApiError::new(status, message)
+/// The request's body, at most [`BODY_LIMIT`] bytes: over it `413` in the
+/// API's JSON error shape (after draining the rest so that the client
+/// reads the answer, see [`crate::body`]).
+pub(crate) async fn read_body(req: Request) -> Result<Bytes, ApiError> {
+    body::read_limited(req.into_body(), BODY_LIMIT)
+        .await
+        .map_err(|e| match e {
+            BodyError::TooLarge { .. } => ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!("the request body is over the limit of {BODY_LIMIT_TEXT}; send less"),
+            ),
+            BodyError::Broken(_) => ApiError::bad_request(e.to_string()),
+        })
 }
 
-/// The request body limit, as said in errors (axum's default).
+/// The request body limit of the API (JSON and job files).
+const BODY_LIMIT: usize = 2 << 20;
+
+/// [`BODY_LIMIT`] as said in errors.
 const BODY_LIMIT_TEXT: &str = "2 MiB";
 
 /// A UTF-8 text body (a job file), read as [`ApiJson`] reads JSON.
@@ -87,10 +92,8 @@ pub struct ApiText(pub String);
 impl<S: Send + Sync> FromRequest<S> for ApiText {
     type Rejection = ApiError;
 
-    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        let bytes = Bytes::from_request(req, state)
-            .await
-            .map_err(body_rejection)?;
+    async fn from_request(req: Request, _state: &S) -> Result<Self, Self::Rejection> {
+        let bytes = read_body(req).await?;
         String::from_utf8(bytes.to_vec()).map(ApiText).map_err(|e| {
             ApiError::bad_request(format!(
                 "the request body is not UTF-8 text (byte {})",

@@ -185,7 +185,7 @@ pub async fn require_session(
             Some(h) => h,
             None if is_form(request.headers()) => {
                 let (parts, body) = request.into_parts();
-                let bytes = match axum::body::to_bytes(body, MAX_FORM_BYTES).await {
+                let bytes = match crate::body::read_limited(body, MAX_FORM_BYTES).await {
                     Ok(b) => b,
                     Err(_) => {
                         return ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "form too large")

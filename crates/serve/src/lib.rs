@@ -27,6 +27,7 @@
 
 pub mod api;
 pub mod auth;
+pub mod body;
 pub mod error;
 pub mod error_kind;
 pub mod forwarded;
