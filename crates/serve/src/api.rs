@@ -11,6 +11,7 @@ pub(crate) mod job_state;
 mod jobs;
 mod overview;
 mod progress;
+mod schedules;
 mod tables;
 
 use std::net::{IpAddr, SocketAddr};
@@ -128,6 +129,7 @@ pub fn protected_routes() -> Router<AppState> {
         .route("/api/destinations/test", post(test_unsaved_destination))
         .merge(jobs::routes())
         .merge(follow::routes())
+        .merge(schedules::routes())
 }
 
 /// The routes open before login.

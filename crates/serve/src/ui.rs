@@ -30,10 +30,11 @@ const APP_CSS: &str = include_str!("ui/app.css");
 
 /// The scripts: ES modules. `index.html` loads `app.js`, which imports the
 /// others (the load order is the imports'; this list is what is served).
-const SCRIPTS: [(&str, &str); 12] = [
+const SCRIPTS: [(&str, &str); 14] = [
     ("api.js", include_str!("ui/api.js")),
     ("app.js", include_str!("ui/app.js")),
     ("chart.js", include_str!("ui/chart.js")),
+    ("dialog.js", include_str!("ui/dialog.js")),
     ("dom.js", include_str!("ui/dom.js")),
     ("forms.js", include_str!("ui/forms.js")),
     ("jobs.js", include_str!("ui/jobs.js")),
@@ -41,6 +42,7 @@ const SCRIPTS: [(&str, &str); 12] = [
     ("pieces.js", include_str!("ui/pieces.js")),
     ("progress.js", include_str!("ui/progress.js")),
     ("runs.js", include_str!("ui/runs.js")),
+    ("schedule.js", include_str!("ui/schedule.js")),
     ("streams.js", include_str!("ui/streams.js")),
     ("tables.js", include_str!("ui/tables.js")),
 ];

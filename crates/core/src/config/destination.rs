@@ -127,6 +127,7 @@ pub struct DestinationConfig {
     /// `http://host:8181/api/catalog`). Required with `rest`.
     #[serde(default, deserialize_with = "empty_as_none")]
     #[schemars(extend(
+        "x-when" = {"catalog": ["rest"]},
         "x-label" = "Catalog URL",
         "x-group" = "Catalog",
         "x-type" = "URL",
@@ -153,6 +154,7 @@ pub struct DestinationConfig {
     #[serde(default, deserialize_with = "secret_or_none")]
     #[schemars(with = "Option<Secret>")]
     #[schemars(extend(
+        "x-when" = {"catalog": ["rest"]},
         "x-label" = "OAuth2 client credentials",
         "x-group" = "Catalog login",
         "x-help" = "client_id:client_secret, exchanged for a token (or a bearer token below, not both)"
@@ -162,6 +164,7 @@ pub struct DestinationConfig {
     /// token); never printed. Not with `credential`.
     #[serde(default, deserialize_with = "secret_or_none")]
     #[schemars(extend(
+        "x-when" = {"catalog": ["rest"]},
         "x-label" = "Bearer token",
         "x-group" = "Catalog login",
         "x-help" = "a static token (Unity: a personal access token)"
@@ -170,6 +173,7 @@ pub struct DestinationConfig {
     /// REST: the OAuth2 token endpoint (with `credential` only).
     #[serde(default, deserialize_with = "empty_as_none")]
     #[schemars(extend(
+        "x-when" = {"catalog": ["rest"]},
         "x-label" = "OAuth2 token URI",
         "x-group" = "Catalog login",
         "x-type" = "URL",
@@ -181,6 +185,7 @@ pub struct DestinationConfig {
     /// with `credential` only).
     #[serde(default, deserialize_with = "empty_as_none")]
     #[schemars(extend(
+        "x-when" = {"catalog": ["rest"]},
         "x-label" = "OAuth2 scope",
         "x-group" = "Catalog login",
         "x-help" = "e.g. PRINCIPAL_ROLE:ALL for Polaris"
@@ -284,6 +289,7 @@ pub struct DestinationConfig {
     // After loading a `sql` destination, always set.
     #[serde(default)]
     #[schemars(extend(
+        "x-when" = {"catalog": ["sql"]},
         "x-label" = "Catalog folder",
         "x-group" = "Catalog",
         "x-type" = "path",

@@ -189,6 +189,7 @@ pub struct SourceConfig {
     /// the others.
     #[serde(default)]
     #[schemars(extend(
+        "x-when" = {"security_protocol": ["SASL_PLAINTEXT", "SASL_SSL"]},
         "x-label" = "SASL mechanism",
         "x-group" = "Security",
         "x-help" = "needed with SASL_PLAINTEXT and SASL_SSL; OAUTHBEARER logs in with a token from the token endpoint below"
@@ -198,6 +199,7 @@ pub struct SourceConfig {
     /// `SASL_*` protocol, refused with `OAUTHBEARER`.
     #[serde(default, deserialize_with = "empty_as_none")]
     #[schemars(extend(
+        "x-when" = {"security_protocol": ["SASL_PLAINTEXT", "SASL_SSL"]},
         "x-label" = "SASL user",
         "x-group" = "Security",
         "x-help" = "PLAIN and SCRAM (Confluent Cloud: the API key)"
@@ -208,6 +210,7 @@ pub struct SourceConfig {
     /// `"${KAFKA_PASSWORD}"`; never printed.
     #[serde(default, deserialize_with = "secret_or_none")]
     #[schemars(extend(
+        "x-when" = {"security_protocol": ["SASL_PLAINTEXT", "SASL_SSL"]},
         "x-label" = "SASL password",
         "x-group" = "Security",
         "x-help" = "PLAIN and SCRAM (Confluent Cloud: the API secret)"
@@ -219,6 +222,7 @@ pub struct SourceConfig {
     // After loading, always the PEM text.
     #[serde(default, deserialize_with = "empty_as_none")]
     #[schemars(extend(
+        "x-when" = {"security_protocol": ["SSL", "SASL_SSL"]},
         "x-label" = "CA certificate",
         "x-group" = "Security",
         "x-widget" = "pem",
@@ -233,6 +237,7 @@ pub struct SourceConfig {
     // After loading, always the PEM text.
     #[serde(default, deserialize_with = "empty_as_none")]
     #[schemars(extend(
+        "x-when" = {"security_protocol": ["SSL", "SASL_SSL"]},
         "x-label" = "Client certificate",
         "x-group" = "Security",
         "x-widget" = "pem",
@@ -245,6 +250,7 @@ pub struct SourceConfig {
     // After loading, always the PEM text.
     #[serde(default, deserialize_with = "secret_or_none")]
     #[schemars(extend(
+        "x-when" = {"security_protocol": ["SSL", "SASL_SSL"]},
         "x-label" = "Client certificate key",
         "x-group" = "Security",
         "x-widget" = "pem",
@@ -259,6 +265,7 @@ pub struct SourceConfig {
     /// tunnel).
     #[serde(default = "defaults::ssl_verify_hostname")]
     #[schemars(extend(
+        "x-when" = {"security_protocol": ["SSL", "SASL_SSL"]},
         "x-label" = "Check the brokers' host names",
         "x-group" = "Security",
         "x-help" = "no: accept a broker certificate issued for any host name (only for brokers reached by an address their certificate does not list)"
@@ -270,6 +277,7 @@ pub struct SourceConfig {
     /// again before they expire.
     #[serde(default, deserialize_with = "empty_as_none")]
     #[schemars(extend(
+        "x-when" = {"sasl_mechanism": ["OAUTHBEARER"]},
         "x-label" = "OAuth token endpoint",
         "x-group" = "Security",
         "x-type" = "URL",
@@ -279,6 +287,7 @@ pub struct SourceConfig {
     /// `OAUTHBEARER`: the client id sent to `oauth_token_endpoint`.
     #[serde(default, deserialize_with = "empty_as_none")]
     #[schemars(extend(
+        "x-when" = {"sasl_mechanism": ["OAUTHBEARER"]},
         "x-label" = "OAuth client id",
         "x-group" = "Security",
         "x-help" = "OAUTHBEARER"
@@ -288,6 +297,7 @@ pub struct SourceConfig {
     /// write `"${KAFKA_OAUTH_SECRET}"`. Never printed.
     #[serde(default, deserialize_with = "secret_or_none")]
     #[schemars(extend(
+        "x-when" = {"sasl_mechanism": ["OAUTHBEARER"]},
         "x-label" = "OAuth client secret",
         "x-group" = "Security",
         "x-help" = "OAUTHBEARER"
@@ -297,6 +307,7 @@ pub struct SourceConfig {
     /// (space-separated). Unset: none is asked.
     #[serde(default, deserialize_with = "empty_as_none")]
     #[schemars(extend(
+        "x-when" = {"sasl_mechanism": ["OAUTHBEARER"]},
         "x-label" = "OAuth scope",
         "x-group" = "Security",
         "x-help" = "OAUTHBEARER: the scope to ask for; empty: none"

@@ -42,6 +42,26 @@ pub struct FieldSpec {
     /// The value a new form starts with, when not the empty one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub new_default: Option<String>,
+    /// A yes/no field's default, when it has one (the form shows a
+    /// toggle); without one, a select whose empty choice says what unset
+    /// means.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub default_on: Option<bool>,
+    /// When the field applies (`x-when`): only while another field of the
+    /// form holds one of some values; the form hides it otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub when: Option<When>,
+}
+
+/// The condition of a field that applies only with some values of
+/// another field (the SASL user with a `SASL_*` protocol).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct When {
+    /// The job file's name of the field that decides.
+    pub key: String,
+    /// Its values under which the field applies; `""` (the empty input)
+    /// among them when the deciding field's default is.
+    pub values: Vec<String>,
 }
 
 /// The fields of one heading of a form.
@@ -131,7 +151,8 @@ fn form(schema: &Value, object: &Value) -> Form {
         if target["type"] == "object" {
             continue;
         }
-        let spec = field_spec(schema, name, field);
+        let mut spec = field_spec(schema, name, field);
+        spec.when = when(object, field);
         if let Some(place) = field["x-place"].as_str() {
             placed.entry(place.to_string()).or_default().push(spec);
             continue;
@@ -185,12 +206,31 @@ fn field_spec(schema: &Value, key: &str, field: &Value) -> FieldSpec {
         help: text("x-help").or_else(|| text("description").map(|d| first_sentence(&d))),
         widget,
         options,
-        unset: (widget == "select" || widget == "bool").then_some(unset),
+        // Selects show it as their empty choice, inputs as a placeholder.
+        unset: (widget != "secret").then_some(unset),
         numeric: widget == "select" && field["type"] == "integer",
         min: field["minimum"].as_i64().filter(|_| widget == "number"),
         separator: text("x-separator"),
         new_default: field.get("x-new-default").map(plain),
+        default_on: field["default"].as_bool().filter(|_| widget == "bool"),
+        when: None,
     }
+}
+
+/// A field's `x-when` (`{"security_protocol": ["SSL", "SASL_SSL"]}`) of
+/// `object`'s fields, with `""` added when the deciding field's default is
+/// one of the values (an empty input means the default).
+fn when(object: &Value, field: &Value) -> Option<When> {
+    let (key, values) = field["x-when"].as_object()?.iter().next()?;
+    let mut values: Vec<String> = values.as_array()?.iter().map(plain).collect();
+    let default = object["properties"][key].get("default").map(plain);
+    if default.is_some_and(|d| values.contains(&d)) {
+        values.push(String::new());
+    }
+    Some(When {
+        key: key.clone(),
+        values,
+    })
 }
 
 /// An enum's values and the texts of its choices (`x-label`, else the

@@ -41,7 +41,13 @@ export function field(prefix, spec, stored) {
   const id = `${prefix}-${spec.key}`;
   const value = stored ? stored[spec.key] : undefined;
   let input;
-  if (spec.type === "select" || spec.type === "bool") {
+  // A yes/no field with a default: a toggle showing what applies (the
+  // stored value, else the default); untouched, it sends nothing.
+  const toggle = spec.type === "bool" && spec.default_on !== undefined;
+  if (toggle) {
+    input = h("input", { type: "checkbox", role: "switch", id, class: `${spec.key} toggle` });
+    input.checked = value === undefined || value === null ? spec.default_on : value === true;
+  } else if (spec.type === "select" || spec.type === "bool") {
     const options = spec.type === "bool" ? [["", spec.unset || "(default)"], ["true", "yes"], ["false", "no"]]
       : spec.options;
     input = h("select", { id, class: spec.key }, options.map(([v, text]) => h("option", { value: v }, text)));
@@ -63,17 +69,27 @@ export function field(prefix, spec, stored) {
     input = h("input", { type: spec.type === "number" ? "number" : "text", id, class: spec.key, min: spec.type === "number" ? spec.min ?? 1 : null, value: value ?? "" });
   }
   if (spec.placeholder && spec.type !== "secret") input.placeholder = spec.placeholder;
-  const shown = input.value;
+  // An empty input says what it means: "(default: 10s)".
+  else if (input.tagName !== "SELECT" && !toggle && spec.unset && spec.unset.startsWith("(default")) input.placeholder = spec.unset;
+  const shown = toggle ? String(input.checked) : input.value;
+  const now = () => (toggle ? String(input.checked) : input.value);
+  const secretSet = spec.type === "secret" && !!(value && value.set);
   const error = h("div", { class: "field-error", id: `${id}-error` });
   const wrap = h("div", { class: "field" },
-    h("label", { for: id }, spec.label, spec.type === "secret" ? h("span", { class: "hint" }, " (write-only)") : null),
-    input, spec.help ? h("div", { class: "hint help" }, spec.help) : null, error);
+    toggle ? null : h("label", { for: id }, spec.label, spec.type === "secret" ? h("span", { class: "hint" }, " (write-only)") : null),
+    toggle ? h("label", { for: id, class: "toggle-label" }, input, " ", spec.label,
+      h("span", { class: "hint" }, ` ${spec.default_on ? "(default: on)" : "(default: off)"}`)) : input,
+    spec.help ? h("div", { class: "hint help" }, spec.help) : null, error);
   return {
     spec, input, el: wrap,
-    changed: () => input.value !== shown,
+    changed: () => now() !== shown,
+    // Whether it holds something (a value typed or stored, a secret set).
+    holds: () => secretSet || (toggle ? input.checked !== spec.default_on : input.value !== ""),
     setError: (text) => {
       error.replaceChildren(text || "");
       wrap.classList.toggle("has-error", !!text);
+      // A problem is never hidden with its field.
+      if (text) wrap.hidden = false;
       const folded = text ? wrap.closest("details") : null;
       if (folded) folded.open = true;
     },
@@ -90,7 +106,10 @@ export function field(prefix, spec, stored) {
           if (!Number.isInteger(n) || n < (spec.min ?? 1)) throw new Error(`must be a whole number of ${spec.min ?? 1} or more`);
           return n;
         }
-        case "bool": return v === "" ? undefined : v === "true";
+        case "bool":
+          // Untouched and unset: left out (the default applies).
+          if (toggle) return now() === shown && (value === undefined || value === null) ? undefined : input.checked;
+          return v === "" ? undefined : v === "true";
         case "list": {
           const items = v.split(spec.separator || ",").map((s) => s.trim()).filter((s) => s);
           return items.length ? items : undefined;
@@ -171,6 +190,27 @@ export function showProblems(e, msg, resolve) {
   msg.replaceChildren(banner("bad",
     shown ? `Not saved: ${shown === 1 ? "a field needs" : `${shown} fields need`} a fix (shown next to ${shown === 1 ? "it" : "each"}).` : "Not saved.",
     rest.length ? h("ul", {}, rest.map((r) => h("li", {}, r))) : null));
+}
+
+// Hides the fields that do not apply (spec.when: the SASL user under
+// PLAINTEXT) unless they hold something, and again whenever a field that
+// decides changes.
+export function showWhatApplies(fields) {
+  const byKey = new Map(fields.map((f) => [f.spec.key, f]));
+  const update = () => {
+    for (const f of fields) {
+      const when = f.spec.when;
+      const decider = when && byKey.get(when.key);
+      if (!decider) continue;
+      const applies = !decider.el.hidden && when.values.includes(decider.input.value);
+      f.el.hidden = !applies && !f.holds() && !f.el.classList.contains("has-error");
+    }
+  };
+  for (const key of new Set(fields.map((f) => f.spec.when && f.spec.when.key).filter(Boolean))) {
+    const decider = byKey.get(key);
+    if (decider) decider.input.addEventListener("change", update);
+  }
+  update();
 }
 
 // A group of fields under a heading.

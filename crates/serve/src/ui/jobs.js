@@ -2,21 +2,23 @@
 
 import { api, postText } from "./api.js";
 import { banner, bytes, cell, count, duration, fact, h, show, statusCell, utc, utcMs } from "./dom.js";
+import { confirmDialog, messageDialog, promptDialog } from "./dialog.js";
 import { go, redraw, refreshIn, setFlash, takeFlash } from "./nav.js";
 import { HISTORY_FETCH, historySection } from "./chart.js";
+import { scheduleBuilder } from "./schedule.js";
 import { applyFields, field, fieldset, formFields, formSpec, inWords, jobFileForms, showProblems } from "./forms.js";
 
 function jobActions(job, after) {
   const act = (label, path, id, opts = {}) => h("button", {
     type: "button", id, disabled: !!opts.disabled, title: opts.title || null,
     onclick: async (ev) => {
-      if (opts.confirm && !confirm(opts.confirm)) return;
+      if (opts.confirm && !(await confirmDialog(opts.confirm.title, opts.confirm.text, opts.confirm.label, { danger: true }))) return;
       ev.target.disabled = true;
       try {
         const answer = await api("POST", path);
         // A run started: its page shows it live.
         if (opts.toRun && answer && answer.run_id) return go(`#/runs/${answer.run_id}`);
-      } catch (e) { if (e.status !== 401) alert(e.message); }
+      } catch (e) { if (e.status !== 401) await messageDialog("That did not work", e.message); }
       after();
     },
   }, label);
@@ -38,12 +40,31 @@ function jobActions(job, after) {
       ? act("Resume", `/api/jobs/${job.id}/resume`, `resume-${job.id}`)
       : act("Pause", `/api/jobs/${job.id}/pause`, `pause-${job.id}`),
     job.running ? act("Cancel", `/api/jobs/${job.id}/cancel`, `cancel-${job.id}`,
-      { confirm: `Cancel the run of ${job.name}? It commits nothing and deletes the files it wrote.` }) : null);
+      { confirm: { title: `Cancel the run of ${job.name}?`, text: "It commits nothing and deletes the files it wrote.", label: "Cancel run" } }) : null);
 }
 
 // A job's last run of a kind: its status and when it started, or "-".
 function lastRun(run) {
   return run ? [statusCell(run.status), " ", h("span", { class: "hint" }, utc(run.started))] : "-";
+}
+
+// The first steps, while there is no job: each says whether it is done
+// and links to where it is done.
+async function firstSteps() {
+  const [sources, destinations] = await Promise.all([api("GET", "/api/sources"), api("GET", "/api/destinations")]);
+  const step = (done, text, link, label) => h("li", { class: done ? "step-done" : "step-todo" },
+    h("span", { class: "badge" }, done ? "done" : "to do"), " ", text, " ",
+    done ? null : h("a", { href: link }, label));
+  const next = !sources.length ? "#/sources/new" : !destinations.length ? "#/destinations/new" : "#/jobs/new";
+  return h("div", { class: "card", id: "first-steps" },
+    h("h2", {}, "Get started"),
+    h("p", {}, "A job copies Kafka topics into Iceberg tables: it reads from a source (your Kafka cluster) and writes to a destination (an Iceberg catalog and its storage)."),
+    h("ol", { class: "steps" },
+      step(sources.length > 0, "Add a source: your brokers and how to log in; Test connection tells you whether they answer.", "#/sources/new", "Add a source"),
+      step(destinations.length > 0, "Add a destination: the embedded catalog needs only a folder; a REST catalog its URL and login.", "#/destinations/new", "Add a destination"),
+      step(false, "Create a job: pick its topics (each one's columns come from a sample of its messages), then Sync Now.", "#/jobs/new", "New job")),
+    h("p", {}, h("a", { class: "button primary", href: next, id: "first-step" }, "Start"),
+      " or ", h("a", { href: "#/import" }, "import a job file"), "."));
 }
 
 export async function jobsPage() {
@@ -63,7 +84,7 @@ export async function jobsPage() {
     takeFlash(),
     h("p", { class: "actions" }, h("a", { class: "button", href: "#/jobs/new", id: "new-job" }, "New job"),
       h("a", { class: "button", href: "#/import", id: "import-job" }, "Import job file")),
-    jobs.length === 0 ? h("p", {}, "No jobs yet: add a source and a destination, then a job.") :
+    jobs.length === 0 ? await firstSteps() :
       h("table", {},
         h("tr", {}, ["Job", "Schedule", "Next run", "Last sync", "Records", "Last maintenance", ""].map((t) => h("th", {}, t))),
         rows));
@@ -87,7 +108,7 @@ function followerCard(job) {
     r ? [
       fact("Since", utcMs(r.started_ms)),
       fact("Rounds", h("span", { id: "follower-rounds" }, count(r.rounds)), ` (${count(r.committing_rounds)} committed, ${count(r.failed_rounds)} failed)`),
-      fact("Snapshots", h("span", { id: "follower-snapshots" }, count(r.snapshots))),
+      fact("Snapshots", h("span", { id: "follower-snapshots" }, count(r.snapshots)), perMinute(r.snapshots, r.started_ms)),
       fact("Records written", h("span", { id: "follower-records" }, count(r.records))),
       fact("Last commit", h("span", { id: "follower-last-commit" }, ago(r.last_commit_ms))),
       fact("Consumer group", r.group_protocol ? `member (${r.group_protocol} protocol)` : "joining"),
@@ -98,6 +119,14 @@ function followerCard(job) {
       followerTables(r.tables || []),
       h("p", {}, h("a", { href: `#/runs/${f.run_id}` }, `run #${f.run_id}`), " (its log)"),
     ] : h("p", {}, job.paused ? "Stopped: Start follows the topics again from the offsets the tables hold." : "Starting."));
+}
+
+// " (N a minute since it started)": a follower's commit rate.
+function perMinute(n, startedMs) {
+  const minutes = (Date.now() - startedMs) / 60000;
+  if (!startedMs || minutes <= 0) return null;
+  const rate = n / minutes;
+  return h("span", { class: "hint", id: "follower-per-minute" }, ` (${rate < 10 ? rate.toFixed(1) : Math.round(rate)} a minute since it started)`);
 }
 
 // The local spill in words: what it holds of its bound, and whether the
@@ -213,7 +242,7 @@ export async function jobPage(id) {
 // A copy of the job under a new name, paused until its streams are
 // checked (its source and destination are shared).
 async function cloneJob(job) {
-  const name = prompt("Name of the copy", `${job.name}_copy`);
+  const name = await promptDialog(`Clone job ${job.name}`, "Name of the copy", `${job.name}_copy`, "Clone");
   if (!name) return;
   const body = { ...job, name, paused: true };
   for (const k of ["id", "running", "current_run", "next_run", "last_run", "last_maintain", "warnings", "follower"]) delete body[k];
@@ -221,16 +250,16 @@ async function cloneJob(job) {
     const saved = await api("POST", "/api/jobs", body);
     setFlash(`Cloned ${job.name} as ${saved.name}; it is paused until you resume it.`);
     go(`#/jobs/${saved.id}`);
-  } catch (e) { if (e.status !== 401) alert(e.message); }
+  } catch (e) { if (e.status !== 401) await messageDialog("That did not work", e.message); }
 }
 
 async function deleteJob(job) {
-  if (!confirm(`Delete job ${job.name} and its run history? Its tables stay in the catalog. This cannot be undone.`)) return;
+  if (!(await confirmDialog(`Delete job ${job.name}?`, "Its run history goes with it; its tables stay in the catalog. This cannot be undone.", "Delete job", { danger: true }))) return;
   try {
     await api("DELETE", `/api/jobs/${job.id}`);
     setFlash(`Deleted job ${job.name}.`);
     go("#/jobs");
-  } catch (e) { if (e.status !== 401) alert(e.message); }
+  } catch (e) { if (e.status !== 401) await messageDialog("That did not work", e.message); }
 }
 
 export function importPage() {
@@ -283,7 +312,8 @@ export async function jobForm(id) {
     options: [["scheduled", "scheduled: a sync on the schedule (and Sync Now)"], ["continuous", "continuous: follow the topics, a commit every commit interval (Sync tuning)"]],
     help: "a continuous job follows its topics from the service's start to Stop, seconds behind Kafka; it has no schedule" },
   { job_mode: job ? job.mode : "scheduled" });
-  const showSchedule = () => { schedule.el.hidden = mode.input.value === "continuous"; };
+  const builder = scheduleBuilder(schedule);
+  const showSchedule = () => { schedule.el.hidden = builder.hidden = mode.input.value === "continuous"; };
   mode.input.addEventListener("change", showSchedule);
   showSchedule();
   // destination.namespace: stored on the job (its destination is shared).
@@ -357,13 +387,13 @@ export async function jobForm(id) {
       name.el,
       h("div", { class: "field" }, h("label", { for: "job-source" }, "Source"), source),
       h("div", { class: "field" }, h("label", { for: "job-destination" }, "Destination"), destination),
-      mode.el, schedule.el, namespace.el,
+      mode.el, schedule.el, builder, namespace.el,
       h("div", { class: "field" }, h("label", {}, enginesSpec.label), h("div", {}, engines),
         h("div", { class: "hint help" }, enginesSpec.help), enginesError),
       versions.el,
       h("details", {}, h("summary", {}, "Sync tuning"), fieldset("Sync tuning", sync, "The defaults suit most jobs.")),
       h("details", { id: "maintain-settings" }, h("summary", {}, "Table maintenance"),
-        maintainSchedule.el, fieldset("Table maintenance", maintain, "What Maintain Now and the maintenance schedule do; the defaults suit most jobs.")),
+        maintainSchedule.el, scheduleBuilder(maintainSchedule), fieldset("Table maintenance", maintain, "What Maintain Now and the maintenance schedule do; the defaults suit most jobs.")),
       h("p", {}, h("button", { class: "primary", type: "submit", id: "job-save" }, "Save and choose streams")),
       msg));
 }

@@ -2,10 +2,11 @@
 // every setting as a labelled field with short help, grouped as the
 // job file's schema says (GET /api/forms).
 
+import { confirmDialog } from "./dialog.js";
 import { api } from "./api.js";
 import { banner, errorBanner, h, show } from "./dom.js";
 import { go, setFlash, takeFlash } from "./nav.js";
-import { applyFields, field, fieldset, jobFileForms, showProblems } from "./forms.js";
+import { applyFields, field, fieldset, jobFileForms, showProblems, showWhatApplies } from "./forms.js";
 
 export async function piecesPage(kind, selected) {
   const plural = `${kind}s`;
@@ -26,6 +27,8 @@ function pieceForm(kind, current, form) {
   const plural = `${kind}s`;
   const groups = form.groups.map((g) => [g.title, g.fields.map((s) => field(kind, s, current))]);
   const fields = groups.flatMap(([, fs]) => fs);
+  // The SASL, TLS and OAuth fields of the protocol chosen; the catalog's.
+  showWhatApplies(fields);
   const name = field(kind, { key: "name", label: "Name", help: "how jobs refer to it" }, current);
   const msg = h("div", { id: `${kind}-result` }, takeFlash());
   // The piece to send, or null when a field cannot be sent (its problem
@@ -94,7 +97,7 @@ function pieceForm(kind, current, form) {
       current ? h("button", {
         type: "button", id: `${kind}-delete`,
         onclick: async () => {
-          if (!confirm(`Delete ${kind} ${current.name}? This cannot be undone.`)) return;
+          if (!(await confirmDialog(`Delete ${kind} ${current.name}?`, "This cannot be undone.", `Delete ${kind}`, { danger: true }))) return;
           try { await api("DELETE", `/api/${plural}/${current.id}`); setFlash(`Deleted ${current.name}.`); go(`#/${plural}`); }
           catch (e) { msg.replaceChildren(errorBanner(e)); }
         },

@@ -2,6 +2,7 @@
 // changes, skipped or expired messages), each table, and the log with a
 // search and a level filter.
 
+import { confirmDialog, messageDialog } from "./dialog.js";
 import { api } from "./api.js";
 import { banner, bytes, cell, count, duration, fact, h, show, statusCell, utc } from "./dom.js";
 import { redraw, refreshIn } from "./nav.js";
@@ -45,9 +46,9 @@ function cancelButton(run) {
   return h("button", {
     type: "button", id: "run-cancel", class: "danger",
     onclick: async (ev) => {
-      if (!confirm(`Cancel run #${run.id}? It commits nothing and deletes the files it wrote.`)) return;
+      if (!(await confirmDialog(`Cancel run #${run.id}?`, "It commits nothing and deletes the files it wrote.", "Cancel run", { danger: true }))) return;
       ev.target.disabled = true;
-      try { await api("POST", `/api/jobs/${run.job_id}/cancel`); } catch (e) { if (e.status !== 401) alert(e.message); }
+      try { await api("POST", `/api/jobs/${run.job_id}/cancel`); } catch (e) { if (e.status !== 401) await messageDialog("Could not cancel", e.message); }
       redraw();
     },
   }, "Cancel run");

@@ -35,6 +35,7 @@ mod maintenance_by_other_engines;
 mod reader_recipes;
 mod readers_smoke;
 mod secrets_errors;
+mod serve_a11y;
 mod serve_api;
 mod serve_browser;
 mod serve_browser_forms;

@@ -284,10 +284,18 @@ async fn browse(
     page.screenshot("login").await;
     page.click("#login").await;
     page.wait("#new-job").await;
+    // The empty dashboard says what to do first, and leads there.
+    let steps = page
+        .text_until("#first-steps", Duration::from_secs(30), |t| {
+            t.contains("Add a source")
+        })
+        .await;
+    assert_eq!(steps.matches("to do").count(), 3, "{steps}");
     page.screenshot("jobs-empty").await;
+    page.click("#first-step").await;
 
     // A source, tested green.
-    page.go("#/sources/new").await;
+    page.wait("#source-form").await;
     page.fill("#source-name", "testbed-kafka").await;
     page.fill("#source-bootstrap_servers", &get("TESTBED_KAFKA_BOOTSTRAP"))
         .await;
@@ -335,9 +343,19 @@ async fn browse(
     assert!(result.contains("Connection OK"), "{result}");
     page.screenshot("destination-tested").await;
 
+    // Source and destination done: the first step left is the job.
+    page.go("#/jobs").await;
+    let steps = page
+        .text_until("#first-steps", Duration::from_secs(30), |t| {
+            t.matches("done").count() == 2
+        })
+        .await;
+    assert_eq!(steps.matches("to do").count(), 1, "{steps}");
+    page.click("#first-step").await;
+
     // A job: manual for now; two streams, one upsert on id, one append.
     let job_name = unique_name("ui_job");
-    page.go("#/jobs/new").await;
+    page.wait("#job-name").await;
     page.fill("#job-name", &job_name).await;
     page.fill("#job-schedule", "").await;
     page.click("#job-save").await;

@@ -261,3 +261,38 @@ async fn browse(dir: &std::path::Path, base: &str, ids: &mut Ids) {
         .await;
     page.client.close().await.unwrap();
 }
+
+/// The job form's schedule builder: a common schedule fills the field,
+/// the next five runs show as the service reads the field, and a schedule
+/// it cannot read is said under the field as one types.
+pub(crate) async fn schedule_builder_fills_and_lists_the_next_runs(page: &Page) {
+    let limit = Duration::from_secs(30);
+    page.wait("#job-schedule-common")
+        .await
+        .select_by_value("daily at 02:00")
+        .await
+        .unwrap();
+    page.value_until("#job-schedule", limit, |v| v == "daily at 02:00")
+        .await;
+    let next = page
+        .text_until("#job-schedule-next", limit, |t| t.contains("02:00:00 UTC"))
+        .await;
+    assert_eq!(next.matches("02:00:00 UTC").count(), 5, "{next}");
+    page.fill("#job-schedule", "every 7 parsecs").await;
+    let problem = page
+        .text_until("#job-schedule-error", limit, |t| !t.is_empty())
+        .await;
+    assert!(problem.contains("parsecs"), "{problem}");
+    page.text_until("#job-schedule-next", limit, str::is_empty)
+        .await;
+}
+
+/// `form` shows every label of `shown` and none of `hidden`.
+pub(crate) fn assert_labels(form: &str, shown: &[&str], hidden: &[&str]) {
+    for label in shown {
+        assert!(form.contains(label), "no {label:?} on the form: {form}");
+    }
+    for label in hidden {
+        assert!(!form.contains(label), "{label:?} shows: {form}");
+    }
+}

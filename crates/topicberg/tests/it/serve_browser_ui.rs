@@ -11,7 +11,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
+use crate::serve_a11y::narrow_pages;
 use crate::serve_browser::{browser, start_chromedriver, Page};
+use crate::serve_browser_forms::{assert_labels, schedule_builder_fills_and_lists_the_next_runs};
 use crate::serve_support::{temp_data_dir, Server, ADMIN_PASSWORD};
 use crate::support::{create_topic, produce};
 use crate::testbed::{get, unique_name};
@@ -129,6 +131,7 @@ async fn run_progress_is_live(page: &Page, limit: Duration) {
     }
     assert_bar_fill_is_rendered(page).await;
     page.screenshot_as("serve-run-progress").await;
+    page.assert_accessible("serve-run-progress").await;
 }
 
 /// A bar of 1 read of 4 planned, drawn by the page's own module, is a
@@ -250,6 +253,8 @@ async fn browse(
     page.go("").await;
     page.fill("#password", ADMIN_PASSWORD).await;
     page.screenshot_as("serve-login").await;
+    page.assert_axe_finds_a_nameless_button().await;
+    page.assert_accessible("serve-login").await;
     page.click("#login").await;
     page.wait("#new-job").await;
 
@@ -259,25 +264,74 @@ async fn browse(
     let form = page
         .text_until("#source-form", limit, |t| t.contains("Brokers"))
         .await;
-    for label in [
-        "Consumer group",
-        "Max threads",
-        "CA certificate",
+    // ("CA certificate" is also in "Registry CA certificate".)
+    let tls = [
         "Client certificate",
         "Client certificate key",
         "Check the brokers' host names",
+    ];
+    let sasl = ["SASL mechanism", "SASL user", "SASL password"];
+    let oauth = [
         "OAuth token endpoint",
         "OAuth client id",
         "OAuth client secret",
         "OAuth scope",
+    ];
+    let always = [
+        "Consumer group",
+        "Max threads",
         "Schema registry URL",
         "Registry password",
-    ] {
-        assert!(
-            form.contains(label),
-            "no {label:?} on the source form: {form}"
-        );
-    }
+    ];
+    // PLAINTEXT (the default): no TLS, SASL or OAuth field shows.
+    assert_labels(&form, &always, &[&tls[..], &sasl, &oauth].concat());
+    // Each protocol shows its own; OAUTHBEARER its token settings.
+    let protocol = "#source-security_protocol";
+    page.wait(protocol)
+        .await
+        .select_by_value("SSL")
+        .await
+        .unwrap();
+    let form = page
+        .text_until("#source-form", limit, |t| t.contains(tls[0]))
+        .await;
+    assert_labels(&form, &tls, &[&sasl[..], &oauth].concat());
+    page.wait(protocol)
+        .await
+        .select_by_value("SASL_PLAINTEXT")
+        .await
+        .unwrap();
+    let form = page
+        .text_until("#source-form", limit, |t| t.contains(sasl[0]))
+        .await;
+    assert_labels(&form, &sasl, &[&tls[..], &oauth].concat());
+    page.wait(protocol)
+        .await
+        .select_by_value("SASL_SSL")
+        .await
+        .unwrap();
+    page.wait("#source-sasl_mechanism")
+        .await
+        .select_by_value("OAUTHBEARER")
+        .await
+        .unwrap();
+    let form = page
+        .text_until("#source-form", limit, |t| t.contains(oauth[0]))
+        .await;
+    assert_labels(&form, &[&tls[..], &sasl, &oauth].concat(), &[]);
+    // Back to nothing chosen: a field holding a value would stay shown.
+    page.wait("#source-sasl_mechanism")
+        .await
+        .select_by_value("")
+        .await
+        .unwrap();
+    page.wait(protocol)
+        .await
+        .select_by_value("PLAINTEXT")
+        .await
+        .unwrap();
+    page.text_until("#source-form", limit, |t| !t.contains(tls[0]))
+        .await;
     page.fill("#source-name", "kafka").await;
     page.fill("#source-bootstrap_servers", "127.0.0.1").await;
     page.fill("#source-max_threads", "0").await;
@@ -309,6 +363,7 @@ async fn browse(
     page.text_until("#source-result", limit, |t| t.contains("fields need a fix"))
         .await;
     page.screenshot_as("serve-source-errors").await;
+    page.assert_accessible("serve-source-errors").await;
     page.wait("#source-security_protocol")
         .await
         .select_by_value("PLAINTEXT")
@@ -330,20 +385,41 @@ async fn browse(
     let form = page
         .text_until("#destination-form", limit, |t| t.contains("Warehouse"))
         .await;
-    for label in [
-        "OAuth2 token URI",
-        "OAuth2 scope",
-        "Bearer token",
+    // An embedded catalog: its folder, no REST catalog login.
+    let storage = [
         "Format version",
         "Azure account key",
         "Azure Blob endpoint",
         "GCS service account file",
-    ] {
-        assert!(
-            form.contains(label),
-            "no {label:?} on the destination form: {form}"
-        );
-    }
+    ];
+    let rest = [
+        "Catalog URL",
+        "OAuth2 token URI",
+        "OAuth2 scope",
+        "Bearer token",
+    ];
+    assert_labels(&form, &[&storage[..], &["Catalog folder"]].concat(), &rest);
+    // A REST catalog: its URL and login (the folder, which holds "wh",
+    // stays in sight: a field holding a value is never hidden).
+    let catalog = "#destination-catalog";
+    page.wait(catalog)
+        .await
+        .select_by_value("rest")
+        .await
+        .unwrap();
+    let form = page
+        .text_until("#destination-form", limit, |t| t.contains(rest[0]))
+        .await;
+    assert_labels(
+        &form,
+        &[&storage[..], &rest, &["Catalog folder"]].concat(),
+        &[],
+    );
+    page.wait(catalog)
+        .await
+        .select_by_value("sql")
+        .await
+        .unwrap();
     // Azure settings on a destination whose tables are local: refused,
     // the problem next to the first of them, in words.
     page.fill("#destination-azure_account", "devstoreaccount9")
@@ -357,6 +433,7 @@ async fn browse(
     assert!(refused.contains("“Warehouse”"), "{refused}");
     assert!(refused.contains("“Azure account key”"), "{refused}");
     page.screenshot_as("serve-destination-errors").await;
+    page.assert_accessible("serve-destination-errors").await;
     // A new embedded destination with its tables in Azure: saved.
     page.go("#/destinations/new").await;
     page.fill("#destination-name", "azure-lake").await;
@@ -380,12 +457,14 @@ async fn browse(
         .await;
     assert!(saved.contains("Saved azure-lake"), "{saved}");
     page.screenshot_as("serve-destination").await;
+    page.assert_accessible("serve-destination").await;
 
     // A job on that topic; on the streams page, under "More": a table
     // name the validator refuses (shown next to it), then dead letters.
     let job_name = unique_name("ui_overview");
     page.go("#/jobs/new").await;
     page.fill("#job-name", &job_name).await;
+    schedule_builder_fills_and_lists_the_next_runs(&page).await;
     page.fill("#job-schedule", "").await;
     page.wait("#job-destination")
         .await
@@ -412,6 +491,7 @@ async fn browse(
         .await;
     assert!(!table_error.is_empty());
     page.screenshot_as("serve-streams").await;
+    page.assert_accessible("serve-streams").await;
     page.fill(&format!("#stream-{topic}-table"), "dlq_orders")
         .await;
     // Partitioning and sort order: a transform holds a comma, so the
@@ -486,6 +566,7 @@ async fn browse(
     page.text_until("#runs-page", limit, |t| t.contains("page 1"))
         .await;
     page.screenshot_as("serve-job-overview").await;
+    page.assert_accessible("serve-job-overview").await;
 
     // The table page, from the overview's link: schema, snapshots (ids in
     // full), rows, the dead-letter table's newest messages.
@@ -514,6 +595,7 @@ async fn browse(
         .count();
     assert_eq!(rows, 1, "the one invalid message, raw: {dead}");
     page.screenshot_as("serve-table").await;
+    page.assert_accessible("serve-table").await;
     page.go(&format!("#/jobs/{job_id}")).await;
     page.wait("#runs tr.run a").await;
 
@@ -544,21 +626,47 @@ async fn browse(
         "the filter kept other lines: {log}"
     );
     page.screenshot_as("serve-run").await;
+    page.assert_accessible("serve-run").await;
 
     // Clone (named in a prompt), then delete the clone (confirmed).
     page.go(&format!("#/jobs/{job_id}")).await;
     page.click("#clone-job").await;
-    page.client
-        .send_alert_text(&format!("{job_name}_copy"))
-        .await
-        .unwrap();
-    page.client.accept_alert().await.unwrap();
+    page.wait("dialog[open] input").await;
+    page.assert_accessible("the clone dialog").await;
+    page.fill("dialog[open] input", &format!("{job_name}_copy"))
+        .await;
+    page.click("dialog[open] .dialog-ok").await;
     page.text_until("main", limit, |t| {
         t.contains(&format!("Job {job_name}_copy"))
     })
     .await;
     page.click("#delete-job").await;
-    page.client.accept_alert().await.unwrap();
+    page.wait("dialog[open]").await;
+    page.assert_accessible("the delete dialog").await;
+    // Escape cancels (the focus is in the dialog, on Cancel): nothing goes.
+    page.client
+        .active_element()
+        .await
+        .unwrap()
+        .send_keys("\u{E00C}")
+        .await
+        .unwrap();
+    assert!(
+        poll(limit, || async {
+            page.client
+                .find_all(fantoccini::Locator::Css("dialog"))
+                .await
+                .is_ok_and(|d| d.is_empty())
+        })
+        .await,
+        "Escape did not close the dialog"
+    );
+    page.text_until("main", limit, |t| {
+        t.contains(&format!("Job {job_name}_copy"))
+    })
+    .await;
+    page.click("#delete-job").await;
+    page.click("dialog[open] .dialog-ok").await;
     page.text_until("main", limit, |t| t.contains("Deleted job"))
         .await;
 
@@ -596,6 +704,7 @@ async fn browse(
         .await
         .unwrap();
     page.screenshot_as("serve-import").await;
+    page.assert_accessible("serve-import").await;
     page.click("#import-save").await;
     page.text_until("main", limit, |t| t.contains("Imported"))
         .await;
@@ -603,6 +712,9 @@ async fn browse(
     page.text_until("main", limit, |t| t.contains("_imported"))
         .await;
     page.screenshot_as("serve-jobs").await;
+    page.assert_accessible("serve-jobs").await;
+    page.assert_fits_narrow_windows(&narrow_pages(&page, job_id, destination).await)
+        .await;
     cancel_on_the_run_page_commits_nothing(&page, job_id, topic, release).await;
     page.client.close().await.unwrap();
 }
@@ -645,7 +757,7 @@ async fn cancel_on_the_run_page_commits_nothing(
     .await;
     page.click("#lag-before-run a").await;
     page.click("#run-cancel").await;
-    page.client.accept_alert().await.unwrap();
+    page.click("dialog[open] .dialog-ok").await;
     std::fs::write(release, "").unwrap();
     let figures = page
         .text_until("#run-figures", limit, |t| t.contains("cancelled"))

@@ -305,6 +305,19 @@ async fn browse_follow(dir: &std::path::Path, base: &str, id: i64, (topic, table
         .text_until("#follower-snapshots", limit, |t| t != "0")
         .await;
     assert!(snapshots.parse::<u64>().unwrap() >= 1, "{snapshots}");
+    // The commit rate beside it, a number a minute.
+    let rate = page
+        .text_until("#follower-per-minute", limit, |t| t.contains("a minute"))
+        .await;
+    let per_minute: f64 = rate
+        .trim()
+        .trim_start_matches('(')
+        .split(' ')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap_or_else(|e| panic!("{rate}: {e}"));
+    assert!(per_minute > 0.0, "{rate}");
     produce(topic, &ids(30..45));
     page.text_until("#follower-records", limit, |t| t == "45")
         .await;

@@ -163,3 +163,38 @@ fn the_write_only_pieces_fields_are_the_schemas_secrets() {
         assert_eq!(secret, kept, "{kind:?}");
     }
 }
+
+#[test]
+fn fields_that_apply_to_one_protocol_or_catalog_say_when() {
+    let forms = forms();
+    let when = |form: &Form, key: &str| {
+        let w = spec(form, key)
+            .when
+            .clone()
+            .unwrap_or_else(|| panic!("{key} has no when"));
+        (w.key, w.values)
+    };
+    let sasl = (
+        "security_protocol".to_string(),
+        vec!["SASL_PLAINTEXT".to_string(), "SASL_SSL".to_string()],
+    );
+    assert_eq!(when(&forms.source, "sasl_username"), sasl);
+    assert_eq!(when(&forms.source, "ssl_ca_pem").1, ["SSL", "SASL_SSL"]);
+    assert_eq!(
+        when(&forms.source, "oauth_client_secret"),
+        (
+            "sasl_mechanism".to_string(),
+            vec!["OAUTHBEARER".to_string()]
+        )
+    );
+    // The embedded catalog is the default: an empty choice is `sql`.
+    assert_eq!(when(&forms.destination, "path").1, ["sql", ""]);
+    assert_eq!(when(&forms.destination, "uri").1, ["rest"]);
+    for always in [
+        "bootstrap_servers",
+        "security_protocol",
+        "schema_registry_url",
+    ] {
+        assert_eq!(spec(&forms.source, always).when, None, "{always}");
+    }
+}
