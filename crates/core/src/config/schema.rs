@@ -33,7 +33,11 @@ use crate::registry::ValueFormat;
 ///   the default;
 /// - `x-place`: where the service edits the field when not in its table's
 ///   form (`"job"`: the job form; `"streams-table"`: the streams page's
-///   row).
+///   row);
+/// - `x-when`: `{"<field>": [values]}`: the field applies only while
+///   another field of its table holds one of those values (the SASL user
+///   with a `SASL_*` protocol); the forms hide it otherwise, unless it
+///   holds a value.
 ///
 /// Objects carry `x-order`, their fields in the order they are declared
 /// (the order of the reference and the forms), and a secret is a string
