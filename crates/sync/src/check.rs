@@ -104,19 +104,21 @@ async fn kafka_steps(job: &Job) -> (Vec<CheckStep>, Option<Vec<String>>) {
         .and_then(|selection| {
             let names = selection.selected.iter().map(|t| t.name.as_str());
             crate::check_table_collisions(job, names)?;
-            Ok(selection)
+            // A named topic the cluster lacks fails (or, with `wait`,
+            // warns) as in a sync; a pattern matching nothing warns.
+            let warnings =
+                crate::missing_topics::check_missing_topics(job, None, &selection, None)?;
+            Ok((selection, warnings))
         });
     match selected {
-        Ok(selection) => {
+        Ok((selection, warnings)) => {
             let names: Vec<String> = selection.selected.iter().map(|t| t.name.clone()).collect();
-            steps.push(CheckStep::new(
-                "topics",
-                Ok(format!(
-                    "{} topic(s) match: {}",
-                    names.len(),
-                    names.join(", ")
-                )),
-            ));
+            let mut said = format!("{} topic(s) match: {}", names.len(), names.join(", "));
+            for warning in &warnings {
+                said.push_str("; warning: ");
+                said.push_str(warning);
+            }
+            steps.push(CheckStep::new("topics", Ok(said)));
             if !selection.selected.is_empty() {
                 // The group's committed offsets and the watermarks, as the
                 // sync reads them: the group's and the topics' ACLs.

@@ -64,15 +64,18 @@ pub struct DiscoveredTopic {
 /// Samples every selected topic and infers its columns. With a schema
 /// registry, call it from a blocking thread of a tokio runtime
 /// (`spawn_blocking`): the registry client runs on that runtime.
-/// `say_skipped`: log each topic the pattern leaves out (the CLI's
-/// `discover`); else one debug line (the service discovers on every load
-/// of a streams page).
-pub fn discover(job: &Job, say_skipped: bool) -> Result<Vec<DiscoveredTopic>, SetupError> {
+/// `cli`: the CLI's `discover`, which logs each topic the pattern leaves
+/// out and treats a topic the job names that the cluster lacks as the
+/// sync does (fails under `missing_topics = "fail"`, warns under `wait`;
+/// a pattern matching nothing warns); else the service's streams page,
+/// loaded often and meant to show what the cluster offers: one debug line.
+pub fn discover(job: &Job, cli: bool) -> Result<Vec<DiscoveredTopic>, SetupError> {
     let registry = connect_registry(job)?;
     let connection = KafkaConnection::from_source(&job.source);
     let selection = select_topics(&connection, &job.topics, KAFKA_TIMEOUT)?;
-    if say_skipped {
+    if cli {
         crate::log_skipped(job, &selection.skipped, None);
+        crate::missing_topics::check_missing_topics(job, None, &selection, None)?;
     } else {
         tracing::debug!(
             topics = selection.skipped.len(),

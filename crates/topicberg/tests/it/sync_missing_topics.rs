@@ -3,6 +3,7 @@
 //! existing name (a typo must not sync nothing, green, forever); with
 //! `missing_topics = "wait"` the other topics are synced and the report
 //! warns; a `topic_pattern` that matches no topic warns on every run.
+//! `check` and `discover` say the same before any sync.
 
 use crate::support::{create_topic, produce, read_rows, try_read, Catalog, Job};
 use crate::testbed::unique_name;
@@ -42,6 +43,15 @@ fn a_mistyped_topic_fails_the_sync_naming_the_closest_topic_unless_told_to_wait(
             .success(),
         "nothing is written when a named topic is missing"
     );
+    // `check` and `discover` say it too, before any sync.
+    let named = format!("topic \"{typo}\" does not exist in the cluster (closest: \"{good}\")");
+    for subcommand in ["check", "discover"] {
+        let out = job.run(subcommand, &[], &[]);
+        let said = String::from_utf8_lossy(&out.stdout).to_string()
+            + &String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{subcommand} passed: {said}");
+        assert!(said.contains(&named), "{subcommand}: {said}");
+    }
 
     let waiting = Job::new(
         Catalog::Seaweed,
@@ -58,6 +68,15 @@ fn a_mistyped_topic_fails_the_sync_naming_the_closest_topic_unless_told_to_wait(
     assert_eq!(
         read_rows("duckdb", Catalog::Seaweed, &waiting.table(&good)).len(),
         2
+    );
+    // With `wait`, `check` passes and its topics step warns.
+    let out = waiting.run("check", &[], &[]);
+    let said =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{said}");
+    assert!(
+        said.contains(&format!("warning: topic \"{typo}\" does not exist")),
+        "{said}"
     );
 }
 
