@@ -57,6 +57,10 @@ pub struct FollowReport {
     pub spill_limit_bytes: u64,
     /// Each table's figures, by table name.
     pub tables: Vec<FollowTable>,
+    /// The last round's warnings (a topic the job names that the cluster
+    /// lacks under `missing_topics = "wait"`, a pattern matching nothing):
+    /// what holds now, not every round's.
+    pub warnings: Vec<String>,
 }
 
 /// One table's figures over a follower's rounds.
@@ -187,6 +191,7 @@ impl FollowReport {
             .map(|t| t.records)
             .sum::<u64>();
         self.stop_timed_out = report.cancelled;
+        self.warnings.clone_from(&report.warnings);
         self.last_error = if report.succeeded() || report.cancelled {
             None
         } else {

@@ -116,6 +116,8 @@ function followerCard(job) {
         `${count(r.maintenance_passes)} passes, ${count(r.files_compacted)} files compacted, ${count(r.snapshots_expired)} snapshots expired`)),
       r.spill_limit_bytes > 0 ? fact("Buffered locally", h("span", { id: "follower-buffered" }, spillState(r))) : null,
       r.last_error ? h("p", { class: "field-error", id: "follower-error" }, `Last round failed: ${r.last_error}`) : null,
+      (r.warnings || []).length ? h("div", { class: "banner warn", id: "follower-warnings" },
+        h("ul", {}, r.warnings.map((w) => h("li", {}, w)))) : null,
       followerTables(r.tables || []),
       h("p", {}, h("a", { href: `#/runs/${f.run_id}` }, `run #${f.run_id}`), " (its log)"),
     ] : h("p", {}, job.paused ? "Stopped: Start follows the topics again from the offsets the tables hold." : "Starting."));

@@ -5,7 +5,7 @@
 //! warns; a `topic_pattern` that matches no topic warns on every run.
 //! `check` and `discover` say the same before any sync.
 
-use crate::support::{create_topic, produce, read_rows, try_read, Catalog, Job};
+use crate::support::{create_topic, produce, read_rows, try_read, wait_until, Catalog, Job};
 use crate::testbed::unique_name;
 
 /// `name` with its second and third characters swapped (one edit).
@@ -93,6 +93,39 @@ fn a_pattern_that_matches_no_topic_warns_in_the_report() {
     let warnings = report["warnings"].to_string();
     assert!(
         warnings.contains("matches none of the cluster's"),
+        "{report:#}"
+    );
+}
+
+#[test]
+fn a_follower_waiting_for_a_missing_topic_says_so_in_its_report() {
+    let good = unique_name("orders");
+    create_topic(&good, 1);
+    two_messages(&good);
+    let typo = typo_of(&good);
+    let job = Job::new(
+        Catalog::Seaweed,
+        &[&good, &typo],
+        "missing_topics = \"wait\"\n",
+        "[sync]\ncommit_interval = \"1s\"\n",
+    );
+    let (report, log) = (
+        job.scratch_file("follow.json"),
+        job.scratch_file("follow.log"),
+    );
+    let child = job.spawn_follow(&report, &log, &[]);
+    wait_until(
+        "the follower to commit the existing topic's messages",
+        std::time::Duration::from_secs(120),
+        || {
+            let read = try_read("duckdb", Catalog::Seaweed, &job.table(&good));
+            read.status.success() && String::from_utf8_lossy(&read.stdout).lines().count() >= 2
+        },
+    );
+    let report = crate::sync_follow::stop(child, &report, &log);
+    let warnings = report["warnings"].to_string();
+    assert!(
+        warnings.contains(&format!("topic \\\"{typo}\\\" does not exist")),
         "{report:#}"
     );
 }
