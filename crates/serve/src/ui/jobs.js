@@ -162,6 +162,20 @@ function followerTables(tables) {
       h("td", { class: "buffered" }, bytes(t.buffered_bytes || 0)))));
 }
 
+// The tables the last successful run wrote (a routed stream's several
+// tables among them), each linked to its page.
+function writtenTables(id, last) {
+  const tables = (last && last.tables) || [];
+  if (tables.length === 0) return null;
+  return [h("h2", {}, "Tables"),
+    h("p", { class: "hint" }, `Written by the last successful run (#${last.id}).`),
+    h("table", { id: "written-tables" },
+      h("tr", {}, ["Table", "Topic", "Records in that run"].map((t) => h("th", {}, t))),
+      tables.map((t) => h("tr", {},
+        h("td", {}, h("a", { class: "written-table", href: `#/jobs/${id}/tables/${encodeURIComponent(t.table)}` }, t.table)),
+        h("td", {}, cell(t.topic)), h("td", {}, count(t.records)))))];
+}
+
 // The table a topic goes to when its stream names none (the job file's
 // rule: lower case, characters other than a-z, 0-9 and _ as _).
 function tableOf(topic) {
@@ -220,12 +234,16 @@ export async function jobPage(id) {
           const l = lag && lag.find((t) => t.topic === s.topic);
           return h("tr", {},
             h("td", {}, s.topic),
-            h("td", {}, h("a", { class: "table-link", href: `#/jobs/${id}/tables/${encodeURIComponent(s.table || tableOf(s.topic))}` },
-              s.table || tableOf(s.topic))),
+            // A routed stream's table is a template: its tables are below.
+            h("td", {}, (s.table || "").includes("{")
+              ? [h("code", { class: "route" }, s.table), " (routed)"]
+              : h("a", { class: "table-link", href: `#/jobs/${id}/tables/${encodeURIComponent(s.table || tableOf(s.topic))}` },
+                s.table || tableOf(s.topic))),
             h("td", {}, s.mode || "append"),
             h("td", {}, (s.dedup_keys || []).join(", ") || "-"), h("td", {}, s.on_invalid || "fail"),
             h("td", { class: "lag" }, l ? count(l.lag) : "-"));
         })),
+    writtenTables(id, last),
     h("h2", {}, "Consumer lag"),
     job.current_run ? h("p", { class: "hint", id: "lag-before-run" }, "Measured after the last run; a run is in progress: ",
       h("a", { href: `#/runs/${job.current_run}` }, `its live figures`), ".") : null,

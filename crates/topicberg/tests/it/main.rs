@@ -43,6 +43,7 @@ mod serve_browser_ui;
 mod serve_follow;
 mod serve_import;
 mod serve_login_http;
+mod serve_routes;
 mod serve_runner;
 mod serve_schedule;
 mod serve_security;
