@@ -148,6 +148,13 @@ function tableNotes(t) {
   if (t.skipped_records > 0) out.push(`${count(t.skipped_records)} skipped`);
   if (t.expired_messages > 0) out.push(`${count(t.expired_messages)} expired`);
   if (t.note) out.push(t.note);
+  const ops = t.change_operations;
+  if (ops) {
+    const said = [["created", "inserted"], ["read", "snapshot reads"], ["updated", "updated"], ["deleted", "deleted"],
+      ["truncated", "truncates"], ["unstated", "without an operation"]]
+      .filter(([k]) => ops[k] > 0).map(([k, words]) => `${count(ops[k])} ${words}`);
+    out.push(h("span", { class: "change-operations" }, `changes: ${said.join(", ") || "none"}`));
+  }
   return out.length ? out.map((o) => h("div", {}, o)) : "-";
 }
 

@@ -24,6 +24,7 @@ use super::evolve::{ColumnsWanted, EvolvingColumns, Refused};
 use super::failure::{DrainFailure, SinkError};
 use super::invalid::{is_invalid, DeadRecord, SkipLog};
 use super::progress::{ChunkReads, SyncProgress, TableProgress};
+use super::report::ChangeOperations;
 use super::upsert::{parse_key_hash, KeyHash, Version};
 
 /// Upsert settings of a table.
@@ -108,6 +109,50 @@ pub(super) struct TableShared {
     pub(super) delete_events: AtomicU64,
     pub(super) failed: AtomicBool,
     pub(super) skipped: AtomicU64,
+    /// A change stream's events by operation (see [`ChangeTally`]).
+    pub(super) changes: ChangeTally,
+}
+
+/// A change stream's events by operation, added to by every chunk once a
+/// batch: `created`, `read`, `updated`, `deleted`, `truncated`,
+/// `unstated` in [`ChangeOperations`]' order.
+#[derive(Default)]
+pub(super) struct ChangeTally([AtomicU64; 6]);
+
+impl ChangeTally {
+    fn add(&self, counts: &mut [u64; 6]) {
+        for (total, n) in self.0.iter().zip(counts.iter_mut()) {
+            if *n > 0 {
+                total.fetch_add(*n, Ordering::Relaxed);
+                *n = 0;
+            }
+        }
+    }
+
+    /// The totals.
+    pub(super) fn operations(&self) -> ChangeOperations {
+        let n = |i: usize| self.0[i].load(Ordering::Relaxed);
+        ChangeOperations {
+            created: n(0),
+            read: n(1),
+            updated: n(2),
+            deleted: n(3),
+            truncated: n(4),
+            unstated: n(5),
+        }
+    }
+}
+
+/// The [`ChangeTally`] slot of a row's operation.
+fn slot_of(op: Option<&str>) -> usize {
+    match op {
+        Some("c") => 0,
+        Some("r") => 1,
+        Some("u") => 2,
+        Some("d") => 3,
+        Some("t") => 4,
+        _ => 5,
+    }
 }
 
 /// What every drain thread shares.
@@ -189,6 +234,8 @@ pub(super) struct ChunkWriter<'a> {
     planned_left: usize,
     /// Offsets and bytes read, per range, not yet added to the table's.
     reads: ChunkReads,
+    /// Change events by operation not yet added to the table's tally.
+    changes: [u64; 6],
 }
 
 impl<'a> ChunkWriter<'a> {
@@ -239,6 +286,7 @@ impl<'a> ChunkWriter<'a> {
                 .map(|r| usize::try_from(r.end - r.start).unwrap_or(0))
                 .sum(),
             reads: ChunkReads::new(&table.progress, ranges),
+            changes: [0; 6],
         })
     }
 
@@ -266,6 +314,15 @@ impl<'a> ChunkWriter<'a> {
         let records = &self.shared.progress.records;
         records.fetch_add(self.unpublished, Ordering::Relaxed);
         self.unpublished = 0;
+        self.table.changes.add(&mut self.changes);
+    }
+
+    /// Counts a change event of operation `op` (`None`: a row whose event
+    /// names none); nothing on a table that does not read change events.
+    fn count_change(&mut self, op: Option<&str>) {
+        if self.table.change_events != ChangeEvents::None {
+            self.changes[slot_of(op)] += 1;
+        }
     }
 
     /// One message: decoded into the batch (or a tombstone, or invalid as
@@ -314,6 +371,7 @@ impl<'a> ChunkWriter<'a> {
             attempt += 1;
             let e = match self.decoder.append(record) {
                 Ok(()) => {
+                    self.count_change(self.decoder.change_op());
                     // A change event that moved its row to another key.
                     if let Some(old) = self.decoder.take_replaced_key() {
                         self.send_delete(&old, record)?;
@@ -326,6 +384,13 @@ impl<'a> ChunkWriter<'a> {
             if e.kind == DecodeErrorKind::BatchFull && !last && !self.decoder.is_empty() {
                 self.send_batch()?;
                 continue;
+            }
+            // A delete event (not the Kafka tombstone after it), a truncate.
+            let deleted = e.kind == DecodeErrorKind::Tombstone && record.value.is_some();
+            if deleted || matches!(e.kind, DecodeErrorKind::DeleteKey { .. }) {
+                self.count_change(Some("d"));
+            } else if e.kind == DecodeErrorKind::Truncate {
+                self.count_change(Some("t"));
             }
             // Soft deletes: the delete event kept the row, marked; its
             // tombstone must not remove it.

@@ -92,6 +92,9 @@ pub struct TableOutput {
     pub dead: Vec<DeadRecord>,
     /// Invalid messages skipped (`on_invalid = "skip"`).
     pub skipped: u64,
+    /// A change stream's events read, by operation (`None`: the table
+    /// does not read change events).
+    pub changes: Option<super::report::ChangeOperations>,
 }
 
 /// Drains every table's ranges with up to `threads` parallel consumers and
@@ -338,6 +341,8 @@ async fn finish_outputs(
             renamed,
             dead: sink.dead,
             skipped: table.skipped.load(Ordering::Relaxed),
+            changes: (table.change_events != ChangeEvents::None)
+                .then(|| table.changes.operations()),
         });
     }
     outputs
@@ -425,6 +430,7 @@ impl TableShared {
             delete_events: AtomicU64::new(0),
             failed: AtomicBool::new(false),
             skipped: AtomicU64::new(0),
+            changes: Default::default(),
         }
     }
 }

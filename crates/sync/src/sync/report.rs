@@ -122,6 +122,44 @@ pub struct TableReport {
     /// round (read ahead while the table could not commit).
     #[serde(skip)]
     pub buffered_bytes: u64,
+    /// A change stream's events read, by operation (`change_events`
+    /// tables only; absent otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub change_operations: Option<ChangeOperations>,
+}
+
+impl ChangeOperations {
+    /// `created=N read=N updated=N deleted=N truncated=N` (and
+    /// `unstated=N` when there are some).
+    pub fn to_text(&self) -> String {
+        let mut text = format!(
+            "created={} read={} updated={} deleted={} truncated={}",
+            self.created, self.read, self.updated, self.deleted, self.truncated
+        );
+        if self.unstated > 0 {
+            text.push_str(&format!(" unstated={}", self.unstated));
+        }
+        text
+    }
+}
+
+/// A change stream's events by operation: what the run read, committed
+/// or not with the table (a failed table's events are read again).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct ChangeOperations {
+    /// `op` `c`: rows inserted in the source.
+    pub created: u64,
+    /// `op` `r`: rows of the connector's snapshot.
+    pub read: u64,
+    /// `op` `u`: rows updated.
+    pub updated: u64,
+    /// `op` `d`: rows deleted (Kafka tombstones not counted).
+    pub deleted: u64,
+    /// `op` `t`: truncates.
+    pub truncated: u64,
+    /// Rows whose event names no operation (a flattened record without
+    /// `__op`).
+    pub unstated: u64,
 }
 
 impl TableReport {
@@ -155,6 +193,7 @@ impl TableReport {
             more_waiting: false,
             waits_on_destination: false,
             buffered_bytes: 0,
+            change_operations: None,
         }
     }
 }
@@ -305,6 +344,9 @@ impl SyncReport {
             }
             if let Some(dlq) = &t.dead_letter_table {
                 out.push_str(&format!(" dead_letters={} -> {dlq}", t.dead_letter_records));
+            }
+            if let Some(ops) = &t.change_operations {
+                out.push_str(&format!("\n    changes: {}", ops.to_text()));
             }
             for change in &t.schema_changes {
                 out.push_str(&format!("\n    schema: {change}"));

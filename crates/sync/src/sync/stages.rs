@@ -458,6 +458,7 @@ pub(super) async fn commit_tables(ctx: &SyncContext<'_>, tables: &mut [TableStat
             state.report.schema_changes = std::mem::take(&mut output.schema_changes);
             log_renamed(state.topic(), &output.renamed);
             state.report.skipped_records = output.skipped;
+            state.report.change_operations = output.changes;
             if let Some(e) = output.error.take() {
                 state.fail(Stage::Drain, e);
                 state.report.orphan_files =

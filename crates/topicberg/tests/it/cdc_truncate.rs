@@ -35,7 +35,15 @@ fn a_truncate_deletes_the_rows_before_it_in_one_commit_and_keeps_those_after() {
     let (topic, refused_topic) = (connector.topic(&kept), connector.topic(&refused));
     let job = change_job(&topic, &kept, "");
     wait_for(&topic, 10);
-    job.sync();
+    let first = job.sync();
+    // The events by operation: the connector's snapshot reads.
+    let operations = |report: &Value| report["tables"][0]["change_operations"].clone();
+    assert_eq!(
+        operations(&first),
+        serde_json::json!({"created": 0, "read": 10, "updated": 0, "deleted": 0,
+            "truncated": 0, "unstated": 0}),
+        "{first:#}"
+    );
     let copy = || copy_rows("duckdb", &job, &kept).expect("DuckDB reads the table");
     assert_eq!(copy(), source_rows(&kept));
 
@@ -54,6 +62,12 @@ fn a_truncate_deletes_the_rows_before_it_in_one_commit_and_keeps_those_after() {
     ));
     wait_for(&topic, 10 + 5 + 1 + 1 + 5 + 1);
     let before = job.sync();
+    assert_eq!(
+        operations(&before),
+        serde_json::json!({"created": 10, "read": 0, "updated": 2, "deleted": 0,
+            "truncated": 1, "unstated": 0}),
+        "{before:#}"
+    );
     assert_eq!(copy(), source_rows(&kept));
     assert_eq!(source_rows(&kept).len(), 5);
     let snapshots = |report: &Value| report["tables"][0]["snapshot_id"].clone();

@@ -451,6 +451,15 @@ impl BatchDecoder {
         self.change_lsn
     }
 
+    /// The operation (`c`, `r`, `u`; `d` for a soft delete's row, `t` for
+    /// a truncate's) of the last change event [`BatchDecoder::append`]
+    /// made a row of; `None` for a row whose event names none (a
+    /// flattened record without `__op`) and for a value that is not a
+    /// change event.
+    pub fn change_op(&self) -> Option<&'static str> {
+        self.change_op
+    }
+
     /// Whether these columns have `_cdc_lsn`, which then orders the rows
     /// of a key across partitions (see [`BatchDecoder::change_lsn`]).
     pub fn has_change_lsn(&self) -> bool {
