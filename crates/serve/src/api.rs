@@ -70,7 +70,8 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
 /// API's JSON error shape (after draining the rest so that the client
 /// reads the answer, see [`crate::body`]).
 pub(crate) async fn read_body(req: Request) -> Result<Bytes, ApiError> {
-    body::read_limited(req.into_body(), BODY_LIMIT)
+    let waits = body::waits_to_send(req.headers());
+    body::read_limited(req.into_body(), BODY_LIMIT, waits)
         .await
         .map_err(|e| match e {
             BodyError::TooLarge { .. } => ApiError::new(

@@ -185,9 +185,13 @@ pub async fn require_session(
             Some(h) => h,
             None if is_form(request.headers()) => {
                 let (parts, body) = request.into_parts();
-                let bytes = match crate::body::read_limited(body, MAX_FORM_BYTES).await {
+                let waits = crate::body::waits_to_send(&parts.headers);
+                let bytes = match crate::body::read_limited(body, MAX_FORM_BYTES, waits).await {
                     Ok(b) => b,
-                    Err(_) => {
+                    Err(e @ crate::body::BodyError::Broken(_)) => {
+                        return ApiError::bad_request(e.to_string()).into_response()
+                    }
+                    Err(crate::body::BodyError::TooLarge { .. }) => {
                         return ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "form too large")
                             .into_response()
                     }

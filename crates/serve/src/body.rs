@@ -34,11 +34,21 @@ pub enum BodyError {
 
 /// The whole body if it holds at most `limit` bytes; else
 /// [`BodyError::TooLarge`] after draining the rest (up to [`DRAIN_LIMIT`]).
-pub async fn read_limited(mut body: Body, limit: usize) -> Result<Bytes, BodyError> {
+/// `waits_to_send`: the client sent `Expect: 100-continue` and sends the
+/// body only when it is read: a declared length over the limit is then
+/// refused at once (nothing to drain), as is one over [`DRAIN_LIMIT`].
+pub async fn read_limited(
+    mut body: Body,
+    limit: usize,
+    waits_to_send: bool,
+) -> Result<Bytes, BodyError> {
     let declared = body.size_hint().exact().unwrap_or(0);
+    let too_large = declared > limit as u64;
+    if too_large && (waits_to_send || declared > DRAIN_LIMIT as u64) {
+        return Err(BodyError::TooLarge { limit });
+    }
     let mut kept: Vec<u8> = Vec::new();
     let mut seen: usize = 0;
-    let too_large = declared > limit as u64;
     while let Some(frame) = poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await {
         let frame = frame.map_err(|e| BodyError::Broken(e.to_string()))?;
         let Ok(data) = frame.into_data() else {
@@ -60,6 +70,14 @@ pub async fn read_limited(mut body: Body, limit: usize) -> Result<Bytes, BodyErr
     Ok(Bytes::from(kept))
 }
 
+/// Whether the request says `Expect: 100-continue`.
+pub fn waits_to_send(headers: &axum::http::HeaderMap) -> bool {
+    headers
+        .get(axum::http::header::EXPECT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.eq_ignore_ascii_case("100-continue"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -72,13 +90,15 @@ mod tests {
 
     #[test]
     fn a_body_within_the_limit_is_returned_whole() {
-        let got = rt().block_on(read_limited(Body::from("abc"), 3)).unwrap();
+        let got = rt()
+            .block_on(read_limited(Body::from("abc"), 3, false))
+            .unwrap();
         assert_eq!(&got[..], b"abc");
     }
 
     #[test]
     fn a_body_over_the_limit_is_too_large() {
-        let got = rt().block_on(read_limited(Body::from("abcd"), 3));
+        let got = rt().block_on(read_limited(Body::from("abcd"), 3, false));
         assert!(
             matches!(got, Err(BodyError::TooLarge { limit: 3 })),
             "{got:?}"
@@ -96,7 +116,7 @@ mod tests {
             Ok::<_, std::io::Error>(Bytes::from(vec![b'x'; 1000]))
         });
         let body = Body::from_stream(futures::stream::iter(chunks));
-        let got = rt().block_on(read_limited(body, 2500));
+        let got = rt().block_on(read_limited(body, 2500, false));
         assert!(matches!(got, Err(BodyError::TooLarge { .. })), "{got:?}");
         assert_eq!(
             pulled.load(Ordering::SeqCst),

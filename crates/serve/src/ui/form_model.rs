@@ -268,6 +268,9 @@ fn unset_text(field: &Value, choices: &[(String, String)]) -> String {
     let words = match field.get("default") {
         Some(Value::Bool(true)) => Some("yes".to_string()),
         Some(Value::Bool(false)) => Some("no".to_string()),
+        // An empty list or table: nothing, said as "(none)".
+        Some(Value::Array(a)) if a.is_empty() => None,
+        Some(Value::Object(o)) if o.is_empty() => None,
         Some(value) => {
             let value = plain(value);
             let label = choices

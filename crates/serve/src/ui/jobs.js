@@ -171,8 +171,9 @@ function writtenTables(id, last) {
     h("p", { class: "hint" }, `Written by the last successful run (#${last.id}).`),
     h("table", { id: "written-tables" },
       h("tr", {}, ["Table", "Topic", "Records in that run"].map((t) => h("th", {}, t))),
-      tables.map((t) => h("tr", {},
-        h("td", {}, h("a", { class: "written-table", href: `#/jobs/${id}/tables/${encodeURIComponent(t.table)}` }, t.table)),
+      // The report names a table with its namespace; its page, without.
+      tables.map((t) => ({ ...t, name: String(t.table).split(".").pop() })).map((t) => h("tr", {},
+        h("td", {}, h("a", { class: "written-table", href: `#/jobs/${id}/tables/${encodeURIComponent(t.name)}` }, t.name)),
         h("td", {}, cell(t.topic)), h("td", {}, count(t.records)))))];
 }
 

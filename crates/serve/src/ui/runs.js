@@ -61,7 +61,8 @@ export async function runPage(id) {
   const notes = runNotes(run);
   const split = (text) => (text ? text.replace(/\n$/, "").split("\n") : []);
   let lines = split(log);
-  const pre = h("pre", { class: "log", id: "log" });
+  // Focusable: a box that scrolls must be reachable by keyboard.
+  const pre = h("pre", { class: "log", id: "log", tabindex: "0", "aria-label": "the run's log" });
   const search = h("input", { type: "search", id: "log-search", placeholder: "search the log", value: runPage.search || "" });
   const level = h("select", { id: "log-level" },
     [["", "all levels"], ["INFO", "INFO and above"], ["WARN", "WARN and ERROR"], ["ERROR", "ERROR only"]].map(([v, t]) => h("option", { value: v }, t)));

@@ -36,9 +36,10 @@ export function scheduleBuilder(schedule) {
         ? `Next runs: ${answer.next.map(utc).join(", ")}`
         : "Manual: runs start with Sync Now only.");
     } catch (e) {
-      if (mine !== asked || e.status === 401) return;
+      if (mine !== asked) return;
       next.replaceChildren();
-      schedule.setError(inWords(e.message.replace(/^schedule: /, "")));
+      // Only a schedule the service cannot read is the field's problem.
+      if (e.status === 400) schedule.setError(inWords(e.message.replace(/^schedule: /, "")));
     }
   };
   schedule.input.addEventListener("input", () => { clearTimeout(timer); timer = setTimeout(refresh, 300); });

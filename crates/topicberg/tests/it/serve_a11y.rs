@@ -74,43 +74,73 @@ impl Page {
     }
 }
 
-/// The width of a phone (CSS pixels), and what 200% zoom leaves of the
-/// test's 1280 x 1000 window.
-pub(crate) const NARROW_WINDOWS: [(u32, u32); 2] = [(390, 844), (640, 500)];
+/// A phone's viewport (CSS pixels), and 200% zoom of the test's 1280 x
+/// 1000 window (640 x 500 CSS pixels, two device pixels each): `(width,
+/// height, device pixels per CSS pixel)`. Emulated by Chromium's device
+/// metrics (a headless window is never narrower than 500 px).
+pub(crate) const NARROW_VIEWPORTS: [(u32, u32, u32); 2] = [(390, 844, 3), (640, 500, 2)];
 
-impl Page {
-    /// At each of [`NARROW_WINDOWS`], every page of `hashes` fits the
-    /// window's width: the page itself never scrolls sideways (a wide table
-    /// scrolls inside its own box). Restores the window's size after.
-    pub(crate) async fn assert_fits_narrow_windows(&self, hashes: &[String]) {
-        let (width, height) = self.client.get_window_size().await.unwrap();
-        for (w, h) in NARROW_WINDOWS {
-            self.client.set_window_size(w, h).await.unwrap();
-            let inner = self
-                .client
-                .execute("return window.innerWidth;", vec![])
-                .await
-                .unwrap();
-            assert_eq!(
-                inner.as_u64(),
-                Some(u64::from(w)),
-                "the window is not {w} px wide"
-            );
-            for hash in hashes {
-                self.show_page(hash).await;
-                let overflow = self.sideways_overflow().await;
-                assert!(
-                    overflow.is_empty(),
-                    "{hash} at {w} px scrolls sideways; too wide: {overflow}"
-                );
-            }
-        }
-        self.client
-            .set_window_size(width as u32, height as u32)
+/// At each of [`NARROW_VIEWPORTS`], in a browser session of its own
+/// (logged in to `base`), every page of `hashes` fits the viewport's
+/// width: the page itself never scrolls sideways (a wide table scrolls
+/// inside its own box).
+pub(crate) async fn assert_fits_narrow_viewports(
+    webdriver: &str,
+    profile: &std::path::Path,
+    base: &str,
+    hashes: &[String],
+) {
+    for (w, h, ratio) in NARROW_VIEWPORTS {
+        let mut caps = serde_json::Map::new();
+        caps.insert(
+            "goog:chromeOptions".into(),
+            serde_json::json!({
+                "binary": "/usr/bin/chromium",
+                "args": ["--headless=new", "--no-sandbox", "--disable-gpu",
+                    "--disable-dev-shm-usage", "--no-first-run",
+                    format!("--user-data-dir={}", profile.join(format!("narrow-{w}")).display())],
+                "mobileEmulation": {"deviceMetrics": {"width": w, "height": h, "pixelRatio": ratio}},
+            }),
+        );
+        let client = fantoccini::ClientBuilder::native()
+            .capabilities(caps)
+            .connect(webdriver)
+            .await
+            .expect("a Chromium session");
+        let page = Page {
+            client,
+            base: base.to_string(),
+            shots: std::env::temp_dir(),
+            shot: 0,
+        };
+        page.go("").await;
+        page.fill("#password", crate::serve_support::ADMIN_PASSWORD)
+            .await;
+        page.click("#login").await;
+        page.wait("#new-job").await;
+        let inner = page
+            .client
+            .execute("return window.innerWidth;", vec![])
             .await
             .unwrap();
+        assert_eq!(
+            inner.as_u64(),
+            Some(u64::from(w)),
+            "the viewport is not {w} px wide"
+        );
+        for hash in hashes {
+            page.show_page(hash).await;
+            let overflow = page.sideways_overflow().await;
+            assert!(
+                overflow.is_empty(),
+                "{hash} at {w} px scrolls sideways; too wide: {overflow}"
+            );
+        }
+        page.client.close().await.unwrap();
     }
+}
 
+impl Page {
     /// Goes to `hash` and waits until that page drew its heading (through
     /// a page that does not exist, so the last page's heading is gone).
     async fn show_page(&self, hash: &str) {

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::serve_a11y::narrow_pages;
+use crate::serve_a11y::{assert_fits_narrow_viewports, narrow_pages};
 use crate::serve_browser::{browser, start_chromedriver, Page};
 use crate::serve_browser_forms::{assert_labels, schedule_builder_fills_and_lists_the_next_runs};
 use crate::serve_support::{temp_data_dir, Server, ADMIN_PASSWORD};
@@ -713,8 +713,8 @@ async fn browse(
         .await;
     page.screenshot_as("serve-jobs").await;
     page.assert_accessible("serve-jobs").await;
-    page.assert_fits_narrow_windows(&narrow_pages(&page, job_id, destination).await)
-        .await;
+    let narrow = narrow_pages(&page, job_id, destination).await;
+    assert_fits_narrow_viewports(&webdriver, dir, base, &narrow).await;
     cancel_on_the_run_page_commits_nothing(&page, job_id, topic, release).await;
     page.client.close().await.unwrap();
 }
