@@ -23,12 +23,13 @@ function percent(read, planned) {
 // CSSOM: the page's Content-Security-Policy (default-src 'self') blocks
 // inline style attributes, so a `style="width: .."` would be dropped and
 // the fill would take the whole bar.
-export function bar(read, planned) {
+// `what` names it for a screen reader ("orders partition 2").
+export function bar(read, planned, what) {
   const p = percent(read, planned);
   const fill = h("span", { class: "progress-fill" });
   fill.style.width = `${p}%`;
-  return h("span", { class: "progress-bar", role: "progressbar", "aria-valuenow": p, "aria-valuemin": 0, "aria-valuemax": 100 },
-    fill);
+  return h("span", { class: "progress-bar", role: "progressbar", "aria-valuenow": p, "aria-valuemin": 0, "aria-valuemax": 100,
+    "aria-label": `${what}: offsets read` }, fill);
 }
 
 const PHASES = { planning: "planning (offsets, tables)", reading: "reading", committing: "committing", finished: "finished" };
@@ -39,12 +40,12 @@ function progressView(p) {
   for (const t of p.tables) {
     rows.push(h("tr", { class: "progress-table" },
       h("td", {}, t.topic), h("td", {}, "all"), h("td", {}, statusCell(t.status)),
-      h("td", {}, bar(t.read, t.planned), ` ${percent(t.read, t.planned)}%`),
+      h("td", {}, bar(t.read, t.planned, t.topic), ` ${percent(t.read, t.planned)}%`),
       h("td", {}, `${count(t.read)} of ${count(t.planned)}`), h("td", {}, bytes(t.bytes)), h("td", {}, eta(t.eta_ms))));
     for (const part of t.partitions) {
       rows.push(h("tr", { class: "progress-partition" },
         h("td", {}, ""), h("td", {}, String(part.partition)), h("td", {}, ""),
-        h("td", {}, bar(part.read, part.planned), ` ${percent(part.read, part.planned)}%`),
+        h("td", {}, bar(part.read, part.planned, `${t.topic} partition ${part.partition}`), ` ${percent(part.read, part.planned)}%`),
         h("td", {}, `${count(part.read)} of ${count(part.planned)}`), h("td", {}, bytes(part.bytes)), h("td", {}, "")));
     }
   }

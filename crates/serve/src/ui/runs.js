@@ -63,8 +63,8 @@ export async function runPage(id) {
   let lines = split(log);
   // Focusable: a box that scrolls must be reachable by keyboard.
   const pre = h("pre", { class: "log", id: "log", tabindex: "0", "aria-label": "the run's log" });
-  const search = h("input", { type: "search", id: "log-search", placeholder: "search the log", value: runPage.search || "" });
-  const level = h("select", { id: "log-level" },
+  const search = h("input", { type: "search", id: "log-search", placeholder: "search the log", "aria-label": "search the log", value: runPage.search || "" });
+  const level = h("select", { id: "log-level", "aria-label": "log level" },
     [["", "all levels"], ["INFO", "INFO and above"], ["WARN", "WARN and ERROR"], ["ERROR", "ERROR only"]].map(([v, t]) => h("option", { value: v }, t)));
   level.value = runPage.level || "";
   const shownCount = h("span", { class: "hint", id: "log-count" });

@@ -30,26 +30,28 @@ export async function streamsPage(id, first) {
   const notOffered = (job.streams || []).filter((s) => !offered.has(s.topic));
   const rows = found.topics.map((t) => {
     const configured = (job.streams || []).find((s) => s.topic === t.topic);
-    const tick = h("input", { type: "checkbox", class: "tick", checked: !!configured });
-    const mode = h("select", { class: "mode" }, modes.map(([v]) => h("option", { value: v }, v)));
+    // Each control named for its topic (a screen reader reads a row's
+    // controls without the table's headings).
+    const tick = h("input", { type: "checkbox", class: "tick", checked: !!configured, "aria-label": `sync ${t.topic}` });
+    const mode = h("select", { class: "mode", "aria-label": `mode of ${t.topic}` }, modes.map(([v]) => h("option", { value: v }, v)));
     mode.value = (configured && configured.mode) || t.mode || "append";
     const keyNames = ["_kafka_key", ...t.columns.map((c) => c.name)];
     const storedKeys = (configured && configured.dedup_keys) || t.dedup_keys || [];
     for (const k of storedKeys) if (!keyNames.includes(k)) keyNames.push(k);
-    const keys = h("select", { class: "keys", multiple: true, size: Math.min(6, keyNames.length) },
+    const keys = h("select", { class: "keys", multiple: true, size: Math.min(6, keyNames.length), "aria-label": `dedup keys of ${t.topic}` },
       keyNames.map((n) => h("option", { value: n }, n)));
     for (const k of storedKeys) {
       const o = [...keys.options].find((x) => x.value === k);
       if (o) o.selected = true;
     }
-    const formatSelect = (cls, value) => {
-      const select = h("select", { class: cls },
+    const formatSelect = (cls, value, what) => {
+      const select = h("select", { class: cls, "aria-label": `${what} of ${t.topic}` },
         formats.map(([f]) => h("option", { value: f }, f || "(default)")));
       select.value = value || "";
       return select;
     };
-    const valueFormat = formatSelect("value-format", configured && configured.value_format);
-    const keyFormat = formatSelect("key-format", configured && configured.key_format);
+    const valueFormat = formatSelect("value-format", configured && configured.value_format, "value format");
+    const keyFormat = formatSelect("key-format", configured && configured.key_format, "key format");
     const shown = { mode: mode.value, keys: [...keys.selectedOptions].map((o) => o.value).sort().join("\n"),
       value_format: valueFormat.value, key_format: keyFormat.value };
     const fmt = t.upsert_delete_format;

@@ -111,7 +111,7 @@ async fn browse(dir: &std::path::Path, base: &str, id: i64) {
     let table = page
         .text_until("main", limit, |t| t.contains("Rows written"))
         .await;
-    assert!(table.contains("Table shop_red"), "{table}");
+    assert!(table.contains("_topics.shop_red"), "{table}");
     // Its rows: the two red messages.
     let rows = page
         .text_until("#table-overview .fact span:last-child", limit, |t| {
