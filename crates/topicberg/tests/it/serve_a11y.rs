@@ -118,19 +118,21 @@ pub(crate) async fn assert_fits_narrow_viewports(
             .await;
         page.click("#login").await;
         page.wait("#new-job").await;
-        let inner = page
+        // The emulated screen (the layout may be wider: a mobile browser
+        // zooms out to show a page wider than its screen).
+        let screen = page
             .client
-            .execute("return window.innerWidth;", vec![])
+            .execute("return screen.width;", vec![])
             .await
             .unwrap();
         assert_eq!(
-            inner.as_u64(),
+            screen.as_u64(),
             Some(u64::from(w)),
-            "the viewport is not {w} px wide"
+            "the screen is not {w} px wide"
         );
         for hash in hashes {
             page.show_page(hash).await;
-            let overflow = page.sideways_overflow().await;
+            let overflow = page.sideways_overflow(w).await;
             assert!(
                 overflow.is_empty(),
                 "{hash} at {w} px scrolls sideways; too wide: {overflow}"
@@ -156,12 +158,13 @@ impl Page {
         .await;
     }
 
-    /// "" when the page is no wider than its window; else the elements
-    /// that reach past its right edge outside any box that scrolls.
-    async fn sideways_overflow(&self) -> String {
+    /// "" when the page is no wider than the `screen` (CSS pixels); else
+    /// the elements that reach past it outside any box that scrolls.
+    async fn sideways_overflow(&self, screen: u32) -> String {
         let script = "
             const root = document.documentElement;
-            if (root.scrollWidth <= root.clientWidth) return '';
+            const width = arguments[0];
+            if (root.scrollWidth <= width && window.innerWidth <= width) return '';
             const inScroller = (el) => {
               for (let p = el.parentElement; p; p = p.parentElement) {
                 const o = getComputedStyle(p).overflowX;
@@ -170,13 +173,17 @@ impl Page {
               return false;
             };
             const wide = [...document.body.querySelectorAll('*')]
-              .filter((el) => el.getBoundingClientRect().right > root.clientWidth + 1 && !inScroller(el))
+              .filter((el) => el.getBoundingClientRect().right > width + 1 && !inScroller(el))
               .slice(0, 8)
               .map((el) => el.tagName.toLowerCase() + (el.id ? '#' + el.id : '')
                 + (el.className && typeof el.className === 'string' ? '.' + el.className.split(' ').join('.') : '')
                 + ' ' + Math.round(el.getBoundingClientRect().right) + 'px');
-            return `page ${root.scrollWidth}px in ${root.clientWidth}px: ${wide.join(', ')}`;";
-        let answer = self.client.execute(script, vec![]).await.unwrap();
+            return `page ${root.scrollWidth}px on a ${width}px screen: ${wide.join(', ')}`;";
+        let answer = self
+            .client
+            .execute(script, vec![Value::from(screen)])
+            .await
+            .unwrap();
         answer.as_str().unwrap_or_default().to_string()
     }
 }
