@@ -322,7 +322,10 @@ fn error_messages_kafka_topic_not_authorized() {
 
 /// A Seaweed job whose destination has `from` replaced by `to`.
 fn seaweed_job_with(from: &str, to: &str) -> Job {
-    let job = Job::new(Catalog::Seaweed, &[&unique_name("golden_none")], "", "");
+    // An empty topic: `check` fails a topic the cluster lacks.
+    let topic = unique_name("golden_empty");
+    create_topic(&topic, 1);
+    let job = Job::new(Catalog::Seaweed, &[&topic], "", "");
     let text = std::fs::read_to_string(&job.path).unwrap();
     assert!(text.contains(from), "{text}");
     std::fs::write(&job.path, text.replace(from, to)).unwrap();
@@ -337,7 +340,8 @@ fn error_messages_catalog_unreachable() {
         &failed_check(&job),
         &[],
         r#"ok    kafka         1 broker(s) answered at <kafka>
-ok    topics        0 topic(s) match: 
+ok    topics        1 topic(s) match: golden_empty_<hex>
+ok    consumer group group topicberg_it_job_<hex> and 1 partition(s)' offsets readable
 FAIL  catalog       token exchange at http://127.0.0.1:9/v1/oauth/tokens: the catalog's token endpoint is unreachable: error sending request for url (http://127.0.0.1:9/v1/oauth/tokens): client error (Connect): tcp connect error: Connection refused (os error 111) (gave up after 4 attempts in <n> s)
 "#,
     );
@@ -352,7 +356,8 @@ fn error_messages_catalog_credential_refused() {
         &failed_check(&job),
         &[],
         r#"ok    kafka         1 broker(s) answered at <kafka>
-ok    topics        0 topic(s) match: 
+ok    topics        1 topic(s) match: golden_empty_<hex>
+ok    consumer group group topicberg_it_job_<hex> and 1 partition(s)' offsets readable
 FAIL  catalog       token exchange at <seaweed>/v1/oauth/tokens: HTTP 401 Unauthorized: invalid_client: Invalid client credentials (check the client id and secret) (wrong client id or secret)
 "#,
     );
@@ -370,7 +375,8 @@ fn error_messages_catalog_warehouse_namespace_does_not_exist() {
         &failed_check(&job),
         &[],
         r#"ok    kafka         1 broker(s) answered at <kafka>
-ok    topics        0 topic(s) match: 
+ok    topics        1 topic(s) match: golden_empty_<hex>
+ok    consumer group group topicberg_it_job_<hex> and 1 partition(s)' offsets readable
 ok    catalog       credential exchanged, catalog configuration read
 FAIL  create table  creating namespace it_job_<hex>_topics (POST <seaweed>/v1/golden-no-such-bucket/namespaces): HTTP 404 Not Found: NoSuchNamespaceException: table bucket golden-no-such-bucket not found: each table bucket is a separate catalog, select one with warehouse=s3://<table-bucket>/ or /v1/<table-bucket>/ (check the catalog URI and warehouse name) (check the warehouse name)
 "#,
@@ -384,7 +390,8 @@ fn error_messages_storage_refuses_the_secret_key() {
         &failed_check(&job),
         &[],
         r#"ok    kafka         1 broker(s) answered at <kafka>
-ok    topics        0 topic(s) match: 
+ok    topics        1 topic(s) match: golden_empty_<hex>
+ok    consumer group group topicberg_it_job_<hex> and 1 partition(s)' offsets readable
 ok    catalog       credential exchanged, catalog configuration read
 ok    create table  created it_job_<hex>_topics.topicberg_check_<hex>
 ok    storage credentials the job file's keys (s3_access_key, s3_secret_key)
@@ -400,16 +407,19 @@ ok    drop table    dropped it_job_<hex>_topics.topicberg_check_<hex>
 /// Retried 5 times (7.5 s) before `check` names it.
 #[test]
 fn error_messages_schema_registry_unreachable() {
+    let topic = unique_name("golden_empty");
+    create_topic(&topic, 1);
     let job = kafka_job(
         &get("TESTBED_KAFKA_BOOTSTRAP"),
         "schema_registry_url = \"http://127.0.0.1:9\"\n",
-        &[&unique_name("golden_none")],
+        &[&topic],
     );
     assert_message(
         &failed_check(&job),
         &[],
         r#"ok    kafka         1 broker(s) answered at <kafka>
-ok    topics        0 topic(s) match: 
+ok    topics        1 topic(s) match: golden_empty_<hex>
+ok    consumer group group topicberg_it_job_<hex> and 1 partition(s)' offsets readable
 FAIL  registry      schema registry http://127.0.0.1:9: GET /subjects: error sending request for url (http://127.0.0.1:9/subjects): client error (Connect): tcp connect error: Connection refused (os error 111) (gave up after 5 attempt(s) in <n> s) (check schema_registry_url and that the registry is running and reachable from this machine)
 ok    catalog       embedded catalog opened
 ok    create table  created it_job_<hex>_topics.topicberg_check_<hex>
