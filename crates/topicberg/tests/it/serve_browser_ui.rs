@@ -55,14 +55,7 @@ fn serve_browser_fields_overview_marks_log_filter_clone_delete_import() {
     );
     let mut api = server.client();
     api.login(ADMIN_PASSWORD).expect(200);
-    let destination = api
-        .json(
-            "POST",
-            "/api/destinations",
-            Some(&json!({"name": "embedded", "catalog": "sql", "path": "wh"})),
-        )
-        .expect(201)
-        .json();
+    let destination = crate::serve_support::embedded_destination(&api);
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

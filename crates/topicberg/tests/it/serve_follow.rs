@@ -235,14 +235,7 @@ fn serve_browser_starts_a_continuous_job_sees_its_live_commits_and_stops_it() {
     let mut api = server.client();
     api.login(ADMIN_PASSWORD).expect(200);
     let source = plain_source(&api, &topic);
-    let destination = api
-        .json(
-            "POST",
-            "/api/destinations",
-            Some(&json!({"name": "embedded", "catalog": "sql", "path": "wh"})),
-        )
-        .expect(201)
-        .json();
+    let destination = crate::serve_support::embedded_destination(&api);
     // Created stopped (paused): the browser starts it.
     let name = unique_name("it_ui_follow_job");
     let table = format!("{name}_topics.{topic}");

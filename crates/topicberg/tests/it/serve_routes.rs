@@ -26,14 +26,7 @@ fn serve_job_page_lists_a_routed_streams_tables_and_links_each() {
     let mut api = server.client();
     api.login(ADMIN_PASSWORD).expect(200);
     let source = plain_source(&api, &topic);
-    let destination = api
-        .json(
-            "POST",
-            "/api/destinations",
-            Some(&json!({"name": "embedded", "catalog": "sql", "path": "wh"})),
-        )
-        .expect(201)
-        .json();
+    let destination = crate::serve_support::embedded_destination(&api);
     let job = api
         .json(
             "POST",

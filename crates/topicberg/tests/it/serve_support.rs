@@ -415,6 +415,19 @@ pub fn plain_source(client: &Client, topic: &str) -> Value {
         .json()
 }
 
+/// A destination named `embedded`: the embedded catalog in the data
+/// folder's `wh`.
+pub fn embedded_destination(client: &Client) -> Value {
+    client
+        .json(
+            "POST",
+            "/api/destinations",
+            Some(&json!({"name": "embedded", "catalog": "sql", "path": "wh"})),
+        )
+        .expect(201)
+        .json()
+}
+
 /// JSON messages `{"id", "name": "<prefix>-<i>", "score": i}` keyed by id.
 pub fn messages(prefix: &str, ids: &[u32]) -> Vec<(String, String)> {
     ids.iter()
