@@ -21,6 +21,7 @@ mod error;
 mod failure;
 mod fetch;
 mod group_context;
+mod group_members;
 pub mod member;
 pub mod offsets;
 mod partition_range;
@@ -40,6 +41,7 @@ pub use connection::{
 pub use drain::{drain, drain_checked};
 pub use error::{KafkaError, KafkaErrorKind};
 pub use fetch::{fill_spill, FetchBuffers};
+pub use group_members::{describe_group, GroupMemberView, GroupMembers};
 pub use member::{GroupMember, GroupProtocol, Lease};
 pub use offsets::{read_partition_states, GroupClient, PartitionState, TopicPartition};
 pub use partition_range::{DrainError, DrainSettings, DrainedPartition, PartitionRange};

@@ -9,6 +9,7 @@ pub mod answers;
 mod follow;
 pub(crate) mod job_state;
 mod jobs;
+mod members;
 mod overview;
 mod progress;
 mod schedules;

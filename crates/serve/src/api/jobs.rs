@@ -39,6 +39,7 @@ pub fn routes() -> Router<AppState> {
         .route("/api/jobs/{id}/export", get(export))
         .route("/api/jobs/{id}/runs", get(list_runs))
         .route("/api/jobs/{id}/overview", get(super::overview::overview))
+        .route("/api/jobs/{id}/members", get(super::members::members))
         .route("/api/jobs/{id}/tables/{table}", get(super::tables::table))
         .route("/api/runs/{id}", get(get_run))
         .route("/api/runs/{id}/log", get(run_log))

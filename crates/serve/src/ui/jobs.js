@@ -162,6 +162,42 @@ function followerTables(tables) {
       h("td", { class: "buffered" }, bytes(t.buffered_bytes || 0)))));
 }
 
+// The consumer group's members (this service's follower, workers on other
+// machines, a sync in progress), each with its partitions: asked of Kafka
+// when the button is pressed, and kept across the page's refreshes.
+const membersSeen = new Map();
+function groupMembers(id) {
+  const box = h("div", { id: "group-members" });
+  const draw = (seen) => {
+    if (!seen) return box.replaceChildren(h("p", { class: "hint" }, "Ask Kafka which members of the job's consumer group read which partitions."));
+    if (seen.error) return box.replaceChildren(banner("bad", seen.error));
+    const a = seen.answer;
+    box.replaceChildren(
+      h("p", {}, `Group ${a.group}: ${a.state} (${a.protocol} protocol), ${a.members.length} member${a.members.length === 1 ? "" : "s"}, as of ${utcMs(seen.at)}.`),
+      a.members.length === 0 ? null : h("table", { id: "members" },
+        h("tr", {}, ["Client", "Host", "Partitions"].map((t) => h("th", {}, t))),
+        a.members.map((m) => h("tr", { class: "member" },
+          h("td", {}, m.client_id), h("td", {}, m.host), h("td", { class: "cols member-partitions" }, partitionsText(m.partitions))))));
+  };
+  draw(membersSeen.get(id));
+  const ask = async (ev) => {
+    ev.target.disabled = true;
+    try { membersSeen.set(id, { answer: await api("GET", `/api/jobs/${id}/members`), at: Date.now() }); }
+    catch (e) { if (e.status === 401) return; membersSeen.set(id, { error: e.message, at: Date.now() }); }
+    ev.target.disabled = false;
+    draw(membersSeen.get(id));
+  };
+  return [h("h2", {}, "Consumer group"),
+    h("p", { class: "actions" }, h("button", { type: "button", id: "show-members", onclick: ask }, "Show who reads which partitions")), box];
+}
+
+// `[[topic, partition], ...]` as "orders: 0, 2; customers: 1".
+function partitionsText(partitions) {
+  const byTopic = new Map();
+  for (const [topic, p] of partitions) byTopic.set(topic, [...(byTopic.get(topic) || []), p]);
+  return [...byTopic].map(([topic, ps]) => `${topic}: ${ps.join(", ")}`).join("; ") || "none";
+}
+
 // The tables the last successful run wrote (a routed stream's several
 // tables among them), each linked to its page.
 function writtenTables(id, last) {
@@ -245,6 +281,7 @@ export async function jobPage(id) {
             h("td", { class: "lag" }, l ? count(l.lag) : "-"));
         })),
     writtenTables(id, last),
+    groupMembers(id),
     h("h2", {}, "Consumer lag"),
     job.current_run ? h("p", { class: "hint", id: "lag-before-run" }, "Measured after the last run; a run is in progress: ",
       h("a", { href: `#/runs/${job.current_run}` }, `its live figures`), ".") : null,

@@ -48,6 +48,7 @@ mod serve_runner;
 mod serve_schedule;
 mod serve_security;
 mod serve_support;
+mod serve_workers;
 mod sql_catalog;
 mod storage_credentials;
 mod storage_faults;
