@@ -20,7 +20,10 @@ use crate::{KafkaConnection, KafkaError, KafkaErrorKind};
 /// A consumer group as its coordinator describes it.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct GroupMembers {
-    /// `Stable`, `PreparingRebalance`, `Empty`, `Dead`, ...
+    /// `Stable`, `PreparingRebalance`, `CompletingRebalance`, `Empty`,
+    /// `Dead` (also a group that does not exist), or `Unknown` (librdkafka
+    /// names only the classic states: a KIP-848 group assigning or
+    /// reconciling is `Unknown`).
     pub state: String,
     /// `Consumer` (KIP-848) or `Classic`.
     pub protocol: String,
@@ -79,7 +82,10 @@ pub fn describe_group(
         );
         let mut names = [name.as_ptr()];
         rdsys::rd_kafka_DescribeConsumerGroups(rk, names.as_mut_ptr(), 1, options, queue);
-        let event = rdsys::rd_kafka_queue_poll(queue, millis.saturating_add(1_000));
+        // A classic group on a KIP-848 broker takes two requests
+        // (ConsumerGroupDescribe, then DescribeGroups), each with the timeout.
+        let event =
+            rdsys::rd_kafka_queue_poll(queue, millis.saturating_mul(2).saturating_add(1_000));
         let described = read_event(event, group);
         if !event.is_null() {
             rdsys::rd_kafka_event_destroy(event);
@@ -113,9 +119,12 @@ unsafe fn read_event(
         return Err(failed(text(rdsys::rd_kafka_event_error_string(event))));
     }
     let result = rdsys::rd_kafka_event_DescribeConsumerGroups_result(event);
+    if result.is_null() {
+        return Err(failed("the answer is not a group description".to_owned()));
+    }
     let mut count = 0usize;
     let groups = rdsys::rd_kafka_DescribeConsumerGroups_result_groups(result, &mut count);
-    if result.is_null() || groups.is_null() || count == 0 {
+    if groups.is_null() || count == 0 {
         return Err(failed("the answer holds no group".to_owned()));
     }
     let description = *groups;

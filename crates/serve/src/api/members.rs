@@ -10,7 +10,7 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
 use serde::Serialize;
-use topicberg_kafka::{describe_group, GroupMembers, KafkaConnection};
+use topicberg_kafka::{describe_group, GroupMembers, KafkaConnection, KafkaErrorKind};
 
 use crate::error::{ApiError, ApiResult};
 use crate::job_file::JobFileError;
@@ -49,6 +49,10 @@ pub(super) async fn members(
     })
     .await
     .map_err(ApiError::internal)?
-    .map_err(|e| ApiError::new(StatusCode::BAD_GATEWAY, e.to_string()))?;
+    .map_err(|e| match e.kind {
+        // Our own client could not be made: not Kafka's answer.
+        KafkaErrorKind::Config => ApiError::internal(e),
+        _ => ApiError::new(StatusCode::BAD_GATEWAY, e.to_string()),
+    })?;
     Ok(Json(JobMembers { group, described }))
 }

@@ -174,18 +174,21 @@ function groupMembers(id) {
     const a = seen.answer;
     box.replaceChildren(
       h("p", {}, `Group ${a.group}: ${a.state} (${a.protocol} protocol), ${a.members.length} member${a.members.length === 1 ? "" : "s"}, as of ${utcMs(seen.at)}.`),
-      a.members.length === 0 ? null : h("table", { id: "members" },
+      ...(a.members.length === 0 ? [] : [h("table", { id: "members" },
         h("tr", {}, ["Client", "Host", "Partitions"].map((t) => h("th", {}, t))),
         a.members.map((m) => h("tr", { class: "member" },
-          h("td", {}, m.client_id), h("td", {}, m.host), h("td", { class: "cols member-partitions" }, partitionsText(m.partitions))))));
+          h("td", {}, m.client_id), h("td", {}, m.host), h("td", { class: "cols member-partitions" }, partitionsText(m.partitions)))))]));
   };
   draw(membersSeen.get(id));
   const ask = async (ev) => {
-    ev.target.disabled = true;
+    const button = ev.currentTarget;
+    button.disabled = true;
     try { membersSeen.set(id, { answer: await api("GET", `/api/jobs/${id}/members`), at: Date.now() }); }
-    catch (e) { if (e.status === 401) return; membersSeen.set(id, { error: e.message, at: Date.now() }); }
-    ev.target.disabled = false;
-    draw(membersSeen.get(id));
+    catch (e) { if (e.status !== 401) membersSeen.set(id, { error: e.message, at: Date.now() }); }
+    finally { button.disabled = false; }
+    // The page may have been drawn again meanwhile: its box shows it.
+    const shown = document.getElementById("group-members");
+    if (shown && shown !== box) redraw(); else draw(membersSeen.get(id));
   };
   return [h("h2", {}, "Consumer group"),
     h("p", { class: "actions" }, h("button", { type: "button", id: "show-members", onclick: ask }, "Show who reads which partitions")), box];
