@@ -1,8 +1,8 @@
 //! `GET /api/jobs/{id}/members`: who reads the job's partitions now: the
 //! members of its consumer group (this service's follower, workers on
-//! other machines running `topicberg sync --follow`, a scheduled sync in
-//! progress), each with its client id, host and partitions, as the group's
-//! coordinator says (docs/src/how-to/scale-out.md).
+//! other machines running `topicberg sync --follow`), each with its client
+//! id, host and partitions, as the group's coordinator says
+//! (docs/src/how-to/scale-out.md).
 
 use std::time::Duration;
 

@@ -163,7 +163,7 @@ function followerTables(tables) {
 }
 
 // The consumer group's members (this service's follower, workers on other
-// machines, a sync in progress), each with its partitions: asked of Kafka
+// machines), each with its partitions: asked of Kafka
 // when the button is pressed, and kept across the page's refreshes.
 const membersSeen = new Map();
 function groupMembers(id) {
