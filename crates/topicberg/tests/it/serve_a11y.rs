@@ -113,11 +113,7 @@ pub(crate) async fn assert_fits_narrow_viewports(
             shots: std::env::temp_dir(),
             shot: 0,
         };
-        page.go("").await;
-        page.fill("#password", crate::serve_support::ADMIN_PASSWORD)
-            .await;
-        page.click("#login").await;
-        page.wait("#new-job").await;
+        page.log_in().await;
         // The emulated screen (the layout may be wider: a mobile browser
         // zooms out to show a page wider than its screen).
         let screen = page

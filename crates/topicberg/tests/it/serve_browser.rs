@@ -44,6 +44,33 @@ pub(crate) fn start_chromedriver() -> (Driver, String) {
     (Driver(child), url)
 }
 
+/// Runs a browser test's steps (the WebDriver client is async) to their
+/// end on a runtime of their own.
+pub(crate) fn drive<F: std::future::Future>(steps: F) -> F::Output {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(steps)
+}
+
+/// A chromedriver and a Chromium page logged in to the service at `base`
+/// as the admin (its profile and screenshots under `dir`); the page lives
+/// as long as the driver.
+pub(crate) async fn logged_in_page(dir: &std::path::Path, base: &str) -> (Driver, Page) {
+    let (driver, webdriver) = start_chromedriver();
+    let client = browser(&webdriver, &dir.join("chromium-profile")).await;
+    let page = Page {
+        client,
+        base: base.to_string(),
+        shots: dir.to_path_buf(),
+        shot: 0,
+    };
+    page.log_in().await;
+    (driver, page)
+}
+
 pub(crate) async fn browser(webdriver: &str, profile: &std::path::Path) -> Client {
     browser_with(webdriver, profile, &[]).await
 }
@@ -88,6 +115,14 @@ pub(crate) struct Page {
 }
 
 impl Page {
+    /// Logs in as the admin from the login page and waits for the jobs page.
+    pub(crate) async fn log_in(&self) {
+        self.go("").await;
+        self.fill("#password", ADMIN_PASSWORD).await;
+        self.click("#login").await;
+        self.wait("#new-job").await;
+    }
+
     pub(crate) async fn go(&self, hash: &str) {
         self.client
             .goto(&format!("{}/{hash}", self.base))
@@ -235,12 +270,7 @@ fn serve_browser_create_source_destination_job_sync_now_and_scheduled_run() {
         Some(ADMIN_PASSWORD),
         &["--retention-warning-fraction", "0.0000001"],
     );
-    let (run_id, commits) = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(browse(&dir, &server.base, customers, events, unticked));
+    let (run_id, commits) = drive(browse(&dir, &server.base, customers, events, unticked));
     // Snapshot ids use 64 bits: sent as strings, shown exactly.
     let mut api = server.client();
     api.login(ADMIN_PASSWORD).expect(200);

@@ -91,12 +91,7 @@ fn serve_browser_saves_keep_what_the_forms_do_not_show() {
         topic_b: topic_b.clone(),
         new_job: None,
     };
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(browse(&dir, &server.base, &mut ids));
+    crate::serve_browser::drive(browse(&dir, &server.base, &mut ids));
 
     let strip = |mut v: Value| {
         let o = v.as_object_mut().unwrap();

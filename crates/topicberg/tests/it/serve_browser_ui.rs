@@ -56,18 +56,13 @@ fn serve_browser_fields_overview_marks_log_filter_clone_delete_import() {
     let mut api = server.client();
     api.login(ADMIN_PASSWORD).expect(200);
     let destination = crate::serve_support::embedded_destination(&api);
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(browse(
-            &dir,
-            &server.base,
-            &topic,
-            &release,
-            destination["id"].as_i64().unwrap(),
-        ));
+    crate::serve_browser::drive(browse(
+        &dir,
+        &server.base,
+        &topic,
+        &release,
+        destination["id"].as_i64().unwrap(),
+    ));
 
     // The secret typed into the destination form is write-only.
     let destinations = api.get("/api/destinations").expect(200).json();

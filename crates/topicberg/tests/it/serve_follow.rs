@@ -252,32 +252,15 @@ fn serve_browser_starts_a_continuous_job_sees_its_live_commits_and_stops_it() {
         .expect(201)
         .json();
     let id = job["id"].as_i64().unwrap();
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(browse_follow(&dir, &server.base, id, (&topic, &table)));
+    crate::serve_browser::drive(browse_follow(&dir, &server.base, id, (&topic, &table)));
     let after = api.get(&format!("/api/jobs/{id}")).expect(200).json();
     assert_eq!(after["follower"], Value::Null, "stopped: {after}");
     assert_eq!(after["paused"], true, "{after}");
 }
 
 async fn browse_follow(dir: &std::path::Path, base: &str, id: i64, (topic, table): (&str, &str)) {
-    use crate::serve_browser::{browser, start_chromedriver, Page};
-    let (_driver, webdriver) = start_chromedriver();
-    let client = browser(&webdriver, &dir.join("chromium-profile")).await;
-    let page = Page {
-        client,
-        base: base.to_string(),
-        shots: dir.to_path_buf(),
-        shot: 0,
-    };
+    let (_driver, page) = crate::serve_browser::logged_in_page(dir, base).await;
     let limit = Duration::from_secs(60);
-    page.go("").await;
-    page.fill("#password", ADMIN_PASSWORD).await;
-    page.click("#login").await;
-    page.wait("#new-job").await;
     // The list says which jobs are continuous, and that this one is stopped.
     let row = page
         .text_until(&format!("#job-{id}"), limit, |t| t.contains("continuous"))

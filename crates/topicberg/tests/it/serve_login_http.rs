@@ -161,12 +161,7 @@ fn serve_browser_login_over_plain_http_says_why_instead_of_looping() {
         .iter()
         .map(|s| format!("http://{LAN_HOST}:{}", port(s)))
         .collect();
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(browse(&dir, &bases));
+    crate::serve_browser::drive(browse(&dir, &bases));
 }
 
 async fn browse(dir: &std::path::Path, bases: &[String]) {

@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::serve_browser::{browser, start_chromedriver, Page};
 use crate::serve_support::{plain_source, temp_data_dir, Server, ADMIN_PASSWORD};
 use crate::support::{create_topic, produce};
 use crate::testbed::unique_name;
@@ -50,28 +49,12 @@ fn serve_job_page_lists_a_routed_streams_tables_and_links_each() {
         r["status"] != "running"
     });
     assert_eq!(done["status"], "succeeded", "{done}\n{}", server.log());
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(browse(&dir, &server.base, id));
+    crate::serve_browser::drive(browse(&dir, &server.base, id));
 }
 
 async fn browse(dir: &std::path::Path, base: &str, id: i64) {
-    let (_driver, webdriver) = start_chromedriver();
-    let client = browser(&webdriver, &dir.join("chromium-profile")).await;
-    let page = Page {
-        client,
-        base: base.to_string(),
-        shots: std::env::temp_dir(),
-        shot: 0,
-    };
+    let (_driver, page) = crate::serve_browser::logged_in_page(dir, base).await;
     let limit = Duration::from_secs(30);
-    page.go("").await;
-    page.fill("#password", ADMIN_PASSWORD).await;
-    page.click("#login").await;
-    page.wait("#new-job").await;
     page.go(&format!("#/jobs/{id}")).await;
     let streams = page
         .text_until("#overview-streams", limit, |t| t.contains("routed"))

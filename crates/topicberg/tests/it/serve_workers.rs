@@ -10,7 +10,6 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::serve_browser::{browser, start_chromedriver, Page};
 use crate::serve_support::{
     embedded_destination, plain_source, temp_data_dir, Server, ADMIN_PASSWORD,
 };
@@ -105,30 +104,14 @@ fn serve_job_page_names_each_group_member_with_its_partitions() {
         .collect();
     all.sort();
     assert_eq!(all, [(topic.clone(), 0), (topic.clone(), 1)], "{shared:#}");
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(browse(&dir, &server.base, id, &topic));
+    crate::serve_browser::drive(browse(&dir, &server.base, id, &topic));
 }
 
 /// The job page's button asks Kafka and lists both members, one partition
 /// each.
 async fn browse(dir: &std::path::Path, base: &str, id: i64, topic: &str) {
-    let (_driver, webdriver) = start_chromedriver();
-    let client = browser(&webdriver, &dir.join("chromium-profile")).await;
-    let page = Page {
-        client,
-        base: base.to_string(),
-        shots: std::env::temp_dir(),
-        shot: 0,
-    };
+    let (_driver, page) = crate::serve_browser::logged_in_page(dir, base).await;
     let limit = Duration::from_secs(30);
-    page.go("").await;
-    page.fill("#password", ADMIN_PASSWORD).await;
-    page.click("#login").await;
-    page.wait("#new-job").await;
     page.go(&format!("#/jobs/{id}")).await;
     page.click("#show-members").await;
     let listed = page
